@@ -1,0 +1,148 @@
+"""Plain data the scheduler core reads and returns.
+
+Nothing here imports Django, the ORM or Kubernetes: production (the scheduler loop), the embedded demo and trace
+replay all build a `Snapshot`, call `run_cycle()` and apply the decisions it returns.
+
+Times are seconds as floats on one clock chosen by the caller (epoch seconds in production, virtual seconds in
+replay). Device counts are whole devices of one flavor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Topology(StrEnum):
+    NONE = "none"
+    PREFER_SAME_RACK = "prefer-same-rack"
+    REQUIRE_SAME_RACK = "require-same-rack"
+    REQUIRE_SAME_BLOCK = "require-same-block"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    flavor: str
+    devices: int  # allocatable devices of `flavor`
+    free: int  # devices not taken by running jobs or by pods the platform did not create
+    cluster: str = "default"  # a gang never spans clusters
+    block: str = ""
+    rack: str = ""
+    schedulable: bool = True  # False when cordoned or not Ready
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaGroup:
+    role: str  # "master", "worker", "head", ...
+    replicas: int
+    devices: int  # per replica, of `flavor`
+    flavor: str
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One replica placed on one node."""
+
+    role: str
+    index: int  # replica index within its group
+    node: str
+    devices: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    id: int
+    project: str
+    priority: int  # larger runs first; see PriorityClass values in quotas
+    submitted_at: float
+    groups: tuple[ReplicaGroup, ...]
+    preemptible: bool = False  # runs only on idle capacity, first to be preempted
+    topology: Topology = Topology.NONE
+    max_runtime: float | None = None  # seconds; used for backfill and ETA
+    avoid_nodes: frozenset[str] = frozenset()  # e.g. the node a previous attempt lost
+    duration_hint: float | None = None  # oracle duration, only trace replay's SJF baseline may read it
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    id: int
+    project: str
+    priority: int
+    started_at: float
+    placement: tuple[Assignment, ...]
+    flavor: str
+    preemptible: bool = False
+    min_runtime: float = 0.0  # may not be preempted before started_at + min_runtime
+    max_runtime: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    project: str
+    flavor: str
+    guaranteed: int
+    borrow_limit: int = 0  # extra devices the project may borrow from idle capacity of its cohort
+    lend_limit: int | None = None  # how much of its idle guarantee others may borrow; None means all of it
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    name: str
+    cohort: str  # the organization: projects of one cohort lend and borrow among themselves
+    max_running_jobs: int | None = None
+    decayed_usage: float = 0.0  # device-seconds of past use, decayed by the caller; feeds fair share
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Which small named policies a cycle uses; chosen from settings.TIDAL or a replay's options."""
+
+    ordering: str = "priority-fairshare"  # "priority-fairshare" | "fifo" | "sjf" (oracle durations)
+    blocking: str = "backfill"  # "strict": a queue's head blocks it; "skip": later jobs may pass; "backfill"
+    blocking_scope: str = "project"  # with "strict": "project" (one queue per project) or "global"
+    quotas: bool = True  # False: one pooled cluster, no guarantees at all
+    borrowing: bool = True
+    preemption: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: float
+    nodes: tuple[Node, ...]
+    quotas: tuple[Quota, ...]
+    projects: tuple[Project, ...]
+    running: tuple[RunningJob, ...]
+    pending: tuple[PendingJob, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    job_id: int
+    placement: tuple[Assignment, ...]
+    borrowed: int = 0  # devices above the project's guarantee this admission uses
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    victim_id: int
+    for_job_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    job_id: int
+    reason: str  # a sentence a person can act on
+    code: str  # stable machine code: "quota", "capacity", "topology", "blocked", "max_running", ...
+    project_position: int  # 1-based position among the project's waiting jobs
+    flavor_position: int  # 1-based position among waiting jobs asking for the same flavor
+    eta: float | None = None  # estimated start on the snapshot's clock, None when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    admits: tuple[Admit, ...] = ()
+    preemptions: tuple[Preempt, ...] = ()
+    waits: tuple[Wait, ...] = ()
+    stats: dict[str, int] = field(default_factory=dict)
