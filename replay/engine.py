@@ -1,0 +1,477 @@
+"""Discrete-event replay in virtual time around the production scheduler core.
+
+Events are job arrivals, job completions and (optionally) fixed cycle ticks. All events of one timestamp are
+applied together, then `run_cycle()` sees one snapshot and its decisions are applied: preemptions first (the
+victim requeues and loses the work since its last checkpoint), then admissions (checked against free capacity,
+so a scheduler bug fails loudly instead of overcommitting a node).
+
+The snapshot is assembled from structures kept up to date incrementally (a list of Node objects of which only
+the touched ones are replaced, dicts of running and pending jobs), so a cycle costs tuple() copies,
+not a rebuild.
+Everything is ordered by time, then by insertion sequence: the same inputs give the same run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from jobs.scheduling.model import (
+    Assignment,
+    CycleResult,
+    Node,
+    PendingJob,
+    Policy,
+    Project,
+    ReplicaGroup,
+    RunningJob,
+    Snapshot,
+)
+from replay.cluster import ClusterShape, QuotaSet
+from replay.trace import Trace, TraceJob
+
+# Priority class -> PendingJob.priority (larger runs first). Mirrors the platform's default priority classes.
+DEFAULT_PRIORITIES: dict[str, int] = {"high": 1000, "normal": 500, "low": 100, "preemptible": 0}
+
+ProgressFn = Callable[[int, int, float], None]  # (finished jobs, total jobs, virtual time)
+CycleFn = Callable[[Snapshot, Policy], CycleResult]
+
+
+class EngineError(RuntimeError):
+    """The scheduler returned a decision the simulated cluster cannot apply (a core bug, not bad input)."""
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    cycle_interval: float | None = None  # None: a cycle at every event time; else only at multiples of it
+    checkpoint_interval: float | None = None  # seconds of work between checkpoints; None: restart from zero
+    restart_overhead: float = 0.0  # seconds a resumed attempt spends before doing new work
+    usage_half_life: float = 7 * 24 * 3600.0  # decay of Project.decayed_usage (fair share history)
+    priorities: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PRIORITIES))
+    oracle_durations: bool | None = None  # fill PendingJob.duration_hint; None: only for ordering="sjf"
+    batch_events: bool = True  # one cycle per timestamp; False: one cycle after every single event
+    max_cycles_per_instant: int = 4  # re-run the cycle at the same time after preemptions, at most this often
+
+
+@dataclass
+class JobOutcome:
+    id: int
+    job_id: str
+    project: str
+    flavor: str
+    devices: int  # total over replicas
+    priority: str
+    submit: float
+    duration: float
+    first_start: float | None = None
+    end: float | None = None
+    preemptions: int = 0
+    lost_work: float = 0.0  # device-seconds of work discarded by preemptions (since last checkpoint)
+    overhead: float = 0.0  # device-seconds spent restarting after preemptions
+    state: str = "pending"  # "done" | "timed_out" | "never_started" | "unfinished"
+
+    @property
+    def wait(self) -> float | None:
+        """Queueing delay until the first start."""
+        return None if self.first_start is None else self.first_start - self.submit
+
+    @property
+    def jct(self) -> float | None:
+        return None if self.end is None else self.end - self.submit
+
+
+@dataclass
+class ProjectAccount:
+    """Per (project, flavor) integrals over virtual time, the basis of share-vs-guarantee results."""
+
+    guarantee: int = 0
+    device_seconds: float = 0.0  # used devices integrated over time
+    demand_seconds: float = 0.0  # time with at least one job waiting
+    under_guarantee_seconds: float = 0.0  # time waiting while using less than the guarantee
+    starved_seconds: float = 0.0  # ... and a waiting job would fit within the unused guarantee
+    starved_device_seconds: float = 0.0  # unused-but-wanted guarantee integrated over starved time
+    longest_starved: float = 0.0
+
+
+@dataclass
+class ReplayResult:
+    policy_name: str
+    policy: Policy
+    options: EngineOptions
+    jobs: list[JobOutcome]
+    capacity: dict[str, int]  # devices per flavor
+    accounts: dict[tuple[str, str], ProjectAccount]
+    util_times: list[float]  # step function: used devices from util_times[i] until util_times[i+1]
+    util_used: list[int]
+    cycles: int = 0
+    wall_seconds: float = 0.0
+    skipped: dict[str, int] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or self.policy_name
+
+
+@dataclass
+class _Run:
+    attempt_start: float
+    end: float
+    progress0: float  # work checkpointed before this attempt
+    overhead: float  # restart overhead of this attempt
+    attempt: int
+
+
+def _default_cycle() -> CycleFn:
+    from jobs.scheduling import run_cycle  # imported late: the core may not exist while replay is built
+
+    return lambda snapshot, policy: run_cycle(snapshot, policy=policy)
+
+
+def run_replay(
+    trace: Trace,
+    cluster: ClusterShape,
+    quotas: QuotaSet,
+    policy: Policy,
+    *,
+    policy_name: str = "",
+    options: EngineOptions | None = None,
+    progress: ProgressFn | None = None,
+    cycle: CycleFn | None = None,
+) -> ReplayResult:
+    """Replay `trace` on `cluster` under `quotas` and `policy`; returns per-job outcomes and time integrals.
+
+    `cycle` replaces the scheduler call (tests only); by default it is `jobs.scheduling.run_cycle`.
+    """
+    return _Engine(trace, cluster, quotas, policy, policy_name, options or EngineOptions(), progress,
+                   cycle or _default_cycle()).run()  # fmt: skip
+
+
+class _Engine:
+    def __init__(
+        self,
+        trace: Trace,
+        cluster: ClusterShape,
+        quotas: QuotaSet,
+        policy: Policy,
+        policy_name: str,
+        opts: EngineOptions,
+        progress: ProgressFn | None,
+        cycle: CycleFn,
+    ) -> None:
+        self.trace, self.policy, self.opts = trace, policy, opts
+        self.policy_name = policy_name or "custom"
+        self.progress, self.cycle = progress, cycle
+        self.oracle = opts.oracle_durations if opts.oracle_durations is not None else policy.ordering == "sjf"
+        self.jobs: list[TraceJob] = list(trace.jobs)  # id = index + 1
+        self.outcomes = [
+            JobOutcome(
+                i + 1, j.job_id, j.project, j.flavor, j.total_devices, j.priority, j.submit, j.duration
+            )
+            for i, j in enumerate(self.jobs)
+        ]
+        self.nodes: list[Node] = list(cluster.nodes)
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.capacity = cluster.devices_by_flavor()
+        self.quotas = quotas
+        # Projects: those with quotas keep their cohort; others join "default" (they can only borrow).
+        cohorts = {p.name: p for p in quotas.projects}
+        names = list(cohorts) + sorted({j.project for j in self.jobs} - set(cohorts))
+        self.project_base = [cohorts.get(n) or Project(n, "default") for n in names]
+        self.usage = dict.fromkeys(names, 0.0)  # decayed device-seconds
+        self.used_by_project = dict.fromkeys(names, 0)
+        self.decay = math.log(2) / opts.usage_half_life if opts.usage_half_life > 0 else 0.0
+        # Accounting per (project, flavor).
+        self.accounts: dict[tuple[str, str], ProjectAccount] = {}
+        for q in quotas.quotas:
+            self.accounts.setdefault((q.project, q.flavor), ProjectAccount()).guarantee += q.guaranteed
+        for j in self.jobs:
+            self.accounts.setdefault((j.project, j.flavor), ProjectAccount())
+        self.used: dict[tuple[str, str], int] = dict.fromkeys(self.accounts, 0)
+        self.pending_devices: dict[tuple[str, str], int] = dict.fromkeys(self.accounts, 0)
+        self.pending_sizes: dict[tuple[str, str], Counter[int]] = {k: Counter() for k in self.accounts}
+        self.starved_since: dict[tuple[str, str], float | None] = dict.fromkeys(self.accounts)
+        # Live scheduler state.
+        self.pending: dict[int, PendingJob] = {}
+        self.running: dict[int, RunningJob] = {}
+        self.runs: dict[int, _Run] = {}
+        self.progress_work: dict[int, float] = {}  # checkpointed work per job
+        self.completions: list[tuple[float, int, int, int]] = []  # (time, seq, job id, attempt)
+        self.seq = 0
+        self.total_used = 0
+        self.util_times: list[float] = []
+        self.util_used: list[int] = []
+        self.now = 0.0
+        self.last_account_t: float | None = None
+        self.finished = 0
+        self.cycles = 0
+
+    # -- state changes -----------------------------------------------------------------------------------
+
+    def _limit(self, j: TraceJob) -> float:
+        """Work the job may do: its duration, cut by a declared max runtime (then it times out)."""
+        return j.duration if j.max_runtime is None else min(j.duration, j.max_runtime)
+
+    def _enqueue(self, jid: int) -> None:
+        j = self.jobs[jid - 1]
+        done = self.progress_work.get(jid, 0.0)
+        resumed = jid in self.progress_work
+        overhead = self.opts.restart_overhead if resumed else 0.0
+        declared = j.max_runtime if j.max_runtime is not None else j.duration
+        prio = self.opts.priorities.get(j.priority, 0)
+        self.pending[jid] = PendingJob(
+            id=jid,
+            project=j.project,
+            priority=prio,
+            submitted_at=j.submit,  # a requeued job keeps its place in FIFO order
+            groups=(ReplicaGroup("worker", j.replicas, j.devices, j.flavor),),
+            preemptible=j.priority == "preemptible",
+            max_runtime=overhead + max(0.0, declared - done),
+            duration_hint=(overhead + max(0.0, self._limit(j) - done)) if self.oracle else None,
+        )
+        key = (j.project, j.flavor)
+        self.pending_devices[key] += j.total_devices
+        self.pending_sizes[key][j.total_devices] += 1
+
+    def _dequeue(self, jid: int) -> PendingJob:
+        pj = self.pending.pop(jid)
+        j = self.jobs[jid - 1]
+        key = (j.project, j.flavor)
+        self.pending_devices[key] -= j.total_devices
+        sizes = self.pending_sizes[key]
+        sizes[j.total_devices] -= 1
+        if not sizes[j.total_devices]:
+            del sizes[j.total_devices]
+        return pj
+
+    def _take(self, placement: tuple[Assignment, ...], jid: int, sign: int) -> None:
+        """Subtract (sign=-1) or return (sign=+1) the devices of a placement on its nodes."""
+        j = self.jobs[jid - 1]
+        for a in placement:
+            i = self.node_index.get(a.node)
+            if i is None:
+                raise EngineError(f"job {jid}: placement on unknown node {a.node!r}")
+            n = self.nodes[i]
+            free = n.free + sign * a.devices
+            if sign < 0 and (n.flavor != j.flavor or free < 0 or not n.schedulable):
+                raise EngineError(
+                    f"job {jid} ({a.devices}x{j.flavor}) does not fit node {n.name} "
+                    f"({n.free} free of {n.devices}x{n.flavor}) at t={self.now:g}"
+                )
+            self.nodes[i] = Node(n.name, n.flavor, n.devices, free, n.cluster, n.block, n.rack, n.schedulable)
+
+    def _set_used(self, j: TraceJob, delta: int) -> None:
+        self.used[(j.project, j.flavor)] += delta
+        self.used_by_project[j.project] += delta
+        self.total_used += delta
+
+    def _admit(self, jid: int, placement: tuple[Assignment, ...]) -> None:
+        if jid not in self.pending:
+            raise EngineError(f"admit of job {jid}, which is not pending at t={self.now:g}")
+        j = self.jobs[jid - 1]
+        if sum(a.devices for a in placement) != j.total_devices:
+            raise EngineError(f"job {jid}: placement has {sum(a.devices for a in placement)} devices, "
+                              f"the job asks for {j.total_devices}")  # fmt: skip
+        self._take(placement, jid, -1)
+        pj = self._dequeue(jid)
+        done = self.progress_work.get(jid, 0.0)
+        overhead = self.opts.restart_overhead if jid in self.progress_work else 0.0
+        end = self.now + overhead + max(0.0, self._limit(j) - done)
+        out = self.outcomes[jid - 1]
+        if out.first_start is None:
+            out.first_start = self.now
+        attempt = out.preemptions
+        self.runs[jid] = _Run(self.now, end, done, overhead, attempt)
+        self.running[jid] = RunningJob(
+            id=jid,
+            project=j.project,
+            priority=pj.priority,
+            started_at=self.now,
+            placement=placement,
+            flavor=j.flavor,
+            preemptible=pj.preemptible,
+            max_runtime=pj.max_runtime,
+        )
+        self._set_used(j, j.total_devices)
+        self.seq += 1
+        heapq.heappush(self.completions, (end, self.seq, jid, attempt))
+
+    def _preempt(self, jid: int) -> None:
+        if jid not in self.running:
+            raise EngineError(f"preemption of job {jid}, which is not running at t={self.now:g}")
+        j = self.jobs[jid - 1]
+        rj = self.running.pop(jid)
+        run = self.runs.pop(jid)
+        self._take(rj.placement, jid, +1)
+        self._set_used(j, -j.total_devices)
+        # Work done in this attempt; the restart overhead comes first and produces nothing.
+        worked = max(0.0, self.now - run.attempt_start - run.overhead)
+        ci = self.opts.checkpoint_interval
+        kept = math.floor(worked / ci) * ci if ci and ci > 0 else 0.0
+        out = self.outcomes[jid - 1]
+        out.preemptions += 1
+        out.lost_work += (worked - kept) * j.total_devices
+        out.overhead += min(self.now - run.attempt_start, run.overhead) * j.total_devices
+        self.progress_work[jid] = run.progress0 + kept
+        self._enqueue(jid)
+
+    def _complete(self, jid: int) -> None:
+        j = self.jobs[jid - 1]
+        rj = self.running.pop(jid)
+        run = self.runs.pop(jid)
+        self._take(rj.placement, jid, +1)
+        self._set_used(j, -j.total_devices)
+        out = self.outcomes[jid - 1]
+        out.end = self.now
+        out.overhead += run.overhead * j.total_devices
+        out.state = "timed_out" if j.max_runtime is not None and j.max_runtime < j.duration else "done"
+        self.finished += 1
+
+    # -- accounting ---------------------------------------------------------------------------------------
+
+    def _advance(self, t: float) -> None:
+        """Integrate usage and guarantee starvation over [last, t) with the state as it stood."""
+        last = self.last_account_t
+        self.last_account_t = t
+        if last is None or t <= last:
+            return
+        dt = t - last
+        for key, acc in self.accounts.items():
+            used = self.used[key]
+            acc.device_seconds += used * dt
+            if self.pending_devices[key] > 0:
+                acc.demand_seconds += dt
+                room = acc.guarantee - used
+                if room > 0:
+                    acc.under_guarantee_seconds += dt
+                    if min(self.pending_sizes[key]) <= room:
+                        acc.starved_seconds += dt
+                        acc.starved_device_seconds += min(room, self.pending_devices[key]) * dt
+                        since = self.starved_since[key]
+                        if since is None:
+                            self.starved_since[key] = since = last
+                        acc.longest_starved = max(acc.longest_starved, t - since)
+                        continue
+            self.starved_since[key] = None
+        if self.decay:
+            f = math.exp(-self.decay * dt)
+            for p in self.usage:
+                self.usage[p] = self.usage[p] * f + self.used_by_project[p] * (1 - f) / self.decay
+        else:
+            for p in self.usage:
+                self.usage[p] += self.used_by_project[p] * dt
+
+    def _record_util(self) -> None:
+        if self.util_used and self.util_used[-1] == self.total_used:
+            return
+        if self.util_times and self.util_times[-1] == self.now:
+            self.util_used[-1] = self.total_used
+        else:
+            self.util_times.append(self.now)
+            self.util_used.append(self.total_used)
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def _snapshot(self) -> Snapshot:
+        projects = tuple(
+            Project(p.name, p.cohort, p.max_running_jobs, self.usage[p.name]) for p in self.project_base
+        )
+        return Snapshot(
+            now=self.now,
+            nodes=tuple(self.nodes),
+            quotas=self.quotas.quotas,
+            projects=projects,
+            running=tuple(self.running.values()),
+            pending=tuple(self.pending.values()),
+        )
+
+    def _cycle(self) -> bool:
+        """Run the scheduler until the instant settles; True when any decision changed the state."""
+        changed = False
+        for _ in range(max(1, self.opts.max_cycles_per_instant)):
+            if not self.pending:
+                break
+            result = self.cycle(self._snapshot(), self.policy)
+            self.cycles += 1
+            for p in result.preemptions:
+                self._preempt(p.victim_id)
+            for a in result.admits:
+                self._admit(a.job_id, a.placement)
+            changed = changed or bool(result.preemptions or result.admits)
+            # Only preemptions free capacity the same instant could use; otherwise the cycle is settled.
+            if not result.preemptions:
+                break
+        return changed
+
+    def run(self) -> ReplayResult:
+        wall0 = time.perf_counter()
+        total = len(self.jobs)
+        interval = self.opts.cycle_interval
+        next_tick = 0.0
+        nxt = 0  # next arrival index
+        last_reported = -1
+        step = max(1, total // 200)
+        while True:
+            t = math.inf
+            if nxt < total:
+                t = self.jobs[nxt].submit
+            if self.completions:
+                t = min(t, self.completions[0][0])
+            if interval and self.pending:
+                t = min(t, next_tick)
+            if t == math.inf:
+                break  # nothing can happen any more (jobs left pending never fit)
+            self._advance(t)
+            self.now = t
+            # Completions before arrivals: capacity freed at t is visible to jobs arriving at t. Unbatched,
+            # one event is applied per cycle (completions first), which only changes who gets which node.
+            batch = self.opts.batch_events
+            applied = 0
+            while self.completions and self.completions[0][0] <= t and (batch or not applied):
+                _, _, jid, attempt = heapq.heappop(self.completions)
+                run = self.runs.get(jid)
+                if run is not None and run.attempt == attempt:  # stale entries belong to preempted attempts
+                    self._complete(jid)
+                    applied += 1
+            while nxt < total and self.jobs[nxt].submit <= t and (batch or not applied):
+                self._enqueue(nxt + 1)
+                nxt += 1
+                applied += 1
+            if interval is None:
+                self._cycle()
+            else:
+                if next_tick < t:  # the queue was empty for a while: the next tick is the first one >= t
+                    next_tick = math.ceil(t / interval) * interval
+                if t == next_tick:
+                    changed = self._cycle()
+                    next_tick += interval
+                    if not changed and not self.completions and nxt >= total:
+                        self._record_util()
+                        break  # no event left and the last cycle did nothing: it never will
+            self._record_util()
+            if self.progress and self.finished - last_reported >= step:
+                last_reported = self.finished
+                self.progress(self.finished, total, self.now)
+        self._advance(self.now)
+        for out in self.outcomes:
+            if out.end is None:
+                out.state = "never_started" if out.first_start is None else "unfinished"
+        if self.progress:
+            self.progress(self.finished, total, self.now)
+        return ReplayResult(
+            policy_name=self.policy_name,
+            policy=self.policy,
+            options=self.opts,
+            jobs=self.outcomes,
+            capacity=self.capacity,
+            accounts=self.accounts,
+            util_times=self.util_times,
+            util_used=self.util_used,
+            cycles=self.cycles,
+            wall_seconds=time.perf_counter() - wall0,
+            skipped=dict(self.trace.skipped.counts),
+        )
