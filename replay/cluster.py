@@ -54,14 +54,10 @@ class QuotaSet:
         return sum(q.guaranteed for q in self.quotas if q.project == project)
 
 
-def uniform_cluster(
-    nodes: int, devices: int = 8, flavor: str = "gpu", *, prefix: str = "node"
-) -> ClusterShape:
+def uniform_cluster(nodes: int, devices: int = 8, flavor: str = "gpu", *, prefix: str = "node") -> ClusterShape:
     """`nodes` identical nodes; handy for tests and the Philly scenarios."""
     width = max(3, len(str(nodes - 1)))
-    return ClusterShape(
-        tuple(Node(f"{prefix}-{i:0{width}d}", flavor, devices, devices) for i in range(nodes))
-    )
+    return ClusterShape(tuple(Node(f"{prefix}-{i:0{width}d}", flavor, devices, devices) for i in range(nodes)))
 
 
 def _int(value: object, what: str, src: str) -> int:
@@ -87,9 +83,7 @@ def _entries(path: Path, key: str) -> list[tuple[str, dict]]:
         out = []
         for row in reader:
             # After the comment filter DictReader counts data lines only; still stable for a person to find.
-            out.append(
-                (f"{path} row {reader.line_num}", {k.strip(): (v or "").strip() for k, v in row.items()})
-            )
+            out.append((f"{path} row {reader.line_num}", {k.strip(): (v or "").strip() for k, v in row.items()}))
         return out
 
 
@@ -176,9 +170,7 @@ def write_quotas(qs: QuotaSet, path: str | Path) -> None:
     cohorts = {p.name: p for p in qs.projects}
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(
-            ["project", "flavor", "guaranteed", "borrow_limit", "lend_limit", "cohort", "max_running_jobs"]
-        )
+        w.writerow(["project", "flavor", "guaranteed", "borrow_limit", "lend_limit", "cohort", "max_running_jobs"])
         for q in qs.quotas:
             p = cohorts.get(q.project)
             w.writerow(

@@ -169,9 +169,7 @@ class _Engine:
         self.oracle = opts.oracle_durations if opts.oracle_durations is not None else policy.ordering == "sjf"
         self.jobs: list[TraceJob] = list(trace.jobs)  # id = index + 1
         self.outcomes = [
-            JobOutcome(
-                i + 1, j.job_id, j.project, j.flavor, j.total_devices, j.priority, j.submit, j.duration
-            )
+            JobOutcome(i + 1, j.job_id, j.project, j.flavor, j.total_devices, j.priority, j.submit, j.duration)
             for i, j in enumerate(self.jobs)
         ]
         self.nodes: list[Node] = list(cluster.nodes)
@@ -377,9 +375,7 @@ class _Engine:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def _snapshot(self) -> Snapshot:
-        projects = tuple(
-            Project(p.name, p.cohort, p.max_running_jobs, self.usage[p.name]) for p in self.project_base
-        )
+        projects = tuple(Project(p.name, p.cohort, p.max_running_jobs, self.usage[p.name]) for p in self.project_base)
         return Snapshot(
             now=self.now,
             nodes=tuple(self.nodes),

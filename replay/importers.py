@@ -46,9 +46,7 @@ def import_philly(
                 if duration < 0:
                     raise TraceError(src, line, "negative_duration", f"negative duration_s {duration:g}")
                 if gpus <= 0 or (gpus > PHILLY_NODE_GPUS and gpus % PHILLY_NODE_GPUS):
-                    raise TraceError(
-                        src, line, "malformed", f"num_gpus {gpus} cannot be split into nodes of 8"
-                    )
+                    raise TraceError(src, line, "malformed", f"num_gpus {gpus} cannot be split into nodes of 8")
                 if limits is not None and gpus > limits.total_devices.get(flavor, 0):
                     raise TraceError(src, line, "too_large", f"{gpus} GPUs is more than the cluster has")
             except TraceError as err:
@@ -101,9 +99,7 @@ def import_philly_quotas(
     return QuotaSet(tuple(quotas), tuple(Project(vc, cohort) for vc in nodes))
 
 
-def import_alibaba_nodes(
-    path: str | Path, *, flavor_prefix: str = "", nodes_per_block: int = 0
-) -> ClusterShape:
+def import_alibaba_nodes(path: str | Path, *, flavor_prefix: str = "", nodes_per_block: int = 0) -> ClusterShape:
     """Alibaba 2023 `openb_node_list_gpu_node.csv` as a cluster: flavor = GPU model, devices = GPUs.
 
     The list carries no topology; with `nodes_per_block` > 0 consecutive nodes of one model are grouped into

@@ -51,16 +51,12 @@ def partition_by_project(scn: Scenario) -> Scenario:
     return Scenario(
         Trace(jobs, scn.trace.skipped, scn.trace.source),
         ClusterShape(tuple(nodes)),
-        QuotaSet(
-            tuple(quotas), tuple(Project(p.name, p.name, p.max_running_jobs) for p in scn.quotas.projects)
-        ),
+        QuotaSet(tuple(quotas), tuple(Project(p.name, p.name, p.max_running_jobs) for p in scn.quotas.projects)),
         name=f"{scn.name} (partitioned)" if scn.name else "partitioned",
     )
 
 
-def philly_scenario(
-    *, scale: float = 0.25, trace_file: str = PHILLY_WEEK, borrowing: bool = True
-) -> Scenario:
+def philly_scenario(*, scale: float = 0.25, trace_file: str = PHILLY_WEEK, borrowing: bool = True) -> Scenario:
     """Philly jobs over the 11 virtual clusters, guarantees = scaled node counts x 8, one pooled cluster
     of the guarantees' total size (704 GPUs at scale 0.25, 2,816 at 1.0)."""
     quotas = import_philly_quotas(trace_path(PHILLY_QUOTA), scale=scale, borrowing=borrowing)

@@ -145,10 +145,7 @@ def parse_row(row: dict[str, str], src: str, line: int, limits: FlavorLimits | N
     if get("devices_per_replica") or get("replicas"):
         devices = int(_num(get("devices_per_replica") or "0", "devices_per_replica", src, line, integer=True))
         replicas = int(_num(get("replicas") or "1", "replicas", src, line, integer=True))
-        if (
-            get("total_devices")
-            and int(_num(get("total_devices"), "total_devices", src, line)) != devices * replicas
-        ):
+        if get("total_devices") and int(_num(get("total_devices"), "total_devices", src, line)) != devices * replicas:
             raise TraceError(
                 src,
                 line,
@@ -174,9 +171,7 @@ def parse_row(row: dict[str, str], src: str, line: int, limits: FlavorLimits | N
         raise TraceError(src, line, "malformed", f"devices {devices} x replicas {replicas} must be positive")
     if limits is not None:
         if devices > node:
-            raise TraceError(
-                src, line, "too_large", f"{devices} devices per replica but {flavor} nodes have {node}"
-            )
+            raise TraceError(src, line, "too_large", f"{devices} devices per replica but {flavor} nodes have {node}")
         if devices * replicas > limits.total_devices[flavor]:
             raise TraceError(
                 src,
@@ -186,9 +181,7 @@ def parse_row(row: dict[str, str], src: str, line: int, limits: FlavorLimits | N
             )
     priority = get("priority") or "normal"
     if priority not in PRIORITY_CLASSES:
-        raise TraceError(
-            src, line, "unknown_priority", f"priority {priority!r} is not one of {PRIORITY_CLASSES}"
-        )
+        raise TraceError(src, line, "unknown_priority", f"priority {priority!r} is not one of {PRIORITY_CLASSES}")
     max_runtime = None
     if get("max_runtime_s"):
         max_runtime = _num(get("max_runtime_s"), "max_runtime_s", src, line)

@@ -1,0 +1,148 @@
+"""Numbers from a ReplayResult: per-job rows, aggregates overall and per project, utilization over time.
+
+Definitions (also in docs/replay.md):
+- wait = first start - submit (queueing delay); JCT = end - submit. Jobs that never finished are left out of
+  wait/JCT statistics and counted in `unfinished`.
+- utilization = device-seconds used / (devices x makespan), makespan = last end - first submit.
+- share = a project's device-seconds / (cluster devices x makespan); guarantee share = guarantee / devices.
+- starved time: moments a project had a waiting job that would fit in its unused guarantee; it should be ~0
+  when guarantees are honoured. `guarantee_met` = 1 - starved / time-waiting-under-guarantee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from replay.engine import JobOutcome, ReplayResult
+
+PERCENTILES = (50, 95, 99)
+
+
+def _stats(values: list[float], prefix: str) -> dict[str, float]:
+    if not values:
+        return {f"{prefix}_mean": 0.0, f"{prefix}_p50": 0.0, f"{prefix}_p95": 0.0, f"{prefix}_p99": 0.0}
+    a = np.asarray(values, dtype=float)
+    out = {f"{prefix}_mean": float(a.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES), strict=True):
+        out[f"{prefix}_p{p}"] = float(v)
+    return out
+
+
+def _job_stats(jobs: list[JobOutcome]) -> dict[str, float]:
+    finished = [j for j in jobs if j.end is not None]
+    out: dict[str, float] = {"jobs": len(jobs), "finished": len(finished), "unfinished": len(jobs) - len(finished)}
+    out |= _stats([j.wait for j in finished], "wait")  # type: ignore[misc]
+    out |= _stats([j.jct for j in finished], "jct")  # type: ignore[misc]
+    out["preemptions"] = sum(j.preemptions for j in jobs)
+    out["preempted_jobs"] = sum(1 for j in jobs if j.preemptions)
+    out["lost_work_device_s"] = sum(j.lost_work for j in jobs)
+    out["restart_overhead_device_s"] = sum(j.overhead for j in jobs if j.preemptions)
+    return out
+
+
+def makespan(result: ReplayResult) -> float:
+    if not result.jobs:
+        return 0.0
+    start = min(j.submit for j in result.jobs)
+    ends = [j.end for j in result.jobs if j.end is not None]
+    return (max(ends) - start) if ends else 0.0
+
+
+def summarize(result: ReplayResult) -> dict[str, Any]:
+    """Aggregates as plain data (JSON-ready): `overall` and `projects[name]`."""
+    capacity = sum(result.capacity.values())
+    span = makespan(result)
+    denom = capacity * span if capacity and span else 1.0
+    overall = _job_stats(result.jobs)
+    used = sum(a.device_seconds for a in result.accounts.values())
+    overall |= {"makespan": span, "devices": capacity, "utilization": used / denom, "cycles": result.cycles,
+                "wall_seconds": result.wall_seconds}  # fmt: skip
+    by_project: dict[str, list[JobOutcome]] = {}
+    for j in result.jobs:
+        by_project.setdefault(j.project, []).append(j)
+    projects: dict[str, dict[str, float]] = {}
+    for name in sorted(set(by_project) | {p for p, _ in result.accounts}):
+        accs = [a for (p, _), a in result.accounts.items() if p == name]
+        g = sum(a.guarantee for a in accs)
+        under = sum(a.under_guarantee_seconds for a in accs)
+        starved = sum(a.starved_seconds for a in accs)
+        row = _job_stats(by_project.get(name, []))
+        row |= {
+            "guarantee": g,
+            "guarantee_share": g / capacity if capacity else 0.0,
+            "share": sum(a.device_seconds for a in accs) / denom,
+            "mean_devices": sum(a.device_seconds for a in accs) / span if span else 0.0,
+            "demand_seconds": sum(a.demand_seconds for a in accs),
+            "under_guarantee_seconds": under,
+            "starved_seconds": starved,
+            "starved_device_s": sum(a.starved_device_seconds for a in accs),
+            "longest_starved_s": max((a.longest_starved for a in accs), default=0.0),
+            "guarantee_met": 1.0 - starved / under if under else 1.0,
+        }
+        projects[name] = row
+    under = sum(p["under_guarantee_seconds"] for p in projects.values())
+    starved = sum(p["starved_seconds"] for p in projects.values())
+    overall |= {
+        "share": overall["utilization"],
+        "starved_seconds": starved,
+        "guarantee_met": 1.0 - starved / under if under else 1.0,
+        "projects_starved": sum(1 for p in projects.values() if p["starved_seconds"] > 0),
+    }
+    return {
+        "name": result.name,
+        "policy": asdict(result.policy),
+        "options": {k: v for k, v in asdict(result.options).items() if k != "priorities"},
+        "skipped": result.skipped,
+        "overall": overall,
+        "projects": projects,
+    }
+
+
+def job_rows(result: ReplayResult) -> list[dict[str, Any]]:
+    """One dict per job: the per-job CSV."""
+    return [
+        {
+            "job_id": j.job_id, "project": j.project, "flavor": j.flavor, "devices": j.devices,
+            "priority": j.priority, "submit": j.submit, "duration": j.duration, "first_start": j.first_start,
+            "end": j.end, "wait": j.wait, "jct": j.jct, "preemptions": j.preemptions,
+            "lost_work_device_s": j.lost_work, "state": j.state,
+        }
+        for j in result.jobs
+    ]  # fmt: skip
+
+
+def utilization_series(result: ReplayResult, bins: int = 500) -> tuple[np.ndarray, np.ndarray]:
+    """Time-weighted mean utilization (0..1) in `bins` equal slices of the makespan: (bin starts, values)."""
+    capacity = sum(result.capacity.values()) or 1
+    if not result.util_times:
+        return np.zeros(0), np.zeros(0)
+    t = np.asarray(result.util_times, dtype=float)
+    u = np.asarray(result.util_used, dtype=float)
+    t0 = min(j.submit for j in result.jobs)
+    t1 = max(t[-1], t0 + makespan(result))
+    if t1 <= t0:
+        return np.array([t0]), np.array([u[-1] / capacity])
+    edges = np.linspace(t0, t1, bins + 1)
+    # Integral of the step function up to each edge, by cumulative sums over change points.
+    seg = np.append(np.diff(t), 0.0) * u
+    cum = np.concatenate(([0.0], np.cumsum(seg)))
+
+    def integral(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(t, x, side="right") - 1
+        inside = i >= 0
+        val = np.zeros_like(x)
+        ii = i[inside]
+        val[inside] = cum[ii] + (x[inside] - t[ii]) * u[ii]
+        return val
+
+    area = np.diff(integral(edges))
+    return edges[:-1], area / (np.diff(edges) * capacity)
+
+
+def wait_cdf(result: ReplayResult) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted waits and their cumulative fraction of jobs."""
+    w = np.sort(np.asarray([j.wait for j in result.jobs if j.wait is not None], dtype=float))
+    return w, (np.arange(1, len(w) + 1) / len(w)) if len(w) else np.zeros(0)
