@@ -1,0 +1,363 @@
+"""The only module of Tidal that imports ``kubernetes`` (pinned to 36.x, the last release on the old models).
+
+:class:`KubeClient` speaks plain dicts (``_preload_content=False`` + ``json``), never generated models, so
+what we send is exactly what ``render`` produced and what we get back is what the status mappers read.
+Every HTTP call goes through one token bucket (QPS/burst) and one retry loop:
+
+* 429, 500, 502, 503, 504, timeouts and connection errors are retried with exponential backoff and full
+  jitter (``Retry-After`` honoured), then raised as :class:`TransientError`;
+* anything else that is not 2xx is raised at once as :class:`PermanentError` carrying the HTTP status and
+  the API server's reason/message (403 forbidden, 422 invalid, 400 bad request, 404, 409, 410 ...). Callers
+  that expect some of them (409 on create, 404 on delete, 410 on watch) check ``error.status``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from .errors import ApiError, PermanentError, TransientError
+from .ratelimit import Backoff, Clock, Sleep, TokenBucket
+
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
+
+# (verb, resource, subresource, namespaced): what dispatch, reconcile, logs, sweep and node sync need.
+REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, bool], ...] = (
+    *((verb, "pods", "", True) for verb in ("create", "delete", "get", "list", "watch")),
+    ("get", "pods", "log", True),
+    *((verb, res, "", True) for res in ("services", "configmaps", "secrets")
+      for verb in ("create", "delete", "get", "list")),
+    ("list", "nodes", "", False),
+    ("watch", "nodes", "", False),
+    ("list", "pods", "", False),  # foreign pods on all namespaces, to subtract their devices
+)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    object: dict[str, Any]
+    created: bool  # False: it already existed (409) and was adopted
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """``type`` is ADDED / MODIFIED / DELETED / BOOKMARK from the server, or RELIST (synthetic: ``object``
+    is ``{"items": [...]}``, the complete current state, after a first start or a 410 Gone)."""
+
+    type: str
+    object: dict[str, Any]
+
+
+class _Gone(Exception):
+    pass
+
+
+def _reason(exc: k8s.ApiException) -> tuple[str, str]:
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return str(body.get("reason") or exc.reason or ""), str(body.get("message") or exc.body or "")[:500]
+
+
+def _retry_after(exc: k8s.ApiException) -> float | None:
+    value = (exc.headers or {}).get("Retry-After") if exc.headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class KubeClient:
+    """A small, rate-limited, retrying Kubernetes client for the objects Tidal manages."""
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        backoff: Backoff | None = None,
+        sleep: Sleep = time.sleep,
+        clock: Clock = time.monotonic,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self._api = api_client
+        self.bucket = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        self.backoff = backoff or Backoff()
+        self._sleep = sleep
+        self.request_timeout = request_timeout
+        self.calls = 0  # HTTP requests sent, retries included
+        self.retries = 0
+
+    # ----------------------------------------------------------------------------------- construction
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str, *, context: str | None = None, **kwargs: Any) -> KubeClient:
+        """Build from the text of a kubeconfig (as stored, decrypted, on the cluster record)."""
+        data = yaml.safe_load(kubeconfig)
+        if not isinstance(data, dict):
+            raise PermanentError("kubeconfig is not a YAML mapping", reason="InvalidKubeconfig")
+        configuration = k8s.Configuration()
+        try:
+            k8s_config.load_kube_config_from_dict(data, context=context, client_configuration=configuration,
+                                                  persist_config=False)
+        except (k8s_config.ConfigException, KeyError, ValueError, TypeError) as exc:
+            raise PermanentError(f"invalid kubeconfig: {exc}", reason="InvalidKubeconfig") from exc
+        return cls.from_configuration(configuration, **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> KubeClient:
+        """Build from the pod's service account (when Tidal itself runs on the cluster)."""
+        configuration = k8s.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)
+        return cls.from_configuration(configuration, **kwargs)
+
+    @classmethod
+    def from_configuration(cls, configuration: k8s.Configuration, **kwargs: Any) -> KubeClient:
+        configuration.retries = False  # our loop retries; urllib3's own would hide and multiply them
+        return cls(k8s.ApiClient(configuration), **kwargs)
+
+    def close(self) -> None:
+        self._api.close()
+
+    # ------------------------------------------------------------------------------------- transport
+
+    def _call(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+              timeout: Any = None, accept: str = "application/json") -> urllib3.BaseHTTPResponse:
+        params = [(k, v) for k, v in (query or {}).items() if v not in (None, "")]
+        attempt = 0
+        while True:
+            self.bucket.acquire()
+            self.calls += 1
+            retry_after: float | None = None
+            try:
+                return self._api.call_api(
+                    path, method, query_params=params, body=body,
+                    header_params={"Accept": accept, "Content-Type": "application/json"},
+                    auth_settings=["BearerToken"], _preload_content=False,
+                    _request_timeout=timeout or self.request_timeout,
+                )
+            except k8s.ApiException as exc:
+                reason, message = _reason(exc)
+                status = exc.status or 0
+                if status not in TRANSIENT_STATUSES:
+                    raise PermanentError(f"{method} {path}: {status} {reason}: {message}",
+                                         status=status, reason=reason) from exc
+                retry_after = _retry_after(exc)
+                last: ApiError = TransientError(f"{method} {path}: {status} {reason}: {message}",
+                                                status=status, reason=reason)
+            except urllib3.exceptions.HTTPError as exc:
+                last = TransientError(f"{method} {path}: {type(exc).__name__}: {exc}", reason=type(exc).__name__)
+            if attempt >= self.backoff.max_retries:
+                raise last
+            self._sleep(self.backoff.delay(attempt, retry_after))
+            attempt += 1
+            self.retries += 1
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        resp = self._call(method, path, **kwargs)
+        try:
+            data = resp.data
+        finally:
+            resp.release_conn()
+        return json.loads(data) if data else {}
+
+    @staticmethod
+    def _collection(kind: str, namespace: str | None) -> str:
+        plural = KIND_PLURALS.get(kind)
+        if plural is None:
+            raise ValueError(f"unsupported kind {kind!r}")
+        return f"/api/v1/namespaces/{namespace}/{plural}" if namespace else f"/api/v1/{plural}"
+
+    # ------------------------------------------------------------------------------------ operations
+
+    def create(self, manifest: dict[str, Any]) -> CreateResult:
+        """Create; on 409 AlreadyExists adopt the existing object (names are deterministic, so a retried
+        dispatch meets its own objects)."""
+        meta = manifest["metadata"]
+        path = self._collection(manifest["kind"], meta["namespace"])
+        try:
+            return CreateResult(self._json("POST", path, body=manifest), True)
+        except PermanentError as exc:
+            if exc.status != 409:
+                raise
+        existing = self.get(manifest["kind"], meta["namespace"], meta["name"])
+        return CreateResult(existing or dict(manifest), False)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._json("GET", f"{self._collection(kind, namespace)}/{name}")
+        except PermanentError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def delete(self, kind: str, namespace: str, name: str, *, grace_seconds: int | None = None,
+               propagation: str = "Background") -> bool:
+        """Delete with a grace period; False if it was already gone."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            self._json("DELETE", f"{self._collection(kind, namespace)}/{name}", body=body)
+        except PermanentError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def list(self, kind: str, namespace: str | None = None, *, label_selector: str = "",
+             field_selector: str = "", page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """All objects (paginated); returns (items, resourceVersion of the list)."""
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            data = self._json("GET", self._collection(kind, namespace), query={
+                "labelSelector": label_selector, "fieldSelector": field_selector,
+                "limit": page_size, "continue": token,
+            })
+            items.extend(data.get("items") or [])
+            meta = data.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            data = self._json("GET", "/api/v1/nodes", query={"limit": 500, "continue": token})
+            items.extend(data.get("items") or [])
+            token = (data.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+
+    def pod_log(self, namespace: str, name: str, *, container: str = "main", tail_lines: int = 100) -> str:
+        resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+                          query={"container": container, "tailLines": tail_lines}, accept="text/plain")
+        try:
+            return resp.data.decode("utf-8", errors="replace")
+        finally:
+            resp.release_conn()
+
+    def server_version(self) -> dict[str, Any]:
+        return self._json("GET", "/version")
+
+    def missing_permissions(self, namespace: str) -> list[str]:
+        """SelfSubjectAccessReview for every verb Tidal needs; returns what is denied, e.g. ``"delete pods"``."""
+        missing: list[str] = []
+        for verb, resource, subresource, namespaced in REQUIRED_PERMISSIONS:
+            attributes: dict[str, str] = {"verb": verb, "resource": resource}
+            if subresource:
+                attributes["subresource"] = subresource
+            if namespaced:
+                attributes["namespace"] = namespace
+            review = self._json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attributes},
+            })
+            if not (review.get("status") or {}).get("allowed"):
+                scope = f" in {namespace}" if namespaced else " (cluster-wide)"
+                missing.append(f"{verb} {resource}{'/' + subresource if subresource else ''}{scope}")
+        return missing
+
+    # ----------------------------------------------------------------------------------------- watch
+
+    def watch(self, kind: str, namespace: str | None, *, label_selector: str, resource_version: str,
+              timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """One watch round from ``resource_version``; ends when the server closes the stream or nothing
+        arrives for ``timeout_seconds`` (+5 s). Raises ``_Gone`` on 410 (HTTP or an ERROR event)."""
+        try:
+            resp = self._call("GET", self._collection(kind, namespace), query={
+                "watch": "true", "labelSelector": label_selector, "resourceVersion": resource_version,
+                "allowWatchBookmarks": "true", "timeoutSeconds": timeout_seconds,
+            }, timeout=(10, timeout_seconds + 5))
+        except PermanentError as exc:
+            if exc.status == 410:
+                raise _Gone() from exc
+            raise
+        buffer = b""
+        try:
+            for chunk in resp.stream(65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    event = self._event(line)
+                    if event is not None:
+                        yield event
+        except urllib3.exceptions.HTTPError:
+            pass  # read timeout or dropped connection: the round is over, resume from the last version
+        finally:
+            resp.release_conn()
+        event = self._event(buffer)
+        if event is not None:
+            yield event
+
+    @staticmethod
+    def _event(line: bytes) -> WatchEvent | None:
+        line = line.strip()
+        if not line:
+            return None
+        data = json.loads(line)
+        obj = data.get("object") or {}
+        if data.get("type") == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise TransientError(f"watch error: {obj.get('message', obj)}", status=obj.get("code"),
+                                 reason=str(obj.get("reason", "")))
+        return WatchEvent(str(data.get("type")), obj)
+
+
+class Watcher:
+    """Resumable watch of the platform's objects of one kind (pods by default).
+
+    Starts with a list (a RELIST event holding every item), then watches from the list's resourceVersion,
+    remembering the last version seen (including BOOKMARKs). On 410 Gone it lists again and emits RELIST,
+    so the consumer replaces its state instead of applying a diff. Pair it with a periodic full resync.
+    """
+
+    def __init__(self, client: KubeClient, *, label_selector: str, namespace: str | None = None,
+                 kind: str = "Pod", timeout_seconds: int = 60) -> None:
+        self.client = client
+        self.kind = kind
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.timeout_seconds = timeout_seconds
+        self.resource_version: str | None = None
+        self.relists = 0
+
+    def relist(self) -> WatchEvent:
+        items, version = self.client.list(self.kind, self.namespace, label_selector=self.label_selector)
+        self.resource_version = version
+        self.relists += 1
+        return WatchEvent("RELIST", {"items": items})
+
+    def events(self, rounds: int | None = None) -> Iterator[WatchEvent]:
+        done = 0
+        while rounds is None or done < rounds:
+            done += 1
+            if self.resource_version is None:
+                yield self.relist()
+            try:
+                for event in self.client.watch(self.kind, self.namespace, label_selector=self.label_selector,
+                                               resource_version=self.resource_version or "",
+                                               timeout_seconds=self.timeout_seconds):
+                    version = (event.object.get("metadata") or {}).get("resourceVersion")
+                    if version:
+                        self.resource_version = str(version)
+                    if event.type != "BOOKMARK":
+                        yield event
+            except _Gone:
+                yield self.relist()

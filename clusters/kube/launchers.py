@@ -1,0 +1,180 @@
+"""Per-launcher pieces of a replica: rendezvous env, command line, ports. Pure; used by ``render``.
+
+Conventions (read from Kubeflow PyTorchJob / Trainer v2, Volcano's pytorch/ray plugins and KubeRay):
+
+* rank 0 is the first replica of the first replica group; its pod's DNS name through the headless
+  Service (``<pod>.<service>.<namespace>.svc.<domain>``) is ``MASTER_ADDR`` / the Ray head;
+* ``WORLD_SIZE``/``RANK`` follow the Kubeflow PyTorchJob convention (pods, not processes), so a
+  one-process-per-pod script works; torchrun recomputes them per process from ``PET_*``;
+* megatron's tensor x pipeline parallel size must divide the number of processes (pods x devices).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from .errors import ParallelismError, RenderError
+from .spec import RenderJob
+
+RAY_GCS_PORT = 6379
+RAY_DASHBOARD_PORT = 8265
+RAY_CLIENT_PORT = 10001
+DEEPSPEED_HOSTFILE_DIR = "/job"  # DeepSpeed's default --hostfile is /job/hostfile
+DEEPSPEED_HOSTFILE = DEEPSPEED_HOSTFILE_DIR + "/hostfile"
+RAY_WAIT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One pod of the attempt, with its place in the gang."""
+
+    role: str
+    index: int
+    rank: int
+    devices: int
+    pod_name: str
+    dns_name: str  # how the other replicas reach it (FQDN through the headless Service)
+
+    @property
+    def nproc(self) -> int:
+        return max(self.devices, 1)
+
+
+def world_processes(job: RenderJob) -> int:
+    return sum(group.replicas * max(group.devices, 1) for group in job.replica_groups)
+
+
+def check_parallelism(job: RenderJob) -> None:
+    if job.launcher != "megatron":
+        return
+    tp, pp = job.tensor_parallel, job.pipeline_parallel
+    if tp < 1 or pp < 1:
+        raise ParallelismError("tensor and pipeline parallel sizes must be at least 1", field="tensor_parallel")
+    world = world_processes(job)
+    if world % (tp * pp):
+        raise ParallelismError(
+            f"tensor parallel size {tp} x pipeline parallel size {pp} = {tp * pp} does not divide the "
+            f"world size {world} (replicas x devices per replica)",
+            field="tensor_parallel",
+        )
+
+
+def rendezvous_env(job: RenderJob, replica: Replica, master: Replica) -> dict[str, str]:
+    """MASTER_*/WORLD_SIZE/RANK for every launcher, plus launcher specifics."""
+    nnodes = job.total_replicas
+    env = {
+        "MASTER_ADDR": master.dns_name,
+        "MASTER_PORT": str(job.master_port),
+        "WORLD_SIZE": str(nnodes),
+        "RANK": str(replica.rank),
+        "NODE_RANK": str(replica.rank),
+        "NNODES": str(nnodes),
+        "NPROC_PER_NODE": str(replica.nproc),
+        "PET_NNODES": str(nnodes),
+        "PET_NPROC_PER_NODE": str(replica.nproc),
+        "PET_NODE_RANK": str(replica.rank),
+        "PET_MASTER_ADDR": master.dns_name,
+        "PET_MASTER_PORT": str(job.master_port),
+    }
+    if job.launcher == "megatron":
+        tp, pp = job.tensor_parallel, job.pipeline_parallel
+        env["TENSOR_MODEL_PARALLEL_SIZE"] = str(tp)
+        env["PIPELINE_MODEL_PARALLEL_SIZE"] = str(pp)
+        env["DATA_PARALLEL_SIZE"] = str(world_processes(job) // (tp * pp))
+    elif job.launcher == "deepspeed":
+        env["TIDAL_HOSTFILE"] = DEEPSPEED_HOSTFILE
+    elif job.launcher == "ray":
+        env["RAY_ADDRESS"] = f"{master.dns_name}:{RAY_GCS_PORT}"
+        env["RAY_DASHBOARD_ADDRESS"] = f"http://{master.dns_name}:{RAY_DASHBOARD_PORT}"
+        env["TIDAL_RAY_NODES"] = str(nnodes)
+    return env
+
+
+def deepspeed_hostfile(replicas: list[Replica]) -> str:
+    """DeepSpeed hostfile: one ``<host> slots=<devices>`` line per replica, rank order."""
+    return "".join(f"{r.dns_name} slots={r.nproc}\n" for r in replicas)
+
+
+def _ray_resources(job: RenderJob, devices: int) -> str:
+    if not devices:
+        return "--num-gpus=0"
+    if job.device_resource == "nvidia.com/gpu":
+        return f"--num-gpus={devices}"
+    name = job.device_resource.rsplit("/", 1)[-1]
+    return "--resources=" + shlex.quote(json.dumps({name: devices}))
+
+
+_RAY_WAIT = f"""python - <<'TIDAL_PY'
+import os, sys, time
+import ray
+ray.init()
+want, deadline = int(os.environ["TIDAL_RAY_NODES"]), time.time() + {RAY_WAIT_SECONDS}
+while sum(1 for n in ray.nodes() if n["Alive"]) < want:
+    if time.time() > deadline:
+        sys.exit(f"tidal: timed out waiting for {{want}} ray nodes")
+    time.sleep(2)
+ray.shutdown()
+TIDAL_PY
+"""
+
+
+def command_for(job: RenderJob, replica: Replica) -> tuple[list[str], list[str]]:
+    """(command, args) of the replica's main container."""
+    command, args = list(job.command), list(job.args)
+    if job.launcher in ("pytorch", "megatron"):
+        return (command or ["torchrun"]), args
+    if job.launcher == "deepspeed":
+        default = [
+            "deepspeed", f"--hostfile={DEEPSPEED_HOSTFILE}", "--no_ssh", "--node_rank=$(NODE_RANK)",
+            "--master_addr=$(MASTER_ADDR)", "--master_port=$(MASTER_PORT)",
+        ]
+        return (command or default), args
+    if job.launcher == "command":
+        if not command:
+            raise RenderError("the command launcher needs a command", field="command")
+        return command, args
+    # ray
+    resources = _ray_resources(job, replica.devices)
+    if replica.rank == 0:
+        entrypoint = job.ray_entrypoint or shlex.join(command + args)
+        if not entrypoint.strip():
+            raise RenderError("the ray launcher needs an entrypoint", field="ray_entrypoint")
+        script = (
+            "set -eu\n"
+            f"ray start --head --port={RAY_GCS_PORT} --dashboard-host=0.0.0.0 "
+            f"--dashboard-port={RAY_DASHBOARD_PORT} --ray-client-server-port={RAY_CLIENT_PORT} "
+            f"--disable-usage-stats {resources}\n"
+            f"{_RAY_WAIT}"
+            f"{entrypoint}\n"
+        )
+    else:
+        script = (
+            "set -u\n"
+            f'until ray start --address="$RAY_ADDRESS" --disable-usage-stats {resources} --block; '
+            "do sleep 5; done\n"
+        )
+    return ["bash", "-c", script], []
+
+
+def container_ports(job: RenderJob, replica: Replica) -> list[dict[str, object]]:
+    if job.launcher == "ray":
+        if replica.rank != 0:
+            return []
+        return [
+            {"name": "gcs", "containerPort": RAY_GCS_PORT, "protocol": "TCP"},
+            {"name": "dashboard", "containerPort": RAY_DASHBOARD_PORT, "protocol": "TCP"},
+            {"name": "client", "containerPort": RAY_CLIENT_PORT, "protocol": "TCP"},
+        ]
+    return [{"name": "rdzv", "containerPort": job.master_port, "protocol": "TCP"}]
+
+
+def service_ports(job: RenderJob) -> list[dict[str, object]]:
+    if job.launcher == "ray":
+        return [
+            {"name": "gcs", "port": RAY_GCS_PORT, "targetPort": RAY_GCS_PORT, "protocol": "TCP"},
+            {"name": "dashboard", "port": RAY_DASHBOARD_PORT, "targetPort": RAY_DASHBOARD_PORT, "protocol": "TCP"},
+            {"name": "client", "port": RAY_CLIENT_PORT, "targetPort": RAY_CLIENT_PORT, "protocol": "TCP"},
+        ]
+    return [{"name": "rdzv", "port": job.master_port, "targetPort": job.master_port, "protocol": "TCP"}]
