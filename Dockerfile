@@ -1,0 +1,12 @@
+# One image for web, worker, beat and scheduler; docker-compose.yml picks the command.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*
+COPY requirements.txt package.json package-lock.json ./
+RUN pip install --no-cache-dir -r requirements.txt && npm ci --no-audit --no-fund
+COPY . .
+RUN pip install --no-cache-dir --no-deps -e sdk \
+    && SECRET_KEY=build-only DEBUG=0 python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["gunicorn", "mlplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4"]

@@ -1,0 +1,105 @@
+"""Domain errors with stable codes, and the one DRF exception handler that turns every 4xx into the same body:
+
+    {"error": {"code": "...", "message": "...", "fields": {"field": ["reason"]}}}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db.models import ProtectedError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+class DomainError(Exception):
+    """A broken business rule. Services raise it; the API maps it to a 4xx."""
+
+    code = "invalid"
+    status_code = status.HTTP_400_BAD_REQUEST
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code:
+            self.code = code
+
+
+class InvalidTransition(DomainError):
+    code = "invalid_transition"
+    status_code = status.HTTP_409_CONFLICT
+
+
+class QuotaExceeded(DomainError):
+    code = "quota_exceeded"
+
+
+class Conflict(DomainError):
+    code = "conflict"
+    status_code = status.HTTP_409_CONFLICT
+
+
+class Forbidden(DomainError):
+    code = "permission_denied"
+    status_code = status.HTTP_403_FORBIDDEN
+
+
+class NotFound(DomainError):
+    code = "not_found"
+    status_code = status.HTTP_404_NOT_FOUND
+
+
+def _flatten(detail: Any) -> dict[str, list[str]]:
+    """DRF validation details as {field: [reasons]}; nested fields become dotted paths."""
+    fields: dict[str, list[str]] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and value and not all(isinstance(v, str) for v in value):
+            for index, inner in enumerate(value):
+                if inner:
+                    walk(f"{prefix}[{index}]" if prefix else str(index), inner)
+        else:
+            reasons = value if isinstance(value, list) else [value]
+            fields.setdefault(prefix or "non_field_errors", []).extend(str(r) for r in reasons)
+
+    walk("", detail)
+    return fields
+
+
+def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, DomainError):
+        fields = {exc.field: [exc.message]} if exc.field else {}
+        return Response(error_body(exc.code, exc.message, fields), status=exc.status_code)
+    if isinstance(exc, ProtectedError):
+        return Response(
+            error_body("protected", "This object is still referenced (for example by jobs) and cannot be deleted."),
+            status=status.HTTP_409_CONFLICT,
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        first = next(iter(fields.items()))
+        message = f"{first[0]}: {first[1][0]}" if first[0] != "non_field_errors" else first[1][0]
+        response.data = error_body("invalid", message, fields)
+    elif isinstance(exc, exceptions.APIException):
+        detail = exc.detail
+        code = detail.code if hasattr(detail, "code") else exc.default_code
+        response.data = error_body(str(code), str(detail))
+    return response

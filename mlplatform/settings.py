@@ -1,0 +1,188 @@
+"""Tidal settings: one module, every value read from the environment (see docs/configuration.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from mlplatform.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEBUG = env_bool("DEBUG", False)
+_DEV_SECRET = "dev-only-insecure-secret-key-change-me-0123456789abcdef"
+SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET if DEBUG else None)
+if not DEBUG and SECRET_KEY == _DEV_SECRET:
+    raise ImproperlyConfigured("SECRET_KEY must be set to a real secret when DEBUG is off")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "mlplatform",
+    "tenancy",
+    "quotas",
+    "jobs",
+    "clusters",
+]
+
+MIDDLEWARE = [
+    "mlplatform.metrics.PrometheusMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tenancy.middleware.CurrentProjectMiddleware",
+]
+
+ROOT_URLCONF = "mlplatform.urls"
+WSGI_APPLICATION = "mlplatform.wsgi.application"
+ASGI_APPLICATION = "mlplatform.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "tenancy.context.navigation",
+            ],
+        },
+    },
+]
+
+# SQLite under var/ unless DATABASE_URL says otherwise (PostgreSQL through psycopg 3 in production and CI).
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'tidal.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded server, scheduler thread and simulated cluster write from several threads.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis is optional: without REDIS_URL Tidal runs embedded (tasks in-process, local-memory cache).
+REDIS_URL = env_str("REDIS_URL", "")
+EMBEDDED = REDIS_URL == ""
+if EMBEDDED:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or None
+CELERY_TASK_ALWAYS_EAGER = EMBEDDED
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tidal@localhost")
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist")]
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenancy.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "mlplatform.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttling.PerTokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),
+        "anon": env_rate("TIDAL_API_ANON_THROTTLE_RATE", "60/min"),
+    },
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "mlplatform.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tidal API",
+    "DESCRIPTION": "Multi-tenant ML training platform: projects, quotas, jobs and the scheduling queue.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# /metrics answers only these client addresses, or a request carrying METRICS_TOKEN as a Bearer token.
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
+# Scheduling and the simulated cluster (read by jobs/ and clusters/).
+TIDAL = {
+    "BACKEND": env_choice("TIDAL_BACKEND", "simulated", ("simulated", "kubernetes")),
+    "SCHEDULER_INTERVAL": env_float("TIDAL_SCHEDULER_INTERVAL", 5.0, minimum=0.1),
+    "EMBEDDED_LOOP": env_bool("TIDAL_EMBEDDED_LOOP", False),
+    "SIM_START_DELAY": env_float("TIDAL_SIM_START_DELAY", 2.0, minimum=0.0),
+    "FAIR_SHARE_HALF_LIFE": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 86400.0, minimum=1.0),
+    "POLICY": {
+        "ordering": env_choice("TIDAL_POLICY_ORDERING", "priority-fairshare", ("priority-fairshare", "fifo")),
+        "blocking": env_choice("TIDAL_POLICY_BLOCKING", "backfill", ("backfill", "skip", "strict")),
+        "preemption": env_bool("TIDAL_POLICY_PREEMPTION", True),
+        "borrowing": env_bool("TIDAL_POLICY_BORROWING", True),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_choice(
+        "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
+}

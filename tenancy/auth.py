@@ -1,0 +1,49 @@
+"""`Authorization: Bearer <token>` for the API and CLI."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+
+from tenancy.models import ApiToken, hash_token
+
+# Writing last_used_at on every request would turn every read into a write; once a minute is precise enough.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        keyword, _, secret = header.partition(" ")
+        if keyword != self.keyword:
+            return None
+        secret = secret.strip()
+        if not secret or " " in secret:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header; use: Bearer <token>.")
+        token = ApiToken.objects.select_related("user").filter(digest=hash_token(secret)).first()
+        if token is None or not token.is_active or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Describes the Bearer token in the OpenAPI schema."""
+
+    target_class = "tenancy.auth.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A personal API token (tdl_...)."}

@@ -1,0 +1,126 @@
+"""Organizations contain projects; users reach projects through memberships with a role."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
+    "Use 1-40 lowercase letters, digits and dashes, starting and ending with a letter or digit.",
+)
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+# Higher rank may do everything a lower rank may.
+ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+
+
+def roles_at_least(role: str) -> list[str]:
+    return [r for r, rank in ROLE_RANK.items() if rank >= ROLE_RANK[role]]
+
+
+class Organization(models.Model):
+    """A company or lab; its projects form one sharing cohort for quotas."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="projects")
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
+    description = models.TextField(blank=True, max_length=2000)
+    archived = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="project_name_per_org")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project__slug", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} as {self.role}"
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only the SHA-256 of the secret is stored; the secret is shown once at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="First characters of the secret, to recognise it.")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class AuditEntry(models.Model):
+    """Who changed what and when. Written by services, never edited."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, help_text="Kept when the actor's account is deleted.")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit")
+    action = models.CharField(max_length=60, db_index=True)
+    target_type = models.CharField(max_length=60)
+    target_id = models.CharField(max_length=60)
+    target_repr = models.CharField(max_length=200)
+    changes = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target_repr}"

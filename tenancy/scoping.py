@@ -1,0 +1,63 @@
+"""The one base class every API viewset derives from: tenant scoping is built in and cannot be overridden.
+
+A subclass names a `selector` (a function of the user returning only what that user may see) instead of a
+`queryset`, and may not define `get_queryset`. So another project's object is simply not in the queryset: it
+answers 404 exactly like a missing one. Writes then check the caller's role in the object's project (403).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db.models import Model, QuerySet
+from rest_framework import viewsets
+from rest_framework.exceptions import PermissionDenied
+
+from tenancy.models import ROLE_RANK, Project, Role
+from tenancy.selectors import role_in_project
+
+READ_ACTIONS = {"list", "retrieve", "metadata"}
+
+
+class ScopedViewSet(viewsets.GenericViewSet):
+    selector: Callable[..., QuerySet]  # set with staticmethod(...) in subclasses
+    project_attr: str | None = "project"  # attribute path from an object to its Project; None: not project-owned
+    write_role: str = Role.MEMBER  # least role for writes on objects of this endpoint
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for forbidden in ("get_queryset", "queryset"):
+            if forbidden in cls.__dict__:
+                raise TypeError(
+                    f"{cls.__name__} must not define {forbidden}: set `selector` so tenant scoping cannot be bypassed"
+                )
+
+    def get_queryset(self) -> QuerySet:
+        # Looked up on the class: a plain function and a staticmethod both come back unbound.
+        return type(self).selector(self.request.user)
+
+    # Role checks ----------------------------------------------------------------------------------------------
+    def project_of(self, obj: Model) -> Project | None:
+        if self.project_attr is None:
+            return None
+        target: Any = obj
+        for part in self.project_attr.split("."):
+            target = getattr(target, part)
+        return target
+
+    def require_role(self, project: Project, role: str | None = None) -> str:
+        """403 unless the caller holds at least `role` (default: the endpoint's write role) in the project."""
+        needed = role or self.write_role
+        actual = role_in_project(self.request.user, project)
+        if actual is None or ROLE_RANK[actual] < ROLE_RANK[needed]:
+            raise PermissionDenied(f"This needs the {needed} role in project {project.slug}.")
+        return actual
+
+    def check_object_permissions(self, request, obj: Model) -> None:
+        super().check_object_permissions(request, obj)
+        if self.action in READ_ACTIONS or request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        project = self.project_of(obj)
+        if project is not None:
+            self.require_role(project)

@@ -1,0 +1,73 @@
+"""Reads scoped to what a user may see. API viewsets and pages get their querysets only from here."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role, roles_at_least
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def projects_for_user(user: User, *, min_role: str = Role.VIEWER) -> QuerySet[Project]:
+    """Projects where the user holds at least `min_role`; platform staff see every project."""
+    if not user.is_authenticated:
+        return Project.objects.none()
+    if user.is_staff:
+        return Project.objects.select_related("organization")
+    return Project.objects.filter(
+        memberships__user=user, memberships__role__in=roles_at_least(min_role)
+    ).select_related("organization")
+
+
+def project_ids_for_user(user: User, *, min_role: str = Role.VIEWER) -> QuerySet:
+    return projects_for_user(user, min_role=min_role).values("id")
+
+
+def role_in_project(user: User, project: Project) -> str | None:
+    """The user's role in the project (staff act as owners), or None for an outsider."""
+    if not user.is_authenticated:
+        return None
+    if user.is_staff:
+        return Role.OWNER
+    membership = Membership.objects.filter(project=project, user=user).only("role").first()
+    return membership.role if membership else None
+
+
+def organizations_for_user(user: User) -> QuerySet[Organization]:
+    if not user.is_authenticated:
+        return Organization.objects.none()
+    if user.is_staff:
+        return Organization.objects.all()
+    return Organization.objects.filter(projects__memberships__user=user).distinct()
+
+
+def memberships_for_user(user: User) -> QuerySet[Membership]:
+    return Membership.objects.filter(project__in=project_ids_for_user(user)).select_related("user", "project")
+
+
+def tokens_for_user(user: User) -> QuerySet[ApiToken]:
+    if not user.is_authenticated:
+        return ApiToken.objects.none()
+    return ApiToken.objects.filter(user=user)
+
+
+def audit_for_user(user: User) -> QuerySet[AuditEntry]:
+    """Audit entries of the projects the user administers."""
+    if not user.is_authenticated:
+        return AuditEntry.objects.none()
+    return AuditEntry.objects.filter(project__in=project_ids_for_user(user, min_role=Role.ADMIN)).select_related(
+        "project"
+    )
+
+
+def default_project_for_user(user: User) -> Project | None:
+    return projects_for_user(user).filter(archived=False).order_by("slug").first()
+
+
+def active_users() -> QuerySet:
+    """Users that can be added to a project by username (names are not secret inside the platform)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(is_active=True)

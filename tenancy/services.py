@@ -1,0 +1,135 @@
+"""Writes for tenancy: projects, memberships and API tokens. Each is atomic and audited."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from mlplatform.errors import Conflict, DomainError, Forbidden
+from tenancy.audit import audit_record
+from tenancy.models import ROLE_RANK, ApiToken, Membership, Organization, Project, Role, hash_token
+from tenancy.selectors import role_in_project
+
+TOKEN_PREFIX = "tdl_"
+
+
+def _require_role(actor: AbstractBaseUser, project: Project, role: str) -> str:
+    actual = role_in_project(actor, project)
+    if actual is None or ROLE_RANK[actual] < ROLE_RANK[role]:
+        raise Forbidden(f"This needs the {role} role in project {project.slug}.")
+    return actual
+
+
+@transaction.atomic
+def project_create(
+    *, actor: AbstractBaseUser, organization: Organization, name: str, slug: str, description: str = ""
+) -> Project:
+    """Create a project; its creator becomes its owner."""
+    project = Project.objects.create(organization=organization, name=name, slug=slug, description=description)
+    Membership.objects.create(project=project, user=actor, role=Role.OWNER)
+    audit_record(actor=actor, action="project.create", target=project, project=project, changes={"slug": slug})
+    return project
+
+
+@transaction.atomic
+def project_archive(*, actor: AbstractBaseUser, project: Project, archived: bool = True) -> Project:
+    project.archived = archived
+    project.save(update_fields=["archived"])
+    audit_record(actor=actor, action="project.archive" if archived else "project.unarchive", target=project,
+                 project=project)
+    return project
+
+
+def project_delete(*, actor: AbstractBaseUser, project: Project) -> None:
+    """Delete an empty project. A project with jobs keeps its history: archive it instead."""
+    job_count = project.jobs.count() if hasattr(project, "jobs") else 0
+    if job_count:
+        raise Conflict(
+            f"Project {project.slug} has {job_count} jobs and cannot be deleted; archive it instead.",
+            code="project_has_jobs",
+        )
+    with transaction.atomic():
+        audit_record(actor=actor, action="project.delete", target=project, project=None,
+                     changes={"slug": project.slug})
+        project.delete()
+
+
+def _check_owner_change(actor_role: str, old_role: str | None, new_role: str | None) -> None:
+    if Role.OWNER in (old_role, new_role) and actor_role != Role.OWNER:
+        raise Forbidden("Only an owner can grant or take away the owner role.", field="role")
+
+
+def _check_not_last_owner(membership: Membership) -> None:
+    if membership.role == Role.OWNER and not membership.project.memberships.filter(
+        role=Role.OWNER
+    ).exclude(pk=membership.pk).exists():
+        raise Conflict("A project must keep at least one owner.", code="last_owner")
+
+
+@transaction.atomic
+def membership_add(*, actor: AbstractBaseUser, project: Project, user: AbstractBaseUser, role: str) -> Membership:
+    actor_role = _require_role(actor, project, Role.ADMIN)
+    _check_owner_change(actor_role, None, role)
+    if Membership.objects.filter(project=project, user=user).exists():
+        raise Conflict(f"{user.get_username()} is already a member of {project.slug}.", field="user",
+                       code="already_member")
+    membership = Membership.objects.create(project=project, user=user, role=role)
+    audit_record(actor=actor, action="membership.add", target=membership, project=project,
+                 changes={"user": user.get_username(), "role": role})
+    return membership
+
+
+@transaction.atomic
+def membership_change_role(*, actor: AbstractBaseUser, membership: Membership, role: str) -> Membership:
+    membership = Membership.objects.select_for_update().select_related("project", "user").get(pk=membership.pk)
+    actor_role = _require_role(actor, membership.project, Role.ADMIN)
+    _check_owner_change(actor_role, membership.role, role)
+    if membership.role == Role.OWNER and role != Role.OWNER:
+        _check_not_last_owner(membership)
+    old = membership.role
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(actor=actor, action="membership.change_role", target=membership, project=membership.project,
+                 changes={"user": membership.user.get_username(), "role": [old, role]})
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, actor: AbstractBaseUser, membership: Membership) -> None:
+    """Remove a member. Their jobs stay, with their history, in the project."""
+    membership = Membership.objects.select_for_update().select_related("project", "user").get(pk=membership.pk)
+    if membership.user_id != actor.pk:  # anyone may leave a project; removing others needs admin
+        actor_role = _require_role(actor, membership.project, Role.ADMIN)
+        _check_owner_change(actor_role, membership.role, None)
+    _check_not_last_owner(membership)
+    audit_record(actor=actor, action="membership.remove", target=membership, project=membership.project,
+                 changes={"user": membership.user.get_username(), "role": membership.role})
+    membership.delete()
+
+
+@transaction.atomic
+def token_create(
+    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """Create a personal token. Returns the secret once; only its hash is stored."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise DomainError("The expiry must be in the future.", field="expires_at")
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=secret[:12], digest=hash_token(secret), expires_at=expires_at
+    )
+    audit_record(actor=user, action="token.create", target=token, changes={"name": name})
+    return token, secret
+
+
+@transaction.atomic
+def token_revoke(*, actor: AbstractBaseUser, token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=actor, action="token.revoke", target=token, changes={"name": token.name})
+    return token

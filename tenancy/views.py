@@ -1,0 +1,162 @@
+"""Pages for projects: overview, settings (members and API tokens), audit log, and the project switcher."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from mlplatform.errors import DomainError
+from tenancy import selectors, services
+from tenancy.forms import MemberAddForm, RoleForm, TokenCreateForm
+from tenancy.middleware import SESSION_KEY
+from tenancy.models import ROLE_RANK, Project, Role
+
+
+def project_or_404(request: HttpRequest, slug: str, min_role: str = Role.VIEWER) -> Project:
+    """The caller's project by slug; a missing project and another tenant's answer alike (404)."""
+    project = selectors.projects_for_user(request.user, min_role=min_role).filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project.")
+    return project
+
+
+def _role_at_least(request: HttpRequest, project: Project, role: str) -> bool:
+    actual = selectors.role_in_project(request.user, project)
+    return actual is not None and ROLE_RANK[actual] >= ROLE_RANK[role]
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    project = request.project
+    if project:
+        return redirect("project_detail", slug=project.slug)
+    return render(request, "tenancy/no_project.html")
+
+
+@login_required
+@require_POST
+def switch_project(request: HttpRequest) -> HttpResponse:
+    project = project_or_404(request, request.POST.get("project", ""))
+    request.session[SESSION_KEY] = project.slug
+    target = request.POST.get("next") or reverse("project_detail", kwargs={"slug": project.slug})
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("home")
+    return redirect(target)
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_or_404(request, slug)
+    request.session[SESSION_KEY] = project.slug
+    return render(request, "tenancy/project_detail.html", {
+        "project": project,
+        "role": selectors.role_in_project(request.user, project),
+        "member_count": selectors.memberships_for_user(request.user).filter(project=project).count(),
+    })
+
+
+def _settings_context(request: HttpRequest, project: Project, **extra) -> dict:
+    return {
+        "project": project,
+        "can_admin": _role_at_least(request, project, Role.ADMIN),
+        "memberships": selectors.memberships_for_user(request.user).filter(project=project),
+        "tokens": selectors.tokens_for_user(request.user),
+        "member_form": extra.pop("member_form", MemberAddForm()),
+        "token_form": extra.pop("token_form", TokenCreateForm()),
+        "roles": Role.choices,
+        **extra,
+    }
+
+
+@login_required
+def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_or_404(request, slug)
+    return render(request, "tenancy/project_settings.html", _settings_context(request, project))
+
+
+def _partial(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+    """htmx swaps the fragment in place; a plain form post (no JavaScript) gets the whole settings page."""
+    if request.headers.get("HX-Request"):
+        return render(request, template, context)
+    return render(request, "tenancy/project_settings.html", context)
+
+
+@login_required
+@require_POST
+def member_add(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_or_404(request, slug, min_role=Role.ADMIN)
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        try:
+            services.membership_add(actor=request.user, project=project, user=form.cleaned_data["username"],
+                                    role=form.cleaned_data["role"])
+            messages.success(request, f"Added {form.cleaned_data['username']}.")
+            form = MemberAddForm()
+        except DomainError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+    return _partial(request, "tenancy/_members.html", _settings_context(request, project, member_form=form))
+
+
+@login_required
+@require_POST
+def member_update(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
+    project = project_or_404(request, slug)
+    membership = selectors.memberships_for_user(request.user).filter(project=project, pk=membership_id).first()
+    if membership is None:
+        raise Http404("No such member.")
+    try:
+        if request.POST.get("remove"):
+            services.membership_remove(actor=request.user, membership=membership)
+            messages.success(request, f"Removed {membership.user}.")
+        else:
+            form = RoleForm(request.POST)
+            if not form.is_valid():
+                raise DomainError("Choose a valid role.", field="role")
+            services.membership_change_role(actor=request.user, membership=membership, role=form.cleaned_data["role"])
+            messages.success(request, f"{membership.user} is now {form.cleaned_data['role']}.")
+    except DomainError as error:
+        messages.error(request, error.message)
+    return _partial(request, "tenancy/_members.html", _settings_context(request, project))
+
+
+@login_required
+@require_POST
+def token_create(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_or_404(request, slug)
+    form = TokenCreateForm(request.POST)
+    context = {}
+    if form.is_valid():
+        token, secret = services.token_create(user=request.user, name=form.cleaned_data["name"],
+                                              expires_at=form.expires_at())
+        context = {"new_token": token, "new_secret": secret}
+        form = TokenCreateForm()
+    return _partial(request, "tenancy/_tokens.html", _settings_context(request, project, token_form=form, **context))
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, slug: str, token_id: int) -> HttpResponse:
+    project = project_or_404(request, slug)
+    token = selectors.tokens_for_user(request.user).filter(pk=token_id).first()
+    if token is None:
+        raise Http404("No such token.")
+    services.token_revoke(actor=request.user, token=token)
+    return _partial(request, "tenancy/_tokens.html", _settings_context(request, project))
+
+
+@login_required
+def project_audit(request: HttpRequest, slug: str) -> HttpResponse:
+    project = project_or_404(request, slug, min_role=Role.ADMIN)
+    entries = selectors.audit_for_user(request.user).filter(project=project)[:200]
+    return render(request, "tenancy/project_audit.html", {"project": project, "entries": entries})
+
+
+@login_required
+def coming_soon(request: HttpRequest, section: str) -> HttpResponse:
+    """Navigation targets whose pages arrive with later issues (experiments, costs)."""
+    return render(request, "tenancy/coming_soon.html", {"section": section})

@@ -1,0 +1,58 @@
+"""Shared fixtures: one organization with a project and a user of every role, plus an outsider in another tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from tenancy.models import Membership, Organization, Project, Role
+from tenancy.services import token_create
+
+
+@dataclass
+class Tenant:
+    organization: Organization
+    project: Project
+    other_project: Project  # a second project of another organization, where `outsider` is owner
+    users: dict[str, object]  # role name -> user; "outsider" belongs only to other_project
+
+
+def make_user(username: str, **extra):
+    return get_user_model().objects.create_user(username=username, password="pw-" + username + "-123",
+                                                email=f"{username}@example.com", **extra)
+
+
+@pytest.fixture
+def tenant(db) -> Tenant:
+    org = Organization.objects.create(name="Acme", slug="acme")
+    project = Project.objects.create(organization=org, name="Vision", slug="vision")
+    other_org = Organization.objects.create(name="Globex", slug="globex")
+    other = Project.objects.create(organization=other_org, name="Secret", slug="secret")
+    users = {}
+    for role in (Role.OWNER, Role.ADMIN, Role.MEMBER, Role.VIEWER):
+        users[str(role)] = make_user(str(role))
+        Membership.objects.create(project=project, user=users[str(role)], role=role)
+    users["outsider"] = make_user("outsider")
+    Membership.objects.create(project=other, user=users["outsider"], role=Role.OWNER)
+    return Tenant(organization=org, project=project, other_project=other, users=users)
+
+
+def client_for(user) -> APIClient:
+    """An API client authenticated the way the CLI is: a Bearer token."""
+    _, secret = token_create(user=user, name="test")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def clients(tenant) -> dict[str, APIClient]:
+    return {name: client_for(user) for name, user in tenant.users.items()}
+
+
+@pytest.fixture
+def staff_client(db) -> APIClient:
+    return client_for(make_user("platform-admin", is_staff=True, is_superuser=True))

@@ -1,0 +1,216 @@
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.test import override_settings
+from django.utils import timezone
+from rest_framework.settings import api_settings
+from rest_framework.test import APIClient
+
+from tenancy.models import ApiToken, AuditEntry, Membership, hash_token
+from tenancy.services import token_create, token_revoke
+from tests.conftest import client_for, make_user
+
+
+def error_of(response):
+    body = response.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
+
+
+class TestTokens:
+    def test_secret_shown_once_and_only_hash_stored(self, tenant, clients):
+        response = clients["member"].post("/api/v1/tokens/", {"name": "laptop"}, format="json")
+        assert response.status_code == 201
+        secret = response.json()["token"]
+        token = ApiToken.objects.get(pk=response.json()["id"])
+        assert token.digest == hash_token(secret) and secret not in (token.digest, token.prefix)
+        detail = clients["member"].get(f"/api/v1/tokens/{token.pk}/").json()
+        assert "token" not in detail and secret not in str(detail)
+        fresh = APIClient()
+        fresh.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        assert fresh.get("/api/v1/me/").json()["username"] == "member"
+        token.refresh_from_db()
+        assert token.last_used_at is not None
+
+    @pytest.mark.parametrize("header", ["Bearer tdl_wrong", "Bearer ", "Bearer a b"])
+    def test_wrong_token_is_401(self, db, header):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=header)
+        response = client.get("/api/v1/projects/")
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"] == "Bearer"
+
+    def test_expired_and_revoked_tokens_are_401(self, tenant):
+        user = tenant.users["member"]
+        token, secret = token_create(user=user, name="short", expires_at=timezone.now() + timedelta(seconds=60))
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+        assert client.get("/api/v1/me/").status_code == 200
+        ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert client.get("/api/v1/me/").status_code == 401
+        token2, secret2 = token_create(user=user, name="revoked")
+        token_revoke(actor=user, token=token2)
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret2}")
+        assert client.get("/api/v1/me/").status_code == 401
+
+    def test_delete_revokes_and_is_audited(self, tenant, clients):
+        token = token_create(user=tenant.users["member"], name="old")[0]
+        assert clients["member"].delete(f"/api/v1/tokens/{token.pk}/").status_code == 204
+        token.refresh_from_db()
+        assert token.revoked_at is not None
+        assert AuditEntry.objects.filter(action="token.revoke", target_id=str(token.pk)).exists()
+
+    def test_expiry_in_the_past_is_refused(self, tenant, clients):
+        past = (timezone.now() - timedelta(days=1)).isoformat()
+        response = clients["member"].post("/api/v1/tokens/", {"name": "x", "expires_at": past}, format="json")
+        assert response.status_code == 400
+        assert "expires_at" in error_of(response)["fields"]
+
+    def test_unauthenticated_is_401(self, db):
+        assert APIClient().get("/api/v1/projects/").status_code in (401, 403)
+        assert error_of(APIClient().get("/api/v1/projects/"))["code"] == "not_authenticated"
+
+
+class TestBadInput:
+    def test_malformed_json(self, tenant, clients):
+        response = clients["owner"].generic(
+            "POST", "/api/v1/memberships/", "{not json", content_type="application/json"
+        )
+        assert response.status_code == 400
+        assert error_of(response)["code"] == "parse_error"
+
+    def test_unknown_field_is_named(self, tenant, clients):
+        make_user("newbie")
+        response = clients["owner"].post(
+            "/api/v1/memberships/", {"project": "vision", "user": "newbie", "rol": "member"}, format="json"
+        )
+        assert response.status_code == 400
+        assert error_of(response)["fields"] == {"rol": ["Unknown field."]}
+
+    def test_overlong_and_wrong_type(self, tenant, clients):
+        response = clients["owner"].post("/api/v1/tokens/", {"name": "x" * 101}, format="json")
+        assert response.status_code == 400 and "name" in error_of(response)["fields"]
+        response = clients["owner"].post("/api/v1/tokens/", {"name": ["a"]}, format="json")
+        assert response.status_code == 400 and "name" in error_of(response)["fields"]
+        response = clients["owner"].post("/api/v1/memberships/", ["not", "an", "object"], format="json")
+        assert response.status_code == 400
+
+    def test_bad_role_choice(self, tenant, clients):
+        make_user("newbie")
+        response = clients["owner"].post(
+            "/api/v1/memberships/", {"project": "vision", "user": "newbie", "role": "god"}, format="json"
+        )
+        assert response.status_code == 400 and "role" in error_of(response)["fields"]
+
+
+class TestMemberships:
+    def test_admin_adds_member_and_it_is_audited(self, tenant, clients):
+        make_user("newbie")
+        response = clients["admin"].post(
+            "/api/v1/memberships/", {"project": "vision", "user": "newbie", "role": "member"}, format="json"
+        )
+        assert response.status_code == 201, response.content
+        entry = AuditEntry.objects.get(action="membership.add")
+        assert entry.actor_name == "admin" and entry.project == tenant.project
+        assert entry.changes == {"user": "newbie", "role": "member"}
+
+    def test_member_cannot_add(self, tenant, clients):
+        make_user("newbie")
+        response = clients["member"].post(
+            "/api/v1/memberships/", {"project": "vision", "user": "newbie"}, format="json"
+        )
+        assert response.status_code == 403
+
+    def test_admin_cannot_grant_owner_but_owner_can(self, tenant, clients):
+        membership = Membership.objects.get(project=tenant.project, user=tenant.users["member"])
+        url = f"/api/v1/memberships/{membership.pk}/"
+        assert clients["admin"].patch(url, {"role": "owner"}, format="json").status_code == 403
+        assert clients["owner"].patch(url, {"role": "owner"}, format="json").status_code == 200
+
+    def test_last_owner_cannot_leave(self, tenant, clients):
+        owner = Membership.objects.get(project=tenant.project, user=tenant.users["owner"])
+        response = clients["owner"].delete(f"/api/v1/memberships/{owner.pk}/")
+        assert response.status_code == 409
+        assert error_of(response)["code"] == "last_owner"
+
+    def test_anyone_may_leave(self, tenant, clients):
+        viewer = Membership.objects.get(project=tenant.project, user=tenant.users["viewer"])
+        assert clients["viewer"].delete(f"/api/v1/memberships/{viewer.pk}/").status_code == 204
+        assert not Membership.objects.filter(pk=viewer.pk).exists()
+
+    def test_duplicate_member_is_409(self, tenant, clients):
+        response = clients["owner"].post(
+            "/api/v1/memberships/", {"project": "vision", "user": "viewer"}, format="json"
+        )
+        assert response.status_code in (400, 409)
+
+
+class TestProjects:
+    def test_owner_creates_project_in_own_org(self, tenant, clients):
+        response = clients["owner"].post(
+            "/api/v1/projects/", {"organization_slug": "acme", "name": "Speech", "slug": "speech"}, format="json"
+        )
+        assert response.status_code == 201, response.content
+        assert response.json()["role"] == "owner"
+
+    def test_member_cannot_create_and_outsider_org_is_unknown(self, tenant, clients):
+        body = {"organization_slug": "acme", "name": "Speech", "slug": "speech"}
+        assert clients["member"].post("/api/v1/projects/", body, format="json").status_code == 403
+        response = clients["outsider"].post("/api/v1/projects/", body, format="json")
+        assert response.status_code == 400 and "organization_slug" in error_of(response)["fields"]
+
+    def test_bad_slug(self, tenant, clients):
+        body = {"organization_slug": "acme", "name": "Speech", "slug": "Not A Slug"}
+        response = clients["owner"].post("/api/v1/projects/", body, format="json")
+        assert response.status_code == 400 and "slug" in error_of(response)["fields"]
+
+    def test_archive_is_audited(self, tenant, clients):
+        response = clients["admin"].patch("/api/v1/projects/vision/", {"archived": True}, format="json")
+        assert response.status_code == 200 and response.json()["archived"] is True
+        assert AuditEntry.objects.filter(action="project.archive").exists()
+
+    def test_only_owner_deletes(self, tenant, clients):
+        assert clients["admin"].delete("/api/v1/projects/vision/").status_code == 403
+        assert clients["owner"].delete("/api/v1/projects/vision/").status_code == 204
+
+
+class TestMeAndAudit:
+    def test_me_lists_memberships(self, tenant, clients):
+        body = clients["viewer"].get("/api/v1/me/").json()
+        assert body["memberships"] == [{"project": "vision", "organization": "acme", "role": "viewer"}]
+
+    def test_audit_visible_to_admins_only(self, tenant, clients):
+        make_user("newbie")
+        clients["owner"].post("/api/v1/memberships/", {"project": "vision", "user": "newbie"}, format="json")
+        assert clients["admin"].get("/api/v1/audit/").json()["count"] >= 1
+        assert clients["member"].get("/api/v1/audit/").json()["count"] == 0
+
+
+class TestThrottling:
+    def test_429_with_retry_after(self, tenant):
+        cache.clear()
+        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "token": "3/min"}
+        client = client_for(tenant.users["member"])
+        with override_settings(REST_FRAMEWORK={**_rest_settings(), "DEFAULT_THROTTLE_RATES": rates}):
+            codes = [client.get("/api/v1/me/").status_code for _ in range(4)]
+            response = client.get("/api/v1/me/")
+        cache.clear()
+        assert codes[:3] == [200, 200, 200] and codes[3] == 429
+        assert int(response["Retry-After"]) > 0
+        assert error_of(response)["code"] == "throttled"
+
+
+def _rest_settings():
+    from django.conf import settings
+
+    return settings.REST_FRAMEWORK
+
+
+class TestSessionCsrf:
+    def test_session_write_needs_csrf(self, tenant):
+        client = APIClient(enforce_csrf_checks=True)
+        client.force_login(tenant.users["member"])
+        response = client.post("/api/v1/tokens/", {"name": "x"}, format="json")
+        assert response.status_code == 403
+        assert "CSRF" in error_of(response)["message"]
