@@ -1,0 +1,154 @@
+"""Node inventory rows from node dicts, minus the devices of pods Tidal did not create. Pure.
+
+The flavor comes from the GPU product label that NVIDIA GPU Feature Discovery sets
+(``nvidia.com/gpu.product``, e.g. ``NVIDIA-H100-80GB-HBM3``) through admin rules, an ordered list of
+``(glob pattern, flavor)`` matched case-insensitively, first match wins. Nodes without the label but with
+another device resource (e.g. ``huawei.com/Ascend910``) are matched by that resource name instead.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from . import names
+from .quantity import parse_quantity
+
+DEFAULT_TOPOLOGY_KEYS: Mapping[str, str] = {
+    "block": "tidal.dev/block",
+    "rack": "tidal.dev/rack",
+    "switch": "tidal.dev/switch",
+}
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class InventorySettings:
+    device_resources: tuple[str, ...] = ("nvidia.com/gpu", "huawei.com/Ascend910")
+    rdma_resource: str = "rdma/hca"
+    flavor_rules: tuple[tuple[str, str], ...] = ()
+    product_label: str = "nvidia.com/gpu.product"
+    topology_keys: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY_KEYS))
+    instance: str = "default"
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    name: str
+    hostname: str  # kubernetes.io/hostname label, for the pod's node affinity
+    flavor: str  # "" when no rule matched
+    product: str
+    arch: str
+    allocatable: Mapping[str, int]  # devices per device resource (rdma included)
+    used_by_others: Mapping[str, int]
+    free: Mapping[str, int]
+    cpu: Decimal  # allocatable cores minus foreign requests
+    memory: int  # allocatable bytes minus foreign requests
+    topology: Mapping[str, str]
+    taints: tuple[Mapping[str, str], ...]
+    cordoned: bool
+    ready: bool
+
+
+def flavor_for(product: str, rules: Iterable[tuple[str, str]]) -> str:
+    for pattern, flavor in rules:
+        if product and fnmatch.fnmatchcase(product.lower(), pattern.lower()):
+            return flavor
+    return ""
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Effective requests of a pod as the scheduler counts them: max(sum of app containers + restartable
+    init (sidecar) containers, largest regular init container), plus pod overhead."""
+    spec = pod.get("spec") or {}
+
+    def requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+        resources = container.get("resources") or {}
+        # Extended resources may be given as limits only; requests then default to limits.
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        return {k: parse_quantity(v) for k, v in merged.items()}
+
+    total: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        for k, v in requests(container).items():
+            total[k] = total.get(k, Decimal(0)) + v
+    for container in spec.get("initContainers") or []:
+        if container.get("restartPolicy") == "Always":
+            for k, v in requests(container).items():
+                total[k] = total.get(k, Decimal(0)) + v
+        else:
+            for k, v in requests(container).items():
+                init_peak[k] = max(init_peak.get(k, Decimal(0)), v)
+    out = {k: max(total.get(k, Decimal(0)), init_peak.get(k, Decimal(0))) for k in set(total) | set(init_peak)}
+    for k, v in (spec.get("overhead") or {}).items():
+        out[k] = out.get(k, Decimal(0)) + parse_quantity(v)
+    return out
+
+
+def is_platform_pod(pod: Mapping[str, Any], instance: str) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(names.LABEL_MANAGED) == "true" and labels.get(names.LABEL_INSTANCE) == names.label_value(
+        instance)
+
+
+def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str) -> dict[str, dict[str, Decimal]]:
+    """Requests per node of live pods this Tidal instance did not create."""
+    usage: dict[str, dict[str, Decimal]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if not node or phase in TERMINAL_PHASES or is_platform_pod(pod, instance):
+            continue
+        per_node = usage.setdefault(node, {})
+        for k, v in pod_requests(pod).items():
+            per_node[k] = per_node.get(k, Decimal(0)) + v
+    return usage
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
+              settings: InventorySettings) -> list[NodeRow]:
+    """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones)."""
+    usage = foreign_usage(pods, settings.instance)
+    device_keys = (*settings.device_resources, settings.rdma_resource)
+    rows = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        status = node.get("status") or {}
+        allocatable_raw = status.get("allocatable") or {}
+        name = str(meta.get("name", ""))
+        used = usage.get(name, {})
+        allocatable = {k: int(parse_quantity(allocatable_raw[k])) for k in device_keys if k in allocatable_raw}
+        used_devices = {k: int(used.get(k, 0)) for k in allocatable if used.get(k)}
+        free = {k: max(v - used_devices.get(k, 0), 0) for k, v in allocatable.items()}
+        product = labels.get(settings.product_label, "")
+        if not product:
+            product = next((k for k in settings.device_resources if allocatable.get(k)), "")
+        cpu = parse_quantity(allocatable_raw.get("cpu", "0")) - used.get("cpu", Decimal(0))
+        memory = int(parse_quantity(allocatable_raw.get("memory", "0")) - used.get("memory", Decimal(0)))
+        rows.append(NodeRow(
+            name=name,
+            hostname=labels.get("kubernetes.io/hostname", name),
+            flavor=flavor_for(product, settings.flavor_rules),
+            product=product,
+            arch=labels.get("kubernetes.io/arch", ""),
+            allocatable=allocatable,
+            used_by_others=used_devices,
+            free=free,
+            cpu=max(cpu, Decimal(0)),
+            memory=max(memory, 0),
+            topology={level: labels[key] for level, key in settings.topology_keys.items() if key in labels},
+            taints=tuple({k: str(t.get(k, "")) for k in ("key", "value", "effect")}
+                         for t in (node.get("spec") or {}).get("taints") or []),
+            cordoned=bool((node.get("spec") or {}).get("unschedulable")),
+            ready=_ready(status),
+        ))
+    return sorted(rows, key=lambda r: r.name)
