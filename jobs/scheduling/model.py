@@ -104,6 +104,13 @@ class Policy:
     quotas: bool = True  # False: one pooled cluster, no guarantees at all
     borrowing: bool = True
     preemption: bool = True
+    # Fair share: seconds of decayed past device-seconds that weigh as much as one device in use now. The default
+    # is the mean life (half-life / ln 2) of a 7-day half-life decay: a project that steadily used D devices
+    # carries a past weight of D devices.
+    usage_window: float = 7 * 24 * 3600.0 / 0.6931471805599453
+
+
+DEFAULT_POLICY = Policy()  # what `run_cycle(snapshot)` uses when no policy is given
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +148,18 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
+class Reservation:
+    """Backfill: the head job of a flavor waiting for capacity keeps these devices for its earliest start."""
+
+    job_id: int
+    start: float  # on the snapshot's clock
+    placement: tuple[Assignment, ...]  # where it would start at `start`; later jobs may not delay it
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     admits: tuple[Admit, ...] = ()
     preemptions: tuple[Preempt, ...] = ()
     waits: tuple[Wait, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
+    reservations: tuple[Reservation, ...] = ()  # backfill reservations held this cycle (one per flavor at most)

@@ -1,0 +1,47 @@
+"""Tidal's pure scheduler core: `run_cycle(snapshot, policy)` and the plain data it reads and returns.
+
+No Django, ORM or Kubernetes imports anywhere in this package: production, the embedded demo and trace replay
+all call the same function.
+"""
+
+from .cycle import run_cycle
+from .feasibility import never_fits
+from .incremental import IncrementalScheduler
+from .model import (
+    Admit,
+    Assignment,
+    CycleResult,
+    Node,
+    PendingJob,
+    Policy,
+    Preempt,
+    Project,
+    Quota,
+    ReplicaGroup,
+    Reservation,
+    RunningJob,
+    Snapshot,
+    Topology,
+    Wait,
+)
+
+__all__ = [
+    "Admit",
+    "Assignment",
+    "CycleResult",
+    "IncrementalScheduler",
+    "Node",
+    "PendingJob",
+    "Policy",
+    "Preempt",
+    "Project",
+    "Quota",
+    "ReplicaGroup",
+    "Reservation",
+    "RunningJob",
+    "Snapshot",
+    "Topology",
+    "Wait",
+    "never_fits",
+    "run_cycle",
+]

@@ -1,0 +1,93 @@
+"""Phase 5, backfill: the first job of a flavor that waits for capacity reserves its earliest start.
+
+Earliest start: running jobs (and jobs admitted earlier in this cycle) release their devices at
+max(started_at + max_runtime, now), in that order; the reservation starts at the first release time at which the
+job can be placed (found by bisection over release times), on the placement found then. Jobs without a
+max_runtime are never counted as releasing, so when the job needs their devices there is no reservation (its
+start is unknown) and later jobs are not held back for it.
+
+Later jobs of that flavor are then placed against the hold (see state.Hold): a job that ends before the
+reservation (now + max_runtime <= start) may use the held devices, any other job (including jobs without a
+max_runtime) only what the head will not need.
+"""
+
+from __future__ import annotations
+
+from .model import PendingJob
+from .placement import place, undo
+from .shapes import JobInfo
+from .state import CycleState, Hold
+
+
+def reserve(state: CycleState, job: PendingJob, info: JobInfo) -> Hold | None:
+    """Create and install the hold of `job` if none of its flavors has one yet; None when its start is unknown."""
+    if state.holds_for(info.flavors):
+        return None
+    index = state.index
+    flavors = set(info.flavors)
+    releases: list[tuple[float, int, int]] = []  # (time, node index, devices)
+    for rec in state.live_runs():
+        if rec.end is None:
+            continue
+        at = max(rec.end, state.now)
+        for i, devices in rec.usage:
+            if index.nodes[i].flavor in flavors:
+                releases.append((at, i, devices))
+    if not releases:
+        return None
+    releases.sort()
+    times = sorted({t for t, _, _ in releases})
+    applied = 0  # releases[:applied] are given back to the index right now
+
+    def release_until(t: float) -> None:
+        nonlocal applied
+        while applied < len(releases) and releases[applied][0] <= t:
+            _, i, devices = releases[applied]
+            index.give(i, devices)
+            applied += 1
+        while applied > 0 and releases[applied - 1][0] > t:
+            applied -= 1
+            _, i, devices = releases[applied]
+            index.take(i, devices)
+
+    def fits_at(t: float) -> bool:
+        release_until(t)
+        taken = place(index, job, info)
+        if taken is None:
+            return False
+        undo(index, taken)
+        return True
+
+    if not fits_at(times[-1]):
+        release_until(float("-inf"))
+        return None
+    lo, hi = -1, len(times) - 1  # fits at times[hi]; times[lo] unknown or does not fit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits_at(times[mid]):
+            hi = mid
+        else:
+            lo = mid
+    start = times[hi]
+    release_until(start)
+    taken = place(index, job, info)
+    assert taken is not None  # fits_at(start) was True on this very state
+    undo(index, taken)
+    release_until(float("-inf"))
+    x: dict[int, int] = {}
+    for _, _, i, devices in taken:
+        x[i] = x.get(i, 0) + devices
+    rel = dict.fromkeys(x, 0)
+    for t, i, devices in releases:
+        if t <= start and i in rel:
+            rel[i] += devices
+    hold = Hold(job.id, start, info.flavors, x, rel, taken)
+    install(state, hold)
+    return hold
+
+
+def install(state: CycleState, hold: Hold) -> None:
+    for f in hold.flavors:
+        state.holds[f] = hold
+    state.hold_list.append(hold)
+    state.settle([hold])

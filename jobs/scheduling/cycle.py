@@ -1,0 +1,273 @@
+"""One scheduling cycle: snapshot in, decisions out. Pure, deterministic, no I/O.
+
+Phases:
+  1. order     every pending job by the policy's one sort key (ordering.py), job id last
+  2. quota     guarantee, borrowing, lend limits, running-job caps (quota.py)
+  3. place     gang placement, every replica or none, best fit by topology (placement.py)
+  4. preempt   when it does not fit: simulated removal and fill-back (preemption.py)
+  5. backfill  the first job of a flavor waiting for capacity reserves its earliest start (backfill.py)
+  6. explain   reasons, positions and ETA for every job left waiting (explain.py)
+Phases 2-5 run per job in cycle order, on one mutable CycleState. Each job's effects are recorded in an
+`Outcome` so the incremental scheduler can rebuild the state at any position without re-evaluating.
+"""
+
+from __future__ import annotations
+
+from .backfill import reserve
+from .explain import Explainer, WaitEntry
+from .feasibility import structural_reason
+from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
+from .ordering import fair_shares, order_jobs
+from .placement import Taken
+from .preemption import find_victims
+from .quota import QuotaFailure
+from .shapes import JobInfo, describe_shape
+from .state import CycleState, Hold, RunRec, Tentative
+
+
+class Outcome:
+    """What evaluating one job did: enough to replay its effects on a fresh state."""
+
+    __slots__ = ("job", "info", "considered", "victims", "taken", "admit", "hold", "hold_rel", "blocks", "entry")
+
+    def __init__(self, job: PendingJob, info: JobInfo) -> None:
+        self.job = job
+        self.info = info
+        self.considered = False  # reached the quota phase (not blocked by strict ordering)
+        self.victims: list[RunRec] = []
+        self.taken: Taken | None = None
+        self.admit: Admit | None = None
+        self.hold: Hold | None = None
+        self.hold_rel: dict[int, int] = {}
+        self.blocks = ""  # strict queue this job blocked
+        self.entry: WaitEntry | None = None
+
+    @property
+    def side_effects(self) -> bool:
+        return bool(self.admit or self.victims or self.hold or self.blocks)
+
+
+def queue_of(job: PendingJob, policy: Policy) -> str:
+    return job.project if policy.blocking_scope == "project" else "*"
+
+
+def assignments(job: PendingJob, taken: Taken, index) -> tuple[Assignment, ...]:
+    ordered = sorted(taken, key=lambda t: (t[0], t[1]))
+    return tuple(Assignment(job.groups[gi].role, r, index.nodes[i].name, d) for gi, r, i, d in ordered)
+
+
+def quota_reason(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure) -> str:
+    quota = state.quota
+    p = job.project
+    if failure.kind == "max_running":
+        return f"project {p} is at its limit of {quota.max_running.get(p)} running jobs"
+    f = failure.flavor
+    key = (p, f)
+    g = quota.guar.get(key, 0)
+    b = quota.blimit.get(key, 0)
+    used = quota.used[key]
+    need = info.demand[f]
+    if job.preemptible:
+        head = (f"preemptible jobs run only on idle capacity and count as borrowing: project {p} borrows "
+                f"{quota.borrowed(p, f)} {f}")
+    else:
+        head = f"project {p} is using {used}/{g} guaranteed {f}"
+    if failure.kind == "no_quota":
+        return f"project {p} has no quota for {f} (needs {need})"
+    if failure.kind == "borrowing_off":
+        return f"{head} and borrowing is off; this job needs {need}"
+    if failure.kind == "borrow_limit":
+        return f"{head} and borrowing is at its limit of {b}; this job needs {need}"
+    idle = int(quota.idle_supply(p, f))
+    return (f"{head}; this job needs {need} and cohort {quota.cohort_of(p)} has only {idle} {f} idle to lend "
+            f"(borrow limit {b})")
+
+
+def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
+    if victim.project == job.project:
+        return f"preempted for higher-priority job {job.id} ({job.priority} > {victim.priority}) in its project"
+    flavors = ", ".join(f for f in info.flavors if f in victim.demand)
+    if victim.preemptible:
+        return f"preemptible job preempted for job {job.id} of project {job.project} ({flavors})"
+    return (f"preempted to give project {job.project} back its guaranteed {flavors} (project {victim.project} "
+            f"was borrowing)")
+
+
+class Cycle:
+    def __init__(self, snapshot: Snapshot, policy: Policy, use_cache: bool = True) -> None:
+        self.policy = policy
+        self.state = CycleState(snapshot, policy)
+        self.state.use_cache = use_cache
+        self.shares = fair_shares(snapshot.projects, snapshot.quotas, snapshot.running, policy)
+        self.order = order_jobs(snapshot.pending, policy, self.shares)  # phase 1
+        self.outcomes: list[Outcome] = []
+        self.structural: dict[tuple, str | None] = {}
+
+    def run(self) -> None:
+        for job in self.order:
+            self.outcomes.append(self.evaluate(job))
+
+    # -- phases 2 to 5, per job -------------------------------------------------------------------------------
+
+    def evaluate(self, job: PendingJob) -> Outcome:
+        state, policy = self.state, self.policy
+        info = JobInfo(job)
+        out = Outcome(job, info)
+        strict = policy.blocking == "strict"
+        queue = queue_of(job, policy)
+        if strict and queue in state.blocked:
+            blocker = state.blocked[queue]
+            order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
+            out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order",
+                                  blocker=blocker)
+            return out
+        out.considered = True
+        unschedulable = self.structural_check(job, info)
+        if unschedulable is not None:
+            out.entry = WaitEntry(job, info, "unschedulable", f"can never run here: {unschedulable}")
+            return out  # never blocks a queue: it could not run even on an empty cluster
+        failure = state.quota.check(job.project, info.demand, job.preemptible)  # phase 2
+        constrained = state.constrained(job.max_runtime, info)
+        tentative = None
+        if failure is None:
+            tentative = self.try_place(job, info, constrained)  # phase 3
+        if tentative is None and policy.preemption and not job.preemptible:
+            victims = self.try_preempt(job, info, failure is not None, constrained)  # phase 4
+            if victims is not None:
+                tentative = state.place_tentative(job, info)
+                assert tentative is not None  # find_victims checked it fits on this very state
+                out.victims = victims
+                state.neg_place.clear()  # capacity grew: earlier failures may fit now
+                state.neg_preempt.clear()
+        if tentative is not None:
+            self.admit(out, tentative)
+            return out
+        if failure is not None:
+            code = "max_running" if failure.kind == "max_running" else "quota"
+            out.entry = WaitEntry(job, info, code, quota_reason(state, job, info, failure),
+                                  quota_kind=failure.kind, quota_flavor=failure.flavor)
+        else:
+            out.entry = WaitEntry(job, info, "place", constrained=constrained)
+            if policy.blocking == "backfill" and not job.preemptible:
+                hold = reserve(state, job, info)  # phase 5
+                if hold is not None:
+                    out.hold = hold
+                    out.hold_rel = dict(hold.rel)
+                    out.entry.hold = hold
+        if strict:
+            state.blocked[queue] = job.id
+            out.blocks = queue
+        return out
+
+    def structural_check(self, job: PendingJob, info: JobInfo) -> str | None:
+        key = (tuple((g.flavor, g.devices, g.replicas) for g in job.groups), job.topology)
+        if key not in self.structural:
+            self.structural[key] = structural_reason(self.state.index, job, info)
+        return self.structural[key]
+
+    def try_place(self, job: PendingJob, info: JobInfo, constrained: bool) -> Tentative | None:
+        state = self.state
+        key = info.shape_key
+        # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it).
+        if (key is not None and state.use_cache
+                and ((key, False) in state.neg_place or (constrained and (key, True) in state.neg_place))):
+            return None
+        tentative = state.place_tentative(job, info)
+        if tentative is None and key is not None:
+            state.neg_place[(key, constrained)] = True
+        return tentative
+
+    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
+        state = self.state
+        key = None
+        if info.shape_key is not None and state.use_cache:
+            within = state.quota.within_guarantee(job.project, info.demand)
+            key = (job.project, job.priority, info.shape_key, constrained, quota_failed, within)
+            if key in state.neg_preempt:
+                return None
+        victims = find_victims(state, job, info, quota_failed)
+        if victims is None and key is not None:
+            state.neg_preempt.add(key)
+        return victims
+
+    def admit(self, out: Outcome, tentative: Tentative) -> None:
+        state, job, info = self.state, out.job, out.info
+        borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
+        end = state.now + job.max_runtime if job.max_runtime is not None else None
+        usage = [(i, d) for _, _, i, d in tentative.taken]
+        state.new_runs.append(RunRec(job.id, job.project, job.priority, state.now, end, state.now,
+                                     job.preemptible, usage, dict(info.demand), False))
+        out.taken = tentative.taken
+        out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
+                          borrowed if state.quota.enabled else 0)
+
+    # -- replay (incremental scheduler) -----------------------------------------------------------------------
+
+    def replay(self, out: Outcome) -> None:
+        """Apply a recorded outcome's effects to this state without evaluating the job again."""
+        state = self.state
+        for rec in out.victims:
+            state.remove_run(state.runs[rec.id])
+        if out.victims:
+            state.neg_place.clear()
+            state.neg_preempt.clear()
+        if out.taken is not None:
+            tentative = state.apply_taken(out.job, out.info, out.taken)
+            self.admit(out, tentative)
+        if out.hold is not None:
+            hold = Hold(out.hold.job_id, out.hold.start, out.hold.flavors, dict(out.hold.x), dict(out.hold_rel),
+                        out.hold.taken)
+            from .backfill import install
+
+            install(state, hold)
+            out.hold = hold
+            if out.entry is not None:
+                out.entry.hold = hold
+        if out.blocks:
+            state.blocked[out.blocks] = out.job.id
+
+    # -- phase 6 and the result -------------------------------------------------------------------------------
+
+    def result(self) -> CycleResult:
+        state = self.state
+        entries = [o.entry for o in self.outcomes if o.entry is not None]
+        waits = Explainer(state).explain(entries)
+        return self.assemble(waits)
+
+    def assemble(self, waits) -> CycleResult:
+        state = self.state
+        admits = []
+        preempts = []
+        considered = 0
+        for out in self.outcomes:
+            considered += out.considered
+            for victim in out.victims:
+                preempts.append(Preempt(victim.id, out.job.id, preempt_reason(state, out.job, out.info, victim)))
+            if out.admit is not None:
+                admits.append(out.admit)
+        reservations = tuple(
+            Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))
+            for h in state.hold_list
+        )
+        stats = {
+            "pending": len(self.outcomes),
+            "considered": considered,
+            "admitted": len(admits),
+            "preempted": len(preempts),
+            "waiting": len(waits),
+            "reservations": len(reservations),
+        }
+        return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations)
+
+    def _job(self, job_id: int) -> PendingJob:
+        return next(o.job for o in self.outcomes if o.job.id == job_id)
+
+
+def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> CycleResult:
+    """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait."""
+    cycle = Cycle(snapshot, policy)
+    cycle.run()
+    return cycle.result()
+
+
+__all__ = ["Cycle", "Outcome", "run_cycle", "describe_shape"]

@@ -1,0 +1,243 @@
+"""Phase 6, explain: a reason, positions and an estimated start for every pending job that was not admitted.
+
+Reasons for quota waits are written when the job is evaluated (they quote the usage it met). Reasons for
+capacity waits are written here from the state at the end of the cycle, once per job shape, so they quote what is
+free now ("24 nvidia-a100-40gb free, needs 32") and do not depend on which job of a shape was tried first.
+
+ETA (None whenever a needed end time is unknown). Per flavor, running jobs with a max_runtime (including those
+admitted this cycle) release their devices at their end; waiting jobs ahead in cycle order are assumed to take
+capacity in order and keep it (a conservative estimate). For a job needing d devices of flavor f:
+    capacity eta = first release time at which free(f) + released(f) >= ahead(f) + d, now if already so.
+A reserved head job gets its reservation start. Quota waits also wait for the project's own jobs to release the
+devices above its limit, "max_running" waits for the project's k-th earliest job end (k = the job's rank among
+the project's jobs waiting for that cap), "blocked" jobs no earlier than the job blocking them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import replace
+
+from .model import PendingJob, Topology, Wait
+from .placement import max_room, place, undo
+from .shapes import JobInfo
+from .state import CycleState, Hold
+
+
+def fmt_duration(seconds: float) -> str:
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    m = s // 60
+    if m < 60:
+        return f"{m}m"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h{m:02d}m" if m else f"{h}h"
+    d, h = divmod(h, 24)
+    return f"{d}d{h}h" if h else f"{d}d"
+
+
+class WaitEntry:
+    """A waiting job as evaluated in the cycle, plus what explain computed for it."""
+
+    __slots__ = ("job", "info", "code", "reason", "blocker", "quota_kind", "quota_flavor", "constrained", "hold",
+                 "proj_pos", "flav_pos", "ahead", "mr_ahead", "eta", "wait")
+
+    def __init__(self, job: PendingJob, info: JobInfo, code: str, reason: str = "", blocker: int = 0,
+                 quota_kind: str = "", quota_flavor: str = "", constrained: bool = False,
+                 hold: Hold | None = None) -> None:
+        self.job = job
+        self.info = info
+        self.code = code  # "place" until explain turns it into "capacity" / "topology" / "reserved"
+        self.reason = reason
+        self.blocker = blocker
+        self.quota_kind = quota_kind
+        self.quota_flavor = quota_flavor
+        self.constrained = constrained
+        self.hold = hold  # this job's own reservation, when it is a backfill head
+        self.proj_pos = 0
+        self.flav_pos = 0
+        self.ahead: dict[str, int] = {}
+        self.mr_ahead = 0
+        self.eta: float | None = None
+        self.wait: Wait | None = None
+
+
+class Curve:
+    """Cumulative releases over time: times[k] is when released[k] devices in total are free again."""
+
+    __slots__ = ("times", "released")
+
+    def __init__(self, events: list[tuple[float, int]]) -> None:
+        events.sort()
+        self.times = [t for t, _ in events]
+        total = 0
+        self.released = []
+        for _, d in events:
+            total += d
+            self.released.append(total)
+
+    def when(self, need: int, now: float) -> float | None:
+        if need <= 0:
+            return now
+        k = bisect_left(self.released, need)
+        return self.times[k] if k < len(self.times) else None
+
+
+class Explainer:
+    def __init__(self, state: CycleState) -> None:
+        self.state = state
+        self.now = state.now
+        flavor_events: dict[str, list[tuple[float, int]]] = {}
+        project_events: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        project_ends: dict[str, list[float]] = {}
+        for rec in state.live_runs():
+            if rec.end is None:
+                continue
+            at = max(rec.end, self.now)
+            project_ends.setdefault(rec.project, []).append(at)
+            for flavor, devices in rec.demand.items():
+                flavor_events.setdefault(flavor, []).append((at, devices))
+                project_events.setdefault((rec.project, flavor), []).append((at, devices))
+        self.curves = {f: Curve(ev) for f, ev in flavor_events.items()}
+        self.project_curves = {k: Curve(ev) for k, ev in project_events.items()}
+        self.project_ends = {p: sorted(ends) for p, ends in project_ends.items()}
+        self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
+        self.reasons: dict[tuple, tuple[str, str]] = {}
+        self.empty = Curve([])
+
+    # -- reasons ----------------------------------------------------------------------------------------------
+
+    def placement_reason(self, entry: WaitEntry) -> tuple[str, str]:
+        info = entry.info
+        key = (info.shape_key, entry.constrained, entry.job.max_runtime) if info.shape_key else None
+        if key is not None and key in self.reasons:
+            return self.reasons[key]
+        found = self._diagnose(entry.job, info, entry.constrained)
+        if key is not None:
+            self.reasons[key] = found
+        return found
+
+    def _fits(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
+        state = self.state
+        state.lift(holds)
+        taken = place(state.index, job, info)
+        if taken is not None:
+            undo(state.index, taken)
+        state.settle(holds)
+        return taken is not None
+
+    def _diagnose(self, job: PendingJob, info: JobInfo, constrained: bool) -> tuple[str, str]:
+        state = self.state
+        holds = state.holds_for(info.flavors)
+        if constrained and self._fits(job, info, holds):
+            hold = holds[0]
+            when = fmt_duration(hold.start - self.now)
+            if job.max_runtime is None:
+                why = "jobs without a max runtime cannot use reserved capacity"
+            else:
+                why = f"its max runtime of {fmt_duration(job.max_runtime)} would end after that"
+            return "reserved", f"held for job {hold.job_id}, which is reserved to start in {when}: {why}"
+        if self._fits(job, info, holds):
+            return "capacity", "capacity was freed by preemption in this cycle; considered again next cycle"
+        for flavor, need in info.demand.items():
+            free = self.free.get(flavor, 0)
+            if free < need:
+                return "capacity", f"waiting for capacity: {free} {flavor} free, needs {need}"
+        _, group = info.groups[0]
+        shape = f"{group.replicas} x {group.devices} {group.flavor}"
+        if job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK):
+            loose = replace(job, topology=Topology.NONE)
+            if self._fits(loose, JobInfo(loose), holds):
+                level = "rack" if job.topology == Topology.REQUIRE_SAME_RACK else "block"
+                room = max_room(state.index, info, level)
+                return "topology", (f"needs {shape} in one {level}; largest free {level} has room for {room} "
+                                    f"replica{'s' if room != 1 else ''}")
+        free = self.free.get(group.flavor, 0)
+        room = max_room(state.index, info, "cluster")
+        avoid = f" (avoiding {len(job.avoid_nodes)} nodes)" if job.avoid_nodes else ""
+        return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented{avoid}: needs "
+                            f"{shape} on whole nodes of one cluster, room for {room}")
+
+    # -- eta --------------------------------------------------------------------------------------------------
+
+    def capacity_eta(self, entry: WaitEntry) -> float | None:
+        eta = self.now
+        for flavor, need in entry.info.demand.items():
+            missing = entry.ahead.get(flavor, 0) + need - self.free.get(flavor, 0)
+            t = self.curves.get(flavor, self.empty).when(missing, self.now)
+            if t is None:
+                return None
+            eta = max(eta, t)
+        return eta
+
+    def quota_eta(self, entry: WaitEntry) -> float | None:
+        quota = self.state.quota
+        job, flavor = entry.job, entry.quota_flavor
+        need = entry.info.demand.get(flavor, 0)
+        key = (job.project, flavor)
+        if entry.quota_kind == "cohort":
+            missing = int(need - quota.idle_supply(job.project, flavor))
+            return self.curves.get(flavor, self.empty).when(missing, self.now)
+        limit = quota.guar.get(key, 0) + (quota.blimit.get(key, 0) if quota.borrowing else 0)
+        if job.preemptible:
+            limit = quota.blimit.get(key, 0) if quota.borrowing else 0
+            in_use = quota.borrowed(job.project, flavor)
+        else:
+            in_use = quota.used[key] + quota.pre[key]
+        if need > limit:
+            return None  # can never fit under this quota
+        return self.project_curves.get(key, self.empty).when(in_use + need - limit, self.now)
+
+    def eta(self, entry: WaitEntry, etas: dict[int, float | None]) -> float | None:
+        code = entry.code
+        if code == "unschedulable":
+            return None
+        if entry.hold is not None:
+            return entry.hold.start
+        eta = self.capacity_eta(entry)
+        if eta is None:
+            return None
+        extra: float | None = eta
+        if code == "quota":
+            extra = self.quota_eta(entry)
+        elif code == "max_running":
+            ends = self.project_ends.get(entry.job.project, [])
+            extra = ends[entry.mr_ahead] if entry.mr_ahead < len(ends) else None
+        elif code == "blocked":
+            extra = etas.get(entry.blocker)
+        if extra is None:
+            return None
+        return max(eta, extra)
+
+    # -- the pass ---------------------------------------------------------------------------------------------
+
+    def finish(self, entry: WaitEntry, etas: dict[int, float | None]) -> Wait:
+        if entry.code == "place":
+            entry.code, entry.reason = self.placement_reason(entry)
+        entry.eta = self.eta(entry, etas)
+        etas[entry.job.id] = entry.eta
+        entry.wait = Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos, entry.eta)
+        return entry.wait
+
+    def explain(self, entries: list[WaitEntry]) -> list[Wait]:
+        proj_count: dict[str, int] = {}
+        flav_count: dict[str, int] = {}
+        ahead: dict[str, int] = {}
+        mr_count: dict[str, int] = {}
+        etas: dict[int, float | None] = {}
+        waits = []
+        for entry in entries:
+            job, info = entry.job, entry.info
+            entry.proj_pos = proj_count[job.project] = proj_count.get(job.project, 0) + 1
+            entry.flav_pos = flav_count[info.primary] = flav_count.get(info.primary, 0) + 1
+            entry.ahead = {f: ahead.get(f, 0) for f in info.flavors}
+            entry.mr_ahead = mr_count.get(job.project, 0)
+            waits.append(self.finish(entry, etas))
+            if entry.code == "max_running":
+                mr_count[job.project] = entry.mr_ahead + 1
+            if entry.code != "unschedulable":
+                for f, d in info.demand.items():
+                    ahead[f] = ahead.get(f, 0) + d
+        return waits

@@ -1,0 +1,157 @@
+"""Phase 3, place: gang placement as a tentative edit of free capacity (every replica or none).
+
+Rules, in the order they decide:
+- A single replica goes on the best-fit node of its flavor anywhere: the fewest visible free devices that still
+  fit, lowest index in `snapshot.nodes` on ties. Leaving big holes alone keeps them for big jobs.
+- A gang is packed into the fewest racks, then blocks, then a whole cluster: at each level the candidate domain
+  with the least free capacity that still fits the gang is tried first (best fit again), so a gang never spans
+  clusters and a big empty rack is not broken up by a small gang. `require-same-rack` / `require-same-block`
+  stop at their level; `prefer-same-rack` and `none` both fall back level by level.
+- Inside a domain replicas are placed one by one, biggest first, each best fit. A gang of whole-node replicas
+  therefore lands on fully free nodes, lowest index first.
+"""
+
+from __future__ import annotations
+
+from .capacity import CapacityIndex
+from .model import PendingJob, Topology
+from .shapes import JobInfo
+
+# (group index, replica index, node index, devices)
+Taken = list[tuple[int, int, int, int]]
+
+_LEVELS: dict[str, tuple[str, ...]] = {
+    Topology.NONE: ("rack", "block", "cluster"),
+    Topology.PREFER_SAME_RACK: ("rack", "block", "cluster"),
+    Topology.REQUIRE_SAME_RACK: ("rack",),
+    Topology.REQUIRE_SAME_BLOCK: ("rack", "block"),
+}
+
+
+def avoid_indexes(index: CapacityIndex, job: PendingJob) -> frozenset[int]:
+    if not job.avoid_nodes:
+        return frozenset()
+    return frozenset(index.index_of[n] for n in job.avoid_nodes if n in index.index_of)
+
+
+def best_node(index: CapacityIndex, leaf_ids: list[int], devices: int, avoid: frozenset[int]) -> int | None:
+    """Best fit: smallest visible free count >= devices, then lowest node index."""
+    best_k = -1
+    best_i = -1
+    leaves = index.leaves
+    for lid in leaf_ids:
+        buckets = leaves[lid].buckets
+        top = len(buckets) - 1 if best_k < 0 else min(len(buckets) - 1, best_k)
+        for k in range(devices, top + 1):
+            bucket = buckets[k]
+            if not bucket:
+                continue
+            if avoid:
+                found = next((i for i in bucket if i not in avoid), -1)
+                if found < 0:
+                    continue
+            else:
+                found = bucket[0]
+            if best_k < 0 or k < best_k or found < best_i:
+                best_k, best_i = k, found
+            break
+    return best_i if best_k >= 0 else None
+
+
+def undo(index: CapacityIndex, taken: Taken) -> None:
+    for _, _, i, devices in reversed(taken):
+        index.give(i, devices)
+
+
+def _fill(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]], avoid: frozenset[int]) -> Taken | None:
+    taken: Taken = []
+    for gi, group in info.groups:
+        leaves = per_flavor[group.flavor]
+        for r in range(group.replicas):
+            i = best_node(index, leaves, group.devices, avoid)
+            if i is None:
+                undo(index, taken)
+                return None
+            index.take(i, group.devices)
+            taken.append((gi, r, i, group.devices))
+    return taken
+
+
+DomainView = tuple[tuple[str, ...], dict[str, list[int]], bool]  # (key, leaves per flavor, labelled)
+
+
+def _domains(index: CapacityIndex, info: JobInfo, level: str) -> list[DomainView]:
+    """Domains of this level that have nodes of every flavor the job asks for."""
+    if len(info.flavors) == 1:
+        flavor = info.flavors[0]
+        return [(d.key, {flavor: d.leaves}, d.labelled) for d in index.domains.get((flavor, level), ())]
+    merged: dict[tuple[str, ...], tuple[dict[str, list[int]], bool]] = {}
+    for n, flavor in enumerate(info.flavors):
+        for d in index.domains.get((flavor, level), ()):
+            if n == 0:
+                merged[d.key] = ({flavor: d.leaves}, d.labelled)
+            elif d.key in merged:
+                merged[d.key][0][flavor] = d.leaves
+    return [(key, per, labelled) for key, (per, labelled) in sorted(merged.items()) if len(per) == len(info.flavors)]
+
+
+def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> int:
+    """Free devices of the domain if it passes the necessary checks, else -1."""
+    total = 0
+    for flavor, need in info.demand.items():
+        free = index.domain_free(per_flavor[flavor])
+        if free < need:
+            return -1
+        total += free
+    for _, group in info.groups:
+        if index.replica_room(per_flavor[group.flavor], group.devices) < group.replicas:
+            return -1
+    return total
+
+
+def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
+    """Place every replica of `job` (the takes are applied; `undo` reverts them) or return None, changing nothing."""
+    avoid = avoid_indexes(index, job)
+    for flavor, need in info.demand.items():
+        if index.visible_free(flavor) < need:
+            return None
+    if info.replicas == 1:
+        gi, group = info.groups[0]
+        i = best_node(index, index.flavor_leaves.get(group.flavor, []), group.devices, avoid)
+        if i is None:
+            return None
+        index.take(i, group.devices)
+        return [(gi, 0, i, group.devices)]
+    required = job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK)
+    tried: set[tuple[int, ...]] = set()
+    for level in _LEVELS.get(job.topology, _LEVELS[Topology.NONE]):
+        candidates = []
+        for key, per_flavor, labelled in _domains(index, info, level):
+            if required and not labelled:
+                continue
+            if job.topology == Topology.REQUIRE_SAME_BLOCK and key[1] == "":
+                continue  # a rack outside any labelled block cannot satisfy the block requirement
+            free = _could_fit(index, info, per_flavor)
+            if free >= 0:
+                candidates.append((free, key, per_flavor))
+        candidates.sort(key=lambda c: (c[0], c[1]))
+        for _, _, per_flavor in candidates:
+            signature = tuple(sorted(lid for leaves in per_flavor.values() for lid in leaves))
+            if signature in tried:
+                continue
+            tried.add(signature)
+            taken = _fill(index, info, per_flavor, avoid)
+            if taken is not None:
+                return taken
+    return None
+
+
+def max_room(index: CapacityIndex, info: JobInfo, level: str) -> int:
+    """Replicas of the job's biggest group that fit in the roomiest domain of a level (for explanations)."""
+    _, group = info.groups[0]
+    best = 0
+    for d in index.domains.get((group.flavor, level), ()):
+        if level != "cluster" and not d.labelled:
+            continue
+        best = max(best, index.replica_room(d.leaves, group.devices))
+    return best

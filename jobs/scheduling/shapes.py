@@ -1,0 +1,40 @@
+"""What a pending job asks for, computed once per job per cycle."""
+
+from __future__ import annotations
+
+from .model import PendingJob, ReplicaGroup
+
+
+class JobInfo:
+    """Demand per flavor, replica groups in placement order, and the key used to cache failures by shape."""
+
+    __slots__ = ("demand", "flavors", "primary", "groups", "replicas", "shape_key", "single")
+
+    def __init__(self, job: PendingJob) -> None:
+        demand: dict[str, int] = {}
+        for group in job.groups:
+            demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
+        self.demand = demand
+        self.flavors = tuple(sorted(demand))
+        # The flavor a job queues under (positions, ETA): the one it asks most devices of, first group on ties.
+        self.primary = max(demand, key=lambda f: demand[f]) if demand else ""
+        # Biggest replicas first: they are the hardest to place, small ones fill the gaps they leave.
+        self.groups: tuple[tuple[int, ReplicaGroup], ...] = tuple(
+            sorted(enumerate(job.groups), key=lambda item: (-item[1].devices, item[0]))
+        )
+        self.replicas = sum(g.replicas for g in job.groups)
+        classes = {(g.flavor, g.devices) for g in job.groups if g.replicas > 0}
+        # Identical replicas of one flavor: placement is exact (a fit exists iff sum(free // d) >= replicas), so
+        # a failure of this shape stays a failure for the rest of the cycle while capacity only shrinks. Jobs
+        # mixing replica sizes are placed heuristically and never cached.
+        self.single = len(classes) == 1
+        if self.single:
+            flavor, devices = next(iter(classes))
+            self.shape_key: tuple | None = (flavor, devices, self.replicas, str(job.topology), job.avoid_nodes)
+        else:
+            self.shape_key = None
+
+
+def describe_shape(job: PendingJob) -> str:
+    """'4 x 8 nvidia-h100-80gb' (groups joined by ' + ')."""
+    return " + ".join(f"{g.replicas} x {g.devices} {g.flavor}" for g in job.groups)

@@ -1,0 +1,219 @@
+"""The mutable working copy of a snapshot that one cycle edits: capacity, quota usage, running jobs, holds.
+
+Every edit has an inverse (take/give, add_run/remove_run, place_tentative/undo_tentative), which is how gang
+placement ("every replica or none") and preemption ("simulate removal, keep only the victims needed") are
+tried without copying the snapshot.
+"""
+
+from __future__ import annotations
+
+from .capacity import CapacityIndex
+from .model import Policy, RunningJob, Snapshot
+from .placement import Taken, place, undo
+from .quota import QuotaState
+from .shapes import JobInfo
+
+
+class RunRec:
+    """A running job as the cycle sees it: where its devices are and when it may end or be preempted."""
+
+    __slots__ = ("id", "project", "priority", "started_at", "end", "evictable_at", "preemptible", "usage",
+                 "demand", "at_start")
+
+    def __init__(self, id: int, project: str, priority: int, started_at: float, end: float | None,
+                 evictable_at: float, preemptible: bool, usage: list[tuple[int, int]], demand: dict[str, int],
+                 at_start: bool) -> None:
+        self.id = id
+        self.project = project
+        self.priority = priority
+        self.started_at = started_at
+        self.end = end  # started_at + max_runtime, None when unknown
+        self.evictable_at = evictable_at  # started_at + min_runtime
+        self.preemptible = preemptible
+        self.usage = usage  # (node index, devices) on nodes of the snapshot
+        self.demand = demand  # devices per flavor
+        self.at_start = at_start  # running when the cycle began (only these can be victims)
+
+
+class Hold:
+    """A backfill reservation: at `start` the head job needs x[i] devices on node i.
+
+    rel[i] is what jobs ending by `start` will have released on node i by then. Keeping
+    hidden[i] = max(0, x[i] - rel[i]) out of placement's sight guarantees free + rel >= x at all times, so jobs
+    that run past `start` can never delay the head; jobs that end by `start` may use hidden devices (they add to
+    rel what they take).
+    """
+
+    __slots__ = ("job_id", "start", "flavors", "x", "rel", "taken")
+
+    def __init__(self, job_id: int, start: float, flavors: tuple[str, ...], x: dict[int, int],
+                 rel: dict[int, int], taken: Taken) -> None:
+        self.job_id = job_id
+        self.start = start
+        self.flavors = flavors
+        self.x = x
+        self.rel = rel
+        self.taken = taken
+
+
+class Tentative:
+    __slots__ = ("taken", "rel_added")
+
+    def __init__(self, taken: Taken, rel_added: list[tuple[Hold, int, int]]) -> None:
+        self.taken = taken
+        self.rel_added = rel_added
+
+
+def run_record(job: RunningJob, index: CapacityIndex, at_start: bool = True) -> RunRec:
+    usage: list[tuple[int, int]] = []
+    demand: dict[str, int] = {}
+    for a in job.placement:
+        i = index.index_of.get(a.node)
+        flavor = job.flavor
+        if i is not None:
+            usage.append((i, a.devices))
+            flavor = index.nodes[i].flavor
+        demand[flavor] = demand.get(flavor, 0) + a.devices
+    end = job.started_at + job.max_runtime if job.max_runtime is not None else None
+    return RunRec(job.id, job.project, job.priority, job.started_at, end, job.started_at + job.min_runtime,
+                  job.preemptible, usage, demand, at_start)
+
+
+class CycleState:
+    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+        self.snapshot = snapshot
+        self.policy = policy
+        self.now = snapshot.now
+        self.index = CapacityIndex(snapshot.nodes)
+        self.quota = QuotaState(snapshot.projects, snapshot.quotas, policy, self.index.total_devices)
+        self.runs: dict[int, RunRec] = {}  # running at start and not (yet) preempted
+        self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle
+        self.runs_by_flavor: dict[str, list[RunRec]] = {}
+        for job in sorted(snapshot.running, key=lambda j: j.id):
+            rec = run_record(job, self.index)
+            self.runs[rec.id] = rec
+            for flavor in rec.demand:
+                self.runs_by_flavor.setdefault(flavor, []).append(rec)
+            self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=True)
+        self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
+        self.hold_list: list[Hold] = []
+        self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
+        self.neg_place: dict[tuple, bool] = {}  # (shape key, constrained) -> True when it did not fit
+        self.neg_preempt: set[tuple] = set()
+        self.use_cache = True
+
+    # -- reservations -----------------------------------------------------------------------------------------
+
+    def holds_for(self, flavors) -> list[Hold]:
+        found: list[Hold] = []
+        for f in flavors:
+            h = self.holds.get(f)
+            if h is not None and h not in found:
+                found.append(h)
+        return found
+
+    def is_long(self, max_runtime: float | None, hold: Hold) -> bool:
+        """Would a job starting now still run at the hold's start (so it must not use the held devices)?"""
+        return max_runtime is None or self.now + max_runtime > hold.start
+
+    def lift(self, holds: list[Hold]) -> None:
+        for h in holds:
+            for i in h.x:
+                self.index.set_hidden(i, 0)
+
+    def settle(self, holds: list[Hold]) -> None:
+        index = self.index
+        for h in holds:
+            for i, need in h.x.items():
+                actual = index.free[i] + index.hidden[i]
+                index.set_hidden(i, min(actual, max(0, need - h.rel[i])))
+
+    # -- running jobs -----------------------------------------------------------------------------------------
+
+    def remove_run(self, rec: RunRec) -> None:
+        """Simulate (or commit) preempting a running job: its devices and quota come back."""
+        holds = self.holds_for(rec.demand)
+        self.lift(holds)
+        for i, devices in rec.usage:
+            self.index.give(i, devices)
+            for h in holds:
+                if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
+                    h.rel[i] -= devices  # it will not release them at its end any more: they are free now
+        self.settle(holds)
+        self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
+        del self.runs[rec.id]
+
+    def add_run(self, rec: RunRec) -> None:
+        """Inverse of remove_run (fill-back)."""
+        holds = self.holds_for(rec.demand)
+        self.lift(holds)
+        for i, devices in rec.usage:
+            self.index.take(i, devices)
+            for h in holds:
+                if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
+                    h.rel[i] += devices
+        self.settle(holds)
+        self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
+        self.runs[rec.id] = rec
+
+    # -- placement --------------------------------------------------------------------------------------------
+
+    def short_holds(self, max_runtime: float | None, info: JobInfo) -> list[Hold]:
+        return [h for h in self.holds_for(info.flavors) if not self.is_long(max_runtime, h)]
+
+    def constrained(self, max_runtime: float | None, info: JobInfo) -> bool:
+        return any(self.is_long(max_runtime, h) for h in self.holds_for(info.flavors))
+
+    def place_tentative(self, job, info: JobInfo) -> Tentative | None:
+        short = self.short_holds(job.max_runtime, info)
+        if not short:
+            taken = place(self.index, job, info)
+            return None if taken is None else Tentative(taken, [])
+        self.lift(short)
+        taken = place(self.index, job, info)
+        rel_added: list[tuple[Hold, int, int]] = []
+        if taken is not None:
+            rel_added = self._add_rel(short, taken)
+        self.settle(short)
+        return None if taken is None else Tentative(taken, rel_added)
+
+    def _add_rel(self, short: list[Hold], taken: Taken) -> list[tuple[Hold, int, int]]:
+        added = []
+        for h in short:
+            for _, _, i, devices in taken:
+                if i in h.x:
+                    h.rel[i] += devices  # ends before the hold's start: gives them back in time
+                    added.append((h, i, devices))
+        return added
+
+    def apply_taken(self, job, info: JobInfo, taken: Taken) -> Tentative:
+        """Re-apply a placement decided earlier (incremental replay) exactly as place_tentative did."""
+        short = self.short_holds(job.max_runtime, info)
+        self.lift(short)
+        for _, _, i, devices in taken:
+            self.index.take(i, devices)
+        rel_added = self._add_rel(short, taken)
+        self.settle(short)
+        return Tentative(list(taken), rel_added)
+
+    def undo_tentative(self, tentative: Tentative) -> None:
+        holds = [h for h, _, _ in tentative.rel_added]
+        self.lift(holds)
+        undo(self.index, tentative.taken)
+        for h, i, devices in tentative.rel_added:
+            h.rel[i] -= devices
+        self.settle(holds)
+
+    def fits(self, job, info: JobInfo) -> bool:
+        """Could the job be admitted right now (quota and a placement)? Leaves the state unchanged."""
+        if self.quota.check(job.project, info.demand, job.preemptible) is not None:
+            return False
+        tentative = self.place_tentative(job, info)
+        if tentative is None:
+            return False
+        self.undo_tentative(tentative)
+        return True
+
+    def live_runs(self):
+        yield from self.runs.values()
+        yield from self.new_runs

@@ -1,0 +1,178 @@
+"""Small builders and the invariants every cycle result must satisfy (shared by scenario and property tests)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from jobs.scheduling import (
+    Assignment,
+    CycleResult,
+    Node,
+    PendingJob,
+    Policy,
+    Project,
+    ReplicaGroup,
+    RunningJob,
+    Snapshot,
+    Topology,
+)
+
+A100 = "nvidia-a100-40gb"
+H100 = "nvidia-h100-80gb"
+
+
+def nodes(count: int, flavor: str = A100, devices: int = 8, free: int | None = None, prefix: str = "n",
+          rack_size: int = 0, block_size: int = 0, cluster: str = "default", start: int = 0) -> tuple[Node, ...]:
+    """`count` nodes named {prefix}{i}; racks of `rack_size` nodes (r0, r1, ...), blocks of `block_size` racks."""
+    out = []
+    for k in range(start, start + count):
+        rack = f"{prefix}r{k // rack_size}" if rack_size else ""
+        block = f"{prefix}b{k // (rack_size * block_size)}" if rack_size and block_size else ""
+        out.append(Node(f"{prefix}{k}", flavor, devices, devices if free is None else free, cluster, block, rack))
+    return tuple(out)
+
+
+def job(id: int, project: str = "vision", replicas: int = 1, devices: int = 8, flavor: str = A100,
+        priority: int = 500, submitted_at: float | None = None, **kw) -> PendingJob:
+    return PendingJob(id, project, priority, float(id) if submitted_at is None else submitted_at,
+                      (ReplicaGroup("worker", replicas, devices, flavor),), **kw)
+
+
+def running(id: int, project: str, placement: dict[str, int], flavor: str = A100, priority: int = 500,
+            started_at: float = 0.0, **kw) -> RunningJob:
+    assignments = tuple(Assignment("worker", k, node, d) for k, (node, d) in enumerate(placement.items()))
+    return RunningJob(id, project, priority, started_at, assignments, flavor, **kw)
+
+
+def occupy(node_list: tuple[Node, ...], jobs: list[RunningJob]) -> tuple[Node, ...]:
+    """Nodes with the devices of these running jobs taken (so snapshots stay consistent)."""
+    used: dict[str, int] = defaultdict(int)
+    for rj in jobs:
+        for a in rj.placement:
+            used[a.node] += a.devices
+    return tuple(Node(n.name, n.flavor, n.devices, n.free - used[n.name], n.cluster, n.block, n.rack, n.schedulable)
+                 for n in node_list)
+
+
+def snapshot(node_list, pending=(), running_jobs=(), quotas=(), projects=None, now: float = 1000.0) -> Snapshot:
+    running_jobs = list(running_jobs)
+    if projects is None:
+        names = sorted({q.project for q in quotas} | {j.project for j in pending} | {r.project for r in running_jobs})
+        projects = tuple(Project(n, "org") for n in names)
+    return Snapshot(now, occupy(tuple(node_list), running_jobs), tuple(quotas), tuple(projects),
+                    tuple(running_jobs), tuple(pending))
+
+
+def admitted(result: CycleResult) -> list[int]:
+    return [a.job_id for a in result.admits]
+
+
+def waits(result: CycleResult) -> dict[int, object]:
+    return {w.job_id: w for w in result.waits}
+
+
+def victims(result: CycleResult) -> list[int]:
+    return sorted(p.victim_id for p in result.preemptions)
+
+
+def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> None:
+    """Assertions that hold for every cycle on every input."""
+    by_node = {n.name: n for n in snap.nodes}
+    pending = {j.id: j for j in snap.pending}
+    run = {r.id: r for r in snap.running}
+    # Every pending job is decided exactly once.
+    decided = [a.job_id for a in result.admits] + [w.job_id for w in result.waits]
+    assert sorted(decided) == sorted(pending), "every pending job is admitted or waits, once"
+    victim_ids = [p.victim_id for p in result.preemptions]
+    assert len(victim_ids) == len(set(victim_ids))
+    admitted_ids = {a.job_id for a in result.admits}
+    # Capacity: nobody over-allocated, victims give theirs back.
+    free = {n.name: n.free for n in snap.nodes}
+    for v in victim_ids:
+        for a in run[v].placement:
+            if a.node in free:
+                free[a.node] += a.devices
+    for adm in result.admits:
+        j = pending[adm.job_id]
+        # Gang: every replica of every group, each on one schedulable node of its flavor, one cluster.
+        expected = sorted((g.role, k, g.devices, g.flavor) for g in j.groups for k in range(g.replicas))
+        got = sorted((a.role, a.index, a.devices, by_node[a.node].flavor) for a in adm.placement)
+        assert got == expected, f"job {j.id} placed partially or on the wrong flavor"
+        assert len({by_node[a.node].cluster for a in adm.placement}) == 1, "a gang spans clusters"
+        for a in adm.placement:
+            node = by_node[a.node]
+            assert node.schedulable and a.node not in j.avoid_nodes
+            free[a.node] -= a.devices
+        if len(adm.placement) == 1:
+            continue  # one replica is always in one rack and one block
+        if j.topology == Topology.REQUIRE_SAME_RACK:
+            racks = {(by_node[a.node].cluster, by_node[a.node].block, by_node[a.node].rack) for a in adm.placement}
+            assert len(racks) == 1 and "" not in next(iter(racks))[2:], f"job {j.id} not in one rack"
+        if j.topology == Topology.REQUIRE_SAME_BLOCK:
+            blocks = {(by_node[a.node].cluster, by_node[a.node].block) for a in adm.placement}
+            assert len(blocks) == 1 and next(iter(blocks))[1] != "", f"job {j.id} not in one block"
+    for name, f in free.items():
+        assert f >= 0 or f >= by_node[name].free, f"node {name} over-allocated"
+    # Preemption rules.
+    guar = defaultdict(int)
+    blim = defaultdict(int)
+    for q in snap.quotas:
+        guar[(q.project, q.flavor)] += q.guaranteed
+        blim[(q.project, q.flavor)] += q.borrow_limit
+    start_used = defaultdict(int)
+    for r in snap.running:
+        if not r.preemptible:
+            start_used[(r.project, r.flavor)] += sum(a.devices for a in r.placement)
+    for p in result.preemptions:
+        victim, preemptor = run[p.victim_id], pending[p.for_job_id]
+        assert p.for_job_id in admitted_ids, "a preemptor is admitted in the same cycle"
+        assert not preemptor.preemptible
+        assert snap.now >= victim.started_at + victim.min_runtime, "preempted before min_runtime"
+        if victim.project == preemptor.project:
+            assert victim.priority < preemptor.priority, "equal or higher priority job preempted in its project"
+        elif policy.quotas:
+            assert victim.preemptible or start_used[(victim.project, victim.flavor)] > guar[
+                (victim.project, victim.flavor)], "a job within its project's guarantee preempted by another project"
+        else:
+            assert victim.preemptible and victim.priority < preemptor.priority
+    # Quota: no project newly above guarantee + borrow limit.
+    if policy.quotas:
+        used_after = defaultdict(int)
+        pre_after = defaultdict(int)
+        used_before = defaultdict(int)
+        pre_before = defaultdict(int)
+        for r in snap.running:
+            d = sum(a.devices for a in r.placement)
+            (pre_before if r.preemptible else used_before)[(r.project, r.flavor)] += d
+            if r.id not in victim_ids:
+                (pre_after if r.preemptible else used_after)[(r.project, r.flavor)] += d
+        touched = set()
+        for adm in result.admits:
+            j = pending[adm.job_id]
+            for g in j.groups:
+                d = g.replicas * g.devices
+                (pre_after if j.preemptible else used_after)[(j.project, g.flavor)] += d
+                touched.add((j.project, g.flavor))
+        for key in touched:
+            b = blim[key] if policy.borrowing else 0
+            after = max(0, used_after[key] - guar[key]) + pre_after[key]
+            before = max(0, used_before[key] - guar[key]) + pre_before[key]
+            assert after <= max(b, before), f"{key} borrows {after} over its limit {b}"
+    # Backfill: nothing admitted this cycle delays a reservation.
+    for res in result.reservations:
+        need = defaultdict(int)
+        for a in res.placement:
+            need[a.node] += a.devices
+        ends = defaultdict(int)
+        for r in snap.running:
+            if r.id not in victim_ids and r.max_runtime is not None and max(r.started_at + r.max_runtime,
+                                                                            snap.now) <= res.start:
+                for a in r.placement:
+                    ends[a.node] += a.devices
+        for adm in result.admits:
+            j = pending[adm.job_id]
+            if j.max_runtime is not None and snap.now + j.max_runtime <= res.start:
+                for a in adm.placement:
+                    ends[a.node] += a.devices
+        for node, n in need.items():
+            assert free[node] + ends[node] >= n, f"reservation of job {res.job_id} delayed on {node}"

@@ -1,0 +1,128 @@
+"""Property-based tests: random clusters, quotas, running jobs and job mixes, every policy."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobs.scheduling import (
+    Assignment,
+    Node,
+    PendingJob,
+    Policy,
+    Project,
+    Quota,
+    ReplicaGroup,
+    RunningJob,
+    Snapshot,
+    Topology,
+    run_cycle,
+)
+from jobs.scheduling.cycle import Cycle
+
+from .builders import check_invariants
+
+FLAVORS = ("a100", "h100")
+POLICIES = [
+    Policy(),
+    Policy(ordering="fifo", blocking="strict", blocking_scope="project"),
+    Policy(ordering="fifo", blocking="strict", blocking_scope="global", quotas=False),
+    Policy(ordering="sjf", blocking="skip", borrowing=False),
+    Policy(blocking="skip", preemption=False),
+    Policy(quotas=False),
+    Policy(borrowing=False),
+]
+
+
+@st.composite
+def scenarios(draw):
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    n_nodes = draw(st.integers(1, 14))
+    node_list = []
+    for i in range(n_nodes):
+        devices = rnd.choice([4, 8, 8, 8])
+        node_list.append(Node(f"n{i}", rnd.choice(FLAVORS), devices, devices, rnd.choice(["c1", "c1", "c2"]),
+                              rnd.choice(["", "b1", "b2"]), rnd.choice(["", "r1", "r2", "r3"]), rnd.random() > 0.1))
+    projects = [Project(f"p{k}", rnd.choice(["o1", "o2"]), rnd.choice([None, None, 1, 2]),
+                        rnd.choice([0.0, 0.0, 3600.0 * 8 * rnd.random() * 100])) for k in range(rnd.randint(1, 4))]
+    quotas = []
+    for p in projects:
+        for f in FLAVORS:
+            if rnd.random() < 0.8:
+                quotas.append(Quota(p.name, f, rnd.choice([0, 8, 16, 32]), rnd.choice([0, 0, 8, 16, 64]),
+                                    rnd.choice([None, None, 0, 8])))
+    now = 10_000.0
+    # Running jobs placed on the nodes (free reduced accordingly).
+    free = {n.name: n.devices for n in node_list}
+    running = []
+    for rid in range(1000, 1000 + draw(st.integers(0, 8))):
+        node = rnd.choice(node_list)
+        d = rnd.randint(1, free[node.name]) if free[node.name] else 0
+        if not d:
+            continue
+        free[node.name] -= d
+        placement = [Assignment("worker", 0, node.name, d)]
+        others = [n for n in node_list if n.flavor == node.flavor and n.cluster == node.cluster and free[n.name]
+                  and n.name != node.name]
+        if others and rnd.random() < 0.3:
+            other = rnd.choice(others)
+            d2 = rnd.randint(1, free[other.name])
+            free[other.name] -= d2
+            placement.append(Assignment("worker", 1, other.name, d2))
+        running.append(RunningJob(rid, rnd.choice(projects).name, rnd.choice([100, 500, 1000, 0]),
+                                  now - rnd.choice([10.0, 500.0, 5000.0]), tuple(placement), node.flavor,
+                                  rnd.random() < 0.2, rnd.choice([0.0, 0.0, 1000.0]),
+                                  rnd.choice([None, 600.0, 3000.0, 20_000.0])))
+    node_list = [replace(n, free=free[n.name]) for n in node_list]
+    pending = []
+    for jid in range(1, draw(st.integers(0, 14)) + 1):
+        flavor = rnd.choice(FLAVORS)
+        groups = [ReplicaGroup("worker", rnd.choice([1, 1, 2, 3, 4]), rnd.choice([1, 2, 4, 8]), flavor)]
+        if rnd.random() < 0.15:
+            groups.insert(0, ReplicaGroup("master", 1, rnd.choice([1, 8]), rnd.choice(FLAVORS)))
+        avoid = frozenset({rnd.choice(node_list).name}) if rnd.random() < 0.1 else frozenset()
+        pending.append(PendingJob(jid, rnd.choice(projects).name, rnd.choice([100, 500, 1000, 0]),
+                                  now - rnd.choice([1.0, 2.0, 50.0, 60.0]), tuple(groups), rnd.random() < 0.2,
+                                  rnd.choice(list(Topology)), rnd.choice([None, 300.0, 900.0, 4000.0]), avoid,
+                                  rnd.choice([None, 100.0, 1000.0])))
+    snap = Snapshot(now, tuple(node_list), tuple(quotas), tuple(projects), tuple(running), tuple(pending))
+    return snap, draw(st.sampled_from(POLICIES)), rnd.random()
+
+
+PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(scenarios())
+def test_invariants_hold(case):
+    snap, policy, _ = case
+    check_invariants(snap, run_cycle(snap, policy), policy)
+
+
+@PROPS
+@given(scenarios())
+def test_deterministic_and_independent_of_input_order(case):
+    snap, policy, seed = case
+    first = run_cycle(snap, policy)
+    assert run_cycle(snap, policy) == first
+    rnd = random.Random(seed)
+    shuffled = replace(snap, running=tuple(rnd.sample(snap.running, len(snap.running))),
+                       pending=tuple(rnd.sample(snap.pending, len(snap.pending))),
+                       quotas=tuple(rnd.sample(snap.quotas, len(snap.quotas))),
+                       projects=tuple(rnd.sample(snap.projects, len(snap.projects))))
+    assert run_cycle(shuffled, policy) == first
+
+
+@PROPS
+@given(scenarios())
+def test_failure_caches_do_not_change_decisions(case):
+    """Skipping shapes that already failed is an optimisation only: same result without the caches."""
+    snap, policy, _ = case
+    cached = Cycle(snap, policy)
+    cached.run()
+    plain = Cycle(snap, policy, use_cache=False)
+    plain.run()
+    assert plain.result() == cached.result()
