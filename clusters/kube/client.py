@@ -311,6 +311,8 @@ class KubeClient:
         if not line:
             return None
         data = json.loads(line)
+        if not isinstance(data, dict):
+            raise TransientError(f"malformed watch event: {line[:200]!r}", reason="MalformedEvent")
         obj = data.get("object") or {}
         if data.get("type") == "ERROR":
             if obj.get("code") == 410:

@@ -138,7 +138,7 @@ def command_for(job: RenderJob, replica: Replica) -> tuple[list[str], list[str]]
     # ray
     resources = _ray_resources(job, replica.devices)
     if replica.rank == 0:
-        entrypoint = job.ray_entrypoint or shlex.join(command + args)
+        entrypoint = job.ray_entrypoint or (shlex.join(command + args) if command else "")
         if not entrypoint.strip():
             raise RenderError("the ray launcher needs an entrypoint", field="ray_entrypoint")
         script = (
