@@ -375,3 +375,14 @@ def test_quantity_parsing() -> None:
     assert parse_quantity("16Gi") == 16 * 2**30
     assert parse_quantity("1e3") == 1000
     assert not is_quantity("4 GB") and not is_quantity("") and is_quantity("+1.5k")
+
+
+def test_retry_attempt_gets_new_names_same_checkpoint() -> None:
+    """OOMKilled -> retry: the next attempt resumes from the same checkpoint path with a new attempt number,
+    and its objects never collide with the failed attempt's (which cleanup may still be deleting)."""
+    job = make_job(replicas=2)
+    failed = render(job, place(job), ClusterSettings())
+    retry = render(replace(job, attempt=3), place(job), ClusterSettings())
+    assert not {m["metadata"]["name"] for m in failed} & {m["metadata"]["name"] for m in retry}
+    env = env_of(pods(retry)[0])
+    assert env["TIDAL_ATTEMPT"] == "3" and env["TIDAL_CHECKPOINT_PATH"] == "s3://ckpt/1234"
