@@ -56,6 +56,7 @@ class CapacityIndex:
         self.max_devices: dict[str, int] = {}  # largest schedulable node per flavor
         self.total_devices: dict[str, int] = {}  # allocatable devices of schedulable nodes per flavor
         self.domains: dict[tuple[str, str], list[Domain]] = {}  # (flavor, level) -> domains
+        self.whole_room: dict[tuple[int, int], int] = {}  # (leaf, devices) -> replicas fitting when empty
         leaf_ids: dict[tuple[str, str, str, str], int] = {}
         for i, node in enumerate(nodes):
             self.index_of[node.name] = i

@@ -28,7 +28,8 @@ from .state import CycleState, Hold, RunRec, Tentative
 class Outcome:
     """What evaluating one job did: enough to replay its effects on a fresh state."""
 
-    __slots__ = ("job", "info", "considered", "victims", "taken", "admit", "hold", "hold_rel", "blocks", "entry")
+    __slots__ = ("job", "info", "considered", "victims", "taken", "admit", "hold", "hold_rel", "blocks", "entry",
+                 "head")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -41,10 +42,11 @@ class Outcome:
         self.hold_rel: dict[int, int] = {}
         self.blocks = ""  # strict queue this job blocked
         self.entry: WaitEntry | None = None
+        self.head: tuple[str, ...] = ()  # flavors this job became the backfill head of
 
     @property
     def side_effects(self) -> bool:
-        return bool(self.admit or self.victims or self.hold or self.blocks)
+        return bool(self.admit or self.victims or self.hold or self.blocks or self.head)
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -137,8 +139,7 @@ class Cycle:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
                 out.victims = victims
-                state.neg_place.clear()  # capacity grew: earlier failures may fit now
-                state.neg_preempt.clear()
+                state.forget_failures()  # capacity grew: earlier failures may fit now
         if tentative is not None:
             self.admit(out, tentative)
             return out
@@ -148,7 +149,11 @@ class Cycle:
                                   quota_kind=failure.kind, quota_flavor=failure.flavor)
         else:
             out.entry = WaitEntry(job, info, "place", constrained=constrained)
-            if policy.blocking == "backfill" and not job.preemptible:
+            if (policy.blocking == "backfill" and not job.preemptible
+                    and not any(f in state.head_flavors for f in info.flavors)):
+                # The head of these flavors: the first job in cycle order that waits for their capacity.
+                out.head = info.flavors
+                state.head_flavors.update(info.flavors)
                 hold = reserve(state, job, info)  # phase 5
                 if hold is not None:
                     out.hold = hold
@@ -160,7 +165,8 @@ class Cycle:
         return out
 
     def structural_check(self, job: PendingJob, info: JobInfo) -> str | None:
-        key = (tuple((g.flavor, g.devices, g.replicas) for g in job.groups), job.topology)
+        key = info.shape_key[:4] if info.shape_key is not None else (
+            tuple((g.flavor, g.devices, g.replicas) for g in job.groups), job.topology)
         if key not in self.structural:
             self.structural[key] = structural_reason(self.state.index, job, info)
         return self.structural[key]
@@ -179,15 +185,22 @@ class Cycle:
 
     def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
         state = self.state
+        if not any(state.runs_by_flavor.get(f) for f in info.flavors):
+            return None  # nothing was running on these flavors
         key = None
         if info.shape_key is not None and state.use_cache:
+            # Exact dominance: if preemption could not make room for (priority, replicas, devices), it cannot
+            # for a job of the same project that asks for more of the same, with no higher priority (fewer
+            # candidates), until victims are committed (which clears this).
             within = state.quota.within_guarantee(job.project, info.demand)
-            key = (job.project, job.priority, info.shape_key, constrained, quota_failed, within)
-            if key in state.neg_preempt:
-                return None
+            flavor, devices, replicas, topology, avoid = info.shape_key
+            key = (job.project, quota_failed, within, constrained, flavor, topology, avoid)
+            for priority, r, d in state.neg_preempt.get(key, ()):
+                if job.priority <= priority and replicas >= r and devices >= d:
+                    return None
         victims = find_victims(state, job, info, quota_failed)
         if victims is None and key is not None:
-            state.neg_preempt.add(key)
+            state.neg_preempt.setdefault(key, []).append((job.priority, info.replicas, info.groups[0][1].devices))
         return victims
 
     def admit(self, out: Outcome, tentative: Tentative) -> None:
@@ -209,11 +222,11 @@ class Cycle:
         for rec in out.victims:
             state.remove_run(state.runs[rec.id])
         if out.victims:
-            state.neg_place.clear()
-            state.neg_preempt.clear()
+            state.forget_failures()
         if out.taken is not None:
             tentative = state.apply_taken(out.job, out.info, out.taken)
             self.admit(out, tentative)
+        state.head_flavors.update(out.head)
         if out.hold is not None:
             hold = Hold(out.hold.job_id, out.hold.start, out.hold.flavors, dict(out.hold.x), dict(out.hold_rel),
                         out.hold.taken)

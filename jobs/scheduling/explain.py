@@ -111,7 +111,9 @@ class Explainer:
 
     def placement_reason(self, entry: WaitEntry) -> tuple[str, str]:
         info = entry.info
-        key = (info.shape_key, entry.constrained, entry.job.max_runtime) if info.shape_key else None
+        # The reason of a held job quotes its max runtime; others depend on the shape only.
+        runtime = entry.job.max_runtime if entry.constrained else None
+        key = (info.shape_key, entry.constrained, runtime) if info.shape_key else None
         if key is not None and key in self.reasons:
             return self.reasons[key]
         found = self._diagnose(entry.job, info, entry.constrained)

@@ -22,8 +22,15 @@ def _whole_room(index: CapacityIndex, leaf_ids: list[int], devices: int) -> int:
     """Replicas of `devices` that fit on these leaves' nodes when they are empty."""
     if devices <= 0:
         return 1 << 30
-    nodes = index.nodes
-    return sum(nodes[i].devices // devices for lid in leaf_ids for i in index.leaves[lid].nodes)
+    room = 0
+    for lid in leaf_ids:
+        key = (lid, devices)
+        leaf_room = index.whole_room.get(key)
+        if leaf_room is None:
+            nodes = index.nodes
+            leaf_room = index.whole_room[key] = sum(nodes[i].devices // devices for i in index.leaves[lid].nodes)
+        room += leaf_room
+    return room
 
 
 def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> str | None:
@@ -53,7 +60,7 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
                 continue
             rooms = [_whole_room(index, domain.leaves, g.devices) for g in groups]
             best = max(best, rooms[0])
-            total = sum(index.nodes[i].devices for lid in domain.leaves for i in index.leaves[lid].nodes)
+            total = sum(_whole_room(index, [lid], 1) for lid in domain.leaves)
             if all(r >= g.replicas for r, g in zip(rooms, groups, strict=True)) and total >= info.demand[flavor]:
                 ok = True
                 break

@@ -22,33 +22,48 @@ from .shapes import JobInfo
 from .state import CycleState, RunRec
 
 
+def _preference(rec: RunRec, borrowing: bool) -> tuple:
+    return (not rec.preemptible, not borrowing, rec.priority, -rec.started_at, -rec.id)
+
+
+def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
+    """Evictable jobs of a flavor that any project reclaiming its guarantee may take (built once per flavor)."""
+    pool = state.reclaim_pool.get(flavor)
+    if pool is None:
+        quota = state.quota
+        pool = []
+        for rec in state.runs_by_flavor.get(flavor, ()):
+            if rec.id not in state.runs or state.now < rec.evictable_at:
+                continue
+            own = state.own_pool.setdefault((rec.project, flavor), [])
+            borrowing = rec.preemptible or (quota.enabled and any(quota.run_borrowing(rec.project, f)
+                                                                  for f in rec.demand))
+            own.append((_preference(rec, borrowing), rec))
+            if borrowing:
+                pool.append((_preference(rec, borrowing), rec))
+        state.reclaim_pool[flavor] = pool
+    return pool
+
+
 def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> list[RunRec]:
     quota = state.quota
     reclaim = not quota_failed and quota.within_guarantee(job.project, info.demand)
     pooled = not quota.enabled
-    seen: set[int] = set()
-    found: list[tuple[tuple, RunRec]] = []
+    found: dict[int, tuple[tuple, RunRec]] = {}
     for flavor in info.flavors:
-        for rec in state.runs_by_flavor.get(flavor, ()):
-            if rec.id in seen or rec.id not in state.runs or state.now < rec.evictable_at:
-                continue
-            seen.add(rec.id)
-            borrowing = rec.preemptible or any(quota.run_borrowing(rec.project, f) for f in rec.demand)
-            if rec.project == job.project:
-                if rec.priority >= job.priority:
-                    continue
-            elif reclaim:
-                if not borrowing:
-                    continue
-            elif pooled:
-                if not (rec.preemptible and rec.priority < job.priority):
-                    continue
-            else:
-                continue
-            key = (not rec.preemptible, not borrowing, rec.priority, -rec.started_at, -rec.id)
-            found.append((key, rec))
-    found.sort(key=lambda item: item[0])
-    return [rec for _, rec in found]
+        pool = _pools(state, flavor)
+        for key, rec in state.own_pool.get((job.project, flavor), ()):
+            if rec.priority < job.priority:
+                found[rec.id] = (key, rec)
+        if reclaim:
+            for key, rec in pool:
+                if rec.project != job.project:
+                    found[rec.id] = (key, rec)
+        elif pooled:
+            for key, rec in pool:
+                if rec.project != job.project and rec.priority < job.priority:
+                    found[rec.id] = (key, rec)
+    return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 
 
 def _still_eligible(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRec) -> bool:

@@ -11,26 +11,38 @@ class JobInfo:
     __slots__ = ("demand", "flavors", "primary", "groups", "replicas", "shape_key", "single")
 
     def __init__(self, job: PendingJob) -> None:
+        groups = job.groups
+        if len(groups) == 1:  # the common case, kept cheap: trace replay builds one of these per job per cycle
+            group = groups[0]
+            self.demand = {group.flavor: group.replicas * group.devices}
+            self.flavors: tuple[str, ...] = (group.flavor,)
+            self.primary = group.flavor
+            self.groups: tuple[tuple[int, ReplicaGroup], ...] = ((0, group),)
+            self.replicas = group.replicas
+            self.single = group.replicas > 0
+            self.shape_key: tuple | None = (
+                (group.flavor, group.devices, group.replicas, str(job.topology), job.avoid_nodes)
+                if self.single else None
+            )
+            return
         demand: dict[str, int] = {}
-        for group in job.groups:
+        for group in groups:
             demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
         self.demand = demand
         self.flavors = tuple(sorted(demand))
         # The flavor a job queues under (positions, ETA): the one it asks most devices of, first group on ties.
         self.primary = max(demand, key=lambda f: demand[f]) if demand else ""
         # Biggest replicas first: they are the hardest to place, small ones fill the gaps they leave.
-        self.groups: tuple[tuple[int, ReplicaGroup], ...] = tuple(
-            sorted(enumerate(job.groups), key=lambda item: (-item[1].devices, item[0]))
-        )
-        self.replicas = sum(g.replicas for g in job.groups)
-        classes = {(g.flavor, g.devices) for g in job.groups if g.replicas > 0}
+        self.groups = tuple(sorted(enumerate(groups), key=lambda item: (-item[1].devices, item[0])))
+        self.replicas = sum(g.replicas for g in groups)
+        classes = {(g.flavor, g.devices) for g in groups if g.replicas > 0}
         # Identical replicas of one flavor: placement is exact (a fit exists iff sum(free // d) >= replicas), so
         # a failure of this shape stays a failure for the rest of the cycle while capacity only shrinks. Jobs
         # mixing replica sizes are placed heuristically and never cached.
         self.single = len(classes) == 1
         if self.single:
             flavor, devices = next(iter(classes))
-            self.shape_key: tuple | None = (flavor, devices, self.replicas, str(job.topology), job.avoid_nodes)
+            self.shape_key = (flavor, devices, self.replicas, str(job.topology), job.avoid_nodes)
         else:
             self.shape_key = None
 

@@ -99,7 +99,11 @@ class CycleState:
         self.hold_list: list[Hold] = []
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
         self.neg_place: dict[tuple, bool] = {}  # (shape key, constrained) -> True when it did not fit
-        self.neg_preempt: set[tuple] = set()
+        self.neg_preempt: dict[tuple, list[tuple[int, int, int]]] = {}  # see Cycle.try_preempt
+        self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
+        # Victim pools, built from committed state on first use and dropped whenever victims are committed:
+        self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
+        self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.use_cache = True
 
     # -- reservations -----------------------------------------------------------------------------------------
@@ -130,9 +134,14 @@ class CycleState:
 
     # -- running jobs -----------------------------------------------------------------------------------------
 
+    def _holds_touching(self, rec: RunRec) -> list[Hold]:
+        if not self.hold_list:
+            return []
+        return [h for h in self.holds_for(rec.demand) if any(i in h.x for i, _ in rec.usage)]
+
     def remove_run(self, rec: RunRec) -> None:
         """Simulate (or commit) preempting a running job: its devices and quota come back."""
-        holds = self.holds_for(rec.demand)
+        holds = self._holds_touching(rec)
         self.lift(holds)
         for i, devices in rec.usage:
             self.index.give(i, devices)
@@ -145,7 +154,7 @@ class CycleState:
 
     def add_run(self, rec: RunRec) -> None:
         """Inverse of remove_run (fill-back)."""
-        holds = self.holds_for(rec.demand)
+        holds = self._holds_touching(rec)
         self.lift(holds)
         for i, devices in rec.usage:
             self.index.take(i, devices)
@@ -213,6 +222,13 @@ class CycleState:
             return False
         self.undo_tentative(tentative)
         return True
+
+    def forget_failures(self) -> None:
+        """Victims were committed: capacity grew and pools changed, so cached failures and pools are stale."""
+        self.neg_place.clear()
+        self.neg_preempt.clear()
+        self.reclaim_pool.clear()
+        self.own_pool.clear()
 
     def live_runs(self):
         yield from self.runs.values()
