@@ -1,5 +1,13 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class JobsConfig(AppConfig):
     name = "jobs"
+
+    def ready(self) -> None:
+        from jobs.loop import run_once
+        from jobs.wakeup import wait_for_wakeup
+        from mlplatform.embedded import EMBEDDED_LOOPS
+
+        EMBEDDED_LOOPS.append(("scheduler", run_once, settings.TIDAL["SCHEDULER_INTERVAL"], wait_for_wakeup))

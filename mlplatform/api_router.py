@@ -2,6 +2,9 @@
 
 from rest_framework.routers import DefaultRouter
 
+from clusters import api as clusters_api
+from jobs import api as jobs_api
+from quotas import api as quotas_api
 from tenancy import api as tenancy_api
 
 router = DefaultRouter()
@@ -10,3 +13,10 @@ router.register("projects", tenancy_api.ProjectViewSet, basename="project")
 router.register("memberships", tenancy_api.MembershipViewSet, basename="membership")
 router.register("tokens", tenancy_api.ApiTokenViewSet, basename="token")
 router.register("audit", tenancy_api.AuditEntryViewSet, basename="audit")
+router.register("flavors", quotas_api.ResourceFlavorViewSet, basename="flavor")
+router.register("priority-classes", quotas_api.PriorityClassViewSet, basename="priorityclass")
+router.register("quotas", quotas_api.QuotaViewSet, basename="quota")
+router.register("jobs", jobs_api.JobViewSet, basename="job")
+router.register("queue", jobs_api.QueueViewSet, basename="queue")
+router.register("clusters", clusters_api.ClusterViewSet, basename="cluster")
+router.register("nodes", clusters_api.NodeViewSet, basename="node")

@@ -14,11 +14,15 @@ from django.db import close_old_connections
 
 logger = logging.getLogger(__name__)
 
-# (name, function, interval in seconds). Apps append to it from their AppConfig.ready().
-EMBEDDED_LOOPS: list[tuple[str, Callable[[], object], float]] = []
+Waiter = Callable[[float], object]
+
+# (name, function, interval in seconds, waiter). The waiter blocks between runs (default: sleep the interval); the
+# scheduler's returns early when a submission wakes it. Apps append to this from their AppConfig.ready().
+EMBEDDED_LOOPS: list[tuple[str, Callable[[], object], float, Waiter | None]] = []
 
 
-def _run_forever(name: str, func: Callable[[], object], interval: float, stop: threading.Event) -> None:
+def _run_forever(name: str, func: Callable[[], object], interval: float, wait: Waiter | None,
+                 stop: threading.Event) -> None:
     while not stop.is_set():
         try:
             func()
@@ -26,13 +30,14 @@ def _run_forever(name: str, func: Callable[[], object], interval: float, stop: t
             logger.exception("embedded loop %s failed; retrying in %.1fs", name, interval)
         finally:
             close_old_connections()
-        stop.wait(interval)
+        (wait or stop.wait)(interval)
 
 
 def start_background_loops(stop: threading.Event | None = None) -> threading.Event:
     stop = stop or threading.Event()
-    for name, func, interval in EMBEDDED_LOOPS:
-        thread = threading.Thread(target=_run_forever, args=(name, func, interval, stop), name=name, daemon=True)
+    for name, func, interval, wait in EMBEDDED_LOOPS:
+        thread = threading.Thread(target=_run_forever, args=(name, func, interval, wait, stop), name=name,
+                                  daemon=True)
         thread.start()
         logger.info("started embedded loop %s every %.1fs", name, interval)
     time.sleep(0)  # let the threads start before the server takes over the main thread

@@ -99,7 +99,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+CELERY_BEAT_SCHEDULE = {
+    # Status of the simulated cluster and due retries; Kubernetes clusters add their reconcile and node sync.
+    "simulated-tick": {"task": "clusters.tasks.simulated_tick_task", "schedule": 2.0},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -50,6 +50,9 @@ class Project(models.Model):
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
     description = models.TextField(blank=True, max_length=2000)
     archived = models.BooleanField(default=False)
+    max_running_jobs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Cap on jobs admitted or running at once; empty means no cap."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

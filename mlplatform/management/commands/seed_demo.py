@@ -1,6 +1,9 @@
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from clusters.demo import seed_cluster
+from jobs.demo import seed_jobs
+from quotas.demo import seed_quotas
 from tenancy.demo import DEMO_PASSWORD, seed_tenants
 
 
@@ -10,6 +13,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         with transaction.atomic():
             logins = seed_tenants()
+            seed_cluster()
+            seed_quotas()
+            submitted = seed_jobs()
+        if submitted:
+            self.stdout.write(f"Submitted {submitted} demo jobs to the simulated cluster.")
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD}):")
         for username, description in logins:
             self.stdout.write(f"  {username:<8} {description}")

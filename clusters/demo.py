@@ -1,0 +1,37 @@
+"""A simulated cluster of mixed flavors for the demo: two blocks of racks, so topology and gangs matter."""
+
+from __future__ import annotations
+
+from clusters.models import Cluster, Node
+from quotas.models import ResourceFlavor
+
+FLAVORS = [
+    # name, vendor, device resource, arch, rdma
+    ("nvidia-h100-80gb", "nvidia", "nvidia.com/gpu", "amd64", True),
+    ("nvidia-a100-40gb", "nvidia", "nvidia.com/gpu", "amd64", False),
+    ("ascend-910b", "huawei", "huawei.com/Ascend910", "arm64", False),
+]
+# flavor, block, rack, nodes, devices per node
+LAYOUT = [
+    ("nvidia-h100-80gb", "block-a", "rack-a1", 4, 8),
+    ("nvidia-h100-80gb", "block-a", "rack-a2", 4, 8),
+    ("nvidia-a100-40gb", "block-b", "rack-b1", 4, 8),
+    ("nvidia-a100-40gb", "block-b", "rack-b2", 2, 8),
+    ("ascend-910b", "block-c", "rack-c1", 2, 8),
+]
+
+
+def seed_cluster() -> Cluster:
+    flavors = {}
+    for name, vendor, resource, arch, rdma in FLAVORS:
+        flavors[name], _ = ResourceFlavor.objects.get_or_create(
+            name=name, defaults={"vendor": vendor, "device_resource": resource, "arch": arch, "rdma": rdma})
+    cluster, _ = Cluster.objects.get_or_create(name="sim-1", defaults={"description": "Simulated demo cluster"})
+    position = 0
+    for flavor, block, rack, count, devices in LAYOUT:
+        for i in range(1, count + 1):
+            position += 1
+            Node.objects.get_or_create(cluster=cluster, name=f"{rack}-n{i}", defaults={
+                "flavor": flavors[flavor], "devices": devices, "block": block, "rack": rack,
+                "arch": flavors[flavor].arch, "cpu_millis": 96000, "memory_mib": 1024 * 1024, "position": position})
+    return cluster

@@ -1,0 +1,129 @@
+"""Jobs, their replica groups and their event history."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from clusters.models import Cluster
+from jobs.states import State
+from quotas.models import PriorityClass, ResourceFlavor
+from tenancy.models import Project
+
+
+class Stage(models.TextChoices):
+    PRETRAIN = "pretrain", "Pre-training"
+    SFT = "sft", "SFT"
+    RL = "rl", "RL"
+    EVAL = "eval", "Evaluation"
+    DATA = "data", "Data processing"
+    OTHER = "other", "Other"
+
+
+class Launcher(models.TextChoices):
+    PYTORCH = "pytorch", "PyTorch (torchrun, DDP/FSDP)"
+    DEEPSPEED = "deepspeed", "DeepSpeed"
+    MEGATRON = "megatron", "Megatron"
+    RAY = "ray", "Ray"
+    COMMAND = "command", "Command"
+
+
+class Topology(models.TextChoices):
+    NONE = "none", "No constraint"
+    PREFER_SAME_RACK = "prefer-same-rack", "Prefer one rack"
+    REQUIRE_SAME_RACK = "require-same-rack", "Require one rack"
+    REQUIRE_SAME_BLOCK = "require-same-block", "Require one block"
+
+
+class Job(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs")
+    submitter = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="jobs")
+    submitter_name = models.CharField(max_length=150, help_text="Kept when the account is deleted.")
+    name = models.CharField(max_length=200)
+    stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.OTHER)
+    launcher = models.CharField(max_length=10, choices=Launcher.choices, default=Launcher.PYTORCH)
+    image = models.CharField(max_length=500)
+    command = models.JSONField(default=list)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    launcher_options = models.JSONField(default=dict, blank=True, help_text="e.g. tensor/pipeline parallel sizes.")
+    topology = models.CharField(max_length=20, choices=Topology.choices, default=Topology.NONE)
+    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="jobs")
+    max_runtime = models.PositiveIntegerField(null=True, blank=True, help_text="Seconds; used for backfill and ETA.")
+    min_runtime = models.PositiveIntegerField(default=0, help_text="Seconds before the job may be preempted.")
+    retry_limit = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(20)])
+    retry_backoff = models.PositiveIntegerField(default=30, help_text="Seconds before the first retry; doubles.")
+    permanent_exit_codes = models.JSONField(default=list, blank=True)
+    checkpoint_path = models.CharField(max_length=500, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    experiment = models.CharField(max_length=200, blank=True, help_text="Experiment name (tracking comes later).")
+    duration = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Simulated backend only: seconds the job runs before it succeeds."
+    )
+
+    # Derived at submission from the replica groups, for queue filters and the scheduler snapshot.
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="jobs")
+    total_devices = models.PositiveIntegerField(default=0)
+
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED, db_index=True)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    submitted_at = models.DateTimeField(db_index=True)
+    queued_at = models.DateTimeField(help_text="Last time the job entered the queue.")
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="A retrying job re-enters the queue then.")
+
+    # Scheduling decisions, written only by the scheduler loop.
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    placement = models.JSONField(default=list, blank=True)
+    borrowed = models.PositiveIntegerField(default=0)
+    avoid_nodes = models.JSONField(default=list, blank=True)
+    wait_code = models.CharField(max_length=20, blank=True)
+    wait_reason = models.CharField(max_length=500, blank=True)
+    project_position = models.PositiveIntegerField(null=True, blank=True)
+    flavor_position = models.PositiveIntegerField(null=True, blank=True)
+    eta = models.DateTimeField(null=True, blank=True)
+    failure_cause = models.CharField(max_length=30, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [models.Index(fields=["project", "state"]), models.Index(fields=["flavor", "state"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+
+class ReplicaGroup(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="groups")
+    role = models.CharField(max_length=40)
+    replicas = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(1024)])
+    devices = models.PositiveIntegerField(validators=[MinValueValidator(0), MaxValueValidator(64)])
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="+")
+    cpu_millis = models.PositiveIntegerField(default=4000)
+    memory_mib = models.PositiveIntegerField(default=16384)
+    rdma = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.role} x{self.replicas} ({self.devices} {self.flavor.name})"
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=20, default="transition", help_text="transition, failure, log, note")
+    from_state = models.CharField(max_length=12, blank=True)
+    to_state = models.CharField(max_length=12, blank=True)
+    reason = models.CharField(max_length=1000)
+    actor_name = models.CharField(max_length=150, help_text="A user, or scheduler / backend / system.")
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state}->{self.to_state} {self.reason}"

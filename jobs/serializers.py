@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import re
+
+from rest_framework import serializers
+
+from clusters.kube.envvars import is_reserved
+from jobs.models import Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
+from jobs.states import State
+from mlplatform.serializers import StrictSerializer
+from quotas import selectors as quota_selectors
+from tenancy.serializers import ScopedProjectField
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _flavor_field(**kwargs):
+    return serializers.SlugRelatedField(slug_field="name", queryset=quota_selectors.flavors(), **kwargs)
+
+
+class ReplicaGroupInput(StrictSerializer):
+    role = serializers.RegexField(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$", max_length=20, default="worker",
+                                  error_messages={"invalid": "Use 1-20 lowercase letters, digits and dashes."})
+    replicas = serializers.IntegerField(min_value=1, max_value=1024)
+    devices = serializers.IntegerField(min_value=0, max_value=64, help_text="Devices per replica.")
+    flavor = _flavor_field()
+    cpu_millis = serializers.IntegerField(min_value=100, max_value=1_024_000, default=4000)
+    memory_mib = serializers.IntegerField(min_value=128, max_value=16_777_216, default=16384)
+    rdma = serializers.BooleanField(default=False)
+
+
+class JobSubmitSerializer(StrictSerializer):
+    """The job spec, from JSON or a YAML file with the same fields."""
+
+    project = ScopedProjectField()
+    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._ -]*$", max_length=200,
+                                  error_messages={"invalid": "Use letters, digits, spaces, dots, dashes, underscores."})
+    stage = serializers.ChoiceField(choices=Stage.choices, default=Stage.OTHER)
+    launcher = serializers.ChoiceField(choices=Launcher.choices, default=Launcher.PYTORCH)
+    image = serializers.CharField(max_length=500)
+    command = serializers.ListField(child=serializers.CharField(max_length=4096), min_length=1, max_length=100)
+    args = serializers.ListField(child=serializers.CharField(max_length=4096), max_length=500, default=list)
+    env = serializers.DictField(child=serializers.CharField(max_length=32768, allow_blank=True), default=dict)
+    launcher_options = serializers.DictField(default=dict, help_text=(
+        "megatron: tensor_parallel, pipeline_parallel; ray: entrypoint; pytorch: nproc_per_node."))
+    groups = ReplicaGroupInput(many=True, allow_empty=False, max_length=8)
+    topology = serializers.ChoiceField(choices=Topology.choices, default=Topology.NONE)
+    priority_class = serializers.SlugRelatedField(slug_field="name", queryset=quota_selectors.priority_classes(),
+                                                  required=False)
+    max_runtime = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True)
+    min_runtime = serializers.IntegerField(min_value=0, max_value=30 * 86400, default=0)
+    retry_limit = serializers.IntegerField(min_value=0, max_value=20, default=0)
+    retry_backoff = serializers.IntegerField(min_value=0, max_value=86400, default=30)
+    permanent_exit_codes = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=255),
+                                                 max_length=50, default=list)
+    checkpoint_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    labels = serializers.DictField(child=serializers.CharField(max_length=63, allow_blank=True), default=dict)
+    experiment = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    duration = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True,
+                                        help_text="Simulated clusters only: how long the job runs.")
+
+    def validate_env(self, env: dict) -> dict:
+        if len(env) > 200:
+            raise serializers.ValidationError("At most 200 variables.")
+        bad = sorted(name for name in env if not ENV_NAME.match(name))
+        if bad:
+            raise serializers.ValidationError(f"Not valid variable names: {', '.join(bad)}.")
+        reserved = sorted(name for name in env if is_reserved(name))
+        if reserved:
+            raise serializers.ValidationError(f"Set by the platform, cannot be overridden: {', '.join(reserved)}.")
+        return env
+
+    def validate_labels(self, labels: dict) -> dict:
+        bad = sorted(key for key in labels if not LABEL_KEY.match(key))
+        if bad or len(labels) > 64:
+            raise serializers.ValidationError(f"Not valid label keys: {', '.join(bad)}." if bad else "At most 64.")
+        return labels
+
+    def validate_image(self, image: str) -> str:
+        if not image.strip() or any(c.isspace() for c in image):
+            raise serializers.ValidationError("An image reference without spaces is required.")
+        return image
+
+    def validate(self, attrs):
+        roles = [g["role"] for g in attrs["groups"]]
+        if len(roles) != len(set(roles)):
+            raise serializers.ValidationError({"groups": ["Each replica group needs its own role."]})
+        options = attrs.get("launcher_options", {})
+        if attrs.get("launcher") == Launcher.MEGATRON:
+            world = sum(g["replicas"] * max(1, g["devices"]) for g in attrs["groups"])
+            for key in ("tensor_parallel", "pipeline_parallel"):
+                size = options.get(key, 1)
+                if not isinstance(size, int) or size < 1:
+                    raise serializers.ValidationError({f"launcher_options.{key}": ["A positive integer."]})
+            product = options.get("tensor_parallel", 1) * options.get("pipeline_parallel", 1)
+            if world % product:
+                raise serializers.ValidationError({"launcher_options": [
+                    f"tensor_parallel x pipeline_parallel ({product}) must divide the world size ({world})."]})
+        if attrs.get("launcher") == Launcher.RAY and not str(options.get("entrypoint", "")).strip():
+            raise serializers.ValidationError({"launcher_options.entrypoint": ["Ray jobs need an entrypoint."]})
+        return attrs
+
+
+class ReplicaGroupOutput(serializers.ModelSerializer):
+    flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = ReplicaGroup
+        fields = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["created_at", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    submitter = serializers.CharField(source="submitter_name", read_only=True)
+    waiting = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = ["id", "name", "project", "submitter", "stage", "launcher", "state", "attempt", "priority_class",
+                  "flavor", "total_devices", "topology", "submitted_at", "admitted_at", "started_at", "finished_at",
+                  "cluster", "borrowed", "waiting", "failure_cause", "experiment", "labels"]
+        read_only_fields = fields
+
+    def get_waiting(self, job: Job) -> dict | None:
+        if job.state != State.QUEUED:
+            return None
+        return {"code": job.wait_code, "reason": job.wait_reason or "waiting for the next scheduling cycle",
+                "project_position": job.project_position, "flavor_position": job.flavor_position, "eta": job.eta}
+
+
+class JobDetailSerializer(JobSerializer):
+    groups = ReplicaGroupOutput(many=True, read_only=True)
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "image", "command", "args", "env", "launcher_options", "groups",
+                  "placement", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
+                  "checkpoint_path", "duration", "retry_at", "events"]
+        read_only_fields = fields

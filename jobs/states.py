@@ -1,0 +1,41 @@
+"""The job state machine: which transitions are legal. Every transition is written as a JobEvent by services."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    ADMITTED = "admitted", "Admitted"
+    DISPATCHING = "dispatching", "Dispatching"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    PREEMPTED = "preempted", "Preempted"
+    RETRYING = "retrying", "Retrying"
+
+
+FINAL = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+# States holding capacity on nodes: the scheduler counts them as running.
+HOLDING = frozenset({State.ADMITTED, State.DISPATCHING, State.RUNNING})
+ACTIVE = frozenset(State) - FINAL
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    State.QUEUED: frozenset({State.ADMITTED, State.CANCELLED, State.FAILED}),
+    State.ADMITTED: frozenset({State.DISPATCHING, State.PREEMPTED, State.CANCELLED, State.FAILED, State.RETRYING}),
+    State.DISPATCHING: frozenset(
+        {State.RUNNING, State.PREEMPTED, State.CANCELLED, State.FAILED, State.RETRYING, State.SUCCEEDED}
+    ),
+    State.RUNNING: frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED, State.RETRYING}),
+    State.PREEMPTED: frozenset({State.QUEUED, State.CANCELLED}),
+    State.RETRYING: frozenset({State.QUEUED, State.CANCELLED, State.FAILED}),
+    State.SUCCEEDED: frozenset(),
+    State.FAILED: frozenset(),
+    State.CANCELLED: frozenset(),
+}
+
+
+def can_transition(source: str, target: str) -> bool:
+    return target in TRANSITIONS[source]

@@ -1,0 +1,98 @@
+"""REST API for flavors, priority classes and quotas. Reads for every user; writes for platform staff."""
+
+from __future__ import annotations
+
+import django_filters
+from rest_framework import viewsets
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from quotas import selectors, services
+from quotas.models import Quota
+from quotas.serializers import PriorityClassSerializer, QuotaSerializer, ResourceFlavorSerializer
+from tenancy.audit import audit_record
+from tenancy.scoping import READ_ACTIONS, ScopedViewSet
+
+
+class StaffWritesMixin:
+    """Catalog and quota changes are platform-admin work: anybody else gets 403."""
+
+    def check_permissions(self, request) -> None:
+        super().check_permissions(request)
+        if self.action not in READ_ACTIONS and request.method not in ("GET", "HEAD", "OPTIONS") \
+                and not request.user.is_staff:
+            raise PermissionDenied("Only platform admins can change this.")
+
+
+def _everyone(selector):
+    """Catalogs are not tenant data: every signed-in user sees all of them."""
+    return staticmethod(lambda user: selector() if user.is_authenticated else selector().none())
+
+
+class CatalogViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
+    project_attr = None
+    lookup_field = "name"
+
+    def perform_create(self, serializer) -> None:
+        obj = serializer.save()
+        audit_record(actor=self.request.user, action=f"{obj._meta.model_name}.create", target=obj)
+
+    def perform_update(self, serializer) -> None:
+        obj = serializer.save()
+        audit_record(actor=self.request.user, action=f"{obj._meta.model_name}.change", target=obj,
+                     changes=serializer.validated_data and {k: str(v) for k, v in serializer.validated_data.items()})
+
+    def perform_destroy(self, instance) -> None:
+        audit_record(actor=self.request.user, action=f"{instance._meta.model_name}.delete", target=instance)
+        instance.delete()
+
+
+class ResourceFlavorViewSet(CatalogViewSet):
+    selector = _everyone(selectors.flavors)
+    serializer_class = ResourceFlavorSerializer
+
+
+class PriorityClassViewSet(CatalogViewSet):
+    selector = _everyone(selectors.priority_classes)
+    serializer_class = PriorityClassSerializer
+
+
+class QuotaFilter(django_filters.FilterSet):
+    project = django_filters.CharFilter(field_name="project__slug")
+    flavor = django_filters.CharFilter(field_name="flavor__name")
+
+    class Meta:
+        model = Quota
+        fields = ["project", "flavor"]
+
+
+class QuotaViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
+    """Quotas of the caller's projects with live usage: guaranteed, used, borrowed, lent."""
+
+    selector = staticmethod(selectors.quotas_for_user)
+    serializer_class = QuotaSerializer
+    filterset_class = QuotaFilter
+    ordering_fields = ["guaranteed", "project__slug", "flavor__name"]
+
+    def _serialize(self, quotas, many: bool):
+        usage = selectors.live_usage(list(quotas) if many else [quotas])
+        return self.get_serializer(quotas, many=many, context={**self.get_serializer_context(), "usage": usage}).data
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self._serialize(page, many=True))
+
+    def retrieve(self, request, *args, **kwargs):
+        return Response(self._serialize(self.get_object(), many=False))
+
+    def perform_create(self, serializer) -> None:
+        data = dict(serializer.validated_data)
+        quota = Quota(project=data.pop("project"), flavor=data.pop("flavor"))
+        serializer.instance = services.quota_save(actor=self.request.user, quota=quota, values=data)
+
+    def perform_update(self, serializer) -> None:
+        data = {k: v for k, v in serializer.validated_data.items() if k in services.QUOTA_FIELDS}
+        serializer.instance = services.quota_save(actor=self.request.user, quota=serializer.instance, values=data)
+
+    def perform_destroy(self, instance: Quota) -> None:
+        services.quota_delete(actor=self.request.user, quota=instance)

@@ -1,0 +1,75 @@
+"""Reads for flavors, priority classes and quotas, with live usage."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import QuerySet, Sum
+
+from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
+from tenancy.selectors import project_ids_for_user
+
+
+def flavors() -> QuerySet[ResourceFlavor]:
+    return ResourceFlavor.objects.all()
+
+
+def priority_classes() -> QuerySet[PriorityClass]:
+    return PriorityClass.objects.all()
+
+
+def default_priority_class() -> PriorityClass:
+    found = PriorityClass.objects.filter(is_default=True).first() or PriorityClass.objects.order_by("value").first()
+    if found is None:
+        from mlplatform.errors import DomainError
+
+        raise DomainError("No priority classes are defined; a platform admin must create them.",
+                          field="priority_class")
+    return found
+
+
+def quotas_for_user(user) -> QuerySet[Quota]:
+    return Quota.objects.filter(project__in=project_ids_for_user(user)).select_related("project__organization",
+                                                                                      "flavor")
+
+
+def usage_rows() -> QuerySet[ProjectUsage]:
+    return ProjectUsage.objects.select_related("project")
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    used: int  # devices held by the project's admitted, dispatching and running jobs
+    borrowed: int  # of which above its guarantee
+    lent: int  # of its idle guarantee, devices other projects of the organization are using now
+
+
+def live_usage(quotas: list[Quota]) -> dict[int, QuotaUsage]:
+    """Usage per quota id. Lent capacity is shared out among a cohort's lenders by how much each has idle."""
+    from jobs.models import Job
+    from jobs.states import HOLDING
+
+    orgs = {q.project.organization_id for q in quotas}
+    held = (Job.objects.filter(state__in=HOLDING, project__organization_id__in=orgs)
+            .values("project_id", "flavor_id").annotate(devices=Sum("total_devices")))
+    used = {(row["project_id"], row["flavor_id"]): row["devices"] or 0 for row in held}
+    cohort_quotas = Quota.objects.filter(project__organization_id__in=orgs).select_related("project")
+    borrowed_in_cohort: dict[tuple[int, int], int] = defaultdict(int)
+    idle: dict[int, int] = {}
+    for q in cohort_quotas:
+        mine = used.get((q.project_id, q.flavor_id), 0)
+        borrowed_in_cohort[(q.project.organization_id, q.flavor_id)] += max(0, mine - q.guaranteed)
+        free = max(0, q.guaranteed - mine)
+        idle[q.pk] = free if q.lend_limit is None else min(free, q.lend_limit)
+    idle_in_cohort: dict[tuple[int, int], int] = defaultdict(int)
+    for q in cohort_quotas:
+        idle_in_cohort[(q.project.organization_id, q.flavor_id)] += idle[q.pk]
+    result = {}
+    for q in quotas:
+        key = (q.project.organization_id, q.flavor_id)
+        mine = used.get((q.project_id, q.flavor_id), 0)
+        total_idle = idle_in_cohort[key]
+        lent = min(idle.get(q.pk, 0), borrowed_in_cohort[key] * idle.get(q.pk, 0) // total_idle) if total_idle else 0
+        result[q.pk] = QuotaUsage(used=mine, borrowed=max(0, mine - q.guaranteed), lent=lent)
+    return result
