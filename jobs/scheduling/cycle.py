@@ -29,7 +29,7 @@ class Outcome:
     """What evaluating one job did: enough to replay its effects on a fresh state."""
 
     __slots__ = ("job", "info", "considered", "victims", "taken", "admit", "hold", "hold_rel", "blocks", "entry",
-                 "head")
+                 "head", "tentative", "run")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -43,6 +43,8 @@ class Outcome:
         self.blocks = ""  # strict queue this job blocked
         self.entry: WaitEntry | None = None
         self.head: tuple[str, ...] = ()  # flavors this job became the backfill head of
+        self.tentative: Tentative | None = None  # its placement, to undo it
+        self.run: RunRec | None = None  # its record among the cycle's new runs
 
     @property
     def side_effects(self) -> bool:
@@ -208,8 +210,10 @@ class Cycle:
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d) for _, _, i, d in tentative.taken]
-        state.new_runs.append(RunRec(job.id, job.project, job.priority, state.now, end, state.now,
-                                     job.preemptible, usage, dict(info.demand), False))
+        out.run = RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible, usage,
+                         dict(info.demand), False)
+        state.new_runs.append(out.run)
+        out.tentative = tentative
         out.taken = tentative.taken
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
                           borrowed if state.quota.enabled else 0)
@@ -238,6 +242,26 @@ class Cycle:
                 out.entry.hold = hold
         if out.blocks:
             state.blocked[out.blocks] = out.job.id
+
+    def unwind(self, out: Outcome) -> None:
+        """Reverse a recorded outcome's effects (the last applied one first): the inverse of replay."""
+        state = self.state
+        if out.blocks:
+            del state.blocked[out.blocks]
+        for f in out.head:
+            state.head_flavors.discard(f)
+        if out.hold is not None:
+            state.lift([out.hold])
+            for f in out.hold.flavors:
+                del state.holds[f]
+            state.hold_list.remove(out.hold)
+        if out.run is not None:
+            state.new_runs.remove(out.run)
+            state.quota.change(out.job.project, out.info.demand, out.job.preemptible, -1)
+            state.undo_tentative(out.tentative)
+        for rec in reversed(out.victims):
+            state.add_run(rec)
+        state.forget_failures()
 
     # -- phase 6 and the result -------------------------------------------------------------------------------
 

@@ -41,8 +41,8 @@ def fmt_duration(seconds: float) -> str:
 class WaitEntry:
     """A waiting job as evaluated in the cycle, plus what explain computed for it."""
 
-    __slots__ = ("job", "info", "code", "reason", "blocker", "quota_kind", "quota_flavor", "constrained", "hold",
-                 "proj_pos", "flav_pos", "ahead", "mr_ahead", "eta", "wait")
+    __slots__ = ("job", "info", "code", "reason", "placement_failed", "blocker", "quota_kind", "quota_flavor",
+                 "constrained", "hold", "proj_pos", "flav_pos", "ahead", "mr_ahead", "eta", "wait")
 
     def __init__(self, job: PendingJob, info: JobInfo, code: str, reason: str = "", blocker: int = 0,
                  quota_kind: str = "", quota_flavor: str = "", constrained: bool = False,
@@ -50,6 +50,8 @@ class WaitEntry:
         self.job = job
         self.info = info
         self.code = code  # "place" until explain turns it into "capacity" / "topology" / "reserved"
+        # Reasons for placement failures quote the end-of-cycle state, so every explain pass rewrites them.
+        self.placement_failed = code == "place"
         self.reason = reason
         self.blocker = blocker
         self.quota_kind = quota_kind
@@ -132,6 +134,10 @@ class Explainer:
 
     def _diagnose(self, job: PendingJob, info: JobInfo, constrained: bool) -> tuple[str, str]:
         state = self.state
+        for flavor, need in info.demand.items():
+            free = self.free.get(flavor, 0)
+            if free < need:  # checked first: the common case needs no placement attempt
+                return "capacity", f"waiting for capacity: {free} {flavor} free, needs {need}"
         holds = state.holds_for(info.flavors)
         if constrained and self._fits(job, info, holds):
             hold = holds[0]
@@ -143,10 +149,6 @@ class Explainer:
             return "reserved", f"held for job {hold.job_id}, which is reserved to start in {when}: {why}"
         if self._fits(job, info, holds):
             return "capacity", "capacity was freed by preemption in this cycle; considered again next cycle"
-        for flavor, need in info.demand.items():
-            free = self.free.get(flavor, 0)
-            if free < need:
-                return "capacity", f"waiting for capacity: {free} {flavor} free, needs {need}"
         _, group = info.groups[0]
         shape = f"{group.replicas} x {group.devices} {group.flavor}"
         if job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK):
@@ -216,7 +218,7 @@ class Explainer:
     # -- the pass ---------------------------------------------------------------------------------------------
 
     def finish(self, entry: WaitEntry, etas: dict[int, float | None]) -> Wait:
-        if entry.code == "place":
+        if entry.placement_failed:
             entry.code, entry.reason = self.placement_reason(entry)
         entry.eta = self.eta(entry, etas)
         etas[entry.job.id] = entry.eta

@@ -1,14 +1,170 @@
-"""Placeholder, replaced below."""
+"""An incremental wrapper around the cycle: after one new submission, evaluate only what changed.
+
+`IncrementalScheduler.cycle(snapshot)` returns exactly `run_cycle(snapshot, policy)` (tested with hypothesis).
+It keeps the previous cycle (its ordered outcomes and final state). When the new snapshot differs from the
+previous one only by one more pending job:
+  1. the job's place in cycle order is found by bisection (sort keys do not depend on other pending jobs);
+  2. the state as it was at that place is recovered by unwinding the effects of the outcomes after it;
+  3. the job is evaluated there. If it just waits (no admission, preemption, reservation, strict block or
+     backfill head), nothing after it changes: the effects are replayed and only the waits whose positions or
+     ETA move are rebuilt. Otherwise the jobs after it are evaluated again from that state, as run_cycle would.
+Anything else (time moved, a job finished, quotas changed) runs a full cycle.
+"""
 
 from __future__ import annotations
 
-from .cycle import run_cycle
-from .model import DEFAULT_POLICY, CycleResult, Policy, Snapshot
+from bisect import bisect_left
+
+from .cycle import Cycle, Outcome, run_cycle
+from .explain import Explainer, WaitEntry
+from .model import DEFAULT_POLICY, CycleResult, PendingJob, Policy, Snapshot, Wait
+from .ordering import sort_key
 
 
 class IncrementalScheduler:
     def __init__(self, policy: Policy = DEFAULT_POLICY) -> None:
         self.policy = policy
+        self._snapshot: Snapshot | None = None
+        self._cycle: Cycle | None = None
+        self._keys: list[tuple] = []
+        self._explainer: Explainer | None = None
+        self._entries: list[WaitEntry] = []
+        self._result: CycleResult | None = None
+        self.last_was_incremental = False
 
     def cycle(self, snapshot: Snapshot) -> CycleResult:
-        return run_cycle(snapshot, self.policy)
+        new_job = self._one_more(snapshot)
+        result = self._add(snapshot, new_job) if new_job is not None else None
+        self.last_was_incremental = result is not None
+        if result is None:
+            result = self._full(snapshot)
+        return result
+
+    # -- full cycle -------------------------------------------------------------------------------------------
+
+    def _full(self, snapshot: Snapshot) -> CycleResult:
+        cycle = Cycle(snapshot, self.policy)
+        cycle.run()
+        self._finish(snapshot, cycle)
+        return self._result
+
+    def _finish(self, snapshot: Snapshot, cycle: Cycle) -> None:
+        key = sort_key(self.policy, cycle.shares)
+        self._keys = [key(o.job) for o in cycle.outcomes]
+        self._entries = [o.entry for o in cycle.outcomes if o.entry is not None]
+        self._explainer = Explainer(cycle.state)
+        waits = self._explainer.explain(self._entries)
+        self._result = cycle.assemble(waits)
+        self._cycle = cycle
+        self._snapshot = snapshot
+
+    # -- one new submission -----------------------------------------------------------------------------------
+
+    def _one_more(self, snapshot: Snapshot) -> PendingJob | None:
+        prev = self._snapshot
+        if prev is None or len(snapshot.pending) != len(prev.pending) + 1 or snapshot.now != prev.now:
+            return None
+        for name in ("nodes", "quotas", "projects", "running"):
+            a, b = getattr(prev, name), getattr(snapshot, name)
+            if a is not b and a != b:
+                return None
+        n = len(prev.pending)
+        if snapshot.pending[:n] == prev.pending:
+            new = snapshot.pending[n]
+        else:
+            known = {j.id: j for j in prev.pending}
+            extra = [j for j in snapshot.pending if known.get(j.id) != j]
+            if len(extra) != 1:
+                return None
+            new = extra[0]
+        if any(j.id == new.id for j in prev.pending):
+            return None
+        return new
+
+    def _add(self, snapshot: Snapshot, job: PendingJob) -> CycleResult | None:
+        cycle = self._cycle
+        assert cycle is not None and self._result is not None
+        key = sort_key(self.policy, cycle.shares)(job)
+        p = bisect_left(self._keys, key)
+        later = cycle.outcomes[p:]
+        for out in reversed(later):
+            cycle.unwind(out)
+        out = cycle.evaluate(job)
+        cycle.outcomes = cycle.outcomes[:p] + [out] + later
+        self._keys.insert(p, key)
+        cycle.state.snapshot = snapshot
+        if out.side_effects:
+            # Everything after it may change: evaluate those jobs again from here, as run_cycle would.
+            redo = [o.job for o in later]
+            del cycle.outcomes[p + 1:]
+            for other in redo:
+                cycle.outcomes.append(cycle.evaluate(other))
+            self._finish(snapshot, cycle)
+            return self._result
+        for other in later:
+            cycle.replay(other)
+        self._splice(out, p)
+        self._snapshot = snapshot
+        return self._result
+
+    def _splice(self, out: Outcome, p: int) -> None:
+        """Insert the new job's wait and rebuild the waits whose position or ETA it moves."""
+        entry = out.entry
+        assert entry is not None and self._explainer is not None and self._result is not None
+        entries = self._entries
+        e = sum(1 for o in self._cycle.outcomes[:p] if o.entry is not None)
+        job, info = entry.job, entry.info
+        proj_pos = flav_pos = 1
+        ahead: dict[str, int] = dict.fromkeys(info.flavors, 0)
+        mr_ahead = 0
+        etas: dict[int, float | None] = {}
+        for other in entries[:e]:
+            etas[other.job.id] = other.eta
+            if other.job.project == job.project:
+                proj_pos += 1
+                mr_ahead += other.code == "max_running"
+            if other.info.primary == info.primary:
+                flav_pos += 1
+            if other.code != "unschedulable":
+                for f, d in other.info.demand.items():
+                    if f in ahead:
+                        ahead[f] += d
+        entry.proj_pos, entry.flav_pos, entry.ahead, entry.mr_ahead = proj_pos, flav_pos, ahead, mr_ahead
+        explainer = self._explainer
+        explainer.finish(entry, etas)
+        counts = entry.code != "unschedulable"
+        changed = {job.id}
+        waits: list[Wait] = [w.wait for w in entries[:e]] + [entry.wait]
+        for other in entries[e:]:
+            touched = False
+            if other.job.project == job.project:
+                other.proj_pos += 1
+                if entry.code == "max_running":
+                    other.mr_ahead += 1
+                touched = True
+            if other.info.primary == info.primary:
+                other.flav_pos += 1
+                touched = True
+            if counts:
+                for f, d in info.demand.items():
+                    if f in other.ahead:
+                        other.ahead[f] += d
+                        touched = True
+            if touched or (other.code == "blocked" and other.blocker in changed):
+                old = other.eta
+                explainer.finish(other, etas)
+                if other.eta != old:
+                    changed.add(other.job.id)
+            else:
+                etas[other.job.id] = other.eta
+            waits.append(other.wait)
+        entries.insert(e, entry)
+        prev = self._result
+        stats = dict(prev.stats)
+        stats["pending"] += 1
+        stats["considered"] += out.considered
+        stats["waiting"] += 1
+        self._result = CycleResult(prev.admits, prev.preemptions, tuple(waits), stats, prev.reservations)
+
+
+__all__ = ["IncrementalScheduler", "run_cycle"]

@@ -10,9 +10,10 @@ Never: a job admitted this cycle (no thrashing), a job before started_at + min_r
 preemptible J (it only ever runs on idle capacity).
 
 Preference (the order victims are tried): preemptible first, then jobs of borrowing projects, then lowest
-priority, then most recently started, then highest id. Removal follows this order until J fits (the shortest
-fitting prefix is found by bisection); then fill-back puts back every removed job J can do without, last removed
-first skipped. If J does not fit with every candidate removed, nothing is preempted.
+priority, then most recently started, then highest id ("borrowing" as of the start of the cycle). Removal
+follows this order until J fits (the shortest fitting prefix is found by doubling, then bisection); then
+fill-back puts back every removed job J can do without, last removed first skipped. If J does not fit with
+every candidate removed, nothing is preempted.
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ def _preference(rec: RunRec, borrowing: bool) -> tuple:
 
 
 def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
-    """Evictable jobs of a flavor that any project reclaiming its guarantee may take (built once per flavor)."""
+    """Jobs of a flavor that a project reclaiming its guarantee may take, as of the start of the cycle.
+
+    Built once per flavor per cycle: preemptible jobs and jobs of projects that were borrowing when the cycle
+    began, with their preference key. Jobs preempted since are skipped, and a job whose project no longer
+    borrows is skipped at removal time (_still_eligible), so a superset fixed at the start is exact.
+    """
     pool = state.reclaim_pool.get(flavor)
     if pool is None:
         quota = state.quota
         pool = []
         for rec in state.runs_by_flavor.get(flavor, ()):
-            if rec.id not in state.runs or state.now < rec.evictable_at:
+            if state.now < rec.evictable_at:
                 continue
             own = state.own_pool.setdefault((rec.project, flavor), [])
             borrowing = rec.preemptible or (quota.enabled and any(quota.run_borrowing(rec.project, f)
@@ -52,16 +58,17 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
     found: dict[int, tuple[tuple, RunRec]] = {}
     for flavor in info.flavors:
         pool = _pools(state, flavor)
+        runs = state.runs
         for key, rec in state.own_pool.get((job.project, flavor), ()):
-            if rec.priority < job.priority:
+            if rec.priority < job.priority and rec.id in runs:
                 found[rec.id] = (key, rec)
         if reclaim:
             for key, rec in pool:
-                if rec.project != job.project:
+                if rec.project != job.project and rec.id in runs:
                     found[rec.id] = (key, rec)
         elif pooled:
             for key, rec in pool:
-                if rec.project != job.project and rec.priority < job.priority:
+                if rec.project != job.project and rec.priority < job.priority and rec.id in runs:
                     found[rec.id] = (key, rec)
     return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 
@@ -86,17 +93,27 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
             room = state.index.actual_free(flavor) + sum(r.demand.get(flavor, 0) for r in candidates)
             if room < need:
                 return None
+    # Remove in preference order, checking at 1, 2, 4, ... removals and once all are removed: the first
+    # fitting check bounds the shortest fitting prefix, which bisection then finds.
     removed: list[RunRec] = []
+    lo, hi, next_check = 0, 0, 1
     for rec in candidates:
-        if _still_eligible(state, job, info, rec):
-            state.remove_run(rec)
-            removed.append(rec)
-    if not removed or not state.fits(job, info):
+        if not _still_eligible(state, job, info, rec):
+            continue
+        state.remove_run(rec)
+        removed.append(rec)
+        if len(removed) == next_check:
+            if state.fits(job, info):
+                hi = len(removed)
+                break
+            lo, next_check = len(removed), next_check * 2
+    if not hi and len(removed) > lo and state.fits(job, info):
+        hi = len(removed)
+    if not hi:
         for rec in reversed(removed):
             state.add_run(rec)
         return None
-    # Shortest prefix of the removal order that lets the job fit.
-    lo, hi, current = 0, len(removed), len(removed)
+    current = hi
 
     def set_prefix(k: int) -> None:
         nonlocal current

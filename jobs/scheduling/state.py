@@ -101,7 +101,7 @@ class CycleState:
         self.neg_place: dict[tuple, bool] = {}  # (shape key, constrained) -> True when it did not fit
         self.neg_preempt: dict[tuple, list[tuple[int, int, int]]] = {}  # see Cycle.try_preempt
         self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
-        # Victim pools, built from committed state on first use and dropped whenever victims are committed:
+        # Victim pools as of the start of the cycle, built on first use:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.use_cache = True
@@ -224,11 +224,10 @@ class CycleState:
         return True
 
     def forget_failures(self) -> None:
-        """Victims were committed: capacity grew and pools changed, so cached failures and pools are stale."""
+        """Victims were committed: capacity grew, so cached failures are stale (victim pools are not: see
+        preemption._pools)."""
         self.neg_place.clear()
         self.neg_preempt.clear()
-        self.reclaim_pool.clear()
-        self.own_pool.clear()
 
     def live_runs(self):
         yield from self.runs.values()
