@@ -99,7 +99,7 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture()
-def make_client(kube: KMockThread, sleeps: list[float]) -> Callable[..., KubeClient]:
+def make_client(kube: KMockThread, sleeps: list[float]) -> Iterator[Callable[..., KubeClient]]:
     """Client over real HTTP to kmock; sleeps are recorded instead of slept (no timed assertions)."""
     clients: list[KubeClient] = []
 
