@@ -79,12 +79,7 @@ def run(name: str, count: int, pods_per_job: int, qps: float, burst: int, thread
     server.start()
     try:
         url = queue.get(timeout=30)
-        from kubernetes import client as k8s
-
-        configuration = k8s.Configuration()
-        configuration.host = url
-        configuration.connection_pool_maxsize = threads * 8
-        client = KubeClient.from_configuration(configuration, qps=qps, burst=burst, backoff=Backoff(max_retries=5))
+        client = KubeClient.from_url(url, pool_size=threads * 8, qps=qps, burst=burst, backoff=Backoff(max_retries=5))
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=threads) as pool:
             results = list(pool.map(lambda manifests: dispatch(client, manifests, workers=8), attempts))

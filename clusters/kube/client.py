@@ -125,6 +125,15 @@ class KubeClient:
         return cls.from_configuration(configuration, **kwargs)
 
     @classmethod
+    def from_url(cls, host: str, *, pool_size: int | None = None, **kwargs: Any) -> KubeClient:
+        """An unauthenticated client for a plain URL (a local API mock, ``kubectl proxy``)."""
+        configuration = k8s.Configuration()
+        configuration.host = host
+        if pool_size:
+            configuration.connection_pool_maxsize = pool_size
+        return cls.from_configuration(configuration, **kwargs)
+
+    @classmethod
     def from_configuration(cls, configuration: k8s.Configuration, **kwargs: Any) -> KubeClient:
         configuration.retries = False  # our loop retries; urllib3's own would hide and multiply them
         return cls(k8s.ApiClient(configuration), **kwargs)

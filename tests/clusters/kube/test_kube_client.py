@@ -77,12 +77,8 @@ def test_exponential_backoff_then_transient_error(make_client, kube, sleeps) -> 
 
 
 def test_connection_error_is_transient(sleeps) -> None:
-    from kubernetes import client as k8s
-
-    configuration = k8s.Configuration()
-    configuration.host = "http://127.0.0.1:9"  # discard port: connection refused
-    client = KubeClient.from_configuration(
-        configuration, sleep=sleeps.append, backoff=Backoff(max_retries=2, rand=lambda: 0.5))
+    client = KubeClient.from_url(  # the discard port: connection refused
+        "http://127.0.0.1:9", sleep=sleeps.append, backoff=Backoff(max_retries=2, rand=lambda: 0.5))
     with pytest.raises(TransientError):
         client.server_version()
     assert len(sleeps) == 2
