@@ -1,0 +1,353 @@
+"""Table-driven scheduler scenarios: given nodes, quotas, running and pending jobs, expect admits, victims,
+reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.scheduling import Node, PendingJob, Policy, Project, Quota, ReplicaGroup, Topology, never_fits, run_cycle
+
+from .builders import A100, H100, admitted, check_invariants, job, nodes, running, snapshot, victims, waits
+
+NOW = 1000.0
+
+
+def cycle(snap, policy=None):
+    policy = policy or Policy()
+    result = run_cycle(snap, policy)
+    check_invariants(snap, result, policy)
+    return result
+
+
+# -- gang -----------------------------------------------------------------------------------------------------
+
+def test_gang_is_all_or_nothing():
+    busy = [running(100, "nlp", {"n0": 8})]
+    snap = snapshot(nodes(3), [job(1, replicas=3), job(2, replicas=2)], busy,
+                    quotas=[Quota("vision", A100, 64), Quota("nlp", A100, 8)])
+    result = cycle(snap, Policy(blocking="skip"))
+    assert admitted(result) == [2]
+    assert sorted(a.node for a in result.admits[0].placement) == ["n1", "n2"]
+    assert waits(result)[1].code == "capacity"
+    assert waits(result)[1].reason == "waiting for capacity: 0 nvidia-a100-40gb free, needs 24"
+
+
+def test_gang_never_spans_clusters():
+    snap = snapshot(nodes(1, cluster="east") + nodes(1, cluster="west", start=1), [job(1, replicas=2)],
+                    quotas=[Quota("vision", A100, 64)])
+    result = cycle(snap)
+    assert admitted(result) == []
+    assert waits(result)[1].code == "unschedulable"
+    assert "needs 2 x 8 nvidia-a100-40gb in one cluster" in waits(result)[1].reason
+
+
+def test_avoid_nodes_is_respected():
+    snap = snapshot(nodes(2), [job(1, avoid_nodes=frozenset({"n0"}))], quotas=[Quota("vision", A100, 64)])
+    assert [a.node for a in cycle(snap).admits[0].placement] == ["n1"]
+
+
+# -- quota ----------------------------------------------------------------------------------------------------
+
+QUOTA_CASES = [
+    # (name, quotas, pending (id, project, replicas, devices), expected admits, codes of waits, borrowed)
+    ("within guarantee", [Quota("vision", A100, 16)], [(1, "vision", 2, 8)], [1], {}, {1: 0}),
+    ("over guarantee, no borrowing allowed", [Quota("vision", A100, 8), Quota("nlp", A100, 24)],
+     [(1, "vision", 2, 8)], [], {1: "quota"}, {}),
+    ("borrows idle guarantee of the cohort up to its limit",
+     [Quota("vision", A100, 8, borrow_limit=8), Quota("nlp", A100, 24)],
+     [(1, "vision", 2, 8), (2, "vision", 1, 8)], [1], {2: "quota"}, {1: 8}),
+    ("lend limit caps what others borrow",
+     [Quota("vision", A100, 8, borrow_limit=32), Quota("nlp", A100, 24, lend_limit=4)],
+     [(1, "vision", 2, 8), (2, "vision", 3, 4)], [2], {1: "quota"}, {2: 4}),
+    ("unowned capacity can be borrowed",
+     [Quota("vision", A100, 8, borrow_limit=32)], [(1, "vision", 4, 8)], [1], {}, {1: 24}),
+]
+
+
+@pytest.mark.parametrize("name,quotas,pending,expect_admits,expect_waits,borrowed", QUOTA_CASES,
+                         ids=[c[0] for c in QUOTA_CASES])
+def test_quota(name, quotas, pending, expect_admits, expect_waits, borrowed):
+    jobs = [job(i, project=p, replicas=r, devices=d) for i, p, r, d in pending]
+    snap = snapshot(nodes(4), jobs, quotas=quotas)
+    result = cycle(snap)
+    assert admitted(result) == expect_admits
+    assert {w.job_id: w.code for w in result.waits} == expect_waits
+    assert {a.job_id: a.borrowed for a in result.admits} == borrowed
+
+
+def test_quota_reason_names_usage_and_borrow_limit():
+    node_list = nodes(12)
+    busy = [running(100 + k, "vision", {f"n{k}": 8}) for k in range(10)]
+    snap = snapshot(node_list, [job(1)], busy,
+                    quotas=[Quota("vision", A100, 64, borrow_limit=16), Quota("nlp", A100, 32)])
+    w = waits(cycle(snap))[1]
+    assert w.code == "quota"
+    assert w.reason.startswith(
+        "project vision is using 80/64 guaranteed nvidia-a100-40gb and borrowing is at its limit of 16")
+
+
+def test_max_running_jobs():
+    snap = snapshot(nodes(4), [job(1), job(2)], [running(100, "vision", {"n0": 8})],
+                    quotas=[Quota("vision", A100, 32)], projects=[Project("vision", "org", max_running_jobs=2)])
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert waits(result)[2].code == "max_running"
+    assert waits(result)[2].reason == "project vision is at its limit of 2 running jobs"
+
+
+def test_quotas_off_pools_everything():
+    snap = snapshot(nodes(2), [job(1, project="nobody", replicas=2)], quotas=[])
+    assert admitted(cycle(snap, Policy(quotas=False))) == [1]
+    assert waits(cycle(snap))[1].code == "quota"
+
+
+# -- preemption -----------------------------------------------------------------------------------------------
+
+def reclaim_setup(extra_running=()):
+    """4 nodes; vision is owed 16 but nlp (guarantee 16) borrows the whole cluster."""
+    node_list = nodes(4)
+    jobs = [running(100, "nlp", {"n0": 8}, started_at=100.0), running(101, "nlp", {"n1": 8}, started_at=200.0),
+            running(102, "nlp", {"n2": 8}, started_at=300.0, priority=100),
+            running(103, "nlp", {"n3": 8}, started_at=400.0), *extra_running]
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16, borrow_limit=16)]
+    return node_list, jobs, quotas
+
+
+def test_reclaim_guarantee_preempts_lowest_priority_then_most_recent():
+    node_list, jobs, quotas = reclaim_setup()
+    result = cycle(snapshot(node_list, [job(1, replicas=2)], jobs, quotas))
+    assert admitted(result) == [1]
+    assert victims(result) == [102, 103]  # lowest priority first, then the most recently started
+    assert all(p.for_job_id == 1 for p in result.preemptions)
+    assert "give project vision back its guaranteed" in result.preemptions[0].reason
+
+
+def test_reclaim_respects_min_runtime():
+    node_list = nodes(4)
+    jobs = [running(100, "nlp", {"n0": 8}, started_at=100.0), running(101, "nlp", {"n1": 8}, started_at=200.0),
+            running(102, "nlp", {"n2": 8}, started_at=900.0, min_runtime=3600.0),
+            running(103, "nlp", {"n3": 8}, started_at=950.0, min_runtime=3600.0)]
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16, borrow_limit=16)]
+    result = cycle(snapshot(node_list, [job(1)], jobs, quotas, now=NOW))
+    assert victims(result) == [101]
+
+
+def test_no_preemption_when_the_job_would_still_not_fit():
+    # vision is owed 16 but nlp only borrows 8: removing that one job frees 8, the job needs 16 on one rack.
+    node_list = nodes(4)
+    jobs = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=100.0 * k) for k in range(3)]
+    jobs.append(running(103, "vision", {"n3": 8}))
+    quotas = [Quota("vision", A100, 24), Quota("nlp", A100, 16, borrow_limit=16)]
+    result = cycle(snapshot(node_list, [job(1, replicas=2)], jobs, quotas))
+    assert result.preemptions == ()
+    assert admitted(result) == []
+
+
+def test_job_over_its_guarantee_does_not_reclaim():
+    node_list, jobs, quotas = reclaim_setup()
+    quotas = [Quota("vision", A100, 4, borrow_limit=32), quotas[1]]
+    result = cycle(snapshot(node_list, [job(1)], jobs, quotas))
+    assert result.preemptions == ()
+
+
+def test_priority_preemption_within_a_project_only_of_lower_priority():
+    node_list = nodes(2)
+    jobs = [running(100, "vision", {"n0": 8}, priority=100), running(101, "vision", {"n1": 8}, priority=500)]
+    quotas = [Quota("vision", A100, 16)]
+    high = cycle(snapshot(node_list, [job(1, priority=1000)], jobs, quotas))
+    assert victims(high) == [100]
+    assert "higher-priority job 1" in high.preemptions[0].reason
+    equal = cycle(snapshot(node_list, [job(1, priority=100)], jobs, quotas))
+    assert equal.preemptions == () and admitted(equal) == []
+
+
+def test_preemptible_jobs_are_first_victims():
+    node_list = nodes(3)
+    jobs = [running(100, "nlp", {"n0": 8}, priority=100, started_at=900.0),
+            running(101, "nlp", {"n1": 8}, priority=1000, started_at=10.0, preemptible=True),
+            running(102, "nlp", {"n2": 8}, priority=100, started_at=950.0)]
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 8, borrow_limit=16)]
+    result = cycle(snapshot(node_list, [job(1)], jobs, quotas))
+    assert victims(result) == [101]
+
+
+def test_preemptible_jobs_run_only_on_idle_capacity():
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16)]
+    # The whole cluster is guaranteed to vision and nlp; vision's own borrow limit is 0: nothing to borrow.
+    snap = snapshot(nodes(4), [job(1, preemptible=True)], quotas=quotas)
+    w = waits(cycle(snap))[1]
+    assert w.code == "quota" and "preemptible jobs run only on idle capacity" in w.reason
+    quotas = [Quota("vision", A100, 16, borrow_limit=8), Quota("nlp", A100, 16)]
+    result = cycle(snapshot(nodes(4), [job(1, preemptible=True)], quotas=quotas))
+    assert admitted(result) == [1] and result.admits[0].borrowed == 8  # counts as borrowing in full
+
+
+def test_preemptible_jobs_never_preempt():
+    node_list = nodes(1)
+    jobs = [running(100, "vision", {"n0": 8}, priority=100)]
+    result = cycle(snapshot(node_list, [job(1, priority=1000, preemptible=True)], jobs,
+                            [Quota("vision", A100, 8, borrow_limit=8)]))
+    assert result.preemptions == ()
+
+
+# -- topology and placement -----------------------------------------------------------------------------------
+
+def test_single_replica_best_fit_lowest_index_on_ties():
+    node_list = (Node("a", A100, 8, 8), Node("b", A100, 8, 5), Node("c", A100, 8, 4), Node("d", A100, 8, 4))
+    snap = snapshot((), [job(1, devices=4)], quotas=[Quota("vision", A100, 64)])
+    snap = snap.__class__(snap.now, node_list, snap.quotas, snap.projects, (), snap.pending)
+    assert [a.node for a in cycle(snap).admits[0].placement] == ["c"]
+
+
+def test_whole_node_gang_uses_free_nodes_lowest_index_first():
+    node_list = nodes(5)
+    busy = [running(100, "nlp", {"n1": 2})]
+    snap = snapshot(node_list, [job(1, replicas=3)], busy, quotas=[Quota("vision", A100, 64),
+                                                                   Quota("nlp", A100, 8)])
+    assert [a.node for a in cycle(snap).admits[0].placement] == ["n0", "n2", "n3"]
+
+
+def test_gang_packs_into_the_fullest_rack_that_fits():
+    node_list = nodes(6, rack_size=3)  # racks nr0 (n0-n2) and nr1 (n3-n5)
+    busy = [running(100, "nlp", {"n3": 8})]  # nr1 has 2 free nodes: the tightest fit for 2 x 8
+    snap = snapshot(node_list, [job(1, replicas=2)], busy, quotas=[Quota("vision", A100, 64),
+                                                                   Quota("nlp", A100, 8)])
+    assert sorted(a.node for a in cycle(snap).admits[0].placement) == ["n4", "n5"]
+
+
+@pytest.mark.parametrize("topology,expect", [
+    (Topology.REQUIRE_SAME_RACK, "topology"),
+    (Topology.NONE, None),
+    (Topology.PREFER_SAME_RACK, None),
+])
+def test_required_rack(topology, expect):
+    node_list = nodes(4, rack_size=2)
+    busy = [running(100, "nlp", {"n0": 8}), running(101, "nlp", {"n2": 8})]
+    snap = snapshot(node_list, [job(1, replicas=2, topology=topology)], busy,
+                    quotas=[Quota("vision", A100, 64), Quota("nlp", A100, 16)])
+    result = cycle(snap)
+    if expect is None:
+        assert admitted(result) == [1]
+    else:
+        w = waits(result)[1]
+        assert w.code == expect
+        assert w.reason == "needs 2 x 8 nvidia-a100-40gb in one rack; largest free rack has room for 1 replica"
+
+
+def test_required_block():
+    node_list = nodes(8, rack_size=2, block_size=2)  # blocks nb0 = n0..n3, nb1 = n4..n7
+    busy = [running(100 + k, "nlp", {f"n{k}": 8}) for k in (0, 1, 4)]
+    snap = snapshot(node_list, [job(1, replicas=3, topology=Topology.REQUIRE_SAME_BLOCK)], busy,
+                    quotas=[Quota("vision", A100, 64), Quota("nlp", A100, 24)])
+    result = cycle(snap)
+    assert sorted(a.node for a in result.admits[0].placement) == ["n5", "n6", "n7"]
+
+
+# -- backfill and blocking ------------------------------------------------------------------------------------
+
+def backfill_snapshot(later: list[PendingJob]):
+    node_list = nodes(3)
+    busy = [running(100, "nlp", {"n0": 8}, started_at=0.0, max_runtime=2000.0),
+            running(101, "nlp", {"n1": 8}, started_at=0.0, max_runtime=5000.0)]
+    head = job(1, replicas=2, max_runtime=3600.0)
+    quotas = [Quota("vision", A100, 64, borrow_limit=0), Quota("nlp", A100, 16)]
+    return snapshot(node_list, [head, *later], busy, quotas, now=NOW)
+
+
+def test_backfill_reserves_the_head_and_admits_only_jobs_ending_before():
+    result = cycle(backfill_snapshot([job(2, max_runtime=5000.0), job(3), job(4, max_runtime=500.0)]))
+    (res,) = result.reservations
+    assert res.job_id == 1 and res.start == 2000.0
+    assert sorted(a.node for a in res.placement) == ["n0", "n2"]
+    assert admitted(result) == [4]  # ends at 1500, before the reservation at 2000
+    assert waits(result)[1].eta == 2000.0
+    # Without the short job, the held node n2 is still free at the end of the cycle: the reason says why.
+    w = waits(cycle(backfill_snapshot([job(2, max_runtime=5000.0), job(3)])))
+    assert w[2].code == "reserved" and "max runtime of 1h23m would end after that" in w[2].reason
+    assert w[3].code == "reserved" and "without a max runtime" in w[3].reason
+
+
+def test_skip_lets_any_fitting_job_pass():
+    snap = backfill_snapshot([job(3, max_runtime=5000.0)])
+    result = cycle(snap, Policy(blocking="skip"))
+    assert admitted(result) == [3] and result.reservations == ()
+
+
+@pytest.mark.parametrize("scope,expect_admits", [("project", [3]), ("global", [])])
+def test_strict_blocking(scope, expect_admits):
+    snap = snapshot(nodes(3), [job(1, replicas=3), job(2), job(3, project="nlp")],
+                    [running(100, "ops", {"n0": 8})],
+                    quotas=[Quota("vision", A100, 64), Quota("nlp", A100, 64), Quota("ops", A100, 8)])
+    result = cycle(snap, Policy(ordering="fifo", blocking="strict", blocking_scope=scope))
+    assert admitted(result) == expect_admits
+    w = waits(result)[2]
+    assert w.code == "blocked" and w.reason == "behind job 1 in strict FIFO order"
+
+
+# -- ordering -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ordering,expect", [("fifo", [3]), ("sjf", [1]), ("priority-fairshare", [2])])
+def test_ordering_policies(ordering, expect):
+    pending = [job(3, submitted_at=1.0, duration_hint=900.0), job(1, submitted_at=2.0, duration_hint=10.0),
+               job(2, submitted_at=3.0, priority=1000, duration_hint=None)]
+    snap = snapshot(nodes(1), pending, quotas=[Quota("vision", A100, 64)])
+    assert admitted(cycle(snap, Policy(ordering=ordering, blocking="skip", preemption=False))) == expect
+
+
+def test_fair_share_puts_a_project_with_past_bursts_behind():
+    projects = [Project("vision", "org", decayed_usage=3600.0 * 64 * 24), Project("nlp", "org")]
+    quotas = [Quota("vision", A100, 8, borrow_limit=8), Quota("nlp", A100, 8, borrow_limit=8)]
+    pending = [job(1, project="vision", submitted_at=1.0), job(2, project="nlp", submitted_at=2.0)]
+    snap = snapshot(nodes(1), pending, quotas=quotas, projects=projects)
+    assert admitted(cycle(snap)) == [2]
+    calm = snapshot(nodes(1), pending, quotas=quotas, projects=[Project("vision", "org"), Project("nlp", "org")])
+    assert admitted(cycle(calm)) == [1]
+
+
+def test_fair_share_counts_current_use_against_guarantee():
+    quotas = [Quota("vision", A100, 16, borrow_limit=16), Quota("nlp", A100, 16, borrow_limit=16)]
+    busy = [running(100, "vision", {"n0": 8})]  # vision uses 8/16, nlp 0/16
+    pending = [job(1, project="vision", submitted_at=1.0), job(2, project="nlp", submitted_at=2.0)]
+    snap = snapshot(nodes(2), pending, busy, quotas=quotas)
+    assert admitted(cycle(snap)) == [2]
+
+
+# -- explain --------------------------------------------------------------------------------------------------
+
+def test_positions_and_eta():
+    node_list = nodes(2) + nodes(1, flavor=H100, prefix="h")
+    busy = [running(100, "nlp", {"n0": 8}, started_at=0.0, max_runtime=1500.0),
+            running(101, "nlp", {"n1": 8}, started_at=0.0, max_runtime=4000.0),
+            running(102, "nlp", {"h0": 8}, flavor=H100, started_at=0.0)]
+    quotas = [Quota("vision", A100, 32), Quota("nlp", A100, 16), Quota("vision", H100, 8),
+              Quota("nlp", H100, 8)]
+    pending = [job(1, submitted_at=1.0), job(2, project="nlp", submitted_at=2.0, priority=100),
+               job(3, submitted_at=3.0), job(4, flavor=H100, submitted_at=4.0)]
+    result = cycle(snapshot(node_list, pending, busy, quotas, now=NOW), Policy(blocking="skip"))
+    w = waits(result)
+    assert [(w[i].project_position, w[i].flavor_position) for i in (1, 3, 4)] == [(1, 1), (2, 2), (3, 1)]
+    assert w[2].code == "quota"
+    assert w[1].eta == 1500.0 and w[3].eta == 4000.0
+    assert w[4].eta is None  # the only h100 job has no max runtime
+
+
+def test_never_fits_reasons():
+    node_list = nodes(4, rack_size=2)
+    quotas = [Quota("vision", A100, 16, borrow_limit=8), Quota("nlp", A100, 8)]
+    projects = [Project("vision", "org"), Project("nlp", "org")]
+
+    def reason(j, policy=None):
+        return never_fits(j, node_list, quotas, projects, policy or Policy())
+
+    assert reason(job(1, replicas=3)) is None
+    assert reason(job(1, devices=16)) == ("needs 16 nvidia-a100-40gb per replica; the largest schedulable node "
+                                          "of that flavor has 8")
+    assert reason(job(1, flavor=H100)) == "no schedulable nodes offer nvidia-h100-80gb"
+    assert reason(job(1, replicas=4)) == ("needs 32 nvidia-a100-40gb but project vision may use at most 24 "
+                                          "(16 guaranteed + 8 borrowed)")
+    assert reason(job(1, replicas=4), Policy(quotas=False)) is None
+    assert reason(job(1, replicas=3, topology=Topology.REQUIRE_SAME_RACK)).startswith(
+        "needs 3 x 8 nvidia-a100-40gb in one labelled rack; the largest has room for 2")
+    assert reason(job(1, project="ghost")) == "project ghost has no quota for nvidia-a100-40gb"
+    mixed = PendingJob(1, "vision", 500, 0.0, (ReplicaGroup("master", 1, 1, A100), ReplicaGroup("w", 1, 8, A100)))
+    assert reason(mixed) is None
