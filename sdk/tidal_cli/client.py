@@ -1,4 +1,4 @@
-"""A thin HTTP client for the Tidal API that turns every error body into one readable message."""
+"""A thin HTTP client for the Tidal API that turns every error into one readable line."""
 
 from __future__ import annotations
 
@@ -9,17 +9,34 @@ from typing import Any
 
 import httpx
 
-CONFIG_PATH = Path(os.environ.get("TIDAL_CONFIG", Path.home() / ".config" / "tidal" / "config.json"))
-
 
 class CliError(Exception):
     """Printed to stderr as is; the command exits with status 1."""
 
 
+class ApiError(CliError):
+    """An HTTP error answer from the server: the status, its stable code and the fields it names."""
+
+    def __init__(self, message: str, *, status: int, code: str = "", fields: dict[str, list[str]] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.fields = fields or {}
+
+
+def config_path() -> Path:
+    """Read on every call, so TIDAL_CONFIG set after import (tests, wrappers) still counts."""
+    return Path(os.environ.get("TIDAL_CONFIG") or Path.home() / ".config" / "tidal" / "config.json")
+
+
 def load_config() -> dict[str, str]:
     config: dict[str, str] = {}
-    if CONFIG_PATH.exists():
-        config = json.loads(CONFIG_PATH.read_text())
+    path = config_path()
+    if path.exists():
+        try:
+            config = json.loads(path.read_text())
+        except ValueError:
+            raise CliError(f"{path} is not valid JSON: fix it or run `tidal login` again.") from None
     # The environment wins, so scripts and CI need no config file.
     for key, env in (("url", "TIDAL_URL"), ("token", "TIDAL_TOKEN"), ("project", "TIDAL_PROJECT")):
         if os.environ.get(env):
@@ -28,26 +45,45 @@ def load_config() -> dict[str, str]:
 
 
 def save_config(config: dict[str, str]) -> None:
-    CONFIG_PATH.parent.mkdir(parents=True, exist_ok=True)
-    CONFIG_PATH.write_text(json.dumps(config, indent=2))
-    CONFIG_PATH.chmod(0o600)  # it holds a secret
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))
+    path.chmod(0o600)  # it holds a secret
 
 
-def describe_error(response: httpx.Response) -> str:
+def _field_details(message: str, fields: dict[str, list[str]]) -> str:
+    """The named fields the message does not already mention, e.g. `groups[0].flavor: Unknown flavor`."""
+    parts = []
+    for name, reasons in fields.items():
+        text = " ".join(str(r) for r in reasons)
+        if message.startswith(f"{name}:"):
+            continue
+        parts.append(f"field {name}" if text == message else f"{name}: {text}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def error_from_response(response: httpx.Response) -> ApiError:
+    status = response.status_code
     try:
         error = response.json()["error"]
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {response.status_code}: {response.text[:200]}"
-    fields = error.get("fields") or {}
-    details = "; ".join(f"{name}: {' '.join(reasons)}" for name, reasons in fields.items())
-    return f"{error.get('message', 'error')}" + (f" ({details})" if details and len(fields) > 1 else "")
+        message = str(error.get("message") or "error")
+        code, fields = str(error.get("code") or ""), dict(error.get("fields") or {})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        first_line = (response.text.strip().splitlines() or [""])[0][:200]
+        return ApiError(f"HTTP {status} from {response.request.url}: {first_line or response.reason_phrase}",
+                        status=status)
+    if status == 401:
+        message = f"The server rejected your token ({message}). Log in again: tidal login --token TOKEN"
+    return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields)
 
 
 class Api:
     def __init__(self, url: str, token: str, timeout: float = 30.0):
+        self.url = url.rstrip("/")
         self.http = httpx.Client(
-            base_url=url.rstrip("/") + "/api/v1/",
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            base_url=self.url + "/api/v1/",
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json",
+                     "User-Agent": "tidal-cli/0.1"},
             timeout=timeout,
         )
 
@@ -63,28 +99,43 @@ class Api:
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self.http.request(method, path, **kwargs)
+        except httpx.ConnectError as error:
+            raise CliError(f"Cannot connect to Tidal at {self.url} ({error}). Is the server running and the URL "
+                           "right? (tidal login --url URL, or TIDAL_URL)") from None
+        except httpx.TimeoutException:
+            raise CliError(f"Tidal at {self.url} did not answer within {self.http.timeout.read}s.") from None
         except httpx.HTTPError as error:
-            raise CliError(f"Cannot reach Tidal at {self.http.base_url}: {error}") from None
+            raise CliError(f"Cannot reach Tidal at {self.url}: {error}") from None
         if response.status_code >= 400:
-            raise CliError(describe_error(response))
-        return response.json() if response.content else None
+            raise error_from_response(response)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise CliError(f"{self.url} answered {method} {path} with something that is not JSON: is it a Tidal "
+                           "server?") from None
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
     def post(self, path: str, body: Any = None) -> Any:
-        return self.request("POST", path, json=body)
+        if body is None:
+            return self.request("POST", path)
+        # default=str: YAML dates and the like travel as text, the server validates them.
+        content = json.dumps(body, default=str).encode()
+        return self.request("POST", path, content=content, headers={"Content-Type": "application/json"})
 
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
 
-    def all_pages(self, path: str, **params: Any) -> list[dict]:
-        """Every row of a paginated list."""
+    def all_pages(self, path: str, limit: int | None = None, **params: Any) -> list[dict]:
+        """Every row of a paginated list (or the first `limit` rows)."""
         rows: list[dict] = []
         page = 1
         while True:
-            body = self.get(path, page=page, page_size=200, **params)
+            body = self.get(path, page=page, page_size=200 if limit is None else min(limit, 200), **params)
             rows.extend(body["results"])
-            if not body.get("next"):
-                return rows
+            if not body.get("next") or (limit is not None and len(rows) >= limit):
+                return rows if limit is None else rows[:limit]
             page += 1

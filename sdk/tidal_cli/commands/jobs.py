@@ -1,0 +1,135 @@
+"""submit, jobs, cancel, resubmit."""
+
+from __future__ import annotations
+
+import argparse
+
+from tidal_cli import jobfile
+from tidal_cli.client import Api, ApiError, CliError
+from tidal_cli.commands import (
+    ACTIVE_STATES,
+    add_command,
+    default_project,
+    job_id,
+    job_not_found,
+    positive,
+    show,
+    state_list,
+)
+from tidal_cli.commands.show import waiting_summary
+from tidal_cli.humanize import relative
+from tidal_cli.output import emit_json, fields, table, truncate
+
+
+def _located(error: ApiError, job_file: jobfile.JobFile) -> CliError:
+    """A rejected field, pointed at its line in the job file: `job.yaml line 12: groups[0].flavor: ...`."""
+    if error.status != 400 or not error.fields:
+        return error
+    line = job_file.line_of(next(iter(error.fields)))
+    return CliError(f"{job_file.path}{f' line {line}' if line else ''}: {error}")
+
+
+def _queued_note(job: dict) -> str:
+    pairs = waiting_summary(job.get("waiting"), job.get("project", ""), job.get("flavor", ""))
+    return fields([(label, value) for label, value in pairs if label != "code"]) if pairs else ""
+
+
+def cmd_submit(args: argparse.Namespace) -> None:
+    job_file = jobfile.load(args.file)
+    spec = dict(job_file.spec)
+    project = args.project or spec.get("project") or default_project(None)
+    if not project:
+        raise CliError(f"{args.file}: no project: add `project: SLUG` to the file, pass --project, or set a default "
+                       "with `tidal login --project SLUG` (or TIDAL_PROJECT)")
+    spec["project"] = project
+    if args.name:
+        spec["name"] = args.name
+    api = Api.from_config()
+    try:
+        job = api.post("jobs/", spec)
+    except ApiError as error:
+        raise _located(error, job_file) from None
+    if args.json:
+        return emit_json(job)
+    print(f"Submitted job {job['id']} ({job['name']}) to project {job['project']}: {job['state']}")
+    note = _queued_note(job)
+    if note:
+        print(note)
+    print(f"Follow it with: tidal job {job['id']}")
+
+
+JOB_COLUMNS = [
+    ("id", "ID"), ("project", "PROJECT"), ("name", "NAME", lambda v: truncate(v, 40)), ("state", "STATE"),
+    ("flavor", "FLAVOR"), ("total_devices", "DEVICES"), ("priority_class", "PRIORITY"),
+    ("submitted_at", "SUBMITTED", relative), ("note", "NOTE"),
+]
+
+
+def _note(job: dict) -> str:
+    if job.get("waiting"):
+        return truncate(job["waiting"].get("reason"), 70)
+    if job.get("failure_cause"):
+        return job["failure_cause"]
+    if job["state"] == "running" and job.get("started_at"):
+        return f"running for {relative(job['started_at']).removesuffix(' ago')}"
+    return ""
+
+
+def cmd_jobs(args: argparse.Namespace) -> None:
+    states = [s for group in args.state or [] for s in group] or (None if args.all else ACTIVE_STATES)
+    rows = Api.from_config().all_pages("jobs/", limit=args.limit, project=args.project, flavor=args.flavor,
+                                       state=states)
+    if args.json:
+        return emit_json(rows)
+    empty = "No jobs" + ("" if args.all or args.state else " in progress (--all shows finished ones too)") + "."
+    print(table([{**row, "note": _note(row)} for row in rows], JOB_COLUMNS, empty=empty))
+    if len(rows) == args.limit:
+        print(f"(first {args.limit}; --limit N shows more)")
+
+
+def cmd_cancel(args: argparse.Namespace) -> None:
+    try:
+        job = Api.from_config().post(f"jobs/{args.id}/cancel/")
+    except ApiError as error:
+        raise job_not_found(error, args.id) from None
+    if args.json:
+        return emit_json(job)
+    print(f"Cancelled job {job['id']} ({job['name']}): {job['state']}")
+
+
+def cmd_resubmit(args: argparse.Namespace) -> None:
+    try:
+        job = Api.from_config().post(f"jobs/{args.id}/resubmit/")
+    except ApiError as error:
+        raise job_not_found(error, args.id) from None
+    if args.json:
+        return emit_json(job)
+    print(f"Resubmitted job {args.id} as job {job['id']} ({job['name']}) in project {job['project']}: {job['state']}")
+    note = _queued_note(job)
+    if note:
+        print(note)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    submit = add_command(sub, "submit", cmd_submit, "submit a job from a YAML file",
+                         "Submit a job described by a YAML file (see sdk/examples/). The project comes from --project, "
+                         "else the file's `project:`, else your default project.")
+    submit.add_argument("file", help="the job file (YAML), or - for standard input")
+    submit.add_argument("--project", help="project slug (overrides the file)")
+    submit.add_argument("--name", help="job name (overrides the file)")
+
+    jobs = add_command(sub, "jobs", cmd_jobs, "list jobs (in progress by default)",
+                       "List jobs of your projects, newest first. Without --state or --all, only jobs that have not "
+                       "finished.")
+    jobs.add_argument("--project", help="only this project")
+    jobs.add_argument("--flavor", help="only jobs of this flavor")
+    jobs.add_argument("--state", type=state_list, action="append", metavar="S",
+                      help="only these states (repeat or comma-separate: queued,running)")
+    jobs.add_argument("--all", action="store_true", help="include finished jobs (succeeded, failed, cancelled)")
+    jobs.add_argument("--limit", type=positive, default=100, help="at most this many rows (default 100)")
+    show.register(sub)
+
+    for name, handler, text in (("cancel", cmd_cancel, "cancel a job (in any state that is not final)"),
+                                ("resubmit", cmd_resubmit, "submit a new job with the same spec as a previous one")):
+        parser = add_command(sub, name, handler, text)
+        parser.add_argument("id", type=job_id, help="the job id")

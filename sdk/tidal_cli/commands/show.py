@@ -1,0 +1,93 @@
+"""`tidal job <id>`: the spec summary, replica groups, placement, why it waits, and the events timeline."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from tidal_cli.client import Api, ApiError
+from tidal_cli.commands import add_command, job_id, job_not_found
+from tidal_cli.humanize import duration, eta, relative, timestamp
+from tidal_cli.output import emit_json, fields, table
+
+
+def waiting_summary(waiting: dict | None, project: str = "", flavor: str = "") -> list[tuple[str, str]]:
+    """Label/value pairs explaining a queued job: reason, positions, ETA."""
+    if not waiting:
+        return []
+    positions = []
+    if waiting.get("project_position"):
+        positions.append(f"#{waiting['project_position']} in project {project}".rstrip())
+    if waiting.get("flavor_position"):
+        positions.append(f"#{waiting['flavor_position']} in the {flavor} queue".replace("the  queue", "its queue"))
+    start = eta(waiting.get("eta"))
+    if waiting.get("eta"):
+        start += f" ({timestamp(waiting['eta'])})"
+    return [("reason", waiting.get("reason") or "-"), ("code", waiting.get("code")),
+            ("position", ", ".join(positions) or "not yet ranked"), ("estimated start", start)]
+
+
+def _command_line(job: dict) -> str:
+    return shlex.join([*(job.get("command") or []), *(job.get("args") or [])])
+
+
+def _times(job: dict) -> str:
+    parts = [f"{label} {relative(job.get(key))}" for label, key in
+             (("submitted", "submitted_at"), ("admitted", "admitted_at"), ("started", "started_at"),
+              ("finished", "finished_at")) if job.get(key)]
+    return ", ".join(parts)
+
+
+def _change(event: dict) -> str:
+    if not event.get("to_state"):
+        return event.get("kind") or "note"
+    return f"{event.get('from_state') or 'new'} -> {event['to_state']}"
+
+
+def render_job(job: dict) -> str:
+    out = [f"Job {job['id']}  {job['name']}  [{job['state']}]"]
+    out.append(fields([
+        ("project", job.get("project")), ("submitter", job.get("submitter")),
+        ("stage / launcher", f"{job.get('stage')} / {job.get('launcher')}"),
+        ("priority", job.get("priority_class")), ("image", job.get("image")), ("command", _command_line(job)),
+        ("devices", f"{job.get('total_devices')} x {job.get('flavor')}"), ("topology", job.get("topology")),
+        ("max runtime", duration(job["max_runtime"]) if job.get("max_runtime") else "none"),
+        ("min runtime", duration(job["min_runtime"]) if job.get("min_runtime") else None),
+        ("retries", f"{job.get('retry_limit')} (backoff {duration(job.get('retry_backoff'))})"
+         if job.get("retry_limit") else None),
+        ("attempt", job.get("attempt") if (job.get("attempt") or 1) > 1 else None),
+        ("checkpoint", job.get("checkpoint_path")), ("experiment", job.get("experiment")),
+        ("labels", ", ".join(f"{k}={v}" for k, v in (job.get("labels") or {}).items())),
+        ("env", ", ".join(sorted(job.get("env") or {}))),
+        ("launcher options", ", ".join(f"{k}={v}" for k, v in (job.get("launcher_options") or {}).items())),
+        ("borrowed", f"{job['borrowed']} devices from other projects" if job.get("borrowed") else None),
+        ("failure", job.get("failure_cause")), ("times", _times(job)),
+    ]))
+    out += ["", "Replica groups", table(job.get("groups") or [], [
+        ("role", "ROLE"), ("replicas", "REPLICAS"), ("devices", "DEVICES/REPLICA"), ("flavor", "FLAVOR"),
+        ("cpu_millis", "CPU", lambda v: f"{(v or 0) / 1000:g}"), ("memory_mib", "MEMORY", lambda v: f"{v or 0} MiB"),
+        ("rdma", "RDMA")])]
+    if job.get("placement"):
+        out += ["", f"Placement on {job.get('cluster') or '-'}", table(job["placement"], [
+            ("role", "ROLE"), ("index", "INDEX"), ("node", "NODE"), ("devices", "DEVICES")])]
+    if job.get("waiting"):
+        out += ["", "Waiting", fields(waiting_summary(job["waiting"], job.get("project", ""), job.get("flavor", "")))]
+    events = [{**e, "change": _change(e)} for e in job.get("events") or []]
+    out += ["", "Events", table(events, [("created_at", "TIME", timestamp), ("change", "CHANGE"),
+                                         ("actor_name", "BY"), ("reason", "REASON")])]
+    return "\n".join(out)
+
+
+def cmd_job(args: argparse.Namespace) -> None:
+    try:
+        job = Api.from_config().get(f"jobs/{args.id}/")
+    except ApiError as error:
+        raise job_not_found(error, args.id) from None
+    if args.json:
+        return emit_json(job)
+    print(render_job(job))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = add_command(sub, "job", cmd_job, "show one job: spec, replicas, placement, why it waits, events")
+    parser.add_argument("id", type=job_id, help="the job id")
