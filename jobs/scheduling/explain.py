@@ -150,7 +150,9 @@ class Explainer:
         if self._fits(job, info, holds):
             return "capacity", "capacity was freed by preemption in this cycle; considered again next cycle"
         _, group = info.groups[0]
-        shape = f"{group.replicas} x {group.devices} {group.flavor}"
+        # Text depends on the shape key only (jobs of one replica size are described as one group).
+        count = info.replicas if info.single else group.replicas
+        shape = f"{count} x {group.devices} {group.flavor}"
         if job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK):
             loose = replace(job, topology=Topology.NONE)
             if self._fits(loose, JobInfo(loose), holds):

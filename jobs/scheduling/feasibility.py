@@ -65,9 +65,10 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
                 ok = True
                 break
         if not ok:
-            g = groups[0]
+            g = groups[0]  # the biggest replicas; jobs of one replica size are described as one group
+            count = sum(x.replicas for x in groups if x.devices == g.devices)
             where = {"cluster": "one cluster", "rack": "one labelled rack", "block": "one labelled block"}[level]
-            return (f"needs {g.replicas} x {g.devices} {flavor} in {where}; the largest has room for {best} "
+            return (f"needs {count} x {g.devices} {flavor} in {where}; the largest has room for {best} "
                     f"even when empty")
     return None
 
