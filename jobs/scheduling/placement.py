@@ -122,6 +122,14 @@ def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
             return None
         index.take(i, group.devices)
         return [(gi, 0, i, group.devices)]
+    # Early exit: racks and blocks are parts of a cluster, so a gang no cluster could hold fits nowhere.
+    clusters = [per for _, per, _ in _domains(index, info, "cluster") if _could_fit(index, info, per) >= 0]
+    if not clusters:
+        return None
+    if len(clusters) == 1 and job.topology in (Topology.NONE, Topology.PREFER_SAME_RACK) and len(
+            index.domains.get((info.flavors[0], "rack"), ())) == 1 and len(info.flavors) == 1:
+        # One rack per cluster (no topology labels): rack, block and cluster are the same set of nodes.
+        return _fill(index, info, clusters[0], avoid)
     required = job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK)
     tried: set[tuple[int, ...]] = set()
     for level in _LEVELS.get(job.topology, _LEVELS[Topology.NONE]):
