@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from tenancy import views
 
@@ -12,9 +12,8 @@ urlpatterns = [
     path("projects/<slug:slug>/tokens/", views.token_create, name="token_create"),
     path("projects/<slug:slug>/tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
     path("projects/<slug:slug>/audit/", views.project_audit, name="project_audit"),
-    path("jobs/", views.coming_soon, {"section": "jobs"}, name="jobs"),
-    path("queue/", views.coming_soon, {"section": "queue"}, name="queue"),
-    path("clusters/", views.coming_soon, {"section": "clusters"}, name="clusters"),
+    path("", include("jobs.urls")),
+    path("", include("clusters.urls")),
     path("experiments/", views.coming_soon, {"section": "experiments"}, name="experiments"),
     path("costs/", views.coming_soon, {"section": "costs"}, name="costs"),
 ]

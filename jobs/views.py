@@ -1,0 +1,259 @@
+"""Pages for jobs: list, detail (with a polled live fragment), the YAML submit form, cancel/resubmit, the queue.
+
+Reads go through `jobs.selectors` (scoped to the caller's projects; another tenant's job is a 404), writes through
+`jobs.services` (which check roles again). Views only choose what to show.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from jobs import selectors, services
+from jobs.forms import JobFilterForm, JobSpecForm, LauncherForm
+from jobs.models import Job, Launcher
+from jobs.states import FINAL, State
+from jobs.templates_launcher import launcher_template
+from mlplatform.errors import DomainError, Forbidden
+from quotas import selectors as quota_selectors
+from tenancy.models import ROLE_RANK, Role
+from tenancy.selectors import role_in_project
+
+PAGE_SIZE = 25
+POLL_SECONDS = 4
+
+
+def humanize_eta(eta: datetime | None, now: datetime | None = None) -> str:
+    """'in 25 min', 'in 3 h 10 min', 'in 2 days', 'any moment' or 'unknown'."""
+    if eta is None:
+        return "unknown"
+    seconds = (eta - (now or timezone.now())).total_seconds()
+    if seconds <= 60:
+        return "any moment"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, rest = divmod(minutes, 60)
+    if hours < 48:
+        return f"in {hours} h {rest} min" if rest else f"in {hours} h"
+    return f"in {round(hours / 24)} days"
+
+
+def _role(request: HttpRequest, project) -> str | None:
+    return role_in_project(request.user, project)
+
+
+def can_manage(request: HttpRequest, job: Job) -> bool:
+    """Members manage their own jobs, admins and owners every job of the project, viewers none (as services)."""
+    role = _role(request, job.project)
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+        return False
+    return ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN] or job.submitter_id == request.user.pk
+
+
+def _job_or_404(request: HttpRequest, pk: int, *, detail: bool = False) -> Job:
+    jobs = selectors.job_detail_for_user(request.user) if detail else selectors.jobs_for_user(request.user)
+    job = jobs.filter(pk=pk).first()
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+def _current_project_or_none(request: HttpRequest):
+    project = getattr(request, "project", None)
+    return project if project else None
+
+
+def _with_eta(jobs, now: datetime | None = None):
+    now = now or timezone.now()
+    for job in jobs:
+        job.eta_text = humanize_eta(job.eta, now) if job.state == State.QUEUED else ""
+    return jobs
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    project = _current_project_or_none(request)
+    form = JobFilterForm(request.GET or None)
+    show_all = form.is_valid() and form.cleaned_data["all"]
+    jobs = selectors.jobs_for_user(request.user)
+    if project and not show_all:
+        jobs = jobs.filter(project=project)
+    jobs = form.filter(jobs).order_by("-submitted_at", "-id")
+    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    _with_eta(page.object_list)
+    can_submit = bool(project) and (_role(request, project) or Role.VIEWER) != Role.VIEWER and not project.archived
+    return render(request, "jobs/job_list.html", {
+        "project": project, "form": form, "page": page, "show_all": show_all or not project,
+        "can_submit": can_submit,
+    })
+
+
+def _detail_context(request: HttpRequest, job: Job) -> dict:
+    events = list(job.events.all())
+    return {
+        "job": job,
+        "groups": list(job.groups.all()),
+        "events": events,
+        "final": job.state in FINAL,
+        "can_manage": can_manage(request, job),
+        "eta_text": humanize_eta(job.eta) if job.state == State.QUEUED else "",
+        "poll_seconds": POLL_SECONDS,
+    }
+
+
+@login_required
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _job_or_404(request, pk, detail=True)
+    context = _detail_context(request, job)
+    context["spec_yaml"] = spec_as_yaml(job, context["groups"])
+    return render(request, "jobs/job_detail.html", context)
+
+
+@login_required
+def job_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The part of the detail page that changes (state, waiting, placement, timeline, actions), for htmx polling."""
+    job = _job_or_404(request, pk, detail=True)
+    return render(request, "jobs/_job_live.html", _detail_context(request, job))
+
+
+def spec_as_yaml(job: Job, groups) -> str:
+    """The job's spec in the submit form's format (to copy, or to edit and submit again)."""
+    spec = {name: getattr(job, name) for name in services.SPEC_FIELDS}
+    spec["priority_class"] = job.priority_class.name
+    spec["groups"] = [{"role": g.role, "replicas": g.replicas, "devices": g.devices, "flavor": g.flavor.name,
+                       "cpu_millis": g.cpu_millis, "memory_mib": g.memory_mib, "rdma": g.rdma} for g in groups]
+    spec = {key: value for key, value in spec.items() if value not in (None, "", [], {})}
+    return yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=100)
+
+
+def _manage_or_403(request: HttpRequest, pk: int) -> Job:
+    job = _job_or_404(request, pk, detail=True)
+    if not can_manage(request, job):
+        raise PermissionDenied("Members can only manage their own jobs; viewers none.")
+    return job
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _manage_or_403(request, pk)
+    try:
+        services.job_cancel(actor=request.user, job=job)
+        messages.success(request, f"Job #{job.pk} cancelled.")
+    except Forbidden as error:
+        raise PermissionDenied(error.message) from error
+    except DomainError as error:
+        messages.error(request, error.message)
+    return redirect("job_detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_resubmit(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _manage_or_403(request, pk)
+    try:
+        new = services.job_resubmit(actor=request.user, job=job)
+    except Forbidden as error:
+        raise PermissionDenied(error.message) from error
+    except DomainError as error:
+        messages.error(request, error.message)
+        return redirect("job_detail", pk=job.pk)
+    messages.success(request, f"Resubmitted as job #{new.pk}.")
+    return redirect("job_detail", pk=new.pk)
+
+
+def _default_flavor(request: HttpRequest, project) -> str:
+    quota = quota_selectors.quotas_for_user(request.user).filter(project=project).order_by("-guaranteed").first()
+    if quota is not None:
+        return quota.flavor.name
+    flavor = quota_selectors.flavors().first()
+    return flavor.name if flavor else "FLAVOR"
+
+
+def _default_priority() -> str | None:
+    try:
+        return quota_selectors.default_priority_class().name
+    except DomainError:
+        return None
+
+
+def _template_text(request: HttpRequest, project, launcher: str) -> str:
+    return launcher_template(launcher, flavor=_default_flavor(request, project), priority=_default_priority())
+
+
+def _submit_project(request: HttpRequest):
+    """The current project, when the caller may submit there (members and above); viewers get a 403."""
+    project = _current_project_or_none(request)
+    if project is None:
+        raise Http404("Choose a project first.")
+    role = _role(request, project)
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+        raise PermissionDenied("Submitting jobs needs the member role.")
+    return project
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    project = _submit_project(request)
+    chooser = LauncherForm(request.GET or None)
+    launcher = chooser.cleaned_data["launcher"] if chooser.is_valid() and chooser.cleaned_data["launcher"] else (
+        Launcher.PYTORCH)
+    if request.method == "POST":
+        form = JobSpecForm(request.POST, request=request)
+        if form.is_valid() and form.validated is not None:
+            spec = dict(form.validated)
+            target = spec.pop("project")
+            try:
+                job = services.job_submit(actor=request.user, project=target, spec=spec)
+            except DomainError as error:
+                form.add_spec_error(error.field, error.message)
+            else:
+                messages.success(request, f"Job #{job.pk} {job.name} submitted.")
+                return redirect("job_detail", pk=job.pk)
+    else:
+        initial = _template_text(request, project, launcher)
+        source = request.GET.get("from", "")
+        if source.isdigit():
+            original = _job_or_404(request, int(source), detail=True)
+            initial = spec_as_yaml(original, list(original.groups.all()))
+        form = JobSpecForm(initial={"spec": initial}, request=request)
+    chooser = LauncherForm(initial={"launcher": launcher})
+    return render(request, "jobs/job_new.html", {"project": project, "form": form, "chooser": chooser})
+
+
+@login_required
+def job_template(request: HttpRequest) -> HttpResponse:
+    """The editor pre-filled with a launcher's template (htmx swaps it in when the launcher select changes)."""
+    project = _submit_project(request)
+    launcher = request.GET.get("launcher", Launcher.PYTORCH)
+    form = JobSpecForm(initial={"spec": _template_text(request, project, launcher)}, request=request)
+    return render(request, "jobs/_spec_editor.html", {"form": form})
+
+
+@login_required
+def queue(request: HttpRequest) -> HttpResponse:
+    project = _current_project_or_none(request)
+    show_all = request.GET.get("all") == "1" or project is None
+    jobs = selectors.queue_for_user(request.user)
+    if not show_all:
+        jobs = jobs.filter(project=project)
+    jobs = sorted(jobs, key=lambda j: (j.flavor.name, j.flavor_position is None, j.flavor_position or 0,
+                                       j.submitted_at, j.pk))
+    jobs = _with_eta(jobs)
+    by_flavor: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_flavor.setdefault(job.flavor.name, []).append(job)
+    return render(request, "jobs/queue.html", {
+        "project": project, "show_all": show_all, "by_flavor": by_flavor, "total": len(jobs),
+        "devices": sum(job.total_devices for job in jobs),
+    })
