@@ -23,8 +23,9 @@ from replay.results import summarize
 from replay.trace import TraceError
 
 
-def progress_bar(label: str, stream: TextIO = sys.stderr, width: int = 30) -> ProgressFn:
+def progress_bar(label: str, stream: TextIO | None = None, width: int = 30) -> ProgressFn:
     """A progress callback drawing `label [####    ] 45% 6400/14185 jobs ETA 12s` on one line."""
+    stream = stream or sys.stderr
     t0 = time.monotonic()
     last = [0.0]
 
@@ -75,10 +76,11 @@ def run_cli(
     args: argparse.Namespace,
     cluster: ClusterShape | None = None,
     quotas: QuotaSet | None = None,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
     """Run parsed arguments; `cluster`/`quotas` objects, when given, replace the files (Django's `current`)."""
+    out, err = out or sys.stdout, err or sys.stderr
     if quotas is None:
         quotas = load_quotas(args.quotas, quota_scale=args.quota_scale)
     if cluster is None:

@@ -32,6 +32,7 @@ from jobs.scheduling.model import (
     Snapshot,
 )
 from replay.cluster import ClusterShape, QuotaSet
+from replay.split import components, restrict
 from replay.trace import Trace, TraceJob
 
 # Priority class -> PendingJob.priority (larger runs first). Mirrors the platform's default priority classes.
@@ -55,6 +56,7 @@ class EngineOptions:
     oracle_durations: bool | None = None  # fill PendingJob.duration_hint; None: only for ordering="sjf"
     batch_events: bool = True  # one cycle per timestamp; False: one cycle after every single event
     max_cycles_per_instant: int = 4  # re-run the cycle at the same time after preemptions, at most this often
+    split_independent: bool = True  # replay parts that share no flavor separately (same result, faster)
 
 
 @dataclass
@@ -147,8 +149,75 @@ def run_replay(
 
     `cycle` replaces the scheduler call (tests only); by default it is `jobs.scheduling.run_cycle`.
     """
-    return _Engine(trace, cluster, quotas, policy, policy_name, options or EngineOptions(), progress,
-                   cycle or _default_cycle()).run()  # fmt: skip
+    opts = options or EngineOptions()
+    cycle = cycle or _default_cycle()
+    parts = components(trace, cluster, quotas, policy) if opts.split_independent else []
+    if len(parts) <= 1:
+        return _Engine(trace, cluster, quotas, policy, policy_name, opts, progress, cycle).run()
+    return _run_split(parts, trace, cluster, quotas, policy, policy_name, opts, progress, cycle)
+
+
+def _run_split(
+    parts: list[set[str]],
+    trace: Trace,
+    cluster: ClusterShape,
+    quotas: QuotaSet,
+    policy: Policy,
+    policy_name: str,
+    opts: EngineOptions,
+    progress: ProgressFn | None,
+    cycle: CycleFn,
+) -> ReplayResult:
+    """Replay independent parts one by one (see replay.split) and merge them into one result."""
+    total = len(trace.jobs)
+    jobs: list[JobOutcome | None] = [None] * total
+    accounts: dict[tuple[str, str], ProjectAccount] = {}
+    deltas: list[tuple[float, int]] = []
+    cycles, wall, offset = 0, 0.0, 0
+    for flavors in parts:
+        idx, sub_trace, sub_cluster, sub_quotas = restrict(trace, cluster, quotas, flavors)
+        if not idx and not sub_quotas.quotas:
+            continue
+        sub_progress = None
+        if progress is not None:
+            base = offset
+            sub_progress = lambda done, _t, now, base=base: progress(base + done, total, now)  # noqa: E731
+        r = _Engine(sub_trace, sub_cluster, sub_quotas, policy, policy_name, opts, sub_progress, cycle).run()
+        offset += len(idx)
+        for i, out in zip(idx, r.jobs, strict=True):
+            out.id = i + 1
+            jobs[i] = out
+        accounts.update(r.accounts)
+        prev = 0
+        for t, used in zip(r.util_times, r.util_used, strict=True):
+            deltas.append((t, used - prev))
+            prev = used
+        cycles += r.cycles
+        wall += r.wall_seconds
+    deltas.sort(key=lambda d: d[0])
+    util_times: list[float] = []
+    util_used: list[int] = []
+    level = 0
+    for t, d in deltas:
+        level += d
+        if util_times and util_times[-1] == t:
+            util_used[-1] = level
+        else:
+            util_times.append(t)
+            util_used.append(level)
+    return ReplayResult(
+        policy_name=policy_name or "custom",
+        policy=policy,
+        options=opts,
+        jobs=[j for j in jobs if j is not None],
+        capacity=cluster.devices_by_flavor(),
+        accounts=accounts,
+        util_times=util_times,
+        util_used=util_used,
+        cycles=cycles,
+        wall_seconds=wall,
+        skipped=dict(trace.skipped.counts),
+    )
 
 
 class _Engine:
