@@ -205,6 +205,9 @@ def _run_split(
         else:
             util_times.append(t)
             util_used.append(level)
+        if len(util_used) > 1 and util_used[-1] == util_used[-2]:  # parts cancelled out: no change
+            util_times.pop()
+            util_used.pop()
     return ReplayResult(
         policy_name=policy_name or "custom",
         policy=policy,
