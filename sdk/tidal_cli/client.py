@@ -78,7 +78,10 @@ def error_from_response(response: httpx.Response) -> ApiError:
 
 
 class Api:
+    _open: list[Api] = []
+
     def __init__(self, url: str, token: str, timeout: float = 30.0):
+        Api._open.append(self)
         self.url = url.rstrip("/")
         self.http = httpx.Client(
             base_url=self.url + "/api/v1/",
@@ -86,6 +89,12 @@ class Api:
                      "User-Agent": "tidal-cli/0.1"},
             timeout=timeout,
         )
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close keep-alive connections when a command ends (main() may run many times in one process)."""
+        while cls._open:
+            cls._open.pop().http.close()
 
     @classmethod
     def from_config(cls) -> Api:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidal_cli.client import CliError
+from tidal_cli.client import Api, CliError
 from tidal_cli.commands import account, capacity, jobs
 
 EPILOG = """configuration: ~/.config/tidal/config.json (written by `tidal login`; TIDAL_CONFIG moves it);
@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `tidal jobs | head`
         sys.stderr.close()
         return 0
+    finally:
+        Api.close_all()
     return 0
 
 

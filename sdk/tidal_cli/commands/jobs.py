@@ -25,8 +25,10 @@ def _located(error: ApiError, job_file: jobfile.JobFile) -> CliError:
     """A rejected field, pointed at its line in the job file: `job.yaml line 12: groups[0].flavor: ...`."""
     if error.status != 400 or not error.fields:
         return error
-    line = job_file.line_of(next(iter(error.fields)))
-    return CliError(f"{job_file.path}{f' line {line}' if line else ''}: {error}")
+    field = next(iter(error.fields))
+    line = job_file.line_of(field)
+    hint = " (`tidal flavors` lists them)" if field.endswith("flavor") else ""
+    return CliError(f"{job_file.path}{f' line {line}' if line else ''}: {error}{hint}")
 
 
 def _queued_note(job: dict) -> str:

@@ -15,6 +15,8 @@ def waiting_summary(waiting: dict | None, project: str = "", flavor: str = "") -
     """Label/value pairs explaining a queued job: reason, positions, ETA."""
     if not waiting:
         return []
+    if not waiting.get("code") and not waiting.get("flavor_position"):  # the scheduler has not looked at it yet
+        return [("reason", waiting.get("reason") or "waiting for the next scheduling cycle")]
     positions = []
     if waiting.get("project_position"):
         positions.append(f"#{waiting['project_position']} in project {project}".rstrip())
@@ -36,6 +38,11 @@ def _times(job: dict) -> str:
              (("submitted", "submitted_at"), ("admitted", "admitted_at"), ("started", "started_at"),
               ("finished", "finished_at")) if job.get(key)]
     return ", ".join(parts)
+
+
+def _memory(mib: int | None) -> str:
+    mib = mib or 0
+    return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
 
 
 def _change(event: dict) -> str:
@@ -65,7 +72,7 @@ def render_job(job: dict) -> str:
     ]))
     out += ["", "Replica groups", table(job.get("groups") or [], [
         ("role", "ROLE"), ("replicas", "REPLICAS"), ("devices", "DEVICES/REPLICA"), ("flavor", "FLAVOR"),
-        ("cpu_millis", "CPU", lambda v: f"{(v or 0) / 1000:g}"), ("memory_mib", "MEMORY", lambda v: f"{v or 0} MiB"),
+        ("cpu_millis", "CPU", lambda v: f"{(v or 0) / 1000:g}"), ("memory_mib", "MEMORY", _memory),
         ("rdma", "RDMA")])]
     if job.get("placement"):
         out += ["", f"Placement on {job.get('cluster') or '-'}", table(job["placement"], [
