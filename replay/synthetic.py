@@ -25,8 +25,12 @@ def synthetic_trace(
     median_duration: float = 1200.0,
     sigma: float = 1.6,
     seed: int = 0,
+    priorities: tuple[str, ...] = ("high", "normal", "normal", "normal", "low", "preemptible"),
 ) -> Trace:
-    """`n_jobs` jobs over `projects` projects (Zipf-ish popularity) for a cluster of `devices` devices."""
+    """`n_jobs` jobs over `projects` projects (Zipf-ish popularity) for a cluster of `devices` devices.
+
+    `priorities` is drawn from uniformly (repeat a class to weight it).
+    """
     rng = random.Random(seed)
     sizes = [(d, r) for d, r, _ in SIZES]
     weights = [w for *_, w in SIZES]
@@ -35,7 +39,6 @@ def synthetic_trace(
     rate = load * devices / (mean_devices * mean_duration)  # arrivals per second
     names = [f"proj-{i:02d}" for i in range(projects)]
     popularity = [1.0 / (i + 1) for i in range(projects)]
-    prio = ("high", "normal", "normal", "normal", "low", "preemptible")
     t = 0.0
     jobs = []
     for i in range(n_jobs):
@@ -44,7 +47,14 @@ def synthetic_trace(
         duration = max(1.0, round(rng.lognormvariate(math.log(median_duration), sigma)))
         jobs.append(
             TraceJob(
-                f"syn-{i:06d}", round(t, 3), duration, d, r, flavor, rng.choices(names, popularity)[0], rng.choice(prio)
+                f"syn-{i:06d}",
+                round(t, 3),
+                duration,
+                d,
+                r,
+                flavor,
+                rng.choices(names, popularity)[0],
+                rng.choice(priorities),
             )  # fmt: skip
         )
     return Trace(tuple(jobs), source=f"synthetic(n={n_jobs}, seed={seed})")

@@ -18,7 +18,11 @@ pytestmark = needs_core
 CLUSTER = uniform_cluster(8, 8, "gpu")
 NAMES = [f"proj-{i:02d}" for i in range(4)]
 QUOTAS = QuotaSet(tuple(Quota(p, "gpu", 16, borrow_limit=48) for p in NAMES), tuple(Project(p, "org") for p in NAMES))
-TRACE = synthetic_trace(400, devices=64, projects=4, load=1.2, median_duration=600, seed=7)
+# Preemptible jobs run only on borrowed idle capacity in the core, so the no-borrowing baselines would never
+# start them; the baselines compare ordering and blocking, not priority classes.
+TRACE = synthetic_trace(400, devices=64, projects=4, load=1.2, median_duration=600, seed=7,
+                        priorities=("high", "normal", "low"))  # fmt: skip
+MIXED = synthetic_trace(400, devices=64, projects=4, load=1.2, median_duration=600, seed=8)
 
 
 def _outcomes(r):
@@ -27,8 +31,9 @@ def _outcomes(r):
 
 def test_same_inputs_same_run():
     opts = EngineOptions(checkpoint_interval=300, restart_overhead=30)
-    a = run(TRACE, CLUSTER, QUOTAS, "production", options=opts)
-    b = run(TRACE, CLUSTER, QUOTAS, "production", options=opts)
+    a = run(MIXED, CLUSTER, QUOTAS, "production", options=opts)
+    b = run(MIXED, CLUSTER, QUOTAS, "production", options=opts)
+    assert sum(j.preemptions for j in a.jobs) > 0
     assert _outcomes(a) == _outcomes(b)
     assert (a.util_times, a.util_used) == (b.util_times, b.util_used)
 
