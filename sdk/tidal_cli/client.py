@@ -69,9 +69,12 @@ def error_from_response(response: httpx.Response) -> ApiError:
         message = str(error.get("message") or "error")
         code, fields = str(error.get("code") or ""), dict(error.get("fields") or {})
     except (ValueError, KeyError, TypeError, AttributeError):
-        first_line = (response.text.strip().splitlines() or [""])[0][:200]
-        return ApiError(f"HTTP {status} from {response.request.url}: {first_line or response.reason_phrase}",
-                        status=status)
+        url = response.request.url.copy_with(query=None)
+        if status >= 500:
+            why = "the server failed; its logs say why" if status == 500 else "the server or a proxy is unavailable"
+        else:
+            why = "not an answer of the Tidal API: is the server URL right?"
+        return ApiError(f"HTTP {status} {response.reason_phrase} from {url} ({why})", status=status)
     if status == 401:
         message = f"The server rejected your token ({message}). Log in again: tidal login --token TOKEN"
     return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields)

@@ -128,3 +128,16 @@ def test_flavors_and_priority_classes_tables(cli):
     assert "huawei.com/Ascend910" in flavors.out
     classes = cli("priority-classes")
     assert [line.split()[0] for line in classes.out.splitlines()[1:]] == ["high", "normal", "low", "preemptible"]
+
+
+def test_submit_wait_shows_the_schedulers_explanation(cli, job_file, monkeypatch):
+    from tidal_cli.commands import jobs as jobs_command
+
+    submit(cli, job_file(name="first"))
+    submit(cli, job_file(name="borrower"))
+    monkeypatch.setattr(jobs_command, "sleep", lambda seconds: loop.run_once())  # the scheduler decides meanwhile
+    result = cli("submit", str(job_file(name="third")), "--project", "vision", "--wait", "5")
+    assert result.code == 0, result.err
+    assert "queued" in result.out and "borrowing is at its limit of 16" in result.out
+    assert "position:        #1 in project vision, #1 in the nvidia-h100-80gb queue" in result.out
+    assert "estimated start: in " in result.out

@@ -84,8 +84,11 @@ def test_error_wording():
     domain = {"error": {"code": "never_fits", "message": "Too big.", "fields": {"groups": ["Too big."]}}}
     assert str(error_from_response(_response(400, domain))) == "Too big. (field groups)"
     html = error_from_response(_response(502, text="<html>Bad Gateway</html>\n<body/>"))
-    assert str(html) == "HTTP 502 from http://tidal.test/api/v1/jobs/: <html>Bad Gateway</html>"
+    assert str(html) == ("HTTP 502 Bad Gateway from http://tidal.test/api/v1/jobs/ (the server or a proxy is "
+                         "unavailable)")
     assert html.status == 502
+    missing = error_from_response(_response(404, text="<!DOCTYPE html>"))
+    assert "HTTP 404 Not Found" in str(missing) and "is the server URL right?" in str(missing)
 
 
 def test_cli_does_not_import_django():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from time import monotonic, sleep
 
 from tidal_cli import jobfile
 from tidal_cli.client import Api, ApiError, CliError
@@ -36,6 +37,15 @@ def _queued_note(job: dict) -> str:
     return fields([(label, value) for label, value in pairs if label != "code"]) if pairs else ""
 
 
+def _await_decision(api: Api, job: dict, seconds: float) -> dict:
+    """Poll until the scheduler has admitted the job or explained why it waits, at most `seconds`."""
+    deadline = monotonic() + seconds
+    while job["state"] == "queued" and not (job.get("waiting") or {}).get("code") and monotonic() < deadline:
+        sleep(min(0.5, max(deadline - monotonic(), 0)))
+        job = api.get(f"jobs/{job['id']}/")
+    return job
+
+
 def cmd_submit(args: argparse.Namespace) -> None:
     job_file = jobfile.load(args.file)
     spec = dict(job_file.spec)
@@ -51,6 +61,8 @@ def cmd_submit(args: argparse.Namespace) -> None:
         job = api.post("jobs/", spec)
     except ApiError as error:
         raise _located(error, job_file) from None
+    if args.wait:
+        job = _await_decision(api, job, args.wait)
     if args.json:
         return emit_json(job)
     print(f"Submitted job {job['id']} ({job['name']}) to project {job['project']}: {job['state']}")
@@ -119,6 +131,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     submit.add_argument("file", help="the job file (YAML), or - for standard input")
     submit.add_argument("--project", help="project slug (overrides the file)")
     submit.add_argument("--name", help="job name (overrides the file)")
+    submit.add_argument("--wait", type=float, nargs="?", const=10.0, default=0.0, metavar="SECONDS",
+                        help="wait up to SECONDS (default 10) for the scheduler to admit the job or say why it waits")
 
     jobs = add_command(sub, "jobs", cmd_jobs, "list jobs (in progress by default)",
                        "List jobs of your projects, newest first. Without --state or --all, only jobs that have not "
