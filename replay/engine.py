@@ -38,7 +38,8 @@ from replay.trace import Trace, TraceJob
 # Priority class -> PendingJob.priority (larger runs first). Mirrors the platform's default priority classes.
 DEFAULT_PRIORITIES: dict[str, int] = {"high": 1000, "normal": 500, "low": 100, "preemptible": 0}
 
-ProgressFn = Callable[[int, int, float], None]  # (finished jobs, total jobs, virtual time)
+# (finished jobs, total jobs, virtual time); the last call of a run always reports (total, total, end time).
+ProgressFn = Callable[[int, int, float], None]
 CycleFn = Callable[[Snapshot, Policy], CycleResult]
 
 
@@ -194,6 +195,8 @@ def _run_split(
             prev = used
         cycles += r.cycles
         wall += r.wall_seconds
+    if progress is not None:
+        progress(total, total, max((j.end or j.submit for j in jobs if j is not None), default=0.0))
     deltas.sort(key=lambda d: d[0])
     util_times: list[float] = []
     util_used: list[int] = []
@@ -529,7 +532,7 @@ class _Engine:
             if out.end is None:
                 out.state = "never_started" if out.first_start is None else "unfinished"
         if self.progress:
-            self.progress(self.finished, total, self.now)
+            self.progress(total, total, self.now)  # the run is over, even if some jobs never fit
         return ReplayResult(
             policy_name=self.policy_name,
             policy=self.policy,

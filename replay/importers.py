@@ -47,7 +47,9 @@ def import_philly(
                     raise TraceError(src, line, "negative_duration", f"negative duration_s {duration:g}")
                 if gpus <= 0 or (gpus > PHILLY_NODE_GPUS and gpus % PHILLY_NODE_GPUS):
                     raise TraceError(src, line, "malformed", f"num_gpus {gpus} cannot be split into nodes of 8")
-                if limits is not None and gpus > limits.total_devices.get(flavor, 0):
+                if limits is not None and flavor not in limits.node_devices:
+                    raise TraceError(src, line, "unknown_flavor", f"the cluster has no flavor {flavor!r}")
+                if limits is not None and gpus > limits.total_devices[flavor]:
                     raise TraceError(src, line, "too_large", f"{gpus} GPUs is more than the cluster has")
             except TraceError as err:
                 if not skip_invalid:

@@ -90,3 +90,11 @@ def test_cycle_interval_delays_starts_to_ticks():
     r = run(TRACE, CLUSTER, QUOTAS, "production", options=EngineOptions(cycle_interval=60))
     assert all(j.first_start % 60 == 0 for j in r.jobs)
     assert all(j.end is not None for j in r.jobs)
+
+
+def test_progress_is_monotonic_and_ends_at_total_when_split():
+    scn = partition_by_project(Scenario(TRACE, CLUSTER, QUOTAS))
+    seen = []
+    run_replay(scn.trace, scn.cluster, scn.quotas, Policy(), progress=lambda d, t, now: seen.append((d, t)))
+    assert seen[-1] == (len(TRACE), len(TRACE))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)

@@ -64,3 +64,13 @@ def test_alibaba_nodes_as_cluster(tmp_path):
     by = c.devices_by_flavor()
     assert set(by) == {"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"}
     assert c.limits().node_devices["G2"] == 8
+
+
+@needs_traces
+def test_philly_against_a_cluster_without_its_flavor(tmp_path):
+    from replay.cluster import uniform_cluster
+
+    p = _slice(trace_path(PHILLY_WEEK), tmp_path / "p.csv", 3)
+    with pytest.raises(TraceError) as exc:
+        load_trace(p, cluster=uniform_cluster(1, 8, "A10"))
+    assert (exc.value.line, exc.value.reason) == (2, "unknown_flavor")
