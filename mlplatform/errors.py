@@ -60,7 +60,12 @@ def _flatten(detail: Any) -> dict[str, list[str]]:
     def walk(prefix: str, value: Any) -> None:
         if isinstance(value, dict):
             for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+                if isinstance(key, int):  # list serializers report items by index
+                    walk(f"{prefix}[{key}]", inner)
+                elif key == "non_field_errors" and prefix:  # a nested object's own error belongs to its field
+                    walk(prefix, inner)
+                else:
+                    walk(f"{prefix}.{key}" if prefix else str(key), inner)
         elif isinstance(value, list) and value and not all(isinstance(v, str) for v in value):
             for index, inner in enumerate(value):
                 if inner:

@@ -11,17 +11,27 @@ from quotas import selectors, services
 from quotas.models import Quota
 from quotas.serializers import PriorityClassSerializer, QuotaSerializer, ResourceFlavorSerializer
 from tenancy.audit import audit_record
-from tenancy.scoping import READ_ACTIONS, ScopedViewSet
+from tenancy.scoping import ScopedViewSet
 
 
 class StaffWritesMixin:
-    """Catalog and quota changes are platform-admin work: anybody else gets 403."""
+    """Catalog and quota changes are platform-admin work: anybody else gets 403.
+
+    For existing objects the check runs after the scoped lookup, so another tenant's object still answers 404.
+    """
+
+    def _require_staff(self, request) -> None:
+        if request.method not in ("GET", "HEAD", "OPTIONS") and not request.user.is_staff:
+            raise PermissionDenied("Only platform admins can change this.")
 
     def check_permissions(self, request) -> None:
         super().check_permissions(request)
-        if self.action not in READ_ACTIONS and request.method not in ("GET", "HEAD", "OPTIONS") \
-                and not request.user.is_staff:
-            raise PermissionDenied("Only platform admins can change this.")
+        if self.action == "create":
+            self._require_staff(request)
+
+    def check_object_permissions(self, request, obj) -> None:
+        super().check_object_permissions(request, obj)
+        self._require_staff(request)
 
 
 def _everyone(selector):

@@ -56,3 +56,17 @@ def clients(tenant) -> dict[str, APIClient]:
 @pytest.fixture
 def staff_client(db) -> APIClient:
     return client_for(make_user("platform-admin", is_staff=True, is_superuser=True))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_process_state(settings):
+    """Tasks run in-process (CI has Redis but no worker) and caches (throttle counters) start empty."""
+    from django.core.cache import cache
+
+    from mlplatform.celery import app
+
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    cache.clear()
+    yield
+    cache.clear()

@@ -17,6 +17,8 @@ class CrossTenantMixin:
     lookup: str = "pk"  # attribute of the object used in its URL
     writable: bool = True  # False for read-only endpoints
     viewer_can_see: bool = True  # False when even a viewer of the project cannot see the objects (e.g. audit)
+    detail_writes: tuple[str, ...] = ("patch", "delete")  # HTTP methods the detail URL accepts for writes
+    detail_actions: tuple[str, ...] = ()  # POST sub-routes such as "cancel": outsider 404, viewer 403
     user_owned: bool = False  # objects belong to a user (tokens): "outsider" is simply another user
     owner_role: str = "viewer"  # for user-owned objects, whose object the outsider attacks
 
@@ -35,6 +37,9 @@ class CrossTenantMixin:
 
     def detail_url(self, obj) -> str:
         return reverse(f"{self.basename}-detail", kwargs={self.lookup: getattr(obj, self.lookup)})
+
+    def action_url(self, obj, name: str) -> str:
+        return reverse(f"{self.basename}-{name}", kwargs={self.lookup: getattr(obj, self.lookup)})
 
     def victim(self, tenant):
         if self.user_owned:
@@ -68,9 +73,12 @@ class CrossTenantMixin:
         obj = self.victim(tenant)
         url = self.detail_url(obj)
         outsider = clients["outsider"]
-        expected = 404 if self.writable else 405
-        assert outsider.patch(url, self.update_payload(tenant, obj), format="json").status_code in (expected, 405)
-        assert outsider.delete(url).status_code in (expected, 405)
+        expected = 404 if self.writable and self.detail_writes else 405
+        assert outsider.patch(url, self.update_payload(tenant, obj), format="json").status_code == (
+            expected if "patch" in self.detail_writes else 405)
+        assert outsider.delete(url).status_code == (expected if "delete" in self.detail_writes else 405)
+        for name in self.detail_actions:
+            assert outsider.post(self.action_url(obj, name)).status_code == 404
         # still there, unchanged, for its owners
         reader = clients[self.owner_role if self.user_owned else "owner"]
         assert reader.get(url).status_code == 200
@@ -82,8 +90,12 @@ class CrossTenantMixin:
         url = self.detail_url(obj)
         viewer = clients["viewer"]
         expected = {403} if (self.writable and self.viewer_can_see) else {403, 404, 405}
-        assert viewer.patch(url, self.update_payload(tenant, obj), format="json").status_code in expected
-        assert viewer.delete(url).status_code in expected
+        if "patch" in self.detail_writes:
+            assert viewer.patch(url, self.update_payload(tenant, obj), format="json").status_code in expected
+        if "delete" in self.detail_writes:
+            assert viewer.delete(url).status_code in expected
+        for name in self.detail_actions:
+            assert viewer.post(self.action_url(obj, name)).status_code == 403
         payload = self.create_payload(tenant, tenant.project)
         if payload is not None:
             assert viewer.post(self.list_url(), payload, format="json").status_code == 403

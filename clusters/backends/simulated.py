@@ -47,7 +47,7 @@ class SimulatedBackend:
             self._start_dispatched(now)
             self._fail_jobs_on_lost_nodes()
             self._finish_or_fail_running(now)
-            services.job_requeue_due_retries(now)
+            services.job_requeue_due_retries()
 
     def _start_dispatched(self, now) -> None:
         delay = timedelta(seconds=settings.TIDAL["SIM_START_DELAY"])

@@ -1,0 +1,73 @@
+from django.contrib import admin
+
+from quotas import selectors, services
+from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
+from tenancy.audit import audit_record
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Changes made in the admin console land in the audit log like API changes."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        changes = {name: str(form.cleaned_data.get(name)) for name in form.changed_data}
+        audit_record(actor=request.user, action=f"{obj._meta.model_name}.{'change' if change else 'create'}",
+                     target=obj, changes=changes)
+
+
+@admin.register(ResourceFlavor)
+class ResourceFlavorAdmin(AuditedAdmin):
+    list_display = ["name", "vendor", "device_resource", "arch", "rdma"]
+    list_filter = ["vendor", "arch", "rdma"]
+    search_fields = ["name", "device_resource"]
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(AuditedAdmin):
+    list_display = ["name", "value", "preemptible", "is_default"]
+
+
+@admin.register(Quota)
+class QuotaAdmin(admin.ModelAdmin):
+    list_display = ["project", "flavor", "guaranteed", "borrow_limit", "lend_limit", "used_now", "borrowed_now",
+                    "lent_now"]
+    list_filter = ["flavor", "project__organization"]
+    search_fields = ["project__slug", "flavor__name"]
+    list_select_related = ["project__organization", "flavor"]
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        self._usage = selectors.live_usage(list(changelist.result_list))
+        return changelist
+
+    def _live(self, obj):
+        usage = getattr(self, "_usage", {}).get(obj.pk)
+        return usage or selectors.live_usage([obj])[obj.pk]
+
+    @admin.display(description="used")
+    def used_now(self, obj):
+        usage = self._live(obj)
+        marker = " ⚠ above guarantee + borrow limit: will be reclaimed" if \
+            usage.used > obj.guaranteed + obj.borrow_limit else ""
+        return f"{usage.used}{marker}"
+
+    @admin.display(description="borrowed")
+    def borrowed_now(self, obj):
+        return self._live(obj).borrowed
+
+    @admin.display(description="lent")
+    def lent_now(self, obj):
+        return self._live(obj).lent
+
+    def save_model(self, request, obj, form, change):
+        values = {name: form.cleaned_data[name] for name in services.QUOTA_FIELDS}
+        services.quota_save(actor=request.user, quota=obj, values=values)
+
+    def delete_model(self, request, obj):
+        services.quota_delete(actor=request.user, quota=obj)
+
+
+@admin.register(ProjectUsage)
+class ProjectUsageAdmin(admin.ModelAdmin):
+    list_display = ["project", "decayed_device_seconds", "updated_at"]
+    readonly_fields = ["project", "decayed_device_seconds", "updated_at"]

@@ -1,0 +1,138 @@
+"""The scheduler loop against the database and the simulated backend: decisions applied, gangs whole, quotas held,
+preemption requeues, failures retry elsewhere."""
+
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+from django.utils import timezone
+
+from clusters.backends.simulated import SimulatedBackend
+from clusters.models import Node
+from jobs.models import Job
+from jobs.states import State
+from tests.jobs.conftest import submit
+
+INSTANT = {**settings.TIDAL, "SIM_START_DELAY": 0.0}
+
+
+def age(job, seconds):
+    """Pretend the job started `seconds` ago."""
+    past = timezone.now() - timedelta(seconds=seconds)
+    Job.objects.filter(pk=job.pk).update(started_at=past, admitted_at=past)
+
+
+def refreshed(job):
+    job.refresh_from_db()
+    return job
+
+
+@override_settings(TIDAL=INSTANT)
+def test_gang_runs_and_succeeds_on_the_simulated_cluster(tenant, inventory, cycle):
+    job = submit(tenant, inventory["h100"], replicas=2, duration=60)
+    cycle()
+    job = refreshed(job)
+    assert job.state == State.DISPATCHING and len(job.placement) == 2
+    assert {a["node"] for a in job.placement} <= {"r1-n1", "r1-n2", "r2-n1", "r2-n2"}
+    SimulatedBackend().tick()
+    assert refreshed(job).state == State.RUNNING
+    age(job, 61)
+    SimulatedBackend().tick()
+    job = refreshed(job)
+    assert job.state == State.SUCCEEDED
+    assert [e.to_state for e in job.events.all()] == ["queued", "admitted", "dispatching", "running", "succeeded"]
+
+
+def test_waiting_job_is_explained(tenant, inventory, cycle):
+    first = submit(tenant, inventory["a100"], devices=8, max_runtime=600)
+    second = submit(tenant, inventory["a100"], devices=8, name="second")
+    cycle()
+    assert refreshed(first).state == State.DISPATCHING
+    second = refreshed(second)
+    assert second.state == State.QUEUED
+    assert second.wait_code and "nvidia-a100-40gb" in second.wait_reason
+    assert second.project_position == 1 and second.flavor_position == 1
+
+
+def test_no_partial_gang_and_no_overallocation(tenant, inventory, cycle):
+    big = submit(tenant, inventory["h100"], replicas=3, name="big")  # 24 of vision's 16+8
+    small = [submit(tenant, inventory["h100"], devices=4, name=f"s{i}") for i in range(6)]
+    for _ in range(3):
+        cycle()
+    used = {}
+    for job in Job.objects.filter(state__in=[State.ADMITTED, State.DISPATCHING, State.RUNNING]):
+        for a in job.placement:
+            used[a["node"]] = used.get(a["node"], 0) + a["devices"]
+    assert all(devices <= 8 for devices in used.values()), used
+    vision = sum(j.total_devices for j in Job.objects.filter(project=tenant.project,
+                                                             state__in=[State.DISPATCHING, State.ADMITTED]))
+    assert vision <= 16 + 8
+    big = refreshed(big)
+    assert big.placement == [] or len(big.placement) == 3
+    assert len(small) == 6
+
+
+def test_owner_reclaims_its_guarantee_by_preemption(tenant, inventory, cycle):
+    """Vision borrows speech's idle guarantee; when speech needs it back, vision's borrowed job is requeued."""
+    borrower = submit(tenant, inventory["h100"], replicas=3, name="borrower")  # 24 = 16 guaranteed + 8 borrowed
+    cycle()
+    assert refreshed(borrower).state == State.DISPATCHING
+    age(borrower, 3600)
+    owner_jobs = [submit(tenant, inventory["h100"], project=inventory["speech"], user="owner", name=f"o{i}")
+                  for i in range(2)]
+    cycle()
+    borrower = refreshed(borrower)
+    assert borrower.state == State.QUEUED and borrower.attempt == 2
+    assert [e.to_state for e in borrower.events.all()][-2:] == ["preempted", "queued"]
+    assert all(refreshed(job).state == State.DISPATCHING for job in owner_jobs)
+
+
+def test_min_runtime_protects_a_fresh_borrower(tenant, inventory, cycle):
+    borrower = submit(tenant, inventory["h100"], replicas=3, name="borrower", min_runtime=3600)
+    cycle()
+    submit(tenant, inventory["h100"], project=inventory["speech"], user="owner", replicas=2, name="owner")
+    cycle()
+    assert refreshed(borrower).state == State.DISPATCHING
+
+
+@override_settings(TIDAL=INSTANT)
+def test_node_loss_retries_the_gang_elsewhere(tenant, inventory, cycle):
+    job = submit(tenant, inventory["a100"], devices=8, retry_limit=2, retry_backoff=0, duration=600)
+    cycle()
+    SimulatedBackend().tick()
+    job = refreshed(job)
+    lost = job.placement[0]["node"]
+    Node.objects.filter(name=lost).update(ready=False)
+    SimulatedBackend().tick()  # fails the attempt, then requeues it (backoff 0)
+    job = refreshed(job)
+    assert job.state == State.QUEUED and job.attempt == 2 and job.failure_cause == "node_lost"
+    assert job.avoid_nodes == [f"sim/{lost}"]
+    cycle()
+    job = refreshed(job)
+    assert job.state == State.DISPATCHING and job.placement[0]["node"] != lost
+
+
+@override_settings(TIDAL=INSTANT)
+@pytest.mark.parametrize("cause, retries, final", [("host_oom", 1, State.QUEUED), ("user_error", 1, State.FAILED),
+                                                   ("host_oom", 0, State.FAILED)])
+def test_injected_failures_retry_or_fail(tenant, inventory, cause, retries, final, cycle):
+    job = submit(tenant, inventory["a100"], devices=1, retry_limit=retries, retry_backoff=0, duration=600,
+                 labels={"sim.tidal.dev/fail-after": "1", "sim.tidal.dev/fail-cause": cause})
+    cycle()
+    SimulatedBackend().tick()
+    age(job, 5)
+    SimulatedBackend().tick()
+    job = refreshed(job)
+    assert job.state == final and job.failure_cause == cause
+
+
+def test_cancelled_job_frees_its_devices(tenant, inventory, cycle):
+    from jobs.services import job_cancel
+
+    first = submit(tenant, inventory["a100"], devices=8, name="first")
+    second = submit(tenant, inventory["a100"], devices=8, name="second")
+    cycle()
+    job_cancel(actor=tenant.users["member"], job=refreshed(first))
+    cycle()
+    assert refreshed(second).state == State.DISPATCHING

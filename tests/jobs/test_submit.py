@@ -1,0 +1,139 @@
+"""Submission through the API: the rules, and bad input answered with a 400 naming the field."""
+
+import pytest
+
+from jobs.models import Job
+from tests.jobs.conftest import api_body
+
+
+@pytest.fixture(autouse=True)
+def _inventory(inventory):
+    return inventory
+
+
+def fields_of(response):
+    assert response.status_code == 400, response.content
+    return response.json()["error"]["fields"]
+
+
+def test_submit_queues_the_job_with_an_event(tenant, clients):
+    response = clients["member"].post("/api/v1/jobs/", api_body(replicas=2), format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["state"] == "queued" and body["total_devices"] == 16 and body["priority_class"] == "normal"
+    assert [e["to_state"] for e in body["events"]] == ["queued"]
+    assert body["submitter"] == "member"
+
+
+def test_submit_from_yaml(tenant, clients):
+    document = """
+project: vision
+name: yaml-job
+image: ghcr.io/acme/train:1
+command: [python, train.py]
+launcher: deepspeed
+groups:
+  - role: worker
+    replicas: 2
+    devices: 8
+    flavor: nvidia-h100-80gb
+"""
+    response = clients["member"].post("/api/v1/jobs/", document, content_type="application/yaml")
+    assert response.status_code == 201, response.content
+    assert response.json()["launcher"] == "deepspeed"
+
+
+def test_invalid_yaml_names_the_line(tenant, clients):
+    response = clients["member"].post("/api/v1/jobs/", "name: x\ngroups: [\n", content_type="application/yaml")
+    assert response.status_code == 400
+    assert "line" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"groups": [{"replicas": 1, "devices": 8, "flavor": "nvidia-b200"}]}, "groups[0].flavor"),
+    ({"groups": [{"replicas": 0, "devices": 8, "flavor": "nvidia-h100-80gb"}]}, "groups[0].replicas"),
+    ({"groups": [{"replicas": 1, "devices": -1, "flavor": "nvidia-h100-80gb"}]}, "groups[0].devices"),
+    ({"groups": []}, "groups"),
+    ({"image": ""}, "image"),
+    ({"image": "has space"}, "image"),
+    ({"command": []}, "command"),
+    ({"env": {"1BAD": "x"}}, "env"),
+    ({"env": {"MASTER_ADDR": "evil"}}, "env"),
+    ({"name": "x" * 201}, "name"),
+    ({"max_runtime": "soon"}, "max_runtime"),
+    ({"topology": "same-galaxy"}, "topology"),
+    ({"priority_class": "urgent"}, "priority_class"),
+    ({"launcher": "megatron", "launcher_options": {"tensor_parallel": 3}}, "launcher_options"),
+    ({"launcher": "ray"}, "launcher_options.entrypoint"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_bad_input_names_the_field(tenant, clients, change, field):
+    body = {**api_body(), **change}
+    if "image" in change and change["image"] == "":
+        body["image"] = ""
+    assert field in fields_of(clients["member"].post("/api/v1/jobs/", body, format="json"))
+    assert Job.objects.count() == 0
+
+
+def test_missing_required_fields(tenant, clients):
+    fields = fields_of(clients["member"].post("/api/v1/jobs/", {"project": "vision"}, format="json"))
+    assert {"name", "image", "command", "groups"} <= set(fields)
+
+
+@pytest.mark.parametrize("groups, reason", [
+    ([{"replicas": 1, "devices": 16, "flavor": "nvidia-h100-80gb"}], "largest"),
+    ([{"replicas": 4, "devices": 8, "flavor": "nvidia-a100-40gb"}], "nvidia-a100-40gb"),
+])
+def test_a_job_that_can_never_run_is_rejected(tenant, clients, groups, reason):
+    response = clients["member"].post("/api/v1/jobs/", {**api_body(), "groups": groups}, format="json")
+    error = response.json()["error"]
+    assert response.status_code == 400 and error["code"] == "never_fits"
+    assert reason in error["message"] and "groups" in error["fields"]
+
+
+def test_bigger_than_guarantee_plus_borrow_is_rejected(tenant, clients):
+    # vision: 16 guaranteed + 8 borrow on h100; 32 devices can never be admitted
+    response = clients["member"].post("/api/v1/jobs/", api_body(replicas=4), format="json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "never_fits"
+
+
+def test_viewer_cannot_submit_and_archived_project_refuses(tenant, clients):
+    assert clients["viewer"].post("/api/v1/jobs/", api_body(), format="json").status_code == 403
+    tenant.project.archived = True
+    tenant.project.save()
+    response = clients["member"].post("/api/v1/jobs/", api_body(), format="json")
+    assert response.status_code == 400 and "project" in response.json()["error"]["fields"]
+
+
+def test_deleting_a_project_with_jobs_is_refused(tenant, clients):
+    clients["member"].post("/api/v1/jobs/", api_body(), format="json")
+    response = clients["owner"].delete("/api/v1/projects/vision/")
+    assert response.status_code == 409
+    assert "archive" in response.json()["error"]["message"]
+    assert Job.objects.filter(project=tenant.project).count() == 1
+
+
+def test_removing_a_member_keeps_their_jobs(tenant, clients):
+    from tenancy.models import Membership
+
+    job_id = clients["member"].post("/api/v1/jobs/", api_body(), format="json").json()["id"]
+    membership = Membership.objects.get(project=tenant.project, user=tenant.users["member"])
+    assert clients["owner"].delete(f"/api/v1/memberships/{membership.pk}/").status_code == 204
+    body = clients["owner"].get(f"/api/v1/jobs/{job_id}/").json()
+    assert body["submitter"] == "member"
+    assert clients["member"].get(f"/api/v1/jobs/{job_id}/").status_code == 404
+
+
+def test_members_cancel_only_their_own_jobs(tenant, clients):
+    job_id = clients["owner"].post("/api/v1/jobs/", api_body(), format="json").json()["id"]
+    assert clients["member"].post(f"/api/v1/jobs/{job_id}/cancel/").status_code == 403
+    assert clients["admin"].post(f"/api/v1/jobs/{job_id}/cancel/").json()["state"] == "cancelled"
+    again = clients["admin"].post(f"/api/v1/jobs/{job_id}/cancel/")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "invalid_transition"
+
+
+def test_resubmit_copies_the_spec(tenant, clients):
+    job_id = clients["member"].post("/api/v1/jobs/", api_body(env={"LR": "3e-4"}), format="json").json()["id"]
+    response = clients["member"].post(f"/api/v1/jobs/{job_id}/resubmit/")
+    assert response.status_code == 201
+    assert response.json()["env"] == {"LR": "3e-4"} and response.json()["id"] != job_id
