@@ -16,6 +16,7 @@ from bisect import bisect_left, insort
 from .model import Node
 
 LEVELS = ("rack", "block", "cluster")
+ZERO_DEVICE_ROOM = 1 << 30  # replicas of 0 devices that fit on any non-empty set of nodes
 
 
 class Leaf:
@@ -142,9 +143,15 @@ class CapacityIndex:
         return sum(self.leaves[lid].free for lid in self.flavor_leaves.get(flavor, ()))
 
     def replica_room(self, leaf_ids: list[int], devices: int) -> int:
-        """How many replicas of `devices` fit on these leaves (exact for identical replicas)."""
-        room = 0
+        """How many replicas of `devices` fit on these leaves (exact for identical replicas).
+
+        A 0-device replica (e.g. a CPU-only Ray head) needs a schedulable node of the flavor but no devices: any
+        number of them fit wherever the leaves have a node.
+        """
         leaves = self.leaves
+        if devices <= 0:
+            return ZERO_DEVICE_ROOM if any(leaves[lid].nodes for lid in leaf_ids) else 0
+        room = 0
         for lid in leaf_ids:
             buckets = leaves[lid].buckets
             for k in range(devices, len(buckets)):

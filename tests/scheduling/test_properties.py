@@ -82,7 +82,7 @@ def scenarios(draw):
         flavor = rnd.choice(FLAVORS)
         groups = [ReplicaGroup("worker", rnd.choice([1, 1, 2, 3, 4]), rnd.choice([1, 2, 4, 8]), flavor)]
         if rnd.random() < 0.15:
-            groups.insert(0, ReplicaGroup("master", 1, rnd.choice([1, 8]), rnd.choice(FLAVORS)))
+            groups.insert(0, ReplicaGroup("master", 1, rnd.choice([0, 1, 8]), rnd.choice(FLAVORS)))
         avoid = frozenset({rnd.choice(node_list).name}) if rnd.random() < 0.1 else frozenset()
         pending.append(PendingJob(jid, rnd.choice(projects).name, rnd.choice([100, 500, 1000, 0]),
                                   now - rnd.choice([1.0, 2.0, 50.0, 60.0]), tuple(groups), rnd.random() < 0.2,

@@ -351,3 +351,56 @@ def test_never_fits_reasons():
     assert reason(job(1, project="ghost")) == "project ghost has no quota for nvidia-a100-40gb"
     mixed = PendingJob(1, "vision", 500, 0.0, (ReplicaGroup("master", 1, 1, A100), ReplicaGroup("w", 1, 8, A100)))
     assert reason(mixed) is None
+
+
+# -- replicas without devices ---------------------------------------------------------------------------------
+
+def ray_job(id: int, workers: int, devices: int = 8, head_flavor: str = A100, **kw) -> PendingJob:
+    """A Ray job: a CPU-only head (0 devices) and GPU workers."""
+    return PendingJob(id, "vision", 500, float(id), (ReplicaGroup("head", 1, 0, head_flavor),
+                                                      ReplicaGroup("worker", workers, devices, A100)), **kw)
+
+
+def test_zero_device_replica_needs_a_node_but_no_devices():
+    # Every node is full: a job of 0-device replicas still runs (on a node of its flavor), nothing is preempted.
+    node_list = nodes(2, rack_size=1, block_size=2)
+    busy = [running(100, "nlp", {"n0": 8}), running(101, "nlp", {"n1": 8})]
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16)]
+    for topology in Topology:
+        snap = snapshot(node_list, [job(1, replicas=3, devices=0, topology=topology)], busy, quotas)
+        result = cycle(snap)
+        assert admitted(result) == [1] and result.preemptions == ()
+        assert [a.devices for a in result.admits[0].placement] == [0, 0, 0]
+    # No node of its flavor: it can never run, and says so.
+    w = waits(cycle(snapshot(node_list, [job(1, devices=0, flavor=H100)], busy, quotas)))[1]
+    assert w.code == "unschedulable" and "no schedulable nodes offer nvidia-h100-80gb" in w.reason
+
+
+def test_ray_job_with_cpu_only_head():
+    node_list = nodes(4, rack_size=2)
+    quotas = [Quota("vision", A100, 32), Quota("nlp", A100, 16)]
+    result = cycle(snapshot(node_list, [ray_job(1, workers=2, topology=Topology.REQUIRE_SAME_RACK)],
+                            quotas=quotas))
+    assert admitted(result) == [1]
+    placement = {(a.role, a.index): a for a in result.admits[0].placement}
+    assert placement[("head", 0)].devices == 0 and placement[("worker", 0)].devices == 8
+    assert len({int(a.node[1:]) // 2 for a in result.admits[0].placement}) == 1  # one rack (n0-n1 or n2-n3)
+    # Workers do not fit: the job waits with a capacity reason (no crash), and its ETA counts only its devices.
+    busy = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=0.0, max_runtime=2000.0) for k in range(2)]
+    w = waits(cycle(snapshot(node_list, [ray_job(1, workers=3)], busy, quotas, now=NOW)))[1]
+    assert w.code == "capacity" and "needs 24" in w.reason and w.eta == 2000.0
+    # Preemption for it works and never frees more than the workers need.
+    hog = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=100.0 * k) for k in range(4)]
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16, borrow_limit=16)]
+    result = cycle(snapshot(node_list, [ray_job(1, workers=2)], hog, quotas))
+    assert admitted(result) == [1] and len(result.preemptions) == 2
+
+
+def test_zero_device_jobs_pass_submission_checks():
+    node_list = nodes(2)
+    quotas = [Quota("vision", A100, 8)]
+    projects = [Project("vision", "org")]
+    assert never_fits(ray_job(1, workers=1), node_list, quotas, projects) is None
+    assert never_fits(job(1, replicas=5, devices=0), node_list, quotas, projects) is None
+    assert never_fits(job(1, devices=0, flavor=H100), node_list, quotas, projects) == (
+        "no schedulable nodes offer nvidia-h100-80gb")
