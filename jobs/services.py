@@ -58,7 +58,7 @@ def transition(job: Job, target: str, *, reason: str, actor: Any, details: dict 
     changes = {"state": target, **fields}
     if target in _ENTRY_FIELDS:
         changes.setdefault(_ENTRY_FIELDS[target], now)
-    if target in (State.QUEUED, *FINAL):
+    if target == State.QUEUED:  # a requeued job gets a new placement; a finished one keeps where it ran
         changes.setdefault("placement", [])
         changes.setdefault("cluster", None)
     if target != State.QUEUED:

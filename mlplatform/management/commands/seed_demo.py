@@ -10,12 +10,15 @@ from tenancy.demo import DEMO_PASSWORD, seed_tenants
 class Command(BaseCommand):
     help = "Create (or keep) the demo organization, projects, users, quotas and jobs. Safe to run twice."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--without-jobs", action="store_true", help="seed tenants, cluster and quotas only")
+
+    def handle(self, *args, without_jobs=False, **options):
         with transaction.atomic():
             logins = seed_tenants()
             seed_cluster()
             seed_quotas()
-            submitted = seed_jobs()
+            submitted = 0 if without_jobs else seed_jobs()
         if submitted:
             self.stdout.write(f"Submitted {submitted} demo jobs to the simulated cluster.")
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD}):")
