@@ -3,6 +3,21 @@
 Cluster: 1,000 nodes of 8 devices over 4 flavors and 40 racks (10 racks of 25 nodes per flavor, 2 blocks of 5
 racks each), 100 projects in 10 cohorts with guarantees and borrow limits. Jobs: 1 to 8 replicas, 1 to 64
 devices in all, mixed priorities, max runtimes and topology constraints.
+
+Cases:
+- "empty": every node idle, 10,000 pending jobs.
+- "busy": the cluster was filled to about 75% by the scheduler itself (40 random submissions a minute, one
+  run_cycle a minute, over up to an hour, as in steady state); the jobs still waiting then, plus new
+  submissions, make the 10,000 pending jobs. Usage is mostly within
+  guarantees, some projects borrow idle guarantee, so some reclaim preemption happens.
+- "stress": about 75% of every node taken by single-node jobs of random projects, whatever their quotas: most
+  projects are far over their guarantee and the others reclaim it, so one cycle preempts well over a thousand
+  jobs. Not a state the scheduler produces; it checks that preemption work stays bounded.
+- "replay-size burst": 500 new jobs at once on a cluster filled as in "busy" (many admissions and reclaims).
+- "replay-size step": what trace replay runs at most events: the previous cycle's decisions were applied
+  (admitted jobs run, victims are pending again) and one job was submitted since.
+Times are wall-clock ("ms") and CPU time of this process ("cpu ms"): the machine is shared, so wall time
+includes waiting for a core; the load average is printed with the table.
 """
 
 from __future__ import annotations
@@ -88,30 +103,119 @@ def make_running(rnd: random.Random, nodes: list[Node], projects: list[Project],
     return [replace(n, free=free[n.name]) for n in nodes], running
 
 
-def make_snapshot(pending: int, fill: float, seed: int = 7) -> Snapshot:
+def fill_by_scheduler(rnd: random.Random, nodes: list[Node], projects: list[Project], quotas: list[Quota],
+                      fill: float, policy: Policy) -> tuple[list[Node], list[RunningJob], list[PendingJob]]:
+    """Fill the cluster to about `fill` of its devices with jobs the scheduler admitted itself.
+
+    Every minute of the last hour, 40 random jobs are submitted and one cycle runs; admitted jobs start then
+    (their min_runtime of 10 minutes has passed by NOW for all but the last ones), victims stop and are
+    requeued; jobs not admitted stay pending (returned as the backlog). Stops once `fill` of the devices are in
+    use.
+    """
+    total = sum(n.devices for n in nodes)
+    node_list = list(nodes)
+    running: dict[int, RunningJob] = {}
+    jid = 500_000
+    t = NOW - 3600.0
+    backlog: dict[int, PendingJob] = {}
+    while t < NOW:
+        pending = list(backlog.values())
+        for _ in range(40):
+            jid += 1
+            pending.append(replace(make_job(rnd, jid, projects, t - rnd.uniform(0, 60)),
+                                   max_runtime=rnd.choice([None, 4 * 3600.0, 24 * 3600.0])))
+        snap = Snapshot(t, tuple(node_list), tuple(quotas), tuple(projects), tuple(running.values()),
+                        tuple(pending))
+        result = run_cycle(snap, policy)
+        by_id = {j.id: j for j in pending}
+        free = {n.name: n.free for n in node_list}
+        backlog = by_id.copy()
+        for p in result.preemptions:
+            victim = running.pop(p.victim_id)
+            for a in victim.placement:
+                free[a.node] += a.devices
+            backlog[victim.id] = PendingJob(victim.id, victim.project, victim.priority, t, (ReplicaGroup(
+                "worker", len(victim.placement), victim.placement[0].devices, victim.flavor),),
+                victim.preemptible, Topology.NONE, victim.max_runtime)
+        for adm in result.admits:
+            j = backlog.pop(adm.job_id)
+            for a in adm.placement:
+                free[a.node] -= a.devices
+            running[j.id] = RunningJob(j.id, j.project, j.priority, t, adm.placement, j.groups[0].flavor,
+                                       j.preemptible, 600.0, j.max_runtime)
+        node_list = [replace(n, free=free[n.name]) for n in node_list]
+        t += 60.0
+        if total - sum(free.values()) >= fill * total:
+            break
+    return node_list, list(running.values()), list(backlog.values())
+
+
+def make_snapshot(pending: int, fill: float, seed: int = 7, realistic: bool = True) -> Snapshot:
     rnd = random.Random(seed)
     nodes = make_nodes()
     projects, quotas = make_projects(rnd)
     running: list[RunningJob] = []
-    if fill:
+    backlog: list[PendingJob] = []
+    if fill and realistic:
+        nodes, running, backlog = fill_by_scheduler(rnd, nodes, projects, quotas, fill, Policy())
+        backlog = backlog[:pending]
+    elif fill:
         nodes, running = make_running(rnd, nodes, projects, fill)
-    jobs = [make_job(rnd, j, projects, NOW - pending + j) for j in range(1, pending + 1)]
+    # The backlog the fill left (jobs that already waited), then new submissions up to `pending` jobs.
+    jobs = backlog + [make_job(rnd, j, projects, NOW - pending + j) for j in range(1, pending - len(backlog) + 1)]
     return Snapshot(NOW, tuple(nodes), tuple(quotas), tuple(projects), tuple(running), tuple(jobs))
 
 
-def measure(fn, repeat: int) -> tuple[list[float], float]:
-    times = []
+def apply(snap: Snapshot, result, at: float) -> Snapshot:
+    """The snapshot after a cycle's decisions took effect: admitted jobs run, victims are pending again."""
+    pending = {j.id: j for j in snap.pending}
+    running = {r.id: r for r in snap.running}
+    free = {n.name: n.free for n in snap.nodes}
+    for p in result.preemptions:
+        victim = running.pop(p.victim_id)
+        for a in victim.placement:
+            free[a.node] += a.devices
+        pending[victim.id] = PendingJob(victim.id, victim.project, victim.priority, at, (ReplicaGroup(
+            "worker", len(victim.placement), victim.placement[0].devices, victim.flavor),), victim.preemptible,
+            Topology.NONE, victim.max_runtime)
+    for adm in result.admits:
+        j = pending.pop(adm.job_id)
+        for a in adm.placement:
+            free[a.node] -= a.devices
+        running[j.id] = RunningJob(j.id, j.project, j.priority, at, adm.placement, j.groups[0].flavor,
+                                   j.preemptible, 600.0, j.max_runtime)
+    return replace(snap, now=at, nodes=tuple(replace(n, free=free[n.name]) for n in snap.nodes),
+                   running=tuple(running.values()), pending=tuple(pending.values()))
+
+
+def replay_step(pending: int, seed: int) -> Snapshot:
+    """A cycle as trace replay runs it at an event: the previous cycle's decisions were applied, one job came."""
+    snap = make_snapshot(pending, 0.75, seed=seed)
+    snap = apply(snap, run_cycle(snap, Policy()), NOW)
+    rnd = random.Random(seed + 1)
+    new = make_job(rnd, 900_000, list(snap.projects), NOW + 5.0)
+    return replace(snap, now=NOW + 5.0, pending=snap.pending + (new,))
+
+
+def busy_share(snap: Snapshot) -> float:
+    return 1 - sum(n.free for n in snap.nodes) / sum(n.devices for n in snap.nodes)
+
+
+def measure(fn, repeat: int) -> tuple[list[float], list[float], float]:
+    times, cpu = [], []
     for _ in range(repeat):
         gc.collect()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
     gc.collect()
     tracemalloc.start()
     fn()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return times, peak / 2**20
+    return times, cpu, peak / 2**20
 
 
 def p95(values: list[float]) -> float:
@@ -122,28 +226,36 @@ def p95(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="skip the stress case")
     args = parser.parse_args()
     rows = []
     policy = Policy()
-    for label, pending, fill in (("full cycle, 10k pending, empty cluster", 10_000, 0.0),
-                                 ("full cycle, 10k pending, cluster 75% busy", 10_000, 0.75)):
-        snap = make_snapshot(pending, fill)
-        times, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
-        rows.append((label, times, peak, 200.0))
+    full_cases = [("full cycle, 10k pending, empty", 10_000, 0.0, True, 200.0),
+                  ("full cycle, 10k pending, busy 75%", 10_000, 0.75, True, 200.0)]
+    if not args.quick:
+        full_cases.append(("stress: 10k pending, 75% random over-quota", 10_000, 0.75, False, None))
+    for label, pending, fill, realistic, target in full_cases:
+        snap = make_snapshot(pending, fill, realistic=realistic)
+        times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
+        stats = run_cycle(snap, policy).stats
+        rows.append((label, times, cpu, peak, target,
+                     f"busy {busy_share(snap):.0%}, {stats['admitted']} admits, {stats['preempted']} preempted"))
     # Incremental: the previous cycle's state is kept; one job is submitted; the cycle runs again.
-    for fill in (0.0, 0.75):
+    for label, fill in (("empty", 0.0), ("busy 75%", 0.75)):
         base = make_snapshot(10_000, fill)
         rnd = random.Random(11)
         projects = list(base.projects)
         sched = IncrementalScheduler(policy)
         sched.cycle(base)
-        incremental_times = []
+        incremental_times, incremental_cpu = [], []
         for k in range(args.repeat * 3):
             snap = replace(base, pending=base.pending + (make_job(rnd, 20_000 + k, projects, NOW),))
             gc.collect()
+            c0 = time.process_time()
             t0 = time.perf_counter()
             result = sched.cycle(snap)
             incremental_times.append((time.perf_counter() - t0) * 1000)
+            incremental_cpu.append((time.process_time() - c0) * 1000)
             if k == 0:
                 assert result == run_cycle(snap, policy), "incremental result differs from run_cycle"
             sched.cycle(base)  # back to the base state (untimed): every sample adds one job to the same queue
@@ -151,18 +263,26 @@ def main() -> None:
         sched.cycle(replace(base, pending=base.pending + (make_job(rnd, 30_000, projects, NOW),)))
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        busy = "empty cluster" if not fill else "75% busy"
-        rows.append((f"incremental, 1 new job on 10k pending, {busy}", incremental_times, peak / 2**20, 10.0))
-    for pending in (500, 3000):
-        snap = make_snapshot(pending, 0.75, seed=pending)
-        times, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
-        rows.append((f"replay-size cycle, {pending} pending, 75% busy", times, peak, None))
-    print(f"{'case':<52} {'median ms':>10} {'p95 ms':>8} {'peak MiB':>9} {'target':>8}  ok")
-    for label, times, peak, target in rows:
+        rows.append((f"incremental, 1 new job on 10k pending, {label}", incremental_times, incremental_cpu,
+                     peak / 2**20, 10.0, f"{args.repeat * 3} samples"))
+    for label, pending, build in (("replay-size burst, 500 new on busy 75%", 500, make_snapshot),
+                                  ("replay-size step, 500 pending, busy", 500, replay_step),
+                                  ("replay-size step, 3000 pending, busy", 3000, replay_step)):
+        snap = build(pending, 0.75, seed=pending) if build is make_snapshot else build(pending, pending)
+        times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
+        stats = run_cycle(snap, policy).stats
+        rows.append((label, times, cpu, peak, None, f"busy {busy_share(snap):.0%}, {stats['pending']} pending, "
+                     f"{stats['admitted']} admits, {stats['preempted']} preempted"))
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores, "
+          f"{args.repeat} runs per case")
+    print(f"{'case':<46} {'median ms':>9} {'p95 ms':>7} {'cpu ms':>7} {'peak MiB':>8} {'target':>7}  ok    what")
+    for label, times, cpu, peak, target, what in rows:
         med = statistics.median(times)
         verdict = "-" if target is None else ("ok" if med <= target else "FAIL")
         target_s = "-" if target is None else f"{target:.0f} ms"
-        print(f"{label:<52} {med:>10.1f} {p95(times):>8.1f} {peak:>9.1f} {target_s:>8}  {verdict}")
+        print(f"{label:<46} {med:>9.1f} {p95(times):>7.1f} {statistics.median(cpu):>7.1f} {peak:>8.1f} "
+              f"{target_s:>7}  {verdict:<4}  {what}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ class CapacityIndex:
         self.total_devices: dict[str, int] = {}  # allocatable devices of schedulable nodes per flavor
         self.domains: dict[tuple[str, str], list[Domain]] = {}  # (flavor, level) -> domains
         self.whole_room: dict[tuple[int, int], int] = {}  # (leaf, devices) -> replicas fitting when empty
+        # Per flavor, over schedulable nodes: real free devices (visible + hidden) and visible free devices, kept
+        # up to date by every edit so the arithmetic bounds of placement and preemption are O(1).
+        self.actual: dict[str, int] = {}
+        self.visible: dict[str, int] = {}
         leaf_ids: dict[tuple[str, str, str, str], int] = {}
         for i, node in enumerate(nodes):
             self.index_of[node.name] = i
@@ -81,6 +85,8 @@ class CapacityIndex:
             leaf.buckets[free].append(i)  # indexes arrive in increasing order: lists stay sorted
             leaf.free += free
             leaf.nodes.append(i)
+            self.actual[node.flavor] = self.actual.get(node.flavor, 0) + free
+            self.visible[node.flavor] = self.visible.get(node.flavor, 0) + free
             self.max_devices[node.flavor] = max(self.max_devices.get(node.flavor, 0), node.devices)
             self.total_devices[node.flavor] = self.total_devices.get(node.flavor, 0) + node.devices
         for flavor, lids in self.flavor_leaves.items():
@@ -114,11 +120,18 @@ class CapacityIndex:
             buckets.append([])
         insort(buckets[value], i)
         leaf.free += value - old
+        self.visible[leaf.flavor] += value - old
 
     def take(self, i: int, devices: int) -> None:
+        lid = self.leaf_of[i]
+        if lid >= 0:
+            self.actual[self.leaves[lid].flavor] -= devices
         self.set_visible(i, self.free[i] - devices)
 
     def give(self, i: int, devices: int) -> None:
+        lid = self.leaf_of[i]
+        if lid >= 0:
+            self.actual[self.leaves[lid].flavor] += devices
         self.set_visible(i, self.free[i] + devices)
 
     def set_hidden(self, i: int, hidden: int) -> None:
@@ -131,16 +144,10 @@ class CapacityIndex:
 
     def actual_free(self, flavor: str) -> int:
         """Real free devices of a flavor on schedulable nodes, reserved ones included."""
-        total = 0
-        for lid in self.flavor_leaves.get(flavor, ()):
-            leaf = self.leaves[lid]
-            total += leaf.free
-            for i in leaf.nodes:
-                total += self.hidden[i]
-        return total
+        return self.actual.get(flavor, 0)
 
     def visible_free(self, flavor: str) -> int:
-        return sum(self.leaves[lid].free for lid in self.flavor_leaves.get(flavor, ()))
+        return self.visible.get(flavor, 0)
 
     def replica_room(self, leaf_ids: list[int], devices: int) -> int:
         """How many replicas of `devices` fit on these leaves (exact for identical replicas).

@@ -29,7 +29,7 @@ class Outcome:
     """What evaluating one job did: enough to replay its effects on a fresh state."""
 
     __slots__ = ("job", "info", "considered", "victims", "taken", "admit", "hold", "hold_rel", "blocks", "entry",
-                 "head", "tentative", "run")
+                 "head", "tentative", "run", "simulations")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -45,6 +45,7 @@ class Outcome:
         self.head: tuple[str, ...] = ()  # flavors this job became the backfill head of
         self.tentative: Tentative | None = None  # its placement, to undo it
         self.run: RunRec | None = None  # its record among the cycle's new runs
+        self.simulations = 0  # simulated removals it used (preemption.MAX_SIMULATIONS)
 
     @property
     def side_effects(self) -> bool:
@@ -136,7 +137,9 @@ class Cycle:
         if failure is None:
             tentative = self.try_place(job, info, constrained)  # phase 3
         if tentative is None and policy.preemption and not job.preemptible:
+            before = state.simulations
             victims = self.try_preempt(job, info, failure is not None, constrained)  # phase 4
+            out.simulations = state.simulations - before
             if victims is not None:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
@@ -223,6 +226,7 @@ class Cycle:
     def replay(self, out: Outcome) -> None:
         """Apply a recorded outcome's effects to this state without evaluating the job again."""
         state = self.state
+        state.simulations += out.simulations
         for rec in out.victims:
             state.remove_run(state.runs[rec.id])
         if out.victims:
@@ -261,6 +265,7 @@ class Cycle:
             state.undo_tentative(out.tentative)
         for rec in reversed(out.victims):
             state.add_run(rec)
+        state.simulations -= out.simulations
         state.forget_failures()
 
     # -- phase 6 and the result -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .cycle import Cycle, Outcome, run_cycle
 from .explain import Explainer, WaitEntry
 from .model import DEFAULT_POLICY, CycleResult, PendingJob, Policy, Snapshot, Wait
 from .ordering import sort_key
+from .preemption import MAX_SIMULATIONS
 
 
 class IncrementalScheduler:
@@ -87,13 +88,15 @@ class IncrementalScheduler:
         key = sort_key(self.policy, cycle.shares)(job)
         p = bisect_left(self._keys, key)
         later = cycle.outcomes[p:]
+        # A simulated removal by the new job uses one of the cycle's budget: later jobs may then find it spent.
+        budget_tight = cycle.state.simulations >= MAX_SIMULATIONS
         for out in reversed(later):
             cycle.unwind(out)
         out = cycle.evaluate(job)
         cycle.outcomes = cycle.outcomes[:p] + [out] + later
         self._keys.insert(p, key)
         cycle.state.snapshot = snapshot
-        if out.side_effects:
+        if out.side_effects or (out.simulations and budget_tight):
             # Everything after it may change: evaluate those jobs again from here, as run_cycle would.
             redo = [o.job for o in later]
             del cycle.outcomes[p + 1:]

@@ -14,13 +14,28 @@ priority, then most recently started, then highest id ("borrowing" as of the sta
 follows this order until J fits (the shortest fitting prefix is found by doubling, then bisection); then
 fill-back puts back every removed job J can do without, last removed first skipped. If J does not fit with
 every candidate removed, nothing is preempted.
+
+Bounded work (a cycle with thousands of waiting jobs must not simulate thousands of removals):
+- arithmetic first: before removing anything, J must fit with every candidate gone by plain counting (free
+  devices per flavor, and for identical replicas whole replicas per node summed over the domains its topology
+  allows: exact for placement, ignoring only quotas and reservations, so it never rejects a job that could fit);
+- failures are remembered per (project, shape) for the rest of the cycle (Cycle.try_preempt);
+- at most MAX_SIMULATIONS simulated removals per cycle (policy constant below): later jobs that would need one
+  wait for the next cycle, which starts with fresh state and its own budget. This bounds a cycle's preemption
+  work and, with it, preemption storms: a cycle never evicts for more than MAX_SIMULATIONS jobs.
 """
 
 from __future__ import annotations
 
-from .model import PendingJob
+from .model import PendingJob, Topology
 from .shapes import JobInfo
 from .state import CycleState, RunRec
+
+INF = float("inf")
+
+# Simulated removals (find_victims calls that pass the arithmetic bound) per cycle. A cycle that hits it admits
+# the jobs it could, and the rest are considered again next cycle. In steady state a cycle needs a handful.
+MAX_SIMULATIONS = 128
 
 
 def _preference(rec: RunRec, borrowing: bool) -> tuple:
@@ -38,17 +53,37 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
     if pool is None:
         quota = state.quota
         pool = []
+        lowest = state.own_lowest
         for rec in state.runs_by_flavor.get(flavor, ()):
             if state.now < rec.evictable_at:
                 continue
-            own = state.own_pool.setdefault((rec.project, flavor), [])
+            key = (rec.project, flavor)
+            if rec.priority < lowest.get(key, INF):
+                lowest[key] = rec.priority
+            own = state.own_pool.setdefault(key, [])
             borrowing = rec.preemptible or (quota.enabled and any(quota.run_borrowing(rec.project, f)
                                                                   for f in rec.demand))
             own.append((_preference(rec, borrowing), rec))
             if borrowing:
                 pool.append((_preference(rec, borrowing), rec))
+        pool.sort(key=lambda item: item[0])  # candidates are then gathered in near-sorted order
+        for (_, f), own in state.own_pool.items():
+            if f == flavor:
+                own.sort(key=lambda item: item[0])
         state.reclaim_pool[flavor] = pool
     return pool
+
+
+def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec]], set[str]]:
+    """The reclaim pool without jobs preempted since and jobs whose project no longer borrows any of its flavors
+    (a superset of the eligible victims of any job), with the projects it holds. Rebuilt after every commit."""
+    live = state.live_pool.get(flavor)
+    if live is None:
+        quota, runs = state.quota, state.runs
+        entries = [(key, rec) for key, rec in _pools(state, flavor) if rec.id in runs and (
+            rec.preemptible or not quota.enabled or any(quota.run_borrowing(rec.project, f) for f in rec.demand))]
+        live = state.live_pool[flavor] = (entries, {rec.project for _, rec in entries})
+    return live
 
 
 def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> list[RunRec]:
@@ -56,12 +91,16 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
     reclaim = not quota_failed and quota.within_guarantee(job.project, info.demand)
     pooled = not quota.enabled
     found: dict[int, tuple[tuple, RunRec]] = {}
+    project = job.project
     for flavor in info.flavors:
-        pool = _pools(state, flavor)
+        pool, projects = _live_pool(state, flavor)
         runs = state.runs
-        for key, rec in state.own_pool.get((job.project, flavor), ()):
-            if rec.priority < job.priority and rec.id in runs:
-                found[rec.id] = (key, rec)
+        if job.priority > state.own_lowest.get((project, flavor), INF):
+            for key, rec in state.own_pool.get((project, flavor), ()):
+                if rec.priority < job.priority and rec.id in runs:
+                    found[rec.id] = (key, rec)
+        if not (len(projects) > 1 or (projects and project not in projects)):
+            continue  # the pool holds no job of another project
         if reclaim:
             for key, rec in pool:
                 if rec.project != job.project and rec.id in runs:
@@ -80,19 +119,81 @@ def _still_eligible(state: CycleState, job: PendingJob, info: JobInfo, rec: RunR
     return any(state.quota.run_borrowing(rec.project, f) for f in rec.demand if f in info.demand)
 
 
+_LEVEL = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}
+
+
+def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> bool:
+    """Necessary condition: would the job fit, by counting alone, if every candidate were removed?
+
+    Counts real free devices (reserved ones included) plus the candidates' devices, so it is an upper bound of
+    what simulated removal can reach: False means simulation would fail too.
+    """
+    index = state.index
+    for flavor, need in info.demand.items():
+        room = index.actual_free(flavor)
+        if room >= need:
+            continue
+        for r in candidates:
+            room += r.demand.get(flavor, 0)
+        if room < need:
+            return False
+    if not info.single:
+        return True  # mixed replica sizes: the per-flavor count above is all that is exact enough
+    flavor, devices, replicas = info.shape_key[0], info.shape_key[1], info.shape_key[2]
+    if devices <= 0:
+        return True
+    leaf_of, leaves, free, hidden = index.leaf_of, index.leaves, index.free, index.hidden
+    extra: dict[int, int] = {}  # node -> candidate devices on it
+    for r in candidates:
+        for i, d in r.usage:
+            lid = leaf_of[i]
+            if lid >= 0 and leaves[lid].flavor == flavor:
+                extra[i] = extra.get(i, 0) + d
+    # A reservation keeps max(0, x - rel) of a node's devices from jobs that would still run at its start, and
+    # removing jobs only lowers rel: at most actual - that stays usable for such a job.
+    kept: dict[int, int] = {}
+    for h in state.holds_for((flavor,)):
+        long = state.is_long(job.max_runtime, h)
+        for i, x in h.x.items():
+            if long:
+                kept[i] = max(0, x - h.rel[i])
+            if i not in extra:
+                extra[i] = 0
+    avoid = {index.index_of[n] for n in job.avoid_nodes if n in index.index_of}
+    for i in avoid:
+        extra.setdefault(i, 0)
+    gain: dict[int, int] = {}  # leaf -> replicas gained (or lost) over its visible room
+    for i, d in extra.items():
+        lid = leaf_of[i]
+        if lid < 0:
+            continue
+        after = 0 if i in avoid else max(0, free[i] + hidden[i] + d - kept.get(i, 0)) // devices
+        gain[lid] = gain.get(lid, 0) + after - free[i] // devices
+    level = _LEVEL.get(job.topology, "cluster")
+    required = level != "cluster"
+    for domain in index.domains.get((flavor, level), ()):
+        if required and (not domain.labelled or (level == "block" and domain.key[1] == "")):
+            continue
+        room = index.replica_room(domain.leaves, devices)
+        for lid in domain.leaves:
+            room += gain.get(lid, 0)
+        if room >= replicas:
+            return True
+    return False
+
+
 def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> list[RunRec] | None:
     """Victims to remove so the job fits, already removed from `state`; None (state untouched) if impossible."""
-    if job.preemptible:
+    if job.preemptible or state.simulations >= MAX_SIMULATIONS:
         return None
     candidates = victim_candidates(state, job, info, quota_failed)
     if not candidates:
         return None
-    # Cheap bound: even every candidate's devices would not cover the shortfall of free capacity.
-    if not quota_failed:
-        for flavor, need in info.demand.items():
-            room = state.index.actual_free(flavor) + sum(r.demand.get(flavor, 0) for r in candidates)
-            if room < need:
-                return None
+    # Candidates whose project stopped borrowing are skipped at removal anyway: leave them out of the bound.
+    eligible = [rec for rec in candidates if _still_eligible(state, job, info, rec)]
+    if not eligible or not could_fit_without(state, job, info, eligible):
+        return None
+    state.simulations += 1
     # Remove in preference order, checking at 1, 2, 4, ... removals and once all are removed: the first
     # fitting check bounds the shortest fitting prefix, which bisection then finds.
     removed: list[RunRec] = []

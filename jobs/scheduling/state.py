@@ -104,7 +104,10 @@ class CycleState:
         # Victim pools as of the start of the cycle, built on first use:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
+        self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
+        self.live_pool: dict[str, tuple[list, set[str]]] = {}  # flavor -> reclaim pool as of the last commit
         self.use_cache = True
+        self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
 
     # -- reservations -----------------------------------------------------------------------------------------
 
@@ -228,6 +231,7 @@ class CycleState:
         preemption._pools)."""
         self.neg_place.clear()
         self.neg_preempt.clear()
+        self.live_pool.clear()
 
     def live_runs(self):
         yield from self.runs.values()
