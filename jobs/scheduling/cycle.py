@@ -13,13 +13,16 @@ Phases 2-5 run per job in cycle order, on one mutable CycleState. Each job's eff
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
+
 from .backfill import reserve
 from .explain import Explainer, WaitEntry
 from .feasibility import structural_reason
 from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
 from .ordering import fair_shares, order_jobs
 from .placement import Taken
-from .preemption import find_victims
+from .preemption import MAX_SIMULATIONS, find_victims
 from .quota import QuotaFailure
 from .shapes import JobInfo, describe_shape
 from .state import CycleState, Hold, RunRec, Tentative
@@ -190,6 +193,8 @@ class Cycle:
 
     def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
         state = self.state
+        if state.simulations >= MAX_SIMULATIONS:
+            return None  # this cycle's budget of simulated removals is spent
         if not any(state.runs_by_flavor.get(f) for f in info.flavors):
             return None  # nothing was running on these flavors
         key = None
@@ -305,11 +310,25 @@ class Cycle:
         return next(o.job for o in self.outcomes if o.job.id == job_id)
 
 
+@contextmanager
+def gc_paused():
+    """A cycle allocates many small objects and frees them all at once: the cyclic garbage collector would scan
+    them again and again for nothing (about 15% of a 10,000-job cycle). Pause it for the cycle only."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> CycleResult:
     """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait."""
-    cycle = Cycle(snapshot, policy)
-    cycle.run()
-    return cycle.result()
+    with gc_paused():
+        cycle = Cycle(snapshot, policy)
+        cycle.run()
+        return cycle.result()
 
 
 __all__ = ["Cycle", "Outcome", "run_cycle", "describe_shape"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .cycle import Cycle, Outcome, run_cycle
+from .cycle import Cycle, Outcome, gc_paused, run_cycle
 from .explain import Explainer, WaitEntry
 from .model import DEFAULT_POLICY, CycleResult, PendingJob, Policy, Snapshot, Wait
 from .ordering import sort_key
@@ -34,6 +34,12 @@ class IncrementalScheduler:
         self.last_was_incremental = False
 
     def cycle(self, snapshot: Snapshot) -> CycleResult:
+        if self._snapshot is None or len(snapshot.pending) != len(self._snapshot.pending) + 1:
+            with gc_paused():  # a full cycle
+                return self._cycle_once(snapshot)
+        return self._cycle_once(snapshot)
+
+    def _cycle_once(self, snapshot: Snapshot) -> CycleResult:
         new_job = self._one_more(snapshot)
         result = self._add(snapshot, new_job) if new_job is not None else None
         self.last_was_incremental = result is not None
@@ -90,8 +96,12 @@ class IncrementalScheduler:
         later = cycle.outcomes[p:]
         # A simulated removal by the new job uses one of the cycle's budget: later jobs may then find it spent.
         budget_tight = cycle.state.simulations >= MAX_SIMULATIONS
-        for out in reversed(later):
+        # Only outcomes that changed the state need undoing (a plain wait changed nothing but the failure caches,
+        # which are cleared once).
+        effectful = [o for o in later if o.side_effects or o.simulations]
+        for out in reversed(effectful):
             cycle.unwind(out)
+        cycle.state.forget_failures()
         out = cycle.evaluate(job)
         cycle.outcomes = cycle.outcomes[:p] + [out] + later
         self._keys.insert(p, key)
@@ -104,7 +114,7 @@ class IncrementalScheduler:
                 cycle.outcomes.append(cycle.evaluate(other))
             self._finish(snapshot, cycle)
             return self._result
-        for other in later:
+        for other in effectful:
             cycle.replay(other)
         self._splice(out, p)
         self._snapshot = snapshot

@@ -80,8 +80,23 @@ def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec
     live = state.live_pool.get(flavor)
     if live is None:
         quota, runs = state.quota, state.runs
-        entries = [(key, rec) for key, rec in _pools(state, flavor) if rec.id in runs and (
-            rec.preemptible or not quota.enabled or any(quota.run_borrowing(rec.project, f) for f in rec.demand))]
+        borrows: dict[tuple[str, str], bool] = {}
+        entries = []
+        for key, rec in _pools(state, flavor):
+            if rec.id not in runs:
+                continue
+            keep = rec.preemptible or not quota.enabled
+            if not keep:
+                for f in rec.demand:
+                    pf = (rec.project, f)
+                    b = borrows.get(pf)
+                    if b is None:
+                        b = borrows[pf] = quota.run_borrowing(rec.project, f)
+                    if b:
+                        keep = True
+                        break
+            if keep:
+                entries.append((key, rec))
         live = state.live_pool[flavor] = (entries, {rec.project for _, rec in entries})
     return live
 

@@ -112,6 +112,8 @@ class CycleState:
     # -- reservations -----------------------------------------------------------------------------------------
 
     def holds_for(self, flavors) -> list[Hold]:
+        if not self.holds:
+            return []
         found: list[Hold] = []
         for f in flavors:
             h = self.holds.get(f)
@@ -174,6 +176,12 @@ class CycleState:
         return [h for h in self.holds_for(info.flavors) if not self.is_long(max_runtime, h)]
 
     def constrained(self, max_runtime: float | None, info: JobInfo) -> bool:
+        holds = self.holds
+        if not holds:
+            return False
+        if len(info.flavors) == 1:
+            h = holds.get(info.primary)
+            return h is not None and (max_runtime is None or self.now + max_runtime > h.start)
         return any(self.is_long(max_runtime, h) for h in self.holds_for(info.flavors))
 
     def place_tentative(self, job, info: JobInfo) -> Tentative | None:
