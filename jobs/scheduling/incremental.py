@@ -13,7 +13,7 @@ Anything else (time moved, a job finished, quotas changed) runs a full cycle.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 
 from .cycle import Cycle, Outcome, gc_paused, run_cycle
 from .explain import Explainer, WaitEntry
@@ -30,6 +30,10 @@ class IncrementalScheduler:
         self._keys: list[tuple] = []
         self._explainer: Explainer | None = None
         self._entries: list[WaitEntry] = []
+        # Waits indexed by what a new job can change (non-strict policies): entries in cycle order, as (sort key,
+        # entry), per project, per flavor asked for and per primary flavor.
+        self._entry_keys: list[tuple] = []
+        self._groups: dict[tuple[str, str], list[tuple[tuple, WaitEntry]]] = {}
         self._result: CycleResult | None = None
         self.last_was_incremental = False
 
@@ -59,6 +63,12 @@ class IncrementalScheduler:
         key = sort_key(self.policy, cycle.shares)
         self._keys = [key(o.job) for o in cycle.outcomes]
         self._entries = [o.entry for o in cycle.outcomes if o.entry is not None]
+        self._entry_keys = [k for k, o in zip(self._keys, cycle.outcomes, strict=True) if o.entry is not None]
+        self._groups = {}
+        if self.policy.blocking != "strict":
+            for k, entry in zip(self._entry_keys, self._entries, strict=True):
+                for g in self._group_keys(entry):
+                    self._groups.setdefault(g, []).append((k, entry))
         self._explainer = Explainer(cycle.state)
         waits = self._explainer.explain(self._entries)
         self._result = cycle.assemble(waits)
@@ -116,9 +126,69 @@ class IncrementalScheduler:
             return self._result
         for other in effectful:
             cycle.replay(other)
-        self._splice(out, p)
+        if self.policy.blocking == "strict":
+            self._splice(out, p)
+        else:
+            self._splice_indexed(out, key)
         self._snapshot = snapshot
         return self._result
+
+    @staticmethod
+    def _group_keys(entry: WaitEntry) -> list[tuple[str, str]]:
+        return [("p", entry.job.project), ("primary", entry.info.primary)] + [("f", f) for f in entry.info.flavors]
+
+    def _splice_indexed(self, out: Outcome, key: tuple) -> None:
+        """_splice for policies without strict blocking, touching only the waits of the new job's project and
+        flavors (the only ones whose position or ETA it can move) instead of every later wait."""
+        entry = out.entry
+        assert entry is not None and self._explainer is not None and self._result is not None
+        job, info = entry.job, entry.info
+        groups = self._groups
+        e = bisect_left(self._entry_keys, key)
+        same_project = groups.get(("p", job.project), [])
+        at = bisect_left(same_project, key, key=lambda item: item[0])
+        entry.proj_pos = at + 1
+        entry.mr_ahead = sum(1 for _, other in same_project[:at] if other.code == "max_running")
+        same_primary = groups.get(("primary", info.primary), [])
+        entry.flav_pos = bisect_left(same_primary, key, key=lambda item: item[0]) + 1
+        ahead: dict[str, int] = dict.fromkeys(info.flavors, 0)
+        for f in info.flavors:
+            members = groups.get(("f", f), [])
+            for _, other in members[:bisect_left(members, key, key=lambda item: item[0])]:
+                if other.code != "unschedulable":
+                    ahead[f] += other.info.demand[f]
+        entry.ahead = ahead
+        explainer = self._explainer
+        explainer.finish(entry, {})
+        counts = entry.code != "unschedulable"
+        touched: dict[int, WaitEntry] = {}
+        for g in self._group_keys(entry):
+            members = groups.get(g, [])
+            for _, other in members[bisect_left(members, key, key=lambda item: item[0]):]:
+                touched[id(other)] = other
+        for other in touched.values():
+            if other.job.project == job.project:
+                other.proj_pos += 1
+                if entry.code == "max_running":
+                    other.mr_ahead += 1
+            if other.info.primary == info.primary:
+                other.flav_pos += 1
+            if counts:
+                for f, d in info.demand.items():
+                    if f in other.ahead:
+                        other.ahead[f] += d
+            explainer.finish(other, {})
+        for g in self._group_keys(entry):
+            insort(groups.setdefault(g, []), (key, entry), key=lambda item: item[0])
+        self._entries.insert(e, entry)
+        self._entry_keys.insert(e, key)
+        prev = self._result
+        stats = dict(prev.stats)
+        stats["pending"] += 1
+        stats["considered"] += out.considered
+        stats["waiting"] += 1
+        waits = tuple([x.wait for x in self._entries])
+        self._result = CycleResult(prev.admits, prev.preemptions, waits, stats, prev.reservations)
 
     def _splice(self, out: Outcome, p: int) -> None:
         """Insert the new job's wait and rebuild the waits whose position or ETA it moves."""
@@ -172,6 +242,7 @@ class IncrementalScheduler:
                 etas[other.job.id] = other.eta
             waits.append(other.wait)
         entries.insert(e, entry)
+        self._entry_keys.insert(e, sort_key(self.policy, self._cycle.shares)(job))
         prev = self._result
         stats = dict(prev.stats)
         stats["pending"] += 1
