@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from jobs import metrics, wakeup
 from jobs import scheduling as core
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from jobs.services import transition
-from jobs.snapshot import build_snapshot, policy_from_settings
+from jobs.snapshot import QueuedRow, build_snapshot, policy_from_settings
 from jobs.states import HOLDING, State
 from mlplatform.errors import InvalidTransition
 from quotas.models import ProjectUsage
@@ -69,41 +69,49 @@ def _apply_preemptions(result: core.CycleResult, now: datetime) -> list[tuple[in
     return stopped
 
 
-def _apply_admits(result: core.CycleResult, queued: dict[int, Job], now: datetime) -> list[int]:
+def _apply_admits(result: core.CycleResult, queued: dict[int, QueuedRow], now: datetime) -> list[int]:
+    """Admit in bulk: lock the rows still queued (a job cancelled since the read is skipped, and a cancel racing
+    with us waits for our commit, then sees `admitted`), write state and placement, and one event per job."""
     from clusters.models import Cluster
 
-    clusters = {c.name: c for c in Cluster.objects.all()}
-    admitted = []
-    for admit in result.admits:
-        job = queued[admit.job_id]
+    decisions = {admit.job_id: admit for admit in result.admits}
+    if not decisions:
+        return []
+    still_queued = set(Job.objects.select_for_update().filter(pk__in=decisions, state=State.QUEUED)
+                       .values_list("id", flat=True))
+    clusters = dict(Cluster.objects.values_list("name", "id"))
+    jobs, events = [], []
+    for job_id in sorted(still_queued):
+        admit = decisions[job_id]
         cluster, placement = _placement_json(admit)
+        jobs.append(Job(pk=job_id, state=State.ADMITTED, admitted_at=now, cluster_id=clusters[cluster],
+                        placement=placement, borrowed=admit.borrowed, wait_code="", wait_reason="",
+                        project_position=None, flavor_position=None, eta=None))
         where = ", ".join(sorted({row["node"] for row in placement}))
-        try:
-            with transaction.atomic():
-                transition(job, State.ADMITTED, reason=f"admitted on {cluster}: {where}", actor="scheduler",
-                           now=now, cluster=clusters[cluster], placement=placement, borrowed=admit.borrowed,
-                           details={"borrowed": admit.borrowed})
-        except InvalidTransition:  # cancelled since the snapshot was read: its capacity waits for the next cycle
-            continue
-        metrics.ADMISSIONS.labels(job.project.slug, job.flavor.name).inc()
-        metrics.SUBMIT_TO_ADMIT.observe(max(0.0, (now - job.submitted_at).total_seconds()))
-        admitted.append(job.pk)
-    return admitted
+        events.append(JobEvent(job_id=job_id, created_at=now, kind="transition", from_state=State.QUEUED,
+                               to_state=State.ADMITTED, reason=f"admitted on {cluster}: {where}"[:1000],
+                               actor_name="scheduler", details={"borrowed": admit.borrowed}))
+        row = queued[job_id]
+        metrics.ADMISSIONS.labels(row.project, row.flavor).inc()
+        metrics.SUBMIT_TO_ADMIT.observe(max(0.0, (now - row.submitted_at).total_seconds()))
+    Job.objects.bulk_update(jobs, ["state", "admitted_at", "cluster", "placement", "borrowed", "wait_code",
+                                   "wait_reason", "project_position", "flavor_position", "eta"], batch_size=1000)
+    JobEvent.objects.bulk_create(events, batch_size=1000)
+    return sorted(still_queued)
 
 
-def _apply_waits(result: core.CycleResult, queued: dict[int, Job]) -> None:
-    """Write only the waiting jobs whose explanation changed, in one bulk UPDATE."""
+def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow]) -> None:
+    """Write only the waiting jobs whose explanation changed, in bulk."""
     changed = []
     for wait in result.waits:
-        job = queued.get(wait.job_id)
-        if job is None:
+        row = queued.get(wait.job_id)
+        if row is None:
             continue
         eta = datetime.fromtimestamp(wait.eta, tz=UTC) if wait.eta is not None else None
         new = (wait.code, wait.reason[:500], wait.project_position, wait.flavor_position, eta)
-        old = (job.wait_code, job.wait_reason, job.project_position, job.flavor_position, job.eta)
-        if new != old:
-            job.wait_code, job.wait_reason, job.project_position, job.flavor_position, job.eta = new
-            changed.append(job)
+        if new != row.wait:
+            changed.append(Job(pk=wait.job_id, wait_code=new[0], wait_reason=new[1], project_position=new[2],
+                               flavor_position=new[3], eta=new[4]))
     if changed:
         Job.objects.bulk_update(changed, ["wait_code", "wait_reason", "project_position", "flavor_position", "eta"],
                                 batch_size=1000)
@@ -128,10 +136,9 @@ def _decay_usage(snapshot: core.Snapshot, now: datetime) -> None:
     ProjectUsage.objects.bulk_update(rows.values(), ["decayed_device_seconds", "updated_at"])
 
 
-def _update_queue_gauges(result: core.CycleResult, queued: dict[int, Job]) -> None:
+def _update_queue_gauges(result: core.CycleResult, queued: dict[int, QueuedRow]) -> None:
     metrics.QUEUE_LENGTH.clear()
-    lengths = Tally((queued[w.job_id].project.slug, queued[w.job_id].flavor.name) for w in result.waits
-                    if w.job_id in queued)
+    lengths = Tally((queued[w.job_id].project, queued[w.job_id].flavor) for w in result.waits if w.job_id in queued)
     for (project, flavor), count in lengths.items():
         metrics.QUEUE_LENGTH.labels(project, flavor).set(count)
 

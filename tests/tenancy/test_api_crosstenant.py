@@ -44,6 +44,7 @@ class TestMemberships(CrossTenantMixin):
 class TestTokens(CrossTenantMixin):
     basename = "token"
     user_owned = True
+    detail_writes = ("delete",)  # tokens are revoked, never edited
 
     def make_object(self, tenant, user):
         return token_create(user=user, name="victim")[0]
