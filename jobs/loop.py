@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from jobs import metrics, wakeup
 from jobs import scheduling as core
+from jobs.bulk import bulk_set
 from jobs.models import Job, JobEvent
 from jobs.services import transition
 from jobs.snapshot import QueuedRow, build_snapshot, policy_from_settings
@@ -30,6 +31,7 @@ from quotas.models import ProjectUsage
 
 logger = logging.getLogger(__name__)
 
+WAIT_FIELDS = ["wait_code", "wait_reason", "project_position", "flavor_position", "eta"]
 ADVISORY_LOCK_KEY = 0x7D1A1  # any constant shared by every scheduler process
 _process_lock = threading.Lock()
 
@@ -80,13 +82,12 @@ def _apply_admits(result: core.CycleResult, queued: dict[int, QueuedRow], now: d
     still_queued = set(Job.objects.select_for_update().filter(pk__in=decisions, state=State.QUEUED)
                        .values_list("id", flat=True))
     clusters = dict(Cluster.objects.values_list("name", "id"))
-    jobs, events = [], []
+    rows, events = [], []
     for job_id in sorted(still_queued):
         admit = decisions[job_id]
         cluster, placement = _placement_json(admit)
-        jobs.append(Job(pk=job_id, state=State.ADMITTED, admitted_at=now, cluster_id=clusters[cluster],
-                        placement=placement, borrowed=admit.borrowed, wait_code="", wait_reason="",
-                        project_position=None, flavor_position=None, eta=None))
+        rows.append((job_id, State.ADMITTED, now, clusters[cluster], placement, admit.borrowed, "", "", None, None,
+                     None))
         where = ", ".join(sorted({row["node"] for row in placement}))
         events.append(JobEvent(job_id=job_id, created_at=now, kind="transition", from_state=State.QUEUED,
                                to_state=State.ADMITTED, reason=f"admitted on {cluster}: {where}"[:1000],
@@ -94,8 +95,7 @@ def _apply_admits(result: core.CycleResult, queued: dict[int, QueuedRow], now: d
         row = queued[job_id]
         metrics.ADMISSIONS.labels(row.project, row.flavor).inc()
         metrics.SUBMIT_TO_ADMIT.observe(max(0.0, (now - row.submitted_at).total_seconds()))
-    Job.objects.bulk_update(jobs, ["state", "admitted_at", "cluster", "placement", "borrowed", "wait_code",
-                                   "wait_reason", "project_position", "flavor_position", "eta"], batch_size=1000)
+    bulk_set(Job, ["state", "admitted_at", "cluster", "placement", "borrowed", *WAIT_FIELDS], rows)
     JobEvent.objects.bulk_create(events, batch_size=1000)
     return sorted(still_queued)
 
@@ -110,11 +110,8 @@ def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow]) -> None
         eta = datetime.fromtimestamp(wait.eta, tz=UTC) if wait.eta is not None else None
         new = (wait.code, wait.reason[:500], wait.project_position, wait.flavor_position, eta)
         if new != row.wait:
-            changed.append(Job(pk=wait.job_id, wait_code=new[0], wait_reason=new[1], project_position=new[2],
-                               flavor_position=new[3], eta=new[4]))
-    if changed:
-        Job.objects.bulk_update(changed, ["wait_code", "wait_reason", "project_position", "flavor_position", "eta"],
-                                batch_size=1000)
+            changed.append((wait.job_id, *new))
+    bulk_set(Job, WAIT_FIELDS, changed)
 
 
 def _decay_usage(snapshot: core.Snapshot, now: datetime) -> None:
