@@ -179,7 +179,21 @@ TIDAL = {
         "preemption": env_bool("TIDAL_POLICY_PREEMPTION", True),
         "borrowing": env_bool("TIDAL_POLICY_BORROWING", True),
     },
+    # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
+    "ENCRYPTION_KEY": env_str("TIDAL_ENCRYPTION_KEY", ""),
+    "KUBE_INSTANCE": env_str("TIDAL_KUBE_INSTANCE", "default"),
+    "KUBE_NODE_SYNC_INTERVAL": env_float("TIDAL_KUBE_NODE_SYNC_INTERVAL", 60.0, minimum=1.0),
+    "KUBE_RESYNC_INTERVAL": env_float("TIDAL_KUBE_RESYNC_INTERVAL", 30.0, minimum=1.0),
+    "KUBE_SWEEP_INTERVAL": env_float("TIDAL_KUBE_SWEEP_INTERVAL", 300.0, minimum=1.0),
+    "KUBE_LOG_LINES": env_int("TIDAL_KUBE_LOG_LINES", 50, minimum=0),
 }
+# Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
+# the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.
+CELERY_BEAT_SCHEDULE.update({
+    "kube-resync": {"task": "clusters.tasks.kube_resync_task", "schedule": TIDAL["KUBE_RESYNC_INTERVAL"]},
+    "kube-node-sync": {"task": "clusters.tasks.kube_sync_nodes_task", "schedule": TIDAL["KUBE_NODE_SYNC_INTERVAL"]},
+    "kube-orphan-sweep": {"task": "clusters.tasks.kube_sweep_orphans_task", "schedule": TIDAL["KUBE_SWEEP_INTERVAL"]},
+})
 
 LOGGING = {
     "version": 1,

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models import Node
+from clusters.models import Cluster, Node
 from jobs import services
 from jobs.models import Job
 from jobs.states import State
@@ -27,6 +27,11 @@ logger = logging.getLogger(__name__)
 FAIL_AFTER_LABEL = "sim.tidal.dev/fail-after"
 FAIL_CAUSE_LABEL = "sim.tidal.dev/fail-cause"
 RETRYABLE_CAUSES = {"cuda_oom": False, "user_error": False, "image_pull": False, "invalid_spec": False}
+
+
+def _simulated(jobs):
+    """Only jobs on simulated clusters: the Kubernetes backend reconciles its own."""
+    return jobs.filter(cluster__backend=Cluster.Backend.SIMULATED)
 
 
 class SimulatedBackend:
@@ -51,14 +56,16 @@ class SimulatedBackend:
 
     def _start_dispatched(self, now) -> None:
         delay = timedelta(seconds=settings.TIDAL["SIM_START_DELAY"])
-        for job in Job.objects.filter(state=State.DISPATCHING, admitted_at__lte=now - delay):
+        for job in _simulated(Job.objects.filter(state=State.DISPATCHING, admitted_at__lte=now - delay)):
             self._guarded(services.job_mark_running, job, reason="all replicas running (simulated)")
 
     def _fail_jobs_on_lost_nodes(self) -> None:
-        lost = {(n.cluster_id, n.name) for n in Node.objects.filter(ready=False).only("cluster_id", "name")}
+        lost = {(n.cluster_id, n.name) for n in Node.objects.filter(
+            ready=False, cluster__backend=Cluster.Backend.SIMULATED).only("cluster_id", "name")}
         if not lost:
             return
-        for job in Job.objects.filter(state__in=[State.DISPATCHING, State.RUNNING]).select_related("cluster"):
+        holding = Job.objects.filter(state__in=[State.DISPATCHING, State.RUNNING])
+        for job in _simulated(holding).select_related("cluster"):
             gone = sorted({a["node"] for a in job.placement if (job.cluster_id, a["node"]) in lost})
             if gone:
                 self._guarded(services.job_attempt_failed, job, cause="node_lost",
@@ -66,7 +73,7 @@ class SimulatedBackend:
                               lost_node=f"{job.cluster.name}/{gone[0]}")
 
     def _finish_or_fail_running(self, now) -> None:
-        for job in Job.objects.filter(state=State.RUNNING):
+        for job in _simulated(Job.objects.filter(state=State.RUNNING)):
             ran = (now - job.started_at).total_seconds()
             fail_after = _label_seconds(job, FAIL_AFTER_LABEL)
             if fail_after is not None and job.attempt == 1 and ran >= fail_after:

@@ -1,0 +1,79 @@
+"""The watch loop of one Kubernetes cluster: pod events -> the backend's per-attempt reconcile.
+
+``PodWatch.handle(event)`` keeps a cache of the platform's pods (replaced on every RELIST, the Watcher's answer
+to a first start or a 410 Gone) and reconciles the one attempt an event touches; a RELIST reconciles every
+active job. ``run()`` drives a :class:`~clusters.kube.client.Watcher` forever, resuming from the last
+resourceVersion after each watch round; API errors are logged and retried after a pause. The periodic full resync
+(``kube_resync_task``) runs besides, so a missed event is repaired within its interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import close_old_connections
+
+from clusters import kubemap
+from clusters.backends.kubernetes import RECONCILED, KubernetesBackend, _jobs, group_pods
+from clusters.kube import names
+from clusters.kube.client import Watcher, WatchEvent
+from clusters.kube.errors import ApiError
+
+logger = logging.getLogger(__name__)
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+class PodWatch:
+    def __init__(self, backend: KubernetesBackend, *, timeout_seconds: int = 60) -> None:
+        self.backend = backend
+        self.pods: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.watcher = Watcher(backend.client, label_selector=names.instance_selector(kubemap.instance()),
+                               timeout_seconds=timeout_seconds)
+
+    def handle(self, event: WatchEvent) -> list[str]:
+        """Apply one event; returns the reconciled attempts' outcomes (for tests and logs)."""
+        if event.type == "RELIST":
+            self.pods = {_key(pod): pod for pod in event.object.get("items") or []}
+            self.backend.reconcile_all(group_pods(self.pods.values()))
+            return ["relist"]
+        if event.type == "DELETED":
+            self.pods.pop(_key(event.object), None)
+        elif event.type in ("ADDED", "MODIFIED"):
+            self.pods[_key(event.object)] = event.object
+        else:
+            return []
+        labels = (event.object.get("metadata") or {}).get("labels") or {}
+        job_id, attempt = labels.get(names.LABEL_JOB, ""), labels.get(names.LABEL_ATTEMPT, "")
+        if not job_id.isdigit() or not attempt.isdigit():
+            return []
+        job = _jobs().filter(pk=int(job_id), cluster=self.backend.cluster, state__in=RECONCILED,
+                             attempt=int(attempt)).first()
+        if job is None:
+            return []
+        pods = group_pods(self.pods.values()).get((job_id, int(attempt)), [])
+        return [self.backend.reconcile_attempt(job, pods, self.backend.not_ready_nodes())]
+
+    def run(self, stop: threading.Event, *, rounds: int | None = None, pause: float = 5.0) -> None:
+        done = 0
+        while not stop.is_set() and (rounds is None or done < rounds):
+            done += 1
+            try:
+                for event in self.watcher.events(rounds=1):
+                    self.handle(event)
+                    if stop.is_set():
+                        return
+            except ApiError as exc:
+                logger.warning("watch of %s failed (%s); retrying in %.0fs", self.backend.cluster.name, exc, pause)
+                stop.wait(pause)
+            except Exception:
+                logger.exception("watch loop of %s failed; retrying in %.0fs", self.backend.cluster.name, pause)
+                stop.wait(pause)
+            finally:
+                close_old_connections()

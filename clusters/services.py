@@ -1,0 +1,253 @@
+"""Writes and cluster-wide operations: credentials, connection test, node sync, resync, orphan sweep, logs.
+
+Celery tasks and the admin console call these; each loop over clusters isolates failures per cluster, so one
+unreachable cluster never stops the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from django.db import transaction
+from django.utils import timezone
+
+from clusters import kubemap, selectors
+from clusters.kube.dispatch import attempt_key, sweep_orphans
+from clusters.kube.errors import ApiError
+from clusters.kube.nodes import inventory
+from clusters.models import Cluster, Node
+from mlplatform.errors import DomainError
+
+logger = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------------------------ credentials
+
+def check_kubeconfig(text: str) -> None:
+    """Raise DomainError unless `text` looks like a kubeconfig (a YAML mapping with clusters and users)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DomainError(f"The kubeconfig is not valid YAML: {exc}", field="kubeconfig") from None
+    if not isinstance(data, dict) or not data.get("clusters") or not data.get("users"):
+        raise DomainError("The kubeconfig needs `clusters`, `users` and a context.", field="kubeconfig")
+
+
+def cluster_set_kubeconfig(cluster: Cluster, text: str, *, save: bool = True) -> Cluster:
+    """Store a kubeconfig encrypted (an empty text removes it). It is never shown back."""
+    if text:
+        check_kubeconfig(text)
+    cluster.set_kubeconfig(text)
+    if save:
+        cluster.save(update_fields=["kubeconfig_encrypted"])
+    return cluster
+
+
+@dataclass
+class ConnectionReport:
+    ok: bool
+    version: str = ""
+    namespace: str = ""
+    missing: list[str] = field(default_factory=list)
+    error: str = ""
+
+    def summary(self) -> str:
+        if self.error:
+            return f"cannot connect: {self.error}"
+        text = f"Kubernetes {self.version}"
+        if self.missing:
+            return f"{text}; missing permissions: {', '.join(self.missing)}"
+        return f"{text}; every permission Tidal needs is granted in {self.namespace}"
+
+
+def cluster_test_connection(cluster: Cluster, *, client=None) -> ConnectionReport:
+    """Server version and the permissions Tidal lacks (checked in the first project's namespace)."""
+    from clusters.backends.kubernetes import build_client
+
+    project = selectors.first_project()
+    namespace = kubemap.namespace_for(cluster, project.slug if project else "default",
+                                      project.organization.slug if project else "")
+    try:
+        client = client or build_client(cluster)
+        info = client.server_version()
+        missing = client.missing_permissions(namespace)
+    except (ApiError, DomainError) as exc:
+        return ConnectionReport(False, namespace=namespace, error=str(exc))
+    except Exception as exc:  # a kubeconfig the client library rejects, an unreachable in-cluster API
+        return ConnectionReport(False, namespace=namespace, error=f"{type(exc).__name__}: {exc}")
+    version = str(info.get("gitVersion") or f"{info.get('major', '?')}.{info.get('minor', '?')}")
+    return ConnectionReport(not missing, version=version, namespace=namespace, missing=missing)
+
+
+# -------------------------------------------------------------------------------------------------- node sync
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # in the database, not in the cluster: marked not ready
+    unmatched: list[str] = field(default_factory=list)  # no flavor rule matched: not imported
+
+    def summary(self) -> str:
+        text = f"{len(self.created)} new, {len(self.updated)} updated, {len(self.gone)} gone (marked not ready)"
+        if self.unmatched:
+            text += f", {len(self.unmatched)} without a flavor rule ({', '.join(self.unmatched[:5])})"
+        return text
+
+
+def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+                 ) -> SyncReport:
+    """Node rows from the cluster's node and pod dicts. Nodes that left the cluster are marked not ready and kept
+    (running jobs and history refer to them); nodes no flavor rule matches are reported, not imported."""
+    rules = selectors.flavor_rules_for(cluster)
+    flavors = {f.name: f for f in selectors.flavors()}
+    settings = kubemap.inventory_settings(cluster, rules, sorted({f.device_resource for f in flavors.values()}))
+    rows = inventory(nodes, pods, settings)
+    report = SyncReport()
+    with transaction.atomic():
+        existing = {n.name: n for n in Node.objects.select_for_update().filter(cluster=cluster)}
+        position = max((n.position for n in existing.values()), default=0)
+        seen = set()
+        for row in rows:
+            seen.add(row.name)
+            node = existing.get(row.name)
+            flavor = flavors.get(row.flavor) if row.flavor else None
+            if flavor is None and node is None:
+                report.unmatched.append(row.name)
+                continue
+            flavor = flavor or node.flavor
+            fields = kubemap.node_fields(row, flavor.device_resource)
+            if node is None:
+                position += 1
+                Node.objects.create(cluster=cluster, name=row.name, flavor=flavor, position=position, **fields)
+                report.created.append(row.name)
+                continue
+            changed = {k: v for k, v in {**fields, "flavor": flavor}.items() if getattr(node, k) != v}
+            if changed:
+                for k, v in changed.items():
+                    setattr(node, k, v)
+                node.save(update_fields=[*changed, "updated_at"])
+                report.updated.append(row.name)
+        for name, node in existing.items():
+            if name not in seen and node.ready:
+                node.ready = False
+                node.save(update_fields=["ready", "updated_at"])
+                report.gone.append(name)
+        Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="")
+    if report.created or report.gone or report.updated:
+        from jobs import wakeup
+
+        transaction.on_commit(wakeup.wake_scheduler)
+    return report
+
+
+def cluster_sync_nodes(cluster: Cluster, *, client=None) -> SyncReport:
+    from clusters.backends.kubernetes import client_for
+
+    try:
+        client = client or client_for(cluster)
+        nodes = client.list_nodes()
+        pods, _ = client.list("Pod")  # every namespace: devices of foreign pods are subtracted
+    except ApiError as exc:
+        Cluster.objects.filter(pk=cluster.pk).update(last_sync_error=str(exc)[:1000])
+        raise
+    return nodes_upsert(cluster, nodes, pods)
+
+
+# ---------------------------------------------------------------------------------------- loops over clusters
+
+def _each_kubernetes_cluster(what: str, action) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for cluster in selectors.kubernetes_clusters():
+        try:
+            results[cluster.name] = action(cluster)
+        except Exception as exc:  # one broken cluster must not stop the others
+            logger.exception("%s of cluster %s failed", what, cluster.name)
+            results[cluster.name] = exc
+    return results
+
+
+def kube_resync_all() -> dict[str, Any]:
+    from clusters.backends.kubernetes import KubernetesBackend
+
+    return _each_kubernetes_cluster("resync", lambda cluster: KubernetesBackend(cluster).tick())
+
+
+def kube_sync_nodes_all(cluster_id: int | None = None) -> dict[str, Any]:
+    if cluster_id is not None:
+        cluster = selectors.clusters().filter(pk=cluster_id).first()
+        return {cluster.name: cluster_sync_nodes(cluster)} if cluster else {}
+    return _each_kubernetes_cluster("node sync", cluster_sync_nodes)
+
+
+def active_attempts() -> set[tuple[str, int]]:
+    """(job, attempt) keys whose objects must stay. Queued jobs count too: one admitted and dispatched between the
+    sweep's read and its list would otherwise look orphaned."""
+    return {attempt_key(job_id, attempt) for job_id, attempt in selectors.active_job_attempts()}
+
+
+def cluster_sweep_orphans(cluster: Cluster, *, client=None) -> list[str]:
+    from clusters.backends.kubernetes import client_for
+
+    client = client or client_for(cluster)
+    deleted = sweep_orphans(client, active_attempts(), instance=kubemap.instance(),
+                            grace_seconds=cluster.termination_grace_seconds)
+    if deleted:
+        logger.info("orphan sweep on %s deleted %d objects: %s", cluster.name, len(deleted), ", ".join(deleted[:20]))
+    return deleted
+
+
+def kube_sweep_all() -> dict[str, Any]:
+    return _each_kubernetes_cluster("orphan sweep", cluster_sweep_orphans)
+
+
+# ------------------------------------------------------------------------------------------------------- logs
+
+def _stored_logs(job, replica: str) -> tuple[int | None, list[str] | None]:
+    for event in selectors.events_with_logs(job):
+        logs = (event.details or {}).get("logs") or {}
+        if replica in logs:
+            return event.details.get("attempt"), list(logs[replica])
+    return None, None
+
+
+def job_logs(job, *, replica: str = "", tail: int = 200) -> dict[str, Any]:
+    """The log tail of one replica (``<role>-<index>``): from its pod while the attempt holds a cluster, else the
+    last lines kept in the job's events when the attempt failed or finished. Simulated clusters answer
+    synthetic lines."""
+    from clusters.backends import backend_for
+    from jobs.states import HOLDING
+
+    groups = list(job.groups.all())
+    replica = replica or (f"{groups[0].role}-0" if groups else "")
+    role, _, index_text = replica.rpartition("-")
+    valid = {f"{g.role}-{i}" for g in groups for i in range(g.replicas)}
+    if replica not in valid or not index_text.isdigit():
+        raise DomainError(f"Unknown replica {replica!r}; this job has {', '.join(sorted(valid)[:20])}.",
+                          field="replica")
+    body: dict[str, Any] = {"job": job.pk, "attempt": job.attempt, "replica": replica, "source": "none",
+                            "lines": [], "message": ""}
+    cluster = job.cluster
+    if cluster is not None and job.state in HOLDING:
+        if not cluster.is_kubernetes:
+            body.update(source="simulated", lines=[
+                f"[simulated] cluster {cluster.name} is simulated: no container runs, so there is no real log.",
+                f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} is {job.state}.",
+            ][-tail:])
+            return body
+        try:
+            body.update(source="pod", lines=backend_for(cluster).pod_log(job, role, int(index_text), tail))
+            return body
+        except ApiError as exc:
+            body["message"] = f"pod log unavailable: {exc}"
+    attempt, lines = _stored_logs(job, replica)
+    if lines is not None:
+        body.update(source="events", attempt=attempt, lines=lines[-tail:],
+                    message=f"last lines kept when attempt {attempt} ended (its pods are gone)")
+    elif not body["message"]:
+        body["message"] = "no log available: the replica is not running and no lines were kept"
+    return body
