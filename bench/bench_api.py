@@ -1,0 +1,109 @@
+"""API submission throughput: POST /api/v1/jobs/ from 16 concurrent clients against gunicorn on PostgreSQL.
+Target: at least 200 requests/s with p99 under 100 ms.
+
+Uses its own database (`tidal_bench_api` on the local PostgreSQL, or BENCH_API_DATABASE_URL), seeded with the demo
+tenants, cluster and quotas. Client and server share this machine's cores, so the numbers are a lower bound.
+
+    .venv/bin/python bench/bench_api.py [--seconds 15] [--clients 16] [--workers 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def prepare(env: dict) -> str:
+    base, _, name = env["DATABASE_URL"].rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    for args in (["migrate", "-v0"], ["seed_demo", "--without-jobs"]):
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
+    code = ("from django.contrib.auth.models import User; from tenancy.services import token_create; "
+            "print(token_create(user=User.objects.get(username='carol'), name='bench')[1])")
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()[-1]
+
+
+async def client_loop(http: httpx.AsyncClient, deadline: float, latencies: list[float], errors: list[int]) -> None:
+    body = {"project": "vision", "name": "bench", "image": "ghcr.io/acme/train:1", "command": ["python", "t.py"],
+            "groups": [{"role": "worker", "replicas": 1, "devices": 1, "flavor": "nvidia-a100-40gb"}]}
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        response = await http.post("/api/v1/jobs/", json=body)
+        latencies.append(time.perf_counter() - started)
+        if response.status_code != 201:
+            errors.append(response.status_code)
+
+
+async def load(base: str, token: str, clients: int, seconds: float) -> tuple[list[float], list[int], float]:
+    latencies: list[float] = []
+    errors: list[int] = []
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits,
+                                 timeout=30) as http:
+        await http.get("/healthz")
+        started = time.perf_counter()
+        deadline = started + seconds
+        await asyncio.gather(*(client_loop(http, deadline, latencies, errors) for _ in range(clients)))
+        return latencies, errors, time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=15)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=3)
+    args = parser.parse_args()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DATABASE_URL=os.environ.get("BENCH_API_DATABASE_URL",
+                                           "postgres://postgres@127.0.0.1:5432/tidal_bench_api"),
+               SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
+               TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
+    token = prepare(env)
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind",
+                               f"127.0.0.1:{port}", "--workers", str(args.workers), "--log-level", "warning"],
+                              cwd=ROOT, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                httpx.get(f"{base}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        latencies, errors, elapsed = asyncio.run(load(base, token, args.clients, args.seconds))
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    rate = len(latencies) / elapsed
+    ordered = sorted(latencies)
+    p50 = statistics.median(ordered) * 1000
+    p99 = ordered[int(len(ordered) * 0.99) - 1] * 1000
+    ok = rate >= 200 and p99 < 100 and not errors
+    print(f"{'case':<40}{'requests':>9}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>8}  target")
+    print(f"{'POST /api/v1/jobs/, 16 clients, PG':<40}{len(latencies):>9}{rate:>8.0f}{p50:>8.1f}{p99:>8.1f}"
+          f"{len(errors):>8}  >=200 req/s, p99<100 ms: {'ok' if ok else 'FAIL'}")
+    print(f"  gunicorn workers: {args.workers}; load average now: {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
