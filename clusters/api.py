@@ -5,13 +5,22 @@ Occupancy shows the caller's own projects by name and everyone else's as "other"
 
 from __future__ import annotations
 
-import django_filters
-from rest_framework import mixins, viewsets
+from dataclasses import asdict
 
-from clusters import selectors
+import django_filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from clusters import selectors, services
+from clusters.kube.errors import ApiError
 from clusters.models import Node
 from clusters.serializers import ClusterSerializer, NodeSerializer
 from jobs import wakeup
+from mlplatform.errors import DomainError
 from quotas.api import StaffWritesMixin
 from tenancy.audit import audit_record
 from tenancy.scoping import ScopedViewSet
@@ -22,10 +31,33 @@ def _everyone(selector):
 
 
 class ClusterViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
+    """Clusters. Platform admins register Kubernetes clusters with a kubeconfig (write-only), test the connection
+    and sync the node inventory on demand."""
+
     selector = _everyone(selectors.clusters)
     serializer_class = ClusterSerializer
     project_attr = None
     lookup_field = "name"
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["post"], url_path="test-connection")
+    def test_connection(self, request: Request, name: str | None = None) -> Response:
+        cluster = self.get_object()
+        if not cluster.is_kubernetes:
+            return Response({"ok": True, "version": "simulated", "namespace": "", "missing": [], "error": ""})
+        return Response(asdict(services.cluster_test_connection(cluster)))
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["post"], url_path="sync-nodes")
+    def sync_nodes(self, request: Request, name: str | None = None) -> Response:
+        cluster = self.get_object()
+        if not cluster.is_kubernetes:
+            raise DomainError("Simulated clusters have no node inventory to sync.", code="not_kubernetes")
+        try:
+            report = services.cluster_sync_nodes(cluster)
+        except ApiError as exc:
+            raise DomainError(f"Node sync failed: {exc}", code="kube_unavailable") from None
+        return Response(asdict(report))
 
 
 class NodeFilter(django_filters.FilterSet):

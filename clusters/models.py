@@ -85,6 +85,12 @@ class Cluster(models.Model):
         return decrypt(self.kubeconfig_encrypted) if self.kubeconfig_encrypted else ""
 
 
+# Admin-editable Kubernetes settings of a cluster (the kubeconfig itself is write-only and handled apart).
+KUBERNETES_FIELDS = ["in_cluster", "qps", "burst", "namespace_pattern", "image_pull_secret", "nccl_socket_ifname",
+                     "nccl_extra_env", "rdma_resource", "gpu_tolerations", "topology_block_key", "topology_rack_key",
+                     "topology_switch_key", "termination_grace_seconds", "shm_size", "cluster_domain"]
+
+
 class FlavorRule(models.Model):
     """Maps a GPU product label (from GPU Feature Discovery) to a flavor: rules of the cluster first, then global
     rules (no cluster), each by position; first match wins. Glob, case-insensitive, e.g. `nvidia-h100*`."""

@@ -2,15 +2,62 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from clusters.models import Cluster, Node
+from clusters import services
+from clusters.kube.envvars import is_reserved
+from clusters.models import KUBERNETES_FIELDS, Cluster, Node
+from mlplatform.errors import DomainError
 from mlplatform.serializers import StrictModelSerializer
 
 
 class ClusterSerializer(StrictModelSerializer):
+    """The kubeconfig is write-only: accepted on create/update, stored encrypted, never returned (only
+    `has_kubeconfig` says whether one is stored). An empty string removes it."""
+
+    kubeconfig = serializers.CharField(write_only=True, required=False, allow_blank=True, trim_whitespace=False,
+                                       style={"base_template": "textarea.html"})
+    has_kubeconfig = serializers.BooleanField(read_only=True)
+
     class Meta:
         model = Cluster
-        fields = ["id", "name", "backend", "description", "enabled", "created_at"]
-        read_only_fields = ["id", "created_at"]
+        fields = ["id", "name", "backend", "description", "enabled", "created_at", *KUBERNETES_FIELDS, "kubeconfig",
+                  "has_kubeconfig", "last_sync_at", "last_sync_error"]
+        read_only_fields = ["id", "created_at", "last_sync_at", "last_sync_error"]
+
+    def validate_kubeconfig(self, text: str) -> str:
+        if text:
+            try:
+                services.check_kubeconfig(text)
+            except DomainError as exc:
+                raise serializers.ValidationError(exc.message) from None
+        return text
+
+    def validate_nccl_extra_env(self, env):
+        if not isinstance(env, dict) or not all(isinstance(v, str | int | float) for v in env.values()):
+            raise serializers.ValidationError("A mapping of variable names to values.")
+        reserved = sorted(name for name in env if is_reserved(name))
+        if reserved:
+            raise serializers.ValidationError(f"Set by the platform: {', '.join(reserved)}.")
+        return {str(k): str(v) for k, v in env.items()}
+
+    def validate_gpu_tolerations(self, value):
+        if not isinstance(value, list) or not all(isinstance(v, str) or (isinstance(v, dict) and v.get("key"))
+                                                  for v in value):
+            raise serializers.ValidationError("A list of taint keys or {key, operator, value, effect} objects.")
+        return value
+
+    def create(self, validated_data):
+        kubeconfig = validated_data.pop("kubeconfig", None)
+        cluster = Cluster(**validated_data)
+        if kubeconfig:
+            cluster.set_kubeconfig(kubeconfig)
+        cluster.save()
+        return cluster
+
+    def update(self, instance, validated_data):
+        kubeconfig = validated_data.pop("kubeconfig", None)
+        if kubeconfig is not None:
+            instance.set_kubeconfig(kubeconfig)
+        return super().update(instance, validated_data)
 
 
 class NodeSerializer(StrictModelSerializer):

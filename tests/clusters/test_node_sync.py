@@ -1,0 +1,97 @@
+"""Node inventory sync: node and pod dicts -> Node rows (flavor rules, foreign devices, topology, gone nodes)."""
+
+from __future__ import annotations
+
+from clusters import services
+from clusters.kube import names
+from clusters.models import Cluster, FlavorRule, Node
+from quotas.models import ResourceFlavor
+
+
+def node(name: str, *, product: str = "", gpus: int = 8, rack: str = "", ready: bool = True,
+         unschedulable: bool = False, taints: list | None = None, extra: dict | None = None) -> dict:
+    labels = {"kubernetes.io/hostname": f"{name}.internal", "kubernetes.io/arch": "amd64"}
+    if product:
+        labels["nvidia.com/gpu.product"] = product
+    if rack:
+        labels["tidal.dev/rack"] = rack
+        labels["tidal.dev/block"] = "b1"
+    allocatable = {"cpu": "96", "memory": "1024Gi", "nvidia.com/gpu": str(gpus), **(extra or {})}
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"unschedulable": unschedulable, "taints": taints or []},
+            "status": {"allocatable": allocatable,
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pod(name: str, node_name: str, gpus: int, *, platform: bool = False, phase: str = "Running") -> dict:
+    labels = {names.LABEL_MANAGED: "true", names.LABEL_INSTANCE: "ci"} if platform else {"app": "notebook"}
+    return {"metadata": {"name": name, "namespace": "ml", "labels": labels},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {
+                "requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+def test_upsert_creates_updates_and_marks_gone_nodes(kube_inventory) -> None:
+    cluster = kube_inventory["cluster"]
+    a100 = ResourceFlavor.objects.create(name="nvidia-a100-80gb", vendor="nvidia", device_resource="nvidia.com/gpu")
+    FlavorRule.objects.create(cluster=cluster, pattern="*a100*80gb*", flavor=a100, position=1)
+    nodes = [
+        node("gpu-1", product="NVIDIA-H100-80GB-HBM3", rack="r1", unschedulable=True,
+             taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]),
+        node("gpu-3", product="NVIDIA-A100-SXM4-80GB", rack="r3", ready=False),
+        node("cpu-1", gpus=0),  # no product, no device: no rule matches
+        node("gpu-4", product="Tesla-T4"),  # no rule for it
+    ]
+    pods = [pod("jupyter", "gpu-1", 2), pod("ours", "gpu-1", 4, platform=True), pod("done", "gpu-1", 8,
+                                                                                     phase="Succeeded")]
+    report = services.nodes_upsert(cluster, nodes, pods)
+    assert report.created == ["gpu-3"] and report.updated == ["gpu-1"] and report.gone == ["gpu-2"]
+    assert sorted(report.unmatched) == ["cpu-1", "gpu-4"]
+
+    gpu1 = Node.objects.get(cluster=cluster, name="gpu-1")
+    assert (gpu1.devices, gpu1.foreign_used) == (8, 2)  # only the foreign running pod's GPUs are subtracted
+    assert gpu1.cordoned and gpu1.ready and gpu1.rack == "r1" and gpu1.block == "b1"
+    assert gpu1.hostname == "gpu-1.internal" and gpu1.product == "NVIDIA-H100-80GB-HBM3"
+    assert gpu1.taints == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert gpu1.cpu_millis == 94000 and gpu1.memory_mib == 1024 * 1024 - 8 * 1024
+    gpu3 = Node.objects.get(cluster=cluster, name="gpu-3")
+    assert gpu3.flavor == a100 and not gpu3.ready and gpu3.position == 3  # appended after the existing nodes
+    gpu2 = Node.objects.get(cluster=cluster, name="gpu-2")  # left the cluster: kept, not ready
+    assert not gpu2.ready
+    cluster.refresh_from_db()
+    assert cluster.last_sync_at is not None and cluster.last_sync_error == ""
+
+    again = services.nodes_upsert(cluster, nodes, pods)
+    assert again.created == again.updated == again.gone == []  # idempotent
+
+
+def test_cluster_rules_come_before_global_rules(kube_inventory) -> None:
+    cluster = kube_inventory["cluster"]
+    special = ResourceFlavor.objects.create(name="h100-special", vendor="nvidia", device_resource="nvidia.com/gpu")
+    FlavorRule.objects.create(cluster=cluster, pattern="NVIDIA-H100*", flavor=special, position=5)
+    other = Cluster.objects.create(name="other")
+    FlavorRule.objects.create(cluster=other, pattern="*", flavor=special)
+    from clusters.selectors import flavor_rules_for
+
+    assert flavor_rules_for(cluster) == [("NVIDIA-H100*", "h100-special"), ("nvidia-h100*", "nvidia-h100-80gb")]
+    services.nodes_upsert(cluster, [node("gpu-7", product="NVIDIA-H100-80GB-HBM3")], [])
+    assert Node.objects.get(name="gpu-7").flavor == special
+
+
+def test_sync_over_http_from_kmock(kube_inventory, kube) -> None:
+    kube.put("nodes", None, node("gpu-1", product="NVIDIA-H100-80GB-HBM3", rack="r7"))
+    kube.put("pods", "ml", pod("jupyter", "gpu-1", 3))
+    report = services.cluster_sync_nodes(kube_inventory["cluster"])
+    assert report.updated == ["gpu-1"] and report.gone == ["gpu-2"]
+    gpu1 = Node.objects.get(name="gpu-1")
+    assert gpu1.rack == "r7" and gpu1.foreign_used == 3
+
+
+def test_sync_task_is_a_noop_without_kubernetes_clusters(db) -> None:
+    from clusters.tasks import kube_resync_task, kube_sweep_orphans_task, kube_sync_nodes_task
+
+    Cluster.objects.create(name="sim")
+    kube_sync_nodes_task()
+    kube_resync_task()
+    kube_sweep_orphans_task()
+    assert not Node.objects.exists()
