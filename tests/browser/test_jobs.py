@@ -108,3 +108,16 @@ def test_screenshots_and_no_page_overflow(tenant, infra, chromium, live_server, 
             assert overflow <= 0, f"{path} scrolls sideways by {overflow}px at {width}px"
     finally:
         context.close()
+
+
+def test_detail_page_polls_its_state(tenant, infra, browser_page):
+    """htmx re-fetches the live part of the detail page: a state change shows up without a reload."""
+    page = browser_page
+    job = job_submit(actor=tenant.users["member"], project=tenant.project, spec=spec(infra["flavor"], name="polled"))
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/jobs/{job.pk}/")
+    assert page.locator("#job-state").inner_text() == "queued"
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, cluster=infra["cluster"], placement=[
+        {"role": "worker", "index": 0, "node": "node-1", "devices": 4}])
+    page.wait_for_selector("#job-state.running", timeout=20_000)
+    assert "node-1" in page.locator("table.placement").inner_text()
