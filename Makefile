@@ -36,7 +36,7 @@ run: seed
 	$(DEV_ENV) $(PY) manage.py run_embedded --port $(PORT)
 
 test: install
-	$(TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .
