@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from jobs.models import Launcher, Stage
 from jobs.serializers import JobSubmitSerializer
 from jobs.states import State
-from mlplatform.errors import _flatten
+from mlplatform.errors import flatten_errors
 from quotas import selectors as quota_selectors
 
 MAX_SPEC_CHARS = 200_000
@@ -88,7 +88,7 @@ class JobSpecForm(forms.Form):
             data["project"] = project.slug
         serializer = JobSubmitSerializer(data=data, context={"request": self.request})
         if not serializer.is_valid():
-            for field, reasons in _flatten(serializer.errors).items():
+            for field, reasons in flatten_errors(serializer.errors).items():
                 for reason in reasons:
                     self.add_spec_error("" if field == "non_field_errors" else field, reason)
             return cleaned

@@ -53,7 +53,7 @@ class NotFound(DomainError):
     status_code = status.HTTP_404_NOT_FOUND
 
 
-def _flatten(detail: Any) -> dict[str, list[str]]:
+def flatten_errors(detail: Any) -> dict[str, list[str]]:
     """DRF validation details as {field: [reasons]}; nested fields become dotted paths."""
     fields: dict[str, list[str]] = {}
 
@@ -99,7 +99,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = _flatten(exc.detail)
+        fields = flatten_errors(exc.detail)
         first = next(iter(fields.items()))
         message = f"{first[0]}: {first[1][0]}" if first[0] != "non_field_errors" else first[1][0]
         response.data = error_body("invalid", message, fields)

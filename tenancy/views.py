@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
@@ -46,7 +46,18 @@ def switch_project(request: HttpRequest) -> HttpResponse:
     target = request.POST.get("next") or reverse("project_detail", kwargs={"slug": project.slug})
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = reverse("home")
-    return redirect(target)
+    return redirect(_same_page_in(project, target))
+
+
+def _same_page_in(project: Project, target: str) -> str:
+    """A project's own page (settings, audit...) becomes the same page of the project switched to."""
+    try:
+        match = resolve(target.split("?", 1)[0])
+    except Resolver404:
+        return target
+    if "slug" not in match.kwargs:
+        return target
+    return reverse(match.view_name, kwargs={**match.kwargs, "slug": project.slug})
 
 
 @login_required

@@ -214,3 +214,24 @@ class TestSessionCsrf:
         response = client.post("/api/v1/tokens/", {"name": "x"}, format="json")
         assert response.status_code == 403
         assert "CSRF" in error_of(response)["message"]
+
+
+class TestProjectSwitcher:
+    def test_switching_on_a_project_page_opens_the_same_page_of_the_new_project(self, tenant, client):
+        from tenancy.models import Membership, Project
+
+        second = Project.objects.create(organization=tenant.organization, name="Speech", slug="speech")
+        Membership.objects.create(project=second, user=tenant.users["member"], role="member")
+        client.force_login(tenant.users["member"])
+        response = client.post("/switch/", {"project": "speech", "next": "/projects/vision/settings/"})
+        assert response.status_code == 302 and response["Location"] == "/projects/speech/settings/"
+        assert client.get("/").url == "/projects/speech/"
+
+    def test_switching_to_another_tenants_project_is_404(self, tenant, client):
+        client.force_login(tenant.users["member"])
+        assert client.post("/switch/", {"project": "secret", "next": "/jobs/"}).status_code == 404
+
+    def test_offsite_next_is_ignored(self, tenant, client):
+        client.force_login(tenant.users["member"])
+        response = client.post("/switch/", {"project": "vision", "next": "https://evil.example/"})
+        assert response["Location"] == "/"
