@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import django_filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.parsers import JSONParser
@@ -12,10 +12,18 @@ from rest_framework.response import Response
 
 from jobs import selectors, services
 from jobs.models import Job
-from jobs.serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer
+from jobs.serializers import (
+    FailureCausesSerializer,
+    JobDetailSerializer,
+    JobLogsSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+)
 from jobs.states import State
+from mlplatform.errors import DomainError, NotFound
 from mlplatform.parsers import YAMLParser
 from tenancy.scoping import ScopedViewSet
+from tenancy.selectors import projects_for_user
 
 
 class JobFilter(django_filters.FilterSet):
@@ -62,6 +70,40 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         job = self.get_object()
         services.job_cancel(actor=request.user, job=job)
         return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk)).data)
+
+    @extend_schema(parameters=[
+        OpenApiParameter("replica", str, description="<role>-<index>, e.g. worker-0 (default: the first replica)"),
+        OpenApiParameter("tail", int, description="last lines, 1-5000 (default 200)"),
+    ], responses=JobLogsSerializer)
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        """A replica's log tail: from its pod while the attempt runs, else the last lines kept in the job's events
+        when the attempt ended (simulated clusters answer synthetic lines)."""
+        from clusters.services import job_logs
+
+        job = self.get_object()
+        try:
+            tail = min(max(int(request.query_params.get("tail", 200)), 1), 5000)
+        except ValueError:
+            raise DomainError("tail must be an integer.", field="tail") from None
+        body = job_logs(job, replica=request.query_params.get("replica", ""), tail=tail)
+        return Response(JobLogsSerializer(body).data)
+
+    @extend_schema(parameters=[OpenApiParameter("project", str, description="project slug (default: all yours)")],
+                   responses=FailureCausesSerializer)
+    @action(detail=False, methods=["get"], url_path="failure-causes")
+    def failure_causes(self, request: Request) -> Response:
+        """Failed attempts counted by cause, and by rack and cause where the rack is known."""
+        from clusters.selectors import failure_counts
+
+        jobs = self.get_queryset()
+        slug = request.query_params.get("project", "")
+        if slug:
+            if not projects_for_user(request.user).filter(slug=slug).exists():
+                raise NotFound(f"No project {slug}.")
+            jobs = jobs.filter(project__slug=slug)
+        body = {"project": slug or None, **failure_counts(jobs)}
+        return Response(FailureCausesSerializer(body).data)
 
     @extend_schema(request=None, responses={201: JobDetailSerializer})
     @action(detail=True, methods=["post"])

@@ -147,3 +147,30 @@ class JobDetailSerializer(JobSerializer):
                   "placement", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
                   "checkpoint_path", "duration", "retry_at", "events"]
         read_only_fields = fields
+
+
+class JobLogsSerializer(serializers.Serializer):
+    """Log tail of one replica; `source` is pod (live), events (kept when the attempt ended), simulated or none."""
+
+    job = serializers.IntegerField()
+    attempt = serializers.IntegerField(allow_null=True)
+    replica = serializers.CharField()
+    source = serializers.ChoiceField(choices=["pod", "events", "simulated", "none"])
+    lines = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    message = serializers.CharField(allow_blank=True)
+
+
+class CauseCountSerializer(serializers.Serializer):
+    cause = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class RackCauseCountSerializer(CauseCountSerializer):
+    rack = serializers.CharField()
+
+
+class FailureCausesSerializer(serializers.Serializer):
+    project = serializers.CharField(allow_null=True)
+    total = serializers.IntegerField()
+    by_cause = CauseCountSerializer(many=True)
+    by_rack = RackCauseCountSerializer(many=True)

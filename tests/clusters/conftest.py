@@ -12,6 +12,7 @@ from clusters.kube.ratelimit import Backoff
 from clusters.models import Cluster, FlavorRule, Node
 from quotas.models import Quota, ResourceFlavor
 from tests.clusters.kube.conftest import KMockThread
+from tests.jobs.conftest import inventory  # noqa: F401  (the simulated cluster, for comparisons)
 
 
 @pytest.fixture()
