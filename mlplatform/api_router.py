@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 from clusters import api as clusters_api
 from jobs import api as jobs_api
 from quotas import api as quotas_api
+from replays import api as replays_api
 from tenancy import api as tenancy_api
 
 router = DefaultRouter()
@@ -20,3 +21,4 @@ router.register("jobs", jobs_api.JobViewSet, basename="job")
 router.register("queue", jobs_api.QueueViewSet, basename="queue")
 router.register("clusters", clusters_api.ClusterViewSet, basename="cluster")
 router.register("nodes", clusters_api.NodeViewSet, basename="node")
+router.register("replays", replays_api.ReplayRunViewSet, basename="replay")

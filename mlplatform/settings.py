@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "quotas",
     "jobs",
     "clusters",
+    "replays",
 ]
 
 MIDDLEWARE = [

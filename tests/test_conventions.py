@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["tenancy", "quotas", "jobs", "clusters", "replay"]
+APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays"]
 SCOPED_MODULE_NAMES = {"api.py", "views.py", "serializers.py", "forms.py"}
 UNSCOPED = re.compile(r"\b[A-Z]\w*\.(objects|_default_manager|_base_manager)\b|get_user_model\(\)\.objects")
 

@@ -1,0 +1,91 @@
+"""Reads for replays: runs scoped to their creator, and the platform's cluster, quotas and history as replay
+inputs (the `current` configuration)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+
+from jobs.models import Job, ReplicaGroup
+from jobs.snapshot import load_nodes, load_projects, load_quotas
+from quotas.models import PriorityClass, Quota, ResourceFlavor
+from replay.cluster import ClusterShape, QuotaSet
+from replay.trace import PRIORITY_CLASSES
+from replays.models import ReplayRun
+from tenancy.models import Project
+
+
+def runs_for_user(user) -> QuerySet[ReplayRun]:
+    """Platform staff see every run; anybody else only the runs they created (others answer 404)."""
+    if not user.is_authenticated:
+        return ReplayRun.objects.none()
+    runs = ReplayRun.objects.select_related("created_by")
+    return runs if user.is_staff else runs.filter(created_by=user)
+
+
+def run_by_id(run_id: int) -> ReplayRun | None:
+    return ReplayRun.objects.filter(pk=run_id).first()
+
+
+def whatif_runs() -> QuerySet[ReplayRun]:
+    return ReplayRun.objects.filter(kind="whatif")
+
+
+def current_cluster() -> ClusterShape:
+    """The inventory as a replay cluster: every node at its allocatable size (devices held by pods the platform
+    did not create are left out), all free; cordons and readiness are transient and ignored."""
+    return ClusterShape(tuple(replace(n, free=n.devices, schedulable=True) for n in load_nodes() if n.devices > 0))
+
+
+def current_quotas() -> QuotaSet:
+    """The quotas and projects (cohort = organization) as configured; fair-share history starts at zero."""
+    projects = tuple(replace(p, decayed_usage=0.0) for p in load_projects())
+    return QuotaSet(load_quotas(), projects)
+
+
+def priority_values() -> dict[str, int]:
+    """The configured values of the priority classes a trace can name (high, normal, low, preemptible)."""
+    rows = PriorityClass.objects.filter(name__in=PRIORITY_CLASSES).values_list("name", "value")
+    return dict(rows)
+
+
+def priority_class(name: str) -> PriorityClass | None:
+    return PriorityClass.objects.filter(name=name).first()
+
+
+def projects() -> QuerySet[Project]:
+    return Project.objects.select_related("organization").order_by("slug")
+
+
+def flavors() -> QuerySet[ResourceFlavor]:
+    return ResourceFlavor.objects.order_by("name")
+
+
+def project_by_slug(slug: str) -> Project | None:
+    return Project.objects.filter(slug=slug).first()
+
+
+def flavor_by_name(name: str) -> ResourceFlavor | None:
+    return ResourceFlavor.objects.filter(name=name).first()
+
+
+def quota_for(project: Project, flavor: ResourceFlavor) -> Quota | None:
+    return Quota.objects.filter(project=project, flavor=flavor).select_related("project", "flavor").first()
+
+
+def history(since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Jobs submitted in [since, until) as plain rows with their replica groups (for export_trace)."""
+    rows = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until).order_by("submitted_at", "id")
+                .values("id", "submitted_at", "started_at", "finished_at", "total_devices", "flavor__name",
+                        "project__slug", "priority_class__name", "submitter_name", "max_runtime"))
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for job_id, replicas, devices in ReplicaGroup.objects.filter(job_id__in=[r["id"] for r in rows]).values_list(
+            "job_id", "replicas", "devices"):
+        groups.setdefault(job_id, []).append((replicas, devices))
+    for row in rows:
+        row["groups"] = groups.get(row["id"], [])
+    return rows
+

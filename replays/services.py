@@ -1,0 +1,501 @@
+"""Replays inside the platform: export of the job history, creating a run (inputs validated and frozen), running
+it (the Celery task), and the what-if change with its "Apply this change".
+
+The simulation itself is the pure package `replay/`; this module only turns database state into its inputs and
+its results into a ReplayRun row and files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import math
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import scheduling as core
+from jobs import wakeup
+from jobs.snapshot import policy_from_settings
+from mlplatform.errors import DomainError
+from quotas.models import Quota
+from quotas.services import quota_save
+from replay import (
+    ClusterShape,
+    ConfigError,
+    EngineOptions,
+    JobRecord,
+    QuotaSet,
+    TraceError,
+    compare,
+    export_trace,
+    format_compare,
+    get_policy,
+    load_cluster,
+    load_quotas,
+    load_trace,
+    run,
+    summarize,
+    with_quota,
+    write_outputs,
+)
+from replay.engine import DEFAULT_PRIORITIES
+from replay.trace import PRIORITY_CLASSES, Trace
+from replays import selectors
+from replays.models import ReplayRun, RunKind, RunStatus
+from tenancy.audit import audit_record
+
+logger = logging.getLogger(__name__)
+
+CURRENT = "current"
+# Policy settings the what-if page may change (the ones settings.TIDAL["POLICY"] exposes).
+POLICY_SETTINGS: dict[str, tuple[Any, ...]] = {
+    "blocking": ("backfill", "skip", "strict"),
+    "ordering": ("priority-fairshare", "fifo"),
+    "preemption": (True, False),
+    "borrowing": (True, False),
+}
+QUOTA_CHANGE_FIELDS = ("guaranteed", "borrow_limit")
+PROGRESS_INTERVAL = 0.5  # seconds between progress writes to the database
+
+
+def replay_root() -> Path:
+    """Where runs keep their inputs and outputs: settings.REPLAY_DIR, else var/replays/."""
+    return Path(getattr(settings, "REPLAY_DIR", None) or Path(settings.VAR_DIR) / "replays")
+
+
+def run_dir(run_id: int) -> Path:
+    return replay_root() / str(run_id)
+
+
+def output_dir(run_id: int) -> Path:
+    return run_dir(run_id) / "out"
+
+
+# History export -------------------------------------------------------------------------------------------------
+
+def default_salt() -> str:
+    """A salt derived from SECRET_KEY: pseudonyms are stable across exports of one installation and cannot be
+    reversed by hashing guessed names without the key."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"tidal-replay-export", hashlib.sha256).hexdigest()
+
+
+def _shape(groups: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """(devices per replica, replicas) of a job's replica groups; a trace job has one shape, so mixed groups
+    become replicas of the largest group's size covering the same total."""
+    sized = [(r, d) for r, d in groups if d > 0]
+    if not sized:
+        return None
+    sizes = {d for _, d in sized}
+    if len(sizes) == 1:
+        return sizes.pop(), sum(r for r, _ in sized)
+    largest = max(sizes)
+    total = sum(r * d for r, d in sized)
+    return largest, -(-total // largest)
+
+
+def history_records(rows: Iterable[dict[str, Any]], counts: Counter[str]) -> list[JobRecord]:
+    records = []
+    for row in rows:
+        shape = _shape(row["groups"]) or ((row["total_devices"], 1) if row["total_devices"] else None)
+        if shape is None:
+            counts["no_devices"] += 1  # CPU-only jobs hold no devices: nothing to replay
+            continue
+        records.append(JobRecord(
+            submit=row["submitted_at"], start=row["started_at"], end=row["finished_at"], devices=shape[0],
+            replicas=shape[1], flavor=row["flavor__name"], project=row["project__slug"],
+            priority=row["priority_class__name"] or "normal", user=row["submitter_name"] or "",
+            job_id=str(row["id"]), max_runtime=float(row["max_runtime"]) if row["max_runtime"] else None))
+    return records
+
+
+def export_history(since: datetime, until: datetime, dest: str | Path | TextIO, *, anonymize: bool = False,
+                   salt: str | None = None) -> Counter[str]:
+    """Write the jobs submitted in [since, until) as a replay trace; returns counts (exported, skipped by why)."""
+    counts: Counter[str] = Counter()
+    records = history_records(selectors.history(since, until), counts)
+    counts.update(export_trace(records, dest, anonymize=anonymize, salt=default_salt() if salt is None else salt))
+    return counts
+
+
+# Inputs ---------------------------------------------------------------------------------------------------------
+
+def write_cluster_json(shape: ClusterShape, path: Path) -> None:
+    path.write_text(json.dumps({"nodes": [asdict(n) for n in shape.nodes]}), encoding="utf-8")
+
+
+def write_quotas_json(qs: QuotaSet, path: Path) -> None:
+    body = {"quotas": [asdict(q) for q in qs.quotas], "projects": [asdict(p) for p in qs.projects]}
+    path.write_text(json.dumps(body), encoding="utf-8")
+
+
+def read_cluster(path: Path) -> ClusterShape:
+    if path.suffix == ".json":
+        return ClusterShape(tuple(core.Node(**n) for n in json.loads(path.read_text(encoding="utf-8"))["nodes"]))
+    return load_cluster(path)
+
+
+def read_quotas(path: Path, quota_scale: float = 1.0) -> QuotaSet:
+    if path.suffix == ".json":
+        body = json.loads(path.read_text(encoding="utf-8"))
+        return QuotaSet(tuple(core.Quota(**q) for q in body["quotas"]),
+                        tuple(core.Project(**p) for p in body["projects"]))
+    return load_quotas(path, quota_scale=quota_scale)
+
+
+def current_cluster() -> ClusterShape:
+    shape = selectors.current_cluster()
+    if not shape.nodes:
+        raise DomainError("The inventory has no nodes: upload a cluster file instead of `current`.", field="cluster")
+    return shape
+
+
+def priority_values() -> dict[str, int]:
+    """Trace priority class -> value as configured (defaults for classes the platform does not define)."""
+    return {**DEFAULT_PRIORITIES, **selectors.priority_values()}
+
+
+def policy_for(name: str, field: str = "policy") -> tuple[str, core.Policy | str]:
+    """(label, policy): a name from replay.policies, or `current` for the scheduling policy in settings."""
+    if name == CURRENT:
+        return CURRENT, policy_from_settings()
+    try:
+        get_policy(name)
+    except KeyError as exc:
+        raise DomainError(str(exc.args[0]), field=field) from None
+    return name, name
+
+
+def _suffix(name: str) -> str:
+    return ".yaml" if Path(name).suffix.lower() in (".yaml", ".yml") else ".csv"
+
+
+def _save_upload(upload: Any, path: Path) -> None:
+    with open(path, "wb") as f:
+        if hasattr(upload, "chunks"):
+            for chunk in upload.chunks():
+                f.write(chunk)
+        else:
+            f.write(upload.read())
+
+
+def _trace_error(err: TraceError, name: str) -> str:
+    """The error as the person sent it: their file name and the line, not our storage path."""
+    return str(err).replace(err.source, name, 1)
+
+
+def _prepare_inputs(tmp: Path, *, trace: Any, source: str, days: int | None, cluster: Any,
+                    quotas: Any, quota_scale: float, skip_invalid: bool) -> tuple[dict[str, Any], Trace]:
+    """Write the run's inputs into `tmp` and validate them; DomainError naming the field on bad input."""
+    meta: dict[str, Any] = {}
+    if cluster is None or cluster == CURRENT:
+        shape = current_cluster()
+        write_cluster_json(shape, tmp / "cluster.json")
+        meta["cluster_source"] = CURRENT
+    else:
+        path = tmp / f"cluster{_suffix(getattr(cluster, 'name', ''))}"
+        _save_upload(cluster, path)
+        try:
+            shape = load_cluster(path)
+        except (ConfigError, ValueError, KeyError, UnicodeDecodeError) as exc:
+            raise DomainError(f"cluster: {str(exc).replace(str(path), getattr(cluster, 'name', 'cluster'))}",
+                              field="cluster") from None
+        meta["cluster_source"] = "upload"
+    if quotas is None or quotas == CURRENT:
+        write_quotas_json(selectors.current_quotas(), tmp / "quotas.json")
+        meta["quotas_source"] = CURRENT
+    else:
+        path = tmp / f"quotas{_suffix(getattr(quotas, 'name', ''))}"
+        _save_upload(quotas, path)
+        try:
+            load_quotas(path, quota_scale=quota_scale)
+        except (ConfigError, ValueError, KeyError, UnicodeDecodeError) as exc:
+            raise DomainError(f"quotas: {str(exc).replace(str(path), getattr(quotas, 'name', 'quotas'))}",
+                              field="quotas") from None
+        meta["quotas_source"] = "upload"
+    trace_path = tmp / "trace.csv"
+    if source == "history":
+        until = timezone.now()
+        counts = export_history(until - timedelta(days=days or 7), until, trace_path)
+        meta.update(trace_source="history", days=days or 7, trace_name=f"history-{days or 7}d")
+        field, name = "source", f"history of the last {days or 7} days"
+        if not counts["exported"]:
+            raise DomainError(f"No finished jobs in the last {days or 7} days to replay.", field="days")
+    else:
+        if trace is None:
+            raise DomainError("Upload a trace CSV (multipart field `trace`) or set source: history.", field="trace")
+        _save_upload(trace, trace_path)
+        meta.update(trace_source="upload", trace_name=(getattr(trace, "name", "") or "trace.csv")[:200])
+        field, name = "trace", meta["trace_name"]
+    try:
+        parsed = load_trace(trace_path, cluster=shape, skip_invalid=skip_invalid)
+    except TraceError as err:
+        raise DomainError(_trace_error(err, name), field=field) from None
+    except UnicodeDecodeError:
+        raise DomainError(f"{name} is not UTF-8 text: upload a CSV file.", field=field) from None
+    except (ValueError, KeyError) as exc:
+        raise DomainError(f"{name}: {exc}", field=field) from None
+    if not parsed.jobs:
+        why = f" ({parsed.skipped.summary()})" if parsed.skipped.total else ""
+        raise DomainError(f"{name} has no valid jobs to replay{why}.", field=field)
+    return meta, parsed
+
+
+@transaction.atomic
+def replay_create(*, actor: Any, trace: Any = None, source: str = "upload", days: int | None = None,
+                  cluster: Any = CURRENT, quotas: Any = CURRENT, quota_scale: float = 1.0,
+                  policy: str = "production", compare_with: Sequence[str] = (), skip_invalid: bool = False,
+                  kind: str = RunKind.REPLAY, change: dict[str, Any] | None = None) -> ReplayRun:
+    """Validate and freeze the inputs, create the run and queue the task after commit (eager in embedded mode).
+
+    Raises DomainError (400, naming the field) for bad input: a malformed row with its line number, an unknown
+    policy, a bad cluster or quota file, an empty history.
+    """
+    policy_for(policy)
+    for name in compare_with:
+        policy_for(name, field="compare")
+    root = replay_root()
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="new-", dir=root))
+    try:
+        meta, parsed = _prepare_inputs(tmp, trace=trace, source=source, days=days, cluster=cluster,
+                                       quotas=quotas, quota_scale=quota_scale, skip_invalid=skip_invalid)
+        authenticated = actor is not None and getattr(actor, "is_authenticated", False)
+        run_row = ReplayRun.objects.create(
+            kind=kind, created_by=actor if authenticated else None,
+            created_by_name=actor.get_username() if authenticated else "system", policy=policy,
+            compare=list(compare_with), skip_invalid=skip_invalid, change=change or {}, jobs=len(parsed.jobs),
+            skipped={"counts": dict(parsed.skipped.counts), "examples": parsed.skipped.examples[:10]}
+            if parsed.skipped.total else {},
+            options={"priorities": priority_values(), "quota_scale": quota_scale}, **meta)
+        target = run_dir(run_row.pk)
+        if target.exists():  # a row id reused after a rolled-back create: its old files are not this run's
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        tmp.rename(target / "input")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    from replays.tasks import replay_task
+
+    transaction.on_commit(lambda: replay_task.delay(run_row.pk))
+    return run_row
+
+
+# Running --------------------------------------------------------------------------------------------------------
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON for a JSONField (PostgreSQL refuses NaN): numpy scalars as floats, NaN/inf as None."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return number if math.isfinite(number) else None
+
+
+def _input(folder: Path, stem: str) -> Path:
+    found = sorted(folder.glob(f"{stem}.*"))
+    if not found:
+        raise FileNotFoundError(f"{stem} input of the run is missing from {folder}")
+    return found[0]
+
+
+def _plan(row: ReplayRun, quotas: QuotaSet, options: EngineOptions) -> list[tuple[str, Any, QuotaSet, EngineOptions]]:
+    """(label, policy, quotas, options) per replay of the run: the policy and the --compare list, or for a
+    what-if the current configuration and the proposed one."""
+    if row.kind != RunKind.WHATIF:
+        plan = []
+        for name in [row.policy, *row.compare]:
+            label, pol = policy_for(name)
+            plan.append((label, pol, quotas, options))
+        return plan
+    change = row.change
+    base = policy_from_settings()
+    policy2, quotas2, options2 = base, quotas, options
+    if change["kind"] == "quota":
+        quotas2 = with_quota(quotas, change["project"], change["flavor"], **{change["field"]: change["value"]})
+    elif change["kind"] == "priority":
+        options2 = replace(options, priorities={**options.priorities, change["name"]: change["value"]})
+    elif change["kind"] == "policy":
+        policy2 = replace(base, **{change["field"]: change["value"]})
+    return [("current", base, quotas, options), ("proposed", policy2, quotas2, options2)]
+
+
+def _progress_writer(run_id: int, steps: int) -> Callable[[int], Callable[[int, int, float], None]]:
+    """Progress over all replays of a run: a callback per step that writes progress and ETA at most twice a
+    second (and always at the end of a step)."""
+    t0 = time.monotonic()
+    last = [0.0]
+
+    def for_step(step: int) -> Callable[[int, int, float], None]:
+        def report(done: int, total: int, _now: float) -> None:
+            wall = time.monotonic()
+            if done < total and wall - last[0] < PROGRESS_INTERVAL:
+                return
+            last[0] = wall
+            frac = min(1.0, (step + (done / total if total else 1.0)) / steps)
+            eta = (wall - t0) * (1 - frac) / frac if frac > 0 else None
+            ReplayRun.objects.filter(pk=run_id).update(progress=round(frac, 4), eta_seconds=eta)
+
+        return report
+
+    return for_step
+
+
+def replay_execute(run_id: int) -> ReplayRun | None:
+    """The task body: replay every policy of the run, store summaries, comparisons and files. Never raises for a
+    failed replay: the run ends `failed` with the message."""
+    row = selectors.run_by_id(run_id)
+    if row is None or row.status != RunStatus.QUEUED:
+        return row  # deleted, or already taken by another delivery of the task
+    claimed = ReplayRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING, started_at=timezone.now(), progress=0.0)
+    if not claimed:
+        return selectors.run_by_id(run_id)
+    try:
+        folder = run_dir(run_id) / "input"
+        cluster = read_cluster(_input(folder, "cluster"))
+        quotas = read_quotas(_input(folder, "quotas"), float(row.options.get("quota_scale", 1.0)))
+        trace = load_trace(folder / "trace.csv", cluster=cluster, skip_invalid=row.skip_invalid)
+        options = EngineOptions(priorities={**DEFAULT_PRIORITIES, **row.options.get("priorities", {})})
+        plan = _plan(row, quotas, options)
+        progress = _progress_writer(run_id, len(plan))
+        results = []
+        for step, (label, pol, qs, opts) in enumerate(plan):
+            results.append(run(trace, cluster, qs, pol, options=opts, progress=progress(step), label=label))
+        comparisons = [compare(results[0], r) for r in results[1:]]
+        out = output_dir(run_id)
+        files = write_outputs(results, out, extra_text="\n\n".join(format_compare(c) for c in comparisons))
+        ReplayRun.objects.filter(pk=run_id).update(
+            status=RunStatus.SUCCEEDED, finished_at=timezone.now(), progress=1.0, eta_seconds=0.0,
+            summary=_jsonable([summarize(r) for r in results]), comparison=_jsonable(comparisons),
+            files=sorted(p.name for p in files.values()),
+            message=f"replayed {len(trace.jobs)} jobs under {', '.join(r.name for r in results)}")
+    except Exception as exc:  # a failed run is a result to show, not a crashed worker
+        logger.exception("replay run %s failed", run_id)
+        text = _trace_error(exc, "trace") if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}"
+        ReplayRun.objects.filter(pk=run_id).update(status=RunStatus.FAILED, finished_at=timezone.now(),
+                                                   eta_seconds=None, message=text[:5000])
+    return selectors.run_by_id(run_id)
+
+
+def report_path(row: ReplayRun) -> Path | None:
+    path = output_dir(row.pk) / "report.html"
+    return path if row.status == RunStatus.SUCCEEDED and path.exists() else None
+
+
+# What-if --------------------------------------------------------------------------------------------------------
+
+def whatif_change(*, kind: str, project: str = "", flavor: str = "", field: str = "", value: Any = None,
+                  name: str = "") -> dict[str, Any]:
+    """Validate a proposed change against the current configuration; the dict the run stores (with the value
+    before the change and a sentence describing it)."""
+    if kind == "quota":
+        proj, flav = selectors.project_by_slug(project), selectors.flavor_by_name(flavor)
+        if proj is None:
+            raise DomainError(f"Unknown project {project!r}.", field="project")
+        if flav is None:
+            raise DomainError(f"Unknown flavor {flavor!r}.", field="flavor")
+        if field not in QUOTA_CHANGE_FIELDS:
+            raise DomainError(f"Choose one of {', '.join(QUOTA_CHANGE_FIELDS)}.", field="field")
+        if not isinstance(value, int) or value < 0:
+            raise DomainError("A quota is a whole number of devices, 0 or more.", field="value")
+        quota = selectors.quota_for(proj, flav)
+        before = getattr(quota, field) if quota else None
+        label = "guarantee" if field == "guaranteed" else "borrow limit"
+        return {"kind": kind, "project": project, "flavor": flavor, "field": field, "value": value,
+                "before": before, "text": f"{project} {label} of {flavor}: {before if before is not None else 'none'}"
+                                          f" -> {value}"}
+    if kind == "priority":
+        pc = selectors.priority_class(name)
+        if pc is None or name not in PRIORITY_CLASSES:
+            raise DomainError(f"Choose a priority class of {', '.join(PRIORITY_CLASSES)}.", field="name")
+        if not isinstance(value, int):
+            raise DomainError("A priority value is a whole number.", field="value")
+        return {"kind": kind, "name": name, "value": value, "before": pc.value,
+                "text": f"priority class {name}: value {pc.value} -> {value}"}
+    if kind == "policy":
+        if field not in POLICY_SETTINGS:
+            raise DomainError(f"Choose one of {', '.join(POLICY_SETTINGS)}.", field="field")
+        if value not in POLICY_SETTINGS[field]:
+            raise DomainError(f"{field} is one of {', '.join(map(str, POLICY_SETTINGS[field]))}.", field="value")
+        before = getattr(policy_from_settings(), field)
+        return {"kind": kind, "field": field, "value": value, "before": before,
+                "text": f"scheduling policy {field}: {before} -> {value}"}
+    raise DomainError("Change a quota, a priority class or a policy setting.", field="kind")
+
+
+def whatif_create(*, actor: Any, days: int, change: dict[str, Any]) -> ReplayRun:
+    """Replay the last `days` of real jobs on the current cluster twice: as configured and with `change`."""
+    return replay_create(actor=actor, source="history", days=days, policy=CURRENT, kind=RunKind.WHATIF,
+                         change=change, skip_invalid=True)
+
+
+def env_setting(field: str, value: Any) -> str:
+    name = f"TIDAL_POLICY_{field.upper()}"
+    return f"{name}={str(value).lower() if isinstance(value, bool) else value}"
+
+
+@transaction.atomic
+def whatif_apply(*, actor: Any, run_row: ReplayRun) -> str:
+    """Save the what-if's change (audited). Returns what was done. Quotas go through quotas.services.quota_save;
+    a priority class value is saved and audited here; policy settings live in the environment and are not
+    saved (the message names the variable to set)."""
+    row = ReplayRun.objects.select_for_update().get(pk=run_row.pk)
+    if row.kind != RunKind.WHATIF or row.status != RunStatus.SUCCEEDED:
+        raise DomainError("Only a finished what-if can be applied.", code="conflict")
+    if row.applied_at is not None:
+        raise DomainError(f"This change was already applied by {row.applied_by_name}.", code="conflict")
+    change = row.change
+    if change["kind"] == "quota":
+        proj, flav = selectors.project_by_slug(change["project"]), selectors.flavor_by_name(change["flavor"])
+        if proj is None or flav is None:
+            raise DomainError("The project or flavor no longer exists.", code="conflict")
+        quota = selectors.quota_for(proj, flav)
+        now = getattr(quota, change["field"]) if quota else None
+        if now != change["before"]:
+            raise DomainError(f"The quota changed since this what-if ran ({change['before']} -> {now}): run it "
+                              "again.", code="conflict")
+        quota_save(actor=actor, quota=quota or Quota(project=proj, flavor=flav),
+                   values={change["field"]: change["value"]})
+        done = f"Saved {change['text']}."
+    elif change["kind"] == "priority":
+        pc = selectors.priority_class(change["name"])
+        if pc is None or pc.value != change["before"]:
+            raise DomainError("The priority class changed since this what-if ran: run it again.", code="conflict")
+        pc.value = change["value"]
+        try:
+            pc.full_clean()
+        except ValidationError as exc:
+            raise DomainError("; ".join(exc.messages), field="value") from None
+        pc.save()
+        audit_record(actor=actor, action="priorityclass.change", target=pc,
+                     changes={"value": [change["before"], change["value"]]})
+        transaction.on_commit(wakeup.wake_scheduler)
+        done = f"Saved {change['text']}."
+    else:
+        return (f"Policy settings come from the environment: set {env_setting(change['field'], change['value'])} "
+                "and restart the scheduler. Nothing was saved.")
+    authenticated = actor is not None and getattr(actor, "is_authenticated", False)
+    ReplayRun.objects.filter(pk=row.pk).update(applied_at=timezone.now(),
+                                               applied_by_name=actor.get_username() if authenticated else "system")
+    return done

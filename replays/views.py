@@ -1,0 +1,94 @@
+"""The admin what-if page: replay real history as configured and with one proposed change, show who gains and
+who loses, and save the change only when the admin presses "Apply this change".
+
+Mounted under the ReplayRun admin (see replays/admin.py), so every view is staff only (admin_site.admin_view).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from mlplatform.errors import DomainError
+from replays import selectors, services
+from replays.forms import WhatIfForm
+from replays.models import ReplayRun, RunKind
+
+APPLY_PERMISSION = {"quota": "quotas.change_quota", "priority": "quotas.change_priorityclass"}
+
+
+def _context(site: AdminSite, request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    return {**site.each_context(request), "title": "What-if: try a change on real history", **extra}
+
+
+def _run(pk: int) -> ReplayRun:
+    run = selectors.run_by_id(pk)
+    if run is None or run.kind != RunKind.WHATIF:
+        raise Http404("No such what-if run.")
+    return run
+
+
+def difference_rows(run: ReplayRun) -> list[dict[str, Any]]:
+    """One row per project (then ALL) of compare(current, proposed), with the guarantee each had."""
+    if not run.comparison:
+        return []
+    cmp = run.comparison[0]
+    guarantees = [{name: p.get("guarantee", 0) for name, p in s.get("projects", {}).items()} for s in run.summary]
+    rows = []
+    for name, r in [*cmp["projects"].items(), ("ALL", cmp["overall"])]:
+        rows.append({
+            "project": name, "verdict": r["verdict"],
+            "guarantee_a": guarantees[0].get(name) if guarantees else None,
+            "guarantee_b": guarantees[1].get(name) if len(guarantees) > 1 else None,
+            **{key: r[key] for key in ("wait_mean", "wait_p95", "jct_mean", "share", "guarantee_met",
+                                       "preemptions", "starved_seconds")},
+        })
+    return rows
+
+
+def whatif(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    form = WhatIfForm(request.POST or None)
+    if request.method == "POST" and form.is_valid() and form.change is not None:
+        try:
+            run = services.whatif_create(actor=request.user, days=form.cleaned_data["days"], change=form.change)
+        except DomainError as exc:
+            form.add_error("days" if exc.field in ("days", "source") else None, exc.message)
+        else:
+            return redirect(reverse("admin:replays_whatif_result", args=[run.pk]))
+    recent = selectors.whatif_runs()[:10]
+    return render(request, "replays/whatif_form.html", _context(site, request, form=form, recent=recent))
+
+
+def whatif_result(request: HttpRequest, pk: int, site: AdminSite) -> HttpResponse:
+    run = _run(pk)
+    kind = run.change.get("kind")
+    can_apply = (run.status == "succeeded" and run.applied_at is None and kind in APPLY_PERMISSION
+                 and request.user.has_perm(APPLY_PERMISSION[kind]))
+    context = _context(
+        site, request, run=run, rows=difference_rows(run), cmp=run.comparison[0] if run.comparison else None,
+        can_apply=can_apply, percent=round(run.progress * 100),
+        env_setting=services.env_setting(run.change["field"], run.change["value"]) if kind == "policy" else "",
+        report_url=reverse("replay-report", kwargs={"pk": run.pk}) if run.status == "succeeded" else "")
+    return render(request, "replays/whatif_result.html", context)
+
+
+@require_POST
+def whatif_apply(request: HttpRequest, pk: int, site: AdminSite) -> HttpResponse:
+    run = _run(pk)
+    permission = APPLY_PERMISSION.get(run.change.get("kind", ""))
+    if permission and not request.user.has_perm(permission):
+        raise PermissionDenied
+    try:
+        done = services.whatif_apply(actor=request.user, run_row=run)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, done)
+    return redirect(reverse("admin:replays_whatif_result", args=[run.pk]))
