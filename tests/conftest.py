@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import pytest
@@ -25,8 +26,17 @@ def make_user(username: str, **extra):
                                                 email=f"{username}@example.com", **extra)
 
 
+def ensure_default_priority_classes() -> None:
+    """The data migration creates them, but a transactional test's flush removes them for the tests after it."""
+    from django.apps import apps
+
+    migration = importlib.import_module("quotas.migrations.0002_default_priority_classes")
+    migration.create(apps, None)
+
+
 @pytest.fixture
 def tenant(db) -> Tenant:
+    ensure_default_priority_classes()
     org = Organization.objects.create(name="Acme", slug="acme")
     project = Project.objects.create(organization=org, name="Vision", slug="vision")
     other_org = Organization.objects.create(name="Globex", slug="globex")
