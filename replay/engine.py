@@ -18,7 +18,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobs.scheduling.model import (
     Assignment,
@@ -239,6 +239,7 @@ class _Engine:
         cycle: CycleFn,
     ) -> None:
         self.trace, self.policy, self.opts = trace, policy, opts
+        self.cycle_policy = replace(policy, explain=False)  # replay never reads wait explanations
         self.policy_name = policy_name or "custom"
         self.progress, self.cycle = progress, cycle
         self.oracle = opts.oracle_durations if opts.oracle_durations is not None else policy.ordering == "sjf"
@@ -466,7 +467,7 @@ class _Engine:
         for _ in range(max(1, self.opts.max_cycles_per_instant)):
             if not self.pending:
                 break
-            result = self.cycle(self._snapshot(), self.policy)
+            result = self.cycle(self._snapshot(), self.cycle_policy)
             self.cycles += 1
             for p in result.preemptions:
                 self._preempt(p.victim_id)

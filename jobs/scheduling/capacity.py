@@ -50,6 +50,7 @@ class CapacityIndex:
         self.nodes = nodes
         self.index_of: dict[str, int] = {}
         self.free: list[int] = []
+        self.node_flavor: list[str] = [n.flavor for n in nodes]
         self.hidden: list[int] = []
         self.leaf_of: list[int] = []
         self.leaves: list[Leaf] = []

@@ -6,7 +6,8 @@ Phases:
   3. place     gang placement, every replica or none, best fit by topology (placement.py)
   4. preempt   when it does not fit: simulated removal and fill-back (preemption.py)
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start (backfill.py)
-  6. explain   reasons, positions and ETA for every job left waiting (explain.py)
+  6. explain   reasons, positions and ETA for every job left waiting (explain.py); with Policy.explain=False
+               (trace replay) only codes and reasons: positions 0, eta None, short quota reasons
 Phases 2-5 run per job in cycle order, on one mutable CycleState. Each job's effects are recorded in an
 `Outcome` so the incremental scheduler can rebuild the state at any position without re-evaluating.
 """
@@ -91,6 +92,13 @@ def quota_reason(state: CycleState, job: PendingJob, info: JobInfo, failure: Quo
             f"(borrow limit {b})")
 
 
+def short_quota_reason(failure: QuotaFailure) -> str:
+    """The reason of a quota wait when the policy does not explain waits (Policy.explain=False)."""
+    if failure.kind == "max_running":
+        return "project is at its limit of running jobs"
+    return f"quota: {failure.kind} {failure.flavor}"
+
+
 def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
     if victim.project == job.project:
         return f"preempted for higher-priority job {job.id} ({job.priority} > {victim.priority}) in its project"
@@ -106,7 +114,8 @@ class Cycle:
         self.policy = policy
         self.state = CycleState(snapshot, policy)
         self.state.use_cache = use_cache
-        self.shares = fair_shares(snapshot.projects, snapshot.quotas, snapshot.running, policy)
+        self.shares = fair_shares(snapshot.projects, snapshot.quotas, snapshot.running, policy,
+                                  used=self.state.share_used)
         self.order = order_jobs(snapshot.pending, policy, self.shares)  # phase 1
         self.outcomes: list[Outcome] = []
         self.structural: dict[tuple, str | None] = {}
@@ -153,8 +162,8 @@ class Cycle:
             return out
         if failure is not None:
             code = "max_running" if failure.kind == "max_running" else "quota"
-            out.entry = WaitEntry(job, info, code, quota_reason(state, job, info, failure),
-                                  quota_kind=failure.kind, quota_flavor=failure.flavor)
+            reason = quota_reason(state, job, info, failure) if policy.explain else short_quota_reason(failure)
+            out.entry = WaitEntry(job, info, code, reason, quota_kind=failure.kind, quota_flavor=failure.flavor)
         else:
             out.entry = WaitEntry(job, info, "place", constrained=constrained)
             if (policy.blocking == "backfill" and not job.preemptible
@@ -195,7 +204,7 @@ class Cycle:
         state = self.state
         if state.simulations >= MAX_SIMULATIONS:
             return None  # this cycle's budget of simulated removals is spent
-        if not any(state.runs_by_flavor.get(f) for f in info.flavors):
+        if not any(f in state.running_flavors for f in info.flavors):
             return None  # nothing was running on these flavors
         key = None
         if info.shape_key is not None and state.use_cache:
@@ -278,7 +287,10 @@ class Cycle:
     def result(self) -> CycleResult:
         state = self.state
         entries = [o.entry for o in self.outcomes if o.entry is not None]
-        waits = Explainer(state).explain(entries)
+        if self.policy.explain:
+            waits = Explainer(state).explain(entries)
+        else:
+            waits = Explainer(state, etas=False).brief(entries)
         return self.assemble(waits)
 
     def assemble(self, waits) -> CycleResult:
@@ -328,7 +340,11 @@ def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> CycleResul
     with gc_paused():
         cycle = Cycle(snapshot, policy)
         cycle.run()
-        return cycle.result()
+        result = cycle.result()
+        # Free the cycle's objects while the collector is still paused: re-enabled with them alive, its next
+        # run would scan them all once more (up to a tenth of a replay cycle) just before they are freed.
+        del cycle
+    return result
 
 
 __all__ = ["Cycle", "Outcome", "run_cycle", "describe_shape"]

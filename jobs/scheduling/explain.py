@@ -11,6 +11,10 @@ capacity in order and keep it (a conservative estimate). For a job needing d dev
 A reserved head job gets its reservation start. Quota waits also wait for the project's own jobs to release the
 devices above its limit, "max_running" waits for the project's k-th earliest job end (k = the job's rank among
 the project's jobs waiting for that cap), "blocked" jobs no earlier than the job blocking them.
+
+Policy.explain=False (trace replay, which reads only decisions): `Explainer.brief` gives every waiting job its
+code and reason (placement reasons as above, quota reasons shortened when evaluated), positions 0 and eta None,
+without building the release curves.
 """
 
 from __future__ import annotations
@@ -88,9 +92,17 @@ class Curve:
 
 
 class Explainer:
-    def __init__(self, state: CycleState) -> None:
+    def __init__(self, state: CycleState, etas: bool = True) -> None:
+        """`etas=False`: only codes and reasons (`brief`), without the release curves ETAs need."""
         self.state = state
         self.now = state.now
+        self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
+        self.reasons: dict[tuple, tuple[str, str]] = {}
+        self.empty = Curve([])
+        if etas:
+            self._curves(state)
+
+    def _curves(self, state: CycleState) -> None:
         flavor_events: dict[str, list[tuple[float, int]]] = {}
         project_events: dict[tuple[str, str], list[tuple[float, int]]] = {}
         project_ends: dict[str, list[float]] = {}
@@ -105,9 +117,6 @@ class Explainer:
         self.curves = {f: Curve(ev) for f, ev in flavor_events.items()}
         self.project_curves = {k: Curve(ev) for k, ev in project_events.items()}
         self.project_ends = {p: sorted(ends) for p, ends in project_ends.items()}
-        self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
-        self.reasons: dict[tuple, tuple[str, str]] = {}
-        self.empty = Curve([])
 
     # -- reasons ----------------------------------------------------------------------------------------------
 
@@ -246,4 +255,14 @@ class Explainer:
             if entry.code != "unschedulable":
                 for f, d in info.demand.items():
                     ahead[f] = ahead.get(f, 0) + d
+        return waits
+
+    def brief(self, entries: list[WaitEntry]) -> list[Wait]:
+        """Waits with code and reason only (Policy.explain=False): positions 0, eta None."""
+        waits = []
+        for entry in entries:
+            if entry.placement_failed:
+                entry.code, entry.reason = self.placement_reason(entry)
+            entry.wait = Wait(entry.job.id, entry.reason, entry.code, 0, 0, None)
+            waits.append(entry.wait)
         return waits

@@ -69,8 +69,12 @@ class IncrementalScheduler:
             for k, entry in zip(self._entry_keys, self._entries, strict=True):
                 for g in self._group_keys(entry):
                     self._groups.setdefault(g, []).append((k, entry))
-        self._explainer = Explainer(cycle.state)
-        waits = self._explainer.explain(self._entries)
+        if self.policy.explain:
+            self._explainer = Explainer(cycle.state)
+            waits = self._explainer.explain(self._entries)
+        else:
+            self._explainer = Explainer(cycle.state, etas=False)
+            waits = self._explainer.brief(self._entries)
         self._result = cycle.assemble(waits)
         self._cycle = cycle
         self._snapshot = snapshot
@@ -126,7 +130,9 @@ class IncrementalScheduler:
             return self._result
         for other in effectful:
             cycle.replay(other)
-        if self.policy.blocking == "strict":
+        if not self.policy.explain:
+            self._splice_brief(out, key)
+        elif self.policy.blocking == "strict":
             self._splice(out, p)
         else:
             self._splice_indexed(out, key)
@@ -182,6 +188,25 @@ class IncrementalScheduler:
             insort(groups.setdefault(g, []), (key, entry), key=lambda item: item[0])
         self._entries.insert(e, entry)
         self._entry_keys.insert(e, key)
+        prev = self._result
+        stats = dict(prev.stats)
+        stats["pending"] += 1
+        stats["considered"] += out.considered
+        stats["waiting"] += 1
+        waits = tuple([x.wait for x in self._entries])
+        self._result = CycleResult(prev.admits, prev.preemptions, waits, stats, prev.reservations)
+
+    def _splice_brief(self, out: Outcome, key: tuple) -> None:
+        """Insert the new job's wait when waits are not explained (no positions or ETA move)."""
+        entry = out.entry
+        assert entry is not None and self._explainer is not None and self._result is not None
+        self._explainer.brief([entry])
+        e = bisect_left(self._entry_keys, key)
+        self._entries.insert(e, entry)
+        self._entry_keys.insert(e, key)
+        if self.policy.blocking != "strict":
+            for g in self._group_keys(entry):
+                insort(self._groups.setdefault(g, []), (key, entry), key=lambda item: item[0])
         prev = self._result
         stats = dict(prev.stats)
         stats["pending"] += 1

@@ -108,6 +108,10 @@ class Policy:
     # is the mean life (half-life / ln 2) of a 7-day half-life decay: a project that steadily used D devices
     # carries a past weight of D devices.
     usage_window: float = 7 * 24 * 3600.0 / 0.6931471805599453
+    # Explain waits in full (reason, positions, ETA). False (trace replay, which reads only admissions and
+    # preemptions): every waiting job still gets a Wait with its code, but positions are 0, eta is None and
+    # quota waits carry a short reason ("quota: <kind> <flavor>"); decisions are the same either way.
+    explain: bool = True
 
 
 DEFAULT_POLICY = Policy()  # what `run_cycle(snapshot)` uses when no policy is given

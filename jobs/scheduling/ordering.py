@@ -22,16 +22,18 @@ ShareKey = tuple[int, float]
 
 
 def fair_shares(projects: Iterable[Project], quotas: Iterable[Quota], running: Iterable[RunningJob],
-                policy: Policy) -> dict[str, ShareKey]:
+                policy: Policy, used: dict[str, dict[str, int]] | None = None) -> dict[str, ShareKey]:
+    """`used`: devices of `running` per project and job flavor when the caller already summed them."""
     guaranteed: dict[str, dict[str, int]] = {}
     for q in quotas:
         if q.guaranteed > 0:
             per = guaranteed.setdefault(q.project, {})
             per[q.flavor] = per.get(q.flavor, 0) + q.guaranteed
-    used: dict[str, dict[str, int]] = {}
-    for job in running:
-        per = used.setdefault(job.project, {})
-        per[job.flavor] = per.get(job.flavor, 0) + sum(a.devices for a in job.placement)
+    if used is None:
+        used = {}
+        for job in running:
+            per = used.setdefault(job.project, {})
+            per[job.flavor] = per.get(job.flavor, 0) + sum(a.devices for a in job.placement)
     window = policy.usage_window if policy.usage_window > 0 else 1.0
     decayed = {p.name: p.decayed_usage for p in projects}
     shares: dict[str, ShareKey] = {}

@@ -54,18 +54,34 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
         quota = state.quota
         pool = []
         lowest = state.own_lowest
+        own_pool = state.own_pool
+        now = state.now
+        enabled = quota.enabled
+        borrows: dict[tuple[str, str], bool] = {}  # quota.run_borrowing, fixed during this loop
         for rec in state.runs_by_flavor.get(flavor, ()):
-            if state.now < rec.evictable_at:
+            if now < rec.evictable_at:
                 continue
-            key = (rec.project, flavor)
+            project = rec.project
+            key = (project, flavor)
             if rec.priority < lowest.get(key, INF):
                 lowest[key] = rec.priority
-            own = state.own_pool.setdefault(key, [])
-            borrowing = rec.preemptible or (quota.enabled and any(quota.run_borrowing(rec.project, f)
-                                                                  for f in rec.demand))
-            own.append((_preference(rec, borrowing), rec))
+            own = own_pool.get(key)
+            if own is None:
+                own = own_pool[key] = []
+            borrowing = rec.preemptible
+            if not borrowing and enabled:
+                for f in rec.demand:
+                    pf = (project, f)
+                    b = borrows.get(pf)
+                    if b is None:
+                        b = borrows[pf] = quota.run_borrowing(project, f)
+                    if b:
+                        borrowing = True
+                        break
+            item = (_preference(rec, borrowing), rec)
+            own.append(item)
             if borrowing:
-                pool.append((_preference(rec, borrowing), rec))
+                pool.append(item)
         pool.sort(key=lambda item: item[0])  # candidates are then gathered in near-sorted order
         for (_, f), own in state.own_pool.items():
             if f == flavor:

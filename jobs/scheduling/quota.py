@@ -101,6 +101,28 @@ class QuotaState:
         self.running[project] += sign
         return delta_borrowed
 
+    def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],
+                     running: dict[str, int]) -> None:
+        """Add the usage of the jobs running at the start of the cycle in one step, aggregated per (project,
+        flavor): the same state as one `change(..., 1, at_start=True)` per job (borrowed_total and supply are
+        sums over (project, flavor) of functions of its final usage, so per-job increments telescope), with one
+        update per key instead of one per job. Call it once, on a fresh state."""
+        for key in used.keys() | pre.keys():
+            project, flavor = key
+            cohort_key = (self.cohort.get(project, project), flavor)
+            before_b = self.borrowed(project, flavor)
+            before_l = self._lendable(project, flavor)
+            u = used.get(key, 0)
+            p = pre.get(key, 0)
+            self.used[key] += u
+            self.run_used[key] += u
+            self.pre[key] += p
+            self.run_pre[key] += p
+            self.borrowed_total[cohort_key] += self.borrowed(project, flavor) - before_b
+            self.supply[cohort_key] += self._lendable(project, flavor) - before_l
+        for project, n in running.items():
+            self.running[project] += n
+
     def check(self, project: str, demand: dict[str, int], preemptible: bool) -> QuotaFailure | None:
         """None when a job of this demand may be admitted now; quotas off means always."""
         if not self.enabled:

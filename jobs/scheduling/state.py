@@ -79,6 +79,10 @@ def run_record(job: RunningJob, index: CapacityIndex, at_start: bool = True) -> 
                   job.preemptible, usage, demand, at_start)
 
 
+def _job_id(job: RunningJob) -> int:
+    return job.id
+
+
 class CycleState:
     def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
         self.snapshot = snapshot
@@ -86,15 +90,11 @@ class CycleState:
         self.now = snapshot.now
         self.index = CapacityIndex(snapshot.nodes)
         self.quota = QuotaState(snapshot.projects, snapshot.quotas, policy, self.index.total_devices)
-        self.runs: dict[int, RunRec] = {}  # running at start and not (yet) preempted
+        # Jobs running at start and not (yet) preempted, and per flavor (never edited): built on first use.
+        self._runs: dict[int, RunRec] | None = None
+        self._runs_by_flavor: dict[str, list[RunRec]] = {}
         self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle
-        self.runs_by_flavor: dict[str, list[RunRec]] = {}
-        for job in sorted(snapshot.running, key=lambda j: j.id):
-            rec = run_record(job, self.index)
-            self.runs[rec.id] = rec
-            for flavor in rec.demand:
-                self.runs_by_flavor.setdefault(flavor, []).append(rec)
-            self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=True)
+        self._load_running(snapshot.running)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
@@ -108,6 +108,80 @@ class CycleState:
         self.live_pool: dict[str, tuple[list, set[str]]] = {}  # flavor -> reclaim pool as of the last commit
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
+
+    def _load_running(self, running: tuple[RunningJob, ...]) -> None:
+        """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) in one pass and
+        loaded in one step (one QuotaState.change per job was most of a replay cycle), and the per-project use
+        fair share needs. Their RunRecs are built only when first needed (`runs`): preemption, backfill and ETAs
+        use them, most cycles of a replay never do."""
+        index_of = self.index.index_of
+        node_flavor = self.index.node_flavor
+        used: dict[tuple[str, str], int] = {}
+        pre: dict[tuple[str, str], int] = {}
+        count: dict[str, int] = {}
+        share_used: dict[str, dict[str, int]] = {}
+        flavors: set[str] = set()
+        for job in running:
+            project = job.project
+            sums = pre if job.preemptible else used
+            total = 0
+            for a in job.placement:
+                i = index_of.get(a.node)
+                flavor = job.flavor if i is None else node_flavor[i]
+                key = (project, flavor)
+                sums[key] = sums.get(key, 0) + a.devices
+                flavors.add(flavor)
+                total += a.devices
+            count[project] = count.get(project, 0) + 1
+            per = share_used.get(project)
+            if per is None:
+                per = share_used[project] = {}
+            per[job.flavor] = per.get(job.flavor, 0) + total
+        self.quota.load_running(used, pre, count)
+        self.share_used = share_used  # devices in use per project and job flavor (ordering.fair_shares)
+        self.running_flavors = flavors  # flavors any running job uses (runs_by_flavor's keys)
+
+    @property
+    def runs(self) -> dict[int, RunRec]:
+        if self._runs is None:
+            self._build_runs()
+        return self._runs  # type: ignore[return-value]
+
+    @property
+    def runs_by_flavor(self) -> dict[str, list[RunRec]]:
+        if self._runs is None:
+            self._build_runs()
+        return self._runs_by_flavor
+
+    def _build_runs(self) -> None:
+        index_of = self.index.index_of
+        node_flavor = self.index.node_flavor
+        runs: dict[int, RunRec] = {}
+        by_flavor: dict[str, list[RunRec]] = {}
+        for job in sorted(self.snapshot.running, key=_job_id):
+            usage: list[tuple[int, int]] = []
+            demand: dict[str, int] = {}
+            for a in job.placement:
+                i = index_of.get(a.node)
+                if i is None:
+                    flavor = job.flavor
+                else:
+                    usage.append((i, a.devices))
+                    flavor = node_flavor[i]
+                demand[flavor] = demand.get(flavor, 0) + a.devices
+            started = job.started_at
+            end = None if job.max_runtime is None else started + job.max_runtime
+            rec = RunRec(job.id, job.project, job.priority, started, end, started + job.min_runtime,
+                         job.preemptible, usage, demand, True)
+            runs[job.id] = rec
+            for flavor in demand:
+                lst = by_flavor.get(flavor)
+                if lst is None:
+                    by_flavor[flavor] = [rec]
+                else:
+                    lst.append(rec)
+        self._runs_by_flavor = by_flavor
+        self._runs = runs
 
     # -- reservations -----------------------------------------------------------------------------------------
 

@@ -34,6 +34,8 @@ POLICIES = [
     Policy(blocking="skip", preemption=False),
     Policy(quotas=False),
     Policy(borrowing=False),
+    Policy(explain=False),
+    Policy(ordering="fifo", blocking="strict", blocking_scope="project", explain=False),
 ]
 
 
@@ -126,3 +128,20 @@ def test_failure_caches_do_not_change_decisions(case):
     plain = Cycle(snap, policy, use_cache=False)
     plain.run()
     assert plain.result() == cached.result()
+
+
+@PROPS
+@given(scenarios())
+def test_explain_off_changes_only_positions_eta_and_quota_reasons(case):
+    """Policy.explain=False (trace replay) takes the same decisions and gives every waiting job the same code;
+    positions are 0, eta None, and only quota waits get a shorter reason."""
+    snap, policy, _ = case
+    full = run_cycle(snap, replace(policy, explain=True))
+    brief = run_cycle(snap, replace(policy, explain=False))
+    assert (brief.admits, brief.preemptions, brief.stats, brief.reservations) == (
+        full.admits, full.preemptions, full.stats, full.reservations)
+    assert [(w.job_id, w.code) for w in brief.waits] == [(w.job_id, w.code) for w in full.waits]
+    for b, f in zip(brief.waits, full.waits, strict=True):
+        assert (b.project_position, b.flavor_position, b.eta) == (0, 0, None)
+        if f.code not in ("quota", "max_running"):
+            assert b.reason == f.reason
