@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from clusters import kubemap
 from clusters.backends.kubernetes import RECONCILED, KubernetesBackend, _jobs, group_pods
@@ -76,4 +76,7 @@ class PodWatch:
                 logger.exception("watch loop of %s failed; retrying in %.0fs", self.backend.cluster.name, pause)
                 stop.wait(pause)
             finally:
-                close_old_connections()
+                # A long-lived loop must drop broken or expired connections between rounds; inside an outer
+                # transaction (a test's) closing would break it, and nothing there expires.
+                if not connection.in_atomic_block:
+                    close_old_connections()

@@ -75,6 +75,8 @@ def _isolated_process_state(settings):
 
     from mlplatform.celery import app
 
+    # Tests create many users: a fast hasher instead of PBKDF2's deliberate slowness (seconds per test on CI).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     cache.clear()
