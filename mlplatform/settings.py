@@ -73,9 +73,13 @@ TEMPLATES = [
 ]
 
 # SQLite under var/ unless DATABASE_URL says otherwise (PostgreSQL through psycopg 3 in production and CI).
+DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'tidal.sqlite3'}"
+DATABASE_URL = env_str("DATABASE_URL", DEFAULT_DATABASE_URL)
+if DATABASE_URL == DEFAULT_DATABASE_URL:
+    VAR_DIR.mkdir(exist_ok=True)  # a fresh clone has no var/ yet; SQLite cannot create the folder itself
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'tidal.sqlite3'}"),
+        DATABASE_URL,
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
     )
 }
