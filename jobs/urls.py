@@ -8,6 +8,7 @@ urlpatterns = [
     path("jobs/new/template/", views.job_template, name="job_template"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/live/", views.job_live, name="job_live"),
+    path("jobs/<int:pk>/logs/", views.job_logs, name="job_logs"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("jobs/<int:pk>/resubmit/", views.job_resubmit, name="job_resubmit"),
     path("queue/", views.queue, name="queue"),

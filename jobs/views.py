@@ -126,6 +126,24 @@ def job_live(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "jobs/_job_live.html", _detail_context(request, job))
 
 
+@login_required
+def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
+    """A replica's log tail for the job page. With "follow" ticked the fragment polls itself, like `kubectl logs -f`
+    by re-reading the tail."""
+    from clusters.services import job_logs as read_logs
+
+    job = _job_or_404(request, pk, detail=True)
+    replicas = [f"{g.role}-{i}" for g in job.groups.all() for i in range(g.replicas)]
+    replica = request.GET.get("replica") or (replicas[0] if replicas else "")
+    follow = request.GET.get("follow") == "1" and job.state not in FINAL
+    try:
+        body = read_logs(job, replica=replica, tail=200)
+    except DomainError as error:
+        body = {"lines": [], "message": error.message, "source": "none"}
+    return render(request, "jobs/_logs.html", {"job": job, "replicas": replicas, "replica": replica,
+                                               "follow": follow, "log": body, "poll_seconds": POLL_SECONDS})
+
+
 def spec_as_yaml(job: Job, groups) -> str:
     """The job's spec in the submit form's format (to copy, or to edit and submit again)."""
     spec = {name: getattr(job, name) for name in services.SPEC_FIELDS}

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tidal_cli.client import Api, CliError
-from tidal_cli.commands import account, capacity, jobs, replay
+from tidal_cli.commands import account, capacity, jobs, logs, replay
 
 EPILOG = """configuration: ~/.config/tidal/config.json (written by `tidal login`; TIDAL_CONFIG moves it);
 TIDAL_URL, TIDAL_TOKEN and TIDAL_PROJECT override it. Every command exits 0 on success, 1 on an error
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tidal", description="Command-line client for the Tidal training platform.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (account, jobs, capacity, replay):  # jobs registers `job` (show.py) after `jobs`
+    for module in (account, jobs, logs, capacity, replay):  # jobs registers `job` (show.py) after `jobs`
         module.register(sub)
     return parser
 
