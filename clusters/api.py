@@ -23,18 +23,14 @@ from jobs import wakeup
 from mlplatform.errors import DomainError
 from quotas.api import StaffWritesMixin
 from tenancy.audit import audit_record
-from tenancy.scoping import ScopedViewSet
-
-
-def _everyone(selector):
-    return staticmethod(lambda user: selector() if user.is_authenticated else selector().none())
+from tenancy.scoping import ScopedViewSet, visible_to_everyone
 
 
 class ClusterViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
     """Clusters. Platform admins register Kubernetes clusters with a kubeconfig (write-only), test the connection
     and sync the node inventory on demand."""
 
-    selector = _everyone(selectors.clusters)
+    selector = visible_to_everyone(selectors.clusters)
     serializer_class = ClusterSerializer
     project_attr = None
     lookup_field = "name"
@@ -73,7 +69,7 @@ class NodeViewSet(StaffWritesMixin, mixins.ListModelMixin, mixins.RetrieveModelM
                   ScopedViewSet):
     """Nodes with their occupancy. Admins cordon a node or mark it not ready (which fails jobs running there)."""
 
-    selector = _everyone(selectors.nodes)
+    selector = visible_to_everyone(selectors.nodes)
     serializer_class = NodeSerializer
     project_attr = None
     filterset_class = NodeFilter

@@ -11,7 +11,7 @@ from quotas import selectors, services
 from quotas.models import Quota
 from quotas.serializers import PriorityClassSerializer, QuotaSerializer, ResourceFlavorSerializer
 from tenancy.audit import audit_record
-from tenancy.scoping import ScopedViewSet
+from tenancy.scoping import ScopedViewSet, visible_to_everyone
 
 
 class StaffWritesMixin:
@@ -34,11 +34,6 @@ class StaffWritesMixin:
         self._require_staff(request)
 
 
-def _everyone(selector):
-    """Catalogs are not tenant data: every signed-in user sees all of them."""
-    return staticmethod(lambda user: selector() if user.is_authenticated else selector().none())
-
-
 class CatalogViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
     project_attr = None
     lookup_field = "name"
@@ -58,12 +53,12 @@ class CatalogViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
 
 
 class ResourceFlavorViewSet(CatalogViewSet):
-    selector = _everyone(selectors.flavors)
+    selector = visible_to_everyone(selectors.flavors)
     serializer_class = ResourceFlavorSerializer
 
 
 class PriorityClassViewSet(CatalogViewSet):
-    selector = _everyone(selectors.priority_classes)
+    selector = visible_to_everyone(selectors.priority_classes)
     serializer_class = PriorityClassSerializer
 
 

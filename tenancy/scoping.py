@@ -61,3 +61,8 @@ class ScopedViewSet(viewsets.GenericViewSet):
         project = self.project_of(obj)
         if project is not None:
             self.require_role(project)
+
+
+def visible_to_everyone(selector: Callable[[], QuerySet]) -> staticmethod:
+    """A `selector` for catalogs that are not tenant data (flavors, clusters...): every signed-in user sees all."""
+    return staticmethod(lambda user: selector() if user.is_authenticated else selector().none())
