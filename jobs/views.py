@@ -116,6 +116,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _job_or_404(request, pk, detail=True)
     context = _detail_context(request, job)
     context["spec_yaml"] = spec_as_yaml(job, context["groups"])
+    context["logs"] = _logs_context(request, job)
     return render(request, "jobs/job_detail.html", context)
 
 
@@ -126,13 +127,9 @@ def job_live(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "jobs/_job_live.html", _detail_context(request, job))
 
 
-@login_required
-def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """A replica's log tail for the job page. With "follow" ticked the fragment polls itself, like `kubectl logs -f`
-    by re-reading the tail."""
+def _logs_context(request: HttpRequest, job: Job) -> dict:
     from clusters.services import job_logs as read_logs
 
-    job = _job_or_404(request, pk, detail=True)
     replicas = [f"{g.role}-{i}" for g in job.groups.all() for i in range(g.replicas)]
     replica = request.GET.get("replica") or (replicas[0] if replicas else "")
     follow = request.GET.get("follow") == "1" and job.state not in FINAL
@@ -140,8 +137,16 @@ def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
         body = read_logs(job, replica=replica, tail=200)
     except DomainError as error:
         body = {"lines": [], "message": error.message, "source": "none"}
-    return render(request, "jobs/_logs.html", {"job": job, "replicas": replicas, "replica": replica,
-                                               "follow": follow, "log": body, "poll_seconds": POLL_SECONDS})
+    return {"job": job, "replicas": replicas, "replica": replica, "follow": follow, "log": body,
+            "poll_seconds": POLL_SECONDS}
+
+
+@login_required
+def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
+    """A replica's log tail for the job page. With "follow" ticked the fragment polls itself, like `kubectl logs -f`
+    by re-reading the tail."""
+    job = _job_or_404(request, pk, detail=True)
+    return render(request, "jobs/_logs.html", _logs_context(request, job))
 
 
 def spec_as_yaml(job: Job, groups) -> str:
