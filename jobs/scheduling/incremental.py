@@ -14,12 +14,21 @@ Anything else (time moved, a job finished, quotas changed) runs a full cycle.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from operator import attrgetter, itemgetter
 
 from .cycle import Cycle, Outcome, gc_paused, run_cycle
 from .explain import Explainer, WaitEntry
 from .model import DEFAULT_POLICY, CycleResult, PendingJob, Policy, Snapshot, Wait
 from .ordering import sort_key
 from .preemption import MAX_SIMULATIONS
+
+_first = itemgetter(0)  # the sort key of a (sort key, entry) group item
+_wait_of = attrgetter("wait")
+
+
+def _effectful(out: Outcome) -> bool:
+    """Whether an outcome changed the state (a plain wait changed nothing but the failure caches)."""
+    return bool(out.side_effects or out.simulations)
 
 
 class IncrementalScheduler:
@@ -34,6 +43,11 @@ class IncrementalScheduler:
         # entry), per project, per flavor asked for and per primary flavor.
         self._entry_keys: list[tuple] = []
         self._groups: dict[tuple[str, str], list[tuple[tuple, WaitEntry]]] = {}
+        # The outcomes that changed the state, in cycle order, with their sort keys: a new job unwinds and replays
+        # only those after it, found by bisection instead of scanning every later outcome.
+        self._effectful: list[Outcome] = []
+        self._effectful_keys: list[tuple] = []
+        self._ids: set[int] = set()  # ids of the previous snapshot's pending jobs (a new id must be new)
         self._result: CycleResult | None = None
         self.last_was_incremental = False
 
@@ -64,6 +78,9 @@ class IncrementalScheduler:
         self._keys = [key(o.job) for o in cycle.outcomes]
         self._entries = [o.entry for o in cycle.outcomes if o.entry is not None]
         self._entry_keys = [k for k, o in zip(self._keys, cycle.outcomes, strict=True) if o.entry is not None]
+        self._effectful = [o for o in cycle.outcomes if _effectful(o)]
+        self._effectful_keys = [k for k, o in zip(self._keys, cycle.outcomes, strict=True) if _effectful(o)]
+        self._ids = {j.id for j in snapshot.pending}
         self._groups = {}
         if self.policy.blocking != "strict":
             for k, entry in zip(self._entry_keys, self._entries, strict=True):
@@ -98,7 +115,7 @@ class IncrementalScheduler:
             if len(extra) != 1:
                 return None
             new = extra[0]
-        if any(j.id == new.id for j in prev.pending):
+        if new.id in self._ids:
             return None
         return new
 
@@ -107,22 +124,22 @@ class IncrementalScheduler:
         assert cycle is not None and self._result is not None
         key = sort_key(self.policy, cycle.shares)(job)
         p = bisect_left(self._keys, key)
-        later = cycle.outcomes[p:]
         # A simulated removal by the new job uses one of the cycle's budget: later jobs may then find it spent.
         budget_tight = cycle.state.simulations >= MAX_SIMULATIONS
         # Only outcomes that changed the state need undoing (a plain wait changed nothing but the failure caches,
         # which are cleared once).
-        effectful = [o for o in later if o.side_effects or o.simulations]
+        q = bisect_left(self._effectful_keys, key)
+        effectful = self._effectful[q:]
         for out in reversed(effectful):
             cycle.unwind(out)
         cycle.state.forget_failures()
         out = cycle.evaluate(job)
-        cycle.outcomes = cycle.outcomes[:p] + [out] + later
+        cycle.outcomes.insert(p, out)
         self._keys.insert(p, key)
         cycle.state.snapshot = snapshot
         if out.side_effects or (out.simulations and budget_tight):
             # Everything after it may change: evaluate those jobs again from here, as run_cycle would.
-            redo = [o.job for o in later]
+            redo = [o.job for o in cycle.outcomes[p + 1:]]
             del cycle.outcomes[p + 1:]
             for other in redo:
                 cycle.outcomes.append(cycle.evaluate(other))
@@ -130,6 +147,10 @@ class IncrementalScheduler:
             return self._result
         for other in effectful:
             cycle.replay(other)
+        if out.simulations:  # it used simulations without changing anything else: later jobs replay its count
+            self._effectful.insert(q, out)
+            self._effectful_keys.insert(q, key)
+        self._ids.add(job.id)
         if not self.policy.explain:
             self._splice_brief(out, key)
         elif self.policy.blocking == "strict":
@@ -149,43 +170,68 @@ class IncrementalScheduler:
         entry = out.entry
         assert entry is not None and self._explainer is not None and self._result is not None
         job, info = entry.job, entry.info
+        project, primary, demand, flavors = job.project, info.primary, info.demand, info.flavors
         groups = self._groups
         e = bisect_left(self._entry_keys, key)
-        same_project = groups.get(("p", job.project), [])
-        at = bisect_left(same_project, key, key=lambda item: item[0])
+        # The new entry's counts are those explain would have reached just before it: the previous entry of each
+        # group plus that entry's own contribution (O(1) instead of summing every entry ahead).
+        same_project = groups.get(("p", project), [])
+        at = bisect_left(same_project, key, key=_first)
         entry.proj_pos = at + 1
-        entry.mr_ahead = sum(1 for _, other in same_project[:at] if other.code == "max_running")
-        same_primary = groups.get(("primary", info.primary), [])
-        entry.flav_pos = bisect_left(same_primary, key, key=lambda item: item[0]) + 1
-        ahead: dict[str, int] = dict.fromkeys(info.flavors, 0)
-        for f in info.flavors:
+        before = same_project[at - 1][1] if at else None
+        entry.mr_ahead = before.mr_ahead + (before.code == "max_running") if before is not None else 0
+        same_primary = groups.get(("primary", primary), [])
+        entry.flav_pos = bisect_left(same_primary, key, key=_first) + 1
+        ahead: dict[str, int] = dict.fromkeys(flavors, 0)
+        later: dict[str, list[tuple[tuple, WaitEntry]]] = {}
+        for f in flavors:
             members = groups.get(("f", f), [])
-            for _, other in members[:bisect_left(members, key, key=lambda item: item[0])]:
-                if other.code != "unschedulable":
-                    ahead[f] += other.info.demand[f]
+            k = bisect_left(members, key, key=_first)
+            later[f] = members[k:]
+            if k:
+                before = members[k - 1][1]
+                ahead[f] = before.ahead[f] + (before.info.demand[f] if before.code != "unschedulable" else 0)
         entry.ahead = ahead
         explainer = self._explainer
         explainer.finish(entry, {})
+        # The waits after it that it can move: same project, same primary flavor, or sharing a flavor. A waiting
+        # job with a primary flavor asks for it, so the flavor groups cover the primary one (except jobs asking
+        # for nothing, whose primary is "").
+        if len(flavors) == 1 and primary == flavors[0] and primary:
+            touched = [other for _, other in later[primary]]
+            touched.extend(other for _, other in same_project[at:] if primary not in other.info.demand)
+        else:
+            seen: dict[int, WaitEntry] = {}
+            for members in (*later.values(), same_project[at:],
+                            same_primary[bisect_left(same_primary, key, key=_first):]):
+                for _, other in members:
+                    seen[id(other)] = other
+            touched = list(seen.values())
         counts = entry.code != "unschedulable"
-        touched: dict[int, WaitEntry] = {}
-        for g in self._group_keys(entry):
-            members = groups.get(g, [])
-            for _, other in members[bisect_left(members, key, key=lambda item: item[0]):]:
-                touched[id(other)] = other
-        for other in touched.values():
-            if other.job.project == job.project:
+        max_running = entry.code == "max_running"
+        eta = explainer.eta
+        for other in touched:
+            # Its code and reason are unchanged (the end state is the same); its ETA depends only on what is ahead
+            # of it (flavor demand, max_running rank), so it is computed again only when those move.
+            moved = False
+            if other.job.project == project:
                 other.proj_pos += 1
-                if entry.code == "max_running":
+                if max_running:
                     other.mr_ahead += 1
-            if other.info.primary == info.primary:
+                    moved = True
+            if other.info.primary == primary:
                 other.flav_pos += 1
             if counts:
-                for f, d in info.demand.items():
-                    if f in other.ahead:
-                        other.ahead[f] += d
-            explainer.finish(other, {})
+                other_ahead = other.ahead
+                for f, d in demand.items():
+                    if f in other_ahead:
+                        other_ahead[f] += d
+                        moved = True
+            if moved:
+                other.eta = eta(other, {})
+            other.wait = Wait(other.job.id, other.reason, other.code, other.proj_pos, other.flav_pos, other.eta)
         for g in self._group_keys(entry):
-            insort(groups.setdefault(g, []), (key, entry), key=lambda item: item[0])
+            insort(groups.setdefault(g, []), (key, entry), key=_first)
         self._entries.insert(e, entry)
         self._entry_keys.insert(e, key)
         prev = self._result
@@ -193,7 +239,7 @@ class IncrementalScheduler:
         stats["pending"] += 1
         stats["considered"] += out.considered
         stats["waiting"] += 1
-        waits = tuple([x.wait for x in self._entries])
+        waits = tuple(map(_wait_of, self._entries))
         self._result = CycleResult(prev.admits, prev.preemptions, waits, stats, prev.reservations)
 
     def _splice_brief(self, out: Outcome, key: tuple) -> None:
@@ -206,13 +252,13 @@ class IncrementalScheduler:
         self._entry_keys.insert(e, key)
         if self.policy.blocking != "strict":
             for g in self._group_keys(entry):
-                insort(self._groups.setdefault(g, []), (key, entry), key=lambda item: item[0])
+                insort(self._groups.setdefault(g, []), (key, entry), key=_first)
         prev = self._result
         stats = dict(prev.stats)
         stats["pending"] += 1
         stats["considered"] += out.considered
         stats["waiting"] += 1
-        waits = tuple([x.wait for x in self._entries])
+        waits = tuple(map(_wait_of, self._entries))
         self._result = CycleResult(prev.admits, prev.preemptions, waits, stats, prev.reservations)
 
     def _splice(self, out: Outcome, p: int) -> None:
