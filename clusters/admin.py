@@ -61,18 +61,18 @@ class ClusterAdmin(AuditedAdmin):
     list_display = ["name", "backend", "enabled", "credentials", "last_sync_at", "created_at"]
     list_filter = ["backend", "enabled"]
     search_fields = ["name"]
-    readonly_fields = ["credentials", "last_sync_at", "last_sync_error"]
+    readonly_fields = ["credentials", "last_sync_at", "last_sync_error", "last_sync_skipped"]
     inlines = [FlavorRuleInline, NodeInline]
     actions = ["test_connection", "sync_nodes"]
     fieldsets = [
         (None, {"fields": ["name", "backend", "description", "enabled"]}),
         ("Kubernetes connection", {"fields": ["credentials", "kubeconfig", "clear_kubeconfig", "in_cluster", "qps",
                                               "burst"]}),
-        ("Workloads", {"fields": ["namespace_pattern", "image_pull_secret", "termination_grace_seconds", "shm_size",
-                                  "gpu_tolerations", "cluster_domain"]}),
+        ("Workloads", {"fields": ["namespace_pattern", "image_pull_secret", "termination_grace_seconds",
+                                  "pending_timeout_seconds", "shm_size", "gpu_tolerations", "cluster_domain"]}),
         ("Network and topology", {"fields": ["nccl_socket_ifname", "nccl_extra_env", "rdma_resource",
                                              "topology_block_key", "topology_rack_key", "topology_switch_key"]}),
-        ("Node sync", {"fields": ["last_sync_at", "last_sync_error"]}),
+        ("Node sync", {"fields": ["last_sync_at", "last_sync_error", "last_sync_skipped"]}),
     ]
 
     @admin.display(description="credentials")

@@ -54,10 +54,16 @@ class Cluster(models.Model):
     topology_rack_key = models.CharField(max_length=100, default="tidal.dev/rack")
     topology_switch_key = models.CharField(max_length=100, default="tidal.dev/switch")
     termination_grace_seconds = models.PositiveIntegerField(default=30, validators=[MaxValueValidator(3600)])
+    pending_timeout_seconds = models.PositiveIntegerField(
+        default=600, validators=[MinValueValidator(30), MaxValueValidator(7 * 86400)],
+        help_text="An attempt with a replica Pending this long (unschedulable, image never pulled) fails and "
+                  "retries. Keep it above the time your largest image takes to pull.")
     shm_size = models.CharField(max_length=20, default="16Gi", help_text="Default /dev/shm size of a replica.")
     cluster_domain = models.CharField(max_length=100, default="cluster.local")
     last_sync_at = models.DateTimeField(null=True, blank=True)
     last_sync_error = models.CharField(max_length=1000, blank=True)
+    last_sync_skipped = models.CharField(
+        max_length=1000, blank=True, help_text="Nodes the last sync did not import, and why.")
 
     class Meta:
         ordering = ["name"]
@@ -88,7 +94,8 @@ class Cluster(models.Model):
 # Admin-editable Kubernetes settings of a cluster (the kubeconfig itself is write-only and handled apart).
 KUBERNETES_FIELDS = ["in_cluster", "qps", "burst", "namespace_pattern", "image_pull_secret", "nccl_socket_ifname",
                      "nccl_extra_env", "rdma_resource", "gpu_tolerations", "topology_block_key", "topology_rack_key",
-                     "topology_switch_key", "termination_grace_seconds", "shm_size", "cluster_domain"]
+                     "topology_switch_key", "termination_grace_seconds", "pending_timeout_seconds", "shm_size",
+                     "cluster_domain"]
 
 
 class FlavorRule(models.Model):

@@ -20,8 +20,8 @@ class ClusterSerializer(StrictModelSerializer):
     class Meta:
         model = Cluster
         fields = ["id", "name", "backend", "description", "enabled", "created_at", *KUBERNETES_FIELDS, "kubeconfig",
-                  "has_kubeconfig", "last_sync_at", "last_sync_error"]
-        read_only_fields = ["id", "created_at", "last_sync_at", "last_sync_error"]
+                  "has_kubeconfig", "last_sync_at", "last_sync_error", "last_sync_skipped"]
+        read_only_fields = ["id", "created_at", "last_sync_at", "last_sync_error", "last_sync_skipped"]
 
     def validate_kubeconfig(self, text: str) -> str:
         if text:

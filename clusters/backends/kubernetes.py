@@ -34,9 +34,9 @@ from clusters.kube.client import KubeClient
 from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
 from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
-from clusters.kube.failures import CAUSES, Failure, classify
+from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
 from clusters.kube.render import MAIN_CONTAINER, render
-from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status
+from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
 from clusters.models import Cluster, Node
 from jobs import services
 from jobs.models import Job, ReplicaGroup
@@ -48,9 +48,10 @@ logger = logging.getLogger(__name__)
 ACTOR = "backend"
 REDISPATCH_AFTER = timedelta(seconds=60)  # the resync re-creates missing objects of jobs admitted this long ago
 RECONCILED = (State.DISPATCHING, State.RUNNING)
+PENDING_GRACE_MARGIN = 60  # seconds beyond the termination grace period before a Pending replica counts as stuck
 # When several replicas fail, the most specific cause wins: NCCL errors are usually the echo of a peer's crash.
 CAUSE_PRIORITY = ("image_pull", "invalid_spec", "node_lost", "preempted", "cuda_oom", "host_oom", "user_error",
-                  "nccl", "unknown")
+                  "nccl", "unschedulable", "pending_timeout", "unknown")
 assert set(CAUSE_PRIORITY) == set(CAUSES)
 MAX_LOGGED_REPLICAS = 8
 MAX_LINE = 500
@@ -267,6 +268,8 @@ class KubernetesBackend:
                        lost_nodes=placed_lost, details=self._where(placed_lost[0]))
             self._cleanup_quietly(job, job.attempt)
             return "failed"
+        if self._fail_if_stuck_pending(job, status):
+            return "failed"
         if len(status.replicas) < expected:
             if job.state == State.RUNNING:
                 present = {r.pod for r in status.replicas}
@@ -337,6 +340,35 @@ class KubernetesBackend:
         lost = sorted(status.avoid_nodes) if failure.cause == "node_lost" else []
         self._fail(job, cause=failure.cause, reason=reason, retryable=retryable, lost_nodes=lost, details=details)
         self._cleanup_quietly(job, job.attempt)
+
+    def pending_timeout(self) -> float:
+        """The cluster's pending timeout, never shorter than a preempted victim may take to leave: a preemptor's
+        pods wait in Pending for the victims' termination grace period, and that wait is expected."""
+        return float(max(self.cluster.pending_timeout_seconds,
+                         self.cluster.termination_grace_seconds + PENDING_GRACE_MARGIN))
+
+    def _fail_if_stuck_pending(self, job: Job, status: AttemptStatus) -> bool:
+        """Fail (retryably) an attempt not started yet whose replica has been Pending past the timeout, and re-sync
+        the cluster's nodes: the usual cause is a pod Tidal did not create taking the placed node's devices since
+        the last sync, and the retry must be placed on the corrected inventory."""
+        if job.state != State.DISPATCHING or job.admitted_at is None:
+            return False
+        stuck = stuck_pending(status.replicas, now=timezone.now(), since=job.admitted_at,
+                              timeout_seconds=self.pending_timeout())
+        if stuck is None:
+            return False
+        replica, seconds = stuck
+        failure = pending_failure(pod=replica.pod, node=replica.node, seconds=seconds,
+                                  unschedulable=replica.unschedulable, reason=replica.reason, message=replica.message)
+        details = {**self._where(replica.node), "replica": kubemap.replica_key(replica.role, replica.index),
+                   "pod": replica.pod, "k8s_reason": replica.reason, "pending_seconds": round(seconds)}
+        if self._fail(job, cause=failure.cause, reason=failure.summary, retryable=True, details=details):
+            from clusters.tasks import kube_sync_nodes_task
+
+            cluster_id = self.cluster.pk
+            transaction.on_commit(lambda: kube_sync_nodes_task.delay(cluster_id), robust=True)
+        self._cleanup_quietly(job, job.attempt)
+        return True
 
     def _fail(self, job: Job, *, cause: str, reason: str, retryable: bool, lost_nodes: Iterable[str] = (),
               details: dict | None = None) -> bool:

@@ -12,6 +12,14 @@
 | user_error   | yes       | a Python traceback or a non-zero exit; keeps the traceback's last frame |
 | unknown      | yes       | anything else                                                           |
 
+A replica that never leaves Pending is not failed by Kubernetes; :func:`pending_failure` names it once the
+cluster's pending timeout has passed:
+
+| cause           | retryable | from                                                                 |
+|-----------------|-----------|----------------------------------------------------------------------|
+| unschedulable   | yes       | PodScheduled=False (devices taken by a pod Tidal did not see, taints) |
+| pending_timeout | yes       | scheduled, but the container never started (slow pull, volume mount) |
+
 Retries are bounded by the job's retry limit; only a bad image or spec fails at once, as does any exit
 code the user marks permanent (``permanent_exit_codes``), whatever the cause.
 """
@@ -23,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 CAUSES = ("cuda_oom", "host_oom", "nccl", "image_pull", "node_lost", "preempted", "user_error",
-          "invalid_spec", "unknown")
+          "invalid_spec", "unschedulable", "pending_timeout", "unknown")
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 INVALID_SPEC_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
@@ -108,3 +116,18 @@ def _classify(exit_code: int | None, reason: str, message: str, lines: list[str]
     if exit_code is not None and exit_code != 0:
         return make("user_error", True, f"process exited with code {exit_code}")
     return make("unknown", True, reason or message or "unknown failure")
+
+
+def pending_failure(*, pod: str, node: str, seconds: float, unschedulable: bool, reason: str = "",
+                    message: str = "") -> Failure:
+    """The cause of an attempt whose replica ``pod`` stayed Pending for ``seconds``, past the cluster's timeout.
+
+    Retryable: the usual culprit (a foreign pod took the placed node's devices between two node syncs) is gone
+    from the next snapshot once nodes are synced again, so the retry is placed on capacity that is really free.
+    """
+    where = f" on {node}" if node else ""
+    summary = f"pod {pod} pending for {seconds:.0f} s{where}"
+    detail = message or reason
+    if detail:
+        summary += f": {detail}"
+    return Failure("unschedulable" if unschedulable else "pending_timeout", True, summary, None, reason)

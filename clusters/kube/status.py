@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from . import names
@@ -44,6 +45,8 @@ class ReplicaState:
     exit_code: int | None = None
     reason: str = ""
     message: str = ""
+    created: datetime | None = None  # metadata.creationTimestamp (absent on some API mocks)
+    unschedulable: bool = False  # PodScheduled is False: the kube-scheduler cannot bind it to its node
 
     @property
     def node_lost(self) -> bool:
@@ -82,6 +85,20 @@ def _disruption(status: Mapping[str, Any]) -> str:
     return ""
 
 
+def _unscheduled(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition
+    return None
+
+
+def _timestamp(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
 def replica_state(pod: Mapping[str, Any], not_ready_nodes: frozenset[str] = frozenset()) -> ReplicaState:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -93,12 +110,14 @@ def replica_state(pod: Mapping[str, Any], not_ready_nodes: frozenset[str] = froz
     cstate = container.get("state") or {}
     terminated = cstate.get("terminated") or {}
     waiting = cstate.get("waiting") or {}
+    unscheduled = _unscheduled(status)
 
     def make(state: str, reason: str = "", message: str = "", exit_code: int | None = None) -> ReplicaState:
         return ReplicaState(
             pod=str(meta.get("name", "")), role=str(labels.get(names.LABEL_ROLE, "")),
             index=_int(labels.get(names.LABEL_INDEX)), rank=_int(labels.get(names.LABEL_RANK)),
             node=str(node), state=state, phase=phase, exit_code=exit_code, reason=reason, message=message[:1000],
+            created=_timestamp(meta.get("creationTimestamp")), unschedulable=unscheduled is not None,
         )
 
     exit_code = terminated.get("exitCode")
@@ -122,6 +141,8 @@ def replica_state(pod: Mapping[str, Any], not_ready_nodes: frozenset[str] = froz
                     exit_code)
     if phase == "Running":
         return make("running")
+    if unscheduled is not None:  # the scheduler's own words ("0/3 nodes are available: ...") say the most
+        return make("pending", str(unscheduled.get("reason") or "Unschedulable"), str(unscheduled.get("message") or ""))
     return make("pending", str(waiting.get("reason") or ""), str(waiting.get("message") or ""))
 
 
@@ -156,3 +177,19 @@ def attempt_status(pods: Iterable[Mapping[str, Any]], *, expected: int, launcher
     missing = max(expected - len(replicas), 0)
     reason = next((r.reason for r in waiting if r.reason), "Pending")
     return AttemptStatus("pending", reason, f"{len(waiting)} replicas pending, {missing} not created yet", replicas)
+
+
+def stuck_pending(replicas: Iterable[ReplicaState], *, now: datetime, since: datetime,
+                  timeout_seconds: float) -> tuple[ReplicaState, float] | None:
+    """The replica pending the longest, with its seconds pending, if that exceeds ``timeout_seconds``; else None.
+
+    A pod's wait counts from its creationTimestamp; ``since`` (when the attempt was dispatched) stands in when the
+    API did not set one. Nothing in Kubernetes ever fails a pod that cannot be scheduled or whose container never
+    starts, so without this bound such an attempt would hold its quota forever.
+    """
+    waits = [(replica, (now - (replica.created or since)).total_seconds())
+             for replica in replicas if replica.state == "pending"]
+    if not waits:
+        return None
+    replica, seconds = max(waits, key=lambda pair: (pair[1], -pair[0].rank))
+    return (replica, seconds) if seconds > timeout_seconds else None

@@ -92,13 +92,15 @@ def test_admin_form_is_write_only_and_audit_hides_the_text(db, client) -> None:
             "nccl_socket_ifname": "eth0", "nccl_extra_env": "{}", "rdma_resource": "rdma/hca",
             "gpu_tolerations": '["nvidia.com/gpu"]', "topology_block_key": "tidal.dev/block",
             "topology_rack_key": "tidal.dev/rack", "topology_switch_key": "tidal.dev/switch",
-            "termination_grace_seconds": "30", "shm_size": "16Gi", "cluster_domain": "cluster.local"}
+            "termination_grace_seconds": "30", "pending_timeout_seconds": "900", "shm_size": "16Gi",
+            "cluster_domain": "cluster.local"}
     for prefix in ("flavor_rules", "nodes"):
         form.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
     response = client.post(f"/admin/clusters/cluster/{cluster.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:3000]
     cluster.refresh_from_db()
     assert cluster.get_kubeconfig() == new and "rotated-token-456" not in raw_column(cluster)
+    assert cluster.pending_timeout_seconds == 900
     entry = AuditEntry.objects.filter(action="cluster.change").last()
     assert "rotated-token-456" not in str(entry.changes) and entry.changes["kubeconfig"] == "(replaced, not shown)"
     form["kubeconfig"] = ""  # left empty: the stored one stays
