@@ -35,6 +35,7 @@ from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
 from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
 from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
+from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
 from clusters.models import Cluster, Node
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 ACTOR = "backend"
 REDISPATCH_AFTER = timedelta(seconds=60)  # the resync re-creates missing objects of jobs admitted this long ago
 RECONCILED = (State.DISPATCHING, State.RUNNING)
+BUCKET_KEY_PREFIX = "tidal:kube-qps:"  # + cluster id: the Redis hash of the cluster's shared token bucket
 PENDING_GRACE_MARGIN = 60  # seconds beyond the termination grace period before a Pending replica counts as stuck
 # When several replicas fail, the most specific cause wins: NCCL errors are usually the echo of a peer's crash.
 CAUSE_PRIORITY = ("image_pull", "invalid_spec", "node_lost", "preempted", "cuda_oom", "host_oom", "user_error",
@@ -62,9 +64,21 @@ _clients: dict[int, tuple[str, KubeClient]] = {}
 _clients_lock = threading.Lock()
 
 
+def shared_bucket(cluster: Cluster) -> RedisTokenBucket | None:
+    """With Redis (several Celery worker processes), one token bucket per cluster in Redis, so the cluster's QPS
+    and burst hold across all of them; None in embedded mode, where one process holds the only client."""
+    if not settings.REDIS_URL:
+        return None
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+    return RedisTokenBucket(client, f"{BUCKET_KEY_PREFIX}{cluster.pk}", cluster.qps, cluster.burst)
+
+
 def build_client(cluster: Cluster, **kwargs: Any) -> KubeClient:
     kwargs.setdefault("qps", cluster.qps)
     kwargs.setdefault("burst", cluster.burst)
+    kwargs.setdefault("bucket", shared_bucket(cluster))
     if cluster.in_cluster:
         return KubeClient.in_cluster(**kwargs)
     kubeconfig = cluster.get_kubeconfig()
@@ -76,7 +90,7 @@ def build_client(cluster: Cluster, **kwargs: Any) -> KubeClient:
 
 def client_for(cluster: Cluster) -> KubeClient:
     """One client per cluster and process, so its token bucket holds the cluster's QPS across every thread of
-    the process; rebuilt when the credentials or limits change."""
+    the process (and, through Redis, across processes); rebuilt when the credentials or limits change."""
     fingerprint = hashlib.sha256(
         f"{cluster.kubeconfig_encrypted}|{cluster.in_cluster}|{cluster.qps}|{cluster.burst}".encode()).hexdigest()
     with _clients_lock:

@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from .errors import ApiError, PermanentError, TransientError
-from .ratelimit import Backoff, Clock, Sleep, TokenBucket
+from .ratelimit import Backoff, Bucket, Clock, Sleep, TokenBucket
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
@@ -92,9 +92,11 @@ class KubeClient:
         sleep: Sleep = time.sleep,
         clock: Clock = time.monotonic,
         request_timeout: float = 30.0,
+        bucket: Bucket | None = None,
     ) -> None:
         self._api = api_client
-        self.bucket = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        # A shared bucket (RedisTokenBucket) when the limit must hold across processes; else this process's own.
+        self.bucket = bucket or TokenBucket(qps, burst, clock=clock, sleep=sleep)
         self.backoff = backoff or Backoff()
         self._sleep = sleep
         self.request_timeout = request_timeout
