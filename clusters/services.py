@@ -18,11 +18,13 @@ from django.utils import timezone
 from clusters import kubemap, selectors
 from clusters.kube.dispatch import attempt_key, sweep_orphans
 from clusters.kube.errors import ApiError
-from clusters.kube.nodes import inventory
+from clusters.kube.nodes import NodeRow, inventory
 from clusters.models import Cluster, Node
 from mlplatform.errors import DomainError
+from quotas.models import Arch, ResourceFlavor
 
 logger = logging.getLogger(__name__)
+MAX_SKIPPED_SHOWN = 10  # nodes named in a sync report; the rest are counted
 
 
 # ------------------------------------------------------------------------------------------------ credentials
@@ -90,13 +92,39 @@ class SyncReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)  # in the database, not in the cluster: marked not ready
-    unmatched: list[str] = field(default_factory=list)  # no flavor rule matched: not imported
+    unmatched: dict[str, str] = field(default_factory=dict)  # not imported: node name -> why
+
+    def skipped(self) -> str:
+        """The nodes not imported and why, e.g. "gpu-9 (Tesla-T4: no flavor rule matches)"; empty when none."""
+        shown = [f"{name} ({why})" for name, why in sorted(self.unmatched.items())[:MAX_SKIPPED_SHOWN]]
+        more = len(self.unmatched) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
     def summary(self) -> str:
         text = f"{len(self.created)} new, {len(self.updated)} updated, {len(self.gone)} gone (marked not ready)"
         if self.unmatched:
-            text += f", {len(self.unmatched)} without a flavor rule ({', '.join(self.unmatched[:5])})"
+            text += f", {len(self.unmatched)} not imported: {self.skipped()}"
         return text
+
+
+def _node_flavor(row: NodeRow, node: Node | None, flavors: Mapping[str, ResourceFlavor],
+                 cpu_flavors: Mapping[str, ResourceFlavor]) -> tuple[ResourceFlavor | None, str]:
+    """The flavor of a synced node, or None and why it is not imported.
+
+    A rule's flavor wins (a node may gain or change accelerators). A known node no rule matches keeps its flavor:
+    a GPU node whose device plugin restarts briefly shows no GPUs and must not turn into a CPU node. Only a new
+    node without any accelerator (no product label, no device resource) becomes the CPU flavor of its arch.
+    """
+    flavor = flavors.get(row.flavor) if row.flavor else None
+    if flavor is not None or node is not None:
+        return flavor or node.flavor, ""
+    if row.product:
+        return None, f"{row.product}: no flavor rule matches"
+    arch = row.arch or Arch.AMD64
+    cpu = cpu_flavors.get(arch)
+    if cpu is None:
+        return None, f"no accelerator, and no CPU flavor (device resource empty or cpu) for {arch}"
+    return cpu, ""
 
 
 def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
@@ -105,8 +133,13 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
     (running jobs and history refer to them); nodes no flavor rule matches are reported, not imported."""
     rules = selectors.flavor_rules_for(cluster)
     flavors = {f.name: f for f in selectors.flavors()}
-    settings = kubemap.inventory_settings(cluster, rules, sorted({f.device_resource for f in flavors.values()}))
-    rows = inventory(nodes, pods, settings)
+    cpu_flavors: dict[str, ResourceFlavor] = {}
+    for flavor in sorted(flavors.values(), key=lambda f: f.name):
+        if flavor.is_cpu:
+            cpu_flavors.setdefault(flavor.arch, flavor)  # several for one arch: the first by name
+    # CPU flavors name no device resource: counting `cpu` as one would give every node a "product".
+    accelerators = sorted({f.device_resource for f in flavors.values() if not f.is_cpu})
+    rows = inventory(nodes, pods, kubemap.inventory_settings(cluster, rules, accelerators))
     report = SyncReport()
     with transaction.atomic():
         existing = {n.name: n for n in Node.objects.select_for_update().filter(cluster=cluster)}
@@ -115,11 +148,11 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
         for row in rows:
             seen.add(row.name)
             node = existing.get(row.name)
-            flavor = flavors.get(row.flavor) if row.flavor else None
-            if flavor is None and node is None:
-                report.unmatched.append(row.name)
+            flavor, why = _node_flavor(row, node, flavors, cpu_flavors)
+            if flavor is None:
+                report.unmatched[row.name] = why
                 continue
-            flavor = flavor or node.flavor
+            # A CPU flavor's resource is not among the inventory's device keys: its nodes get 0 devices.
             fields = kubemap.node_fields(row, flavor.device_resource)
             if node is None:
                 position += 1
@@ -137,7 +170,8 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
                 node.ready = False
                 node.save(update_fields=["ready", "updated_at"])
                 report.gone.append(name)
-        Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="")
+        Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="",
+                                                     last_sync_skipped=report.skipped()[:1000])
     if report.created or report.gone or report.updated:
         from jobs import wakeup
 

@@ -13,6 +13,9 @@ flavor_name_validator = RegexValidator(
 )
 
 
+CPU_DEVICE_RESOURCES = frozenset({"", "cpu"})
+
+
 class Arch(models.TextChoices):
     AMD64 = "amd64", "amd64"
     ARM64 = "arm64", "arm64"
@@ -35,6 +38,13 @@ class ResourceFlavor(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_cpu(self) -> bool:
+        """A CPU-only flavor: no accelerator resource to request (device resource empty, or `cpu` since the admin
+        form wants a value). Node sync gives it the nodes without accelerators, with 0 devices: its jobs ask 0
+        devices per replica, and Kubernetes enforces their CPU and memory requests."""
+        return self.device_resource.strip().lower() in CPU_DEVICE_RESOURCES
 
 
 class PriorityClass(models.Model):

@@ -95,3 +95,74 @@ def test_sync_task_is_a_noop_without_kubernetes_clusters(db) -> None:
     kube_resync_task()
     kube_sweep_orphans_task()
     assert not Node.objects.exists()
+
+
+def cpu_node(name: str, *, arch: str = "amd64") -> dict:
+    """A node without accelerators: no product label, no device resource."""
+    raw = node(name)
+    raw["metadata"]["labels"]["kubernetes.io/arch"] = arch
+    del raw["status"]["allocatable"]["nvidia.com/gpu"]
+    return raw
+
+
+def test_nodes_without_accelerators_become_the_cpu_flavor_of_their_arch(kube_inventory) -> None:
+    cluster = kube_inventory["cluster"]
+    cpu = ResourceFlavor.objects.create(name="cpu", vendor="none", device_resource="cpu")
+    ascend = ResourceFlavor.objects.create(name="ascend-910b", vendor="huawei", device_resource="huawei.com/Ascend910",
+                                           arch="arm64")
+    FlavorRule.objects.create(pattern="huawei.com/ascend910", flavor=ascend)
+    npu = cpu_node("npu-1", arch="arm64")
+    npu["status"]["allocatable"]["huawei.com/Ascend910"] = "8"
+    bare_gpu = node("gpu-9")  # GPUs, but GFD did not label it: its product is the device resource name
+    nodes = [cpu_node("cpu-1"), cpu_node("cpu-arm", arch="arm64"), node("gpu-4", product="Tesla-T4"), npu, bare_gpu]
+    report = services.nodes_upsert(cluster, nodes, [pod("etl", "cpu-1", 0)])
+
+    assert sorted(report.created) == ["cpu-1", "npu-1"]
+    cpu1 = Node.objects.get(cluster=cluster, name="cpu-1")
+    assert cpu1.flavor == cpu and (cpu1.devices, cpu1.foreign_used) == (0, 0) and cpu1.cpu_millis == 94000
+    # A CPU flavor's `cpu` resource is not a device: the unlabelled Ascend node still matches its rule.
+    assert Node.objects.get(name="npu-1").flavor == ascend
+    assert report.unmatched == {
+        "cpu-arm": "no accelerator, and no CPU flavor (device resource empty or cpu) for arm64",
+        "gpu-4": "Tesla-T4: no flavor rule matches",  # GPUs no rule knows are never taken for CPU nodes
+        "gpu-9": "nvidia.com/gpu: no flavor rule matches",
+    }
+    cluster.refresh_from_db()
+    assert "gpu-4 (Tesla-T4: no flavor rule matches)" in cluster.last_sync_skipped
+    assert "3 not imported: cpu-arm (no accelerator" in report.summary()
+
+
+def test_without_a_cpu_flavor_cpu_nodes_are_skipped_and_a_known_gpu_node_keeps_its_flavor(kube_inventory) -> None:
+    cluster = kube_inventory["cluster"]
+    plugin_restarting = cpu_node("gpu-1")  # no GPUs advertised, no product label for a moment
+    report = services.nodes_upsert(cluster, [plugin_restarting, cpu_node("cpu-1")], [])
+    assert report.unmatched == {"cpu-1": "no accelerator, and no CPU flavor (device resource empty or cpu) for amd64"}
+    gpu1 = Node.objects.get(cluster=cluster, name="gpu-1")
+    assert gpu1.flavor == kube_inventory["h100"] and gpu1.devices == 0
+    ResourceFlavor.objects.create(name="cpu", vendor="none", device_resource="")  # empty counts as CPU too
+    again = services.nodes_upsert(cluster, [plugin_restarting, cpu_node("cpu-1")], [])
+    assert again.created == ["cpu-1"] and again.unmatched == {}
+    assert Node.objects.get(name="gpu-1").flavor == kube_inventory["h100"]  # still not a CPU node
+    cluster.refresh_from_db()
+    assert cluster.last_sync_skipped == ""
+
+
+def test_a_cpu_job_is_placed_on_a_synced_cpu_node_and_asks_no_device(tenant, kube_inventory, kube, cycle) -> None:
+    from jobs.models import Job
+    from quotas.models import Quota
+    from tests.jobs.conftest import submit
+
+    cpu = ResourceFlavor.objects.create(name="cpu", vendor="none", device_resource="cpu")
+    Quota.objects.create(project=tenant.project, flavor=cpu)
+    services.nodes_upsert(kube_inventory["cluster"], [node("gpu-1", product="NVIDIA-H100-80GB-HBM3"),
+                                                      node("gpu-2", product="NVIDIA-H100-80GB-HBM3"),
+                                                      cpu_node("cpu-1")], [])
+    job = submit(tenant, cpu, replicas=2, devices=0)
+    cycle()
+    job = Job.objects.get(pk=job.pk)
+    assert job.state == "dispatching" and {row["node"] for row in job.placement} == {"cpu-1"}
+    pods = [p for (_, _), p in kube.objects("pods").items()]
+    assert len(pods) == 2
+    for manifest in pods:
+        resources = manifest["spec"]["containers"][0]["resources"]
+        assert set(resources["requests"]) == {"cpu", "memory"} and set(resources["limits"]) == {"memory"}
