@@ -7,11 +7,13 @@ unreachable cluster never stops the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,6 +27,7 @@ from quotas.models import Arch, ResourceFlavor
 
 logger = logging.getLogger(__name__)
 MAX_SKIPPED_SHOWN = 10  # nodes named in a sync report; the rest are counted
+SIM_FOLLOW_INTERVAL = 2.0  # seconds between the status lines of a followed simulated replica
 
 
 # ------------------------------------------------------------------------------------------------ credentials
@@ -249,13 +252,9 @@ def _stored_logs(job, replica: str) -> tuple[int | None, list[str] | None]:
     return None, None
 
 
-def job_logs(job, *, replica: str = "", tail: int = 200) -> dict[str, Any]:
-    """The log tail of one replica (``<role>-<index>``): from its pod while the attempt holds a cluster, else the
-    last lines kept in the job's events when the attempt failed or finished. Simulated clusters answer
-    synthetic lines."""
-    from clusters.backends import backend_for
-    from jobs.states import HOLDING
-
+def _replica(job, replica: str) -> tuple[str, str, int]:
+    """(``<role>-<index>``, role, index) of a replica of the job (default: the first); DomainError names the valid
+    ones."""
     groups = list(job.groups.all())
     replica = replica or (f"{groups[0].role}-0" if groups else "")
     role, _, index_text = replica.rpartition("-")
@@ -263,18 +262,37 @@ def job_logs(job, *, replica: str = "", tail: int = 200) -> dict[str, Any]:
     if replica not in valid or not index_text.isdigit():
         raise DomainError(f"Unknown replica {replica!r}; this job has {', '.join(sorted(valid)[:20])}.",
                           field="replica")
+    return replica, role, int(index_text)
+
+
+def _live_cluster(job) -> Cluster | None:
+    """The cluster running the job's current attempt, if any (only then is there a live log)."""
+    from jobs.states import HOLDING
+
+    return job.cluster if job.cluster is not None and job.state in HOLDING else None
+
+
+def _simulated_lines(job, replica: str) -> list[str]:
+    return [f"[simulated] cluster {job.cluster.name} is simulated: no container runs, so there is no real log.",
+            f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} is {job.state}."]
+
+
+def job_logs(job, *, replica: str = "", tail: int = 200) -> dict[str, Any]:
+    """The log tail of one replica (``<role>-<index>``): from its pod while the attempt holds a cluster, else the
+    last lines kept in the job's events when the attempt failed or finished. Simulated clusters answer
+    synthetic lines."""
+    from clusters.backends import backend_for
+
+    replica, role, index = _replica(job, replica)
     body: dict[str, Any] = {"job": job.pk, "attempt": job.attempt, "replica": replica, "source": "none",
                             "lines": [], "message": ""}
-    cluster = job.cluster
-    if cluster is not None and job.state in HOLDING:
+    cluster = _live_cluster(job)
+    if cluster is not None:
         if not cluster.is_kubernetes:
-            body.update(source="simulated", lines=[
-                f"[simulated] cluster {cluster.name} is simulated: no container runs, so there is no real log.",
-                f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} is {job.state}.",
-            ][-tail:])
+            body.update(source="simulated", lines=_simulated_lines(job, replica)[-tail:])
             return body
         try:
-            body.update(source="pod", lines=backend_for(cluster).pod_log(job, role, int(index_text), tail))
+            body.update(source="pod", lines=backend_for(cluster).pod_log(job, role, index, tail))
             return body
         except ApiError as exc:
             body["message"] = f"pod log unavailable: {exc}"
@@ -285,3 +303,50 @@ def job_logs(job, *, replica: str = "", tail: int = 200) -> dict[str, Any]:
     elif not body["message"]:
         body["message"] = "no log available: the replica is not running and no lines were kept"
     return body
+
+
+def job_log_stream(job, *, replica: str = "", tail: int = 200, max_seconds: float | None = None) -> Iterator[str]:
+    """A replica's log as a stream of lines: the tail, then new lines while the attempt runs, ending when the
+    replica's container ends, the attempt leaves its cluster, or after ``max_seconds``
+    (``TIDAL_LOG_FOLLOW_MAX_SECONDS``). A replica that is not running answers what :func:`job_logs` would, its
+    message as a ``# `` line. Validation and the Kubernetes connection happen now, so errors are proper API errors
+    and not a cut-off stream."""
+    from clusters.backends import backend_for
+
+    replica, role, index = _replica(job, replica)
+    limit = float(settings.TIDAL["LOG_FOLLOW_MAX_SECONDS"] if max_seconds is None else max_seconds)
+    cluster = _live_cluster(job)
+    if cluster is not None and not cluster.is_kubernetes:
+        return _noting_the_limit(_simulated_follow(job, replica, limit), limit)
+    if cluster is not None:
+        try:
+            return _noting_the_limit(backend_for(cluster).follow_log(job, role, index, tail, limit), limit)
+        except ApiError:
+            pass  # the pod is gone or the API is down: job_logs says so and serves the kept lines
+    body = job_logs(job, replica=replica, tail=tail)
+    return iter(([f"# {body['message']}"] if body["message"] else []) + body["lines"])
+
+
+def _noting_the_limit(lines: Iterator[str], limit: float) -> Iterator[str]:
+    """The lines, then a note when the stream was cut by the duration limit rather than by the replica ending."""
+    started = time.monotonic()
+    yield from lines
+    if time.monotonic() - started >= limit:
+        yield f"# log stream stopped after {limit:.0f} s (TIDAL_LOG_FOLLOW_MAX_SECONDS); reconnect to continue"
+
+
+def _simulated_follow(job, replica: str, limit: float) -> Iterator[str]:
+    """A simulated replica has no process: a status line every SIM_FOLLOW_INTERVAL seconds until its attempt ends."""
+    yield _simulated_lines(job, replica)[0]
+    deadline = time.monotonic() + limit
+    while True:
+        now = selectors.job_with_cluster(job.pk)
+        if now is None or _live_cluster(now) is None or now.attempt != job.attempt:
+            state = now.state if now is not None else "gone"
+            yield f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} ended: the job is {state}."
+            return
+        yield f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} is {now.state}."
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(SIM_FOLLOW_INTERVAL, left))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import django_filters
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -74,20 +76,28 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     @extend_schema(parameters=[
         OpenApiParameter("replica", str, description="<role>-<index>, e.g. worker-0 (default: the first replica)"),
         OpenApiParameter("tail", int, description="last lines, 1-5000 (default 200)"),
-    ], responses=JobLogsSerializer)
+        OpenApiParameter("follow", bool, description="stream text/plain lines until the replica ends"),
+    ], responses={200: JobLogsSerializer, (200, "text/plain"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"])
-    def logs(self, request: Request, pk: str | None = None) -> Response:
+    def logs(self, request: Request, pk: str | None = None) -> Response | StreamingHttpResponse:
         """A replica's log tail: from its pod while the attempt runs, else the last lines kept in the job's events
-        when the attempt ended (simulated clusters answer synthetic lines)."""
-        from clusters.services import job_logs
+        when the attempt ended (simulated clusters answer synthetic lines). `follow=true` streams the tail and then
+        new lines as text/plain until the replica ends (bounded by TIDAL_LOG_FOLLOW_MAX_SECONDS)."""
+        from clusters.services import job_log_stream, job_logs
 
         job = self.get_object()
         try:
             tail = min(max(int(request.query_params.get("tail", 200)), 1), 5000)
         except ValueError:
             raise DomainError("tail must be an integer.", field="tail") from None
-        body = job_logs(job, replica=request.query_params.get("replica", ""), tail=tail)
-        return Response(JobLogsSerializer(body).data)
+        replica = request.query_params.get("replica", "")
+        if request.query_params.get("follow", "").lower() in ("1", "true", "yes"):
+            lines = job_log_stream(job, replica=replica, tail=tail)
+            response = StreamingHttpResponse((f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
+            response["X-Accel-Buffering"] = "no"  # a buffering proxy (nginx) would hold the lines back
+            response["Cache-Control"] = "no-cache"
+            return response
+        return Response(JobLogsSerializer(job_logs(job, replica=replica, tail=tail)).data)
 
     @extend_schema(parameters=[OpenApiParameter("project", str, description="project slug (default: all yours)")],
                    responses=FailureCausesSerializer)

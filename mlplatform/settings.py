@@ -191,6 +191,7 @@ TIDAL = {
     "KUBE_RESYNC_INTERVAL": env_float("TIDAL_KUBE_RESYNC_INTERVAL", 30.0, minimum=1.0),
     "KUBE_SWEEP_INTERVAL": env_float("TIDAL_KUBE_SWEEP_INTERVAL", 300.0, minimum=1.0),
     "KUBE_LOG_LINES": env_int("TIDAL_KUBE_LOG_LINES", 50, minimum=0),
+    "LOG_FOLLOW_MAX_SECONDS": env_float("TIDAL_LOG_FOLLOW_MAX_SECONDS", 3600.0, minimum=1.0),
 }
 # Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
 # the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.

@@ -19,7 +19,7 @@ import hashlib
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -404,11 +404,21 @@ class KubernetesBackend:
 
     # -------------------------------------------------------------------------------------------------- logs
 
-    def pod_log(self, job: Job, role: str, index: int, tail: int) -> list[str]:
-        """The log tail of one replica of the job's current attempt (PermanentError 404 when the pod is gone)."""
+    def _pod(self, job: Job, role: str, index: int) -> tuple[str, str]:
+        """(namespace, pod name) of one replica of the job's current attempt."""
         from clusters.kube.render import pod_name
 
         render_job = kubemap.render_job(job, self._namespace(job))
-        text = self.client.pod_log(render_job.namespace, pod_name(render_job, role, index), container=MAIN_CONTAINER,
-                                   tail_lines=tail)
-        return _lines(text, tail)
+        return render_job.namespace, pod_name(render_job, role, index)
+
+    def pod_log(self, job: Job, role: str, index: int, tail: int) -> list[str]:
+        """The log tail of one replica of the job's current attempt (PermanentError 404 when the pod is gone)."""
+        namespace, pod = self._pod(job, role, index)
+        return _lines(self.client.pod_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail), tail)
+
+    def follow_log(self, job: Job, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
+        """The replica's log tail, then its new lines until the container ends or ``max_seconds`` pass. Connects
+        now: ApiError (the pod is gone, the API is down) is raised before any line."""
+        namespace, pod = self._pod(job, role, index)
+        return self.client.follow_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail,
+                                      max_seconds=max_seconds)

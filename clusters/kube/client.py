@@ -26,6 +26,7 @@ from kubernetes import config as k8s_config
 
 from .errors import ApiError, PermanentError, TransientError
 from .ratelimit import Backoff, Bucket, Clock, Sleep, TokenBucket
+from .streams import bounded_lines
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
@@ -262,6 +263,28 @@ class KubeClient:
             return resp.data.decode("utf-8", errors="replace")
         finally:
             resp.release_conn()
+
+    def follow_log(self, namespace: str, name: str, *, container: str = "main", tail_lines: int = 100,
+                   max_seconds: float = 3600.0) -> Iterator[str]:
+        """The pod's last ``tail_lines`` lines, then new ones as they are written, until the container ends (the
+        API server closes the stream) or ``max_seconds`` pass.
+
+        The request is what ``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)`` sends, made
+        through ``_call`` so it takes a rate-limit token, retries and maps errors like every other call. It
+        connects here, so a missing pod raises now, before the caller has sent anything; no read timeout, since a
+        training job may print nothing for an hour.
+        """
+        resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query={
+            "container": container, "tailLines": tail_lines, "follow": "true"}, accept="text/plain",
+            timeout=(10, None))
+
+        def stop() -> None:
+            if resp.connection is None:  # read to the end: urllib3 already gave the connection back to its pool
+                return
+            resp.shutdown()  # unblocks a read in progress in the pump thread
+            resp.close()  # cut off mid-stream, the connection cannot be reused
+
+        return bounded_lines(resp.stream(65536, decode_content=True), max_seconds=max_seconds, stop=stop)
 
     def server_version(self) -> dict[str, Any]:
         return self._json("GET", "/version")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +110,11 @@ class Api:
             )
         return cls(config["url"], config["token"])
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Transport failures as one readable CliError."""
         try:
-            response = self.http.request(method, path, **kwargs)
+            yield
         except httpx.ConnectError as error:
             raise CliError(f"Cannot connect to Tidal at {self.url} ({error}). Is the server running and the URL "
                            "right? (tidal login --url URL, or TIDAL_URL)") from None
@@ -118,6 +122,10 @@ class Api:
             raise CliError(f"Tidal at {self.url} did not answer within {self.http.timeout.read}s.") from None
         except httpx.HTTPError as error:
             raise CliError(f"Cannot reach Tidal at {self.url}: {error}") from None
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        with self._reaching():
+            response = self.http.request(method, path, **kwargs)
         if response.status_code >= 400:
             raise error_from_response(response)
         if not response.content:
@@ -127,6 +135,18 @@ class Api:
         except ValueError:
             raise CliError(f"{self.url} answered {method} {path} with something that is not JSON: is it a Tidal "
                            "server?") from None
+
+    def stream_lines(self, path: str, **params: Any) -> Iterator[str]:
+        """GET a text/plain stream and yield its lines as they arrive. No read timeout: a followed log may be quiet
+        for a long time; the server bounds the stream's duration."""
+        query = {k: v for k, v in params.items() if v is not None}
+        with self._reaching(), self.http.stream(
+                "GET", path, params=query, headers={"Accept": "text/plain, application/json"},
+                timeout=httpx.Timeout(self.http.timeout.connect, read=None)) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise error_from_response(response)
+            yield from response.iter_lines()
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
