@@ -59,10 +59,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         spec = dict(serializer.validated_data)
-        project = spec.pop("project")
-        self.require_role(project)
-        job = services.job_submit(actor=request.user, project=project, spec=spec)
-        job = self.get_queryset().get(pk=job.pk)
+        job = services.job_submit(actor=request.user, project=spec.pop("project"), spec=spec)
         return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data,
                         status=status.HTTP_201_CREATED)
 

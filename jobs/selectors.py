@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Prefetch, QuerySet
 
@@ -10,6 +10,7 @@ from jobs import scheduling as core
 from jobs.models import Job, JobEvent, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas, policy_from_settings
 from jobs.states import State
+from mlplatform.snapshots import Snapshot
 from quotas.models import PriorityClass
 from tenancy.models import Project
 from tenancy.selectors import project_ids_for_user
@@ -35,6 +36,16 @@ def events_for_job(job: Job) -> QuerySet[JobEvent]:
     return JobEvent.objects.filter(job=job)
 
 
+class _Inventory(NamedTuple):
+    nodes: tuple[core.Node, ...]
+    quotas: tuple[core.Quota, ...]
+    projects: tuple[core.Project, ...]
+    policy: core.Policy
+
+
+_inventory = Snapshot(lambda: _Inventory(load_nodes(), load_quotas(), load_projects(), policy_from_settings()))
+
+
 def never_fits_reason(project: Project, groups: list[dict[str, Any]], topology: str,
                       priority_class: PriorityClass) -> str | None:
     """Why a job of this shape can never run in this project on this inventory, else None."""
@@ -43,4 +54,7 @@ def never_fits_reason(project: Project, groups: list[dict[str, Any]], topology: 
         groups=tuple(core.ReplicaGroup(g["role"], g["replicas"], g["devices"], g["flavor"].name) for g in groups),
         preemptible=priority_class.preemptible, topology=core.Topology(topology),
     )
-    return core.never_fits(probe, load_nodes(), load_quotas(), load_projects(), policy_from_settings())
+    reason = core.never_fits(probe, *_inventory.get())
+    if reason is not None:  # confirm on fresh data: a quota raised a moment ago must not turn the job away
+        reason = core.never_fits(probe, *_inventory.get(fresh=True))
+    return reason

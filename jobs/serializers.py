@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import re
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.kube.envvars import is_reserved
 from jobs.models import Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
 from jobs.states import State
-from mlplatform.serializers import StrictSerializer
+from mlplatform.serializers import FieldsBuiltOnce, StrictSerializer
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
 
@@ -15,8 +17,27 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
-def _flavor_field(**kwargs):
-    return serializers.SlugRelatedField(slug_field="name", queryset=quota_selectors.flavors(), **kwargs)
+@extend_schema_field(OpenApiTypes.STR)
+class CatalogNameField(serializers.Field):
+    """A flavor or priority class given by name, looked up in the catalog copy instead of a query per request."""
+
+    default_error_messages = {"does_not_exist": "No {noun} is named {value!r}.", "invalid": "A name is required."}
+
+    def __init__(self, table: str, noun: str, **kwargs) -> None:
+        self.table = table
+        self.noun = noun
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or not data:
+            self.fail("invalid")
+        found = quota_selectors.catalog_entry(self.table, data)
+        if found is None:
+            self.fail("does_not_exist", noun=self.noun, value=data[:100])
+        return found
+
+    def to_representation(self, value) -> str:
+        return value.name
 
 
 class ReplicaGroupInput(StrictSerializer):
@@ -24,7 +45,7 @@ class ReplicaGroupInput(StrictSerializer):
                                   error_messages={"invalid": "Use 1-20 lowercase letters, digits and dashes."})
     replicas = serializers.IntegerField(min_value=1, max_value=1024)
     devices = serializers.IntegerField(min_value=0, max_value=64, help_text="Devices per replica.")
-    flavor = _flavor_field()
+    flavor = CatalogNameField("flavors", "flavor")
     cpu_millis = serializers.IntegerField(min_value=100, max_value=1_024_000, default=4000)
     memory_mib = serializers.IntegerField(min_value=128, max_value=16_777_216, default=16384)
     rdma = serializers.BooleanField(default=False)
@@ -46,8 +67,7 @@ class JobSubmitSerializer(StrictSerializer):
         "megatron: tensor_parallel, pipeline_parallel; ray: entrypoint; pytorch: nproc_per_node."))
     groups = ReplicaGroupInput(many=True, allow_empty=False, max_length=8)
     topology = serializers.ChoiceField(choices=Topology.choices, default=Topology.NONE)
-    priority_class = serializers.SlugRelatedField(slug_field="name", queryset=quota_selectors.priority_classes(),
-                                                  required=False)
+    priority_class = CatalogNameField("priority_classes", "priority class", required=False)
     max_runtime = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True)
     min_runtime = serializers.IntegerField(min_value=0, max_value=30 * 86400, default=0)
     retry_limit = serializers.IntegerField(min_value=0, max_value=20, default=0)
@@ -102,7 +122,7 @@ class JobSubmitSerializer(StrictSerializer):
         return attrs
 
 
-class ReplicaGroupOutput(serializers.ModelSerializer):
+class ReplicaGroupOutput(FieldsBuiltOnce, serializers.ModelSerializer):
     flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
@@ -110,13 +130,13 @@ class ReplicaGroupOutput(serializers.ModelSerializer):
         fields = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
 
 
-class JobEventSerializer(serializers.ModelSerializer):
+class JobEventSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = JobEvent
         fields = ["created_at", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)

@@ -100,9 +100,11 @@ def job_submit(*, actor: Any, project: Project, spec: dict[str, Any]) -> Job:
             flavor=main["flavor"], total_devices=sum(g["devices"] * g["replicas"] for g in groups),
             submitted_at=now, queued_at=now, **spec,
         )
-        ReplicaGroup.objects.bulk_create(ReplicaGroup(job=job, **group) for group in groups)
-        record_event(job, reason="submitted", actor=actor, kind="transition", to_state=State.QUEUED, now=now)
+        created = ReplicaGroup.objects.bulk_create(ReplicaGroup(job=job, **group) for group in groups)
+        event = record_event(job, reason="submitted", actor=actor, kind="transition", to_state=State.QUEUED, now=now)
         transaction.on_commit(wakeup.wake_scheduler)
+    # What a prefetch would have read: the caller can render the whole job without reading it back.
+    job._prefetched_objects_cache = {"groups": created, "events": [event]}
     return job
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db.models import QuerySet, Sum
 
+from mlplatform.snapshots import Snapshot
 from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
 from tenancy.selectors import project_ids_for_user
 
@@ -19,8 +21,30 @@ def priority_classes() -> QuerySet[PriorityClass]:
     return PriorityClass.objects.all()
 
 
+class Catalog(NamedTuple):
+    flavors: dict[str, ResourceFlavor]
+    priority_classes: dict[str, PriorityClass]
+    default_priority_class: PriorityClass | None
+
+
+def _read_catalog() -> Catalog:
+    classes = {pc.name: pc for pc in PriorityClass.objects.order_by("value")}
+    default = next((pc for pc in classes.values() if pc.is_default), next(iter(classes.values()), None))
+    return Catalog({f.name: f for f in ResourceFlavor.objects.all()}, classes, default)
+
+
+# Submissions look names up here instead of querying for every request (see mlplatform/snapshots.py).
+catalog = Snapshot(_read_catalog)
+
+
+def catalog_entry(table: str, name: str) -> ResourceFlavor | PriorityClass | None:
+    """The flavor or priority class (`table`: "flavors" or "priority_classes") of that name, or None."""
+    found = getattr(catalog.get(), table).get(name)
+    return found if found is not None else getattr(catalog.get(fresh=True), table).get(name)
+
+
 def default_priority_class() -> PriorityClass:
-    found = PriorityClass.objects.filter(is_default=True).first() or PriorityClass.objects.order_by("value").first()
+    found = catalog.get().default_priority_class or catalog.get(fresh=True).default_priority_class
     if found is None:
         from mlplatform.errors import DomainError
 

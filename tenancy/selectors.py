@@ -25,12 +25,31 @@ def project_ids_for_user(user: User, *, min_role: str = Role.VIEWER) -> QuerySet
     return projects_for_user(user, min_role=min_role).values("id")
 
 
+def project_for_user(user: User, slug: str) -> Project | None:
+    """The project of that slug if the user may see it, else None; found through the user's membership in one query,
+    it remembers the user's role, so the role checks of this request need no second query."""
+    if not user.is_authenticated:
+        return None
+    if user.is_staff:
+        return Project.objects.select_related("organization").filter(slug=slug).first()
+    memberships = Membership.objects.select_related("project__organization")
+    membership = memberships.filter(user=user, project__slug=slug).first()
+    if membership is None:
+        return None
+    project = membership.project
+    project.known_roles = {user.pk: membership.role}
+    return project
+
+
 def role_in_project(user: User, project: Project) -> str | None:
     """The user's role in the project (staff act as owners), or None for an outsider."""
     if not user.is_authenticated:
         return None
     if user.is_staff:
         return Role.OWNER
+    known = getattr(project, "known_roles", {})
+    if user.pk in known:
+        return known[user.pk]
     membership = Membership.objects.filter(project=project, user=user).only("role").first()
     return membership.role if membership else None
 

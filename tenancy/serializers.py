@@ -20,6 +20,14 @@ class ScopedProjectField(serializers.SlugRelatedField):
     def get_queryset(self):
         return selectors.projects_for_user(self.context["request"].user)
 
+    def to_internal_value(self, data) -> Project:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        project = selectors.project_for_user(self.context["request"].user, data)
+        if project is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data[:100])
+        return project
+
 
 class OrganizationSerializer(StrictModelSerializer):
     class Meta:

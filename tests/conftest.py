@@ -70,15 +70,18 @@ def staff_client(db) -> APIClient:
 
 @pytest.fixture(autouse=True)
 def _isolated_process_state(settings):
-    """Tasks run in-process (CI has Redis but no worker) and caches (throttle counters) start empty."""
+    """Tasks run in-process (CI has Redis but no worker) and caches (throttle counters, the submission
+    snapshots) start empty."""
     from django.core.cache import cache
 
     from mlplatform.celery import app
+    from mlplatform.snapshots import forget_all
 
     # Tests create many users: a fast hasher instead of PBKDF2's deliberate slowness (seconds per test on CI).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     cache.clear()
+    forget_all()
     yield
     cache.clear()

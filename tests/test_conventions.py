@@ -86,3 +86,14 @@ def test_only_one_module_imports_kubernetes():
             if "kubernetes" in imported_modules(path):
                 importers.append(path.relative_to(ROOT).as_posix())
     assert len(importers) <= 1, importers
+
+
+def test_fields_built_once_are_copied_for_every_serializer():
+    """FieldsBuiltOnce shares one build per class, never the field objects: each serializer binds its own."""
+    from jobs.models import Job
+    from jobs.serializers import JobDetailSerializer, JobSerializer
+
+    first, second = JobSerializer(Job(name="a")), JobSerializer(Job(name="b"))
+    assert first.fields["name"] is not second.fields["name"]
+    assert first.fields["name"].parent is first and second.fields["name"].parent is second
+    assert set(JobDetailSerializer(Job()).fields) > set(first.fields)  # a subclass builds its own set

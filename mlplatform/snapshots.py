@@ -1,0 +1,44 @@
+"""Per-process copies of slowly changing tables for the submission path, read again after a few seconds.
+
+Validating a submission against a copy read a moment ago is the same as having submitted a moment earlier: the
+scheduler, which always reads fresh data, explains or handles whatever changed since. What a copy lacks (a flavor or
+a quota created a moment ago) is confirmed by reading again before anything is rejected, so callers never turn a
+request away on old data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+TTL_SECONDS = 2.0
+
+_registry: list[Snapshot] = []
+
+
+class Snapshot(Generic[T]):
+    def __init__(self, load: Callable[[], T], ttl: float = TTL_SECONDS) -> None:
+        self._load = load
+        self._ttl = ttl
+        self._value: tuple[float, T] | None = None
+        _registry.append(self)
+
+    def get(self, *, fresh: bool = False) -> T:
+        """The copy, read again when `fresh` or older than the TTL."""
+        now = time.monotonic()
+        current = self._value
+        if fresh or current is None or now - current[0] > self._ttl:
+            current = self._value = (now, self._load())
+        return current[1]
+
+    def forget(self) -> None:
+        self._value = None
+
+
+def forget_all() -> None:
+    """Drop every copy (tests that rebuild inventories and catalogs between requests)."""
+    for snapshot in _registry:
+        snapshot.forget()

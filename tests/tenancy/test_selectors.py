@@ -1,0 +1,37 @@
+"""project_for_user: one query finds the project through the caller's membership and remembers only that caller's
+role; nobody else's role check can use it."""
+
+from django.contrib.auth.models import AnonymousUser
+
+from tenancy.models import Membership
+from tenancy.selectors import project_for_user, role_in_project
+from tests.conftest import make_user
+
+
+def test_the_remembered_role_is_the_callers_own(tenant, django_assert_num_queries):
+    member, viewer = tenant.users["member"], tenant.users["viewer"]
+    with django_assert_num_queries(1):
+        project = project_for_user(member, "vision")
+        assert role_in_project(member, project) == "member"
+    with django_assert_num_queries(1):  # another user's role is read, not taken from the first caller
+        assert role_in_project(viewer, project) == "viewer"
+    assert role_in_project(tenant.users["outsider"], project) is None
+
+
+def test_projects_the_caller_cannot_see_are_none(tenant):
+    assert project_for_user(tenant.users["member"], "secret") is None
+    assert project_for_user(tenant.users["member"], "no-such-project") is None
+    assert project_for_user(AnonymousUser(), "vision") is None
+
+
+def test_staff_find_every_project_as_owners(tenant):
+    staff = make_user("ops", is_staff=True)
+    project = project_for_user(staff, "secret")
+    assert project == tenant.other_project and role_in_project(staff, project) == "owner"
+
+
+def test_a_role_changed_later_is_seen_by_the_next_lookup(tenant):
+    member = tenant.users["member"]
+    assert role_in_project(member, project_for_user(member, "vision")) == "member"
+    Membership.objects.filter(user=member, project=tenant.project).update(role="viewer")
+    assert role_in_project(member, project_for_user(member, "vision")) == "viewer"
