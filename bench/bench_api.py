@@ -87,6 +87,26 @@ async def load(port: int, token: str, clients: int, seconds: float) -> tuple[lis
     return latencies, errors, time.perf_counter() - started
 
 
+def process_cpu_seconds(matches) -> float:
+    """CPU seconds (user + system) of the live processes `matches(pid, ppid, name)` accepts, read from /proc."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" (", 1)
+            name, fields = rest.rsplit(") ", 1)
+        except OSError:
+            continue
+        values = fields.split()
+        if matches(int(pid), int(values[1]), name):
+            total += int(values[11]) + int(values[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    user, nice, system, idle, iowait, *_ = (int(v) for v in Path("/proc/stat").read_text().split()[1:8])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=15)
@@ -113,7 +133,15 @@ def main() -> int:
                 break
             except httpx.HTTPError:
                 time.sleep(0.2)
+        def server_process(pid, ppid, name):
+            return server.pid in (pid, ppid)
+
+        def postgres_process(pid, ppid, name):
+            return name.startswith("postgres")
+
+        before = (process_cpu_seconds(server_process), process_cpu_seconds(postgres_process), machine_busy_seconds())
         latencies, errors, elapsed = asyncio.run(load(port, token, args.clients, args.seconds))
+        after = (process_cpu_seconds(server_process), process_cpu_seconds(postgres_process), machine_busy_seconds())
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -125,7 +153,10 @@ def main() -> int:
     print(f"{'case':<40}{'requests':>9}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>8}  target")
     print(f"{'POST /api/v1/jobs/, 16 clients, PG':<40}{len(latencies):>9}{rate:>8.0f}{p50:>8.1f}{p99:>8.1f}"
           f"{len(errors):>8}  >=200 req/s, p99<100 ms: {'ok' if ok else 'FAIL'}")
-    print(f"  gunicorn workers: {args.workers}; load average now: {os.getloadavg()[0]:.1f}")
+    server_ms, postgres_ms, machine_ms = ((b - a) / len(latencies) * 1000 for a, b in zip(before, after, strict=True))
+    busy = (after[2] - before[2]) / elapsed / (os.cpu_count() or 1)
+    print(f"  CPU per request: server {server_ms:.1f} ms, PostgreSQL {postgres_ms:.1f} ms, whole machine "
+          f"{machine_ms:.1f} ms (cores {busy:.0%} busy); gunicorn workers: {args.workers}")
     return 0
 
 

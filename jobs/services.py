@@ -103,9 +103,17 @@ def job_submit(*, actor: Any, project: Project, spec: dict[str, Any]) -> Job:
         created = ReplicaGroup.objects.bulk_create(ReplicaGroup(job=job, **group) for group in groups)
         event = record_event(job, reason="submitted", actor=actor, kind="transition", to_state=State.QUEUED, now=now)
         transaction.on_commit(wakeup.wake_scheduler)
-    # What a prefetch would have read: the caller can render the whole job without reading it back.
-    job._prefetched_objects_cache = {"groups": created, "events": [event]}
+    _remember_related(job, groups=created, events=[event])
     return job
+
+
+def _remember_related(job: Job, **related: list) -> None:
+    """Store what was just written as Django's prefetch cache, so the caller renders the job without reading it
+    back. As with prefetch_related, later writes to those rows are not seen through this instance."""
+    for name, objects in related.items():
+        queryset = getattr(job, name).get_queryset()
+        queryset._result_cache, queryset._prefetch_done = objects, True
+        job._prefetched_objects_cache = {**getattr(job, "_prefetched_objects_cache", {}), name: queryset}
 
 
 def _require_can_manage(actor: Any, job: Job) -> None:
