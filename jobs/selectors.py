@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
@@ -36,14 +36,7 @@ def events_for_job(job: Job) -> QuerySet[JobEvent]:
     return JobEvent.objects.filter(job=job)
 
 
-class _Inventory(NamedTuple):
-    nodes: tuple[core.Node, ...]
-    quotas: tuple[core.Quota, ...]
-    projects: tuple[core.Project, ...]
-    policy: core.Policy
-
-
-_inventory = Snapshot(lambda: _Inventory(load_nodes(), load_quotas(), load_projects(), policy_from_settings()))
+_feasibility = Snapshot(lambda: core.Feasibility(load_nodes(), load_quotas(), load_projects(), policy_from_settings()))
 
 
 def never_fits_reason(project: Project, groups: list[dict[str, Any]], topology: str,
@@ -54,7 +47,7 @@ def never_fits_reason(project: Project, groups: list[dict[str, Any]], topology: 
         groups=tuple(core.ReplicaGroup(g["role"], g["replicas"], g["devices"], g["flavor"].name) for g in groups),
         preemptible=priority_class.preemptible, topology=core.Topology(topology),
     )
-    reason = core.never_fits(probe, *_inventory.get())
+    reason = _feasibility.get().reason(probe)
     if reason is not None:  # confirm on fresh data: a quota raised a moment ago must not turn the job away
-        reason = core.never_fits(probe, *_inventory.get(fresh=True))
+        reason = _feasibility.get(fresh=True).reason(probe)
     return reason

@@ -5,7 +5,7 @@ all call the same function.
 """
 
 from .cycle import run_cycle
-from .feasibility import never_fits
+from .feasibility import Feasibility, never_fits
 from .incremental import IncrementalScheduler
 from .model import (
     Admit,
@@ -42,6 +42,7 @@ __all__ = [
     "Snapshot",
     "Topology",
     "Wait",
+    "Feasibility",
     "never_fits",
     "run_cycle",
 ]

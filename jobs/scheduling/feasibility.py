@@ -73,47 +73,68 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
     return None
 
 
-def never_fits(job: PendingJob, nodes: Iterable[Node], quotas: Iterable[Quota], projects: Iterable[Project],
-               policy: Policy = DEFAULT_POLICY) -> str | None:
-    """A sentence saying why `job` can never run (reject it at submission), or None if it could some day."""
-    node_list = tuple(nodes)
-    index = CapacityIndex(tuple(Node(n.name, n.flavor, n.devices, n.devices, n.cluster, n.block, n.rack,
-                                     n.schedulable) for n in node_list))
-    info = JobInfo(job)
-    reason = structural_reason(index, job, info)
-    if reason is not None:
-        return reason
-    if not policy.quotas:
+class Feasibility:
+    """never_fits over one inventory, prepared once: the index of the inventory with every node empty and the
+    quotas by flavor. Submissions share one (see jobs/selectors.py), so each check costs only its own job."""
+
+    def __init__(self, nodes: Iterable[Node], quotas: Iterable[Quota], projects: Iterable[Project],
+                 policy: Policy = DEFAULT_POLICY) -> None:
+        self.index = CapacityIndex(tuple(Node(n.name, n.flavor, n.devices, n.devices, n.cluster, n.block, n.rack,
+                                              n.schedulable) for n in nodes))
+        self.projects = {p.name: p for p in projects}
+        self.quotas_of_flavor: dict[str, list[Quota]] = {}
+        for quota in quotas:
+            self.quotas_of_flavor.setdefault(quota.flavor, []).append(quota)
+        self.policy = policy
+
+    def reason(self, job: PendingJob) -> str | None:
+        """A sentence saying why `job` can never run (reject it at submission), or None if it could some day."""
+        info = JobInfo(job)
+        reason = structural_reason(self.index, job, info)
+        if reason is not None or not self.policy.quotas:
+            return reason
+        project = self.projects.get(job.project)
+        if project is not None and project.max_running_jobs is not None and project.max_running_jobs <= 0:
+            return f"project {job.project} may not run any jobs (max running jobs is {project.max_running_jobs})"
+        for flavor, need in sorted(info.demand.items()):
+            reason = self._quota_reason(job, flavor, need)
+            if reason is not None:
+                return reason
         return None
-    projects = tuple(projects)
-    project = next((p for p in projects if p.name == job.project), None)
-    if project is not None and project.max_running_jobs is not None and project.max_running_jobs <= 0:
-        return f"project {job.project} may not run any jobs (max running jobs is {project.max_running_jobs})"
-    cohort_of = {p.name: p.cohort for p in projects}
-    cohort = cohort_of.get(job.project, job.project)
-    quotas = tuple(quotas)
-    for flavor, need in sorted(info.demand.items()):
-        mine = [q for q in quotas if q.project == job.project and q.flavor == flavor]
+
+    def _cohort(self, project: str) -> str:
+        found = self.projects.get(project)
+        return found.cohort if found is not None else project
+
+    def _quota_reason(self, job: PendingJob, flavor: str, need: int) -> str | None:
+        quotas = self.quotas_of_flavor.get(flavor, [])
+        mine = [q for q in quotas if q.project == job.project]
         g = sum(q.guaranteed for q in mine)
-        b = sum(q.borrow_limit for q in mine) if policy.borrowing else 0
+        b = sum(q.borrow_limit for q in mine) if self.policy.borrowing else 0
         # The most the cohort could ever lend: other members' guarantees within their lend limits, plus devices
         # no member of the cohort is guaranteed.
-        others = [q for q in quotas if q.flavor == flavor and q.project != job.project
-                  and cohort_of.get(q.project, q.project) == cohort]
+        cohort = self._cohort(job.project)
+        others = [q for q in quotas if q.project != job.project and self._cohort(q.project) == cohort]
         owned = g + sum(q.guaranteed for q in others)
         lendable = sum(q.guaranteed if q.lend_limit is None else min(q.guaranteed, q.lend_limit) for q in others)
-        lendable += max(0, index.total_devices.get(flavor, 0) - owned)
+        lendable += max(0, self.index.total_devices.get(flavor, 0) - owned)
         if job.preemptible:
             lendable += g  # its own idle guarantee is idle capacity too
             most = min(b, lendable)
             if most < need:
                 return (f"needs {need} {flavor} but preemptible jobs of project {job.project} may borrow at most "
                         f"{most} (borrow limit {b})")
-            continue
+            return None
         most = g + min(b, lendable)
-        if most < need:
-            if not mine:
-                return f"project {job.project} has no quota for {flavor}"
-            return (f"needs {need} {flavor} but project {job.project} may use at most {most} "
-                    f"({g} guaranteed + {min(b, lendable)} borrowed)")
-    return None
+        if most >= need:
+            return None
+        if not mine:
+            return f"project {job.project} has no quota for {flavor}"
+        return (f"needs {need} {flavor} but project {job.project} may use at most {most} "
+                f"({g} guaranteed + {min(b, lendable)} borrowed)")
+
+
+def never_fits(job: PendingJob, nodes: Iterable[Node], quotas: Iterable[Quota], projects: Iterable[Project],
+               policy: Policy = DEFAULT_POLICY) -> str | None:
+    """A sentence saying why `job` can never run (reject it at submission), or None if it could some day."""
+    return Feasibility(nodes, quotas, projects, policy).reason(job)
