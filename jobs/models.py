@@ -37,7 +37,9 @@ class Topology(models.TextChoices):
 
 
 class Job(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs")
+    # project and flavor lead the composite indexes below, which serve their lookups too: every index is written on
+    # every submission and every state change.
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     submitter = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="jobs")
     submitter_name = models.CharField(max_length=150, help_text="Kept when the account is deleted.")
     name = models.CharField(max_length=200)
@@ -63,10 +65,10 @@ class Job(models.Model):
     )
 
     # Derived at submission from the replica groups, for queue filters and the scheduler snapshot.
-    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="jobs")
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     total_devices = models.PositiveIntegerField(default=0)
 
-    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED, db_index=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
     attempt = models.PositiveSmallIntegerField(default=1)
     submitted_at = models.DateTimeField(db_index=True)
     queued_at = models.DateTimeField(help_text="Last time the job entered the queue.")
@@ -89,7 +91,9 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
-        indexes = [models.Index(fields=["project", "state"]), models.Index(fields=["flavor", "state"])]
+        # A plain index on state: db_index on a CharField would add a second, LIKE-pattern index nobody queries.
+        indexes = [models.Index(fields=["project", "state"]), models.Index(fields=["flavor", "state"]),
+                   models.Index(fields=["state"], name="jobs_job_state_idx")]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.name}"
