@@ -7,6 +7,7 @@ so a lost wake-up only delays a decision.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -18,17 +19,19 @@ WAKE_KEY = "tidal:scheduler:wake"
 _local_event = threading.Event()
 
 
-def _redis():
+@functools.cache
+def _redis(url: str):
+    """One client (and connection pool) per process: a submission must not open a TCP connection to wake."""
     import redis
 
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
 
 
 def wake_scheduler() -> None:
     _local_event.set()
     if settings.REDIS_URL:
         try:
-            client = _redis()
+            client = _redis(settings.REDIS_URL)
             client.rpush(WAKE_KEY, 1)
             client.ltrim(WAKE_KEY, -1, -1)  # one pending wake-up is enough
         except Exception:  # a lost wake-up only delays the next cycle by the loop interval
@@ -39,7 +42,7 @@ def wait_for_wakeup(timeout: float) -> bool:
     """Block until woken or `timeout` seconds pass. Returns True when woken."""
     if settings.REDIS_URL:
         try:
-            woken = _redis().blpop([WAKE_KEY], timeout=max(1, int(timeout))) is not None
+            woken = _redis(settings.REDIS_URL).blpop([WAKE_KEY], timeout=max(1, int(timeout))) is not None
             _local_event.clear()
             return woken
         except Exception:

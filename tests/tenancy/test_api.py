@@ -200,6 +200,21 @@ class TestThrottling:
         assert int(response["Retry-After"]) > 0
         assert error_of(response)["code"] == "throttled"
 
+    def test_each_token_has_its_own_count_and_a_new_window_starts_afresh(self, tenant, monkeypatch):
+        import tenancy.throttling
+
+        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "token": "2/min"}
+        first, second = client_for(tenant.users["member"]), client_for(tenant.users["member"])
+        now = 1_000_000 * 60.0 + 1  # the start of a window
+        monkeypatch.setattr(tenancy.throttling.time, "time", lambda: now)
+        with override_settings(REST_FRAMEWORK={**_rest_settings(), "DEFAULT_THROTTLE_RATES": rates}):
+            assert [first.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 429]
+            assert second.get("/api/v1/me/").status_code == 200  # another token of the same user
+            blocked = first.get("/api/v1/me/")
+            now += 60
+            assert first.get("/api/v1/me/").status_code == 200
+        assert int(blocked["Retry-After"]) == 59  # until the window ends
+
 
 def _rest_settings():
     from django.conf import settings

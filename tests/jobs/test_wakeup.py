@@ -1,0 +1,42 @@
+"""Wake-ups through Redis (a web process waking a scheduler elsewhere), against the real Redis (skipped without)."""
+
+import os
+import time
+
+import pytest
+
+from jobs import wakeup
+
+redis = pytest.importorskip("redis")
+REDIS_URL = os.environ.get("TIDAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def through_redis(settings):
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
+    settings.REDIS_URL = REDIS_URL
+    wakeup._redis(REDIS_URL).delete(wakeup.WAKE_KEY)
+    wakeup._local_event.clear()
+    yield
+    wakeup._redis(REDIS_URL).delete(wakeup.WAKE_KEY)
+
+
+def test_a_wake_up_reaches_the_waiting_scheduler_and_is_kept_once(through_redis):
+    for _ in range(3):
+        wakeup.wake_scheduler()
+    assert wakeup._redis(REDIS_URL).llen(wakeup.WAKE_KEY) == 1  # one pending wake-up is enough
+    started = time.monotonic()
+    assert wakeup.wait_for_wakeup(5) is True
+    assert time.monotonic() - started < 1
+    assert wakeup.wait_for_wakeup(1) is False  # consumed
+
+
+def test_wake_ups_share_one_connection_pool(through_redis):
+    pool = wakeup._redis(REDIS_URL).connection_pool
+    for _ in range(20):
+        wakeup.wake_scheduler()
+    assert pool.__class__.__name__ == "ConnectionPool" and len(pool._available_connections) + len(
+        pool._in_use_connections) == 1
