@@ -137,6 +137,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 1])
     parser.add_argument("--workers", type=int, default=4, help="as in the Dockerfile and docker-compose.yml")
+    parser.add_argument("--redis", metavar="URL", help="run as deployed with Redis (cache, throttle counters and "
+                        "scheduler wake-ups), e.g. redis://127.0.0.1:6379/15; default: embedded, no Redis")
     args = parser.parse_args()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -146,11 +148,14 @@ def main() -> int:
                                            "postgres://postgres@127.0.0.1:5432/tidal_bench_api"),
                SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
                TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
+    if args.redis:
+        env["REDIS_URL"] = args.redis
     token = prepare(env)
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind",
                                f"127.0.0.1:{port}", "--workers", str(args.workers), "--log-level", "warning"],
                               cwd=ROOT, env=env)
-    print(f"POST /api/v1/jobs/ on gunicorn ({args.workers} sync workers) and PostgreSQL; CPU is milliseconds per "
+    print(f"POST /api/v1/jobs/ on gunicorn ({args.workers} sync workers), PostgreSQL"
+          f"{' and Redis' if args.redis else ''}; CPU is milliseconds per "
           f"request;\ntarget at 16 clients: >= 200 req/s with p99 < 100 ms")
     print(f"{'clients':>8}{'requests':>9}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>7}{'server':>9}{'PG':>6}"
           f"{'machine':>9}  target")
