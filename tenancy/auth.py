@@ -27,7 +27,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         secret = secret.strip()
         if not secret or " " in secret:
             raise exceptions.AuthenticationFailed("Malformed Authorization header; use: Bearer <token>.")
-        token = ApiToken.objects.select_related("user").filter(digest=hash_token(secret)).first()
+        try:  # get(), not first(): the digest is unique, and an ORDER BY would only cost compiling it
+            token = ApiToken.objects.select_related("user").get(digest=hash_token(secret))
+        except ApiToken.DoesNotExist:
+            token = None
         if token is None or not token.is_active or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         now = timezone.now()

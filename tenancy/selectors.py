@@ -32,9 +32,9 @@ def project_for_user(user: User, slug: str) -> Project | None:
         return None
     if user.is_staff:
         return Project.objects.select_related("organization").filter(slug=slug).first()
-    memberships = Membership.objects.select_related("project__organization")
-    membership = memberships.filter(user=user, project__slug=slug).first()
-    if membership is None:
+    try:  # one membership per user and project
+        membership = Membership.objects.select_related("project__organization").get(user=user, project__slug=slug)
+    except Membership.DoesNotExist:
         return None
     project = membership.project
     project.known_roles = {user.pk: membership.role}
