@@ -20,9 +20,10 @@ from jobs.serializers import (
     JobLogsSerializer,
     JobSerializer,
     JobSubmitSerializer,
+    LogQuerySerializer,
 )
 from jobs.states import State
-from mlplatform.errors import DomainError, NotFound
+from mlplatform.errors import NotFound
 from mlplatform.parsers import YAMLParser
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import projects_for_user
@@ -83,12 +84,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         from clusters.services import job_log_stream, job_logs
 
         job = self.get_object()
-        try:
-            tail = min(max(int(request.query_params.get("tail", 200)), 1), 5000)
-        except ValueError:
-            raise DomainError("tail must be an integer.", field="tail") from None
-        replica = request.query_params.get("replica", "")
-        if request.query_params.get("follow", "").lower() in ("1", "true", "yes"):
+        query = LogQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        tail, replica = query.validated_data["tail"], query.validated_data["replica"]
+        if query.validated_data["follow"]:
             lines = job_log_stream(job, replica=replica, tail=tail)
             response = StreamingHttpResponse((f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
             response["X-Accel-Buffering"] = "no"  # a buffering proxy (nginx) would hold the lines back

@@ -169,6 +169,14 @@ class JobDetailSerializer(JobSerializer):
         read_only_fields = fields
 
 
+class LogQuerySerializer(serializers.Serializer):
+    """Query parameters of the logs endpoint (not strict: other parameters, such as format, pass through)."""
+
+    replica = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    tail = serializers.IntegerField(min_value=1, max_value=5000, default=200)
+    follow = serializers.BooleanField(default=False)
+
+
 class JobLogsSerializer(serializers.Serializer):
     """Log tail of one replica; `source` is pod (live), events (kept when the attempt ended), simulated or none."""
 

@@ -62,7 +62,9 @@ def test_unknown_replica_and_bad_tail_are_400(tenant, kube_inventory, clients) -
     job = submit(tenant, kube_inventory["h100"])
     response = clients["member"].get(f"/api/v1/jobs/{job.pk}/logs/?replica=ps-3")
     assert response.status_code == 400 and "replica" in response.json()["error"]["fields"]
-    assert clients["member"].get(f"/api/v1/jobs/{job.pk}/logs/?tail=x").status_code == 400
+    for query, field in (("tail=x", "tail"), ("tail=0", "tail"), ("tail=5001", "tail"), ("follow=maybe", "follow")):
+        response = clients["member"].get(f"/api/v1/jobs/{job.pk}/logs/?{query}")
+        assert response.status_code == 400 and field in response.json()["error"]["fields"], query
     body = clients["member"].get(f"/api/v1/jobs/{job.pk}/logs/").json()  # queued: nothing yet
     assert body["source"] == "none" and body["lines"] == []
 
