@@ -31,9 +31,9 @@ def project_for_user(user: User, slug: str) -> Project | None:
     if not user.is_authenticated:
         return None
     if user.is_staff:
-        return Project.objects.select_related("organization").filter(slug=slug).first()
+        return Project.objects.filter(slug=slug).first()
     try:  # one membership per user and project
-        membership = Membership.objects.select_related("project__organization").get(user=user, project__slug=slug)
+        membership = Membership.objects.select_related("project").get(user=user, project__slug=slug)
     except Membership.DoesNotExist:
         return None
     project = membership.project
