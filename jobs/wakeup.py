@@ -31,9 +31,8 @@ def wake_scheduler() -> None:
     _local_event.set()
     if settings.REDIS_URL:
         try:
-            client = _redis(settings.REDIS_URL)
-            client.rpush(WAKE_KEY, 1)
-            client.ltrim(WAKE_KEY, -1, -1)  # one pending wake-up is enough
+            # One round trip; one pending wake-up is enough.
+            _redis(settings.REDIS_URL).pipeline(transaction=False).rpush(WAKE_KEY, 1).ltrim(WAKE_KEY, -1, -1).execute()
         except Exception:  # a lost wake-up only delays the next cycle by the loop interval
             logger.warning("could not wake the scheduler through Redis", exc_info=True)
 

@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
 TTL_SECONDS = 2.0
 
-_registry: list[Snapshot] = []
+
+class Forgettable(Protocol):
+    def forget(self) -> None: ...
+
+
+_registry: list[Forgettable] = []
+
+
+def register(copy: Forgettable) -> None:
+    """Have forget_all() drop this per-process copy too."""
+    _registry.append(copy)
 
 
 class Snapshot(Generic[T]):
@@ -24,7 +34,7 @@ class Snapshot(Generic[T]):
         self._load = load
         self._ttl = ttl
         self._value: tuple[float, T] | None = None
-        _registry.append(self)
+        register(self)
 
     def get(self, *, fresh: bool = False) -> T:
         """The copy, read again when `fresh` or older than the TTL."""

@@ -8,10 +8,18 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
+from tenancy import authcache
 from tenancy.models import ApiToken, hash_token
 
 # Writing last_used_at on every request would turn every read into a write; once a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _token_from_db(digest: str) -> ApiToken | None:
+    try:  # get(), not first(): the digest is unique, and an ORDER BY would only cost compiling it
+        return ApiToken.objects.select_related("user").get(digest=digest)
+    except ApiToken.DoesNotExist:
+        return None
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -27,15 +35,19 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         secret = secret.strip()
         if not secret or " " in secret:
             raise exceptions.AuthenticationFailed("Malformed Authorization header; use: Bearer <token>.")
-        try:  # get(), not first(): the digest is unique, and an ORDER BY would only cost compiling it
-            token = ApiToken.objects.select_related("user").get(digest=hash_token(secret))
-        except ApiToken.DoesNotExist:
-            token = None
-        if token is None or not token.is_active or not token.user.is_active:
+        digest = hash_token(secret)
+        epoch = authcache.current_epoch()
+        token = authcache.tokens.get(digest, epoch)
+        changed = token is None
+        token = token or _token_from_db(digest)
+        if token is None or not token.is_active or not token.user.is_active:  # expiry is checked on every request
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            token.last_used_at, changed = now, True
+        if changed:
+            authcache.tokens.put(digest, epoch, token)
         return token.user, token
 
     def authenticate_header(self, request) -> str:

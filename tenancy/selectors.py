@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
+from tenancy import authcache
 from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role, roles_at_least
 
 User = AbstractBaseUser | AnonymousUser
@@ -32,12 +33,17 @@ def project_for_user(user: User, slug: str) -> Project | None:
         return None
     if user.is_staff:
         return Project.objects.filter(slug=slug).first()
-    try:  # one membership per user and project
-        membership = Membership.objects.select_related("project").get(user=user, project__slug=slug)
-    except Membership.DoesNotExist:
-        return None
-    project = membership.project
-    project.known_roles = {user.pk: membership.role}
+    epoch = authcache.current_epoch()
+    found = authcache.memberships.get((user.pk, slug), epoch)
+    if found is None:
+        try:  # one membership per user and project
+            membership = Membership.objects.select_related("project").get(user=user, project__slug=slug)
+        except Membership.DoesNotExist:
+            return None
+        found = (membership.project, membership.role)
+        authcache.memberships.put((user.pk, slug), epoch, found)
+    project, role = found
+    project.known_roles = {user.pk: role}
     return project
 
 

@@ -41,17 +41,22 @@ class TestTokens:
         assert response.status_code == 401
         assert response["WWW-Authenticate"] == "Bearer"
 
-    def test_expired_and_revoked_tokens_are_401(self, tenant):
+    def test_expired_and_revoked_tokens_are_401(self, tenant, monkeypatch):
+        import tenancy.models
+
         user = tenant.users["member"]
         token, secret = token_create(user=user, name="short", expires_at=timezone.now() + timedelta(seconds=60))
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-        assert client.get("/api/v1/me/").status_code == 200
-        ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert client.get("/api/v1/me/").status_code == 200  # now cached
+        later = timezone.now() + timedelta(seconds=61)
+        monkeypatch.setattr(tenancy.models.timezone, "now", lambda: later)
         assert client.get("/api/v1/me/").status_code == 401
+        monkeypatch.undo()
         token2, secret2 = token_create(user=user, name="revoked")
-        token_revoke(actor=user, token=token2)
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret2}")
+        assert client.get("/api/v1/me/").status_code == 200  # now cached
+        token_revoke(actor=user, token=token2)
         assert client.get("/api/v1/me/").status_code == 401
 
     def test_delete_revokes_and_is_audited(self, tenant, clients):
