@@ -8,6 +8,7 @@ rate across a window boundary, the usual trade of counter-based limits.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.core.cache import cache
@@ -15,6 +16,8 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
 from tenancy.models import ApiToken
+
+logger = logging.getLogger(__name__)
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -36,7 +39,11 @@ class PerTokenRateThrottle(BaseThrottle):
         self.now = time.time()
         window = int(self.now // duration)
         self.window_ends = (window + 1) * duration
-        return self._count(f"throttle_{self._ident(request)}_{window}", duration) <= allowed
+        try:
+            return self._count(f"throttle_{self._ident(request)}_{window}", duration) <= allowed
+        except Exception:  # the cache (Redis) is down: serve rather than fail every request; the limit is a guard
+            logger.warning("throttle counter unavailable; request allowed", exc_info=True)
+            return True
 
     def wait(self) -> float:
         return max(1.0, self.window_ends - self.now)

@@ -220,6 +220,18 @@ class TestThrottling:
             assert first.get("/api/v1/me/").status_code == 200
         assert int(blocked["Retry-After"]) == 59  # until the window ends
 
+    def test_an_unreachable_counter_lets_requests_through(self, tenant, monkeypatch):
+        import tenancy.throttling
+
+        def down(*args, **kwargs):
+            raise ConnectionError("redis down")
+
+        monkeypatch.setattr(tenancy.throttling.cache, "incr", down)
+        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "token": "1/min"}
+        client = client_for(tenant.users["member"])
+        with override_settings(REST_FRAMEWORK={**_rest_settings(), "DEFAULT_THROTTLE_RATES": rates}):
+            assert [client.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 200]
+
 
 def _rest_settings():
     from django.conf import settings
