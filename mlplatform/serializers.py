@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from rest_framework import serializers
 
 
 def copy_fields(fields: dict[str, serializers.Field]) -> dict[str, serializers.Field]:
-    """Fields for one serializer instance. A leaf field is copied shallowly (binding sets its name and parent on the
-    copy; nothing else of it changes afterwards); a field holding child fields (nested serializers, lists, dicts,
-    many-related fields) is copied deeply, so no child is ever shared between instances."""
-    return {name: copy.deepcopy(field) if _has_children(field) else copy.copy(field) for name, field in fields.items()}
+    """Fields for one serializer instance, copied from fields that were built but never bound."""
+    return {name: fresh_copy(field) for name, field in fields.items()}
 
 
-def _has_children(field: serializers.Field) -> bool:
-    return isinstance(field, serializers.BaseSerializer) or hasattr(field, "child") or hasattr(field, "child_relation")
+def fresh_copy(field: serializers.Field) -> serializers.Field:
+    """A shallow copy of an unbound field: binding sets its name and parent on the copy, and nothing else of it
+    changes afterwards. What an instance does fill in is dropped so the copy builds its own: a nested serializer's
+    bound fields (rebuilt from its class on first use), and the child of a list, dict or many-related field (copied
+    the same way, with the copy as its parent). So no bound field is ever shared between instances, at a fraction of the
+    cost of DRF's deep copy, which re-runs every field's __init__."""
+    clone = object.__new__(type(field))  # copy.copy's generic protocol costs three times as much
+    clone.__dict__.update(field.__dict__)
+    clone.__dict__.pop("fields", None)
+    for attr in ("child", "child_relation"):
+        child = field.__dict__.get(attr)
+        if child is not None:
+            child = fresh_copy(child)
+            child.parent = clone  # the child was bound when its parent was built; only the parent is new
+            setattr(clone, attr, child)
+    return clone
 
 
 class FieldsBuiltOnce:

@@ -91,3 +91,15 @@ def test_callers_get_their_own_copies(tenant, member):
     first = project_for_user(tenant.users["member"], "vision")
     first.archived = True  # a caller's change to its copy
     assert project_for_user(tenant.users["member"], "vision").archived is False
+
+
+def test_a_cached_token_and_its_user_are_copied(tenant):
+    token = ApiToken.objects.select_related("user").get(pk=ApiToken.objects.create(
+        user=tenant.users["member"], name="copy", digest="d" * 64).pk)
+    epoch = authcache.current_epoch()
+    authcache.tokens.put("digest", epoch, token)
+    first = authcache.tokens.get("digest", epoch)
+    first.name, first.user.first_name = "changed", "changed"  # a caller's changes to its copy
+    second = authcache.tokens.get("digest", epoch)
+    assert (second.name, second.user.first_name) == ("copy", tenant.users["member"].first_name)
+    assert second.user is not first.user and second._state is not first._state
