@@ -3,7 +3,7 @@ from django.contrib import admin, messages
 
 from clusters import services
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from quotas.admin import AuditedAdmin
 from tenancy.audit import audit_record
 

@@ -19,8 +19,8 @@ from clusters import selectors, services
 from clusters.kube.errors import ApiError
 from clusters.models import Node
 from clusters.serializers import ClusterSerializer, NodeSerializer
-from jobs import wakeup
-from mlplatform.errors import DomainError
+from core import wakeup
+from core.errors import DomainError
 from quotas.api import StaffWritesMixin
 from tenancy.audit import audit_record
 from tenancy.scoping import ScopedViewSet, visible_to_everyone

@@ -8,7 +8,7 @@ class ClustersConfig(AppConfig):
     def ready(self) -> None:
         from clusters import services
         from clusters.backends.simulated import SimulatedBackend
-        from mlplatform.embedded import EMBEDDED_LOOPS
+        from core.embedded import EMBEDDED_LOOPS
 
         EMBEDDED_LOOPS.append(("simulated-cluster", SimulatedBackend().tick, 1.0, None))
         # Kubernetes clusters in embedded mode (no Celery beat); each is a no-op without such clusters.

@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 
 
 def _keys() -> list[bytes]:

@@ -5,8 +5,8 @@ from rest_framework import serializers
 from clusters import services
 from clusters.kube.envvars import is_reserved
 from clusters.models import KUBERNETES_FIELDS, Cluster, Node
-from mlplatform.errors import DomainError
-from mlplatform.serializers import StrictModelSerializer
+from core.errors import DomainError
+from core.serializers import StrictModelSerializer
 
 
 class ClusterSerializer(StrictModelSerializer):

@@ -22,7 +22,7 @@ from clusters.kube.dispatch import attempt_key, sweep_orphans
 from clusters.kube.errors import ApiError
 from clusters.kube.nodes import NodeRow, inventory
 from clusters.models import Cluster, Node
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from quotas.models import Arch, ResourceFlavor
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
         Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="",
                                                      last_sync_skipped=report.skipped()[:1000])
     if report.created or report.gone or report.updated:
-        from jobs import wakeup
+        from core import wakeup
 
         transaction.on_commit(wakeup.wake_scheduler)
     return report

@@ -12,6 +12,8 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.errors import NotFound
+from core.parsers import YAMLParser
 from jobs import selectors, services
 from jobs.models import Job
 from jobs.serializers import (
@@ -23,8 +25,6 @@ from jobs.serializers import (
     LogQuerySerializer,
 )
 from jobs.states import State
-from mlplatform.errors import NotFound
-from mlplatform.parsers import YAMLParser
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import projects_for_user
 

@@ -6,8 +6,8 @@ class JobsConfig(AppConfig):
     name = "jobs"
 
     def ready(self) -> None:
+        from core.embedded import EMBEDDED_LOOPS
+        from core.wakeup import wait_for_wakeup
         from jobs.loop import run_once
-        from jobs.wakeup import wait_for_wakeup
-        from mlplatform.embedded import EMBEDDED_LOOPS
 
         EMBEDDED_LOOPS.append(("scheduler", run_once, settings.TIDAL["SCHEDULER_INTERVAL"], wait_for_wakeup))

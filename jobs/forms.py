@@ -12,10 +12,10 @@ import yaml
 from django import forms
 from django.http import HttpRequest
 
+from core.errors import flatten_errors
 from jobs.models import Launcher, Stage
 from jobs.serializers import JobSubmitSerializer
 from jobs.states import State
-from mlplatform.errors import flatten_errors
 from quotas import selectors as quota_selectors
 
 MAX_SPEC_CHARS = 200_000

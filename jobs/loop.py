@@ -19,14 +19,15 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs import metrics, wakeup
+from core import wakeup
+from core.errors import InvalidTransition
+from jobs import metrics
 from jobs import scheduling as core
 from jobs.bulk import bulk_set
 from jobs.models import Job, JobEvent
 from jobs.services import transition
 from jobs.snapshot import QueuedRow, build_snapshot, policy_from_settings
 from jobs.states import HOLDING, State
-from mlplatform.errors import InvalidTransition
 from quotas.models import ProjectUsage
 
 logger = logging.getLogger(__name__)

@@ -6,11 +6,11 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
+from core.snapshots import Snapshot
 from jobs import scheduling as core
 from jobs.models import Job, JobEvent, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas, policy_from_settings
 from jobs.states import State
-from mlplatform.snapshots import Snapshot
 from quotas.models import PriorityClass
 from tenancy.models import Project
 from tenancy.selectors import project_ids_for_user

@@ -7,9 +7,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.kube.envvars import is_reserved
+from core.serializers import FieldsBuiltOnce, StrictSerializer
 from jobs.models import Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
 from jobs.states import State
-from mlplatform.serializers import FieldsBuiltOnce, StrictSerializer
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
 

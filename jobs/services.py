@@ -8,10 +8,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import selectors, wakeup
+from core import wakeup
+from core.errors import DomainError, Forbidden, InvalidTransition
+from jobs import selectors
 from jobs.models import Job, JobEvent, ReplicaGroup
 from jobs.states import FINAL, HOLDING, State, can_transition
-from mlplatform.errors import DomainError, Forbidden, InvalidTransition
 from quotas import selectors as quota_selectors
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.selectors import role_in_project

@@ -18,12 +18,12 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.errors import DomainError, Forbidden
 from jobs import selectors, services
 from jobs.forms import JobFilterForm, JobSpecForm, LauncherForm
 from jobs.models import Job, Launcher
 from jobs.states import FINAL, State
 from jobs.templates_launcher import launcher_template
-from mlplatform.errors import DomainError, Forbidden
 from quotas import selectors as quota_selectors
 from tenancy.models import ROLE_RANK, Role
 from tenancy.selectors import role_in_project

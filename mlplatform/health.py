@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from core.redis import redis_client
+
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
@@ -18,9 +20,7 @@ def _check_database() -> str:
 
 
 def _check_redis() -> str:
-    import redis
-
-    redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2).ping()
+    redis_client().ping()
     return "ok"
 
 

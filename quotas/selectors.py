@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from django.db.models import QuerySet, Sum
 
-from mlplatform.snapshots import Snapshot
+from core.snapshots import Snapshot
 from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
 from tenancy.selectors import project_ids_for_user
 
@@ -46,7 +46,7 @@ def catalog_entry(table: str, name: str) -> ResourceFlavor | PriorityClass | Non
 def default_priority_class() -> PriorityClass:
     found = catalog.get().default_priority_class or catalog.get(fresh=True).default_priority_class
     if found is None:
-        from mlplatform.errors import DomainError
+        from core.errors import DomainError
 
         raise DomainError("No priority classes are defined; a platform admin must create them.",
                           field="priority_class")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from mlplatform.serializers import StrictModelSerializer
+from core.serializers import StrictModelSerializer
 from quotas import selectors
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from tenancy.serializers import ScopedProjectField

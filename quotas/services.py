@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs import wakeup
+from core import wakeup
 from quotas.models import Quota
 from tenancy.audit import audit_record
 

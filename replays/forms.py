@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from replay.trace import PRIORITY_CLASSES
 from replays import selectors, services
 

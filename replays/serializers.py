@@ -9,7 +9,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from mlplatform.serializers import StrictModelSerializer, StrictSerializer
+from core.serializers import StrictModelSerializer, StrictSerializer
 from replays.models import ReplayRun
 
 

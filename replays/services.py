@@ -27,10 +27,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core import wakeup
+from core.errors import DomainError
 from jobs import scheduling as core
-from jobs import wakeup
 from jobs.snapshot import policy_from_settings
-from mlplatform.errors import DomainError
 from quotas.models import Quota
 from quotas.services import quota_save
 from replay import (

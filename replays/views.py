@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from replays import selectors, services
 from replays.forms import WhatIfForm
 from replays.models import ReplayRun, RunKind

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from tenancy import selectors, services
 from tenancy.models import AuditEntry, Membership, Project, Role
 from tenancy.scoping import ScopedViewSet

@@ -24,7 +24,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db import models, transaction
 
-from mlplatform import snapshots
+from core import snapshots
 
 logger = logging.getLogger(__name__)
 

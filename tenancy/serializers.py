@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from mlplatform.serializers import StrictModelSerializer, StrictSerializer
+from core.serializers import StrictModelSerializer, StrictSerializer
 from tenancy import selectors
 from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role
 

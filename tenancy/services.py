@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from mlplatform.errors import Conflict, DomainError, Forbidden
+from core.errors import Conflict, DomainError, Forbidden
 from tenancy.audit import audit_record
 from tenancy.models import ROLE_RANK, ApiToken, Membership, Organization, Project, Role, hash_token
 from tenancy.selectors import role_in_project

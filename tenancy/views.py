@@ -10,7 +10,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from tenancy import selectors, services
 from tenancy.forms import MemberAddForm, RoleForm, TokenCreateForm
 from tenancy.middleware import SESSION_KEY

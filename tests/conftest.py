@@ -74,8 +74,8 @@ def _isolated_process_state(settings):
     snapshots) start empty."""
     from django.core.cache import cache
 
+    from core.snapshots import forget_all
     from mlplatform.celery import app
-    from mlplatform.snapshots import forget_all
 
     # Tests create many users: a fast hasher instead of PBKDF2's deliberate slowness (seconds per test on CI).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

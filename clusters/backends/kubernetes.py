@@ -39,10 +39,11 @@ from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
 from clusters.models import Cluster, Node
+from core.errors import InvalidTransition
+from core.redis import redis_client
 from jobs import services
 from jobs.models import Job, ReplicaGroup
 from jobs.states import State
-from mlplatform.errors import InvalidTransition
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +68,9 @@ _clients_lock = threading.Lock()
 def shared_bucket(cluster: Cluster) -> RedisTokenBucket | None:
     """With Redis (several Celery worker processes), one token bucket per cluster in Redis, so the cluster's QPS
     and burst hold across all of them; None in embedded mode, where one process holds the only client."""
-    if not settings.REDIS_URL:
+    client = redis_client()
+    if client is None:
         return None
-    import redis
-
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
     return RedisTokenBucket(client, f"{BUCKET_KEY_PREFIX}{cluster.pk}", cluster.qps, cluster.burst)
 
 

@@ -17,10 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster, Node
+from core.errors import InvalidTransition
 from jobs import services
 from jobs.models import Job
 from jobs.states import State
-from mlplatform.errors import InvalidTransition
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ def test_key_from_settings_and_rotation(db, settings) -> None:
     settings.TIDAL = {**settings.TIDAL, "ENCRYPTION_KEY": f"{new},{old}"}  # rotation: new first, old still reads
     assert Cluster.objects.get(pk=cluster.pk).get_kubeconfig() == KUBECONFIG
     settings.TIDAL = {**settings.TIDAL, "ENCRYPTION_KEY": new}
-    from mlplatform.errors import DomainError
+    from core.errors import DomainError
 
     with pytest.raises(DomainError, match="cannot be decrypted"):
         Cluster.objects.get(pk=cluster.pk).get_kubeconfig()

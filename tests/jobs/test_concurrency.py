@@ -11,11 +11,11 @@ from collections import Counter
 import pytest
 from django.db import connection, connections
 
+from core.errors import InvalidTransition
 from jobs.loop import run_once
 from jobs.models import Job, JobEvent
 from jobs.services import job_cancel
 from jobs.states import HOLDING
-from mlplatform.errors import InvalidTransition
 from quotas.models import Quota
 from tests.jobs.conftest import submit
 

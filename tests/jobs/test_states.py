@@ -2,9 +2,9 @@
 
 import pytest
 
+from core.errors import InvalidTransition
 from jobs.services import job_cancel, transition
 from jobs.states import FINAL, TRANSITIONS, State
-from mlplatform.errors import InvalidTransition
 from tests.jobs.conftest import submit
 
 PATH_TO = {

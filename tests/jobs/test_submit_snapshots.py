@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from core import snapshots
 from jobs.models import Job
-from mlplatform import snapshots
 from quotas.models import Quota, ResourceFlavor
 from tests.jobs.conftest import api_body
 

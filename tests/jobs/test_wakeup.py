@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from jobs import wakeup
+from core import wakeup
+from core.redis import redis_client
 
 redis = pytest.importorskip("redis")
 REDIS_URL = os.environ.get("TIDAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -18,16 +19,16 @@ def through_redis(settings):
     except redis.RedisError as exc:
         pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
     settings.REDIS_URL = REDIS_URL
-    wakeup._redis(REDIS_URL).delete(wakeup.WAKE_KEY)
+    redis_client().delete(wakeup.WAKE_KEY)
     wakeup._local_event.clear()
     yield
-    wakeup._redis(REDIS_URL).delete(wakeup.WAKE_KEY)
+    redis_client().delete(wakeup.WAKE_KEY)
 
 
 def test_a_wake_up_reaches_the_waiting_scheduler_and_is_kept_once(through_redis):
     for _ in range(3):
         wakeup.wake_scheduler()
-    assert wakeup._redis(REDIS_URL).llen(wakeup.WAKE_KEY) == 1  # one pending wake-up is enough
+    assert redis_client().llen(wakeup.WAKE_KEY) == 1  # one pending wake-up is enough
     started = time.monotonic()
     assert wakeup.wait_for_wakeup(5) is True
     assert time.monotonic() - started < 1

@@ -14,7 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", default=os.environ.get("PORT", "8000"))
 
     def handle(self, *args, host, port, **options):
-        from mlplatform.embedded import start_background_loops
+        from core.embedded import start_background_loops
 
         start_background_loops()
         self.stdout.write(self.style.SUCCESS(f"Tidal is serving at http://{host}:{port}/ (API docs at /api/docs/)"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mlplatform.errors import DomainError
+from core.errors import DomainError
 from replay import ConfigError, TraceError
 from replay.cli import run_cli
 from replay.policies import POLICIES

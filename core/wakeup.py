@@ -7,41 +7,36 @@ so a lost wake-up only delays a decision.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 
-from django.conf import settings
+from core.redis import redis_client
 
 logger = logging.getLogger(__name__)
 
 WAKE_KEY = "tidal:scheduler:wake"
+BLOCK_LIMIT = 4  # seconds; the Redis client's socket timeout is 5
 _local_event = threading.Event()
-
-
-@functools.cache
-def _redis(url: str):
-    """One client (and connection pool) per process: a submission must not open a TCP connection to wake."""
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
 
 
 def wake_scheduler() -> None:
     _local_event.set()
-    if settings.REDIS_URL:
+    client = redis_client()
+    if client is not None:
         try:
             # One round trip; one pending wake-up is enough.
-            _redis(settings.REDIS_URL).pipeline(transaction=False).rpush(WAKE_KEY, 1).ltrim(WAKE_KEY, -1, -1).execute()
+            client.pipeline(transaction=False).rpush(WAKE_KEY, 1).ltrim(WAKE_KEY, -1, -1).execute()
         except Exception:  # a lost wake-up only delays the next cycle by the loop interval
             logger.warning("could not wake the scheduler through Redis", exc_info=True)
 
 
 def wait_for_wakeup(timeout: float) -> bool:
     """Block until woken or `timeout` seconds pass. Returns True when woken."""
-    if settings.REDIS_URL:
+    client = redis_client()
+    if client is not None:
         try:
-            woken = _redis(settings.REDIS_URL).blpop([WAKE_KEY], timeout=max(1, int(timeout))) is not None
+            # Below the client's socket timeout, which would otherwise cut a long blocking pop short.
+            woken = client.blpop([WAKE_KEY], timeout=min(max(1, int(timeout)), BLOCK_LIMIT)) is not None
             _local_event.clear()
             return woken
         except Exception:
