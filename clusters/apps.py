@@ -6,13 +6,18 @@ class ClustersConfig(AppConfig):
     name = "clusters"
 
     def ready(self) -> None:
-        from clusters import services
-        from clusters.backends.simulated import SimulatedBackend
+        from clusters import backends, services, tasks
+        from clusters.kube.envvars import is_reserved
         from core.embedded import EMBEDDED_LOOPS
+        from jobs import ports
 
-        EMBEDDED_LOOPS.append(("simulated-cluster", SimulatedBackend().tick, 1.0, None))
-        # Kubernetes clusters in embedded mode (no Celery beat); each is a no-op without such clusters.
+        # The clusters' side of the dispatch port: jobs reaches its backends, tasks and inventory only through it.
+        ports.register(ports.Clusters(backend_for=backends.backend_for_attempt, queue_dispatch=tasks.queue_dispatch,
+                                      queue_stop=tasks.queue_stop, inventory=backends.inventory,
+                                      is_reserved_env=is_reserved))
+        # Embedded mode (no Celery beat): the same loops in-process; each is a no-op without such clusters.
         tidal = settings.TIDAL
+        EMBEDDED_LOOPS.append(("simulated-cluster", services.observe_simulated, 1.0, None))
         EMBEDDED_LOOPS.append(("kube-resync", services.kube_resync_all, min(tidal["KUBE_RESYNC_INTERVAL"], 10.0), None))
         EMBEDDED_LOOPS.append(("kube-node-sync", services.kube_sync_nodes_all, tidal["KUBE_NODE_SYNC_INTERVAL"], None))
         EMBEDDED_LOOPS.append(("kube-orphan-sweep", services.kube_sweep_all, tidal["KUBE_SWEEP_INTERVAL"], None))

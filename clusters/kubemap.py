@@ -1,7 +1,7 @@
 """Pure mapping between Tidal's models and the Kubernetes layer's dataclasses (``clusters.kube.spec``/``nodes``).
 
-No queries here: callers pass loaded model instances (a job with its groups, flavor and project prefetched), so
-the mapping is unit-tested on its own and the backend stays small.
+No queries here: callers pass loaded model instances (an attempt with its job's groups, flavor and project
+prefetched), so the mapping is unit-tested on its own and the backend stays small.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ def _int_option(options: Mapping[str, Any], key: str, default: int = 1) -> int:
     return value
 
 
-def render_job(job: Any, namespace: str) -> RenderJob:
-    """A Job (groups and flavors loaded) -> the renderer's RenderJob for its current attempt."""
+def render_job(attempt: Any, namespace: str) -> RenderJob:
+    """An attempt (its job's groups and flavor loaded) -> the renderer's RenderJob."""
+    job = attempt.job
     options = job.launcher_options or {}
     groups = tuple(
         ReplicaGroup(role=g.role, replicas=g.replicas, devices=g.devices, cpu=f"{g.cpu_millis}m",
@@ -92,7 +93,7 @@ def render_job(job: Any, namespace: str) -> RenderJob:
         name=job.name,
         project=job.project.slug,
         namespace=namespace,
-        attempt=job.attempt,
+        attempt=attempt.number,
         launcher=job.launcher,
         image=job.image,
         replica_groups=groups,
@@ -109,12 +110,12 @@ def render_job(job: Any, namespace: str) -> RenderJob:
     )
 
 
-def placement(job: Any, hostnames: Mapping[str, str] | None = None) -> Placement:
-    """The scheduler's placement rows ``{"role", "index", "node", "devices"}`` -> Placement. ``hostnames`` maps a
+def placement(attempt: Any, hostnames: Mapping[str, str] | None = None) -> Placement:
+    """The attempt's placement rows ``{"role", "index", "node", "devices"}`` -> Placement. ``hostnames`` maps a
     node name to its ``kubernetes.io/hostname`` label when it differs."""
     hostnames = hostnames or {}
     replicas = []
-    for row in job.placement or []:
+    for row in attempt.placement or []:
         node = str(row["node"])
         hostname = hostnames.get(node, "")
         replicas.append(ReplicaPlacement(role=str(row["role"]), index=int(row["index"]), node=node,
@@ -122,10 +123,10 @@ def placement(job: Any, hostnames: Mapping[str, str] | None = None) -> Placement
     return Placement(tuple(replicas))
 
 
-def render_inputs(job: Any, cluster: Cluster, hostnames: Mapping[str, str] | None = None
+def render_inputs(attempt: Any, cluster: Cluster, hostnames: Mapping[str, str] | None = None
                   ) -> tuple[RenderJob, Placement, ClusterSettings]:
-    namespace = job_namespace(cluster, job)
-    return render_job(job, namespace), placement(job, hostnames), cluster_settings(cluster, namespace)
+    namespace = job_namespace(cluster, attempt.job)
+    return render_job(attempt, namespace), placement(attempt, hostnames), cluster_settings(cluster, namespace)
 
 
 def replica_key(role: str, index: int) -> str:

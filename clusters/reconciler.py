@@ -1,9 +1,10 @@
-"""The watch loop of one Kubernetes cluster: pod events -> the backend's per-attempt reconcile.
+"""The watch loop of one Kubernetes cluster: pod events -> the backend's observation of one attempt.
 
 ``PodWatch.handle(event)`` keeps a cache of the platform's pods (replaced on every RELIST, the Watcher's answer
-to a first start or a 410 Gone) and reconciles the one attempt an event touches; a RELIST reconciles every
-active job. ``run()`` drives a :class:`~clusters.kube.client.Watcher` forever, resuming from the last
-resourceVersion after each watch round; API errors are logged and retried after a pause. The periodic full resync
+to a first start or a 410 Gone) and observes the one attempt an event touches; a RELIST observes every open
+attempt on the cluster. What the backend observes is recorded by `jobs.observations.record_observation`.
+``run()`` drives a :class:`~clusters.kube.client.Watcher` forever, resuming from the last resourceVersion after
+each watch round; API errors are logged and retried after a pause. The periodic full resync
 (``kube_resync_task``) runs besides, so a missed event is repaired within its interval.
 """
 
@@ -14,13 +15,16 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 
 from clusters import kubemap
-from clusters.backends.kubernetes import RECONCILED, KubernetesBackend, _jobs, group_pods
+from clusters.backends.kubernetes import KubernetesBackend, group_pods
 from clusters.kube import names
 from clusters.kube.client import Watcher, WatchEvent
+from clusters.kube.dispatch import attempt_key
 from clusters.kube.errors import ApiError
+from jobs.observations import record_all, record_observation
+from jobs.selectors import open_attempts
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +42,15 @@ class PodWatch:
                                timeout_seconds=timeout_seconds)
 
     def handle(self, event: WatchEvent) -> list[str]:
-        """Apply one event; returns the reconciled attempts' outcomes (for tests and logs)."""
+        """Apply one event; returns the job states the observations led to (for tests and logs)."""
         if event.type == "RELIST":
             self.pods = {_key(pod): pod for pod in event.object.get("items") or []}
-            self.backend.reconcile_all(group_pods(self.pods.values()))
+            by_attempt = group_pods(self.pods.values())
+            not_ready = self.backend.not_ready_nodes()
+            attempts = list(open_attempts().filter(cluster=self.backend.cluster))
+            seen = (self.backend.observe_attempt(a, by_attempt.get(attempt_key(a.job_id, a.number), []), not_ready)
+                    for a in attempts)
+            record_all(attempts, (observation for observation in seen if observation is not None))
             return ["relist"]
         if event.type == "DELETED":
             self.pods.pop(_key(event.object), None)
@@ -50,15 +59,18 @@ class PodWatch:
         else:
             return []
         labels = (event.object.get("metadata") or {}).get("labels") or {}
-        job_id, attempt = labels.get(names.LABEL_JOB, ""), labels.get(names.LABEL_ATTEMPT, "")
-        if not job_id.isdigit() or not attempt.isdigit():
+        job_id, number = labels.get(names.LABEL_JOB, ""), labels.get(names.LABEL_ATTEMPT, "")
+        if not job_id.isdigit() or not number.isdigit():
             return []
-        job = _jobs().filter(pk=int(job_id), cluster=self.backend.cluster, state__in=RECONCILED,
-                             attempt=int(attempt)).first()
-        if job is None:
+        attempt = open_attempts().filter(cluster=self.backend.cluster, job_id=int(job_id), number=int(number)).first()
+        if attempt is None:
             return []
-        pods = group_pods(self.pods.values()).get((job_id, int(attempt)), [])
-        return [self.backend.reconcile_attempt(job, pods, self.backend.not_ready_nodes())]
+        pods = group_pods(self.pods.values()).get(attempt_key(job_id, int(number)), [])
+        observation = self.backend.observe_attempt(attempt, pods, self.backend.not_ready_nodes())
+        if observation is None:
+            return [attempt.job.state]
+        with transaction.atomic():
+            return [record_observation(attempt, observation) or attempt.job.state]
 
     def run(self, stop: threading.Event, *, rounds: int | None = None, pause: float = 5.0) -> None:
         done = 0

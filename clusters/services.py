@@ -1,4 +1,4 @@
-"""Writes and cluster-wide operations: credentials, connection test, node sync, resync, orphan sweep, logs.
+"""Writes and cluster-wide operations: credentials, connection test, node sync, observation, orphan sweep.
 
 Celery tasks and the admin console call these; each loop over clusters isolates failures per cluster, so one
 unreachable cluster never stops the others.
@@ -7,27 +7,29 @@ unreachable cluster never stops the others.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from clusters import kubemap, selectors
+from clusters.backends import backend_for_cluster
 from clusters.kube.dispatch import attempt_key, sweep_orphans
 from clusters.kube.errors import ApiError
 from clusters.kube.nodes import NodeRow, inventory
 from clusters.models import Cluster, Node
+from core import wakeup
 from core.errors import DomainError
+from jobs import selectors as job_selectors
+from jobs.observations import record_all
+from jobs.selectors import open_attempts
 from quotas.models import Arch, ResourceFlavor
 
 logger = logging.getLogger(__name__)
 MAX_SKIPPED_SHOWN = 10  # nodes named in a sync report; the rest are counted
-SIM_FOLLOW_INTERVAL = 2.0  # seconds between the status lines of a followed simulated replica
 
 
 # ------------------------------------------------------------------------------------------------ credentials
@@ -176,8 +178,6 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
         Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="",
                                                      last_sync_skipped=report.skipped()[:1000])
     if report.created or report.gone or report.updated:
-        from core import wakeup
-
         transaction.on_commit(wakeup.wake_scheduler)
     return report
 
@@ -208,10 +208,28 @@ def _each_kubernetes_cluster(what: str, action) -> dict[str, Any]:
     return results
 
 
-def kube_resync_all() -> dict[str, Any]:
-    from clusters.backends.kubernetes import KubernetesBackend
+def observe_cluster(cluster: Cluster) -> list[str]:
+    """Record what the cluster's backend observes of every open attempt on it (the full resync); the new job
+    states. An observation hinting that the node inventory is stale (a replica stuck Pending) syncs it again, so
+    the retry is placed on what is really free."""
+    backend = backend_for_cluster(cluster)
+    attempts = list(open_attempts().filter(cluster=cluster))
+    states = record_all(attempts, backend.observe(attempts))
+    if getattr(backend, "nodes_stale", False):
+        try:
+            cluster_sync_nodes(cluster)
+        except ApiError as exc:
+            logger.warning("node sync of %s after a stuck attempt failed: %s", cluster.name, exc)
+    return states
 
-    return _each_kubernetes_cluster("resync", lambda cluster: KubernetesBackend(cluster).tick())
+
+def observe_simulated() -> None:
+    for cluster in selectors.simulated_clusters():
+        observe_cluster(cluster)
+
+
+def kube_resync_all() -> dict[str, Any]:
+    return _each_kubernetes_cluster("resync", observe_cluster)
 
 
 def kube_sync_nodes_all(cluster_id: int | None = None) -> dict[str, Any]:
@@ -222,9 +240,9 @@ def kube_sync_nodes_all(cluster_id: int | None = None) -> dict[str, Any]:
 
 
 def active_attempts() -> set[tuple[str, int]]:
-    """(job, attempt) keys whose objects must stay. Queued jobs count too: one admitted and dispatched between the
-    sweep's read and its list would otherwise look orphaned."""
-    return {attempt_key(job_id, attempt) for job_id, attempt in selectors.active_job_attempts()}
+    """(job, attempt) keys whose objects must stay: open attempts, and the next attempt of queued jobs (one
+    admitted and dispatched between the sweep's read and its list would otherwise look orphaned)."""
+    return {attempt_key(job_id, attempt) for job_id, attempt in job_selectors.live_attempt_numbers()}
 
 
 def cluster_sweep_orphans(cluster: Cluster, *, client=None) -> list[str]:
@@ -240,113 +258,3 @@ def cluster_sweep_orphans(cluster: Cluster, *, client=None) -> list[str]:
 
 def kube_sweep_all() -> dict[str, Any]:
     return _each_kubernetes_cluster("orphan sweep", cluster_sweep_orphans)
-
-
-# ------------------------------------------------------------------------------------------------------- logs
-
-def _stored_logs(job, replica: str) -> tuple[int | None, list[str] | None]:
-    for event in selectors.events_with_logs(job):
-        logs = (event.details or {}).get("logs") or {}
-        if replica in logs:
-            return event.details.get("attempt"), list(logs[replica])
-    return None, None
-
-
-def _replica(job, replica: str) -> tuple[str, str, int]:
-    """(``<role>-<index>``, role, index) of a replica of the job (default: the first); DomainError names the valid
-    ones."""
-    groups = list(job.groups.all())
-    replica = replica or (f"{groups[0].role}-0" if groups else "")
-    role, _, index_text = replica.rpartition("-")
-    valid = {f"{g.role}-{i}" for g in groups for i in range(g.replicas)}
-    if replica not in valid or not index_text.isdigit():
-        raise DomainError(f"Unknown replica {replica!r}; this job has {', '.join(sorted(valid)[:20])}.",
-                          field="replica")
-    return replica, role, int(index_text)
-
-
-def _live_cluster(job) -> Cluster | None:
-    """The cluster running the job's current attempt, if any (only then is there a live log)."""
-    from jobs.states import HOLDING
-
-    return job.cluster if job.cluster is not None and job.state in HOLDING else None
-
-
-def _simulated_lines(job, replica: str) -> list[str]:
-    return [f"[simulated] cluster {job.cluster.name} is simulated: no container runs, so there is no real log.",
-            f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} is {job.state}."]
-
-
-def job_logs(job, *, replica: str = "", tail: int = 200) -> dict[str, Any]:
-    """The log tail of one replica (``<role>-<index>``): from its pod while the attempt holds a cluster, else the
-    last lines kept in the job's events when the attempt failed or finished. Simulated clusters answer
-    synthetic lines."""
-    from clusters.backends import backend_for
-
-    replica, role, index = _replica(job, replica)
-    body: dict[str, Any] = {"job": job.pk, "attempt": job.attempt, "replica": replica, "source": "none",
-                            "lines": [], "message": ""}
-    cluster = _live_cluster(job)
-    if cluster is not None:
-        if not cluster.is_kubernetes:
-            body.update(source="simulated", lines=_simulated_lines(job, replica)[-tail:])
-            return body
-        try:
-            body.update(source="pod", lines=backend_for(cluster).pod_log(job, role, index, tail))
-            return body
-        except ApiError as exc:
-            body["message"] = f"pod log unavailable: {exc}"
-    attempt, lines = _stored_logs(job, replica)
-    if lines is not None:
-        body.update(source="events", attempt=attempt, lines=lines[-tail:],
-                    message=f"last lines kept when attempt {attempt} ended (its pods are gone)")
-    elif not body["message"]:
-        body["message"] = "no log available: the replica is not running and no lines were kept"
-    return body
-
-
-def job_log_stream(job, *, replica: str = "", tail: int = 200, max_seconds: float | None = None) -> Iterator[str]:
-    """A replica's log as a stream of lines: the tail, then new lines while the attempt runs, ending when the
-    replica's container ends, the attempt leaves its cluster, or after ``max_seconds``
-    (``TIDAL_LOG_FOLLOW_MAX_SECONDS``). A replica that is not running answers what :func:`job_logs` would, its
-    message as a ``# `` line. Validation and the Kubernetes connection happen now, so errors are proper API errors
-    and not a cut-off stream."""
-    from clusters.backends import backend_for
-
-    replica, role, index = _replica(job, replica)
-    limit = float(settings.TIDAL["LOG_FOLLOW_MAX_SECONDS"] if max_seconds is None else max_seconds)
-    cluster = _live_cluster(job)
-    if cluster is not None and not cluster.is_kubernetes:
-        return _noting_the_limit(_simulated_follow(job, replica, limit), limit)
-    if cluster is not None:
-        try:
-            return _noting_the_limit(backend_for(cluster).follow_log(job, role, index, tail, limit), limit)
-        except ApiError:
-            pass  # the pod is gone or the API is down: job_logs says so and serves the kept lines
-    body = job_logs(job, replica=replica, tail=tail)
-    return iter(([f"# {body['message']}"] if body["message"] else []) + body["lines"])
-
-
-def _noting_the_limit(lines: Iterator[str], limit: float) -> Iterator[str]:
-    """The lines, then a note when the stream was cut by the duration limit rather than by the replica ending."""
-    started = time.monotonic()
-    yield from lines
-    if time.monotonic() - started >= limit:
-        yield f"# log stream stopped after {limit:.0f} s (TIDAL_LOG_FOLLOW_MAX_SECONDS); reconnect to continue"
-
-
-def _simulated_follow(job, replica: str, limit: float) -> Iterator[str]:
-    """A simulated replica has no process: a status line every SIM_FOLLOW_INTERVAL seconds until its attempt ends."""
-    yield _simulated_lines(job, replica)[0]
-    deadline = time.monotonic() + limit
-    while True:
-        now = selectors.job_with_cluster(job.pk)
-        if now is None or _live_cluster(now) is None or now.attempt != job.attempt:
-            state = now.state if now is not None else "gone"
-            yield f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} ended: the job is {state}."
-            return
-        yield f"[simulated] job {job.pk} attempt {job.attempt} replica {replica} is {now.state}."
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(SIM_FOLLOW_INTERVAL, left))

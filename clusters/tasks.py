@@ -1,4 +1,5 @@
-"""Celery tasks: thin wrappers that load by id and call a backend or a service."""
+"""Celery tasks: thin wrappers that load by id and call a backend or a service, and the functions the dispatch port
+uses to queue them (run in-process in embedded mode)."""
 
 from __future__ import annotations
 
@@ -6,36 +7,43 @@ import logging
 
 from celery import shared_task
 
-from clusters import selectors, services
-from clusters.backends import backend_for
+from clusters import services
+from clusters.backends import backend_for_cluster
+from jobs.selectors import attempt_with_job
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True)
-def dispatch_job_task(job_id: int) -> None:
-    job = selectors.job_with_cluster(job_id)
-    if job is not None and job.cluster is not None:
-        backend_for(job.cluster).dispatch(job_id)
+def dispatch_attempt_task(attempt_id: int) -> None:
+    attempt = attempt_with_job(attempt_id)
+    if attempt is not None and attempt.cluster is not None:
+        backend_for_cluster(attempt.cluster).dispatch(attempt)
 
 
 @shared_task(acks_late=True)
-def stop_job_task(job_id: int, reason: str, attempt: int | None = None) -> None:
-    job = selectors.job_with_cluster(job_id)
-    if job is None:
+def stop_attempt_task(attempt_id: int, reason: str) -> None:
+    attempt = attempt_with_job(attempt_id)
+    if attempt is None or attempt.cluster is None:
         return
-    for cluster in selectors.clusters_of(job):
-        try:
-            backend_for(cluster).stop(job_id, attempt or job.attempt, reason)
-        except Exception:  # an unreachable cluster: the orphan sweep deletes what is left
-            logger.exception("stop of job %s on cluster %s failed", job_id, cluster.name)
+    try:
+        backend_for_cluster(attempt.cluster).stop(attempt, reason)
+    except Exception:  # an unreachable cluster: the orphan sweep deletes what is left
+        logger.exception("stop of job %s attempt %s on cluster %s failed", attempt.job_id, attempt.number,
+                         attempt.cluster.name)
+
+
+def queue_dispatch(attempt_id: int) -> None:
+    dispatch_attempt_task.delay(attempt_id)
+
+
+def queue_stop(attempt_id: int, reason: str) -> None:
+    stop_attempt_task.delay(attempt_id, reason)
 
 
 @shared_task
-def simulated_tick_task() -> None:
-    from clusters.backends.simulated import SimulatedBackend
-
-    SimulatedBackend().tick()
+def observe_simulated_task() -> None:
+    services.observe_simulated()
 
 
 @shared_task

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from jobs.models import Job, JobEvent, ReplicaGroup
+from jobs.models import Attempt, Job, JobEvent, ReplicaGroup
 
 
 class ReplicaGroupInline(admin.TabularInline):
@@ -10,11 +10,19 @@ class ReplicaGroupInline(admin.TabularInline):
     readonly_fields = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
 
 
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ["number", "cluster", "placement", "admitted_at", "started_at", "ended_at", "outcome",
+                                "cause", "reason", "checkpoint"]
+
+
 class JobEventInline(admin.TabularInline):
     model = JobEvent
     extra = 0
     can_delete = False
-    readonly_fields = ["created_at", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
+    readonly_fields = ["created_at", "attempt", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
 
 
 @admin.register(Job)
@@ -26,7 +34,7 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["state", "project", "flavor", "priority_class", "stage", "launcher"]
     search_fields = ["name", "submitter_name", "project__slug"]
     date_hierarchy = "submitted_at"
-    inlines = [ReplicaGroupInline, JobEventInline]
+    inlines = [ReplicaGroupInline, AttemptInline, JobEventInline]
 
     def has_add_permission(self, request):
         return False

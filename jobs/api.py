@@ -15,8 +15,11 @@ from rest_framework.response import Response
 from core.errors import NotFound
 from core.parsers import YAMLParser
 from jobs import selectors, services
+from jobs.logs import job_log_stream, job_logs
 from jobs.models import Job
 from jobs.serializers import (
+    AttemptSerializer,
+    CheckpointSerializer,
     FailureCausesSerializer,
     JobDetailSerializer,
     JobLogsSerializer,
@@ -60,9 +63,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         spec = dict(serializer.validated_data)
-        job = services.job_submit(actor=request.user, project=spec.pop("project"), spec=spec)
-        return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data,
-                        status=status.HTTP_201_CREATED)
+        submitted = services.job_submit(actor=request.user, project=spec.pop("project"), spec=spec)
+        context = {**self.get_serializer_context(), "related": submitted.related()}
+        return Response(JobDetailSerializer(submitted.job, context=context).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=JobDetailSerializer)
     @action(detail=True, methods=["post"])
@@ -73,42 +76,51 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
 
     @extend_schema(parameters=[
         OpenApiParameter("replica", str, description="<role>-<index>, e.g. worker-0 (default: the first replica)"),
+        OpenApiParameter("attempt", int, description="an attempt's number (default: the current or last one)"),
         OpenApiParameter("tail", int, description="last lines, 1-5000 (default 200)"),
         OpenApiParameter("follow", bool, description="stream text/plain lines until the replica ends"),
     ], responses={200: JobLogsSerializer, (200, "text/plain"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> Response | StreamingHttpResponse:
-        """A replica's log tail: from its pod while the attempt runs, else the last lines kept in the job's events
-        when the attempt ended (simulated clusters answer synthetic lines). `follow=true` streams the tail and then
-        new lines as text/plain until the replica ends (bounded by TIDAL_LOG_FOLLOW_MAX_SECONDS)."""
-        from clusters.services import job_log_stream, job_logs
-
+        """A replica's log tail: from its pod while the attempt runs, else the last lines the attempt kept when it
+        ended (simulated clusters answer synthetic lines). `follow=true` streams the tail and then new lines as
+        text/plain until the replica ends (bounded by TIDAL_LOG_FOLLOW_MAX_SECONDS)."""
         job = self.get_object()
         query = LogQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        tail, replica = query.validated_data["tail"], query.validated_data["replica"]
+        options = {"replica": query.validated_data["replica"], "tail": query.validated_data["tail"],
+                   "attempt": query.validated_data["attempt"]}
         if query.validated_data["follow"]:
-            lines = job_log_stream(job, replica=replica, tail=tail)
+            lines = job_log_stream(job, **options)
             response = StreamingHttpResponse((f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
             response["X-Accel-Buffering"] = "no"  # a buffering proxy (nginx) would hold the lines back
             response["Cache-Control"] = "no-cache"
             return response
-        return Response(JobLogsSerializer(job_logs(job, replica=replica, tail=tail)).data)
+        return Response(JobLogsSerializer(job_logs(job, **options)).data)
+
+    @extend_schema(request=CheckpointSerializer, responses=AttemptSerializer)
+    @action(detail=True, methods=["post"])
+    def checkpoint(self, request: Request, pk: str | None = None) -> Response:
+        """Report the checkpoint the running attempt just saved (what a retry resumes from)."""
+        job = self.get_object()
+        body = CheckpointSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        attempt = services.attempt_report_checkpoint(actor=request.user, job=job,
+                                                     checkpoint=body.validated_data["checkpoint"])
+        return Response(AttemptSerializer(attempt).data)
 
     @extend_schema(parameters=[OpenApiParameter("project", str, description="project slug (default: all yours)")],
                    responses=FailureCausesSerializer)
     @action(detail=False, methods=["get"], url_path="failure-causes")
     def failure_causes(self, request: Request) -> Response:
-        """Failed attempts counted by cause, and by rack and cause where the rack is known."""
-        from clusters.selectors import failure_counts
-
+        """Failed and lost attempts counted by cause, and by rack and cause where the rack is known."""
         jobs = self.get_queryset()
         slug = request.query_params.get("project", "")
         if slug:
             if not projects_for_user(request.user).filter(slug=slug).exists():
                 raise NotFound(f"No project {slug}.")
             jobs = jobs.filter(project__slug=slug)
-        body = {"project": slug or None, **failure_counts(jobs)}
+        body = {"project": slug or None, **selectors.failure_counts(jobs)}
         return Response(FailureCausesSerializer(body).data)
 
     @extend_schema(request=None, responses={201: JobDetailSerializer})
@@ -117,7 +129,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         job = self.get_object()
         self.require_role(job.project)
         new = services.job_resubmit(actor=request.user, job=job)
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=new.pk)).data, status=status.HTTP_201_CREATED)
+        context = {**self.get_serializer_context(), "related": new.related()}
+        return Response(JobDetailSerializer(new.job, context=context).data, status=status.HTTP_201_CREATED)
 
 
 class QueueFilter(django_filters.FilterSet):

@@ -9,5 +9,8 @@ class JobsConfig(AppConfig):
         from core.embedded import EMBEDDED_LOOPS
         from core.wakeup import wait_for_wakeup
         from jobs.loop import run_once
+        from jobs.selectors import held_devices
+        from quotas.selectors import register_usage_source
 
+        register_usage_source(held_devices)
         EMBEDDED_LOOPS.append(("scheduler", run_once, settings.TIDAL["SCHEDULER_INTERVAL"], wait_for_wakeup))

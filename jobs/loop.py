@@ -1,15 +1,14 @@
 """The scheduler loop: the only writer of scheduling decisions.
 
-One cycle = take the leader lock, read a snapshot, call the pure `run_cycle`, apply every decision in the same
-transaction, then (after commit) dispatch admitted jobs and stop preempted ones. On PostgreSQL the leader lock is a
-transaction-level advisory lock, so two scheduler processes never decide at once; on SQLite the IMMEDIATE
-transaction already serializes writers.
+One cycle = take the leader lock, requeue due retries, read a snapshot, call the pure `run_cycle`, and apply every
+decision in the same transaction through the state machine (`jobs.lifecycle`), which dispatches admitted attempts
+and stops preempted ones after commit. On PostgreSQL the leader lock is a transaction-level advisory lock, so two
+scheduler processes never decide at once; on SQLite the IMMEDIATE transaction already serializes writers.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import Counter as Tally
@@ -20,19 +19,21 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core import wakeup
+from core.collector import collector_paused
 from core.errors import InvalidTransition
-from jobs import metrics
+from jobs import lifecycle, metrics, services
 from jobs import scheduling as core
 from jobs.bulk import bulk_set
-from jobs.models import Job, JobEvent
-from jobs.services import transition
-from jobs.snapshot import QueuedRow, build_snapshot, policy_from_settings
+from jobs.lifecycle import WAIT_FIELDS, Admission
+from jobs.models import Job
+from jobs.scheduling.ordering import decayed_usage
+from jobs.snapshot import CycleInput, QueuedRow, build_snapshot, policy_from_settings
 from jobs.states import HOLDING, State
 from quotas.models import ProjectUsage
+from tenancy.models import Project
 
 logger = logging.getLogger(__name__)
 
-WAIT_FIELDS = ["wait_code", "wait_reason", "project_position", "flavor_position", "eta"]
 ADVISORY_LOCK_KEY = 0x7D1A1  # any constant shared by every scheduler process
 _process_lock = threading.Lock()
 
@@ -45,60 +46,37 @@ def _take_leader_lock() -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _placement_json(admit: core.Admit) -> tuple[str, list[dict]]:
-    cluster = admit.placement[0].node.split("/", 1)[0]
-    rows = [{"role": a.role, "index": a.index, "node": a.node.split("/", 1)[1], "devices": a.devices}
-            for a in admit.placement]
-    return cluster, rows
+def _admission(admit: core.Admit, cluster_ids: dict[str, int]) -> Admission:
+    cluster = core.split_node_key(admit.placement[0].node)[0]
+    placement = [{"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1], "devices": a.devices}
+                 for a in admit.placement]
+    where = ", ".join(sorted({row["node"] for row in placement}))
+    return Admission(admit.job_id, cluster_ids[cluster], placement, admit.borrowed,
+                     reason=f"admitted on {cluster}: {where}")
 
 
-def _apply_preemptions(result: core.CycleResult, now: datetime) -> list[tuple[int, int]]:
-    """Requeue victims (with their checkpoint); returns (job id, attempt) pairs whose workloads must be stopped."""
+def _apply_preemptions(result: core.CycleResult, now: datetime) -> None:
+    """Requeue victims, which resume from their checkpoint; the state machine stops their attempts after commit."""
     victims = {p.victim_id: p for p in result.preemptions}
-    stopped = []
     for job in Job.objects.filter(pk__in=victims, state__in=HOLDING).select_related("project", "flavor"):
         decision = victims[job.pk]
-        attempt = job.attempt
-        with transaction.atomic():  # a savepoint: a job that moved meanwhile is skipped, not the whole cycle
-            try:
-                transition(job, State.PREEMPTED, reason=decision.reason, actor="scheduler", now=now,
-                           details={"for_job": decision.for_job_id})
-                transition(job, State.QUEUED, reason="requeued after preemption; resumes from its checkpoint",
-                           actor="scheduler", now=now, attempt=attempt + 1)
-            except InvalidTransition:
-                continue
+        try:
+            with transaction.atomic():  # a savepoint: a job that moved meanwhile is skipped, not the whole cycle
+                lifecycle.transition(job, State.PREEMPTED, reason=decision.reason, actor="scheduler", now=now,
+                                     details={"for_job": decision.for_job_id})
+                lifecycle.transition(job, State.QUEUED, reason="requeued after preemption; resumes from its "
+                                     "checkpoint", actor="scheduler", now=now)
+        except InvalidTransition:
+            continue
         metrics.PREEMPTIONS.labels(job.project.slug, job.flavor.name).inc()
-        stopped.append((job.pk, attempt))
-    return stopped
 
 
-def _apply_admits(result: core.CycleResult, queued: dict[int, QueuedRow], now: datetime) -> list[int]:
-    """Admit in bulk: lock the rows still queued (a job cancelled since the read is skipped, and a cancel racing
-    with us waits for our commit, then sees `admitted`), write state and placement, and one event per job."""
-    from clusters.models import Cluster
-
-    decisions = {admit.job_id: admit for admit in result.admits}
-    if not decisions:
-        return []
-    still_queued = set(Job.objects.select_for_update().filter(pk__in=decisions, state=State.QUEUED)
-                       .values_list("id", flat=True))
-    clusters = dict(Cluster.objects.values_list("name", "id"))
-    rows, events = [], []
-    for job_id in sorted(still_queued):
-        admit = decisions[job_id]
-        cluster, placement = _placement_json(admit)
-        rows.append((job_id, State.ADMITTED, now, clusters[cluster], placement, admit.borrowed, "", "", None, None,
-                     None))
-        where = ", ".join(sorted({row["node"] for row in placement}))
-        events.append(JobEvent(job_id=job_id, created_at=now, kind="transition", from_state=State.QUEUED,
-                               to_state=State.ADMITTED, reason=f"admitted on {cluster}: {where}"[:1000],
-                               actor_name="scheduler", details={"borrowed": admit.borrowed}))
-        row = queued[job_id]
+def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> None:
+    admitted = lifecycle.transition_many([_admission(a, read.cluster_ids) for a in result.admits], now=now)
+    for job_id in admitted:
+        row = read.queued[job_id]
         metrics.ADMISSIONS.labels(row.project, row.flavor).inc()
         metrics.SUBMIT_TO_ADMIT.observe(max(0.0, (now - row.submitted_at).total_seconds()))
-    bulk_set(Job, ["state", "admitted_at", "cluster", "placement", "borrowed", *WAIT_FIELDS], rows)
-    JobEvent.objects.bulk_create(events, batch_size=1000)
-    return sorted(still_queued)
 
 
 def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow]) -> None:
@@ -115,21 +93,19 @@ def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow]) -> None
     bulk_set(Job, WAIT_FIELDS, changed)
 
 
-def _decay_usage(snapshot: core.Snapshot, now: datetime) -> None:
-    """Fair share's memory: usage = usage * 2^(-dt/half-life) + devices in use * dt, per project."""
-    half_life = settings.TIDAL["FAIR_SHARE_HALF_LIFE"]
-    in_use = Tally()
+def _decay_usage(snapshot: core.Snapshot, policy: core.Policy, now: datetime) -> None:
+    """Fair share's memory, per project: the policy's decay (the same as replay's) of the devices in use."""
+    in_use: Tally[str] = Tally()
     for job in snapshot.running:
         in_use[job.project] += sum(a.devices for a in job.placement)
     rows = {u.project.slug: u for u in ProjectUsage.objects.select_related("project")}
-    from tenancy.models import Project
-
     missing = [p for p in in_use if p not in rows]
     for project in Project.objects.filter(slug__in=missing):
         rows[project.slug] = ProjectUsage.objects.create(project=project, updated_at=now)
     for slug, usage in rows.items():
         dt = max(0.0, (now - usage.updated_at).total_seconds())
-        usage.decayed_device_seconds = usage.decayed_device_seconds * math.pow(2, -dt / half_life) + in_use[slug] * dt
+        usage.decayed_device_seconds = decayed_usage(usage.decayed_device_seconds, in_use[slug], dt,
+                                                     policy.usage_half_life)
         usage.updated_at = now
     ProjectUsage.objects.bulk_update(rows.values(), ["decayed_device_seconds", "updated_at"])
 
@@ -141,30 +117,25 @@ def _update_queue_gauges(result: core.CycleResult, queued: dict[int, QueuedRow])
         metrics.QUEUE_LENGTH.labels(project, flavor).set(count)
 
 
-def _after_commit(admitted: list[int], stopped: list[tuple[int, int]]) -> None:
-    from clusters import backends
-
-    for job_id, attempt in stopped:
-        backends.stop_job(job_id, reason="preempted", attempt=attempt)
-    for job_id in admitted:
-        backends.dispatch_job(job_id)
-
-
 def run_once(now: datetime | None = None) -> core.CycleResult | None:
-    """One scheduling cycle. Returns None when another scheduler holds the leader lock."""
+    """One scheduling cycle. Returns None when another scheduler holds the leader lock.
+
+    Retrying jobs whose backoff passed join the queue first; dispatch and stops follow after commit (the state
+    machine queues them)."""
     started = time.perf_counter()
     now = now or timezone.now()
+    policy = policy_from_settings()
     with _process_lock, transaction.atomic():
         if not _take_leader_lock():
             return None
-        snapshot, queued = build_snapshot(now.timestamp())
-        result = core.run_cycle(snapshot, policy_from_settings())
-        stopped = _apply_preemptions(result, now)
-        admitted = _apply_admits(result, queued, now)
-        _apply_waits(result, queued)
-        _decay_usage(snapshot, now)
-        _update_queue_gauges(result, queued)
-        transaction.on_commit(lambda: _after_commit(admitted, stopped))
+        services.job_requeue_due_retries(now)
+        read = build_snapshot(now.timestamp())
+        result = core.run_cycle(read.snapshot, policy)
+        _apply_preemptions(result, now)
+        _apply_admits(result, read, now)
+        _apply_waits(result, read.queued)
+        _decay_usage(read.snapshot, policy, now)
+        _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)
     if result.admits or result.preemptions:
         logger.info("cycle: %d admitted, %d preempted, %d waiting", len(result.admits), len(result.preemptions),
@@ -172,12 +143,17 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
     return result
 
 
-def run_forever(interval: float | None = None, stop: threading.Event | None = None) -> None:
-    """Cycle whenever woken (submission, completion, quota change) and at least every `interval` seconds."""
+def run_forever(interval: float | None = None, stop: threading.Event | None = None, *,
+                pause_collector: bool = False) -> None:
+    """Cycle whenever woken (submission, completion, quota change) and at least every `interval` seconds.
+
+    `pause_collector`: pause the garbage collector during each cycle. Only a process of its own may (the
+    `run_scheduler` service): the pause is process-wide, and in embedded mode web requests share the process."""
     interval = interval or settings.TIDAL["SCHEDULER_INTERVAL"]
     while stop is None or not stop.is_set():
         try:
-            run_once()
+            with collector_paused(pause_collector):
+                run_once()
         except Exception:
             logger.exception("scheduling cycle failed; retrying")
         wakeup.wait_for_wakeup(interval)

@@ -1,4 +1,4 @@
-"""Jobs, their replica groups and their event history."""
+"""Jobs, their replica groups, their attempts and their event history."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from clusters.models import Cluster
 from jobs.states import State
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Project
@@ -69,25 +68,23 @@ class Job(models.Model):
     total_devices = models.PositiveIntegerField(default=0)
 
     state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
+    # The number of the current attempt, or of the next one while the job waits in the queue again.
     attempt = models.PositiveSmallIntegerField(default=1)
+    current_attempt = models.ForeignKey(
+        "Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The attempt holding or last holding capacity; none while queued for a new attempt.")
     submitted_at = models.DateTimeField(db_index=True)
     queued_at = models.DateTimeField(help_text="Last time the job entered the queue.")
-    admitted_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     retry_at = models.DateTimeField(null=True, blank=True, help_text="A retrying job re-enters the queue then.")
 
-    # Scheduling decisions, written only by the scheduler loop.
-    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
-    placement = models.JSONField(default=list, blank=True)
-    borrowed = models.PositiveIntegerField(default=0)
+    # Scheduling explanations of a waiting job, written only by the scheduler loop.
     avoid_nodes = models.JSONField(default=list, blank=True)
     wait_code = models.CharField(max_length=20, blank=True)
     wait_reason = models.CharField(max_length=500, blank=True)
     project_position = models.PositiveIntegerField(null=True, blank=True)
     flavor_position = models.PositiveIntegerField(null=True, blank=True)
     eta = models.DateTimeField(null=True, blank=True)
-    failure_cause = models.CharField(max_length=30, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -116,10 +113,62 @@ class ReplicaGroup(models.Model):
         return f"{self.role} x{self.replicas} ({self.devices} {self.flavor.name})"
 
 
+class Outcome(models.TextChoices):
+    """How an attempt ended."""
+
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    PREEMPTED = "preempted", "Preempted"
+    CANCELLED = "cancelled", "Cancelled"
+    LOST = "lost", "Lost"  # its node went away (or its pods vanished with it)
+
+
+class Attempt(models.Model):
+    """One try of a job on a cluster: from its admission (with a placement) until it succeeds, fails, is preempted,
+    cancelled or lost. Written only by the state machine (`jobs.lifecycle`)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="attempts")
+    placement = models.JSONField(default=list, help_text='Per replica: {"role", "index", "node", "devices"}.')
+    borrowed = models.PositiveIntegerField(default=0, help_text="Devices above the project's guarantee.")
+    admitted_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When every replica ran.")
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
+    cause = models.CharField(max_length=30, blank=True, help_text="Why a failed or lost attempt ended.")
+    reason = models.CharField(max_length=1000, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True, help_text="Replica, node, rack, container reason...")
+    checkpoint = models.CharField(max_length=500, blank=True, help_text="The last checkpoint the job reported.")
+    checkpoint_at = models.DateTimeField(null=True, blank=True)
+    log_location = models.CharField(max_length=300, blank=True, help_text="Where the live logs are read.")
+    logs = models.JSONField(default=dict, blank=True, help_text="Last lines per replica, kept when it ended.")
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="one_attempt_per_number")]
+        # Open attempts per cluster: what a backend observes.
+        indexes = [models.Index(fields=["cluster", "ended_at"], name="jobs_attempt_open_idx")]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} attempt {self.number}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended_at is None
+
+    @property
+    def devices(self) -> int:
+        return sum(int(row["devices"]) for row in self.placement)
+
+
 class JobEvent(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    attempt = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The attempt it concerns.")
     created_at = models.DateTimeField(db_index=True)
-    kind = models.CharField(max_length=20, default="transition", help_text="transition, failure, log, note")
+    kind = models.CharField(max_length=20, default="transition", help_text="transition, note")
     from_state = models.CharField(max_length=12, blank=True)
     to_state = models.CharField(max_length=12, blank=True)
     reason = models.CharField(max_length=1000)

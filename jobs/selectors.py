@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 
 from core.snapshots import Snapshot
+from jobs import failures
 from jobs import scheduling as core
-from jobs.models import Job, JobEvent, ReplicaGroup
+from jobs.models import Attempt, Job, JobEvent, Outcome, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas, policy_from_settings
-from jobs.states import State
+from jobs.states import HOLDING, State
 from quotas.models import PriorityClass
 from tenancy.models import Project
 from tenancy.selectors import project_ids_for_user
@@ -18,12 +20,13 @@ from tenancy.selectors import project_ids_for_user
 
 def jobs_for_user(user) -> QuerySet[Job]:
     return (Job.objects.filter(project__in=project_ids_for_user(user))
-            .select_related("project", "priority_class", "flavor", "cluster"))
+            .select_related("project", "priority_class", "flavor", "current_attempt__cluster"))
 
 
 def job_detail_for_user(user) -> QuerySet[Job]:
     groups = Prefetch("groups", queryset=ReplicaGroup.objects.select_related("flavor"))
-    return jobs_for_user(user).prefetch_related(groups, "events")
+    attempts = Prefetch("attempts", queryset=Attempt.objects.select_related("cluster"))
+    return jobs_for_user(user).prefetch_related(groups, attempts, "events")
 
 
 def queue_for_user(user) -> QuerySet[Job]:
@@ -34,6 +37,49 @@ def queue_for_user(user) -> QuerySet[Job]:
 
 def events_for_job(job: Job) -> QuerySet[JobEvent]:
     return JobEvent.objects.filter(job=job)
+
+
+def attempt_of(job: Job, number: int | None = None) -> Attempt | None:
+    """The job's attempt of that number (of a job the caller may see), else its current one."""
+    if number is None:
+        return job.current_attempt
+    return job.attempts.select_related("cluster").filter(number=number).first()
+
+
+def attempt_with_job(attempt_id: int) -> Attempt | None:
+    """An attempt with what a backend needs to dispatch, stop or read it."""
+    return attempts_with_jobs().filter(pk=attempt_id).first()
+
+
+def attempts_with_jobs() -> QuerySet[Attempt]:
+    """Attempts with their job (project, organization, flavor, replica groups) and cluster loaded."""
+    groups = Prefetch("job__groups", queryset=ReplicaGroup.objects.order_by("id"))
+    return Attempt.objects.select_related("job__project__organization", "job__flavor", "cluster").prefetch_related(
+        groups)
+
+
+def live_attempt_numbers() -> list[tuple[int, int]]:
+    """(job id, attempt number) of every job queued or holding capacity: its current or next attempt."""
+    return list(Job.objects.filter(state__in=[State.QUEUED, *HOLDING]).values_list("pk", "attempt"))
+
+
+def held_placements() -> list[tuple[int, list[dict], int, str, int]]:
+    """(cluster id, placement, project id, project slug, job id) of every open attempt."""
+    return list(Attempt.objects.filter(ended_at__isnull=True, cluster__isnull=False).values_list(
+        "cluster_id", "placement", "job__project_id", "job__project__slug", "job_id"))
+
+
+def open_attempts() -> QuerySet[Attempt]:
+    """Attempts holding capacity now, with what a backend needs to observe or stop them."""
+    return attempts_with_jobs().filter(ended_at__isnull=True)
+
+
+def held_devices(organization_ids: Iterable[int]) -> dict[tuple[int, int], int]:
+    """Devices held by admitted, dispatching and running jobs per (project id, flavor id), in these organizations
+    (registered as the quotas app's usage source)."""
+    held = (Job.objects.filter(state__in=HOLDING, project__organization_id__in=list(organization_ids))
+            .values("project_id", "flavor_id").annotate(devices=Sum("total_devices")))
+    return {(row["project_id"], row["flavor_id"]): row["devices"] or 0 for row in held}
 
 
 _feasibility = Snapshot(lambda: core.Feasibility(load_nodes(), load_quotas(), load_projects(), policy_from_settings()))
@@ -51,3 +97,19 @@ def never_fits_reason(project: Project, groups: list[dict[str, Any]], topology: 
     if reason is not None:  # confirm on fresh data: a quota raised a moment ago must not turn the job away
         reason = _feasibility.get(fresh=True).reason(probe)
     return reason
+
+
+def failure_counts(jobs: Any) -> dict[str, Any]:
+    """Failed and lost attempts of `jobs` (a scoped queryset) counted by cause, and by rack and cause where the
+    rack is known: every failed attempt counts once, retried or final."""
+    ended = Attempt.objects.filter(job__in=jobs, outcome__in=[Outcome.FAILED, Outcome.LOST])
+    by_cause = ended.values("cause").annotate(n=Count("id")).order_by("-n", "cause")
+    by_rack = (ended.filter(~Q(details__rack="") & Q(details__has_key="rack"))
+               .values("details__rack", "cause").annotate(n=Count("id")).order_by("-n", "details__rack", "cause"))
+    causes = [{"cause": row["cause"] or failures.UNKNOWN, "count": row["n"]} for row in by_cause]
+    return {
+        "total": sum(row["count"] for row in causes),
+        "by_cause": causes,
+        "by_rack": [{"rack": str(row["details__rack"]), "cause": row["cause"] or failures.UNKNOWN, "count": row["n"]}
+                    for row in by_rack],
+    }

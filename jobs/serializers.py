@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.kube.envvars import is_reserved
 from core.serializers import FieldsBuiltOnce, StrictSerializer
-from jobs.models import Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
+from jobs import ports
+from jobs.models import Attempt, Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
 from jobs.states import State
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
@@ -51,6 +52,16 @@ class ReplicaGroupInput(StrictSerializer):
     rdma = serializers.BooleanField(default=False)
 
 
+class WaitingSerializer(serializers.Serializer):
+    """Why a queued job waits: the scheduler's reason, its positions and its estimated start."""
+
+    code = serializers.CharField()
+    reason = serializers.CharField()
+    project_position = serializers.IntegerField(allow_null=True)
+    flavor_position = serializers.IntegerField(allow_null=True)
+    eta = serializers.DateTimeField(allow_null=True)
+
+
 class JobSubmitSerializer(StrictSerializer):
     """The job spec, from JSON or a YAML file with the same fields."""
 
@@ -86,7 +97,7 @@ class JobSubmitSerializer(StrictSerializer):
         bad = sorted(name for name in env if not ENV_NAME.match(name))
         if bad:
             raise serializers.ValidationError(f"Not valid variable names: {', '.join(bad)}.")
-        reserved = sorted(name for name in env if is_reserved(name))
+        reserved = sorted(name for name in env if ports.is_reserved_env(name))
         if reserved:
             raise serializers.ValidationError(f"Set by the platform, cannot be overridden: {', '.join(reserved)}.")
         return env
@@ -133,24 +144,47 @@ class ReplicaGroupOutput(FieldsBuiltOnce, serializers.ModelSerializer):
 class JobEventSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = JobEvent
-        fields = ["created_at", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
+        fields = ["created_at", "attempt", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
+
+
+class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+    """One attempt of a job: where it ran, when, and why it ended."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    devices = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Attempt
+        fields = ["number", "cluster", "placement", "devices", "borrowed", "admitted_at", "started_at", "ended_at",
+                  "outcome", "cause", "reason", "exit_code", "details", "checkpoint", "checkpoint_at",
+                  "log_location"]
+        read_only_fields = fields
 
 
 class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+    """A job with its current attempt's times and cluster: none while it waits in the queue for a new attempt."""
+
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     submitter = serializers.CharField(source="submitter_name", read_only=True)
+    cluster = serializers.CharField(source="current_attempt.cluster.name", read_only=True, allow_null=True)
+    admitted_at = serializers.DateTimeField(source="current_attempt.admitted_at", read_only=True, allow_null=True)
+    started_at = serializers.DateTimeField(source="current_attempt.started_at", read_only=True, allow_null=True)
+    ended_at = serializers.DateTimeField(source="current_attempt.ended_at", read_only=True, allow_null=True,
+                                         help_text="When the current attempt ended (a retrying or finished job).")
+    borrowed = serializers.IntegerField(source="current_attempt.borrowed", read_only=True, allow_null=True)
+    failure_cause = serializers.CharField(source="current_attempt.cause", read_only=True, allow_null=True)
     waiting = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = ["id", "name", "project", "submitter", "stage", "launcher", "state", "attempt", "priority_class",
-                  "flavor", "total_devices", "topology", "submitted_at", "admitted_at", "started_at", "finished_at",
-                  "cluster", "borrowed", "waiting", "failure_cause", "experiment", "labels"]
+                  "flavor", "total_devices", "topology", "submitted_at", "admitted_at", "started_at", "ended_at",
+                  "finished_at", "cluster", "borrowed", "waiting", "failure_cause", "experiment", "labels"]
         read_only_fields = fields
 
+    @extend_schema_field(WaitingSerializer(allow_null=True))
     def get_waiting(self, job: Job) -> dict | None:
         if job.state != State.QUEUED:
             return None
@@ -159,31 +193,59 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 
 
 class JobDetailSerializer(JobSerializer):
-    groups = ReplicaGroupOutput(many=True, read_only=True)
-    events = JobEventSerializer(many=True, read_only=True)
+    """Everything about a job. `context["related"]` may hold the groups, attempts and events just written (a new
+    job's), so it is rendered without reading them back."""
+
+    placement = serializers.JSONField(source="current_attempt.placement", read_only=True, allow_null=True)
+    groups = serializers.SerializerMethodField()
+    attempts = serializers.SerializerMethodField()
+    events = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "image", "command", "args", "env", "launcher_options", "groups",
                   "placement", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
-                  "checkpoint_path", "duration", "retry_at", "events"]
+                  "checkpoint_path", "duration", "retry_at", "attempts", "events"]
         read_only_fields = fields
+
+    def _related(self, job: Job, name: str) -> Any:
+        given = self.context.get("related", {}).get(name)
+        return getattr(job, name).all() if given is None else given
+
+    @extend_schema_field(ReplicaGroupOutput(many=True))
+    def get_groups(self, job: Job) -> list[dict]:
+        return ReplicaGroupOutput(self._related(job, "groups"), many=True).data
+
+    @extend_schema_field(AttemptSerializer(many=True))
+    def get_attempts(self, job: Job) -> list[dict]:
+        return AttemptSerializer(self._related(job, "attempts"), many=True).data
+
+    @extend_schema_field(JobEventSerializer(many=True))
+    def get_events(self, job: Job) -> list[dict]:
+        return JobEventSerializer(self._related(job, "events"), many=True).data
+
+
+class CheckpointSerializer(StrictSerializer):
+    checkpoint = serializers.CharField(max_length=500, help_text="What was saved: a step, a path, or both.")
 
 
 class LogQuerySerializer(serializers.Serializer):
     """Query parameters of the logs endpoint (not strict: other parameters, such as format, pass through)."""
 
     replica = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    attempt = serializers.IntegerField(min_value=1, max_value=32767, required=False, default=None, allow_null=True,
+                                       help_text="An attempt's number (default: the current or last attempt).")
     tail = serializers.IntegerField(min_value=1, max_value=5000, default=200)
     follow = serializers.BooleanField(default=False)
 
 
 class JobLogsSerializer(serializers.Serializer):
-    """Log tail of one replica; `source` is pod (live), events (kept when the attempt ended), simulated or none."""
+    """Log tail of one replica of an attempt; `source` is pod or simulated (live), kept (stored when the attempt
+    ended) or none."""
 
     job = serializers.IntegerField()
     attempt = serializers.IntegerField(allow_null=True)
     replica = serializers.CharField()
-    source = serializers.ChoiceField(choices=["pod", "events", "simulated", "none"])
+    source = serializers.ChoiceField(choices=["pod", "simulated", "kept", "none"])
     lines = serializers.ListField(child=serializers.CharField(allow_blank=True))
     message = serializers.CharField(allow_blank=True)
 

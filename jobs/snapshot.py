@@ -8,23 +8,19 @@ their replica groups.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
 
-from clusters.models import Node as NodeRow
+from jobs import ports
 from jobs import scheduling as core
 from jobs.models import Job, ReplicaGroup
+from jobs.scheduling.model import node_key
 from jobs.states import HOLDING, State
 from quotas.models import Quota as QuotaRow
 from tenancy.models import Project as ProjectRow
-
-
-def node_key(cluster_name: str, node_name: str) -> str:
-    """Node names are unique per cluster only; the snapshot needs one namespace."""
-    return f"{cluster_name}/{node_name}"
 
 
 def policy_from_settings() -> core.Policy:
@@ -41,19 +37,9 @@ class QueuedRow:
     wait: tuple  # (code, reason, project position, flavor position, eta) as stored
 
 
-def load_nodes(*, used: dict[str, int] | None = None) -> tuple[core.Node, ...]:
-    used = used or {}
-    rows = NodeRow.objects.order_by("cluster__name", "position", "name").values_list(
-        "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready", "cordoned",
-        "cluster__enabled")
-    nodes = []
-    for cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled in rows:
-        key = node_key(cluster, name)
-        capacity = max(0, devices - foreign)
-        nodes.append(core.Node(name=key, flavor=flavor, devices=capacity, free=max(0, capacity - used.get(key, 0)),
-                               cluster=cluster, block=block, rack=rack,
-                               schedulable=ready and not cordoned and enabled))
-    return tuple(nodes)
+def load_nodes() -> tuple[core.Node, ...]:
+    """The clusters' nodes, each with its whole capacity free (nothing of the platform's jobs subtracted)."""
+    return ports.inventory().nodes
 
 
 def load_quotas() -> tuple[core.Quota, ...]:
@@ -81,8 +67,9 @@ _JOB_FIELDS = ("id", "project__slug", "priority_class__value", "priority_class__
 
 
 def _running(used: dict[str, int]) -> tuple[core.RunningJob, ...]:
-    rows = Job.objects.filter(state__in=list(HOLDING), cluster__isnull=False).values_list(
-        *_JOB_FIELDS, "cluster__name", "placement", "started_at", "admitted_at", "min_runtime")
+    rows = Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
+        *_JOB_FIELDS, "current_attempt__cluster__name", "current_attempt__placement", "current_attempt__started_at",
+        "current_attempt__admitted_at", "min_runtime")
     running = []
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
             min_runtime in rows:
@@ -112,11 +99,21 @@ def _pending() -> tuple[tuple[core.PendingJob, ...], dict[int, QueuedRow]]:
     return tuple(pending), queued
 
 
-def build_snapshot(now: float) -> tuple[core.Snapshot, dict[int, QueuedRow]]:
-    """The snapshot for one cycle, and what the adapter needs of each queued job (by id)."""
+@dataclass(frozen=True)
+class CycleInput:
+    """A cycle's snapshot, what the adapter needs of each queued job (by id), and each cluster's id by name."""
+
+    snapshot: core.Snapshot
+    queued: dict[int, QueuedRow]
+    cluster_ids: Mapping[str, int]
+
+
+def build_snapshot(now: float) -> CycleInput:
     used: dict[str, int] = defaultdict(int)
     running = _running(used)
     pending, queued = _pending()
-    snapshot = core.Snapshot(now=now, nodes=load_nodes(used=used), quotas=load_quotas(), projects=load_projects(),
-                             running=running, pending=pending)
-    return snapshot, queued
+    inventory = ports.inventory()
+    nodes = tuple(replace(n, free=max(0, n.free - used[n.name])) if n.name in used else n for n in inventory.nodes)
+    snapshot = core.Snapshot(now=now, nodes=nodes, quotas=load_quotas(), projects=load_projects(), running=running,
+                             pending=pending)
+    return CycleInput(snapshot, queued, inventory.cluster_ids)

@@ -1,4 +1,4 @@
-"""The job state machine: which transitions are legal. Every transition is written as a JobEvent by services."""
+"""The job state machine's table: which transitions are legal. `jobs.lifecycle` applies them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class State(models.TextChoices):
 
 
 FINAL = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
-# States holding capacity on nodes: the scheduler counts them as running.
+# States holding capacity on nodes: the scheduler counts them as running, and an attempt is open in them.
 HOLDING = frozenset({State.ADMITTED, State.DISPATCHING, State.RUNNING})
 ACTIVE = frozenset(State) - FINAL
 
@@ -39,3 +39,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 
 def can_transition(source: str, target: str) -> bool:
     return target in TRANSITIONS[source]
+
+
+def ends_attempt(source: str, target: str) -> bool:
+    """Leaving the states that hold capacity ends the job's attempt."""
+    return source in HOLDING and target not in HOLDING

@@ -21,6 +21,8 @@ from django.views.decorators.http import require_POST
 from core.errors import DomainError, Forbidden
 from jobs import selectors, services
 from jobs.forms import JobFilterForm, JobSpecForm, LauncherForm
+from jobs.logs import job_logs as read_logs
+from jobs.logs import replicas_of
 from jobs.models import Job, Launcher
 from jobs.states import FINAL, State
 from jobs.templates_launcher import launcher_template
@@ -99,11 +101,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, job: Job) -> dict:
-    events = list(job.events.all())
     return {
         "job": job,
+        "attempt": job.current_attempt,
+        "attempts": list(job.attempts.all()),
         "groups": list(job.groups.all()),
-        "events": events,
+        "events": list(job.events.all()),
         "final": job.state in FINAL,
         "can_manage": can_manage(request, job),
         "eta_text": humanize_eta(job.eta) if job.state == State.QUEUED else "",
@@ -128,23 +131,25 @@ def job_live(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _logs_context(request: HttpRequest, job: Job) -> dict:
-    from clusters.services import job_logs as read_logs
-
-    replicas = [f"{g.role}-{i}" for g in job.groups.all() for i in range(g.replicas)]
+    """The log panel: one replica of one attempt. It refreshes itself while the job has not finished, so it follows
+    the attempt from queued to running (live lines) to ended (the lines it kept); unticking Follow stops it."""
+    replicas = replicas_of(job)
     replica = request.GET.get("replica") or (replicas[0] if replicas else "")
-    follow = request.GET.get("follow") == "1" and job.state not in FINAL
+    numbers = [a.number for a in job.attempts.all()]
+    number = request.GET.get("attempt", "")
+    chosen = int(number) if number.isdigit() and int(number) in numbers else None
+    follow = request.GET.get("follow", "1") == "1" and job.state not in FINAL and chosen is None
     try:
-        body = read_logs(job, replica=replica, tail=200)
+        body = read_logs(job, replica=replica, tail=200, attempt=chosen)
     except DomainError as error:
-        body = {"lines": [], "message": error.message, "source": "none"}
-    return {"job": job, "replicas": replicas, "replica": replica, "follow": follow, "log": body,
-            "poll_seconds": POLL_SECONDS}
+        body = {"lines": [], "message": error.message, "source": "none", "attempt": chosen}
+    return {"job": job, "replicas": replicas, "replica": replica, "attempts": numbers, "chosen": chosen,
+            "follow": follow, "log": body, "poll_seconds": POLL_SECONDS}
 
 
 @login_required
 def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """A replica's log tail for the job page. With "follow" ticked the fragment polls itself, like `kubectl logs -f`
-    by re-reading the tail."""
+    """The log panel of the job page (htmx swaps it in; it polls itself while following)."""
     job = _job_or_404(request, pk, detail=True)
     return render(request, "jobs/_logs.html", _logs_context(request, job))
 
@@ -185,7 +190,7 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 def job_resubmit(request: HttpRequest, pk: int) -> HttpResponse:
     job = _manage_or_403(request, pk)
     try:
-        new = services.job_resubmit(actor=request.user, job=job)
+        new = services.job_resubmit(actor=request.user, job=job).job
     except Forbidden as error:
         raise PermissionDenied(error.message) from error
     except DomainError as error:
@@ -237,7 +242,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             spec = dict(form.validated)
             target = spec.pop("project")
             try:
-                job = services.job_submit(actor=request.user, project=target, spec=spec)
+                job = services.job_submit(actor=request.user, project=target, spec=spec).job
             except DomainError as error:
                 form.add_spec_error(error.field, error.message)
             else:

@@ -105,8 +105,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
-    # Status of the simulated cluster and due retries; Kubernetes clusters add their reconcile and node sync.
-    "simulated-tick": {"task": "clusters.tasks.simulated_tick_task", "schedule": 2.0},
+    # What the simulated clusters' attempts do; Kubernetes clusters add their resync, node sync and sweep below.
+    "simulated-observe": {"task": "clusters.tasks.observe_simulated_task", "schedule": 2.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -177,12 +177,13 @@ TIDAL = {
     "SCHEDULER_INTERVAL": env_float("TIDAL_SCHEDULER_INTERVAL", 5.0, minimum=0.1),
     "EMBEDDED_LOOP": env_bool("TIDAL_EMBEDDED_LOOP", False),
     "SIM_START_DELAY": env_float("TIDAL_SIM_START_DELAY", 2.0, minimum=0.0),
-    "FAIR_SHARE_HALF_LIFE": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 86400.0, minimum=1.0),
     "POLICY": {
         "ordering": env_choice("TIDAL_POLICY_ORDERING", "priority-fairshare", ("priority-fairshare", "fifo")),
         "blocking": env_choice("TIDAL_POLICY_BLOCKING", "backfill", ("backfill", "skip", "strict")),
         "preemption": env_bool("TIDAL_POLICY_PREEMPTION", True),
         "borrowing": env_bool("TIDAL_POLICY_BORROWING", True),
+        # Fair share's memory, the same for the live scheduler and for replays of the current configuration.
+        "usage_half_life": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 7 * 86400.0, minimum=1.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
     "ENCRYPTION_KEY": env_str("TIDAL_ENCRYPTION_KEY", ""),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from django.db.models import QuerySet, Sum
+from django.db.models import QuerySet
 
 from core.snapshots import Snapshot
 from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
@@ -69,15 +70,20 @@ class QuotaUsage:
     lent: int  # of its idle guarantee, devices other projects of the organization are using now
 
 
+# Where the devices projects hold come from: the jobs app registers it at start-up (quotas never imports jobs).
+HeldDevices = Callable[[Iterable[int]], Mapping[tuple[int, int], int]]
+_usage_sources: list[HeldDevices] = []
+
+
+def register_usage_source(source: HeldDevices) -> None:
+    """`source(organization ids)` -> devices held per (project id, flavor id) in those organizations."""
+    _usage_sources[:] = [source]
+
+
 def live_usage(quotas: list[Quota]) -> dict[int, QuotaUsage]:
     """Usage per quota id. Lent capacity is shared out among a cohort's lenders by how much each has idle."""
-    from jobs.models import Job
-    from jobs.states import HOLDING
-
     orgs = {q.project.organization_id for q in quotas}
-    held = (Job.objects.filter(state__in=HOLDING, project__organization_id__in=orgs)
-            .values("project_id", "flavor_id").annotate(devices=Sum("total_devices")))
-    used = {(row["project_id"], row["flavor_id"]): row["devices"] or 0 for row in held}
+    used = _usage_sources[0](orgs) if _usage_sources and orgs else {}
     cohort_quotas = Quota.objects.filter(project__organization_id__in=orgs).select_related("project")
     borrowed_in_cohort: dict[tuple[int, int], int] = defaultdict(int)
     idle: dict[int, int] = {}

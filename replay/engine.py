@@ -31,6 +31,7 @@ from jobs.scheduling.model import (
     RunningJob,
     Snapshot,
 )
+from jobs.scheduling.ordering import decayed_usage
 from replay.cluster import ClusterShape, QuotaSet
 from replay.split import components, restrict
 from replay.trace import Trace, TraceJob
@@ -52,7 +53,6 @@ class EngineOptions:
     cycle_interval: float | None = None  # None: a cycle at every event time; else only at multiples of it
     checkpoint_interval: float | None = None  # seconds of work between checkpoints; None: restart from zero
     restart_overhead: float = 0.0  # seconds a resumed attempt spends before doing new work
-    usage_half_life: float = 7 * 24 * 3600.0  # decay of Project.decayed_usage (fair share history)
     priorities: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PRIORITIES))
     oracle_durations: bool | None = None  # fill PendingJob.duration_hint; None: only for ordering="sjf"
     batch_events: bool = True  # one cycle per timestamp; False: one cycle after every single event
@@ -258,7 +258,6 @@ class _Engine:
         self.project_base = [cohorts.get(n) or Project(n, "default") for n in names]
         self.usage = dict.fromkeys(names, 0.0)  # decayed device-seconds
         self.used_by_project = dict.fromkeys(names, 0)
-        self.decay = math.log(2) / opts.usage_half_life if opts.usage_half_life > 0 else 0.0
         # Accounting per (project, flavor).
         self.accounts: dict[tuple[str, str], ProjectAccount] = {}
         for q in quotas.quotas:
@@ -431,13 +430,9 @@ class _Engine:
                         acc.longest_starved = max(acc.longest_starved, t - since)
                         continue
             self.starved_since[key] = None
-        if self.decay:
-            f = math.exp(-self.decay * dt)
-            for p in self.usage:
-                self.usage[p] = self.usage[p] * f + self.used_by_project[p] * (1 - f) / self.decay
-        else:
-            for p in self.usage:
-                self.usage[p] += self.used_by_project[p] * dt
+        half_life = self.policy.usage_half_life
+        for p in self.usage:
+            self.usage[p] = decayed_usage(self.usage[p], self.used_by_project[p], dt, half_life)
 
     def _record_util(self) -> None:
         if self.util_used and self.util_used[-1] == self.total_used:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Min, QuerySet
 
 from jobs.models import Job, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas
@@ -77,8 +77,10 @@ def quota_for(project: Project, flavor: ResourceFlavor) -> Quota | None:
 
 
 def history(since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """Jobs submitted in [since, until) as plain rows with their replica groups (for export_trace)."""
+    """Jobs submitted in [since, until) as plain rows with their replica groups (for export_trace); a job's start
+    is its first attempt's."""
     rows = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until).order_by("submitted_at", "id")
+                .annotate(started_at=Min("attempts__started_at"))
                 .values("id", "submitted_at", "started_at", "finished_at", "total_devices", "flavor__name",
                         "project__slug", "priority_class__name", "submitter_name", "max_runtime"))
     groups: dict[int, list[tuple[int, int]]] = {}

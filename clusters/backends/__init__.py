@@ -1,44 +1,39 @@
-"""The backend interface: how admitted jobs reach a cluster and how their status comes back.
-
-The scheduler loop and the job services call only `dispatch_job` and `stop_job`; each queues a Celery task (run
-in-process in embedded mode) that loads the job and calls the backend of the job's cluster.
-"""
+"""The backend of each cluster (the implementations of `jobs.ports.Backend`) and the node inventory the scheduler
+places on: the clusters' side of the dispatch port, registered at start-up by `ClustersConfig.ready`."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from clusters.models import Cluster
-
-
-class Backend(Protocol):
-    def dispatch(self, job_id: int) -> None:
-        """Create the job's workload for its current attempt. Must be idempotent."""
-
-    def stop(self, job_id: int, attempt: int, reason: str) -> None:
-        """Delete the workload of that attempt (with a grace period)."""
-
-    def tick(self) -> None:
-        """Periodic status reconcile."""
+from clusters.models import Cluster, Node
+from jobs import ports
+from jobs import scheduling as core
+from jobs.models import Attempt
 
 
-def backend_for(cluster: Cluster) -> Backend:
+def backend_for_cluster(cluster: Cluster) -> ports.Backend:
     if cluster.backend == Cluster.Backend.SIMULATED:
         from clusters.backends.simulated import SimulatedBackend
 
-        return SimulatedBackend()
+        return SimulatedBackend(cluster)
     from clusters.backends.kubernetes import KubernetesBackend
 
     return KubernetesBackend(cluster)
 
 
-def dispatch_job(job_id: int) -> None:
-    from clusters.tasks import dispatch_job_task
+def backend_for_attempt(attempt: Attempt) -> ports.Backend:
+    if attempt.cluster is None:
+        raise ports.LogsUnavailable("the attempt's cluster was deleted")
+    return backend_for_cluster(attempt.cluster)
 
-    dispatch_job_task.delay(job_id)
 
-
-def stop_job(job_id: int, *, reason: str, attempt: int | None = None) -> None:
-    from clusters.tasks import stop_job_task
-
-    stop_job_task.delay(job_id, reason, attempt)
+def inventory() -> ports.Inventory:
+    """Every node (a gang never spans clusters: the scheduler's node names carry the cluster's)."""
+    rows = Node.objects.order_by("cluster__name", "position", "name").values_list(
+        "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready",
+        "cordoned", "cluster__enabled")
+    nodes, cluster_ids = [], {}
+    for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled in rows:
+        cluster_ids[cluster] = cluster_id
+        capacity = max(0, devices - foreign)
+        nodes.append(core.Node(name=core.node_key(cluster, name), flavor=flavor, devices=capacity, free=capacity,
+                               cluster=cluster, block=block, rack=rack, schedulable=ready and not cordoned and enabled))
+    return ports.Inventory(tuple(nodes), cluster_ids)

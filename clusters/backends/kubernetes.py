@@ -1,16 +1,17 @@
-"""The Kubernetes backend: dispatch admitted jobs, stop attempts, and map pod status back to job state.
+"""The Kubernetes backend: dispatch admitted attempts, stop ended ones, observe the pods of open ones, read logs.
 
-* ``dispatch(job_id)`` claims ``admitted -> dispatching`` exactly once, renders the attempt
-  (``clusters.kubemap`` -> ``clusters.kube.render``) and creates its objects. A job already ``dispatching`` (a
+* ``dispatch(attempt)`` claims ``admitted -> dispatching`` exactly once, renders the attempt
+  (``clusters.kubemap`` -> ``clusters.kube.render``) and creates its objects. An attempt already ``dispatching`` (a
   redelivered task, or the resync finding missing pods) is created again: names are deterministic, so 409 means
-  "already there" and is adopted. A RenderError or PermanentError (403, 422 ...) fails the attempt as
-  ``invalid_spec``, not retryable, with the API server's reason; a TransientError (retries exhausted) leaves the
-  job dispatching with an event, and the resync tries again.
-* ``stop(job_id, attempt, reason)`` deletes the attempt's objects, pods first with the cluster's grace period.
-* ``reconcile_attempt(job, pods, not_ready)`` is the one status mapper, called by the periodic full resync
-  (``tick``/``resync``) and by the watch loop (``clusters.reconciler``): ``attempt_status`` + ``classify`` ->
-  ``job_mark_running`` / ``job_mark_succeeded`` / ``job_attempt_failed`` (with the cause, the replicas' last log
-  lines and the lost node to avoid on the retry), then cleanup of a finished attempt.
+  "already there" and is adopted. A RenderError or PermanentError (403, 422 ...) is reported as a failed attempt
+  (``invalid_spec``) with the API server's reason; a TransientError (retries exhausted) leaves the attempt
+  dispatching with an event, and the resync tries again.
+* ``stop(attempt, reason)`` deletes the attempt's objects, pods first with the cluster's grace period. The state
+  machine calls it after every attempt ends (cancelled, preempted, failed, succeeded).
+* ``observe(attempts)`` (the periodic full resync) and ``observe_attempt`` (also the watch loop's, in
+  ``clusters.reconciler``) turn pods into ``jobs.observations.Observation``s: ``attempt_status`` + ``classify``
+  give the phase, the failure cause, the replicas' last log lines and the nodes lost under the attempt. What
+  follows from an observation (retry, lost node, max runtime) is decided on the jobs side.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Prefetch
 from django.utils import timezone
 
 from clusters import kubemap
@@ -35,21 +35,22 @@ from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
 from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
 from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
+from clusters.kube.nodes import node_is_ready
 from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
 from clusters.models import Cluster, Node
-from core.errors import InvalidTransition
 from core.redis import redis_client
-from jobs import services
-from jobs.models import Job, ReplicaGroup
+from jobs.models import Attempt
+from jobs.observations import Observation, Phase, record_observation
+from jobs.ports import LogsUnavailable
+from jobs.services import job_claim_for_dispatch, record_event
 from jobs.states import State
 
 logger = logging.getLogger(__name__)
 
 ACTOR = "backend"
 REDISPATCH_AFTER = timedelta(seconds=60)  # the resync re-creates missing objects of jobs admitted this long ago
-RECONCILED = (State.DISPATCHING, State.RUNNING)
 BUCKET_KEY_PREFIX = "tidal:kube-qps:"  # + cluster id: the Redis hash of the cluster's shared token bucket
 PENDING_GRACE_MARGIN = 60  # seconds beyond the termination grace period before a Pending replica counts as stuck
 # When several replicas fail, the most specific cause wins: NCCL errors are usually the echo of a peer's crash.
@@ -127,11 +128,6 @@ def group_pods(pods: Iterable[Mapping[str, Any]]) -> dict[AttemptKey, list[Mappi
     return out
 
 
-def _jobs() -> Any:
-    groups = Prefetch("groups", queryset=ReplicaGroup.objects.select_related("flavor"))
-    return Job.objects.select_related("project__organization", "flavor", "cluster").prefetch_related(groups)
-
-
 def _pick(failures: list[tuple[ReplicaState, Failure]]) -> tuple[ReplicaState, Failure]:
     return min(failures, key=lambda pair: (CAUSE_PRIORITY.index(pair[1].cause), pair[0].rank))
 
@@ -141,6 +137,9 @@ def _lines(text: str, limit: int) -> list[str]:
 
 
 class KubernetesBackend:
+    log_source = "pod"
+    nodes_stale = False  # set when an observation suggests the node inventory is out of date
+
     def __init__(self, cluster: Cluster, *, client: KubeClient | None = None) -> None:
         self.cluster = cluster
         self._client = client
@@ -153,160 +152,145 @@ class KubernetesBackend:
 
     # ------------------------------------------------------------------------------------------------ dispatch
 
-    def dispatch(self, job_id: int) -> None:
-        job = _jobs().filter(pk=job_id, cluster=self.cluster).first()
-        if job is None:
+    def dispatch(self, attempt: Attempt) -> None:
+        job = attempt.job
+        if job.current_attempt_id != attempt.pk:
             return
         if job.state == State.ADMITTED:
             with transaction.atomic():
-                if not services.job_claim_for_dispatch(job, actor=ACTOR):
+                if not job_claim_for_dispatch(attempt, actor=ACTOR, log_location=self._log_location(attempt)):
                     return
         elif job.state != State.DISPATCHING:
             return
-        self.create(job)
+        self.create(attempt)
 
-    def _hostnames(self, job: Job) -> dict[str, str]:
-        nodes = {row["node"] for row in job.placement or []}
+    def _log_location(self, attempt: Attempt) -> str:
+        try:
+            namespace = self._namespace(attempt)
+        except RenderError:
+            return ""
+        return f"pods of attempt {attempt.number} in namespace {namespace} on cluster {self.cluster.name}"
+
+    def _hostnames(self, attempt: Attempt) -> dict[str, str]:
+        nodes = {row["node"] for row in attempt.placement}
         return {name: hostname for name, hostname in
                 Node.objects.filter(cluster=self.cluster, name__in=nodes).exclude(hostname="")
                 .values_list("name", "hostname")}
 
-    def create(self, job: Job) -> bool:
-        """Render and create the job's current attempt. True when every object exists."""
+    def create(self, attempt: Attempt) -> bool:
+        """Render and create the attempt's objects. True when every object exists."""
         try:
-            render_job, placement, cluster_settings = kubemap.render_inputs(job, self.cluster, self._hostnames(job))
+            render_job, placement, cluster_settings = kubemap.render_inputs(attempt, self.cluster,
+                                                                            self._hostnames(attempt))
             manifests = render(render_job, placement, cluster_settings)
         except RenderError as exc:
-            self._fail(job, cause="invalid_spec", reason=f"the job cannot be rendered: {exc}", retryable=False,
-                       details={"field": exc.field or "", "code": exc.code})
+            self._report(attempt, Phase.FAILED, cause="invalid_spec", message=f"the job cannot be rendered: {exc}",
+                         details={"field": exc.field or "", "code": exc.code})
             return False
         namespace = cluster_settings.namespace
         try:
             result = kube_dispatch(self.client, manifests)
         except PermanentError as exc:
-            self._fail(job, cause="invalid_spec", reason=f"Kubernetes refused the job: {exc}", retryable=False,
-                       details={"status": exc.status, "api_reason": exc.reason, "namespace": namespace})
-            self._cleanup_quietly(job, job.attempt, namespace)
+            self._report(attempt, Phase.FAILED, cause="invalid_spec", message=f"Kubernetes refused the job: {exc}",
+                         details={"status": exc.status, "api_reason": exc.reason, "namespace": namespace})
             return False
         except TransientError as exc:
-            services.record_event(job, kind="note", actor=ACTOR, reason=(
-                f"dispatch of attempt {job.attempt} delayed, the Kubernetes API is unavailable ({exc}); "
-                "the periodic resync tries again"), details={"attempt": job.attempt})
+            record_event(attempt.job, kind="note", actor=ACTOR, attempt=attempt.number, reason=(
+                f"dispatch of attempt {attempt.number} delayed, the Kubernetes API is unavailable ({exc}); "
+                "the periodic resync tries again"))
             return False
         summary = f"created {len(result.created)} objects in namespace {namespace}"
         if result.adopted:
             summary += f", adopted {len(result.adopted)} that already existed"
-        services.record_event(job, kind="note", actor=ACTOR, reason=summary, details={
-            "attempt": job.attempt, "namespace": namespace, "created": result.created, "adopted": result.adopted})
+        record_event(attempt.job, kind="note", actor=ACTOR, attempt=attempt.number, reason=summary, details={
+            "namespace": namespace, "created": result.created, "adopted": result.adopted})
         return True
+
+    def _report(self, attempt: Attempt, phase: Phase, **fields: Any) -> str:
+        with transaction.atomic():
+            return record_observation(attempt, Observation(attempt.pk, phase, **fields))
 
     # ---------------------------------------------------------------------------------------------------- stop
 
-    def stop(self, job_id: int, attempt: int, reason: str) -> None:
-        job = Job.objects.select_related("project__organization").filter(pk=job_id).first()
-        if job is None:
-            return
-        namespace = kubemap.job_namespace(self.cluster, job)
+    def stop(self, attempt: Attempt, reason: str) -> None:
         try:
-            deleted = cleanup(self.client, namespace, job_id, attempt, instance=kubemap.instance(),
-                              grace_seconds=self.cluster.termination_grace_seconds)
-        except ApiError as exc:
-            logger.warning("stop of job %s attempt %s on %s failed (%s); the orphan sweep will retry", job_id,
-                           attempt, self.cluster.name, exc)
+            deleted = cleanup(self.client, self._namespace(attempt), attempt.job_id, attempt.number,
+                              instance=kubemap.instance(), grace_seconds=self.cluster.termination_grace_seconds)
+        except (ApiError, RenderError) as exc:
+            logger.warning("stop of job %s attempt %s on %s failed (%s); the orphan sweep will retry",
+                           attempt.job_id, attempt.number, self.cluster.name, exc)
             return
         if deleted:
-            services.record_event(job, kind="note", actor=ACTOR, reason=(
-                f"stopped attempt {attempt} ({reason}): deleted {len(deleted)} objects on {self.cluster.name} "
-                f"with a {self.cluster.termination_grace_seconds}s grace period"),
-                details={"attempt": attempt, "deleted": deleted})
+            record_event(attempt.job, kind="note", actor=ACTOR, attempt=attempt.number, reason=(
+                f"stopped attempt {attempt.number} ({reason}): deleted {len(deleted)} objects on "
+                f"{self.cluster.name} with a {self.cluster.termination_grace_seconds}s grace period"),
+                details={"deleted": deleted})
 
-    def _cleanup_quietly(self, job: Job, attempt: int, namespace: str | None = None) -> None:
-        try:
-            cleanup(self.client, namespace or kubemap.job_namespace(self.cluster, job), job.pk, attempt,
-                    instance=kubemap.instance(), grace_seconds=self.cluster.termination_grace_seconds)
-        except ApiError as exc:
-            logger.warning("cleanup of job %s attempt %s failed (%s); the orphan sweep will retry", job.pk,
-                           attempt, exc)
-
-    # ----------------------------------------------------------------------------------------------- reconcile
-
-    def tick(self) -> None:
-        self.resync()
-        with transaction.atomic():
-            services.job_requeue_due_retries()
+    # ------------------------------------------------------------------------------------------------- observe
 
     def not_ready_nodes(self) -> frozenset[str]:
         return frozenset(Node.objects.filter(cluster=self.cluster, ready=False).values_list("name", flat=True))
 
-    def resync(self) -> int:
-        """Full resync: list every platform pod of this instance, reconcile every active job. Returns the number
-        of jobs looked at."""
+    def observe(self, attempts: Iterable[Attempt]) -> Iterator[Observation]:
+        """Full resync: list every platform pod of this instance once and observe each open attempt. Attempts
+        admitted long ago and never claimed (a lost dispatch task) are dispatched again."""
         pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(kubemap.instance()))
-        return self.reconcile_all(group_pods(pods), redispatch=True)
-
-    def reconcile_all(self, by_attempt: Mapping[AttemptKey, list[Mapping[str, Any]]], *,
-                      redispatch: bool = False) -> int:
+        by_attempt = group_pods(pods)
         not_ready = self.not_ready_nodes()
-        jobs = list(_jobs().filter(cluster=self.cluster, state__in=RECONCILED))
-        for job in jobs:
+        stale = timezone.now() - REDISPATCH_AFTER
+        for attempt in attempts:
+            if attempt.job.state == State.ADMITTED:
+                if attempt.admitted_at <= stale:
+                    self.dispatch(attempt)
+                continue
             try:
-                self.reconcile_attempt(job, by_attempt.get(attempt_key(job.pk, job.attempt), []), not_ready,
-                                       redispatch=redispatch)
+                observation = self.observe_attempt(attempt, by_attempt.get(attempt_key(attempt.job_id,
+                                                                                       attempt.number), []),
+                                                   not_ready, redispatch=True)
             except ApiError as exc:
-                logger.warning("reconcile of job %s on %s failed: %s", job.pk, self.cluster.name, exc)
-        if redispatch:  # admitted long ago but never claimed: the dispatch task was lost
-            stale = timezone.now() - REDISPATCH_AFTER
-            for job_id in Job.objects.filter(cluster=self.cluster, state=State.ADMITTED,
-                                             admitted_at__lte=stale).values_list("pk", flat=True):
-                self.dispatch(job_id)
-        return len(jobs)
+                logger.warning("observing job %s on %s failed: %s", attempt.job_id, self.cluster.name, exc)
+                continue
+            if observation is not None:
+                yield observation
 
-    def reconcile_attempt(self, job: Job, pods: list[Mapping[str, Any]], not_ready: frozenset[str] = frozenset(),
-                          *, redispatch: bool = False) -> str:
-        """Map the pods of the job's current attempt to its state. Returns the attempt status's state (or
-        "missing" when pods are gone)."""
-        if job.state not in RECONCILED:
-            return job.state
+    def observe_attempt(self, attempt: Attempt, pods: list[Mapping[str, Any]],
+                        not_ready: frozenset[str] = frozenset(), *, redispatch: bool = False) -> Observation | None:
+        """What the pods of one attempt say. None while nothing is decided and nothing is missing."""
+        job = attempt.job
         expected = sum(group.replicas for group in job.groups.all())
         status = attempt_status(pods, expected=expected, launcher=job.launcher, not_ready_nodes=not_ready)
+        placed = {str(row["node"]) for row in attempt.placement}
         if status.state == "succeeded":
-            self._succeeded(job, status)
-            return status.state
+            return self._succeeded(attempt, status)
         if status.state == "failed":
-            self._failed(job, status)
-            return status.state
-        placed_lost = sorted({str(row["node"]) for row in job.placement or []} & not_ready)
-        if placed_lost:
-            self._fail(job, cause="node_lost", reason=f"node {placed_lost[0]} became NotReady", retryable=True,
-                       lost_nodes=placed_lost, details=self._where(placed_lost[0]))
-            self._cleanup_quietly(job, job.attempt)
-            return "failed"
-        if self._fail_if_stuck_pending(job, status):
-            return "failed"
+            return self._failed(attempt, status, placed & not_ready)
+        if placed & not_ready:
+            lost = sorted(placed & not_ready)
+            return Observation(attempt.pk, Phase.PENDING if status.state == "pending" else Phase.RUNNING,
+                               f"node {lost[0]} became NotReady", lost_nodes=tuple(lost), details=self._where(lost[0]))
+        stuck = self._stuck_pending(attempt, status)
+        if stuck is not None:
+            return stuck
         if len(status.replicas) < expected:
             if job.state == State.RUNNING:
-                present = {r.pod for r in status.replicas}
-                self._fail(job, cause="unknown", retryable=True, reason=(
-                    f"{expected - len(present)} of {expected} replica pods disappeared while running"))
-                self._cleanup_quietly(job, job.attempt)
-                return "missing"
-            if redispatch and job.admitted_at and job.admitted_at <= timezone.now() - REDISPATCH_AFTER:
-                self.create(job)
-            return status.state
-        if status.state == "running" and job.state == State.DISPATCHING:
-            self._guarded(services.job_mark_running, job, reason=f"all {expected} replicas running", actor=ACTOR)
-        return status.state
+                return self._vanished(attempt, status, expected)
+            if redispatch and attempt.admitted_at <= timezone.now() - REDISPATCH_AFTER:
+                self.create(attempt)
+            return None
+        phase = Phase.RUNNING if status.state == "running" else Phase.PENDING
+        return Observation(attempt.pk, phase, f"all {expected} replicas running" if phase == Phase.RUNNING else
+                           status.message)
 
     # outcomes ---------------------------------------------------------------------------------------------
 
-    def _namespace(self, job: Job) -> str:
-        return kubemap.job_namespace(self.cluster, job)
+    def _namespace(self, attempt: Attempt) -> str:
+        return kubemap.job_namespace(self.cluster, attempt.job)
 
-    def _tail(self, job: Job, pod: str, lines: int) -> list[str]:
+    def _tail(self, attempt: Attempt, pod: str, lines: int) -> list[str]:
         if lines <= 0:
             return []
         try:
-            return _lines(self.client.pod_log(self._namespace(job), pod, container=MAIN_CONTAINER,
+            return _lines(self.client.pod_log(self._namespace(attempt), pod, container=MAIN_CONTAINER,
                                               tail_lines=lines), lines)
         except ApiError:  # the container never started, or the pod is gone
             return []
@@ -315,44 +299,56 @@ class KubernetesBackend:
         rack = Node.objects.filter(cluster=self.cluster, name=node).values_list("rack", flat=True).first()
         return {"node": node, "rack": rack or "", "cluster": self.cluster.name}
 
-    def _succeeded(self, job: Job, status: AttemptStatus) -> None:
+    def _succeeded(self, attempt: Attempt, status: AttemptStatus) -> Observation:
         rank0 = next((r for r in status.replicas if r.rank == 0), None)
         keep = settings.TIDAL["KUBE_LOG_LINES"]
-        logs = {kubemap.replica_key(rank0.role, rank0.index): self._tail(job, rank0.pod, keep)} if rank0 else {}
-        with transaction.atomic():
-            if self._guarded(services.job_mark_succeeded, job, reason=status.message, actor=ACTOR) and any(
-                    logs.values()):
-                services.record_event(job, kind="log", actor=ACTOR, reason=f"last log lines of attempt {job.attempt}",
-                                      details={"attempt": job.attempt, "logs": logs})
-        self._cleanup_quietly(job, job.attempt)
+        logs = {kubemap.replica_key(rank0.role, rank0.index): self._tail(attempt, rank0.pod, keep)} if rank0 else {}
+        return Observation(attempt.pk, Phase.SUCCEEDED, status.message, logs={k: v for k, v in logs.items() if v})
 
-    def _failed(self, job: Job, status: AttemptStatus) -> None:
+    def _failed(self, attempt: Attempt, status: AttemptStatus, lost: set[str]) -> Observation:
         keep = settings.TIDAL["KUBE_LOG_LINES"]
         logs: dict[str, list[str]] = {}
         failures: list[tuple[ReplicaState, Failure]] = []
-        codes = job.permanent_exit_codes or ()
         for replica in status.failed[:MAX_LOGGED_REPLICAS]:
             key = kubemap.replica_key(replica.role, replica.index)
-            logs[key] = self._tail(job, replica.pod, keep)
+            logs[key] = self._tail(attempt, replica.pod, keep)
             failures.append((replica, classify(exit_code=replica.exit_code, reason=replica.reason,
-                                               message=replica.message, log_lines=logs[key],
-                                               permanent_exit_codes=codes)))
+                                               message=replica.message, log_lines=logs[key])))
         replica, failure = _pick(failures)
-        retryable = all(f.retryable for _, f in failures)
-        reason = f"{failure.summary}; {status.message}"
+        message = f"{failure.summary}; {status.message}"
         if failure.last_frame:
-            reason += f" (at {failure.last_frame})"
+            message += f" (at {failure.last_frame})"
         details = {
             **self._where(replica.node),
             "replica": kubemap.replica_key(replica.role, replica.index), "pod": replica.pod,
-            "exit_code": replica.exit_code, "k8s_reason": replica.reason, "last_frame": failure.last_frame,
+            "k8s_reason": replica.reason, "last_frame": failure.last_frame,
             "replicas": [{"replica": kubemap.replica_key(r.role, r.index), "node": r.node, "reason": r.reason,
                           "exit_code": r.exit_code, "cause": f.cause} for r, f in failures],
-            "logs": logs,
         }
-        lost = sorted(status.avoid_nodes) if failure.cause == "node_lost" else []
-        self._fail(job, cause=failure.cause, reason=reason, retryable=retryable, lost_nodes=lost, details=details)
-        self._cleanup_quietly(job, job.attempt)
+        lost_nodes = sorted(lost | (set(status.avoid_nodes) if failure.cause == "node_lost" else set()))
+        return Observation(attempt.pk, Phase.FAILED, message, cause=failure.cause, exit_code=replica.exit_code,
+                           lost_nodes=tuple(lost_nodes), details=details, logs={k: v for k, v in logs.items() if v})
+
+    def _vanished(self, attempt: Attempt, status: AttemptStatus, expected: int) -> Observation:
+        """Pods of a running attempt are gone. When their nodes went away too (a node deleted, its pods
+        garbage-collected before the next node sync), the node is lost: ask the API server which nodes exist."""
+        present = {r.pod for r in status.replicas}
+        missing = expected - len(present)
+        what = f"all {expected} replica pods" if not present else f"{missing} of {expected} replica pods"
+        message = f"{what} disappeared while running"
+        left = {r.node for r in status.replicas}
+        vanished_on = {str(row["node"]) for row in attempt.placement} - left
+        lost = tuple(sorted(vanished_on - self._live_nodes(vanished_on)))
+        details = self._where(lost[0]) if lost else {}
+        return Observation(attempt.pk, Phase.VANISHED, message, lost_nodes=lost, details=details)
+
+    def _live_nodes(self, names_: set[str]) -> set[str]:
+        """Which of these nodes the cluster still has, and Ready."""
+        try:
+            nodes = self.client.list_nodes()
+        except ApiError:
+            return set(names_)  # cannot tell: do not call a node lost on no evidence
+        return {str((n.get("metadata") or {}).get("name")) for n in nodes if node_is_ready(n)} & names_
 
     def pending_timeout(self) -> float:
         """The cluster's pending timeout, never shorter than a preempted victim may take to leave: a preemptor's
@@ -360,64 +356,45 @@ class KubernetesBackend:
         return float(max(self.cluster.pending_timeout_seconds,
                          self.cluster.termination_grace_seconds + PENDING_GRACE_MARGIN))
 
-    def _fail_if_stuck_pending(self, job: Job, status: AttemptStatus) -> bool:
-        """Fail (retryably) an attempt not started yet whose replica has been Pending past the timeout, and re-sync
-        the cluster's nodes: the usual cause is a pod Tidal did not create taking the placed node's devices since
-        the last sync, and the retry must be placed on the corrected inventory."""
-        if job.state != State.DISPATCHING or job.admitted_at is None:
-            return False
-        stuck = stuck_pending(status.replicas, now=timezone.now(), since=job.admitted_at,
+    def _stuck_pending(self, attempt: Attempt, status: AttemptStatus) -> Observation | None:
+        """An attempt not started yet whose replica has been Pending past the timeout fails (retryably), and the
+        cluster's nodes are synced again: the usual cause is a pod Tidal did not create taking the placed node's
+        devices since the last sync, and the retry must be placed on the corrected inventory."""
+        if attempt.job.state != State.DISPATCHING:
+            return None
+        stuck = stuck_pending(status.replicas, now=timezone.now(), since=attempt.admitted_at,
                               timeout_seconds=self.pending_timeout())
         if stuck is None:
-            return False
+            return None
         replica, seconds = stuck
         failure = pending_failure(pod=replica.pod, node=replica.node, seconds=seconds,
                                   unschedulable=replica.unschedulable, reason=replica.reason, message=replica.message)
+        self.nodes_stale = True
         details = {**self._where(replica.node), "replica": kubemap.replica_key(replica.role, replica.index),
                    "pod": replica.pod, "k8s_reason": replica.reason, "pending_seconds": round(seconds)}
-        if self._fail(job, cause=failure.cause, reason=failure.summary, retryable=True, details=details):
-            from clusters.tasks import kube_sync_nodes_task
-
-            cluster_id = self.cluster.pk
-            transaction.on_commit(lambda: kube_sync_nodes_task.delay(cluster_id), robust=True)
-        self._cleanup_quietly(job, job.attempt)
-        return True
-
-    def _fail(self, job: Job, *, cause: str, reason: str, retryable: bool, lost_nodes: Iterable[str] = (),
-              details: dict | None = None) -> bool:
-        lost = [f"{self.cluster.name}/{node}" for node in lost_nodes]
-        if len(lost) > 1:  # job_attempt_failed adds one lost node; the others join the avoid list first
-            job.avoid_nodes = sorted(set(job.avoid_nodes or ()) | set(lost[1:]))
-        return self._guarded(services.job_attempt_failed, job, cause=cause, reason=reason, retryable=retryable,
-                             lost_node=lost[0] if lost else None, details=details or {}, actor=ACTOR)
-
-    @staticmethod
-    def _guarded(action, job: Job, **kwargs: Any) -> bool:
-        """A job cancelled or preempted between our read and our write is simply skipped."""
-        try:
-            with transaction.atomic():
-                action(job, **kwargs)
-        except InvalidTransition:
-            return False
-        return True
+        return Observation(attempt.pk, Phase.FAILED, failure.summary, cause=failure.cause, details=details)
 
     # -------------------------------------------------------------------------------------------------- logs
 
-    def _pod(self, job: Job, role: str, index: int) -> tuple[str, str]:
-        """(namespace, pod name) of one replica of the job's current attempt."""
+    def _pod(self, attempt: Attempt, role: str, index: int) -> tuple[str, str]:
+        """(namespace, pod name) of one replica of the attempt."""
         from clusters.kube.render import pod_name
 
-        render_job = kubemap.render_job(job, self._namespace(job))
+        render_job = kubemap.render_job(attempt, self._namespace(attempt))
         return render_job.namespace, pod_name(render_job, role, index)
 
-    def pod_log(self, job: Job, role: str, index: int, tail: int) -> list[str]:
-        """The log tail of one replica of the job's current attempt (PermanentError 404 when the pod is gone)."""
-        namespace, pod = self._pod(job, role, index)
-        return _lines(self.client.pod_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail), tail)
+    def logs(self, attempt: Attempt, role: str, index: int, tail: int) -> list[str]:
+        try:
+            namespace, pod = self._pod(attempt, role, index)
+            return _lines(self.client.pod_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail), tail)
+        except (ApiError, RenderError) as exc:
+            raise LogsUnavailable(f"pod log unavailable: {exc}") from None
 
-    def follow_log(self, job: Job, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
-        """The replica's log tail, then its new lines until the container ends or ``max_seconds`` pass. Connects
-        now: ApiError (the pod is gone, the API is down) is raised before any line."""
-        namespace, pod = self._pod(job, role, index)
-        return self.client.follow_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail,
-                                      max_seconds=max_seconds)
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
+        """Connects now: LogsUnavailable (the pod is gone, the API is down) is raised before any line."""
+        try:
+            namespace, pod = self._pod(attempt, role, index)
+            return self.client.follow_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail,
+                                          max_seconds=max_seconds)
+        except (ApiError, RenderError) as exc:
+            raise LogsUnavailable(f"pod log unavailable: {exc}") from None

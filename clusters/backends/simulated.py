@@ -1,103 +1,112 @@
 """The simulated backend: a fake cluster for `make run`, demos and tests.
 
-Admitted jobs start TIDAL_SIM_START_DELAY seconds after dispatch and succeed after their declared `duration`.
-Failure injection, for trying recovery by hand:
+Nothing runs: an attempt's replicas "run" TIDAL_SIM_START_DELAY seconds after admission and succeed after the job's
+declared `duration`. Failure injection, for trying recovery by hand:
 - a job label `sim.tidal.dev/fail-after: "<seconds>"` fails its first attempt that long after it starts
-  (`sim.tidal.dev/fail-cause` picks the cause: user_error by default, or e.g. cuda_oom, nccl, node_lost);
-- a node marked not ready (admin console or API) fails every attempt running on it, which retries elsewhere.
+  (`sim.tidal.dev/fail-cause` picks the cause: user_error by default, or e.g. cuda_oom, nccl, image_pull);
+- a node marked not ready (admin console or API) is lost under every attempt running on it.
+The backend only reports what it sees; `jobs.observations.record_observation` decides what follows, exactly as for
+Kubernetes (retries, lost nodes, max runtime).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+import time
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.models import Cluster, Node
-from core.errors import InvalidTransition
-from jobs import services
-from jobs.models import Job
+from clusters.models import Cluster
+from jobs.models import Attempt
+from jobs.observations import Observation, Phase
+from jobs.selectors import attempt_with_job
+from jobs.services import job_claim_for_dispatch
 from jobs.states import State
 
 logger = logging.getLogger(__name__)
 
 FAIL_AFTER_LABEL = "sim.tidal.dev/fail-after"
 FAIL_CAUSE_LABEL = "sim.tidal.dev/fail-cause"
-RETRYABLE_CAUSES = {"cuda_oom": False, "user_error": False, "image_pull": False, "invalid_spec": False}
-
-
-def _simulated(jobs):
-    """Only jobs on simulated clusters: the Kubernetes backend reconciles its own."""
-    return jobs.filter(cluster__backend=Cluster.Backend.SIMULATED)
+FOLLOW_INTERVAL = 2.0  # seconds between the status lines of a followed replica
 
 
 class SimulatedBackend:
-    def dispatch(self, job_id: int) -> None:
-        job = Job.objects.filter(pk=job_id).first()
-        if job is None or job.state != State.ADMITTED:
-            return
+    log_source = "simulated"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def dispatch(self, attempt: Attempt) -> None:
         with transaction.atomic():
-            services.job_claim_for_dispatch(job)
+            job_claim_for_dispatch(attempt, log_location=f"simulated cluster {self.cluster.name}: no container "
+                                   "runs, status lines only")
 
-    def stop(self, job_id: int, attempt: int, reason: str) -> None:
-        # Nothing runs for real: the state change already released the simulated devices.
-        logger.info("simulated stop of job %s attempt %s (%s)", job_id, attempt, reason)
+    def stop(self, attempt: Attempt, reason: str) -> None:
+        # Nothing runs for real: the attempt's end already released its simulated devices.
+        logger.info("simulated stop of job %s attempt %s (%s)", attempt.job_id, attempt.number, reason)
 
-    def tick(self) -> None:
+    def observe(self, attempts: Iterable[Attempt]) -> Iterator[Observation]:
         now = timezone.now()
-        with transaction.atomic():
-            self._start_dispatched(now)
-            self._fail_jobs_on_lost_nodes()
-            self._finish_or_fail_running(now)
-            services.job_requeue_due_retries()
+        lost_nodes = set(self.cluster.nodes.filter(ready=False).values_list("name", flat=True))
+        for attempt in attempts:
+            if attempt.job.state in (State.DISPATCHING, State.RUNNING):
+                yield self._observe(attempt, lost_nodes, now)
 
-    def _start_dispatched(self, now) -> None:
-        delay = timedelta(seconds=settings.TIDAL["SIM_START_DELAY"])
-        for job in _simulated(Job.objects.filter(state=State.DISPATCHING, admitted_at__lte=now - delay)):
-            self._guarded(services.job_mark_running, job, reason="all replicas running (simulated)")
+    def _observe(self, attempt: Attempt, lost_nodes: set[str], now: datetime) -> Observation:
+        job = attempt.job
+        lost = tuple(sorted({str(row["node"]) for row in attempt.placement} & lost_nodes))
+        details = {"node": lost[0], "rack": self._rack(lost[0])} if lost else {}
+        started = attempt.started_at or attempt.admitted_at + timedelta(seconds=settings.TIDAL["SIM_START_DELAY"])
+        if now < started:
+            return Observation(attempt.pk, Phase.PENDING, "replicas starting (simulated)", lost_nodes=lost,
+                               details=details)
+        ran = (now - started).total_seconds()
+        fail_after = _label_seconds(job.labels, FAIL_AFTER_LABEL)
+        if fail_after is not None and attempt.number == 1 and ran >= fail_after:
+            return Observation(attempt.pk, Phase.FAILED, "injected failure (simulated)",
+                               cause=job.labels.get(FAIL_CAUSE_LABEL, "user_error"), lost_nodes=lost, details=details)
+        if job.duration is not None and ran >= job.duration:
+            return Observation(attempt.pk, Phase.SUCCEEDED, "completed (simulated)", lost_nodes=lost)
+        return Observation(attempt.pk, Phase.RUNNING, "all replicas running (simulated)", lost_nodes=lost,
+                           details=details)
 
-    def _fail_jobs_on_lost_nodes(self) -> None:
-        lost = {(n.cluster_id, n.name) for n in Node.objects.filter(
-            ready=False, cluster__backend=Cluster.Backend.SIMULATED).only("cluster_id", "name")}
-        if not lost:
-            return
-        holding = Job.objects.filter(state__in=[State.DISPATCHING, State.RUNNING])
-        for job in _simulated(holding).select_related("cluster"):
-            gone = sorted({a["node"] for a in job.placement if (job.cluster_id, a["node"]) in lost})
-            if gone:
-                self._guarded(services.job_attempt_failed, job, cause="node_lost",
-                              reason=f"node {gone[0]} became NotReady", retryable=True,
-                              lost_node=f"{job.cluster.name}/{gone[0]}")
+    def _rack(self, node: str) -> str:
+        return self.cluster.nodes.filter(name=node).values_list("rack", flat=True).first() or ""
 
-    def _finish_or_fail_running(self, now) -> None:
-        for job in _simulated(Job.objects.filter(state=State.RUNNING)):
-            ran = (now - job.started_at).total_seconds()
-            fail_after = _label_seconds(job, FAIL_AFTER_LABEL)
-            if fail_after is not None and job.attempt == 1 and ran >= fail_after:
-                cause = job.labels.get(FAIL_CAUSE_LABEL, "user_error")
-                self._guarded(services.job_attempt_failed, job, cause=cause, reason="injected failure (simulated)",
-                              retryable=RETRYABLE_CAUSES.get(cause, True))
-            elif job.max_runtime and ran >= job.max_runtime:
-                self._guarded(services.job_attempt_failed, job, cause="max_runtime",
-                              reason=f"exceeded its max runtime of {job.max_runtime}s", retryable=False)
-            elif job.duration is not None and ran >= job.duration:
-                self._guarded(services.job_mark_succeeded, job, reason="completed (simulated)")
+    def logs(self, attempt: Attempt, role: str, index: int, tail: int) -> list[str]:
+        return self._lines(attempt, f"{role}-{index}")[-tail:]
 
-    @staticmethod
-    def _guarded(action, job: Job, **kwargs) -> None:
-        """A job cancelled or preempted between our read and our write is simply skipped."""
-        try:
-            with transaction.atomic():
-                action(job, **kwargs)
-        except InvalidTransition:
-            pass
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
+        """A simulated replica has no process: a status line every FOLLOW_INTERVAL seconds until its attempt
+        ends."""
+        replica = f"{role}-{index}"
+        yield self._lines(attempt, replica)[0]
+        deadline = time.monotonic() + max_seconds
+        while True:
+            now = attempt_with_job(attempt.pk)
+            if now is None or now.ended_at is not None:
+                state = now.job.state if now is not None else "gone"
+                yield f"[simulated] job {attempt.job_id} attempt {attempt.number} replica {replica} ended: the job " \
+                      f"is {state}."
+                return
+            yield f"[simulated] job {attempt.job_id} attempt {attempt.number} replica {replica} is {now.job.state}."
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(FOLLOW_INTERVAL, left))
+
+    def _lines(self, attempt: Attempt, replica: str) -> list[str]:
+        return [f"[simulated] cluster {self.cluster.name} is simulated: no container runs, so there is no real log.",
+                f"[simulated] job {attempt.job_id} attempt {attempt.number} replica {replica} is "
+                f"{attempt.job.state}."]
 
 
-def _label_seconds(job: Job, label: str) -> float | None:
+def _label_seconds(labels: dict, label: str) -> float | None:
     try:
-        return float(job.labels[label])
+        return float(labels[label])
     except (KeyError, TypeError, ValueError):
         return None

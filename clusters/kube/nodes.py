@@ -113,6 +113,11 @@ def _ready(status: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
+def node_is_ready(node: Mapping[str, Any]) -> bool:
+    """Whether a node object (from list or get) reports Ready."""
+    return _ready(node.get("status") or {})
+
+
 def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
               settings: InventorySettings) -> list[NodeRow]:
     """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones)."""

@@ -6,7 +6,6 @@ all call the same function.
 
 from .cycle import run_cycle
 from .feasibility import Feasibility, never_fits
-from .incremental import IncrementalScheduler
 from .model import (
     Admit,
     Assignment,
@@ -23,13 +22,14 @@ from .model import (
     Snapshot,
     Topology,
     Wait,
+    node_key,
+    split_node_key,
 )
 
 __all__ = [
     "Admit",
     "Assignment",
     "CycleResult",
-    "IncrementalScheduler",
     "Node",
     "PendingJob",
     "Policy",
@@ -44,5 +44,7 @@ __all__ = [
     "Wait",
     "Feasibility",
     "never_fits",
+    "node_key",
     "run_cycle",
+    "split_node_key",
 ]

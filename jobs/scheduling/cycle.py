@@ -8,14 +8,10 @@ Phases:
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start (backfill.py)
   6. explain   reasons, positions and ETA for every job left waiting (explain.py); with Policy.explain=False
                (trace replay) only codes and reasons: positions 0, eta None, short quota reasons
-Phases 2-5 run per job in cycle order, on one mutable CycleState. Each job's effects are recorded in an
-`Outcome` so the incremental scheduler can rebuild the state at any position without re-evaluating.
+Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's decision is kept in an `Outcome`.
 """
 
 from __future__ import annotations
-
-import gc
-from contextlib import contextmanager
 
 from .backfill import reserve
 from .explain import Explainer, WaitEntry
@@ -26,34 +22,21 @@ from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims
 from .quota import QuotaFailure
 from .shapes import JobInfo, describe_shape
-from .state import CycleState, Hold, RunRec, Tentative
+from .state import CycleState, RunRec, Tentative
 
 
 class Outcome:
-    """What evaluating one job did: enough to replay its effects on a fresh state."""
+    """What evaluating one job decided: admitted (with its victims), or a wait entry for phase 6."""
 
-    __slots__ = ("job", "info", "considered", "victims", "taken", "admit", "hold", "hold_rel", "blocks", "entry",
-                 "head", "tentative", "run", "simulations")
+    __slots__ = ("job", "info", "considered", "victims", "admit", "entry")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
         self.info = info
         self.considered = False  # reached the quota phase (not blocked by strict ordering)
         self.victims: list[RunRec] = []
-        self.taken: Taken | None = None
         self.admit: Admit | None = None
-        self.hold: Hold | None = None
-        self.hold_rel: dict[int, int] = {}
-        self.blocks = ""  # strict queue this job blocked
         self.entry: WaitEntry | None = None
-        self.head: tuple[str, ...] = ()  # flavors this job became the backfill head of
-        self.tentative: Tentative | None = None  # its placement, to undo it
-        self.run: RunRec | None = None  # its record among the cycle's new runs
-        self.simulations = 0  # simulated removals it used (preemption.MAX_SIMULATIONS)
-
-    @property
-    def side_effects(self) -> bool:
-        return bool(self.admit or self.victims or self.hold or self.blocks or self.head)
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -149,9 +132,7 @@ class Cycle:
         if failure is None:
             tentative = self.try_place(job, info, constrained)  # phase 3
         if tentative is None and policy.preemption and not job.preemptible:
-            before = state.simulations
             victims = self.try_preempt(job, info, failure is not None, constrained)  # phase 4
-            out.simulations = state.simulations - before
             if victims is not None:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
@@ -169,16 +150,10 @@ class Cycle:
             if (policy.blocking == "backfill" and not job.preemptible
                     and not any(f in state.head_flavors for f in info.flavors)):
                 # The head of these flavors: the first job in cycle order that waits for their capacity.
-                out.head = info.flavors
                 state.head_flavors.update(info.flavors)
-                hold = reserve(state, job, info)  # phase 5
-                if hold is not None:
-                    out.hold = hold
-                    out.hold_rel = dict(hold.rel)
-                    out.entry.hold = hold
+                out.entry.hold = reserve(state, job, info)  # phase 5
         if strict:
             state.blocked[queue] = job.id
-            out.blocks = queue
         return out
 
     def structural_check(self, job: PendingJob, info: JobInfo) -> str | None:
@@ -227,60 +202,10 @@ class Cycle:
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d) for _, _, i, d in tentative.taken]
-        out.run = RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible, usage,
-                         dict(info.demand), False)
-        state.new_runs.append(out.run)
-        out.tentative = tentative
-        out.taken = tentative.taken
+        state.new_runs.append(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
+                                     usage, dict(info.demand), False))
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
                           borrowed if state.quota.enabled else 0)
-
-    # -- replay (incremental scheduler) -----------------------------------------------------------------------
-
-    def replay(self, out: Outcome) -> None:
-        """Apply a recorded outcome's effects to this state without evaluating the job again."""
-        state = self.state
-        state.simulations += out.simulations
-        for rec in out.victims:
-            state.remove_run(state.runs[rec.id])
-        if out.victims:
-            state.forget_failures()
-        if out.taken is not None:
-            tentative = state.apply_taken(out.job, out.info, out.taken)
-            self.admit(out, tentative)
-        state.head_flavors.update(out.head)
-        if out.hold is not None:
-            hold = Hold(out.hold.job_id, out.hold.start, out.hold.flavors, dict(out.hold.x), dict(out.hold_rel),
-                        out.hold.taken)
-            from .backfill import install
-
-            install(state, hold)
-            out.hold = hold
-            if out.entry is not None:
-                out.entry.hold = hold
-        if out.blocks:
-            state.blocked[out.blocks] = out.job.id
-
-    def unwind(self, out: Outcome) -> None:
-        """Reverse a recorded outcome's effects (the last applied one first): the inverse of replay."""
-        state = self.state
-        if out.blocks:
-            del state.blocked[out.blocks]
-        for f in out.head:
-            state.head_flavors.discard(f)
-        if out.hold is not None:
-            state.lift([out.hold])
-            for f in out.hold.flavors:
-                del state.holds[f]
-            state.hold_list.remove(out.hold)
-        if out.run is not None:
-            state.new_runs.remove(out.run)
-            state.quota.change(out.job.project, out.info.demand, out.job.preemptible, -1)
-            state.undo_tentative(out.tentative)
-        for rec in reversed(out.victims):
-            state.add_run(rec)
-        state.simulations -= out.simulations
-        state.forget_failures()
 
     # -- phase 6 and the result -------------------------------------------------------------------------------
 
@@ -322,29 +247,11 @@ class Cycle:
         return next(o.job for o in self.outcomes if o.job.id == job_id)
 
 
-@contextmanager
-def gc_paused():
-    """A cycle allocates many small objects and frees them all at once: the cyclic garbage collector would scan
-    them again and again for nothing (about 15% of a 10,000-job cycle). Pause it for the cycle only."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> CycleResult:
     """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait."""
-    with gc_paused():
-        cycle = Cycle(snapshot, policy)
-        cycle.run()
-        result = cycle.result()
-        # Free the cycle's objects while the collector is still paused: re-enabled with them alive, its next
-        # run would scan them all once more (up to a tenth of a replay cycle) just before they are freed.
-        del cycle
-    return result
+    cycle = Cycle(snapshot, policy)
+    cycle.run()
+    return cycle.result()
 
 
 __all__ = ["Cycle", "Outcome", "run_cycle", "describe_shape"]

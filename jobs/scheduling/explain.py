@@ -46,7 +46,7 @@ class WaitEntry:
     """A waiting job as evaluated in the cycle, plus what explain computed for it."""
 
     __slots__ = ("job", "info", "code", "reason", "placement_failed", "blocker", "quota_kind", "quota_flavor",
-                 "constrained", "hold", "proj_pos", "flav_pos", "ahead", "mr_ahead", "eta", "wait")
+                 "constrained", "hold", "proj_pos", "flav_pos", "ahead", "mr_ahead", "eta")
 
     def __init__(self, job: PendingJob, info: JobInfo, code: str, reason: str = "", blocker: int = 0,
                  quota_kind: str = "", quota_flavor: str = "", constrained: bool = False,
@@ -54,7 +54,7 @@ class WaitEntry:
         self.job = job
         self.info = info
         self.code = code  # "place" until explain turns it into "capacity" / "topology" / "reserved"
-        # Reasons for placement failures quote the end-of-cycle state, so every explain pass rewrites them.
+        # Reasons for placement failures quote the end-of-cycle state: explain writes them.
         self.placement_failed = code == "place"
         self.reason = reason
         self.blocker = blocker
@@ -67,7 +67,6 @@ class WaitEntry:
         self.ahead: dict[str, int] = {}
         self.mr_ahead = 0
         self.eta: float | None = None
-        self.wait: Wait | None = None
 
 
 class Curve:
@@ -233,8 +232,7 @@ class Explainer:
             entry.code, entry.reason = self.placement_reason(entry)
         entry.eta = self.eta(entry, etas)
         etas[entry.job.id] = entry.eta
-        entry.wait = Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos, entry.eta)
-        return entry.wait
+        return Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos, entry.eta)
 
     def explain(self, entries: list[WaitEntry]) -> list[Wait]:
         proj_count: dict[str, int] = {}
@@ -263,6 +261,5 @@ class Explainer:
         for entry in entries:
             if entry.placement_failed:
                 entry.code, entry.reason = self.placement_reason(entry)
-            entry.wait = Wait(entry.job.id, entry.reason, entry.code, 0, 0, None)
-            waits.append(entry.wait)
+            waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0, None))
         return waits

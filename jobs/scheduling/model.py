@@ -9,8 +9,20 @@ replay). Device counts are whole devices of one flavor.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+
+def node_key(cluster: str, node: str) -> str:
+    """Node names are unique per cluster only: the snapshot names a node "<cluster>/<node>"."""
+    return f"{cluster}/{node}"
+
+
+def split_node_key(key: str) -> tuple[str, str]:
+    """(cluster, node) of a snapshot node name."""
+    cluster, _, node = key.partition("/")
+    return cluster, node
 
 
 class Topology(StrEnum):
@@ -104,14 +116,19 @@ class Policy:
     quotas: bool = True  # False: one pooled cluster, no guarantees at all
     borrowing: bool = True
     preemption: bool = True
-    # Fair share: seconds of decayed past device-seconds that weigh as much as one device in use now. The default
-    # is the mean life (half-life / ln 2) of a 7-day half-life decay: a project that steadily used D devices
-    # carries a past weight of D devices.
-    usage_window: float = 7 * 24 * 3600.0 / 0.6931471805599453
+    # Fair share's memory: past device-seconds decay with this half-life (ordering.decayed_usage), the same in the
+    # live scheduler and in replay. Seven days, as Slurm's PriorityDecayHalfLife.
+    usage_half_life: float = 7 * 24 * 3600.0
     # Explain waits in full (reason, positions, ETA). False (trace replay, which reads only admissions and
     # preemptions): every waiting job still gets a Wait with its code, but positions are 0, eta is None and
     # quota waits carry a short reason ("quota: <kind> <flavor>"); decisions are the same either way.
     explain: bool = True
+
+    @property
+    def usage_window(self) -> float:
+        """Seconds of decayed past device-seconds that weigh as much as one device in use now: the decay's mean
+        life (half-life / ln 2), so a project that steadily used D devices carries a past weight of D devices."""
+        return self.usage_half_life / math.log(2)
 
 
 DEFAULT_POLICY = Policy()  # what `run_cycle(snapshot)` uses when no policy is given

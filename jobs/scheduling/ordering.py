@@ -14,11 +14,23 @@ all projects with one at the same priority, ordered by their absolute use (devic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from .model import PendingJob, Policy, Project, Quota, RunningJob
 
 ShareKey = tuple[int, float]
+
+
+def decayed_usage(previous: float, devices: float, seconds: float, half_life: float) -> float:
+    """A project's decayed device-seconds `seconds` later, having held `devices` all along: the old value decays by
+    2^(-t/half-life) and the use in between is integrated with the same decay. The one formula of the live
+    scheduler and of replay; steady use of D devices converges to D x the mean life (half-life / ln 2)."""
+    if seconds <= 0:
+        return previous
+    rate = math.log(2) / half_life
+    kept = math.exp(-rate * seconds)
+    return previous * kept + devices * (1.0 - kept) / rate
 
 
 def fair_shares(projects: Iterable[Project], quotas: Iterable[Quota], running: Iterable[RunningJob],
@@ -34,7 +46,7 @@ def fair_shares(projects: Iterable[Project], quotas: Iterable[Quota], running: I
         for job in running:
             per = used.setdefault(job.project, {})
             per[job.flavor] = per.get(job.flavor, 0) + sum(a.devices for a in job.placement)
-    window = policy.usage_window if policy.usage_window > 0 else 1.0
+    window = policy.usage_window
     decayed = {p.name: p.decayed_usage for p in projects}
     shares: dict[str, ShareKey] = {}
     for name in set(decayed) | set(used) | set(guaranteed):

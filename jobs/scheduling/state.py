@@ -280,16 +280,6 @@ class CycleState:
                     added.append((h, i, devices))
         return added
 
-    def apply_taken(self, job, info: JobInfo, taken: Taken) -> Tentative:
-        """Re-apply a placement decided earlier (incremental replay) exactly as place_tentative did."""
-        short = self.short_holds(job.max_runtime, info)
-        self.lift(short)
-        for _, _, i, devices in taken:
-            self.index.take(i, devices)
-        rel_added = self._add_rel(short, taken)
-        self.settle(short)
-        return Tentative(list(taken), rel_added)
-
     def undo_tentative(self, tentative: Tentative) -> None:
         holds = [h for h, _, _ in tentative.rel_added]
         self.lift(holds)

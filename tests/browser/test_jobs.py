@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.services import job_submit
-from jobs.states import State
 from tests.browser.conftest import sign_in
+from tests.jobs.conftest import run
 from tests.ui.conftest import spec
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -75,16 +75,14 @@ def _demo_jobs(tenant, infra):
     ]
     for user, project, name, node, devices in running:
         job = job_submit(actor=user, project=project, spec=spec(flavor, name=name, groups=[
-            {"role": "worker", "replicas": 1, "devices": devices, "flavor": flavor}]))
-        Job.objects.filter(pk=job.pk).update(state=State.RUNNING, cluster=infra["cluster"], admitted_at=now,
-                                             started_at=now, placement=[
-                                                 {"role": "worker", "index": 0, "node": node, "devices": devices}])
+            {"role": "worker", "replicas": 1, "devices": devices, "flavor": flavor}])).job
+        run(job, infra["cluster"], [node], now=now)
     waiting = [("llama-finetune", 8, 25, "project vision is using 10/8 guaranteed nvidia-h100-80gb and borrowing is "
                 "at its limit of 8; this job needs 8"),
                ("eval-mmlu", 2, None, "")]
     for position, (name, devices, minutes, reason) in enumerate(waiting, start=1):
         job = job_submit(actor=users["member"], project=tenant.project, spec=spec(flavor, name=name, groups=[
-            {"role": "worker", "replicas": 1, "devices": devices, "flavor": flavor}]))
+            {"role": "worker", "replicas": 1, "devices": devices, "flavor": flavor}])).job
         Job.objects.filter(pk=job.pk).update(wait_reason=reason, wait_code="quota" if reason else "",
                                              project_position=position, flavor_position=position,
                                              eta=now + timedelta(minutes=minutes) if minutes else None)
@@ -113,11 +111,11 @@ def test_screenshots_and_no_page_overflow(tenant, infra, chromium, live_server, 
 def test_detail_page_polls_its_state(tenant, infra, browser_page):
     """htmx re-fetches the live part of the detail page: a state change shows up without a reload."""
     page = browser_page
-    job = job_submit(actor=tenant.users["member"], project=tenant.project, spec=spec(infra["flavor"], name="polled"))
+    job = job_submit(actor=tenant.users["member"], project=tenant.project,
+                     spec=spec(infra["flavor"], name="polled")).job
     sign_in(page, tenant.users["member"])
     page.goto(f"/jobs/{job.pk}/")
     assert page.locator("#job-state").inner_text() == "queued"
-    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, cluster=infra["cluster"], placement=[
-        {"role": "worker", "index": 0, "node": "node-1", "devices": 4}])
+    run(job, infra["cluster"], ["node-1"], devices=4)
     page.wait_for_selector("#job-state.running", timeout=20_000)
     assert "node-1" in page.locator("table.placement").inner_text()

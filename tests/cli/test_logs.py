@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from clusters import services
+from clusters.backends import simulated
 from jobs.loop import run_once
 
 
@@ -25,7 +25,7 @@ def test_logs_of_a_running_replica_and_errors(cli, job_file):
 @pytest.mark.django_db(transaction=True)
 def test_follow_prints_the_stream_until_the_server_ends_it(cli, job_file, settings, monkeypatch):
     settings.TIDAL = {**settings.TIDAL, "LOG_FOLLOW_MAX_SECONDS": 0.3}
-    monkeypatch.setattr(services, "SIM_FOLLOW_INTERVAL", 0.05)
+    monkeypatch.setattr(simulated, "FOLLOW_INTERVAL", 0.05)
     job = re.search(r"\d+", cli("submit", str(job_file()), "--project", "vision").out).group()
     run_once()
     shown = cli("logs", job, "--replica", "worker-1", "--follow")

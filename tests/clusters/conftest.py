@@ -77,3 +77,16 @@ def cycle(django_capture_on_commit_callbacks):
             return run_once()
 
     return run
+
+
+@pytest.fixture
+def resync(kube_inventory, django_capture_on_commit_callbacks):
+    """One full resync of the Kubernetes cluster (observe every open attempt, record what follows), with its
+    after-commit work (stops) run, as in production."""
+    from clusters.services import observe_cluster
+
+    def run(cluster=None):
+        with django_capture_on_commit_callbacks(execute=True):
+            return observe_cluster(cluster or kube_inventory["cluster"])
+
+    return run

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusters import services
+from clusters.backends import simulated
+from jobs.lifecycle import transition
 from jobs.models import Job
 from jobs.states import State
 from tests.clusters.test_kubernetes_backend import NS, pods_of
@@ -14,7 +15,7 @@ from tests.jobs.conftest import submit
 
 @pytest.fixture(autouse=True)
 def _fast_simulated_follow(monkeypatch) -> None:
-    monkeypatch.setattr(services, "SIM_FOLLOW_INTERVAL", 0.01)
+    monkeypatch.setattr(simulated, "FOLLOW_INTERVAL", 0.01)
 
 
 def follow(client, job: Job, query: str = ""):
@@ -35,7 +36,7 @@ def test_simulated_replica_streams_until_its_job_ends(tenant, inventory, clients
     first = lines([next(stream), next(stream), next(stream)])
     assert first[0].startswith("[simulated] cluster sim is simulated")
     assert first[1:] == [f"[simulated] job {job.pk} attempt 1 replica worker-1 is dispatching."] * 2
-    Job.objects.filter(pk=job.pk).update(state=State.SUCCEEDED)  # the simulated cluster finishes it
+    transition(Job.objects.get(pk=job.pk), State.SUCCEEDED, reason="done", actor="backend")  # its attempt ends
     rest = lines(stream)
     assert rest[-1] == f"[simulated] job {job.pk} attempt 1 replica worker-1 ended: the job is succeeded."
 
@@ -64,7 +65,7 @@ def test_scoped_like_the_tail_and_validated_before_streaming(tenant, inventory, 
 def test_a_replica_not_running_answers_what_the_tail_would_and_ends(tenant, inventory, clients) -> None:
     job = submit(tenant, inventory["h100"])  # queued: no cycle ran
     out = lines(follow(clients["member"], job).streaming_content)
-    assert out == ["# no log available: the replica is not running and no lines were kept"]
+    assert out == ["# no log yet: the job has not started an attempt"]
 
 
 def test_kubernetes_pod_log_is_followed_over_http(tenant, kube_inventory, kube, clients, cycle) -> None:

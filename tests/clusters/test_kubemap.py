@@ -12,25 +12,32 @@ from clusters.kube.nodes import NodeRow
 from clusters.kube.render import render
 from clusters.kube.spec import ReplicaGroup, ReplicaPlacement
 from clusters.models import Cluster
-from jobs.models import Job
-from tests.jobs.conftest import submit
+from jobs.models import Attempt, Job
+from jobs.selectors import attempt_with_job
+from tests.jobs.conftest import admit, submit
 
 
 @pytest.fixture
-def job(tenant, kube_inventory) -> Job:
+def attempt(tenant, kube_inventory) -> Attempt:
+    """The job's third attempt (two were preempted), placed on both nodes."""
     job = submit(tenant, kube_inventory["h100"], name="Bert Large", replicas=2, launcher="megatron",
                  checkpoint_path="s3://ckpt/bert", env={"LR": "0.1"}, args=["--steps", "10"],
                  launcher_options={"tensor_parallel": 4, "pipeline_parallel": 2}, permanent_exit_codes=[3])
     job.groups.update(rdma=True, cpu_millis=32000, memory_mib=262144)
-    Job.objects.filter(pk=job.pk).update(placement=[
-        {"role": "worker", "index": 0, "node": "gpu-1", "devices": 8},
-        {"role": "worker", "index": 1, "node": "gpu-2", "devices": 8}], attempt=3)
-    return Job.objects.select_related("project__organization", "flavor").get(pk=job.pk)
+    Job.objects.filter(pk=job.pk).update(attempt=3)
+    job.refresh_from_db()
+    admit(job, kube_inventory["cluster"], ["gpu-1", "gpu-2"])
+    return attempt_with_job(job.current_attempt_id)
 
 
-def test_job_maps_to_render_job(job, kube_inventory) -> None:
+@pytest.fixture
+def job(attempt) -> Job:
+    return attempt.job
+
+
+def test_job_maps_to_render_job(attempt, job, kube_inventory) -> None:
     render_job, placement, settings = kubemap.render_inputs(
-        job, kube_inventory["cluster"], {"gpu-1": "gpu-1.internal", "gpu-2": "gpu-2"})
+        attempt, kube_inventory["cluster"], {"gpu-1": "gpu-1.internal", "gpu-2": "gpu-2"})
     assert render_job.job_id == job.pk and render_job.name == "Bert Large" and render_job.project == "vision"
     assert render_job.namespace == settings.namespace == "tidal-vision"
     assert render_job.attempt == 3 and render_job.launcher == "megatron"
@@ -51,10 +58,10 @@ def test_job_maps_to_render_job(job, kube_inventory) -> None:
     assert [m["kind"] for m in manifests] == ["ConfigMap", "Service", "Pod", "Pod"]
 
 
-def test_bad_launcher_options_are_render_errors(job) -> None:
+def test_bad_launcher_options_are_render_errors(attempt, job) -> None:
     job.launcher_options = {"tensor_parallel": "four"}
     with pytest.raises(RenderError, match="tensor_parallel"):
-        kubemap.render_job(job, "tidal-vision")
+        kubemap.render_job(attempt, "tidal-vision")
 
 
 @pytest.mark.parametrize(("pattern", "expected"), [

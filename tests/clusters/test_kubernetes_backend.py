@@ -16,9 +16,11 @@ from clusters.kube.render import render
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement
 from clusters.models import Node
 from jobs import services as job_services
-from jobs.models import Job
+from jobs.lifecycle import transition
+from jobs.models import Attempt, Job
+from jobs.selectors import attempt_with_job
 from jobs.states import State
-from tests.jobs.conftest import submit
+from tests.jobs.conftest import admit, submit
 
 NS = "tidal-vision"
 
@@ -63,12 +65,25 @@ def terminated(exit_code: int, reason: str, phase: str = "Failed") -> dict:
 
 
 def refresh(job: Job) -> Job:
-    return Job.objects.get(pk=job.pk)
+    return Job.objects.select_related("current_attempt").get(pk=job.pk)
+
+
+def attempt(job: Job) -> Attempt:
+    return attempt_with_job(refresh(job).current_attempt_id)
+
+
+def seed_nodes(kube) -> None:
+    """The kubelets' nodes as the API server lists them (Ready), for the backend's check of nodes gone."""
+    for name in ("gpu-1", "gpu-2"):
+        kube.put("nodes", None, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
 
 
 @pytest.fixture
-def dispatched(tenant, kube_inventory, cycle):
-    """A 2-replica pytorch job admitted by the scheduler and dispatched to kmock."""
+def dispatched(tenant, kube_inventory, kube, cycle):
+    """A 2-replica pytorch job admitted by the scheduler and dispatched to kmock (whose nodes are Ready)."""
+    seed_nodes(kube)
+
     def make(**kwargs) -> Job:
         kwargs.setdefault("replicas", 2)
         job = submit(tenant, kube_inventory["h100"], **kwargs)
@@ -83,7 +98,7 @@ def test_scheduler_admits_and_dispatch_creates_the_objects(dispatched, kube) -> 
     pods = pods_of(kube, job)
     assert sorted(p["metadata"]["labels"][names.LABEL_RANK] for p in pods.values()) == ["0", "1"]
     assert all(p["metadata"]["namespace"] == NS for p in pods.values())
-    placed = {row["node"] for row in job.placement}
+    placed = {row["node"] for row in job.current_attempt.placement}
     hosts = {p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
              ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0] for p in pods.values()}
     assert hosts == {f"{n}.internal" for n in placed}  # pinned by the node's hostname label
@@ -95,6 +110,7 @@ def test_scheduler_admits_and_dispatch_creates_the_objects(dispatched, kube) -> 
     assert pod["spec"]["terminationGracePeriodSeconds"] == 45
     note = job.events.filter(kind="note").last()
     assert note.reason.startswith("created 4 objects in namespace tidal-vision")  # parent, service, 2 pods
+    assert job.current_attempt.log_location == "pods of attempt 1 in namespace tidal-vision on cluster gpu"
 
 
 def test_redispatch_adopts_existing_objects_on_409(dispatched, kube, kube_inventory) -> None:
@@ -102,7 +118,7 @@ def test_redispatch_adopts_existing_objects_on_409(dispatched, kube, kube_invent
     before = live_names(kube)
     victim = next(iter(pods_of(kube, job)))
     forget(kube, victim)  # a half-done first try
-    KubernetesBackend(kube_inventory["cluster"]).dispatch(job.pk)
+    KubernetesBackend(kube_inventory["cluster"]).dispatch(attempt(job))
     job = refresh(job)
     assert job.state == State.DISPATCHING
     assert live_names(kube) == before
@@ -114,8 +130,8 @@ def test_redispatch_adopts_existing_objects_on_409(dispatched, kube, kube_invent
 def test_dispatch_claims_exactly_once(dispatched, kube, kube_inventory) -> None:
     job = dispatched()
     claims = job.events.filter(to_state=State.DISPATCHING).count()
-    job_services.job_mark_running(job)
-    KubernetesBackend(kube_inventory["cluster"]).dispatch(job.pk)  # a late duplicate task: nothing happens
+    transition(job, State.RUNNING, reason="all replicas running", actor="backend")
+    KubernetesBackend(kube_inventory["cluster"]).dispatch(attempt(job))  # a late duplicate task: nothing happens
     assert job.events.filter(to_state=State.DISPATCHING).count() == claims == 1
     assert refresh(job).state == State.RUNNING
 
@@ -128,7 +144,7 @@ def test_permanent_error_fails_the_job_with_the_reason(tenant, kube_inventory, k
     cycle()
     job = refresh(job)
     assert job.state == State.FAILED  # not retryable, whatever the retry limit
-    assert job.failure_cause == "invalid_spec"
+    assert job.current_attempt.cause == "invalid_spec"
     assert "exceeded quota: gpu-quota" in job.events.filter(to_state=State.FAILED).get().reason
     assert not any(n.startswith(f"tidal-{job.pk}-") for n in live_names(kube))  # what was created is cleaned up
 
@@ -138,118 +154,153 @@ def test_render_error_fails_the_job(tenant, kube_inventory, kube, cycle) -> None
     Job.objects.filter(pk=job.pk).update(launcher_options={"tensor_parallel": 3})  # 3 does not divide 8
     cycle()
     job = refresh(job)
-    assert job.state == State.FAILED and job.failure_cause == "invalid_spec"
+    assert job.state == State.FAILED and job.current_attempt.cause == "invalid_spec"
     assert "cannot be rendered" in job.events.filter(to_state=State.FAILED).get().reason
     assert live_names(kube) == set()
 
 
 def test_transient_errors_leave_the_job_dispatching_for_the_resync(tenant, kube_inventory, kube, kube_client,
                                                                     sleeps) -> None:
-    job = submit(tenant, kube_inventory["h100"], replicas=1)
-    Job.objects.filter(pk=job.pk).update(state=State.ADMITTED, cluster=kube_inventory["cluster"], admitted_at=(
-        timezone.now() - timedelta(minutes=5)), placement=[{"role": "worker", "index": 0, "node": "gpu-1",
-                                                            "devices": 8}])
+    job = admit(submit(tenant, kube_inventory["h100"], replicas=1), kube_inventory["cluster"], ["gpu-1"],
+                now=timezone.now() - timedelta(minutes=5))
     unavailable = {"kind": "Status", "code": 503, "reason": "ServiceUnavailable"}
     # kmock stores an object even when a reaction answers 5xx, so the retried POST meets 409 and reads it back:
     # make that read fail too until the client gives up.
     kube.handler[f"post /api/v1/namespaces/{NS}/configmaps"][:1] << 503 << unavailable
     kube.handler[f"get /api/v1/namespaces/{NS}/configmaps/tidal-{job.pk}-train-a1"][:3] << 503 << unavailable
     backend = KubernetesBackend(kube_inventory["cluster"], client=kube_client)
-    backend.dispatch(job.pk)
+    backend.dispatch(attempt(job))
     job = refresh(job)
     assert job.state == State.DISPATCHING and len(sleeps) == 3  # retried with backoff, then given up
     assert "Kubernetes API is unavailable" in job.events.filter(kind="note").last().reason
-    backend.resync()  # the API is back: the resync creates the missing objects
+    list(backend.observe([attempt(job)]))  # the API is back: the resync creates the missing objects
     assert len(pods_of(kube, job)) == 1
 
 
-def test_reconcile_running_then_succeeded_keeps_rank0_log_and_cleans_up(dispatched, kube, kube_inventory) -> None:
+def test_reconcile_running_then_succeeded_keeps_rank0_log_and_cleans_up(dispatched, kube, resync) -> None:
     job = dispatched()
-    backend = KubernetesBackend(kube_inventory["cluster"])
     pods = pods_of(kube, job)
     first, second = sorted(pods.values(), key=lambda p: p["metadata"]["labels"][names.LABEL_RANK])
     set_status(kube, first, running())
-    backend.resync()
+    resync()
     assert refresh(job).state == State.DISPATCHING  # one replica still pending
     set_status(kube, second, running())
-    backend.resync()
-    assert refresh(job).state == State.RUNNING
+    resync()
+    job = refresh(job)
+    assert job.state == State.RUNNING and job.current_attempt.started_at is not None
     kube.handler[f"get /api/v1/namespaces/{NS}/pods/{first['metadata']['name']}/log"] << b"epoch 9\ndone\n"
     set_status(kube, first, terminated(0, "Completed", phase="Succeeded"))
-    backend.resync()
+    resync()
     job = refresh(job)
-    assert job.state == State.SUCCEEDED
-    assert job.events.get(kind="log").details["logs"] == {"worker-0": ["epoch 9", "done"]}
+    assert job.state == State.SUCCEEDED and job.current_attempt.outcome == "succeeded"
+    assert job.current_attempt.logs == {"worker-0": ["epoch 9", "done"]}
     assert not any(n.startswith(f"tidal-{job.pk}-") for n in live_names(kube))
 
 
-def test_oomkilled_retries_from_the_checkpoint_with_a_new_attempt(dispatched, kube, kube_inventory, cycle) -> None:
+def test_oomkilled_retries_from_the_checkpoint_with_a_new_attempt(dispatched, kube, resync, cycle) -> None:
     job = dispatched(retry_limit=2, retry_backoff=10, checkpoint_path="s3://ckpt/bert")
-    backend = KubernetesBackend(kube_inventory["cluster"])
     rank0, rank1 = sorted(pods_of(kube, job).values(), key=lambda p: p["metadata"]["labels"][names.LABEL_RANK])
     set_status(kube, rank0, running())
     oom = set_status(kube, rank1, terminated(137, "OOMKilled"))
     kube.handler[f"get /api/v1/namespaces/{NS}/pods/{oom['metadata']['name']}/log"] << b"loading shard 7\nKilled\n"
-    backend.resync()
+    resync()
     job = refresh(job)
-    assert job.state == State.RETRYING and job.failure_cause == "host_oom"
-    failure = job.events.get(to_state=State.RETRYING)
-    assert failure.details["cause"] == "host_oom" and failure.details["exit_code"] == 137
-    assert failure.details["logs"]["worker-1"] == ["loading shard 7", "Killed"]
-    assert failure.details["rack"] in ("r1", "r2")
+    failed = job.current_attempt
+    assert job.state == State.RETRYING and failed.cause == "host_oom" and failed.outcome == "failed"
+    assert failed.exit_code == 137 and failed.details["rack"] in ("r1", "r2")
+    assert failed.logs["worker-1"] == ["loading shard 7", "Killed"]
+    assert job.events.get(to_state=State.RETRYING).details["cause"] == "host_oom"
     assert pods_of(kube, job, attempt=1) == {}  # the whole gang is stopped
 
     job_services.job_requeue_due_retries(now=timezone.now() + timedelta(seconds=11))
     cycle()
     job = refresh(job)
-    assert (job.state, job.attempt) == (State.DISPATCHING, 2)
+    assert (job.state, job.attempt, job.current_attempt.number) == (State.DISPATCHING, 2, 2)
     new = pods_of(kube, job)
     assert len(new) == 2 and all("-a2-" in name for name in new)
     env = {e["name"]: e.get("value") for e in next(iter(new.values()))["spec"]["containers"][0]["env"]}
     assert env["TIDAL_ATTEMPT"] == "2" and env["TIDAL_CHECKPOINT_PATH"] == "s3://ckpt/bert"
 
 
-def test_image_pull_failure_is_not_retried(dispatched, kube, kube_inventory) -> None:
+def test_image_pull_failure_is_not_retried(dispatched, kube, resync) -> None:
     job = dispatched(replicas=1, retry_limit=3)
     pod = next(iter(pods_of(kube, job).values()))
     set_status(kube, pod, {"phase": "Pending", "containerStatuses": [{"name": "main", "state": {"waiting": {
         "reason": "ImagePullBackOff", "message": "manifest unknown"}}}]})
-    KubernetesBackend(kube_inventory["cluster"]).resync()
+    resync()
     job = refresh(job)
-    assert job.state == State.FAILED and job.failure_cause == "image_pull"
+    assert job.state == State.FAILED and job.current_attempt.cause == "image_pull"
 
 
-def test_node_not_ready_under_a_running_job_retries_avoiding_the_node(dispatched, kube, kube_inventory,
+def test_a_permanent_exit_code_is_not_retried(dispatched, kube, resync) -> None:
+    job = dispatched(replicas=1, retry_limit=3, permanent_exit_codes=[3])
+    set_status(kube, next(iter(pods_of(kube, job).values())), terminated(3, "Error"))
+    resync()
+    job = refresh(job)
+    assert job.state == State.FAILED and job.current_attempt.exit_code == 3
+    assert "not retried" in job.events.get(to_state=State.FAILED).reason
+
+
+def test_node_not_ready_under_a_running_job_retries_avoiding_the_node(dispatched, kube, kube_inventory, resync,
                                                                         cycle) -> None:
     job = dispatched(replicas=1, retry_limit=1, retry_backoff=0)
-    backend = KubernetesBackend(kube_inventory["cluster"])
     pod = next(iter(pods_of(kube, job).values()))
     set_status(kube, pod, running())
-    backend.resync()
-    node = refresh(job).placement[0]["node"]
+    resync()
+    node = refresh(job).current_attempt.placement[0]["node"]
     Node.objects.filter(cluster=kube_inventory["cluster"], name=node).update(ready=False)  # as node sync writes it
-    backend.resync()
+    resync()
     job = refresh(job)
-    assert job.state == State.RETRYING and job.failure_cause == "node_lost"
-    assert job.avoid_nodes == [f"gpu/{node}"]
+    assert job.state == State.RETRYING and job.current_attempt.cause == "node_lost"
+    assert job.current_attempt.outcome == "lost" and job.avoid_nodes == [f"gpu/{node}"]
     Node.objects.filter(name=node).update(ready=True)  # it comes back, but the retry still avoids it
-    job_services.job_requeue_due_retries(now=timezone.now() + timedelta(seconds=1))
-    cycle()
+    cycle()  # requeues the due retry and admits it
     job = refresh(job)
-    assert job.state == State.DISPATCHING and job.placement[0]["node"] != node
+    assert job.state == State.DISPATCHING and job.current_attempt.placement[0]["node"] != node
 
 
-def test_pods_disappearing_under_a_running_job_fail_the_attempt(dispatched, kube, kube_inventory) -> None:
+def test_pods_disappearing_under_a_running_job_fail_the_attempt(dispatched, kube, resync) -> None:
     job = dispatched(replicas=2, retry_limit=1)
-    backend = KubernetesBackend(kube_inventory["cluster"])
     for pod in pods_of(kube, job).values():
         set_status(kube, pod, running())
-    backend.resync()
+    resync()
     assert refresh(job).state == State.RUNNING
     gone = next(iter(pods_of(kube, job)))
     forget(kube, gone)
-    backend.resync()
-    assert refresh(job).state == State.RETRYING
+    resync()
+    job = refresh(job)
+    assert job.state == State.RETRYING and job.current_attempt.cause == "unknown"
+    assert job.current_attempt.reason.startswith("1 of 2 replica pods disappeared while running")
+
+
+def test_a_gang_vanished_whole_says_so(dispatched, kube, resync) -> None:
+    job = dispatched(replicas=2, retry_limit=1)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    resync()
+    for name in list(pods_of(kube, job)):
+        forget(kube, name)
+    resync()
+    job = refresh(job)
+    assert job.current_attempt.reason.startswith("all 2 replica pods disappeared while running")
+
+
+def test_pods_gone_with_their_node_are_a_lost_node_before_any_node_sync(dispatched, kube, kube_inventory,
+                                                                         resync) -> None:
+    """The node is deleted and its pods garbage-collected before node sync marks it: still node_lost, and the
+    retry avoids the node."""
+    job = dispatched(replicas=1, retry_limit=1)
+    pod = next(iter(pods_of(kube, job).values()))
+    set_status(kube, pod, running())
+    resync()
+    node = refresh(job).current_attempt.placement[0]["node"]
+    forget(kube, node)  # the node is deleted from the cluster...
+    forget(kube, pod["metadata"]["name"])  # ...and its pod garbage-collected
+    assert Node.objects.get(cluster=kube_inventory["cluster"], name=node).ready  # node sync has not seen it yet
+    resync()
+    job = refresh(job)
+    assert job.state == State.RETRYING and job.current_attempt.cause == "node_lost"
+    assert job.current_attempt.outcome == "lost" and job.avoid_nodes == [f"gpu/{node}"]
 
 
 def test_cancellation_deletes_the_objects_with_the_grace_period(tenant, dispatched, kube,
@@ -267,7 +318,7 @@ def test_cancellation_deletes_the_objects_with_the_grace_period(tenant, dispatch
 
 def test_preemption_stop_deletes_the_old_attempt(dispatched, kube, kube_inventory) -> None:
     job = dispatched(replicas=1)
-    KubernetesBackend(kube_inventory["cluster"]).stop(job.pk, 1, "preempted")
+    KubernetesBackend(kube_inventory["cluster"]).stop(attempt(job), "preempted")
     assert pods_of(kube, job, attempt=1) == {}
 
 

@@ -160,7 +160,7 @@ def test_a_cpu_job_is_placed_on_a_synced_cpu_node_and_asks_no_device(tenant, kub
     job = submit(tenant, cpu, replicas=2, devices=0)
     cycle()
     job = Job.objects.get(pk=job.pk)
-    assert job.state == "dispatching" and {row["node"] for row in job.placement} == {"cpu-1"}
+    assert job.state == "dispatching" and {row["node"] for row in job.current_attempt.placement} == {"cpu-1"}
     pods = [p for (_, _), p in kube.objects("pods").items()]
     assert len(pods) == 2
     for manifest in pods:

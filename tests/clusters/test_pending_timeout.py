@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from clusters.backends.kubernetes import KubernetesBackend
 from clusters.models import Cluster, Node
+from clusters.services import observe_cluster
 from jobs import services as job_services
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.clusters.test_kubernetes_backend import pods_of, refresh, running, set_status
 from tests.clusters.test_node_sync import node, pod
@@ -29,7 +30,7 @@ def pending_job(tenant, kube_inventory, kube, cycle):
     job = submit(tenant, kube_inventory["h100"], replicas=1, retry_limit=1, retry_backoff=0)
     cycle()
     job = refresh(job)
-    placed = job.placement[0]["node"]
+    placed = job.current_attempt.placement[0]["node"]
     for name in ("gpu-1", "gpu-2"):
         kube.put("nodes", None, node(name, product="NVIDIA-H100-80GB-HBM3"))
     kube.put("pods", "ml", pod("notebook", placed, 8))
@@ -39,12 +40,13 @@ def pending_job(tenant, kube_inventory, kube, cycle):
 
 def resync(cluster: Cluster, capture) -> None:
     with capture(execute=True):
-        KubernetesBackend(cluster).resync()
+        observe_cluster(cluster)
 
 
 def age(job: Job, seconds: int) -> None:
     """kmock sets no creationTimestamp, so the wait counts from the admission (the attempt's dispatch)."""
-    Job.objects.filter(pk=job.pk).update(admitted_at=timezone.now() - timedelta(seconds=seconds))
+    Attempt.objects.filter(job_id=job.pk, ended_at__isnull=True).update(
+        admitted_at=timezone.now() - timedelta(seconds=seconds))
 
 
 def test_pending_within_the_timeout_keeps_waiting(pending_job, kube_inventory,
@@ -52,26 +54,27 @@ def test_pending_within_the_timeout_keeps_waiting(pending_job, kube_inventory,
     age(pending_job, 590)
     resync(kube_inventory["cluster"], django_capture_on_commit_callbacks)
     assert refresh(pending_job).state == State.DISPATCHING
-    assert Node.objects.get(name=pending_job.placement[0]["node"]).foreign_used == 0  # no re-sync yet
+    assert Node.objects.get(name=pending_job.current_attempt.placement[0]["node"]).foreign_used == 0  # no re-sync yet
 
 
 def test_pending_past_the_timeout_fails_retryably_resyncs_nodes_and_retries_elsewhere(
         pending_job, kube_inventory, kube, cycle, django_capture_on_commit_callbacks) -> None:
-    placed = pending_job.placement[0]["node"]
+    placed = pending_job.current_attempt.placement[0]["node"]
     age(pending_job, 700)
     resync(kube_inventory["cluster"], django_capture_on_commit_callbacks)
     job = refresh(pending_job)
-    assert job.state == State.RETRYING and job.failure_cause == "unschedulable"
+    assert job.state == State.RETRYING and job.current_attempt.cause == "unschedulable"
     event = job.events.get(to_state=State.RETRYING)
     assert f"on {placed}: 0/2 nodes are available: 1 Insufficient nvidia.com/gpu." in event.reason
-    assert event.details["pending_seconds"] >= 700 and event.details["node"] == placed
+    details = job.current_attempt.details
+    assert details["pending_seconds"] >= 700 and details["node"] == placed
     assert pods_of(kube, job) == {}  # the stuck gang is deleted
     assert Node.objects.get(name=placed).foreign_used == 8  # the node sync saw the notebook
 
     job_services.job_requeue_due_retries(now=timezone.now() + timedelta(seconds=1))
     cycle()
     job = refresh(job)
-    assert (job.state, job.attempt) == (State.DISPATCHING, 2) and job.placement[0]["node"] != placed
+    assert (job.state, job.attempt) == (State.DISPATCHING, 2) and job.current_attempt.placement[0]["node"] != placed
 
 
 def test_the_timeout_is_the_clusters_and_never_shorter_than_a_victims_grace_period(
@@ -104,7 +107,7 @@ def test_a_replica_running_does_not_excuse_a_stuck_peer(
     age(job, 700)
     resync(kube_inventory["cluster"], django_capture_on_commit_callbacks)
     job = refresh(job)
-    assert job.state == State.FAILED and job.failure_cause == "pending_timeout"  # retry limit 0
+    assert job.state == State.FAILED and job.current_attempt.cause == "pending_timeout"  # retry limit 0
     assert "ContainerCreating" in job.events.get(to_state=State.FAILED).reason
 
 

@@ -1,4 +1,4 @@
-"""The watch loop: RELIST replaces the pod cache and reconciles every job; events reconcile their attempt;
+"""The watch loop: RELIST replaces the pod cache and observes every open attempt; events observe their attempt;
 410 Gone re-lists. Over real HTTP against kmock (its watch streams a given tuple of events)."""
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ from clusters.kube.client import WatchEvent
 from clusters.reconciler import PodWatch
 from jobs.models import Job
 from jobs.states import State
-from tests.clusters.test_kubernetes_backend import pods_of, running, set_status, terminated
+from tests.clusters.test_kubernetes_backend import pods_of, running, seed_nodes, set_status, terminated
 from tests.jobs.conftest import submit
 
 
-def dispatched(tenant, kube_inventory, cycle, **kwargs) -> Job:
+def dispatched(tenant, kube_inventory, cycle, kube, **kwargs) -> Job:
+    seed_nodes(kube)
     job = submit(tenant, kube_inventory["h100"], replicas=2, **kwargs)
     cycle()
     return Job.objects.get(pk=job.pk)
 
 
 def test_relist_then_modified_event(tenant, kube_inventory, kube, cycle) -> None:
-    job = dispatched(tenant, kube_inventory, cycle, retry_limit=1)
+    job = dispatched(tenant, kube_inventory, cycle, kube, retry_limit=1)
     pods = [set_status(kube, pod, running()) for pod in pods_of(kube, job).values()]
     failed = copy.deepcopy(pods[1])
     failed["status"] = terminated(1, "Error")
@@ -44,7 +45,7 @@ def test_relist_then_modified_event(tenant, kube_inventory, kube, cycle) -> None
 
 
 def test_410_gone_relists_and_reconciles(tenant, kube_inventory, kube, cycle) -> None:
-    job = dispatched(tenant, kube_inventory, cycle)
+    job = dispatched(tenant, kube_inventory, cycle, kube)
     for pod in pods_of(kube, job).values():
         set_status(kube, pod, running())
     kube.handler[kube.handler.action.WATCH][:1] << 410 << {"kind": "Status", "code": 410, "reason": "Expired"}
@@ -57,17 +58,17 @@ def test_410_gone_relists_and_reconciles(tenant, kube_inventory, kube, cycle) ->
 
 
 def test_deleted_pod_of_a_running_job_fails_the_attempt(tenant, kube_inventory, kube, cycle) -> None:
-    job = dispatched(tenant, kube_inventory, cycle, retry_limit=1)
+    job = dispatched(tenant, kube_inventory, cycle, kube, retry_limit=1)
     pods = [set_status(kube, pod, running()) for pod in pods_of(kube, job).values()]
     watch = PodWatch(KubernetesBackend(kube_inventory["cluster"]))
     watch.handle(WatchEvent("RELIST", {"items": pods}))
     assert Job.objects.get(pk=job.pk).state == State.RUNNING
-    assert watch.handle(WatchEvent("DELETED", pods[0])) == ["missing"]
+    assert watch.handle(WatchEvent("DELETED", pods[0])) == ["retrying"]
     assert Job.objects.get(pk=job.pk).state == State.RETRYING
 
 
 def test_events_of_stale_attempts_and_foreign_pods_are_ignored(tenant, kube_inventory, kube, cycle) -> None:
-    job = dispatched(tenant, kube_inventory, cycle)
+    job = dispatched(tenant, kube_inventory, cycle, kube)
     pod = copy.deepcopy(next(iter(pods_of(kube, job).values())))
     watch = PodWatch(KubernetesBackend(kube_inventory["cluster"]))
     pod["metadata"]["labels"]["tidal.dev/attempt"] = "7"

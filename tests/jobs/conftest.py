@@ -45,7 +45,7 @@ def spec(flavor, *, replicas=1, devices=8, name="train", priority=None, **extra)
 
 
 def submit(tenant, flavor, *, project=None, user="member", **kwargs):
-    return job_submit(actor=tenant.users[user], project=project or tenant.project, spec=spec(flavor, **kwargs))
+    return job_submit(actor=tenant.users[user], project=project or tenant.project, spec=spec(flavor, **kwargs)).job
 
 
 def api_body(flavor_name="nvidia-h100-80gb", *, project="vision", replicas=1, devices=8, **extra) -> dict:
@@ -65,3 +65,27 @@ def cycle(django_capture_on_commit_callbacks):
             return run_once()
 
     return run
+
+
+def admit(job, cluster, nodes, *, devices=None, now=None):
+    """Admit `job` through the state machine on `nodes` (one replica each), as the scheduler would."""
+    from django.utils import timezone
+
+    from jobs.lifecycle import Admission, transition_many
+
+    each = devices if devices is not None else job.total_devices // len(nodes)
+    placement = [{"role": "worker", "index": i, "node": node, "devices": each} for i, node in enumerate(nodes)]
+    transition_many([Admission(job.pk, cluster.pk, placement)], now=now or timezone.now())
+    job.refresh_from_db()
+    return job
+
+
+def run(job, cluster, nodes, **kwargs):
+    """Admit, dispatch and run `job` through the state machine."""
+    from jobs.lifecycle import transition
+    from jobs.states import State
+
+    job = admit(job, cluster, nodes, **kwargs)  # with on-commit callbacks running, the dispatch claimed it already
+    for state in (State.DISPATCHING, State.RUNNING)[1 if job.state == State.DISPATCHING else 0:]:
+        transition(job, state, reason="test", actor="system")
+    return job

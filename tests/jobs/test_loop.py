@@ -8,9 +8,9 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from clusters.backends.simulated import SimulatedBackend
 from clusters.models import Node
-from jobs.models import Job
+from clusters.services import observe_simulated
+from jobs.models import Attempt, Job
 from jobs.states import State
 from tests.jobs.conftest import submit
 
@@ -18,9 +18,13 @@ INSTANT = {**settings.TIDAL, "SIM_START_DELAY": 0.0}
 
 
 def age(job, seconds):
-    """Pretend the job started `seconds` ago."""
+    """Pretend the job's current attempt started `seconds` ago."""
     past = timezone.now() - timedelta(seconds=seconds)
-    Job.objects.filter(pk=job.pk).update(started_at=past, admitted_at=past)
+    Attempt.objects.filter(job_id=job.pk, ended_at__isnull=True).update(started_at=past, admitted_at=past)
+
+
+def placement(job):
+    return job.current_attempt.placement if job.current_attempt else []
 
 
 def refreshed(job):
@@ -33,12 +37,12 @@ def test_gang_runs_and_succeeds_on_the_simulated_cluster(tenant, inventory, cycl
     job = submit(tenant, inventory["h100"], replicas=2, duration=60)
     cycle()
     job = refreshed(job)
-    assert job.state == State.DISPATCHING and len(job.placement) == 2
-    assert {a["node"] for a in job.placement} <= {"r1-n1", "r1-n2", "r2-n1", "r2-n2"}
-    SimulatedBackend().tick()
+    assert job.state == State.DISPATCHING and len(placement(job)) == 2
+    assert {a["node"] for a in placement(job)} <= {"r1-n1", "r1-n2", "r2-n1", "r2-n2"}
+    observe_simulated()
     assert refreshed(job).state == State.RUNNING
     age(job, 61)
-    SimulatedBackend().tick()
+    observe_simulated()
     job = refreshed(job)
     assert job.state == State.SUCCEEDED
     assert [e.to_state for e in job.events.all()] == ["queued", "admitted", "dispatching", "running", "succeeded"]
@@ -62,14 +66,14 @@ def test_no_partial_gang_and_no_overallocation(tenant, inventory, cycle):
         cycle()
     used = {}
     for job in Job.objects.filter(state__in=[State.ADMITTED, State.DISPATCHING, State.RUNNING]):
-        for a in job.placement:
+        for a in placement(job):
             used[a["node"]] = used.get(a["node"], 0) + a["devices"]
     assert all(devices <= 8 for devices in used.values()), used
     vision = sum(j.total_devices for j in Job.objects.filter(project=tenant.project,
                                                              state__in=[State.DISPATCHING, State.ADMITTED]))
     assert vision <= 16 + 8
     big = refreshed(big)
-    assert big.placement == [] or len(big.placement) == 3
+    assert placement(big) == [] or len(placement(big)) == 3
     assert len(small) == 6
 
 
@@ -100,31 +104,64 @@ def test_min_runtime_protects_a_fresh_borrower(tenant, inventory, cycle):
 def test_node_loss_retries_the_gang_elsewhere(tenant, inventory, cycle):
     job = submit(tenant, inventory["a100"], devices=8, retry_limit=2, retry_backoff=0, duration=600)
     cycle()
-    SimulatedBackend().tick()
+    observe_simulated()
     job = refreshed(job)
-    lost = job.placement[0]["node"]
+    lost = placement(job)[0]["node"]
     Node.objects.filter(name=lost).update(ready=False)
-    SimulatedBackend().tick()  # fails the attempt, then requeues it (backoff 0)
+    observe_simulated()  # the attempt is lost; its retry is due at once (backoff 0)
     job = refreshed(job)
-    assert job.state == State.QUEUED and job.attempt == 2 and job.failure_cause == "node_lost"
-    assert job.avoid_nodes == [f"sim/{lost}"]
-    cycle()
+    assert job.state == State.RETRYING and job.avoid_nodes == [f"sim/{lost}"]
+    first = job.current_attempt
+    assert (first.outcome, first.cause, first.details["node"]) == ("lost", "node_lost", lost)
+    cycle()  # requeues the due retry and admits it, away from the lost node
     job = refreshed(job)
-    assert job.state == State.DISPATCHING and job.placement[0]["node"] != lost
+    assert job.state == State.DISPATCHING and job.attempt == 2 and placement(job)[0]["node"] != lost
 
 
 @override_settings(TIDAL=INSTANT)
-@pytest.mark.parametrize("cause, retries, final", [("host_oom", 1, State.QUEUED), ("user_error", 1, State.FAILED),
-                                                   ("host_oom", 0, State.FAILED)])
+@pytest.mark.parametrize("cause, retries, final", [("host_oom", 1, State.RETRYING), ("user_error", 1, State.RETRYING),
+                                                   ("image_pull", 1, State.FAILED), ("host_oom", 0, State.FAILED)])
 def test_injected_failures_retry_or_fail(tenant, inventory, cause, retries, final, cycle):
-    job = submit(tenant, inventory["a100"], devices=1, retry_limit=retries, retry_backoff=0, duration=600,
+    """The simulated backend only reports the cause; retrying follows the one table of jobs.failures."""
+    job = submit(tenant, inventory["a100"], devices=1, retry_limit=retries, retry_backoff=60, duration=600,
                  labels={"sim.tidal.dev/fail-after": "1", "sim.tidal.dev/fail-cause": cause})
     cycle()
-    SimulatedBackend().tick()
+    observe_simulated()
     age(job, 5)
-    SimulatedBackend().tick()
+    observe_simulated()
     job = refreshed(job)
-    assert job.state == final and job.failure_cause == cause
+    assert job.state == final and job.current_attempt.cause == cause
+    assert job.current_attempt.outcome == "failed"
+
+
+@override_settings(TIDAL=INSTANT)
+def test_a_running_job_past_its_max_runtime_fails_without_retry(tenant, inventory, cycle):
+    job = submit(tenant, inventory["a100"], devices=1, retry_limit=3, max_runtime=60, duration=600)
+    cycle()
+    observe_simulated()
+    age(job, 61)
+    observe_simulated()
+    job = refreshed(job)
+    assert job.state == State.FAILED and job.current_attempt.cause == "max_runtime"
+
+
+@override_settings(TIDAL=INSTANT)
+def test_preemptions_do_not_use_up_retries(tenant, inventory, cycle):
+    """Retries count failed attempts only: a job preempted before still has its retry when its node is lost."""
+    from jobs.lifecycle import transition
+
+    job = submit(tenant, inventory["a100"], devices=8, retry_limit=1, retry_backoff=60, duration=600)
+    cycle()
+    transition(refreshed(job), State.PREEMPTED, reason="test", actor="scheduler")
+    transition(refreshed(job), State.QUEUED, reason="test", actor="scheduler")
+    cycle()
+    observe_simulated()
+    job = refreshed(job)
+    assert job.attempt == 2 and job.state == State.RUNNING
+    Node.objects.filter(name=placement(job)[0]["node"]).update(ready=False)
+    observe_simulated()
+    job = refreshed(job)
+    assert job.state == State.RETRYING, job.events.last().reason
 
 
 def test_cancelled_job_frees_its_devices(tenant, inventory, cycle):

@@ -8,7 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs.lifecycle import Admission, transition, transition_many
 from jobs.models import Job, ReplicaGroup
+from jobs.states import State
 from quotas.models import PriorityClass
 from tests.jobs.conftest import inventory  # noqa: F401  (the fixture, reused)
 
@@ -36,16 +38,23 @@ def trace_file(tmp_path):
 
 
 def make_job(project, flavor, *, submitted, ran: float | None, waited: float = 60.0, devices: int = 8,
-             replicas: int = 1, priority: str = "normal", user: str = "alice") -> Job:
-    """A job of the history: `ran` seconds of run time after `waited` in the queue (None: never started)."""
-    started = submitted + timedelta(seconds=waited) if ran is not None else None
+             replicas: int = 1, priority: str = "normal", user: str = "alice", cluster=None) -> Job:
+    """A job of the history, through the state machine at past times: `ran` seconds of run time after `waited` in
+    the queue on `cluster` (None: cancelled while queued, never started)."""
     job = Job.objects.create(
         project=project, submitter_name=user, name="train", image="ghcr.io/acme/train:1", command=["python"],
         priority_class=PriorityClass.objects.get(name=priority), flavor=flavor, total_devices=devices * replicas,
-        state="succeeded" if ran is not None else "cancelled", submitted_at=submitted, queued_at=submitted,
-        started_at=started, finished_at=started + timedelta(seconds=ran) if ran is not None else submitted)
+        submitted_at=submitted, queued_at=submitted)
     ReplicaGroup.objects.create(job=job, role="worker", replicas=replicas, devices=devices, flavor=flavor)
-    return job
+    if ran is None:
+        return transition(job, State.CANCELLED, reason="cancelled", actor="system", now=submitted)
+    started = submitted + timedelta(seconds=waited)
+    placement = [{"role": "worker", "index": i, "node": f"n{i}", "devices": devices} for i in range(replicas)]
+    transition_many([Admission(job.pk, cluster.pk, placement)], now=started)
+    job.refresh_from_db()
+    for state in (State.DISPATCHING, State.RUNNING):
+        transition(job, state, reason="history", actor="backend", now=started)
+    return transition(job, State.SUCCEEDED, reason="history", actor="backend", now=started + timedelta(seconds=ran))
 
 
 @pytest.fixture
@@ -59,6 +68,6 @@ def history(tenant, inventory):  # noqa: F811
         submitted = start + timedelta(minutes=10 * (i // 4))
         project = tenant.project if i % 2 else speech
         jobs.append(make_job(project, h100, submitted=submitted, ran=3600 + 60 * i, waited=30 * i,
-                             user=("alice", "bob")[i % 2]))
+                             user=("alice", "bob")[i % 2], cluster=inventory["cluster"]))
     jobs.append(make_job(tenant.project, h100, submitted=start + timedelta(hours=1), ran=None))
     return jobs

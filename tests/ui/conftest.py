@@ -49,6 +49,6 @@ def spec(flavor, **overrides) -> dict:
 @pytest.fixture
 def submit(infra):
     def _submit(user, project, **overrides):
-        return job_submit(actor=user, project=project, spec=spec(infra["flavor"], **overrides))
+        return job_submit(actor=user, project=project, spec=spec(infra["flavor"], **overrides)).job
 
     return _submit

@@ -15,6 +15,7 @@ from jobs.templates_launcher import launcher_template
 from jobs.views import humanize_eta
 from quotas.models import Quota
 from tenancy.models import Membership, Project, Role
+from tests.jobs.conftest import run
 
 pytestmark = pytest.mark.django_db
 
@@ -69,11 +70,10 @@ class TestPagesRender:
         assert live.status_code == 200 and "<html" not in live.content.decode()
 
     def test_job_detail_placement(self, tenant, infra, ui, submit):
-        job = submit(tenant.users["member"], tenant.project)
-        Job.objects.filter(pk=job.pk).update(state=State.RUNNING, cluster=infra["cluster"], placement=[
-            {"role": "worker", "index": 0, "node": "node-1", "devices": 4}])
+        job = run(submit(tenant.users["member"], tenant.project), infra["cluster"], ["node-1"])
         body = ui["member"].get(reverse("job_detail", args=[job.pk])).content.decode()
         assert "Placement on sim-test" in body and "node-1" in body and "worker-0" in body
+        assert 'id="attempt-1"' in body and 'id="attempt-started"' in body
 
     def test_queue_page(self, tenant, infra, ui, submit):
         job = submit(tenant.users["member"], tenant.project, name="waiting-job")
@@ -96,8 +96,7 @@ class TestPagesRender:
         mine = submit(tenant.users["member"], tenant.project)
         theirs = submit(tenant.users["outsider"], tenant.other_project, name="secret-job")
         for job, node in ((mine, "node-1"), (theirs, "node-2")):
-            Job.objects.filter(pk=job.pk).update(state=State.RUNNING, cluster=infra["cluster"], placement=[
-                {"role": "worker", "index": 0, "node": node, "devices": 4}])
+            run(job, infra["cluster"], [node])
         body = ui["member"].get(reverse("clusters")).content.decode()
         assert "sim-test" in body and "node-1" in body and "rack-1" in body
         assert body.count('class="cell free"') == 8 + 4 + 4 + 1  # + legend; cordoned node-3 is free but marked
@@ -109,7 +108,7 @@ class TestPagesRender:
     def test_project_page_quota_bars(self, tenant, infra, ui, submit):
         job = submit(tenant.users["member"], tenant.project, groups=[
             {"role": "worker", "replicas": 2, "devices": 6, "flavor": infra["flavor"]}])
-        Job.objects.filter(pk=job.pk).update(state=State.RUNNING, cluster=infra["cluster"])
+        run(job, infra["cluster"], ["node-1", "node-2"])
         body = ui["member"].get(reverse("project_detail", args=[tenant.project.slug])).content.decode()
         assert 'id="quotas"' in body and "nvidia-h100-80gb" in body
         assert "12 used of 8 guaranteed + 8 borrowable" in body

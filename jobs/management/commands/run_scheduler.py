@@ -19,4 +19,4 @@ class Command(BaseCommand):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         self.stdout.write("scheduler loop started")
-        run_forever(interval=interval, stop=stop)
+        run_forever(interval=interval, stop=stop, pause_collector=True)  # this process does nothing else

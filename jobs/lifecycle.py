@@ -1,0 +1,226 @@
+"""The job state machine: the only writer of `Job.state`, of attempts and of the transition events.
+
+    transition(job, target, ...)       one job, conditional on the state it was read in
+    transition_many(admissions, ...)   the scheduler's admissions, in bulk
+
+Entering `admitted` opens an attempt with its placement, `running` marks it started, and leaving the states that hold
+capacity (admitted, dispatching, running) ends it with an outcome: succeeded, failed, lost, preempted or cancelled.
+Queueing again (after a preemption or a failed attempt) counts the next attempt. Every change is a JobEvent.
+
+Other apps hook in here and never write state themselves:
+  - `on_change(listener)`: called inside the transaction with the changes, so what it writes (a usage segment
+    opening or closing) commits or rolls back with the transition;
+  - `after_commit(listener)`: called once the transaction committed (a tracking run marking an attempt boundary).
+The state machine's own side effects run after commit too: an admitted attempt is dispatched, an ended one is
+stopped (its remaining objects deleted), and the scheduler is woken when capacity frees up or a job queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from core import wakeup
+from core.actors import actor_name
+from core.errors import InvalidTransition
+from jobs import ports
+from jobs.bulk import bulk_set
+from jobs.models import Attempt, Job, JobEvent, Outcome
+from jobs.states import FINAL, State, can_transition, ends_attempt
+
+WAIT_FIELDS = ["wait_code", "wait_reason", "project_position", "flavor_position", "eta"]
+_CLEARED_WAIT = {"wait_code": "", "wait_reason": "", "project_position": None, "flavor_position": None, "eta": None}
+_OUTCOME_OF_TARGET = {State.SUCCEEDED: Outcome.SUCCEEDED, State.CANCELLED: Outcome.CANCELLED,
+                      State.PREEMPTED: Outcome.PREEMPTED, State.FAILED: Outcome.FAILED,
+                      State.RETRYING: Outcome.FAILED}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One transition, as listeners see it."""
+
+    job_id: int
+    project_id: int
+    source: str  # "" when the job was just submitted
+    target: str
+    at: datetime
+    actor: str
+    attempt_id: int | None  # the attempt the change opened, started or ended (None while queued)
+    attempt: int  # the attempt's number (the next one's while queued)
+    outcome: str = ""  # set when the change ended the attempt
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How an attempt ended, beyond the transition's: why in the attempt's own words (default: the transition's
+    reason), the cause of a failure, whether its node was lost, the exit code and details, and the last log lines
+    kept per replica."""
+
+    reason: str = ""
+    cause: str = ""
+    lost: bool = False
+    exit_code: int | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    logs: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A scheduling decision to apply: the job, its cluster and where each replica goes."""
+
+    job_id: int
+    cluster_id: int
+    placement: list[dict[str, Any]]  # {"role", "index", "node", "devices"}
+    borrowed: int = 0
+    reason: str = "admitted"
+
+
+Listener = Callable[[Sequence[Change]], None]
+_in_transaction: list[Listener] = []
+_after_commit: list[Listener] = []
+
+
+def on_change(listener: Listener) -> Listener:
+    """Call `listener(changes)` inside the transaction of every transition (also usable as a decorator)."""
+    _in_transaction.append(listener)
+    return listener
+
+
+def after_commit(listener: Listener) -> Listener:
+    """Call `listener(changes)` after the transaction of every transition committed."""
+    _after_commit.append(listener)
+    return listener
+
+
+# ----------------------------------------------------------------------------------------------- one job
+
+def transition(job: Job, target: str, *, reason: str, actor: Any, now: datetime | None = None,
+               details: dict | None = None, end: AttemptEnd | None = None, log_location: str = "",
+               **fields: Any) -> Job:
+    """Move `job` to `target` if the table allows it and nobody moved it meanwhile.
+
+    The UPDATE is conditional on the state we read, so two writers racing on one job (a cancel against an
+    admission, two dispatch workers) cannot both win: the loser gets InvalidTransition. `end` describes how the
+    attempt ended when the target ends it; `log_location` where a dispatched attempt's live logs are; `fields` are
+    other job fields the same UPDATE writes (retry_at...).
+    """
+    source = job.state
+    if target == State.ADMITTED:
+        raise InvalidTransition("Admission needs a placement: use transition_many().", field="state")
+    if not can_transition(source, target):
+        raise InvalidTransition(f"Job {job.pk} cannot go from {source} to {target}.", field="state")
+    now = now or timezone.now()
+    changes = {"state": target, **fields}
+    if target == State.QUEUED:  # queued again: the next attempt will open at its admission
+        changes.update(queued_at=now, attempt=job.attempt + 1, current_attempt=None, retry_at=None)
+    else:
+        changes.update(_CLEARED_WAIT)
+    if target in FINAL:
+        changes["finished_at"] = now
+    with transaction.atomic():
+        if Job.objects.filter(pk=job.pk, state=source).update(**changes) != 1:
+            raise InvalidTransition(f"Job {job.pk} changed state concurrently; it is no longer {source}.",
+                                    field="state")
+        attempt_id, outcome = job.current_attempt_id, ""
+        if attempt_id is not None and target == State.DISPATCHING and log_location:
+            Attempt.objects.filter(pk=attempt_id).update(log_location=log_location[:300])
+        elif attempt_id is not None and target == State.RUNNING:
+            Attempt.objects.filter(pk=attempt_id).update(started_at=now)
+        elif attempt_id is not None and ends_attempt(source, target):
+            outcome = _end_attempt(attempt_id, target, reason, end or AttemptEnd(), now)
+        if target == State.QUEUED:
+            attempt_id = None
+        number = changes.get("attempt", job.attempt)
+        for name, value in changes.items():
+            setattr(job, name, value)
+        JobEvent.objects.create(job=job, attempt=number, created_at=now, kind="transition", from_state=source,
+                                to_state=target, reason=reason[:1000], actor_name=actor_name(actor),
+                                details=details or {})
+        _announce([Change(job.pk, job.project_id, source, target, now, actor_name(actor), attempt_id, number,
+                          outcome)])
+    return job
+
+
+def _end_attempt(attempt_id: int, target: str, reason: str, end: AttemptEnd, now: datetime) -> str:
+    outcome = Outcome.LOST if end.lost else _OUTCOME_OF_TARGET[target]
+    values: dict[str, Any] = {"ended_at": now, "outcome": outcome, "reason": (end.reason or reason)[:1000]}
+    if end.cause:
+        values["cause"] = end.cause[:30]
+    if end.exit_code is not None:
+        values["exit_code"] = end.exit_code
+    if end.details:
+        values["details"] = dict(end.details)
+    if end.logs:
+        values["logs"] = dict(end.logs)
+    Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True).update(**values)
+    return outcome
+
+
+def submitted(job: Job, *, actor: Any, now: datetime) -> JobEvent:
+    """Record a job just created in `queued` (the first state is the model's default, not a transition)."""
+    event = JobEvent.objects.create(job=job, attempt=job.attempt, created_at=now, kind="transition",
+                                    to_state=State.QUEUED, reason="submitted", actor_name=actor_name(actor))
+    _announce([Change(job.pk, job.project_id, "", State.QUEUED, now, event.actor_name, None, job.attempt)])
+    return event
+
+
+# ------------------------------------------------------------------------------------------------- in bulk
+
+def transition_many(admissions: Sequence[Admission], *, now: datetime, actor: str = "scheduler") -> list[int]:
+    """Admit jobs in bulk: lock the rows still queued (a job cancelled since the scheduler read it is skipped; a
+    cancel racing with us waits for our commit, then sees `admitted`), open an attempt for each, move them to
+    admitted and record one event each. Returns the ids admitted."""
+    if not admissions:
+        return []
+    decisions = {a.job_id: a for a in admissions}
+    with transaction.atomic():
+        queued = (Job.objects.select_for_update().filter(pk__in=decisions, state=State.QUEUED).order_by("pk")
+                  .values_list("pk", "attempt", "project_id"))
+        rows = list(queued)
+        attempts = Attempt.objects.bulk_create(
+            Attempt(job_id=job_id, number=number, cluster_id=decisions[job_id].cluster_id,
+                    placement=decisions[job_id].placement, borrowed=decisions[job_id].borrowed, admitted_at=now)
+            for job_id, number, _ in rows)
+        bulk_set(Job, ["state", "current_attempt", *WAIT_FIELDS],
+                 [(job_id, State.ADMITTED, attempt.pk, "", "", None, None, None)
+                  for (job_id, _, _), attempt in zip(rows, attempts, strict=True)])
+        JobEvent.objects.bulk_create(
+            (JobEvent(job_id=job_id, attempt=number, created_at=now, kind="transition", from_state=State.QUEUED,
+                      to_state=State.ADMITTED, reason=decisions[job_id].reason[:1000], actor_name=actor,
+                      details={"borrowed": decisions[job_id].borrowed})
+             for job_id, number, _ in rows), batch_size=1000)
+        _announce([Change(job_id, project_id, State.QUEUED, State.ADMITTED, now, actor, attempt.pk, number)
+                   for (job_id, number, project_id), attempt in zip(rows, attempts, strict=True)])
+    return [job_id for job_id, _, _ in rows]
+
+
+# ----------------------------------------------------------------------------------------------- listeners
+
+def _announce(changes: list[Change]) -> None:
+    for listener in _in_transaction:
+        listener(changes)
+    transaction.on_commit(lambda: _committed(changes))
+
+
+def _committed(changes: list[Change]) -> None:
+    _side_effects(changes)
+    for listener in _after_commit:
+        listener(changes)
+
+
+def _side_effects(changes: Sequence[Change]) -> None:
+    """Dispatch what was admitted, stop what ended, and wake the scheduler when capacity frees or a job queues."""
+    wake = False
+    for change in changes:
+        if change.target == State.ADMITTED:
+            ports.dispatch(change.attempt_id)
+        if change.outcome:
+            ports.stop(change.attempt_id, change.outcome)
+        wake = wake or bool(change.outcome) or change.target == State.QUEUED
+    if wake:
+        wakeup.wake_scheduler()

@@ -1,0 +1,135 @@
+"""What a backend observed of an attempt, and the one function that turns it into job state.
+
+Backends only report (`Observation`): the Kubernetes backend from pods, nodes and logs, the simulated one from its
+clock and injected failures. The rules that follow from a report live here, once, for every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import InvalidTransition
+from jobs import failures
+from jobs.lifecycle import AttemptEnd, transition
+from jobs.models import Attempt, Job, Outcome
+from jobs.states import State
+
+ACTOR = "backend"
+
+
+class Phase(StrEnum):
+    PENDING = "pending"  # dispatched; not every replica runs yet
+    RUNNING = "running"  # every replica runs
+    SUCCEEDED = "succeeded"  # by the launcher's rule (rank 0, or every replica)
+    FAILED = "failed"  # a replica failed
+    VANISHED = "vanished"  # the workload is gone without having finished (deleted, garbage-collected)
+
+
+@dataclass(frozen=True)
+class Observation:
+    attempt_id: int
+    phase: Phase
+    message: str = ""  # what the backend saw, in words ("replica worker-1 on gpu-3 failed: OOMKilled")
+    cause: str = ""  # FAILED: the backend's classification, one of jobs.failures.CAUSES
+    exit_code: int | None = None
+    lost_nodes: tuple[str, ...] = ()  # nodes of the attempt that went away or are not ready
+    details: dict[str, Any] = field(default_factory=dict)  # replica, node, rack, container reason...
+    logs: dict[str, list[str]] = field(default_factory=dict)  # last lines per replica, kept with the attempt
+
+
+def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | None = None) -> str:
+    """Apply what a backend saw of `attempt` (loaded with its job and cluster) to the job:
+
+    1. only the job's current, open attempt counts: a late report of an earlier attempt changes nothing;
+    2. a node under the attempt went away or is not ready, and the attempt did not succeed: the attempt is lost
+       (cause node_lost, retried away from those nodes), whatever else was seen first: pods garbage-collected
+       with their node are a lost node, not an unknown failure;
+    3. a failed replica: the attempt fails, and is retried or not by the cause and the job's permanent exit codes;
+    4. a vanished workload: the attempt fails as unknown (retried);
+    5. still running past the job's max runtime: the attempt fails, not retried;
+    6. every replica running: the job runs; succeeded: the job succeeded.
+
+    Returns the job's new state, or "" when nothing changed (also when another writer moved the job first).
+    """
+    job = attempt.job
+    if attempt.ended_at is not None or job.current_attempt_id != attempt.pk or job.state not in (
+            State.DISPATCHING, State.RUNNING):
+        return ""
+    now = now or timezone.now()
+    try:
+        if seen.lost_nodes and seen.phase != Phase.SUCCEEDED:
+            nodes = ", ".join(seen.lost_nodes)
+            return _fail(attempt, cause=failures.NODE_LOST, reason=f"node {nodes} went away or became NotReady",
+                         seen=seen, now=now)
+        if seen.phase == Phase.FAILED:
+            return _fail(attempt, cause=seen.cause or failures.UNKNOWN, reason=seen.message, seen=seen, now=now)
+        if seen.phase == Phase.VANISHED:
+            return _fail(attempt, cause=failures.UNKNOWN, reason=seen.message, seen=seen, now=now)
+        if _past_max_runtime(job, attempt, now):
+            return _fail(attempt, cause="max_runtime", reason=f"ran past its max runtime of {job.max_runtime}s",
+                         seen=seen, now=now)
+        if seen.phase == Phase.RUNNING and job.state == State.DISPATCHING:
+            transition(job, State.RUNNING, reason=seen.message or "all replicas running", actor=ACTOR, now=now)
+            return State.RUNNING
+        if seen.phase == Phase.SUCCEEDED:
+            transition(job, State.SUCCEEDED, reason=seen.message or "completed", actor=ACTOR, now=now,
+                       end=AttemptEnd(details=seen.details, logs=seen.logs))
+            return State.SUCCEEDED
+    except InvalidTransition:  # cancelled or preempted between the backend's read and this write
+        return ""
+    return ""
+
+
+def record_all(attempts: Iterable[Attempt], observations: Iterable[Observation]) -> list[str]:
+    """Record each observation of these attempts in its own transaction: one job moved by another writer meanwhile
+    does not undo the others. Returns the new states (\"\" where nothing changed)."""
+    by_id = {attempt.pk: attempt for attempt in attempts}
+    states = []
+    for seen in observations:
+        attempt = by_id.get(seen.attempt_id)
+        if attempt is not None:
+            with transaction.atomic():
+                states.append(record_observation(attempt, seen))
+    return states
+
+
+def _past_max_runtime(job: Job, attempt: Attempt, now: datetime) -> bool:
+    return bool(job.max_runtime and attempt.started_at
+                and now - attempt.started_at >= timedelta(seconds=job.max_runtime))
+
+
+def failed_attempts(job: Job) -> int:
+    """Attempts of the job that failed or were lost (preemptions are not failures and use no retry)."""
+    return job.attempts.filter(outcome__in=[Outcome.FAILED, Outcome.LOST]).count()
+
+
+def _fail(attempt: Attempt, *, cause: str, reason: str, seen: Observation, now: datetime) -> str:
+    """End a failed attempt: retry the whole gang from its checkpoint with exponential backoff, avoiding lost nodes,
+    or fail the job for good."""
+    job = attempt.job
+    lost = cause == failures.NODE_LOST
+    end = AttemptEnd(reason=reason, cause=cause, lost=lost, exit_code=seen.exit_code, logs=seen.logs,
+                     details={**seen.details, **({"lost_nodes": list(seen.lost_nodes)} if lost else {})})
+    details = {"cause": cause, "attempt": attempt.number}
+    retries_used = failed_attempts(job)
+    if failures.is_retryable(cause, seen.exit_code, job.permanent_exit_codes) and retries_used < job.retry_limit:
+        backoff = job.retry_backoff * (2 ** retries_used)
+        cluster = attempt.cluster.name if attempt.cluster else ""
+        avoid = sorted(set(job.avoid_nodes) | {f"{cluster}/{node}" for node in seen.lost_nodes})
+        transition(job, State.RETRYING, reason=f"attempt {attempt.number} failed ({cause}): {reason}; retry "
+                   f"{retries_used + 1}/{job.retry_limit} in {backoff}s", actor=ACTOR, now=now, details=details,
+                   end=end, retry_at=now + timedelta(seconds=backoff), avoid_nodes=avoid)
+        return State.RETRYING
+    why = "not retried" if not failures.is_retryable(cause, seen.exit_code, job.permanent_exit_codes) else (
+        f"retry limit {job.retry_limit} reached")
+    transition(job, State.FAILED, reason=f"{cause}: {reason} ({why})", actor=ACTOR, now=now, details=details,
+               end=end)
+    return State.FAILED
+

@@ -1,0 +1,98 @@
+"""The dispatch port: everything jobs needs from the clusters that run them, without importing the clusters app.
+
+The clusters app implements it and registers itself at start-up (`ClustersConfig.ready`): the backend interface
+(dispatch, stop, observe, logs) per cluster, the queueing of dispatch and stop as tasks, the node inventory the
+scheduler places gangs on, and the environment variables its launchers set (which a job spec may not). Jobs calls
+only the functions below; dependencies run one way, clusters -> jobs.
+
+What a backend observes comes back as `jobs.observations.Observation`s, which one function on the jobs side
+(`record_observation`) turns into job state, whatever the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from jobs import scheduling as core
+
+if TYPE_CHECKING:
+    from jobs.models import Attempt
+    from jobs.observations import Observation
+
+
+class LogsUnavailable(Exception):
+    """A live log could not be read (the pod is gone, the cluster's API is down); the message says why."""
+
+
+class Backend(Protocol):
+    log_source: str  # what the job page calls its live logs: "pod", "simulated"
+
+    def dispatch(self, attempt: Attempt) -> None:
+        """Create the attempt's workload. Idempotent: a redelivered task meets its own objects."""
+
+    def stop(self, attempt: Attempt, reason: str) -> None:
+        """Delete what is left of the attempt's workload (with the cluster's grace period). Idempotent."""
+
+    def observe(self, attempts: Iterable[Attempt]) -> Iterable[Observation]:
+        """What these open attempts on the backend's cluster look like now (one per attempt at most)."""
+
+    def logs(self, attempt: Attempt, role: str, index: int, tail: int) -> list[str]:
+        """The last `tail` lines of one replica of a live attempt; LogsUnavailable when they cannot be read."""
+
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
+        """The tail, then new lines until the replica ends or `max_seconds` pass; LogsUnavailable before any
+        line when the replica cannot be reached."""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The nodes (free = capacity: the caller subtracts what its jobs hold) and each cluster's id by name."""
+
+    nodes: tuple[core.Node, ...]
+    cluster_ids: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """What the clusters app registers."""
+
+    backend_for: Callable[[Attempt], Backend]
+    queue_dispatch: Callable[[int], None]  # attempt id: dispatch it in a task
+    queue_stop: Callable[[int, str], None]  # attempt id, reason: stop it in a task
+    inventory: Callable[[], Inventory]
+    is_reserved_env: Callable[[str], bool]  # environment variables the launchers set: a job may not
+
+
+_registered: list[Clusters] = []
+
+
+def register(clusters: Clusters) -> None:
+    _registered[:] = [clusters]
+
+
+def _clusters() -> Clusters:
+    if not _registered:
+        raise RuntimeError("no clusters app registered its backends (is `clusters` in INSTALLED_APPS?)")
+    return _registered[0]
+
+
+def backend_for(attempt: Attempt) -> Backend:
+    return _clusters().backend_for(attempt)
+
+
+def dispatch(attempt_id: int) -> None:
+    _clusters().queue_dispatch(attempt_id)
+
+
+def stop(attempt_id: int, reason: str) -> None:
+    _clusters().queue_stop(attempt_id, reason)
+
+
+def inventory() -> Inventory:
+    return _clusters().inventory()
+
+
+def is_reserved_env(name: str) -> bool:
+    return _clusters().is_reserved_env(name)
