@@ -143,9 +143,14 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _partial(request: HttpRequest, template: str, context: dict) -> HttpResponse:
-    """htmx swaps the fragment in place; a plain form post (no JavaScript) gets the whole settings page."""
+    """htmx swaps the fragment in place; a plain form post (no JavaScript) gets the whole settings page.
+
+    The fragment renders this request's messages itself: the page frame, which shows messages on a full page, is
+    not part of an htmx answer, and a message not rendered stays in the session and shows on whatever page opens
+    next (another project's included). Rendering them consumes them.
+    """
     if request.headers.get("HX-Request"):
-        return render(request, template, context)
+        return render(request, template, {**context, "htmx_fragment": True})
     return render(request, "tenancy/project_settings.html", context)
 
 
@@ -209,6 +214,7 @@ def token_revoke(request: HttpRequest, slug: str, token_id: int) -> HttpResponse
     if token is None:
         raise Http404("No such token.")
     services.token_revoke(actor=request.user, token=token)
+    messages.success(request, f"Revoked token {token.name}.")
     return _partial(request, "tenancy/_tokens.html", _settings_context(request, project))
 
 

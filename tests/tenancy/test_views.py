@@ -1,4 +1,6 @@
-"""Project pages of tenancy: the audit log (who may read it, and that the page and the API agree)."""
+"""Project pages of tenancy: the audit log (who may read it, and that the page and the API agree), and the htmx
+actions of Settings (members and tokens), whose errors and confirmations show in the swapped fragment at once and
+never on a later page."""
 
 from __future__ import annotations
 
@@ -6,11 +8,15 @@ import pytest
 from django.urls import reverse
 
 from tenancy import services
-from tenancy.models import Role
+from tenancy.models import ApiToken, Membership, Role
 from tests.conftest import client_for, make_user
 from tests.ui.conftest import login
 
 pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+LAST_OWNER = "A project must keep at least one owner."
+
 
 @pytest.fixture
 def audited(tenant):
@@ -75,3 +81,131 @@ class TestSettingsLinks:
         audit = reverse("project_audit", args=[tenant.project.slug])
         assert audit in login(tenant.users["admin"]).get(url).content.decode()
         assert audit not in login(tenant.users["viewer"]).get(url).content.decode()
+
+
+def member_url(tenant, user_role: str) -> str:
+    membership = Membership.objects.get(project=tenant.project, user=tenant.users[user_role])
+    return reverse("member_update", args=[tenant.project.slug, membership.pk])
+
+
+def fragment_messages(response) -> str:
+    """The messages list inside the swapped fragment (an htmx response is the fragment alone, no frame)."""
+    body = response.content.decode()
+    assert "<html" not in body and 'class="topbar"' not in body, "an htmx action must answer with its fragment"
+    start = body.find('class="messages"')
+    return body[start:body.index("</ul>", start)] if start >= 0 else ""
+
+
+def later_page(client) -> str:
+    """A page opened afterwards: nothing of the htmx action may show there any more."""
+    return client.get(reverse("jobs")).content.decode()
+
+
+class TestMemberActionsShowTheirMessagesInTheFragment:
+    def test_removing_the_last_owner_is_refused_in_the_fragment(self, tenant):
+        owner = login(tenant.users["owner"])
+        response = owner.post(member_url(tenant, "owner"), {"remove": "1"}, **HTMX)
+        assert response.status_code == 200
+        assert LAST_OWNER in fragment_messages(response)
+        assert 'class="error"' in fragment_messages(response)
+        assert Membership.objects.filter(project=tenant.project, user=tenant.users["owner"]).exists()
+        assert LAST_OWNER not in later_page(owner)
+
+    def test_message_does_not_leak_into_another_project(self, tenant):
+        owner = login(tenant.users["owner"])
+        Membership.objects.create(project=tenant.other_project, user=tenant.users["owner"], role=Role.VIEWER)
+        owner.post(member_url(tenant, "owner"), {"remove": "1"}, **HTMX)
+        other = owner.get(reverse("project_detail", args=[tenant.other_project.slug])).content.decode()
+        assert LAST_OWNER not in other
+
+    def test_removing_a_member_confirms_in_the_fragment(self, tenant):
+        admin = login(tenant.users["admin"])
+        response = admin.post(member_url(tenant, "viewer"), {"remove": "1"}, **HTMX)
+        assert "Removed viewer." in fragment_messages(response)
+        assert not Membership.objects.filter(project=tenant.project, user=tenant.users["viewer"]).exists()
+        assert "Removed viewer." not in later_page(admin)
+
+    def test_changing_a_role_confirms_in_the_fragment(self, tenant):
+        admin = login(tenant.users["admin"])
+        response = admin.post(member_url(tenant, "viewer"), {"role": Role.MEMBER}, **HTMX)
+        assert "viewer is now member." in fragment_messages(response)
+        assert Membership.objects.get(project=tenant.project, user=tenant.users["viewer"]).role == Role.MEMBER
+        assert "is now member" not in later_page(admin)
+
+    def test_refused_role_change_is_explained_in_the_fragment(self, tenant):
+        """An admin may not take the owner role away; the reason shows where they clicked."""
+        admin = login(tenant.users["admin"])
+        response = admin.post(member_url(tenant, "owner"), {"role": Role.VIEWER}, **HTMX)
+        assert "Only an owner can grant or take away the owner role." in fragment_messages(response)
+        assert Membership.objects.get(project=tenant.project, user=tenant.users["owner"]).role == Role.OWNER
+        assert "Only an owner" not in later_page(admin)
+
+    def test_viewer_cannot_change_roles_and_is_told_so(self, tenant):
+        viewer = login(tenant.users["viewer"])
+        response = viewer.post(member_url(tenant, "member"), {"role": Role.OWNER}, **HTMX)
+        assert "needs the admin role" in fragment_messages(response)
+        assert Membership.objects.get(project=tenant.project, user=tenant.users["member"]).role == Role.MEMBER
+
+    def test_adding_a_member_confirms_in_the_fragment(self, tenant):
+        make_user("newcomer")
+        admin = login(tenant.users["admin"])
+        url = reverse("member_add", args=[tenant.project.slug])
+        response = admin.post(url, {"username": "newcomer", "role": Role.MEMBER}, **HTMX)
+        assert "Added newcomer." in fragment_messages(response)
+        assert Membership.objects.filter(project=tenant.project, user__username="newcomer").exists()
+        assert "Added newcomer." not in later_page(admin)
+
+    def test_adding_an_existing_member_shows_the_error_in_the_form(self, tenant):
+        admin = login(tenant.users["admin"])
+        url = reverse("member_add", args=[tenant.project.slug])
+        response = admin.post(url, {"username": "viewer", "role": Role.MEMBER}, **HTMX)
+        assert "viewer is already a member of vision." in response.content.decode()
+        assert Membership.objects.get(project=tenant.project, user=tenant.users["viewer"]).role == Role.VIEWER
+
+    def test_viewer_adding_a_member_is_refused_not_told_the_project_is_missing(self, tenant):
+        make_user("newcomer")
+        viewer = login(tenant.users["viewer"])
+        response = viewer.post(reverse("member_add", args=[tenant.project.slug]),
+                               {"username": "newcomer", "role": Role.MEMBER}, **HTMX)
+        assert response.status_code == 403 and "Adding members needs the admin role." in response.content.decode()
+        assert not Membership.objects.filter(project=tenant.project, user__username="newcomer").exists()
+
+    def test_outsider_cannot_touch_another_tenants_members(self, tenant):
+        outsider = login(tenant.users["outsider"])
+        assert outsider.post(member_url(tenant, "viewer"), {"remove": "1"}, **HTMX).status_code == 404
+        assert outsider.post(reverse("member_add", args=[tenant.project.slug]),
+                             {"username": "outsider", "role": Role.OWNER}, **HTMX).status_code == 404
+        assert Membership.objects.filter(project=tenant.project, user=tenant.users["viewer"]).exists()
+        assert not Membership.objects.filter(project=tenant.project, user=tenant.users["outsider"]).exists()
+
+    def test_without_htmx_the_whole_page_shows_the_message_once(self, tenant):
+        """A plain form post (no JavaScript) gets the settings page: the frame shows the message, the fragment
+        does not repeat it."""
+        owner = login(tenant.users["owner"])
+        body = owner.post(member_url(tenant, "owner"), {"remove": "1"}).content.decode()
+        assert 'class="topbar"' in body and body.count(LAST_OWNER) == 1
+        assert LAST_OWNER not in later_page(owner)
+
+
+class TestTokenActionsShowTheirMessagesInTheFragment:
+    def test_creating_a_token_shows_the_secret_once_in_the_fragment(self, tenant):
+        member = login(tenant.users["member"])
+        response = member.post(reverse("token_create", args=[tenant.project.slug]), {"name": "laptop"}, **HTMX)
+        body = response.content.decode()
+        assert 'id="new-token-secret"' in body and "<html" not in body
+        assert 'id="new-token-secret"' not in later_page(member)
+
+    def test_revoking_a_token_confirms_in_the_fragment(self, tenant):
+        token, _ = services.token_create(user=tenant.users["member"], name="laptop")
+        member = login(tenant.users["member"])
+        response = member.post(reverse("token_revoke", args=[tenant.project.slug, token.pk]), **HTMX)
+        assert "Revoked token laptop." in fragment_messages(response)
+        token.refresh_from_db()
+        assert token.revoked_at is not None
+        assert "Revoked token laptop." not in later_page(member)
+
+    def test_another_users_token_is_404_and_stays_active(self, tenant):
+        token, _ = services.token_create(user=tenant.users["owner"], name="owners")
+        member = login(tenant.users["member"])
+        assert member.post(reverse("token_revoke", args=[tenant.project.slug, token.pk]), **HTMX).status_code == 404
+        assert ApiToken.objects.get(pk=token.pk).revoked_at is None
