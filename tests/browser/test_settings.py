@@ -56,3 +56,18 @@ def test_role_change_confirms_in_place(tenant, browser_page):
 
     page.goto(f"/projects/{tenant.project.slug}/")
     assert "is now member" not in page.content()
+
+
+def test_a_refused_htmx_action_shows_the_reason_in_place(tenant, browser_page):
+    """htmx swaps nothing on an error answer; the reason of the error page shows in the fragment instead. Here the
+    page is stale: another admin removed the viewer after it was opened."""
+    page = browser_page
+    sign_in(page, tenant.users["admin"])
+    open_settings(page, tenant)
+    Membership.objects.filter(project=tenant.project, user=tenant.users["viewer"]).delete()
+
+    row_of(page, "viewer").locator("button.danger").click()
+    message = page.locator("#members .messages li.error")
+    message.wait_for()
+    assert message.inner_text() == "No such member."
+    assert page.evaluate("window.stillTheSamePage === true")
