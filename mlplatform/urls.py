@@ -24,3 +24,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("tenancy.urls")),
 ]
+
+# Refusals and missing pages inside the page frame, with the reason; API addresses keep the JSON error body.
+handler403 = "mlplatform.errorpages.permission_denied"
+handler404 = "mlplatform.errorpages.page_not_found"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
@@ -17,11 +18,23 @@ from tenancy.middleware import SESSION_KEY
 from tenancy.models import ROLE_RANK, Project, Role
 
 
-def project_or_404(request: HttpRequest, slug: str, min_role: str = Role.VIEWER) -> Project:
-    """The caller's project by slug; a missing project and another tenant's answer alike (404)."""
-    project = selectors.projects_for_user(request.user, min_role=min_role).filter(slug=slug).first()
+def project_or_404(request: HttpRequest, slug: str) -> Project:
+    """The caller's project by slug, whatever their role; a missing project and another tenant's answer alike (404)."""
+    project = selectors.projects_for_user(request.user).filter(slug=slug).first()
     if project is None:
         raise Http404("No such project.")
+    return project
+
+
+def project_with_role_or_403(request: HttpRequest, slug: str, role: str, reason: str) -> Project:
+    """The caller's project when they hold at least `role` in it.
+
+    An outsider gets the 404 of a missing project; a member below `role` gets 403 with `reason`: a project the user
+    belongs to never reads as missing.
+    """
+    project = project_or_404(request, slug)
+    if not _role_at_least(request, project, role):
+        raise PermissionDenied(reason)
     return project
 
 
@@ -130,16 +143,21 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _partial(request: HttpRequest, template: str, context: dict) -> HttpResponse:
-    """htmx swaps the fragment in place; a plain form post (no JavaScript) gets the whole settings page."""
+    """htmx swaps the fragment in place; a plain form post (no JavaScript) gets the whole settings page.
+
+    The fragment renders this request's messages itself: the page frame, which shows messages on a full page, is
+    not part of an htmx answer, and a message not rendered stays in the session and shows on whatever page opens
+    next (another project's included). Rendering them consumes them.
+    """
     if request.headers.get("HX-Request"):
-        return render(request, template, context)
+        return render(request, template, {**context, "htmx_fragment": True})
     return render(request, "tenancy/project_settings.html", context)
 
 
 @login_required
 @require_POST
 def member_add(request: HttpRequest, slug: str) -> HttpResponse:
-    project = project_or_404(request, slug, min_role=Role.ADMIN)
+    project = project_with_role_or_403(request, slug, Role.ADMIN, "Adding members needs the admin role.")
     form = MemberAddForm(request.POST)
     if form.is_valid():
         try:
@@ -196,12 +214,15 @@ def token_revoke(request: HttpRequest, slug: str, token_id: int) -> HttpResponse
     if token is None:
         raise Http404("No such token.")
     services.token_revoke(actor=request.user, token=token)
+    messages.success(request, f"Revoked token {token.name}.")
     return _partial(request, "tenancy/_tokens.html", _settings_context(request, project))
 
 
 @login_required
 def project_audit(request: HttpRequest, slug: str) -> HttpResponse:
-    project = project_or_404(request, slug, min_role=Role.ADMIN)
+    """The project's audit log, for its admins and owners: the rule of the API's audit endpoint
+    (`selectors.audit_for_user`), which lists no entries to members and viewers."""
+    project = project_with_role_or_403(request, slug, Role.ADMIN, "Reading the audit log needs the admin role.")
     entries = selectors.audit_for_user(request.user).filter(project=project)[:200]
     return render(request, "tenancy/project_audit.html", {"project": project, "entries": entries})
 
