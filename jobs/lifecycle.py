@@ -169,6 +169,14 @@ def submitted(job: Job, *, actor: Any, now: datetime) -> JobEvent:
     return event
 
 
+def record_checkpoint(attempt: Attempt, checkpoint: str, now: datetime | None = None) -> Attempt:
+    """Keep the latest checkpoint an open attempt reported (not a transition: its state does not change)."""
+    now = now or timezone.now()
+    Attempt.objects.filter(pk=attempt.pk, ended_at__isnull=True).update(checkpoint=checkpoint[:500], checkpoint_at=now)
+    attempt.checkpoint, attempt.checkpoint_at = checkpoint[:500], now
+    return attempt
+
+
 # ------------------------------------------------------------------------------------------------- in bulk
 
 def transition_many(admissions: Sequence[Admission], *, now: datetime, actor: str = "scheduler") -> list[int]:

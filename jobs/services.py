@@ -138,7 +138,4 @@ def attempt_report_checkpoint(*, actor: Any, job: Job, checkpoint: str) -> Attem
     attempt = job.current_attempt
     if attempt is None or attempt.ended_at is not None or job.state not in HOLDING:
         raise InvalidTransition(f"Job {job.pk} has no running attempt to report a checkpoint for.", field="state")
-    now = timezone.now()
-    Attempt.objects.filter(pk=attempt.pk).update(checkpoint=checkpoint[:500], checkpoint_at=now)
-    attempt.checkpoint, attempt.checkpoint_at = checkpoint[:500], now
-    return attempt
+    return lifecycle.record_checkpoint(attempt, checkpoint)

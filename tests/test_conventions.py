@@ -4,6 +4,9 @@
    which scope every query to what the caller may see.
 2. The scheduler core (`jobs/scheduling/`) is pure: no Django, ORM or Kubernetes imports.
 3. Only one module imports the `kubernetes` client.
+4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
+5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay <- replays; the
+   composition root (mlplatform) may import every app, and no app imports it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays"]
+# Each app may import only apps of a lower layer (and itself): siblings do not import each other.
+LAYERS = {"core": 0, "tenancy": 1, "quotas": 2, "jobs": 3, "clusters": 4, "replay": 4, "replays": 5,
+          "mlplatform": 9}
+STATE_WRITER = "jobs/lifecycle.py"
+WRITE_METHODS = {"update", "create", "bulk_create", "get_or_create", "update_or_create", "bulk_update", "save"}
 SCOPED_MODULE_NAMES = {"api.py", "views.py", "serializers.py", "forms.py"}
 UNSCOPED = re.compile(r"\b[A-Z]\w*\.(objects|_default_manager|_base_manager)\b|get_user_model\(\)\.objects")
 
@@ -38,14 +46,59 @@ def scoped_modules() -> list[Path]:
 
 
 def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+    return top_level_imports(path.read_text())
+
+
+def top_level_imports(source: str) -> set[str]:
+    """The top-level packages `source` imports, anywhere in it (inside functions too)."""
     names = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module.split(".")[0])
     return names
+
+
+def app_modules() -> list[tuple[str, Path]]:
+    """(app, path) of every Python module of the project's packages."""
+    return [(app, path) for app in LAYERS for path in sorted((ROOT / app).rglob("*.py"))]
+
+
+def wrong_way_imports(app: str, source: str) -> set[str]:
+    """Apps that `source` (a module of `app`) imports against the layering."""
+    return {other for other in top_level_imports(source) & set(LAYERS)
+            if other != app and LAYERS[other] >= LAYERS[app]}
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def state_writes(source: str) -> list[str]:
+    """Lines of `source` that write a job's state or an attempt row: `x.state = ...` (but `self.state`), a write
+    call passing `state=`, a bulk write naming the "state" field, or a write call or constructor of `Attempt`."""
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == "state" and not _mentions(t.value, "self")
+                   for t in targets):
+                hits.append(node.lineno)
+        elif isinstance(node, ast.Call) and _writes_state_or_attempt(node):
+            hits.append(node.lineno)
+    return sorted(set(hits))
+
+
+def _writes_state_or_attempt(call: ast.Call) -> bool:
+    func = call.func
+    method = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    passes_state = any(k.arg == "state" for k in call.keywords)
+    names_state = any(isinstance(c, ast.Constant) and c.value == "state" for a in call.args for c in ast.walk(a))
+    return ((method in WRITE_METHODS or method in ("bulk_set", "Job")) and passes_state
+            or method in ("bulk_set", "bulk_update") and names_state
+            or method in WRITE_METHODS and _mentions(func, "Attempt")
+            or method == "Attempt")
 
 
 def test_the_checker_catches_an_unscoped_query():
@@ -104,3 +157,53 @@ def test_fields_built_once_are_copied_for_every_serializer():
     assert a.fields["command"].child is not b.fields["command"].child
     assert a.fields["command"].child.parent is a.fields["command"]
     assert a.fields["groups"].child.fields["flavor"] is not b.fields["groups"].child.fields["flavor"]
+
+
+def test_the_state_checker_catches_every_way_of_writing_state():
+    """The test of the test: each planted write is found; reads, filters and other objects' state are not."""
+    planted = {
+        "job.state = 'running'\n": [1],
+        "Job.objects.filter(pk=1).update(state='failed')\n": [1],
+        "Job(name='x', state='running')\n": [1],
+        "bulk_set(Job, ['state', 'eta'], rows)\n": [1],
+        "Job.objects.bulk_update(jobs, ['state'])\n": [1],
+        "Attempt.objects.filter(pk=1).update(ended_at=now)\n": [1],
+        "Attempt.objects.create(job=job, number=1)\n": [1],
+        "x = Attempt(job=job)\n": [1],
+        "Job.objects.filter(state='queued').count()\nself.state = CycleState()\nrun.state\n": [],
+        "Attempt.objects.filter(ended_at__isnull=True)\n": [],
+    }
+    for source, lines in planted.items():
+        assert state_writes(source) == lines, source
+
+
+def test_only_the_state_machine_writes_job_state_and_attempts():
+    offenders = {}
+    for _, path in app_modules():
+        relative = path.relative_to(ROOT).as_posix()
+        pure = relative.startswith(("jobs/scheduling/", "replay/"))  # no models: their `state` is their own
+        if relative == STATE_WRITER or "/migrations/" in relative or pure:
+            continue
+        hits = state_writes(path.read_text())
+        if hits:
+            offenders[relative] = hits
+    assert offenders == {}, f"change job state through jobs.lifecycle: {offenders}"
+    assert state_writes((ROOT / STATE_WRITER).read_text()), "the state machine itself must show up as a writer"
+
+
+def test_the_direction_checker_catches_an_import_against_the_layering():
+    assert wrong_way_imports("jobs", "from clusters.models import Cluster\n") == {"clusters"}
+    assert wrong_way_imports("quotas", "def f():\n    from jobs.models import Job\n") == {"jobs"}
+    assert wrong_way_imports("clusters", "import replay.engine\n") == {"replay"}  # siblings stay apart
+    assert wrong_way_imports("core", "from tenancy.models import Project\n") == {"tenancy"}
+    assert wrong_way_imports("clusters", "from jobs import ports\nfrom core.errors import DomainError\n") == set()
+    assert wrong_way_imports("mlplatform", "from clusters import api\n") == set()
+
+
+def test_dependencies_between_apps_run_one_way():
+    offenders = {}
+    for app, path in app_modules():
+        wrong = wrong_way_imports(app, path.read_text())
+        if wrong:
+            offenders[path.relative_to(ROOT).as_posix()] = sorted(wrong)
+    assert offenders == {}, f"an app imports one above it (or a sibling): {offenders}"
