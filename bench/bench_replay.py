@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling.model import Project, Quota  # noqa: E402
 from replay.api import run  # noqa: E402
 from replay.cluster import QuotaSet, uniform_cluster  # noqa: E402
@@ -28,7 +29,8 @@ from replay.synthetic import synthetic_trace  # noqa: E402
 def _philly(scale: float) -> dict:
     scn = philly_scenario(scale=scale)
     t0, c0 = time.perf_counter(), time.process_time()
-    r = run(scn.trace, scn.cluster, scn.quotas, "production")
+    with collector_paused():  # as `manage.py replay` and a replay worker run it
+        r = run(scn.trace, scn.cluster, scn.quotas, "production")
     return {"jobs": len(r.jobs), "wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
             "cycles": r.cycles}  # fmt: skip
 
@@ -44,7 +46,8 @@ def _synthetic(n: int) -> dict:
     )
     trace = synthetic_trace(n, devices=cluster.total_devices, projects=projects, seed=1)
     t0, c0 = time.perf_counter(), time.process_time()
-    r = run(trace, cluster, quotas, "production")
+    with collector_paused():
+        r = run(trace, cluster, quotas, "production")
     return {"jobs": len(r.jobs), "wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
             "cycles": r.cycles}  # fmt: skip
 

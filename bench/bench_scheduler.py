@@ -34,9 +34,9 @@ from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import (  # noqa: E402
     Assignment,
-    IncrementalScheduler,
     Node,
     PendingJob,
     Policy,
@@ -202,12 +202,15 @@ def busy_share(snap: Snapshot) -> float:
 
 
 def measure(fn, repeat: int) -> tuple[list[float], list[float], float]:
+    """Wall and CPU ms of `fn` per run, with the garbage collector paused as the scheduler's own process
+    (`manage.py run_scheduler`) pauses it around each cycle, and the peak memory of one more run."""
     times, cpu = [], []
     for _ in range(repeat):
         gc.collect()
         c0 = time.process_time()
         t0 = time.perf_counter()
-        fn()
+        with collector_paused():
+            fn()
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     gc.collect()
@@ -240,31 +243,6 @@ def main() -> None:
         stats = run_cycle(snap, policy).stats
         rows.append((label, times, cpu, peak, target,
                      f"busy {busy_share(snap):.0%}, {stats['admitted']} admits, {stats['preempted']} preempted"))
-    # Incremental: the previous cycle's state is kept; one job is submitted; the cycle runs again.
-    for label, fill in (("empty", 0.0), ("busy 75%", 0.75)):
-        base = make_snapshot(10_000, fill)
-        rnd = random.Random(11)
-        projects = list(base.projects)
-        sched = IncrementalScheduler(policy)
-        sched.cycle(base)
-        incremental_times, incremental_cpu = [], []
-        for k in range(args.repeat * 3):
-            snap = replace(base, pending=base.pending + (make_job(rnd, 20_000 + k, projects, NOW),))
-            gc.collect()
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            result = sched.cycle(snap)
-            incremental_times.append((time.perf_counter() - t0) * 1000)
-            incremental_cpu.append((time.process_time() - c0) * 1000)
-            if k == 0:
-                assert result == run_cycle(snap, policy), "incremental result differs from run_cycle"
-            sched.cycle(base)  # back to the base state (untimed): every sample adds one job to the same queue
-        tracemalloc.start()
-        sched.cycle(replace(base, pending=base.pending + (make_job(rnd, 30_000, projects, NOW),)))
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        rows.append((f"incremental, 1 new job on 10k pending, {label}", incremental_times, incremental_cpu,
-                     peak / 2**20, 10.0, f"{args.repeat * 3} samples"))
     for label, pending, build in (("replay-size burst, 500 new on busy 75%", 500, make_snapshot),
                                   ("replay-size step, 500 pending, busy", 500, replay_step),
                                   ("replay-size step, 3000 pending, busy", 3000, replay_step)):

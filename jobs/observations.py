@@ -1,16 +1,13 @@
-"""What a backend observed of an attempt, and the one function that turns it into job state.
+"""The one function that turns what a backend observed of an attempt into job state.
 
-Backends only report (`Observation`): the Kubernetes backend from pods, nodes and logs, the simulated one from its
-clock and injected failures. The rules that follow from a report live here, once, for every backend.
+Backends only report (`jobs.ports.Observation`): the Kubernetes backend from pods, nodes and logs, the simulated one
+from its clock and injected failures. The rules that follow from a report live here, once, for every backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,29 +16,10 @@ from core.errors import InvalidTransition
 from jobs import failures
 from jobs.lifecycle import AttemptEnd, transition
 from jobs.models import Attempt, Job, Outcome
+from jobs.ports import Observation, Phase
 from jobs.states import State
 
 ACTOR = "backend"
-
-
-class Phase(StrEnum):
-    PENDING = "pending"  # dispatched; not every replica runs yet
-    RUNNING = "running"  # every replica runs
-    SUCCEEDED = "succeeded"  # by the launcher's rule (rank 0, or every replica)
-    FAILED = "failed"  # a replica failed
-    VANISHED = "vanished"  # the workload is gone without having finished (deleted, garbage-collected)
-
-
-@dataclass(frozen=True)
-class Observation:
-    attempt_id: int
-    phase: Phase
-    message: str = ""  # what the backend saw, in words ("replica worker-1 on gpu-3 failed: OOMKilled")
-    cause: str = ""  # FAILED: the backend's classification, one of jobs.failures.CAUSES
-    exit_code: int | None = None
-    lost_nodes: tuple[str, ...] = ()  # nodes of the attempt that went away or are not ready
-    details: dict[str, Any] = field(default_factory=dict)  # replica, node, rack, container reason...
-    logs: dict[str, list[str]] = field(default_factory=dict)  # last lines per replica, kept with the attempt
 
 
 def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | None = None) -> str:

@@ -5,21 +5,45 @@ The clusters app implements it and registers itself at start-up (`ClustersConfig
 scheduler places gangs on, and the environment variables its launchers set (which a job spec may not). Jobs calls
 only the functions below; dependencies run one way, clusters -> jobs.
 
-What a backend observes comes back as `jobs.observations.Observation`s, which one function on the jobs side
-(`record_observation`) turns into job state, whatever the backend.
+What a backend observes comes back as `Observation`s, which one function on the jobs side
+(`jobs.observations.record_observation`) turns into job state, whatever the backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs import scheduling as core
 
 if TYPE_CHECKING:
     from jobs.models import Attempt
-    from jobs.observations import Observation
+
+
+class Phase(StrEnum):
+    """Where an attempt's workload stands."""
+
+    PENDING = "pending"  # dispatched; not every replica runs yet
+    RUNNING = "running"  # every replica runs
+    SUCCEEDED = "succeeded"  # by the launcher's rule (rank 0, or every replica)
+    FAILED = "failed"  # a replica failed
+    VANISHED = "vanished"  # the workload is gone without having finished (deleted, garbage-collected)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a backend saw of one open attempt."""
+
+    attempt_id: int
+    phase: Phase
+    message: str = ""  # what the backend saw, in words ("replica worker-1 on gpu-3 failed: OOMKilled")
+    cause: str = ""  # FAILED: the backend's classification, one of jobs.failures.CAUSES
+    exit_code: int | None = None
+    lost_nodes: tuple[str, ...] = ()  # nodes of the attempt that went away or are not ready
+    details: dict[str, Any] = field(default_factory=dict)  # replica, node, rack, container reason...
+    logs: dict[str, list[str]] = field(default_factory=dict)  # last lines per replica, kept with the attempt
 
 
 class LogsUnavailable(Exception):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from core.collector import collector_paused
 from replay.api import cluster_for_quotas, load_cluster, load_quotas, load_trace, run
 from replay.cluster import ClusterShape, ConfigError, QuotaSet
 from replay.compare import compare, format_compare
@@ -97,9 +98,10 @@ def run_cli(
     )
     partition = {"auto": None, "yes": True, "no": False}[args.partition]
     results = []
-    for name in [args.policy, *args.compare]:
-        bar = None if args.no_progress else progress_bar(name, err)
-        results.append(run(trace, cluster, quotas, name, options=options, progress=bar, partition=partition))
+    with collector_paused():  # a command of its own: nothing else in the process minds the pause
+        for name in [args.policy, *args.compare]:
+            bar = None if args.no_progress else progress_bar(name, err)
+            results.append(run(trace, cluster, quotas, name, options=options, progress=bar, partition=partition))
     summaries = [summarize(r) for r in results]
     out.write(format_table(summaries) + "\n")
     comparisons = [format_compare(compare(results[0], r)) for r in results[1:]]

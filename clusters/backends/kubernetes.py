@@ -42,8 +42,8 @@ from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, st
 from clusters.models import Cluster, Node
 from core.redis import redis_client
 from jobs.models import Attempt
-from jobs.observations import Observation, Phase, record_observation
-from jobs.ports import LogsUnavailable
+from jobs.observations import record_observation
+from jobs.ports import LogsUnavailable, Observation, Phase
 from jobs.services import job_claim_for_dispatch, record_event
 from jobs.states import State
 

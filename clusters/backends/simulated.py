@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from jobs.models import Attempt
-from jobs.observations import Observation, Phase
+from jobs.ports import Observation, Phase
 from jobs.selectors import attempt_with_job
 from jobs.services import job_claim_for_dispatch
 from jobs.states import State
