@@ -29,6 +29,10 @@ from .ratelimit import Backoff, Bucket, Clock, Sleep, TokenBucket
 from .streams import bounded_lines
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A log is text, but the API server encodes every error as a JSON Status: asked for text/plain alone it can only
+# answer 406 NotAcceptable, hiding the real error (404 when the pod is gone). The log stream itself is not
+# negotiated, so accepting JSON too changes nothing for the lines.
+LOG_ACCEPT = "text/plain, application/json"
 KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
 
 # (verb, resource, subresource, namespaced): what dispatch, reconcile, logs, sweep and node sync need.
@@ -258,7 +262,7 @@ class KubeClient:
 
     def pod_log(self, namespace: str, name: str, *, container: str = "main", tail_lines: int = 100) -> str:
         resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
-                          query={"container": container, "tailLines": tail_lines}, accept="text/plain")
+                          query={"container": container, "tailLines": tail_lines}, accept=LOG_ACCEPT)
         try:
             return resp.data.decode("utf-8", errors="replace")
         finally:
@@ -269,13 +273,14 @@ class KubeClient:
         """The pod's last ``tail_lines`` lines, then new ones as they are written, until the container ends (the
         API server closes the stream) or ``max_seconds`` pass.
 
-        The request is what ``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)`` sends, made
-        through ``_call`` so it takes a rate-limit token, retries and maps errors like every other call. It
+        The request is the one ``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)`` sends (which
+        accepts JSON too, see ``LOG_ACCEPT``), made through ``_call`` so it takes a rate-limit token, retries and maps
+        errors like every other call. It
         connects here, so a missing pod raises now, before the caller has sent anything; no read timeout, since a
         training job may print nothing for an hour.
         """
         resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query={
-            "container": container, "tailLines": tail_lines, "follow": "true"}, accept="text/plain",
+            "container": container, "tailLines": tail_lines, "follow": "true"}, accept=LOG_ACCEPT,
             timeout=(10, None))
 
         def stop() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import urllib3
 
 from clusters.kube.client import REQUIRED_PERMISSIONS, KubeClient, Watcher
 from clusters.kube.errors import PermanentError, TransientError
 from clusters.kube.ratelimit import Backoff
+from tests.clusters.kube.apiserver import accepts_json
 
 NS = "tidal"
 
@@ -123,6 +125,38 @@ def test_list_nodes_pod_log_and_version(client: KubeClient, kube) -> None:
     request = kube.handler["get /api/v1/namespaces/tidal/pods/p1/log"][0]
     assert request.params == {"container": "main", "tailLines": "2"}
     assert client.server_version()["major"] == "1"
+
+
+def test_log_of_a_missing_pod_is_a_404_not_a_406(client: KubeClient, kube) -> None:
+    """The API server encodes errors as a JSON Status: a log request that accepted only text/plain got 406 for every
+    error, so "the pod is gone" was never recognised."""
+    with pytest.raises(PermanentError) as tail:
+        client.pod_log(NS, "gone", tail_lines=5)
+    with pytest.raises(PermanentError) as follow:
+        client.follow_log(NS, "gone", tail_lines=5, max_seconds=5)
+    assert (tail.value.status, follow.value.status) == (404, 404)
+    for request in kube.handler["get /api/v1/namespaces/tidal/pods/gone/log"]:
+        assert accepts_json(request.headers["Accept"]) and "text/plain" in request.headers["Accept"]
+
+
+def test_the_emulator_answers_406_to_errors_it_cannot_encode(kube) -> None:
+    """Like the API server, kmock's gate answers 406 NotAcceptable when Accept allows no JSON for an error."""
+    http = urllib3.PoolManager()
+    url = f"{kube.url}/api/v1/namespaces/{NS}/pods/gone/log"
+    text_only = http.request("GET", url, headers={"Accept": "text/plain"})
+    assert text_only.status == 406 and text_only.json()["reason"] == "NotAcceptable"
+    for accept in ("text/plain, application/json", "application/json", "*/*", ""):
+        assert http.request("GET", url, headers={"Accept": accept}).status == 404, accept
+    kube.handler["get /api/v1/namespaces/tidal/pods/p1/log"] << b"a line\n"
+    assert http.request("GET", url.replace("gone", "p1"), headers={"Accept": "text/plain"}).data == b"a line\n"
+
+
+@pytest.mark.parametrize(("accept", "expected"), [
+    ("", True), ("application/json", True), ("text/plain, application/json;q=0.5", True), ("*/*", True),
+    ("application/*", True), ("text/plain", False), ("application/json;q=0", False), ("application/yaml", False),
+])
+def test_accept_negotiation_of_the_emulator(accept: str, expected: bool) -> None:
+    assert accepts_json(accept) is expected
 
 
 def test_missing_permissions_via_selfsubjectaccessreview(client: KubeClient, kube) -> None:
