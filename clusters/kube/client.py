@@ -26,7 +26,7 @@ from kubernetes import config as k8s_config
 
 from .errors import ApiError, PermanentError, TransientError
 from .ratelimit import Backoff, Bucket, Clock, Sleep, TokenBucket
-from .streams import bounded_lines
+from .streams import Interrupt, bounded_lines
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A log is text, but the API server encodes every error as a JSON Status: asked for text/plain alone it can only
@@ -74,6 +74,12 @@ def _reason(exc: k8s.ApiException) -> tuple[str, str]:
     if not isinstance(body, dict):
         body = {}
     return str(body.get("reason") or exc.reason or ""), str(body.get("message") or exc.body or "")[:500]
+
+
+def _cut(resp: urllib3.BaseHTTPResponse) -> None:
+    """Make a read of ``resp`` blocked in another thread return, unless its connection was already given back."""
+    if resp.connection is not None:
+        resp.shutdown()
 
 
 def _retry_after(exc: k8s.ApiException) -> float | None:
@@ -315,9 +321,10 @@ class KubeClient:
     # ----------------------------------------------------------------------------------------- watch
 
     def watch(self, kind: str, namespace: str | None, *, label_selector: str, resource_version: str,
-              timeout_seconds: int = 60) -> Iterator[WatchEvent]:
-        """One watch round from ``resource_version``; ends when the server closes the stream or nothing
-        arrives for ``timeout_seconds`` (+5 s). Raises ``_Gone`` on 410 (HTTP or an ERROR event)."""
+              timeout_seconds: int = 60, interrupt: Interrupt | None = None) -> Iterator[WatchEvent]:
+        """One watch round from ``resource_version``; ends when the server closes the stream, nothing arrives for
+        ``timeout_seconds`` (+5 s) or ``interrupt`` is set (its connection is then shut down at once, so a process
+        stopping never waits for the round's timeout). Raises ``_Gone`` on 410 (HTTP or an ERROR event)."""
         try:
             resp = self._call("GET", self._collection(kind, namespace), query={
                 "watch": "true", "labelSelector": label_selector, "resourceVersion": resource_version,
@@ -327,19 +334,26 @@ class KubeClient:
             if exc.status == 410:
                 raise _Gone() from exc
             raise
+        interrupt = interrupt or Interrupt()
         buffer = b""
         try:
-            for chunk in resp.stream(65536, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    event = self._event(line)
-                    if event is not None:
-                        yield event
+            with interrupt.attached(lambda: _cut(resp)):
+                for chunk in resp.stream(65536, decode_content=True):
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        event = self._event(line)
+                        if event is not None:
+                            yield event
         except urllib3.exceptions.HTTPError:
-            pass  # read timeout or dropped connection: the round is over, resume from the last version
+            return  # read timeout, dropped or cut connection: the round is over; what is left is a partial line
         finally:
-            resp.release_conn()
+            if interrupt.is_set():
+                resp.close()  # cut mid-stream: the connection cannot be reused
+            else:
+                resp.release_conn()
+        if interrupt.is_set():
+            return  # a shut-down read can look like a clean end; a partial line is no event
         event = self._event(buffer)
         if event is not None:
             yield event
@@ -367,6 +381,7 @@ class Watcher:
     Starts with a list (a RELIST event holding every item), then watches from the list's resourceVersion,
     remembering the last version seen (including BOOKMARKs). On 410 Gone it lists again and emits RELIST,
     so the consumer replaces its state instead of applying a diff. Pair it with a periodic full resync.
+    ``close()``, from any thread, ends the events at once, even in a round blocked on a silent stream.
     """
 
     def __init__(self, client: KubeClient, *, label_selector: str, namespace: str | None = None,
@@ -378,6 +393,15 @@ class Watcher:
         self.timeout_seconds = timeout_seconds
         self.resource_version: str | None = None
         self.relists = 0
+        self._interrupt = Interrupt()
+
+    @property
+    def closed(self) -> bool:
+        return self._interrupt.is_set()
+
+    def close(self) -> None:
+        """Stop watching: the round under way ends now (its connection is shut down) and no other starts."""
+        self._interrupt.set()
 
     def relist(self) -> WatchEvent:
         items, version = self.client.list(self.kind, self.namespace, label_selector=self.label_selector)
@@ -387,18 +411,21 @@ class Watcher:
 
     def events(self, rounds: int | None = None) -> Iterator[WatchEvent]:
         done = 0
-        while rounds is None or done < rounds:
+        while (rounds is None or done < rounds) and not self.closed:
             done += 1
             if self.resource_version is None:
                 yield self.relist()
+                if self.closed:
+                    return
             try:
                 for event in self.client.watch(self.kind, self.namespace, label_selector=self.label_selector,
                                                resource_version=self.resource_version or "",
-                                               timeout_seconds=self.timeout_seconds):
+                                               timeout_seconds=self.timeout_seconds, interrupt=self._interrupt):
                     version = (event.object.get("metadata") or {}).get("resourceVersion")
                     if version:
                         self.resource_version = str(version)
                     if event.type != "BOOKMARK":
                         yield event
             except _Gone:
-                yield self.relist()
+                if not self.closed:
+                    yield self.relist()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import urllib3
 
@@ -218,3 +221,34 @@ def test_watch_410_as_error_event_relists(client: KubeClient, kube) -> None:
     watcher = Watcher(client, label_selector="", namespace=NS, timeout_seconds=1)
     watcher.resource_version = "7"
     assert [e.type for e in watcher.events(rounds=1)] == ["RELIST"]
+
+
+def wait_for(condition, seconds: float = 30.0) -> bool:
+    """Poll ``condition`` until true; the bound is generous, it only keeps a broken test from hanging."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_close_ends_a_watch_round_blocked_on_a_silent_stream(client: KubeClient, kube) -> None:
+    client.create(pod("p1"))
+    watcher = Watcher(client, label_selector="", namespace=NS, timeout_seconds=3600)  # the round would last an hour
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(e.type for e in watcher.events()), daemon=True)
+    reader.start()
+    assert wait_for(lambda: seen == ["RELIST", "ADDED"])  # the round is open and now silent
+    watcher.close()
+    reader.join(30)
+    assert not reader.is_alive()  # only the cut connection can end the round this early
+    assert watcher.closed and seen == ["RELIST", "ADDED"]
+    assert len(kube.handler[kube.handler.action.WATCH]) == 1  # closed: no new round
+
+
+def test_a_closed_watcher_opens_no_round(client: KubeClient, kube) -> None:
+    watcher = Watcher(client, label_selector="", namespace=NS, timeout_seconds=3600)
+    watcher.close()
+    assert list(watcher.events(rounds=3)) == []
+    assert len(kube.handler[kube.handler.action.WATCH]) == 0 and client.calls == 0
