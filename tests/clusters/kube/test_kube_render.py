@@ -386,3 +386,22 @@ def test_retry_attempt_gets_new_names_same_checkpoint() -> None:
     assert not {m["metadata"]["name"] for m in failed} & {m["metadata"]["name"] for m in retry}
     env = env_of(pods(retry)[0])
     assert env["TIDAL_ATTEMPT"] == "3" and env["TIDAL_CHECKPOINT_PATH"] == "s3://ckpt/1234"
+
+
+@pytest.mark.parametrize("program", ["deepspeed", "/usr/local/bin/deepspeed"])
+def test_deepspeed_per_node_flags_go_after_the_jobs_own_deepspeed(program: str) -> None:
+    """The API requires a command, so a deepspeed job always names one: without the per-node flags the launcher on
+    every pod would ssh into every host of the hostfile and start the whole job."""
+    job = make_job("deepspeed", replicas=2, command=(program, "--bind_cores_to_rank", "finetune.py"))
+    for rank, pod in enumerate(pods(render(job, place(job), ClusterSettings()))):
+        container = pod["spec"]["containers"][0]
+        assert container["command"] == [program, "--hostfile=/job/hostfile", "--no_ssh", "--node_rank=$(NODE_RANK)",
+                                        "--master_addr=$(MASTER_ADDR)", "--master_port=$(MASTER_PORT)",
+                                        "--bind_cores_to_rank", "finetune.py"]
+        assert container["args"] == ["--epochs", "3"] and env_of(pod)["NODE_RANK"] == str(rank)
+
+
+def test_a_deepspeed_job_command_that_is_not_the_launcher_runs_as_given() -> None:
+    job = make_job("deepspeed", replicas=2, command=("python", "finetune.py"))
+    pod = pods(render(job, place(job), ClusterSettings()))[0]
+    assert pod["spec"]["containers"][0]["command"] == ["python", "finetune.py"]  # one process per pod
