@@ -22,6 +22,7 @@ from clusters.kube.render import render
 from clusters.models import Cluster
 from jobs.models import Job
 from quotas.demo import seed_quotas
+from tests.clusters.kube.pss import violations
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sdk" / "examples"
 CLUSTER_DOMAIN = "cluster.local"
@@ -155,3 +156,5 @@ def test_ray_example_head_runs_the_entrypoint_and_workers_join_it(submit_example
     for worker in workers:
         assert env_of(worker)["RAY_ADDRESS"] == f"{dns_name(head)}:6379"
         assert 'ray start --address="$RAY_ADDRESS"' in argv_of(worker)[2]
+    for pod in (head, *workers):  # the example names the image's non-root uid
+        assert violations(pod, "restricted") == []

@@ -55,6 +55,15 @@ def test_bad_launcher_options_are_render_errors(job) -> None:
     job.launcher_options = {"tensor_parallel": "four"}
     with pytest.raises(RenderError, match="tensor_parallel"):
         kubemap.render_job(job, "tidal-vision")
+    job.launcher_options = {"run_as_user": 0}
+    with pytest.raises(RenderError, match="run_as_user"):
+        kubemap.render_job(job, "tidal-vision")
+
+
+def test_run_as_user_option_makes_the_pods_run_as_non_root(job) -> None:
+    assert kubemap.render_job(job, "tidal-vision").run_as_user is None  # the image's own user
+    job.launcher_options = {**job.launcher_options, "run_as_user": 1000}
+    assert kubemap.render_job(job, "tidal-vision").run_as_user == 1000
 
 
 @pytest.mark.parametrize(("pattern", "expected"), [

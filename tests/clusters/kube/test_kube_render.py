@@ -85,7 +85,7 @@ MATRIX = list(itertools.product(
 def test_every_manifest_is_schema_valid(launcher: str, rdma: int, replicas: int, name: str) -> None:
     settings = ClusterSettings(image_pull_secret="regcred", nccl_extra_env={"NCCL_DEBUG": "WARN"})
     job = make_job(launcher, replicas=replicas, rdma=rdma, name=name, run_token="tok-123",
-                   tracking_url="https://tidal.example.com")
+                   tracking_url="https://tidal.example.com", run_as_user=1000 if replicas > 1 else None)
     manifests = render(job, place(job), settings)
     for manifest in manifests:
         kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
@@ -254,7 +254,7 @@ def test_common_pod_settings_rdma_on() -> None:
     assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "8"
     assert container["resources"]["limits"]["rdma/hca_shared"] == "1"
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "privileged": False,
-                                            "capabilities": {"add": ["IPC_LOCK"]}}
+                                            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
     env = env_of(pod)
     assert env["NCCL_SOCKET_IFNAME"] == "ib0" and "NCCL_IB_DISABLE" not in env
     assert env["NCCL_IB_HCA"] == "mlx5" and env["NCCL_DEBUG"] == "INFO"  # user env wins over cluster extras
@@ -272,7 +272,7 @@ def test_common_pod_settings_rdma_off_and_cpu_only() -> None:
     pod = pods(render(job, place(job), ClusterSettings(image_pull_secret="regcred")))[0]
     container = pod["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
-    assert "capabilities" not in container["securityContext"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     env = env_of(pod)
     assert env["NCCL_IB_DISABLE"] == "1" and env["NPROC_PER_NODE"] == "1"
     assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
