@@ -69,6 +69,15 @@ def first_project():
     return Project.objects.select_related("organization").order_by("slug").first()
 
 
+def projects_with_jobs():
+    """Projects that have ever had a job (a project with jobs cannot be deleted): only their namespaces can hold
+    objects Tidal created."""
+    from jobs.models import Job
+    from tenancy.models import Project
+
+    return Project.objects.filter(pk__in=Job.objects.values("project_id")).select_related("organization")
+
+
 def active_job_attempts() -> list[tuple[int, int]]:
     """(job id, attempt) of every job that is queued or holds capacity."""
     from jobs.models import Job

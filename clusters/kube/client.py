@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import urllib3
 import yaml
@@ -35,15 +35,34 @@ TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 LOG_ACCEPT = "text/plain, application/json"
 KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
 
-# (verb, resource, subresource, namespaced): what dispatch, reconcile, logs, sweep and node sync need.
-REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, bool], ...] = (
-    *((verb, "pods", "", True) for verb in ("create", "delete", "get", "list", "watch")),
-    ("get", "pods", "log", True),
-    *((verb, res, "", True) for res in ("services", "configmaps", "secrets")
-      for verb in ("create", "delete", "get", "list")),
-    ("list", "nodes", "", False),
-    ("watch", "nodes", "", False),
-    ("list", "pods", "", False),  # foreign pods on all namespaces, to subtract their devices
+
+class Permission(NamedTuple):
+    """One API right Tidal uses: ``namespaced`` rights are needed in every project namespace, the others
+    cluster-wide (a request without a namespace, which only a ClusterRoleBinding can allow)."""
+
+    verb: str
+    resource: str
+    subresource: str = ""
+    namespaced: bool = True
+
+    def describe(self, namespace: str) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {resource} " + (f"in {namespace}" if self.namespaced else "(cluster-wide)")
+
+
+MANAGED_KINDS = tuple(KIND_PLURALS.values())
+# Every right the backend uses, and no other: "Test connection" checks each (missing_permissions), the RBAC of
+# docs/kubernetes.md grants exactly these, and tests/clusters/test_rbac.py holds both to a run of every operation.
+REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
+    # Project namespaces: dispatch creates (and on 409 gets, to adopt); stop, cleanup and the orphan sweep list by
+    # label and delete. The sweep goes namespace by namespace, so none of these is needed cluster-wide.
+    *(Permission(verb, kind) for kind in MANAGED_KINDS for verb in ("create", "get", "list", "delete")),
+    Permission("get", "pods", "log"),  # log tail and follow, the last lines of a failed replica
+    # Cluster-wide: the resync and node sync list pods of every namespace (foreign pods' devices are subtracted from
+    # node capacity), the reconciler watches them; node sync lists nodes.
+    Permission("list", "pods", namespaced=False),
+    Permission("watch", "pods", namespaced=False),
+    Permission("list", "nodes", namespaced=False),
 )
 
 
@@ -301,22 +320,22 @@ class KubeClient:
         return self._json("GET", "/version")
 
     def missing_permissions(self, namespace: str) -> list[str]:
-        """SelfSubjectAccessReview for every verb Tidal needs; returns what is denied, e.g. ``"delete pods"``."""
-        missing: list[str] = []
-        for verb, resource, subresource, namespaced in REQUIRED_PERMISSIONS:
-            attributes: dict[str, str] = {"verb": verb, "resource": resource}
-            if subresource:
-                attributes["subresource"] = subresource
-            if namespaced:
-                attributes["namespace"] = namespace
-            review = self._json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
-                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": attributes},
-            })
-            if not (review.get("status") or {}).get("allowed"):
-                scope = f" in {namespace}" if namespaced else " (cluster-wide)"
-                missing.append(f"{verb} {resource}{'/' + subresource if subresource else ''}{scope}")
-        return missing
+        """One SelfSubjectAccessReview per right in ``REQUIRED_PERMISSIONS`` (namespaced ones in ``namespace``);
+        returns the denied ones, e.g. ``"delete pods in tidal-nlp"``, ``"watch pods (cluster-wide)"``."""
+        return [permission.describe(namespace) for permission in REQUIRED_PERMISSIONS
+                if not self.allowed(permission, namespace)]
+
+    def allowed(self, permission: Permission, namespace: str) -> bool:
+        attributes: dict[str, str] = {"verb": permission.verb, "resource": permission.resource}
+        if permission.subresource:
+            attributes["subresource"] = permission.subresource
+        if permission.namespaced:
+            attributes["namespace"] = namespace
+        review = self._json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        })
+        return bool((review.get("status") or {}).get("allowed"))
 
     # ----------------------------------------------------------------------------------------- watch
 

@@ -175,7 +175,7 @@ def test_missing_permissions_via_selfsubjectaccessreview(client: KubeClient, kub
 
     handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << review
     missing = client.missing_permissions(NS)
-    assert missing == ["delete pods in tidal", "list nodes (cluster-wide)", "watch nodes (cluster-wide)"]
+    assert missing == ["delete pods in tidal", "list nodes (cluster-wide)"]
     assert len(handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"]) == len(REQUIRED_PERMISSIONS)
     first = handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"][0]
     assert first.headers["Authorization"] == "Bearer test-token"
