@@ -107,6 +107,8 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
         ray_entrypoint=str(options.get("entrypoint", "")),
         shm_size=str(options.get("shm_size", "")),
         permanent_exit_codes=frozenset(int(c) for c in job.permanent_exit_codes or ()),
+        # The uid the image runs as: its pods then run as non-root and meet the `restricted` Pod Security Standard.
+        run_as_user=_int_option(options, "run_as_user") if "run_as_user" in options else None,
     )
 
 

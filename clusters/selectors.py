@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 
 from clusters.models import Cluster, FlavorRule, Node
+from jobs.models import Job
 from jobs.selectors import held_placements
 from quotas.models import ResourceFlavor
 from tenancy.models import Project
@@ -52,3 +53,9 @@ def flavors() -> QuerySet[ResourceFlavor]:
 
 def first_project() -> Project | None:
     return Project.objects.select_related("organization").order_by("slug").first()
+
+
+def projects_with_jobs() -> QuerySet[Project]:
+    """Projects that have ever had a job (a project with jobs cannot be deleted): only their namespaces can hold
+    objects Tidal created."""
+    return Project.objects.filter(pk__in=Job.objects.values("project_id")).select_related("organization")

@@ -18,7 +18,7 @@ from django.utils import timezone
 from clusters import kubemap, selectors
 from clusters.backends import backend_for_cluster
 from clusters.kube.dispatch import attempt_key, sweep_orphans
-from clusters.kube.errors import ApiError
+from clusters.kube.errors import ApiError, RenderError
 from clusters.kube.nodes import NodeRow, inventory
 from clusters.models import Cluster, Node
 from core import wakeup
@@ -245,15 +245,32 @@ def active_attempts() -> set[tuple[str, int]]:
     return {attempt_key(job_id, attempt) for job_id, attempt in job_selectors.live_attempt_numbers()}
 
 
+def cluster_namespaces(cluster: Cluster) -> list[str]:
+    """The namespaces on `cluster` that can hold Tidal's objects: those of every project that has had a job."""
+    namespaces = set()
+    for project in selectors.projects_with_jobs():
+        try:
+            namespaces.add(kubemap.namespace_for(cluster, project.slug, project.organization.slug))
+        except RenderError:  # an invalid namespace pattern: nothing could have been dispatched there either
+            continue
+    return sorted(namespaces)
+
+
 def cluster_sweep_orphans(cluster: Cluster, *, client=None) -> list[str]:
+    """Delete the cluster's platform objects of no active attempt, namespace by namespace: Tidal may list services,
+    config maps and secrets only in project namespaces (docs/kubernetes.md, RBAC). A namespace that refuses (no
+    RoleBinding there) is skipped with a warning naming it; the others are still swept."""
     from clusters.backends.kubernetes import client_for
 
     client = client or client_for(cluster)
-    deleted = sweep_orphans(client, active_attempts(), instance=kubemap.instance(),
-                            grace_seconds=cluster.termination_grace_seconds)
-    if deleted:
-        logger.info("orphan sweep on %s deleted %d objects: %s", cluster.name, len(deleted), ", ".join(deleted[:20]))
-    return deleted
+    result = sweep_orphans(client, active_attempts(), namespaces=cluster_namespaces(cluster),
+                           instance=kubemap.instance(), grace_seconds=cluster.termination_grace_seconds)
+    if result.deleted:
+        logger.info("orphan sweep on %s deleted %d objects: %s", cluster.name, len(result.deleted),
+                    ", ".join(result.deleted[:20]))
+    for namespace, why in result.skipped.items():
+        logger.warning("orphan sweep on %s skipped namespace %s: %s", cluster.name, namespace, why)
+    return result.deleted
 
 
 def kube_sweep_all() -> dict[str, Any]:

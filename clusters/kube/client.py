@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import urllib3
 import yaml
@@ -26,20 +26,43 @@ from kubernetes import config as k8s_config
 
 from .errors import ApiError, PermanentError, TransientError
 from .ratelimit import Backoff, Bucket, Clock, Sleep, TokenBucket
-from .streams import bounded_lines
+from .streams import Interrupt, bounded_lines
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A log is text, but the API server encodes every error as a JSON Status: asked for text/plain alone it can only
+# answer 406 NotAcceptable, hiding the real error (404 when the pod is gone). The log stream itself is not
+# negotiated, so accepting JSON too changes nothing for the lines.
+LOG_ACCEPT = "text/plain, application/json"
 KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
 
-# (verb, resource, subresource, namespaced): what dispatch, reconcile, logs, sweep and node sync need.
-REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, bool], ...] = (
-    *((verb, "pods", "", True) for verb in ("create", "delete", "get", "list", "watch")),
-    ("get", "pods", "log", True),
-    *((verb, res, "", True) for res in ("services", "configmaps", "secrets")
-      for verb in ("create", "delete", "get", "list")),
-    ("list", "nodes", "", False),
-    ("watch", "nodes", "", False),
-    ("list", "pods", "", False),  # foreign pods on all namespaces, to subtract their devices
+
+class Permission(NamedTuple):
+    """One API right Tidal uses: ``namespaced`` rights are needed in every project namespace, the others
+    cluster-wide (a request without a namespace, which only a ClusterRoleBinding can allow)."""
+
+    verb: str
+    resource: str
+    subresource: str = ""
+    namespaced: bool = True
+
+    def describe(self, namespace: str) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {resource} " + (f"in {namespace}" if self.namespaced else "(cluster-wide)")
+
+
+MANAGED_KINDS = tuple(KIND_PLURALS.values())
+# Every right the backend uses, and no other: "Test connection" checks each (missing_permissions), the RBAC of
+# docs/kubernetes.md grants exactly these, and tests/clusters/test_rbac.py holds both to a run of every operation.
+REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
+    # Project namespaces: dispatch creates (and on 409 gets, to adopt); stop, cleanup and the orphan sweep list by
+    # label and delete. The sweep goes namespace by namespace, so none of these is needed cluster-wide.
+    *(Permission(verb, kind) for kind in MANAGED_KINDS for verb in ("create", "get", "list", "delete")),
+    Permission("get", "pods", "log"),  # log tail and follow, the last lines of a failed replica
+    # Cluster-wide: the resync and node sync list pods of every namespace (foreign pods' devices are subtracted from
+    # node capacity), the reconciler watches them; node sync lists nodes.
+    Permission("list", "pods", namespaced=False),
+    Permission("watch", "pods", namespaced=False),
+    Permission("list", "nodes", namespaced=False),
 )
 
 
@@ -70,6 +93,12 @@ def _reason(exc: k8s.ApiException) -> tuple[str, str]:
     if not isinstance(body, dict):
         body = {}
     return str(body.get("reason") or exc.reason or ""), str(body.get("message") or exc.body or "")[:500]
+
+
+def _cut(resp: urllib3.BaseHTTPResponse) -> None:
+    """Make a read of ``resp`` blocked in another thread return, unless its connection was already given back."""
+    if resp.connection is not None:
+        resp.shutdown()
 
 
 def _retry_after(exc: k8s.ApiException) -> float | None:
@@ -258,7 +287,7 @@ class KubeClient:
 
     def pod_log(self, namespace: str, name: str, *, container: str = "main", tail_lines: int = 100) -> str:
         resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
-                          query={"container": container, "tailLines": tail_lines}, accept="text/plain")
+                          query={"container": container, "tailLines": tail_lines}, accept=LOG_ACCEPT)
         try:
             return resp.data.decode("utf-8", errors="replace")
         finally:
@@ -269,13 +298,14 @@ class KubeClient:
         """The pod's last ``tail_lines`` lines, then new ones as they are written, until the container ends (the
         API server closes the stream) or ``max_seconds`` pass.
 
-        The request is what ``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)`` sends, made
-        through ``_call`` so it takes a rate-limit token, retries and maps errors like every other call. It
+        The request is the one ``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)`` sends (which
+        accepts JSON too, see ``LOG_ACCEPT``), made through ``_call`` so it takes a rate-limit token, retries and maps
+        errors like every other call. It
         connects here, so a missing pod raises now, before the caller has sent anything; no read timeout, since a
         training job may print nothing for an hour.
         """
         resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query={
-            "container": container, "tailLines": tail_lines, "follow": "true"}, accept="text/plain",
+            "container": container, "tailLines": tail_lines, "follow": "true"}, accept=LOG_ACCEPT,
             timeout=(10, None))
 
         def stop() -> None:
@@ -290,29 +320,30 @@ class KubeClient:
         return self._json("GET", "/version")
 
     def missing_permissions(self, namespace: str) -> list[str]:
-        """SelfSubjectAccessReview for every verb Tidal needs; returns what is denied, e.g. ``"delete pods"``."""
-        missing: list[str] = []
-        for verb, resource, subresource, namespaced in REQUIRED_PERMISSIONS:
-            attributes: dict[str, str] = {"verb": verb, "resource": resource}
-            if subresource:
-                attributes["subresource"] = subresource
-            if namespaced:
-                attributes["namespace"] = namespace
-            review = self._json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
-                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": attributes},
-            })
-            if not (review.get("status") or {}).get("allowed"):
-                scope = f" in {namespace}" if namespaced else " (cluster-wide)"
-                missing.append(f"{verb} {resource}{'/' + subresource if subresource else ''}{scope}")
-        return missing
+        """One SelfSubjectAccessReview per right in ``REQUIRED_PERMISSIONS`` (namespaced ones in ``namespace``);
+        returns the denied ones, e.g. ``"delete pods in tidal-nlp"``, ``"watch pods (cluster-wide)"``."""
+        return [permission.describe(namespace) for permission in REQUIRED_PERMISSIONS
+                if not self.allowed(permission, namespace)]
+
+    def allowed(self, permission: Permission, namespace: str) -> bool:
+        attributes: dict[str, str] = {"verb": permission.verb, "resource": permission.resource}
+        if permission.subresource:
+            attributes["subresource"] = permission.subresource
+        if permission.namespaced:
+            attributes["namespace"] = namespace
+        review = self._json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body={
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        })
+        return bool((review.get("status") or {}).get("allowed"))
 
     # ----------------------------------------------------------------------------------------- watch
 
     def watch(self, kind: str, namespace: str | None, *, label_selector: str, resource_version: str,
-              timeout_seconds: int = 60) -> Iterator[WatchEvent]:
-        """One watch round from ``resource_version``; ends when the server closes the stream or nothing
-        arrives for ``timeout_seconds`` (+5 s). Raises ``_Gone`` on 410 (HTTP or an ERROR event)."""
+              timeout_seconds: int = 60, interrupt: Interrupt | None = None) -> Iterator[WatchEvent]:
+        """One watch round from ``resource_version``; ends when the server closes the stream, nothing arrives for
+        ``timeout_seconds`` (+5 s) or ``interrupt`` is set (its connection is then shut down at once, so a process
+        stopping never waits for the round's timeout). Raises ``_Gone`` on 410 (HTTP or an ERROR event)."""
         try:
             resp = self._call("GET", self._collection(kind, namespace), query={
                 "watch": "true", "labelSelector": label_selector, "resourceVersion": resource_version,
@@ -322,19 +353,26 @@ class KubeClient:
             if exc.status == 410:
                 raise _Gone() from exc
             raise
+        interrupt = interrupt or Interrupt()
         buffer = b""
         try:
-            for chunk in resp.stream(65536, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    event = self._event(line)
-                    if event is not None:
-                        yield event
+            with interrupt.attached(lambda: _cut(resp)):
+                for chunk in resp.stream(65536, decode_content=True):
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        event = self._event(line)
+                        if event is not None:
+                            yield event
         except urllib3.exceptions.HTTPError:
-            pass  # read timeout or dropped connection: the round is over, resume from the last version
+            return  # read timeout, dropped or cut connection: the round is over; what is left is a partial line
         finally:
-            resp.release_conn()
+            if interrupt.is_set():
+                resp.close()  # cut mid-stream: the connection cannot be reused
+            else:
+                resp.release_conn()
+        if interrupt.is_set():
+            return  # a shut-down read can look like a clean end; a partial line is no event
         event = self._event(buffer)
         if event is not None:
             yield event
@@ -362,6 +400,7 @@ class Watcher:
     Starts with a list (a RELIST event holding every item), then watches from the list's resourceVersion,
     remembering the last version seen (including BOOKMARKs). On 410 Gone it lists again and emits RELIST,
     so the consumer replaces its state instead of applying a diff. Pair it with a periodic full resync.
+    ``close()``, from any thread, ends the events at once, even in a round blocked on a silent stream.
     """
 
     def __init__(self, client: KubeClient, *, label_selector: str, namespace: str | None = None,
@@ -373,6 +412,15 @@ class Watcher:
         self.timeout_seconds = timeout_seconds
         self.resource_version: str | None = None
         self.relists = 0
+        self._interrupt = Interrupt()
+
+    @property
+    def closed(self) -> bool:
+        return self._interrupt.is_set()
+
+    def close(self) -> None:
+        """Stop watching: the round under way ends now (its connection is shut down) and no other starts."""
+        self._interrupt.set()
 
     def relist(self) -> WatchEvent:
         items, version = self.client.list(self.kind, self.namespace, label_selector=self.label_selector)
@@ -382,18 +430,21 @@ class Watcher:
 
     def events(self, rounds: int | None = None) -> Iterator[WatchEvent]:
         done = 0
-        while rounds is None or done < rounds:
+        while (rounds is None or done < rounds) and not self.closed:
             done += 1
             if self.resource_version is None:
                 yield self.relist()
+                if self.closed:
+                    return
             try:
                 for event in self.client.watch(self.kind, self.namespace, label_selector=self.label_selector,
                                                resource_version=self.resource_version or "",
-                                               timeout_seconds=self.timeout_seconds):
+                                               timeout_seconds=self.timeout_seconds, interrupt=self._interrupt):
                     version = (event.object.get("metadata") or {}).get("resourceVersion")
                     if version:
                         self.resource_version = str(version)
                     if event.type != "BOOKMARK":
                         yield event
             except _Gone:
-                yield self.relist()
+                if not self.closed:
+                    yield self.relist()

@@ -6,7 +6,8 @@ keeps the whole cluster under its QPS however many threads or Celery workers sha
 previous try already created the object: it is adopted, never an error, so dispatch is idempotent.
 
 A :class:`~clusters.kube.errors.PermanentError` (403, 422 ...) or :class:`TransientError` (retries
-exhausted) propagates; the caller fails the attempt with the error's message and calls :func:`cleanup`.
+exhausted) propagates; the caller fails the attempt with the error's message and calls :func:`cleanup`. The orphan
+sweep goes namespace by namespace and skips (and reports) a namespace that refuses it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from . import names
 from .client import KubeClient
+from .errors import PermanentError
 from .render import bind_owner
 
 AttemptKey = tuple[str, int]
@@ -113,16 +115,35 @@ def find_orphans(objects: Iterable[Mapping[str, Any]], active: set[AttemptKey], 
     return out
 
 
-def sweep_orphans(client: KubeClient, active: set[AttemptKey], *, instance: str = "default",
-                  namespace: str | None = None, grace_seconds: int | None = 30) -> list[str]:
-    """Delete platform objects that belong to no active attempt (e.g. a crash between dispatch and the
-    database commit, or a cleanup that failed). ``active`` holds :func:`attempt_key` values."""
-    deleted: list[str] = []
+@dataclass
+class SweepResult:
+    deleted: list[str] = field(default_factory=list)  # "Kind/namespace/name"
+    skipped: dict[str, str] = field(default_factory=dict)  # namespace -> why it could not be swept
+
+
+def sweep_orphans(client: KubeClient, active: set[AttemptKey], *, namespaces: Iterable[str],
+                  instance: str = "default", grace_seconds: int | None = 30) -> SweepResult:
+    """Delete platform objects that belong to no active attempt (e.g. a crash between dispatch and the database
+    commit, or a cleanup that failed). ``active`` holds :func:`attempt_key` values.
+
+    One namespace at a time: Tidal's rights on services, config maps and secrets are granted per project namespace
+    (docs/kubernetes.md), never cluster-wide. A namespace the API refuses (403: no RoleBinding there) is skipped and
+    reported; an unavailable API (``TransientError``) ends the sweep."""
+    result = SweepResult()
+    for namespace in dict.fromkeys(namespaces):
+        try:
+            _sweep_namespace(client, active, namespace, instance, grace_seconds, result.deleted)
+        except PermanentError as exc:
+            result.skipped[namespace] = str(exc)
+    return result
+
+
+def _sweep_namespace(client: KubeClient, active: set[AttemptKey], namespace: str, instance: str,
+                     grace_seconds: int | None, deleted: list[str]) -> None:
     for kind in CLEANUP_KINDS:
         items, _ = client.list(kind, namespace, label_selector=names.instance_selector(instance))
         for obj in find_orphans(items, active, instance=instance):
-            meta = obj["metadata"]
+            name = obj["metadata"]["name"]
             grace = grace_seconds if kind == "Pod" else None
-            if client.delete(kind, meta["namespace"], meta["name"], grace_seconds=grace):
-                deleted.append(f"{kind}/{meta['namespace']}/{meta['name']}")
-    return deleted
+            if client.delete(kind, namespace, name, grace_seconds=grace):
+                deleted.append(f"{kind}/{namespace}/{name}")

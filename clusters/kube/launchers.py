@@ -12,6 +12,7 @@ Conventions (read from Kubeflow PyTorchJob / Trainer v2, Volcano's pytorch/ray p
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 from dataclasses import dataclass
 
@@ -24,6 +25,13 @@ RAY_CLIENT_PORT = 10001
 DEEPSPEED_HOSTFILE_DIR = "/job"  # DeepSpeed's default --hostfile is /job/hostfile
 DEEPSPEED_HOSTFILE = DEEPSPEED_HOSTFILE_DIR + "/hostfile"
 RAY_WAIT_SECONDS = 600
+# What the deepspeed launcher needs on each pod: the hostfile says how many processes every node runs, and --no_ssh
+# (DeepSpeed >= 0.14.5) makes it start only its own node's processes (--node_rank) instead of ssh-ing into every
+# host of the hostfile to start the whole job from each pod. Kubernetes expands $(VAR) from the container's env.
+DEEPSPEED_NODE_FLAGS = (
+    f"--hostfile={DEEPSPEED_HOSTFILE}", "--no_ssh", "--node_rank=$(NODE_RANK)", "--master_addr=$(MASTER_ADDR)",
+    "--master_port=$(MASTER_PORT)",
+)
 
 
 @dataclass(frozen=True)
@@ -120,17 +128,28 @@ TIDAL_PY
 """
 
 
+def _runs(command: list[str], program: str) -> bool:
+    """Whether ``command`` starts ``program`` (by name or by path, e.g. /usr/local/bin/deepspeed)."""
+    return bool(command) and posixpath.basename(command[0]) == program
+
+
 def command_for(job: RenderJob, replica: Replica) -> tuple[list[str], list[str]]:
-    """(command, args) of the replica's main container."""
+    """(command, args) of the replica's main container.
+
+    pytorch/megatron: torchrun reads its per-node flags from the ``PET_*`` variables, so ``torchrun`` (the default)
+    or a job command starting with it needs nothing more. deepspeed: the per-node flags are put right after
+    ``deepspeed``, the default command or the first word of the job's own (a job's own flags come later and win).
+    A command that starts neither launcher runs as given on every pod, one process per pod.
+    """
     command, args = list(job.command), list(job.args)
     if job.launcher in ("pytorch", "megatron"):
         return (command or ["torchrun"]), args
     if job.launcher == "deepspeed":
-        default = [
-            "deepspeed", f"--hostfile={DEEPSPEED_HOSTFILE}", "--no_ssh", "--node_rank=$(NODE_RANK)",
-            "--master_addr=$(MASTER_ADDR)", "--master_port=$(MASTER_PORT)",
-        ]
-        return (command or default), args
+        if not command:
+            return ["deepspeed", *DEEPSPEED_NODE_FLAGS], args
+        if _runs(command, "deepspeed"):
+            return [command[0], *DEEPSPEED_NODE_FLAGS, *command[1:]], args
+        return command, args
     if job.launcher == "command":
         if not command:
             raise RenderError("the command launcher needs a command", field="command")

@@ -88,6 +88,10 @@ def validate(job: RenderJob, settings: ClusterSettings) -> None:
     shm = job.shm_size or settings.default_shm_size
     if not is_quantity(shm):
         raise RenderError(f"shm size {shm!r} is not a Kubernetes quantity", field="shm_size")
+    if job.run_as_user is not None and (isinstance(job.run_as_user, bool) or not isinstance(job.run_as_user, int)
+                                        or job.run_as_user < 1):
+        raise RenderError("run_as_user must be a non-root uid (a positive integer)",
+                          field="launcher_options.run_as_user")
     if job.launcher == "ray" and job.replica_groups[0].replicas != 1:
         raise RenderError("ray: the first replica group is the head and must have exactly 1 replica",
                           field="replica_groups")
@@ -226,6 +230,25 @@ def _env(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
     return env
 
 
+def _pod_security(job: RenderJob) -> dict[str, Any]:
+    """The pod's part of the `restricted` Pod Security Standard: the runtime's default seccomp profile always, and
+    running as non-root when the job names the uid its image runs as (the kubelet can only check runAsNonRoot
+    against a numeric user, and an image's default user may be root)."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if job.run_as_user is not None:
+        context.update(runAsNonRoot=True, runAsUser=job.run_as_user)
+    return context
+
+
+def _container_security(rdma: bool) -> dict[str, Any]:
+    """The container's part of `restricted`: no privilege escalation and no capabilities, except IPC_LOCK for RDMA
+    (verbs pin memory), which no Pod Security level but `privileged` allows."""
+    capabilities: dict[str, Any] = {"drop": ["ALL"]}
+    if rdma:
+        capabilities["add"] = ["IPC_LOCK"]
+    return {"allowPrivilegeEscalation": False, "privileged": False, "capabilities": capabilities}
+
+
 def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Replica, placement: Placement,
          parent: str, service: str | None) -> Manifest:
     group = next(g for g in job.replica_groups if g.role == replica.role)
@@ -238,7 +261,6 @@ def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
         requests[job.device_resource] = limits[job.device_resource] = str(group.devices)
     if rdma:
         requests[settings.rdma_resource] = limits[settings.rdma_resource] = str(group.rdma)
-    capabilities: dict[str, Any] = {"add": ["IPC_LOCK"]} if rdma else {}
     command, args = launchers.command_for(job, replica)
     container: dict[str, Any] = {
         "name": MAIN_CONTAINER,
@@ -247,8 +269,7 @@ def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
         "command": command,
         "env": _env(job, settings, replica, master, rdma),
         "resources": {"requests": requests, "limits": limits},
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False, **(
-            {"capabilities": capabilities} if capabilities else {})},
+        "securityContext": _container_security(rdma),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     if args:
@@ -271,6 +292,7 @@ def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
     if job.checkpoint_path:
         meta["annotations"][names.ANNOTATION_CHECKPOINT] = job.checkpoint_path
     spec: dict[str, Any] = {
+        "securityContext": _pod_security(job),
         "restartPolicy": "Never",
         "hostname": replica.pod_name,
         "automountServiceAccountToken": False,

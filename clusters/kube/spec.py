@@ -51,6 +51,10 @@ class RenderJob:
     shm_size: str = ""
     master_port: int = 29500
     permanent_exit_codes: frozenset[int] = frozenset()
+    # The non-root uid the job's image runs as. Given, the pods run as it with runAsNonRoot and meet the
+    # `restricted` Pod Security Standard; unknown, the image's own user is kept (it may be root), which `baseline`
+    # allows and `restricted` does not.
+    run_as_user: int | None = None
 
     @property
     def total_replicas(self) -> int:

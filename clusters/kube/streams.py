@@ -1,8 +1,11 @@
-"""Lines of a live byte stream (a followed pod log) with a bound on its total duration. Pure Python.
+"""Long-lived byte streams (a followed pod log, a watch round) that must end on time. Pure Python.
 
 A followed log can stay silent for hours, so a deadline checked between lines would never fire: a pump thread
 reads the chunks, the generator waits on a queue with the time left, and on the deadline (or when the consumer
 goes away) calls ``stop`` so the reader blocked in the socket is released and the thread ends.
+
+A watch round blocks in a socket read until the server's timeout; :class:`Interrupt` lets another thread (a
+process shutting down) cut it at once.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from .ratelimit import Clock
 
@@ -49,3 +53,42 @@ def bounded_lines(chunks: Iterator[bytes], *, max_seconds: float, stop: Callable
             yield buffer.decode("utf-8", errors="replace")
     finally:
         stop()
+
+
+class Interrupt:
+    """Ends, from any thread, the blocking reads of streams attached to it: the one under way, and any attached later.
+
+    The reading thread holds ``attached(cut)`` around its reads, where ``cut`` shuts down its connection (which makes
+    a blocked read return). ``set()`` calls the attached ``cut`` under the lock that detaching takes too, so a
+    connection is never cut after its reader has given it back to a pool.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._cut: Callable[[], None] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            if self._cut is not None:
+                self._cut()
+                self._cut = None
+
+    @contextmanager
+    def attached(self, cut: Callable[[], None]) -> Iterator[None]:
+        """Reads inside this block end when ``set()`` is called; already set, the connection is cut at once."""
+        with self._lock:
+            if self._set:
+                cut()
+            else:
+                self._cut = cut
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._cut is cut:
+                    self._cut = None

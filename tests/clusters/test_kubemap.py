@@ -62,6 +62,15 @@ def test_bad_launcher_options_are_render_errors(attempt, job) -> None:
     job.launcher_options = {"tensor_parallel": "four"}
     with pytest.raises(RenderError, match="tensor_parallel"):
         kubemap.render_job(attempt, "tidal-vision")
+    job.launcher_options = {"run_as_user": 0}
+    with pytest.raises(RenderError, match="run_as_user"):
+        kubemap.render_job(attempt, "tidal-vision")
+
+
+def test_run_as_user_option_makes_the_pods_run_as_non_root(attempt, job) -> None:
+    assert kubemap.render_job(attempt, "tidal-vision").run_as_user is None  # the image's own user
+    job.launcher_options = {**job.launcher_options, "run_as_user": 1000}
+    assert kubemap.render_job(attempt, "tidal-vision").run_as_user == 1000
 
 
 @pytest.mark.parametrize(("pattern", "expected"), [

@@ -1,12 +1,15 @@
 """Fixtures: a kmock Kubernetes API emulator served over real HTTP from a background thread.
 
 The Kubernetes client is synchronous (urllib3) and kmock is asyncio, so kmock gets its own event loop in
-a thread; the tests stay synchronous and talk to it over TCP like to a real API server.
+a thread; the tests stay synchronous and talk to it over TCP like to a real API server. Requests pass through an
+:class:`~tests.clusters.kube.apiserver.ApiServerGate` first, which plays the API server's layers kmock lacks
+(content negotiation).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +26,7 @@ import kmock  # noqa: E402
 
 from clusters.kube.client import KubeClient  # noqa: E402
 from clusters.kube.ratelimit import Backoff  # noqa: E402
+from tests.clusters.kube.apiserver import ApiServerGate, GatedServer  # noqa: E402
 
 RESOURCES = ("v1/pods", "v1/services", "v1/configmaps", "v1/secrets", "v1/nodes")
 
@@ -35,6 +39,7 @@ class KMockThread:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.handler: kmock.KubernetesEmulator
+        self.gate = ApiServerGate()
         self.url = ""
 
     def _run(self) -> None:
@@ -43,7 +48,8 @@ class KMockThread:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        async with kmock.KubernetesEmulator() as handler, kmock.Server(handler) as server:
+        server_cls = functools.partial(GatedServer, gate=self.gate)
+        async with kmock.KubernetesEmulator() as handler, kmock.Server(handler, server_cls=server_cls) as server:
             for resource in RESOURCES:
                 handler.resources[resource] = {}
             self.handler = handler

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
+import urllib3
 
 from clusters.kube.client import REQUIRED_PERMISSIONS, KubeClient, Watcher
 from clusters.kube.errors import PermanentError, TransientError
 from clusters.kube.ratelimit import Backoff
+from tests.clusters.kube.apiserver import accepts_json
 
 NS = "tidal"
 
@@ -125,6 +130,38 @@ def test_list_nodes_pod_log_and_version(client: KubeClient, kube) -> None:
     assert client.server_version()["major"] == "1"
 
 
+def test_log_of_a_missing_pod_is_a_404_not_a_406(client: KubeClient, kube) -> None:
+    """The API server encodes errors as a JSON Status: a log request that accepted only text/plain got 406 for every
+    error, so "the pod is gone" was never recognised."""
+    with pytest.raises(PermanentError) as tail:
+        client.pod_log(NS, "gone", tail_lines=5)
+    with pytest.raises(PermanentError) as follow:
+        client.follow_log(NS, "gone", tail_lines=5, max_seconds=5)
+    assert (tail.value.status, follow.value.status) == (404, 404)
+    for request in kube.handler["get /api/v1/namespaces/tidal/pods/gone/log"]:
+        assert accepts_json(request.headers["Accept"]) and "text/plain" in request.headers["Accept"]
+
+
+def test_the_emulator_answers_406_to_errors_it_cannot_encode(kube) -> None:
+    """Like the API server, kmock's gate answers 406 NotAcceptable when Accept allows no JSON for an error."""
+    http = urllib3.PoolManager()
+    url = f"{kube.url}/api/v1/namespaces/{NS}/pods/gone/log"
+    text_only = http.request("GET", url, headers={"Accept": "text/plain"})
+    assert text_only.status == 406 and text_only.json()["reason"] == "NotAcceptable"
+    for accept in ("text/plain, application/json", "application/json", "*/*", ""):
+        assert http.request("GET", url, headers={"Accept": accept}).status == 404, accept
+    kube.handler["get /api/v1/namespaces/tidal/pods/p1/log"] << b"a line\n"
+    assert http.request("GET", url.replace("gone", "p1"), headers={"Accept": "text/plain"}).data == b"a line\n"
+
+
+@pytest.mark.parametrize(("accept", "expected"), [
+    ("", True), ("application/json", True), ("text/plain, application/json;q=0.5", True), ("*/*", True),
+    ("application/*", True), ("text/plain", False), ("application/json;q=0", False), ("application/yaml", False),
+])
+def test_accept_negotiation_of_the_emulator(accept: str, expected: bool) -> None:
+    assert accepts_json(accept) is expected
+
+
 def test_missing_permissions_via_selfsubjectaccessreview(client: KubeClient, kube) -> None:
     handler = kube.handler
 
@@ -138,7 +175,7 @@ def test_missing_permissions_via_selfsubjectaccessreview(client: KubeClient, kub
 
     handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << review
     missing = client.missing_permissions(NS)
-    assert missing == ["delete pods in tidal", "list nodes (cluster-wide)", "watch nodes (cluster-wide)"]
+    assert missing == ["delete pods in tidal", "list nodes (cluster-wide)"]
     assert len(handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"]) == len(REQUIRED_PERMISSIONS)
     first = handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"][0]
     assert first.headers["Authorization"] == "Bearer test-token"
@@ -184,3 +221,34 @@ def test_watch_410_as_error_event_relists(client: KubeClient, kube) -> None:
     watcher = Watcher(client, label_selector="", namespace=NS, timeout_seconds=1)
     watcher.resource_version = "7"
     assert [e.type for e in watcher.events(rounds=1)] == ["RELIST"]
+
+
+def wait_for(condition, seconds: float = 30.0) -> bool:
+    """Poll ``condition`` until true; the bound is generous, it only keeps a broken test from hanging."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_close_ends_a_watch_round_blocked_on_a_silent_stream(client: KubeClient, kube) -> None:
+    client.create(pod("p1"))
+    watcher = Watcher(client, label_selector="", namespace=NS, timeout_seconds=3600)  # the round would last an hour
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(e.type for e in watcher.events()), daemon=True)
+    reader.start()
+    assert wait_for(lambda: seen == ["RELIST", "ADDED"])  # the round is open and now silent
+    watcher.close()
+    reader.join(30)
+    assert not reader.is_alive()  # only the cut connection can end the round this early
+    assert watcher.closed and seen == ["RELIST", "ADDED"]
+    assert len(kube.handler[kube.handler.action.WATCH]) == 1  # closed: no new round
+
+
+def test_a_closed_watcher_opens_no_round(client: KubeClient, kube) -> None:
+    watcher = Watcher(client, label_selector="", namespace=NS, timeout_seconds=3600)
+    watcher.close()
+    assert list(watcher.events(rounds=3)) == []
+    assert len(kube.handler[kube.handler.action.WATCH]) == 0 and client.calls == 0

@@ -92,8 +92,8 @@ def test_orphan_sweep_keeps_active_and_foreign_objects(client, kube) -> None:
     other_instance["metadata"]["name"] = "staging-svc"
     client.create(other_instance)
 
-    deleted = sweep_orphans(client, {attempt_key(1, 1)}, instance="ci", grace_seconds=10)
-    assert deleted and all("tidal-2-" in d for d in deleted)
+    result = sweep_orphans(client, {attempt_key(1, 1)}, namespaces=[NS], instance="ci", grace_seconds=10)
+    assert result.deleted and all("tidal-2-" in d for d in result.deleted) and result.skipped == {}
     remaining = live(kube)
     assert "someone-elses" in remaining and "staging-svc" in remaining
     assert {n for n in remaining if n.startswith("tidal-1-")} == {m["metadata"]["name"] for m in rendered(job_id=1)}

@@ -85,7 +85,7 @@ MATRIX = list(itertools.product(
 def test_every_manifest_is_schema_valid(launcher: str, rdma: int, replicas: int, name: str) -> None:
     settings = ClusterSettings(image_pull_secret="regcred", nccl_extra_env={"NCCL_DEBUG": "WARN"})
     job = make_job(launcher, replicas=replicas, rdma=rdma, name=name, run_token="tok-123",
-                   tracking_url="https://tidal.example.com")
+                   tracking_url="https://tidal.example.com", run_as_user=1000 if replicas > 1 else None)
     manifests = render(job, place(job), settings)
     for manifest in manifests:
         kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
@@ -254,7 +254,7 @@ def test_common_pod_settings_rdma_on() -> None:
     assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "8"
     assert container["resources"]["limits"]["rdma/hca_shared"] == "1"
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "privileged": False,
-                                            "capabilities": {"add": ["IPC_LOCK"]}}
+                                            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
     env = env_of(pod)
     assert env["NCCL_SOCKET_IFNAME"] == "ib0" and "NCCL_IB_DISABLE" not in env
     assert env["NCCL_IB_HCA"] == "mlx5" and env["NCCL_DEBUG"] == "INFO"  # user env wins over cluster extras
@@ -272,7 +272,7 @@ def test_common_pod_settings_rdma_off_and_cpu_only() -> None:
     pod = pods(render(job, place(job), ClusterSettings(image_pull_secret="regcred")))[0]
     container = pod["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
-    assert "capabilities" not in container["securityContext"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     env = env_of(pod)
     assert env["NCCL_IB_DISABLE"] == "1" and env["NPROC_PER_NODE"] == "1"
     assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
@@ -386,3 +386,22 @@ def test_retry_attempt_gets_new_names_same_checkpoint() -> None:
     assert not {m["metadata"]["name"] for m in failed} & {m["metadata"]["name"] for m in retry}
     env = env_of(pods(retry)[0])
     assert env["TIDAL_ATTEMPT"] == "3" and env["TIDAL_CHECKPOINT_PATH"] == "s3://ckpt/1234"
+
+
+@pytest.mark.parametrize("program", ["deepspeed", "/usr/local/bin/deepspeed"])
+def test_deepspeed_per_node_flags_go_after_the_jobs_own_deepspeed(program: str) -> None:
+    """The API requires a command, so a deepspeed job always names one: without the per-node flags the launcher on
+    every pod would ssh into every host of the hostfile and start the whole job."""
+    job = make_job("deepspeed", replicas=2, command=(program, "--bind_cores_to_rank", "finetune.py"))
+    for rank, pod in enumerate(pods(render(job, place(job), ClusterSettings()))):
+        container = pod["spec"]["containers"][0]
+        assert container["command"] == [program, "--hostfile=/job/hostfile", "--no_ssh", "--node_rank=$(NODE_RANK)",
+                                        "--master_addr=$(MASTER_ADDR)", "--master_port=$(MASTER_PORT)",
+                                        "--bind_cores_to_rank", "finetune.py"]
+        assert container["args"] == ["--epochs", "3"] and env_of(pod)["NODE_RANK"] == str(rank)
+
+
+def test_a_deepspeed_job_command_that_is_not_the_launcher_runs_as_given() -> None:
+    job = make_job("deepspeed", replicas=2, command=("python", "finetune.py"))
+    pod = pods(render(job, place(job), ClusterSettings()))[0]
+    assert pod["spec"]["containers"][0]["command"] == ["python", "finetune.py"]  # one process per pod
