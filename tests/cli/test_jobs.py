@@ -97,7 +97,8 @@ def test_jobs_filters_by_state_and_project(cli, job_file):
     assert str(job) in cli("jobs", "--state", "running,queued").out
     assert str(job) in cli("jobs", "--state", "running", "--state", "queued").out
     assert str(job) in cli("jobs", "--project", "vision").out
-    assert cli("jobs", "--project", "secret").out.startswith("No jobs")
+    refused = cli("jobs", "--project", "secret")  # another tenant's project: an error, as if it did not exist
+    assert refused.code == 1 and refused.out == "" and "No project named 'secret'" in refused.err
     assert cli("jobs", "--state", "sleeping").code == 2
 
 
