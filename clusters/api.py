@@ -21,6 +21,7 @@ from clusters.models import Node
 from clusters.serializers import ClusterSerializer, NodeSerializer
 from core import wakeup
 from core.errors import DomainError
+from core.filters import name_filter
 from quotas.api import StaffWritesMixin
 from tenancy.audit import audit_record
 from tenancy.scoping import ScopedViewSet, visible_to_everyone
@@ -57,8 +58,9 @@ class ClusterViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
 
 
 class NodeFilter(django_filters.FilterSet):
-    cluster = django_filters.CharFilter(field_name="cluster__name")
-    flavor = django_filters.CharFilter(field_name="flavor__name")
+    # Catalogs: every signed-in user sees every cluster and flavor. Racks and blocks are free labels, not names.
+    cluster = name_filter("cluster", noun="cluster", visible=lambda user: selectors.clusters())
+    flavor = name_filter("flavor", noun="flavor", visible=lambda user: selectors.flavors())
 
     class Meta:
         model = Node

@@ -12,7 +12,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.errors import NotFound
+from core.filters import name_filter, unknown_name
 from core.parsers import YAMLParser
 from jobs import selectors, services
 from jobs.logs import job_log_stream, job_logs
@@ -28,13 +28,20 @@ from jobs.serializers import (
     LogQuerySerializer,
 )
 from jobs.states import State
+from quotas.selectors import flavors
+from tenancy.filters import project_filter
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import projects_for_user
 
 
+def flavor_filter() -> django_filters.ModelChoiceFilter:
+    return name_filter("flavor", noun="flavor", visible=lambda user: flavors())  # a catalog: everyone sees it
+
+
 class JobFilter(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug")
-    flavor = django_filters.CharFilter(field_name="flavor__name")
+    project = project_filter()
+    flavor = flavor_filter()
+    # Free text, not names of objects: a submitter's name outlives a deleted account, experiments have no catalog.
     submitter = django_filters.CharFilter(field_name="submitter_name")
     state = django_filters.MultipleChoiceFilter(choices=State.choices)
     submitted_after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
@@ -118,7 +125,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         slug = request.query_params.get("project", "")
         if slug:
             if not projects_for_user(request.user).filter(slug=slug).exists():
-                raise NotFound(f"No project {slug}.")
+                raise unknown_name("project", slug, noun="project")
             jobs = jobs.filter(project__slug=slug)
         body = {"project": slug or None, **selectors.failure_counts(jobs)}
         return Response(FailureCausesSerializer(body).data)
@@ -134,8 +141,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
 
 
 class QueueFilter(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug")
-    flavor = django_filters.CharFilter(field_name="flavor__name")
+    project = project_filter()
+    flavor = flavor_filter()
 
     class Meta:
         model = Job

@@ -7,10 +7,12 @@ from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from core.filters import name_filter
 from quotas import selectors, services
 from quotas.models import Quota
 from quotas.serializers import PriorityClassSerializer, QuotaSerializer, ResourceFlavorSerializer
 from tenancy.audit import audit_record
+from tenancy.filters import project_filter
 from tenancy.scoping import ScopedViewSet, visible_to_everyone
 
 
@@ -63,8 +65,8 @@ class PriorityClassViewSet(CatalogViewSet):
 
 
 class QuotaFilter(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug")
-    flavor = django_filters.CharFilter(field_name="flavor__name")
+    project = project_filter()
+    flavor = name_filter("flavor", noun="flavor", visible=lambda user: selectors.flavors())  # a catalog
 
     class Meta:
         model = Quota

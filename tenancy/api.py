@@ -11,7 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import DomainError
+from core.filters import name_filter
 from tenancy import selectors, services
+from tenancy.filters import project_filter
 from tenancy.models import AuditEntry, Membership, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.serializers import (
@@ -36,7 +38,8 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Scop
 
 
 class ProjectFilter(django_filters.FilterSet):
-    organization = django_filters.CharFilter(field_name="organization__slug")
+    organization = name_filter("organization", noun="organization", visible=selectors.organizations_for_user,
+                               to_field_name="slug")
 
     class Meta:
         model = Project
@@ -88,8 +91,8 @@ class ProjectViewSet(
 
 
 class MembershipFilter(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug")
-    user = django_filters.CharFilter(field_name="user__username")
+    project = project_filter()
+    user = name_filter("user", noun="user", visible=selectors.users_sharing_a_project_with, to_field_name="username")
 
     class Meta:
         model = Membership
@@ -160,7 +163,9 @@ class ApiTokenViewSet(
 
 
 class AuditFilter(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug")
+    # Any project of the caller: a viewer naming her own project gets an empty page (its audit is for admins),
+    # not "no such project".
+    project = project_filter()
     since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:

@@ -72,6 +72,13 @@ def memberships_for_user(user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(project__in=project_ids_for_user(user)).select_related("user", "project")
 
 
+def users_sharing_a_project_with(user: User) -> QuerySet:
+    """Users with a membership in one of the caller's projects: the only users the membership list can show."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(memberships__project__in=project_ids_for_user(user)).distinct()
+
+
 def tokens_for_user(user: User) -> QuerySet[ApiToken]:
     if not user.is_authenticated:
         return ApiToken.objects.none()

@@ -13,17 +13,49 @@ import httpx
 
 
 class CliError(Exception):
-    """Printed to stderr as is; the command exits with status 1."""
+    """Printed to stderr as one line (`tidal: <message>`), or with --json as one JSON object (`as_json`); the
+    command exits with `exit_status`. `code` is stable for scripts; `status` is the HTTP status when the server
+    answered."""
+
+    code = "error"
+    exit_status = 1
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
+                 fields: dict[str, list[str]] | None = None):
+        super().__init__(message)
+        if code:
+            self.code = code
+        self.status = status
+        self.fields = fields or {}
+
+    def text(self) -> str:
+        return f"tidal: {self}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The API's error shape, plus the HTTP status (None when the server never answered)."""
+        return {"error": {"code": self.code, "message": str(self), "fields": self.fields, "status": self.status}}
+
+    def reworded(self, message: str) -> CliError:
+        """The same error (code, status, fields) told in the command's own words."""
+        return type(self)(message, code=self.code, status=self.status, fields=self.fields)
+
+
+class UsageError(CliError):
+    """Wrong arguments: exit status 2, as for argparse's own usage errors."""
+
+    code = "usage"
+    exit_status = 2
 
 
 class ApiError(CliError):
     """An HTTP error answer from the server: the status, its stable code and the fields it names."""
 
-    def __init__(self, message: str, *, status: int, code: str = "", fields: dict[str, list[str]] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.fields = fields or {}
+    def __init__(self, message: str, *, status: int, code: str | None = None,
+                 fields: dict[str, list[str]] | None = None):
+        super().__init__(message, code=code, status=status, fields=fields)
+
+    def reworded(self, message: str) -> ApiError:
+        return ApiError(message, status=self.status, code=self.code, fields=self.fields)
 
 
 def config_path() -> Path:
@@ -38,7 +70,7 @@ def load_config() -> dict[str, str]:
         try:
             config = json.loads(path.read_text())
         except ValueError:
-            raise CliError(f"{path} is not valid JSON: fix it or run `tidal login` again.") from None
+            raise CliError(f"{path} is not valid JSON: fix it or run `tidal login` again.", code="bad_config") from None
     # The environment wins, so scripts and CI need no config file.
     for key, env in (("url", "TIDAL_URL"), ("token", "TIDAL_TOKEN"), ("project", "TIDAL_PROJECT")):
         if os.environ.get(env):
@@ -76,7 +108,8 @@ def error_from_response(response: httpx.Response) -> ApiError:
             why = "the server failed; its logs say why" if status == 500 else "the server or a proxy is unavailable"
         else:
             why = "not an answer of the Tidal API: is the server URL right?"
-        return ApiError(f"HTTP {status} {response.reason_phrase} from {url} ({why})", status=status)
+        return ApiError(f"HTTP {status} {response.reason_phrase} from {url} ({why})", status=status,
+                        code="server_error" if status >= 500 else "bad_response")
     if status == 401:
         message = f"The server rejected your token ({message}). Log in again: tidal login --token TOKEN"
     return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields)
@@ -106,7 +139,8 @@ class Api:
         config = load_config()
         if not config.get("url") or not config.get("token"):
             raise CliError(
-                "Not logged in: run `tidal login --url URL --token TOKEN` (or set TIDAL_URL and TIDAL_TOKEN)."
+                "Not logged in: run `tidal login --url URL --token TOKEN` (or set TIDAL_URL and TIDAL_TOKEN).",
+                code="not_logged_in",
             )
         return cls(config["url"], config["token"])
 
@@ -117,11 +151,12 @@ class Api:
             yield
         except httpx.ConnectError as error:
             raise CliError(f"Cannot connect to Tidal at {self.url} ({error}). Is the server running and the URL "
-                           "right? (tidal login --url URL, or TIDAL_URL)") from None
+                           "right? (tidal login --url URL, or TIDAL_URL)", code="unreachable") from None
         except httpx.TimeoutException:
-            raise CliError(f"Tidal at {self.url} did not answer within {self.http.timeout.read}s.") from None
+            raise CliError(f"Tidal at {self.url} did not answer within {self.http.timeout.read}s.",
+                           code="timeout") from None
         except httpx.HTTPError as error:
-            raise CliError(f"Cannot reach Tidal at {self.url}: {error}") from None
+            raise CliError(f"Cannot reach Tidal at {self.url}: {error}", code="unreachable") from None
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         with self._reaching():
@@ -134,7 +169,7 @@ class Api:
             return response.json()
         except ValueError:
             raise CliError(f"{self.url} answered {method} {path} with something that is not JSON: is it a Tidal "
-                           "server?") from None
+                           "server?", code="bad_response", status=response.status_code) from None
 
     def stream_lines(self, path: str, **params: Any) -> Iterator[str]:
         """GET a text/plain stream and yield its lines as they arrive. No read timeout: a followed log may be quiet

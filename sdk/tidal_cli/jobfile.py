@@ -14,6 +14,12 @@ from tidal_cli.client import CliError
 MAX_BYTES = 1_000_000
 
 
+class JobFileError(CliError):
+    """The job file cannot be read or parsed: nothing was sent."""
+
+    code = "bad_job_file"
+
+
 @dataclass
 class JobFile:
     path: str
@@ -56,24 +62,24 @@ def load(path: str) -> JobFile:
         text = sys.stdin.read()
     else:
         if not file.exists():
-            raise CliError(f"{path}: no such file")
+            raise JobFileError(f"{path}: no such file")
         if file.is_dir():
-            raise CliError(f"{path}: is a directory, not a job file")
+            raise JobFileError(f"{path}: is a directory, not a job file")
         if file.stat().st_size > MAX_BYTES:
-            raise CliError(f"{path}: larger than {MAX_BYTES // 1000} kB, not a job file")
+            raise JobFileError(f"{path}: larger than {MAX_BYTES // 1000} kB, not a job file")
         try:
             text = file.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise CliError(f"{path}: not UTF-8 text") from None
+            raise JobFileError(f"{path}: not UTF-8 text") from None
         except OSError as error:
-            raise CliError(f"{path}: cannot read it ({error.strerror})") from None
+            raise JobFileError(f"{path}: cannot read it ({error.strerror})") from None
     try:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise CliError(_yaml_problem(path, error)) from None
+        raise JobFileError(_yaml_problem(path, error)) from None
     if spec is None:
-        raise CliError(f"{path}: the file is empty")
+        raise JobFileError(f"{path}: the file is empty")
     if not isinstance(spec, dict):
-        raise CliError(f"{path} line 1: a job file is a mapping of field names to values (name, image, command, "
-                       f"groups, ...), not a {type(spec).__name__}")
+        raise JobFileError(f"{path} line 1: a job file is a mapping of field names to values (name, image, "
+                           f"command, groups, ...), not a {type(spec).__name__}")
     return JobFile(path=path, text=text, spec=spec)

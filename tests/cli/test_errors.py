@@ -137,3 +137,32 @@ def test_login_stores_the_config_and_later_commands_use_it(cli, live_server, tok
     assert main(["whoami"]) == 0
     bad = cli("login", "--url", live_server.url, "--token", "tdl_wrong")
     assert bad.code == 1 and "rejected your token" in bad.err
+
+
+@pytest.mark.parametrize(("argv", "reason"), [
+    (("jobs", "--flavor", "bogus"), "flavor: No flavor named 'bogus'. (`tidal flavors` lists them)"),
+    (("jobs", "--project", "nope", "--all"), "project: No project named 'nope'. (`tidal projects` lists yours)"),
+    (("queue", "--flavor", "bogus"), "flavor: No flavor named 'bogus'. (`tidal flavors` lists them)"),
+    (("queue", "--project", "nope"), "project: No project named 'nope'. (`tidal projects` lists yours)"),
+    (("quota", "--project", "nope"), "project: No project named 'nope'. (`tidal projects` lists yours)"),
+    (("quota", "--flavor", "bogus"), "flavor: No flavor named 'bogus'. (`tidal flavors` lists them)"),
+])
+def test_an_unknown_name_is_an_error_naming_it(cli, argv, reason):
+    """It used to exit 0 with an empty table, which reads as "nothing there" when the name was a typo."""
+    result = cli(*argv)
+    assert result.code == 1 and result.out == ""
+    assert one_line(result.err) == f"tidal: {reason}"
+
+
+@pytest.mark.parametrize("command", ["jobs", "queue", "quota"])
+def test_another_tenants_project_reads_like_a_missing_one(cli, command):
+    theirs = cli(command, "--project", "secret")
+    missing = cli(command, "--project", "no-such-project")
+    assert theirs.code == missing.code == 1
+    assert theirs.err == missing.err.replace("no-such-project", "secret")
+    assert cli(command, "--project", "secret", user="outsider").code == 0  # it exists, for its own members
+
+
+def test_a_known_name_still_lists(cli):
+    assert cli("quota", "--project", "vision", "--flavor", "nvidia-h100-80gb").code == 0
+    assert cli("jobs", "--flavor", "ascend-910b").out.strip().startswith("No jobs")

@@ -97,7 +97,8 @@ def test_jobs_filters_by_state_and_project(cli, job_file):
     assert str(job) in cli("jobs", "--state", "running,queued").out
     assert str(job) in cli("jobs", "--state", "running", "--state", "queued").out
     assert str(job) in cli("jobs", "--project", "vision").out
-    assert cli("jobs", "--project", "secret").out.startswith("No jobs")
+    refused = cli("jobs", "--project", "secret")  # another tenant's project: an error, as if it did not exist
+    assert refused.code == 1 and refused.out == "" and "No project named 'secret'" in refused.err
     assert cli("jobs", "--state", "sleeping").code == 2
 
 
@@ -141,3 +142,11 @@ def test_submit_wait_shows_the_schedulers_explanation(cli, job_file, monkeypatch
     assert "queued" in result.out and "borrowing is at its limit of 16" in result.out
     assert "position:        #1 in project vision, #1 in the nvidia-h100-80gb queue" in result.out
     assert "estimated start: in " in result.out
+
+
+def test_quiet_submit_prints_only_the_id_for_scripts(cli, job_file):
+    result = cli("submit", str(job_file()), "--project", "vision", "--quiet")
+    assert result.code == 0, result.err
+    job = int(result.out)  # the whole output is the id
+    assert cli("job", str(job), "--json").json()["state"] == "queued"
+    assert cli("submit", str(job_file()), "--project", "vision", "--quiet", "--json").code == 2

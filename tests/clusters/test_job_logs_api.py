@@ -99,7 +99,9 @@ def test_failure_causes_counted_per_project_and_rack(tenant, inventory, clients)
     assert body == {"project": "vision", "total": 3,
                     "by_cause": [{"cause": "nccl", "count": 2}, {"cause": "cuda_oom", "count": 1}],
                     "by_rack": [{"rack": "r1", "cause": "nccl", "count": 2}]}
-    assert clients["outsider"].get("/api/v1/jobs/failure-causes/?project=vision").status_code == 404
+    refused = clients["outsider"].get("/api/v1/jobs/failure-causes/?project=vision")  # like a missing project
+    assert refused.status_code == 400
+    assert refused.json()["error"]["fields"] == {"project": ["No project named 'vision'."]}
     assert clients["outsider"].get("/api/v1/jobs/failure-causes/").json()["total"] == 0
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
-from tidal_cli.client import ApiError, CliError, load_config
+from tidal_cli.client import Api, ApiError, CliError, load_config
 
 Handler = Callable[[argparse.Namespace], None]
 
@@ -52,5 +53,21 @@ def default_project(explicit: str | None) -> str | None:
 
 def job_not_found(error: ApiError, job: int) -> CliError:
     if error.status == 404:
-        return CliError(f"Job {job} not found: it does not exist or is not in one of your projects.")
+        return error.reworded(f"Job {job} not found: it does not exist or is not in one of your projects.")
     return error
+
+
+# Where to find the names a list filter accepts, added to the server's "No flavor named 'x'." (text and JSON alike).
+NAME_HINTS = {"project": "`tidal projects` lists yours", "flavor": "`tidal flavors` lists them"}
+
+
+def list_rows(path: str, *, limit: int | None = None, **filters: Any) -> list[dict]:
+    """Every row of a list endpoint, filtered by name. The server refuses a name the caller cannot see (400 naming
+    the field); the error then says where the valid names are."""
+    try:
+        return Api.from_config().all_pages(path, limit=limit, **filters)
+    except ApiError as error:
+        hints = [NAME_HINTS[field] for field in error.fields if field in NAME_HINTS]
+        if error.status == 400 and hints:
+            raise error.reworded(f"{error} ({'; '.join(hints)})") from None
+        raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tidal_cli.client import Api, CliError, load_config, save_config
+from tidal_cli.client import Api, UsageError, load_config, save_config
 from tidal_cli.commands import add_command
 from tidal_cli.output import emit_json, table
 
@@ -13,9 +13,11 @@ def cmd_login(args: argparse.Namespace) -> None:
     config = load_config()
     url = args.url or config.get("url")
     if not url or not args.token:
-        raise CliError("tidal login needs --url (the first time) and --token (create one under Settings in the UI).")
+        raise UsageError("tidal login needs --url (the first time) and --token (create one under Settings in the "
+                         "UI).")
     if not url.startswith(("http://", "https://")):
-        raise CliError(f"--url must start with http:// or https://, got {url!r}")
+        raise UsageError(f"--url must start with http:// or https://, got {url!r}", fields={"--url": [
+            "must start with http:// or https://"]})
     me = Api(url, args.token).get("me/")
     config.update({"url": url, "token": args.token})
     if args.project:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 
 from tidal_cli.client import Api
-from tidal_cli.commands import add_command
+from tidal_cli.commands import add_command, list_rows
 from tidal_cli.humanize import eta, relative, usage_bar
 from tidal_cli.output import emit_json, table, truncate
 
 
 def cmd_queue(args: argparse.Namespace) -> None:
-    rows = Api.from_config().all_pages("queue/", project=args.project, flavor=args.flavor)
+    rows = list_rows("queue/", project=args.project, flavor=args.flavor)
     if args.json:
         return emit_json(rows)
     shown = [{**row, **{f"w_{k}": v for k, v in (row.get("waiting") or {}).items()}} for row in rows]
@@ -28,7 +28,7 @@ def _limit(value: int | None) -> str:
 
 
 def cmd_quota(args: argparse.Namespace) -> None:
-    rows = Api.from_config().all_pages("quotas/", project=args.project, flavor=args.flavor)
+    rows = list_rows("quotas/", project=args.project, flavor=args.flavor)
     if args.json:
         return emit_json(rows)
     for row in rows:

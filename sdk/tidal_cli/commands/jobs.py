@@ -6,13 +6,14 @@ import argparse
 from time import monotonic, sleep
 
 from tidal_cli import jobfile
-from tidal_cli.client import Api, ApiError, CliError
+from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import (
     ACTIVE_STATES,
     add_command,
     default_project,
     job_id,
     job_not_found,
+    list_rows,
     positive,
     show,
     state_list,
@@ -29,7 +30,7 @@ def _located(error: ApiError, job_file: jobfile.JobFile) -> CliError:
     field = next(iter(error.fields))
     line = job_file.line_of(field)
     hint = " (`tidal flavors` lists them)" if field.endswith("flavor") else ""
-    return CliError(f"{job_file.path}{f' line {line}' if line else ''}: {error}{hint}")
+    return error.reworded(f"{job_file.path}{f' line {line}' if line else ''}: {error}{hint}")
 
 
 def _queued_note(job: dict) -> str:
@@ -47,12 +48,14 @@ def _await_decision(api: Api, job: dict, seconds: float) -> dict:
 
 
 def cmd_submit(args: argparse.Namespace) -> None:
+    if args.quiet and args.json:
+        raise UsageError("--quiet prints only the id, --json the whole job: give one of them")
     job_file = jobfile.load(args.file)
     spec = dict(job_file.spec)
     project = args.project or spec.get("project") or default_project(None)
     if not project:
         raise CliError(f"{args.file}: no project: add `project: SLUG` to the file, pass --project, or set a default "
-                       "with `tidal login --project SLUG` (or TIDAL_PROJECT)")
+                       "with `tidal login --project SLUG` (or TIDAL_PROJECT)", code="no_project")
     spec["project"] = project
     if args.name:
         spec["name"] = args.name
@@ -65,6 +68,9 @@ def cmd_submit(args: argparse.Namespace) -> None:
         job = _await_decision(api, job, args.wait)
     if args.json:
         return emit_json(job)
+    if args.quiet:  # for scripts: JOB=$(tidal submit job.yaml --quiet)
+        print(job["id"])
+        return
     print(f"Submitted job {job['id']} ({job['name']}) to project {job['project']}: {job['state']}")
     note = _queued_note(job)
     if note:
@@ -91,8 +97,7 @@ def _note(job: dict) -> str:
 
 def cmd_jobs(args: argparse.Namespace) -> None:
     states = [s for group in args.state or [] for s in group] or (None if args.all else ACTIVE_STATES)
-    rows = Api.from_config().all_pages("jobs/", limit=args.limit, project=args.project, flavor=args.flavor,
-                                       state=states)
+    rows = list_rows("jobs/", limit=args.limit, project=args.project, flavor=args.flavor, state=states)
     if args.json:
         return emit_json(rows)
     empty = "No jobs" + ("" if args.all or args.state else " in progress (--all shows finished ones too)") + "."
@@ -133,6 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     submit.add_argument("--name", help="job name (overrides the file)")
     submit.add_argument("--wait", type=float, nargs="?", const=10.0, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS (default 10) for the scheduler to admit the job or say why it waits")
+    submit.add_argument("--quiet", "-q", action="store_true",
+                        help="print only the new job's id, e.g. JOB=$(tidal submit job.yaml --quiet)")
 
     jobs = add_command(sub, "jobs", cmd_jobs, "list jobs (in progress by default)",
                        "List jobs of your projects, newest first. Without --state or --all, only jobs that have not "

@@ -15,7 +15,7 @@ from pathlib import Path
 from time import monotonic, sleep
 from typing import Any
 
-from tidal_cli.client import Api, ApiError, CliError
+from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import add_command, positive
 from tidal_cli.humanize import duration
 from tidal_cli.output import emit_json, table
@@ -90,8 +90,8 @@ def _start(api: Api, args: argparse.Namespace) -> dict:
                             "skip_invalid": "true" if args.skip_invalid else "false"}
     if args.days:
         if args.cluster != "current" or args.quotas != "current":
-            raise CliError("--days replays the platform's history on its current cluster and quotas: drop --cluster "
-                           "and --quotas")
+            raise UsageError("--days replays the platform's history on its current cluster and quotas: drop "
+                             "--cluster and --quotas")
         body = {**data, "source": "history", "days": args.days, "skip_invalid": args.skip_invalid}
         return api.post("replays/", body)
     with ExitStack() as stack:
@@ -102,29 +102,32 @@ def _start(api: Api, args: argparse.Namespace) -> dict:
                 continue
             path = Path(value)
             if not path.is_file():
-                raise CliError(f"{field} file {value} not found" + ("" if field == "trace" else " (or give `current`)"))
+                raise CliError(f"{field} file {value} not found" + ("" if field == "trace" else " (or give `current`)"),
+                               code="file_not_found", fields={f"--{field}": ["file not found"]})
             files[field] = (path.name, stack.enter_context(open(path, "rb")), "text/csv")
         return api.request("POST", "replays/", data=data, files=files)
 
 
 def cmd_replay(args: argparse.Namespace) -> None:
     if sum(x is not None for x in (args.trace, args.days, args.id)) != 1:
-        raise CliError("give exactly one of --trace FILE, --days N (the platform's history) or --id RUN")
+        raise UsageError("give exactly one of --trace FILE, --days N (the platform's history) or --id RUN")
     api = Api.from_config()
     try:
         run = api.get(f"replays/{args.id}/") if args.id else _start(api, args)
     except ApiError as error:
         if error.status == 403:
-            raise CliError(f"{error} (replays are for platform admins)") from None
+            raise error.reworded(f"{error} (replays are for platform admins)") from None
         if error.status == 404 and args.id:
-            raise CliError(f"Replay {args.id} not found: it does not exist or is not yours.") from None
+            raise error.reworded(f"Replay {args.id} not found: it does not exist or is not yours.") from None
         raise
     if args.wait or args.id:
         run = _follow(api, run, args.interval, quiet=args.json or (args.id and not args.wait))
     if args.json:
-        return emit_json(run)
+        emit_json(run)  # the run is the answer even when it failed; the exit status still says so
     if run["status"] == "failed":
-        raise CliError(f"replay {run['id']} failed: {run['message']}")
+        raise CliError(f"replay {run['id']} failed: {run['message']}", code="replay_failed")
+    if args.json:
+        return
     if run["status"] != "succeeded":
         print(f"Started replay {run['id']} ({run['jobs']} jobs): {run['status']}. Follow it with: "
               f"tidal replay --id {run['id']} --wait")

@@ -1,0 +1,44 @@
+"""List filters that name a related object ("?flavor=nvidia-h100-80gb") and refuse a name the caller cannot see.
+
+A plain CharFilter on `flavor__name` answers an unknown name with an empty page, which reads as "nothing there" when
+the truth is a typo. These filters validate the name against the caller's scoped selector instead, so the request
+fails with the API's one error shape: 400 `{"fields": {"flavor": ["No flavor named 'bogus'."]}}`. Because the
+lookup goes through the selector, a project of another tenant gets the same answer as one that does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import django_filters
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import QuerySet
+from rest_framework.exceptions import ValidationError
+
+# One wording for every endpoint; Django fills in %(value)s itself, so a name containing "%" is safe.
+UNKNOWN_NAME = "No {noun} named '%(value)s'."
+
+
+def unknown_name(field: str, value: str, *, noun: str) -> ValidationError:
+    """The same 400 for views that check a name themselves rather than through a FilterSet."""
+    return ValidationError({field: [UNKNOWN_NAME.format(noun=noun) % {"value": value}]})
+
+
+def name_filter(field_name: str, *, noun: str, visible: Callable[[Any], QuerySet],
+                to_field_name: str = "name") -> django_filters.ModelChoiceFilter:
+    """Filter on the related object `field_name` by its `to_field_name`, among `visible(user)`.
+
+    `visible` is a selector of the caller (e.g. `projects_for_user`): what it leaves out is unknown, whether it
+    does not exist or belongs to another tenant.
+    """
+
+    def choices(request: Any) -> QuerySet:
+        # django-filter passes the request; schema generation may build the form without one.
+        return visible(getattr(request, "user", None) or AnonymousUser())
+
+    return django_filters.ModelChoiceFilter(
+        field_name=field_name, to_field_name=to_field_name, queryset=choices,
+        error_messages={"invalid_choice": UNKNOWN_NAME.format(noun=noun)},
+        help_text=f"the {noun}'s {to_field_name}; one that does not exist or that you cannot see is a 400",
+    )
