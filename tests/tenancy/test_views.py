@@ -69,8 +69,9 @@ class TestAuditPage:
     @pytest.mark.parametrize("role", ["owner", "admin", "member", "viewer", "outsider"])
     def test_page_and_api_agree(self, audited, role):
         """A role reads the page exactly when the API lists it the project's entries."""
-        api = client_for(audited.users[role]).get("/api/v1/audit/", {"project": audited.project.slug}).json()
-        api_reads = any(entry["action"] == "membership.add" for entry in api["results"])
+        api = client_for(audited.users[role]).get("/api/v1/audit/", {"project": audited.project.slug})
+        # An outsider naming the project gets the 400 of an unknown name: no entries either way.
+        api_reads = api.status_code == 200 and any(e["action"] == "membership.add" for e in api.json()["results"])
         page = login(audited.users[role]).get(self.url(audited))
         assert (page.status_code == 200) == api_reads
 
