@@ -3,9 +3,8 @@ from django.contrib import admin, messages
 
 from clusters import services
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
+from core.admin import InlineWrites, WritesThroughServices
 from core.errors import DomainError
-from quotas.admin import AuditedAdmin
-from tenancy.audit import audit_record
 
 
 class NodeInline(admin.TabularInline):
@@ -43,20 +42,32 @@ class ClusterForm(forms.ModelForm):
                 raise forms.ValidationError(exc.message) from None
         return text
 
-    def save(self, commit: bool = True):
-        cluster = super().save(commit=False)
+    def new_kubeconfig(self) -> str | None:
+        """What to store: None keeps the stored kubeconfig, "" removes it."""
         if self.cleaned_data.get("clear_kubeconfig"):
-            cluster.set_kubeconfig("")
-        elif (self.cleaned_data.get("kubeconfig") or "").strip():
-            cluster.set_kubeconfig(self.cleaned_data["kubeconfig"])
-        if commit:
-            cluster.save()
-            self.save_m2m()
-        return cluster
+            return ""
+        text = self.cleaned_data.get("kubeconfig") or ""
+        return text if text.strip() else None
+
+
+def _save_node(request, node: Node) -> None:
+    services.node_save(actor=request.user, node=node)
+
+
+def _delete_node(request, node: Node) -> None:
+    services.node_delete(actor=request.user, node=node)
+
+
+def _save_rule(request, rule: FlavorRule) -> None:
+    services.flavor_rule_save(actor=request.user, rule=rule)
+
+
+def _delete_rule(request, rule: FlavorRule) -> None:
+    services.flavor_rule_delete(actor=request.user, rule=rule)
 
 
 @admin.register(Cluster)
-class ClusterAdmin(AuditedAdmin):
+class ClusterAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
     form = ClusterForm
     list_display = ["name", "backend", "enabled", "credentials", "last_sync_at", "created_at"]
     list_filter = ["backend", "enabled"]
@@ -81,13 +92,13 @@ class ClusterAdmin(AuditedAdmin):
             return "in-cluster service account"
         return "kubeconfig stored (encrypted)" if obj.has_kubeconfig else "none"
 
+    inline_writes = {Node: (_save_node, _delete_node), FlavorRule: (_save_rule, _delete_rule)}
+
     def save_model(self, request, obj, form, change):
-        admin.ModelAdmin.save_model(self, request, obj, form, change)
-        # Like AuditedAdmin, but the audit entry never holds the kubeconfig text.
-        changes = {name: "(replaced, not shown)" if name == "kubeconfig" else str(form.cleaned_data.get(name))
-                   for name in form.changed_data}
-        audit_record(actor=request.user, action=f"cluster.{'change' if change else 'create'}", target=obj,
-                     changes=changes)
+        services.cluster_save(actor=request.user, cluster=obj, kubeconfig=form.new_kubeconfig())
+
+    def delete_model(self, request, obj):
+        services.cluster_delete(actor=request.user, cluster=obj)
 
     @admin.action(description="Test connection (server version and missing permissions)")
     def test_connection(self, request, queryset):
@@ -114,24 +125,38 @@ class ClusterAdmin(AuditedAdmin):
 
 
 @admin.register(FlavorRule)
-class FlavorRuleAdmin(AuditedAdmin):
+class FlavorRuleAdmin(WritesThroughServices, admin.ModelAdmin):
     list_display = ["pattern", "flavor", "cluster", "position"]
     list_filter = ["cluster", "flavor"]
     list_editable = ["position"]
 
+    def save_model(self, request, obj, form, change):
+        _save_rule(request, obj)
+
+    def delete_model(self, request, obj):
+        _delete_rule(request, obj)
+
 
 @admin.register(Node)
-class NodeAdmin(AuditedAdmin):
+class NodeAdmin(WritesThroughServices, admin.ModelAdmin):
     list_display = ["name", "cluster", "flavor", "devices", "foreign_used", "block", "rack", "cordoned", "ready"]
     list_filter = ["cluster", "flavor", "ready", "cordoned", "block", "rack"]
     search_fields = ["name", "rack", "block"]
     list_editable = ["cordoned", "ready"]
     actions = ["mark_not_ready", "mark_ready"]
 
+    def save_model(self, request, obj, form, change):
+        _save_node(request, obj)
+
+    def delete_model(self, request, obj):
+        _delete_node(request, obj)
+
     @admin.action(description="Mark not ready (simulates a node failure: jobs on it fail and retry elsewhere)")
     def mark_not_ready(self, request, queryset):
-        queryset.update(ready=False)
+        for node in queryset:
+            services.node_save(actor=request.user, node=node, values={"ready": False})
 
     @admin.action(description="Mark ready")
     def mark_ready(self, request, queryset):
-        queryset.update(ready=True)
+        for node in queryset:
+            services.node_save(actor=request.user, node=node, values={"ready": True})

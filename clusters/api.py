@@ -17,13 +17,11 @@ from rest_framework.response import Response
 
 from clusters import selectors, services
 from clusters.kube.errors import ApiError
-from clusters.models import Node
+from clusters.models import Cluster, Node
 from clusters.serializers import ClusterSerializer, NodeSerializer
-from core import wakeup
 from core.errors import DomainError
 from core.filters import name_filter
 from quotas.api import StaffWritesMixin
-from tenancy.audit import audit_record
 from tenancy.scoping import ScopedViewSet, visible_to_everyone
 
 
@@ -35,6 +33,21 @@ class ClusterViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
     serializer_class = ClusterSerializer
     project_attr = None
     lookup_field = "name"
+
+    def _save(self, serializer, cluster: Cluster) -> None:
+        values = dict(serializer.validated_data)
+        kubeconfig = values.pop("kubeconfig", None)
+        serializer.instance = services.cluster_save(actor=self.request.user, cluster=cluster, values=values,
+                                                    kubeconfig=kubeconfig)
+
+    def perform_create(self, serializer) -> None:
+        self._save(serializer, Cluster())
+
+    def perform_update(self, serializer) -> None:
+        self._save(serializer, serializer.instance)
+
+    def perform_destroy(self, instance: Cluster) -> None:
+        services.cluster_delete(actor=self.request.user, cluster=instance)
 
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["post"], url_path="test-connection")
@@ -80,7 +93,5 @@ class NodeViewSet(StaffWritesMixin, mixins.ListModelMixin, mixins.RetrieveModelM
         return {**super().get_serializer_context(), "occupancy": selectors.occupancy_by_node(self.request.user)}
 
     def perform_update(self, serializer) -> None:
-        node = serializer.save()
-        audit_record(actor=self.request.user, action="node.change", target=node,
-                     changes={k: v for k, v in serializer.validated_data.items()})
-        wakeup.wake_scheduler()
+        serializer.instance = services.node_save(actor=self.request.user, node=serializer.instance,
+                                                 values=serializer.validated_data)

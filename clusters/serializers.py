@@ -11,7 +11,7 @@ from core.serializers import StrictModelSerializer
 
 class ClusterSerializer(StrictModelSerializer):
     """The kubeconfig is write-only: accepted on create/update, stored encrypted, never returned (only
-    `has_kubeconfig` says whether one is stored). An empty string removes it."""
+    `has_kubeconfig` says whether one is stored). An empty string removes it. Saved by `clusters.services`."""
 
     kubeconfig = serializers.CharField(write_only=True, required=False, allow_blank=True, trim_whitespace=False,
                                        style={"base_template": "textarea.html"})
@@ -44,20 +44,6 @@ class ClusterSerializer(StrictModelSerializer):
                                                   for v in value):
             raise serializers.ValidationError("A list of taint keys or {key, operator, value, effect} objects.")
         return value
-
-    def create(self, validated_data):
-        kubeconfig = validated_data.pop("kubeconfig", None)
-        cluster = Cluster(**validated_data)
-        if kubeconfig:
-            cluster.set_kubeconfig(kubeconfig)
-        cluster.save()
-        return cluster
-
-    def update(self, instance, validated_data):
-        kubeconfig = validated_data.pop("kubeconfig", None)
-        if kubeconfig is not None:
-            instance.set_kubeconfig(kubeconfig)
-        return super().update(instance, validated_data)
 
 
 class NodeSerializer(StrictModelSerializer):

@@ -1,4 +1,5 @@
-"""Writes and cluster-wide operations: credentials, connection test, node sync, observation, orphan sweep.
+"""Writes and cluster-wide operations: clusters, nodes and flavor rules (validated, audited, waking the scheduler
+on commit, whatever the door), the connection test, node sync, observation, orphan sweep.
 
 Celery tasks and the admin console call these; each loop over clusters isolates failures per cluster, so one
 unreachable cluster never stops the others.
@@ -20,13 +21,14 @@ from clusters.backends import backend_for_cluster
 from clusters.kube.dispatch import attempt_key, sweep_orphans
 from clusters.kube.errors import ApiError, RenderError
 from clusters.kube.nodes import NodeRow, inventory
-from clusters.models import Cluster, Node
+from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
 from core import wakeup
 from core.errors import DomainError
 from jobs import selectors as job_selectors
 from jobs.observations import record_all
 from jobs.selectors import open_attempts
 from quotas.models import Arch, ResourceFlavor
+from tenancy.audit import delete_audited, save_audited
 
 logger = logging.getLogger(__name__)
 MAX_SKIPPED_SHOWN = 10  # nodes named in a sync report; the rest are counted
@@ -44,14 +46,66 @@ def check_kubeconfig(text: str) -> None:
         raise DomainError("The kubeconfig needs `clusters`, `users` and a context.", field="kubeconfig")
 
 
-def cluster_set_kubeconfig(cluster: Cluster, text: str, *, save: bool = True) -> Cluster:
-    """Store a kubeconfig encrypted (an empty text removes it). It is never shown back."""
-    if text:
-        check_kubeconfig(text)
-    cluster.set_kubeconfig(text)
-    if save:
-        cluster.save(update_fields=["kubeconfig_encrypted"])
+CLUSTER_FIELDS = ("name", "backend", "description", "enabled", *KUBERNETES_FIELDS, "kubeconfig_encrypted")
+NODE_FIELDS = ("name", "hostname", "flavor", "devices", "foreign_used", "cpu_millis", "memory_mib", "arch", "block",
+               "rack", "switch", "taints", "cordoned", "ready", "position")
+RULE_FIELDS = ("cluster", "pattern", "flavor", "position")
+
+
+def _apply(obj: Any, values: Mapping[str, Any] | None) -> None:
+    for name, value in (values or {}).items():
+        setattr(obj, name, value)
+
+
+@transaction.atomic
+def cluster_save(*, actor: Any, cluster: Cluster, values: Mapping[str, Any] | None = None,
+                 kubeconfig: str | None = None) -> Cluster:
+    """Create or change a cluster. `kubeconfig`: None keeps the stored one, "" removes it, a text replaces it
+    (encrypted at rest; the audit log says it changed, never what it holds)."""
+    _apply(cluster, values)
+    if kubeconfig is not None:
+        if kubeconfig:
+            check_kubeconfig(kubeconfig)
+        cluster.set_kubeconfig(kubeconfig)
+    save_audited(actor=actor, obj=cluster, fields=CLUSTER_FIELDS, hidden={"kubeconfig_encrypted": "kubeconfig"})
+    transaction.on_commit(wakeup.wake_scheduler)
     return cluster
+
+
+@transaction.atomic
+def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
+    """Delete a cluster and its nodes; the attempts that ran there keep their placement, without the cluster."""
+    delete_audited(actor=actor, obj=cluster, fields=("name", "backend"))
+    transaction.on_commit(wakeup.wake_scheduler)
+
+
+@transaction.atomic
+def node_save(*, actor: Any, node: Node, values: Mapping[str, Any] | None = None) -> Node:
+    """Create or change a node (by hand: a simulated cluster's inventory, or a cordon). Node sync writes the nodes
+    of Kubernetes clusters itself (`nodes_upsert`)."""
+    _apply(node, values)
+    save_audited(actor=actor, obj=node, fields=NODE_FIELDS)
+    transaction.on_commit(wakeup.wake_scheduler)
+    return node
+
+
+@transaction.atomic
+def node_delete(*, actor: Any, node: Node) -> None:
+    delete_audited(actor=actor, obj=node, fields=("name", "flavor", "devices"))
+    transaction.on_commit(wakeup.wake_scheduler)
+
+
+@transaction.atomic
+def flavor_rule_save(*, actor: Any, rule: FlavorRule, values: Mapping[str, Any] | None = None) -> FlavorRule:
+    """Create or change a rule mapping GPU products to a flavor (used by the next node sync)."""
+    _apply(rule, values)
+    save_audited(actor=actor, obj=rule, fields=RULE_FIELDS)
+    return rule
+
+
+@transaction.atomic
+def flavor_rule_delete(*, actor: Any, rule: FlavorRule) -> None:
+    delete_audited(actor=actor, obj=rule, fields=RULE_FIELDS)
 
 
 @dataclass

@@ -1,34 +1,36 @@
 from django.contrib import admin
 
+from core.admin import WritesThroughServices
 from quotas import selectors, services
 from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
-from tenancy.audit import audit_record
-
-
-class AuditedAdmin(admin.ModelAdmin):
-    """Changes made in the admin console land in the audit log like API changes."""
-
-    def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        changes = {name: str(form.cleaned_data.get(name)) for name in form.changed_data}
-        audit_record(actor=request.user, action=f"{obj._meta.model_name}.{'change' if change else 'create'}",
-                     target=obj, changes=changes)
 
 
 @admin.register(ResourceFlavor)
-class ResourceFlavorAdmin(AuditedAdmin):
+class ResourceFlavorAdmin(WritesThroughServices, admin.ModelAdmin):
     list_display = ["name", "vendor", "device_resource", "arch", "rdma"]
     list_filter = ["vendor", "arch", "rdma"]
     search_fields = ["name", "device_resource"]
 
+    def save_model(self, request, obj, form, change):
+        services.flavor_save(actor=request.user, flavor=obj)
+
+    def delete_model(self, request, obj):
+        services.flavor_delete(actor=request.user, flavor=obj)
+
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(AuditedAdmin):
+class PriorityClassAdmin(WritesThroughServices, admin.ModelAdmin):
     list_display = ["name", "value", "preemptible", "is_default"]
+
+    def save_model(self, request, obj, form, change):
+        services.priority_class_save(actor=request.user, priority_class=obj)
+
+    def delete_model(self, request, obj):
+        services.priority_class_delete(actor=request.user, priority_class=obj)
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin):
+class QuotaAdmin(WritesThroughServices, admin.ModelAdmin):
     list_display = ["project", "flavor", "guaranteed", "borrow_limit", "lend_limit", "used_now", "borrowed_now",
                     "lent_now"]
     list_filter = ["flavor", "project__organization"]
@@ -60,8 +62,7 @@ class QuotaAdmin(admin.ModelAdmin):
         return self._live(obj).lent
 
     def save_model(self, request, obj, form, change):
-        values = {name: form.cleaned_data[name] for name in services.QUOTA_FIELDS}
-        services.quota_save(actor=request.user, quota=obj, values=values)
+        services.quota_save(actor=request.user, quota=obj)
 
     def delete_model(self, request, obj):
         services.quota_delete(actor=request.user, quota=obj)

@@ -11,7 +11,6 @@ from core.filters import name_filter
 from quotas import selectors, services
 from quotas.models import Quota
 from quotas.serializers import PriorityClassSerializer, QuotaSerializer, ResourceFlavorSerializer
-from tenancy.audit import audit_record
 from tenancy.filters import project_filter
 from tenancy.scoping import ScopedViewSet, visible_to_everyone
 
@@ -37,31 +36,48 @@ class StaffWritesMixin:
 
 
 class CatalogViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
+    """A catalog (flavors, priority classes): everybody reads, staff write through the services that `save_with`
+    and `delete_with` call."""
+
     project_attr = None
     lookup_field = "name"
 
     def perform_create(self, serializer) -> None:
-        obj = serializer.save()
-        audit_record(actor=self.request.user, action=f"{obj._meta.model_name}.create", target=obj)
+        model = serializer.Meta.model
+        serializer.instance = self.save_with(actor=self.request.user, obj=model(), values=serializer.validated_data)
 
     def perform_update(self, serializer) -> None:
-        obj = serializer.save()
-        audit_record(actor=self.request.user, action=f"{obj._meta.model_name}.change", target=obj,
-                     changes=serializer.validated_data and {k: str(v) for k, v in serializer.validated_data.items()})
+        serializer.instance = self.save_with(actor=self.request.user, obj=serializer.instance,
+                                             values=serializer.validated_data)
 
     def perform_destroy(self, instance) -> None:
-        audit_record(actor=self.request.user, action=f"{instance._meta.model_name}.delete", target=instance)
-        instance.delete()
+        self.delete_with(actor=self.request.user, obj=instance)
 
 
 class ResourceFlavorViewSet(CatalogViewSet):
     selector = visible_to_everyone(selectors.flavors)
     serializer_class = ResourceFlavorSerializer
 
+    @staticmethod
+    def save_with(*, actor, obj, values):
+        return services.flavor_save(actor=actor, flavor=obj, values=values)
+
+    @staticmethod
+    def delete_with(*, actor, obj):
+        services.flavor_delete(actor=actor, flavor=obj)
+
 
 class PriorityClassViewSet(CatalogViewSet):
     selector = visible_to_everyone(selectors.priority_classes)
     serializer_class = PriorityClassSerializer
+
+    @staticmethod
+    def save_with(*, actor, obj, values):
+        return services.priority_class_save(actor=actor, priority_class=obj, values=values)
+
+    @staticmethod
+    def delete_with(*, actor, obj):
+        services.priority_class_delete(actor=actor, priority_class=obj)
 
 
 class QuotaFilter(django_filters.FilterSet):

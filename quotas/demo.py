@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from quotas.models import Quota, ResourceFlavor
+from quotas.services import quota_save
 from tenancy.models import Project
+from tenancy.services import project_save
 
 # project, flavor, guaranteed, borrow limit, lend limit
 QUOTAS = [
@@ -17,11 +19,17 @@ QUOTAS = [
 ]
 
 
+ACTOR = "seed_demo"
+
+
 def seed_quotas() -> None:
+    """Create the demo quotas that are missing, through the same service as the console and the API."""
     for slug, flavor, guaranteed, borrow, lend in QUOTAS:
         project = Project.objects.filter(slug=slug).first()
-        if project is None:
+        if project is None or Quota.objects.filter(project=project, flavor__name=flavor).exists():
             continue
-        Quota.objects.get_or_create(project=project, flavor=ResourceFlavor.objects.get(name=flavor), defaults={
-            "guaranteed": guaranteed, "borrow_limit": borrow, "lend_limit": lend})
-    Project.objects.filter(slug="robotics", max_running_jobs__isnull=True).update(max_running_jobs=6)
+        quota_save(actor=ACTOR, quota=Quota(project=project, flavor=ResourceFlavor.objects.get(name=flavor)),
+                   values={"guaranteed": guaranteed, "borrow_limit": borrow, "lend_limit": lend})
+    robotics = Project.objects.filter(slug="robotics", max_running_jobs__isnull=True).first()
+    if robotics is not None:
+        project_save(actor=ACTOR, project=robotics, values={"max_running_jobs": 6})

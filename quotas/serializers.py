@@ -15,6 +15,10 @@ class ResourceFlavorSerializer(StrictModelSerializer):
 
 
 class PriorityClassSerializer(StrictModelSerializer):
+    # Declared, so without the one-default constraint's validator: making a class the default takes the default
+    # from the previous one (quotas.services.priority_class_save).
+    is_default = serializers.BooleanField(required=False, default=False)
+
     class Meta:
         model = PriorityClass
         fields = ["id", "name", "value", "preemptible", "is_default", "description"]

@@ -23,16 +23,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from core import wakeup
 from core.errors import DomainError
 from jobs import scheduling as core
 from jobs.snapshot import policy_from_settings
 from quotas.models import Quota
-from quotas.services import quota_save
+from quotas.services import priority_class_save, quota_save
 from replay import (
     ClusterShape,
     ConfigError,
@@ -56,7 +54,6 @@ from replay.engine import DEFAULT_PRIORITIES
 from replay.trace import PRIORITY_CLASSES, Trace
 from replays import selectors
 from replays.models import ReplayRun, RunKind, RunStatus
-from tenancy.audit import audit_record
 
 logger = logging.getLogger(__name__)
 
@@ -457,9 +454,8 @@ def env_setting(field: str, value: Any) -> str:
 
 @transaction.atomic
 def whatif_apply(*, actor: Any, run_row: ReplayRun) -> str:
-    """Save the what-if's change (audited). Returns what was done. Quotas go through quotas.services.quota_save;
-    a priority class value is saved and audited here; policy settings live in the environment and are not
-    saved (the message names the variable to set)."""
+    """Save the what-if's change through the quotas services (validated, audited, waking the scheduler). Returns
+    what was done. Policy settings live in the environment and are not saved (the message names the variable)."""
     row = ReplayRun.objects.select_for_update().get(pk=run_row.pk)
     if row.kind != RunKind.WHATIF or row.status != RunStatus.SUCCEEDED:
         raise DomainError("Only a finished what-if can be applied.", code="conflict")
@@ -482,15 +478,7 @@ def whatif_apply(*, actor: Any, run_row: ReplayRun) -> str:
         pc = selectors.priority_class(change["name"])
         if pc is None or pc.value != change["before"]:
             raise DomainError("The priority class changed since this what-if ran: run it again.", code="conflict")
-        pc.value = change["value"]
-        try:
-            pc.full_clean()
-        except ValidationError as exc:
-            raise DomainError("; ".join(exc.messages), field="value") from None
-        pc.save()
-        audit_record(actor=actor, action="priorityclass.change", target=pc,
-                     changes={"value": [change["before"], change["value"]]})
-        transaction.on_commit(wakeup.wake_scheduler)
+        priority_class_save(actor=actor, priority_class=pc, values={"value": change["value"]})
         done = f"Saved {change['text']}."
     else:
         return (f"Policy settings come from the environment: set {env_setting(change['field'], change['value'])} "

@@ -1,6 +1,22 @@
 from django.contrib import admin
 
+from core.admin import InlineWrites, WritesThroughServices
+from tenancy import services
 from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project
+
+
+def _save_project(request, project: Project) -> None:
+    """Settings through project_save; the archived box through project_archive (audited as such)."""
+    archived = project.archived
+    stored = Project.objects.filter(pk=project.pk).values_list("archived", flat=True).first()
+    project.archived = bool(stored)
+    services.project_save(actor=request.user, project=project)
+    if archived != project.archived:
+        services.project_archive(actor=request.user, project=project, archived=archived)
+
+
+def _delete_project(request, project: Project) -> None:
+    services.project_delete(actor=request.user, project=project)
 
 
 class ProjectInline(admin.TabularInline):
@@ -11,11 +27,12 @@ class ProjectInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(InlineWrites, admin.ModelAdmin):
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [ProjectInline]
+    inline_writes = {Project: (_save_project, _delete_project)}
 
 
 class MembershipInline(admin.TabularInline):
@@ -25,11 +42,17 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "organization", "archived", "created_at"]
+class ProjectAdmin(WritesThroughServices, admin.ModelAdmin):
+    list_display = ["slug", "name", "organization", "archived", "max_running_jobs", "created_at"]
     list_filter = ["organization", "archived"]
     search_fields = ["slug", "name", "organization__name"]
     inlines = [MembershipInline]
+
+    def save_model(self, request, obj, form, change):
+        _save_project(request, obj)
+
+    def delete_model(self, request, obj):
+        _delete_project(request, obj)
 
 
 @admin.register(Membership)

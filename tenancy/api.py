@@ -79,11 +79,13 @@ class ProjectViewSet(
                                                       **serializer.validated_data)
 
     def perform_update(self, serializer: ProjectSerializer) -> None:
-        serializer.validated_data.pop("organization_slug", None)
-        archived = serializer.validated_data.pop("archived", None)
-        project = serializer.save()
+        values = dict(serializer.validated_data)
+        values.pop("organization_slug", None)
+        archived = values.pop("archived", None)
+        project = services.project_save(actor=self.request.user, project=serializer.instance, values=values)
         if archived is not None and archived != project.archived:
             services.project_archive(actor=self.request.user, project=project, archived=archived)
+        serializer.instance = project
 
     def perform_destroy(self, instance: Project) -> None:
         self.require_role(instance, Role.OWNER)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 
 from tenancy.models import Membership, Organization, Project, Role
+from tenancy.services import project_save
 
 DEMO_PASSWORD = "tidal-demo"
 DEMO_USERS = [
@@ -18,14 +19,16 @@ DEMO_USERS = [
 DEMO_PROJECTS = [("vision", "Vision"), ("language", "Language models"), ("robotics", "Robotics RL")]
 
 
+def _project(organization: Organization, slug: str, name: str) -> Project:
+    return Project.objects.filter(organization=organization, slug=slug).first() or project_save(
+        actor="seed_demo", project=Project(organization=organization, slug=slug, name=name))
+
+
 def seed_tenants() -> list[tuple[str, str]]:
     """Create the demo organization, projects and users; returns (username, description) for the login banner."""
     User = get_user_model()
     org, _ = Organization.objects.get_or_create(slug="acme", defaults={"name": "Acme Research"})
-    projects = [
-        Project.objects.get_or_create(slug=slug, defaults={"organization": org, "name": name})[0]
-        for slug, name in DEMO_PROJECTS
-    ]
+    projects = [_project(org, slug, name) for slug, name in DEMO_PROJECTS]
     logins = []
     for username, role, description in DEMO_USERS:
         user, created = User.objects.get_or_create(
@@ -41,7 +44,7 @@ def seed_tenants() -> list[tuple[str, str]]:
         logins.append((username, description))
     # An outsider in another organization, to see tenant isolation from the other side.
     other, _ = Organization.objects.get_or_create(slug="globex", defaults={"name": "Globex Labs"})
-    secret, _ = Project.objects.get_or_create(slug="globex-llm", defaults={"organization": other, "name": "LLM"})
+    secret = _project(other, "globex-llm", "LLM")
     erin, created = User.objects.get_or_create(username="erin", defaults={"email": "erin@globex.example"})
     if created:
         erin.set_password(DEMO_PASSWORD)

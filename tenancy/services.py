@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from core import wakeup
 from core.errors import Conflict, DomainError, Forbidden
-from tenancy.audit import audit_record
+from tenancy.audit import audit_record, save_audited
 from tenancy.models import ROLE_RANK, ApiToken, Membership, Organization, Project, Role, hash_token
 from tenancy.selectors import role_in_project
 
@@ -24,19 +26,36 @@ def _require_role(actor: AbstractBaseUser, project: Project, role: str) -> str:
     return actual
 
 
+PROJECT_FIELDS = ("organization", "name", "slug", "description", "max_running_jobs")
+SCHEDULING_FIELDS = frozenset({"max_running_jobs"})  # what the scheduler reads of a project
+
+
+@transaction.atomic
+def project_save(*, actor: Any, project: Project, values: dict[str, Any] | None = None) -> Project:
+    """Create or change a project's settings (archiving has its own service). A new running-job limit wakes the
+    scheduler once committed."""
+    for name, value in (values or {}).items():
+        setattr(project, name, value)
+    changes = save_audited(actor=actor, obj=project, fields=PROJECT_FIELDS, project=project)
+    if SCHEDULING_FIELDS & set(changes):
+        transaction.on_commit(wakeup.wake_scheduler)
+    return project
+
+
 @transaction.atomic
 def project_create(
     *, actor: AbstractBaseUser, organization: Organization, name: str, slug: str, description: str = ""
 ) -> Project:
     """Create a project; its creator becomes its owner."""
-    project = Project.objects.create(organization=organization, name=name, slug=slug, description=description)
+    project = project_save(actor=actor, project=Project(), values={
+        "organization": organization, "name": name, "slug": slug, "description": description})
     Membership.objects.create(project=project, user=actor, role=Role.OWNER)
-    audit_record(actor=actor, action="project.create", target=project, project=project, changes={"slug": slug})
     return project
 
 
 @transaction.atomic
-def project_archive(*, actor: AbstractBaseUser, project: Project, archived: bool = True) -> Project:
+def project_archive(*, actor: Any, project: Project, archived: bool = True) -> Project:
+    """Archive a project (its history stays; new jobs are refused) or bring it back."""
     project.archived = archived
     project.save(update_fields=["archived"])
     audit_record(actor=actor, action="project.archive" if archived else "project.unarchive", target=project,

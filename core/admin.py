@@ -1,0 +1,35 @@
+"""What every admin console page that writes shares: its writes go through the app's services."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+
+class WritesThroughServices:
+    """For a ModelAdmin whose `save_model` and `delete_model` call the app's service functions (which validate,
+    audit and wake the scheduler, as from the API): the bulk "delete selected" action deletes one by one through
+    `delete_model` instead of one SQL DELETE that would skip them."""
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+class InlineWrites:
+    """For a ModelAdmin with inlines: `inline_writes` maps an inline's model to (save, delete) functions taking
+    (request, obj), so rows edited inline go through the services like the model's own page."""
+
+    inline_writes: dict = {}
+
+    def save_formset(self, request: HttpRequest, form, formset, change: bool) -> None:
+        writes = self.inline_writes.get(formset.model)
+        if writes is None:
+            return super().save_formset(request, form, formset, change)
+        save, delete = writes
+        for obj in formset.save(commit=False):
+            save(request, obj)
+        for obj in formset.deleted_objects:
+            delete(request, obj)
+        formset.save_m2m()
+
