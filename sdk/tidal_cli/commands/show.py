@@ -1,4 +1,5 @@
-"""`tidal job <id>`: the spec summary, replica groups, placement, why it waits, and the events timeline."""
+"""`tidal job <id>`: the spec summary, replica groups, the current attempt's placement, why it waits, every attempt
+with why it ended, and the events timeline."""
 
 from __future__ import annotations
 
@@ -34,10 +35,27 @@ def _command_line(job: dict) -> str:
 
 
 def _times(job: dict) -> str:
+    """Submission, the current attempt's times (none while queued for a new attempt), the end."""
     parts = [f"{label} {relative(job.get(key))}" for label, key in
              (("submitted", "submitted_at"), ("admitted", "admitted_at"), ("started", "started_at"),
-              ("finished", "finished_at")) if job.get(key)]
+              ("attempt ended", "ended_at"), ("finished", "finished_at")) if job.get(key)]
     return ", ".join(parts)
+
+
+def _nodes(placement: list[dict] | None) -> str:
+    return ", ".join(sorted({row["node"] for row in placement or []})) or "-"
+
+
+def _why(attempt: dict) -> str:
+    """Why an attempt ended, with its cause and exit code; or that it still runs."""
+    if not attempt.get("outcome"):
+        return "(current)"
+    why = attempt.get("reason") or ""
+    if attempt.get("cause"):
+        why = f"{attempt['cause']}: {why}" if why else attempt["cause"]
+    if attempt.get("exit_code") is not None:
+        why += f" (exit code {attempt['exit_code']})"
+    return why
 
 
 def _memory(mib: int | None) -> str:
@@ -74,9 +92,15 @@ def render_job(job: dict) -> str:
         ("role", "ROLE"), ("replicas", "REPLICAS"), ("devices", "DEVICES/REPLICA"), ("flavor", "FLAVOR"),
         ("cpu_millis", "CPU", lambda v: f"{(v or 0) / 1000:g}"), ("memory_mib", "MEMORY", _memory),
         ("rdma", "RDMA")])]
-    if job.get("placement"):
+    if job.get("placement") and not job.get("ended_at"):
         out += ["", f"Placement on {job.get('cluster') or '-'}", table(job["placement"], [
             ("role", "ROLE"), ("index", "INDEX"), ("node", "NODE"), ("devices", "DEVICES")])]
+    if job.get("attempts"):
+        rows = [{**a, "nodes": _nodes(a.get("placement")), "why": _why(a)} for a in job["attempts"]]
+        out += ["", "Attempts", table(rows, [
+            ("number", "#"), ("cluster", "CLUSTER"), ("nodes", "NODES"), ("admitted_at", "ADMITTED", timestamp),
+            ("started_at", "STARTED", timestamp), ("ended_at", "ENDED", timestamp), ("outcome", "OUTCOME"),
+            ("why", "WHY IT ENDED")])]
     if job.get("waiting"):
         out += ["", "Waiting", fields(waiting_summary(job["waiting"], job.get("project", ""), job.get("flavor", "")))]
     events = [{**e, "change": _change(e)} for e in job.get("events") or []]
