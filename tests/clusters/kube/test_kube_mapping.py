@@ -7,10 +7,13 @@ from decimal import Decimal
 import pytest
 
 from clusters.kube import names
+from clusters.kube.failures import CAUSES as KUBE_CAUSES
 from clusters.kube.failures import classify, last_frame
 from clusters.kube.nodes import InventorySettings, flavor_for, inventory, pod_requests
 from clusters.kube.ratelimit import Backoff, TokenBucket
 from clusters.kube.status import attempt_status, replica_state
+from jobs.failures import CAUSES as JOB_CAUSES
+from jobs.failures import is_retryable
 
 
 def pod(rank: int, phase: str = "Running", node: str = "n0", *, terminated: dict | None = None,
@@ -101,9 +104,18 @@ KeyError: 'labels'
 """
 
 
+def retried(failure) -> bool:
+    """What the jobs side decides for this cause (the one table for every backend)."""
+    return is_retryable(failure.cause, failure.exit_code)
+
+
+def test_every_cause_the_classifier_names_is_one_the_jobs_side_knows() -> None:
+    assert set(KUBE_CAUSES) <= set(JOB_CAUSES)
+
+
 def test_oomkilled_is_retryable_host_oom() -> None:
     failure = classify(exit_code=137, reason="OOMKilled")
-    assert (failure.cause, failure.retryable) == ("host_oom", True)
+    assert (failure.cause, retried(failure)) == ("host_oom", True)
     evicted = classify(reason="Evicted", message="The node was low on resource: memory.")
     assert evicted.cause == "host_oom"
 
@@ -111,39 +123,38 @@ def test_oomkilled_is_retryable_host_oom() -> None:
 def test_cuda_oom_from_log_lines() -> None:
     lines = ["step 100", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
     failure = classify(exit_code=1, reason="Error", log_lines=lines)
-    assert failure.cause == "cuda_oom" and failure.retryable
+    assert failure.cause == "cuda_oom" and retried(failure)
 
 
 def test_nccl_timeout() -> None:
     lines = ["[rank3]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: "
              "WorkNCCL(SeqNum=1024, OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out."]
     failure = classify(exit_code=1, reason="Error", log_lines=lines)
-    assert (failure.cause, failure.retryable) == ("nccl", True)
+    assert (failure.cause, retried(failure)) == ("nccl", True)
     assert classify(exit_code=1, log_lines=["NCCL error in: ncclUnhandledCudaError"]).cause == "nccl"
 
 
 @pytest.mark.parametrize("reason", ["ImagePullBackOff", "ErrImagePull", "InvalidImageName"])
 def test_image_pull_failure_is_permanent(reason: str) -> None:
     failure = classify(reason=reason, message='pull access denied for "nope"')
-    assert (failure.cause, failure.retryable) == ("image_pull", False)
+    assert (failure.cause, retried(failure)) == ("image_pull", False)
 
 
 def test_invalid_spec_node_lost_preempted() -> None:
-    assert classify(reason="CreateContainerConfigError").retryable is False
+    assert not retried(classify(reason="CreateContainerConfigError"))
     assert classify(reason="NodeLost").cause == "node_lost"
     assert classify(reason="DeletionByTaintManager").cause == "node_lost"
-    assert (classify(reason="PreemptionByScheduler").cause, classify(reason="Preempting").retryable) == (
+    assert (classify(reason="PreemptionByScheduler").cause, retried(classify(reason="Preempting"))) == (
         "preempted", True)
 
 
-def test_user_error_keeps_last_frame_and_permanent_exit_codes() -> None:
+def test_user_error_keeps_last_frame_and_a_permanent_exit_code_is_not_retried() -> None:
     failure = classify(exit_code=1, reason="Error", log_lines=TRACEBACK.splitlines())
-    assert failure.cause == "user_error" and failure.retryable
+    assert failure.cause == "user_error" and retried(failure)
     assert failure.last_frame == "/workspace/model.py:12 in forward"
     assert failure.summary == "KeyError: 'labels'"
-    marked = classify(exit_code=3, log_lines=TRACEBACK.splitlines(), permanent_exit_codes={3})
-    assert marked.cause == "user_error" and marked.retryable is False
-    assert "marked permanent" in marked.summary
+    marked = classify(exit_code=3, log_lines=TRACEBACK.splitlines())
+    assert marked.cause == "user_error" and not is_retryable(marked.cause, marked.exit_code, {3})
     assert classify(exit_code=2).cause == "user_error"
     assert classify().cause == "unknown"
     assert last_frame(["no traceback here"]) == ("", "")

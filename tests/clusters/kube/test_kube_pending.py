@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from clusters.kube import names
 from clusters.kube.failures import pending_failure
 from clusters.kube.status import attempt_status, replica_state, stuck_pending
+from jobs.failures import is_retryable
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -57,7 +58,7 @@ def test_dispatch_time_stands_in_for_a_missing_creation_timestamp_and_running_re
 def test_pending_failure_is_classified_and_retryable() -> None:
     failure = pending_failure(pod="p0", node="gpu-3", seconds=612.4, unschedulable=True, reason="Unschedulable",
                               message="0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
-    assert (failure.cause, failure.retryable) == ("unschedulable", True)
+    assert (failure.cause, is_retryable(failure.cause)) == ("unschedulable", True)
     assert failure.summary == ("pod p0 pending for 612 s on gpu-3: 0/3 nodes are available: 3 Insufficient "
                                "nvidia.com/gpu.")
     slow = pending_failure(pod="p1", node="", seconds=900, unschedulable=False, reason="ContainerCreating")
