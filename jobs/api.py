@@ -110,6 +110,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     def checkpoint(self, request: Request, pk: str | None = None) -> Response:
         """Report the checkpoint the running attempt just saved (what a retry resumes from)."""
         job = self.get_object()
+        self.require_role(job.project)
         body = CheckpointSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         attempt = services.attempt_report_checkpoint(actor=request.user, job=job,

@@ -13,7 +13,7 @@ from django.db import connection, connections
 
 from core.errors import InvalidTransition
 from jobs.loop import run_once
-from jobs.models import Job, JobEvent
+from jobs.models import Attempt, Job, JobEvent
 from jobs.services import job_cancel
 from jobs.states import HOLDING
 from quotas.models import Quota
@@ -90,9 +90,9 @@ def test_parallel_submissions_cancellations_and_two_schedulers(tenant, inventory
 
     per_node: Counter = Counter()
     per_project: Counter = Counter()
-    for job in Job.objects.filter(state__in=HOLDING).select_related("project"):
+    for job in Job.objects.filter(state__in=HOLDING).select_related("project", "current_attempt"):
         per_project[job.project.slug] += job.total_devices
-        for a in job.placement:
+        for a in job.current_attempt.placement:
             per_node[a["node"]] += a["devices"]
     assert all(used <= 8 for used in per_node.values()), per_node
     for quota in Quota.objects.filter(flavor=inventory["h100"]).select_related("project"):
@@ -101,4 +101,7 @@ def test_parallel_submissions_cancellations_and_two_schedulers(tenant, inventory
     admissions = Counter(JobEvent.objects.filter(to_state="admitted").values_list("job_id", flat=True))
     attempts = dict(Job.objects.values_list("id", "attempt"))
     assert all(count <= attempts[job_id] for job_id, count in admissions.items()), "a job was admitted twice"
+    opened = Counter(Attempt.objects.values_list("job_id", flat=True))
+    assert opened == admissions, "every admission opened exactly one attempt"
+    assert Attempt.objects.filter(ended_at__isnull=True).count() == Job.objects.filter(state__in=HOLDING).count()
     assert sum(admissions.values()) > 0

@@ -1,0 +1,40 @@
+"""The API shows a job's current attempt (its times and cluster; none while it waits for a new attempt) and every
+attempt with why it ended; a running attempt records the checkpoints the job reports."""
+
+from jobs.lifecycle import transition
+from jobs.states import State
+from tests.jobs.conftest import run, submit
+
+
+def test_a_requeued_job_shows_no_current_times_and_lists_its_attempts(tenant, inventory, clients):
+    job = run(submit(tenant, inventory["a100"], devices=8), inventory["cluster"], ["a-n1"])
+    running = clients["member"].get(f"/api/v1/jobs/{job.pk}/").json()
+    assert running["cluster"] == "sim" and running["admitted_at"] and running["started_at"]
+    assert running["placement"] == [{"role": "worker", "index": 0, "node": "a-n1", "devices": 8}]
+    transition(job, State.PREEMPTED, reason="preempted for job 9", actor="scheduler")
+    transition(job, State.QUEUED, reason="requeued", actor="scheduler")
+    body = clients["member"].get(f"/api/v1/jobs/{job.pk}/").json()
+    assert (body["state"], body["attempt"]) == ("queued", 2)
+    assert [body[key] for key in ("cluster", "admitted_at", "started_at", "ended_at", "placement")] == [None] * 5
+    [first] = body["attempts"]
+    assert (first["number"], first["outcome"], first["reason"]) == (1, "preempted", "preempted for job 9")
+    assert first["cluster"] == "sim" and first["placement"][0]["node"] == "a-n1" and first["ended_at"]
+    assert [e["attempt"] for e in body["events"]][-2:] == [1, 2]
+    listed = next(row for row in clients["member"].get("/api/v1/jobs/").json()["results"] if row["id"] == job.pk)
+    assert listed["admitted_at"] is None and listed["cluster"] is None
+
+
+def test_the_running_attempt_records_the_reported_checkpoint(tenant, inventory, clients):
+    job = submit(tenant, inventory["a100"], devices=1)
+    url = f"/api/v1/jobs/{job.pk}/checkpoint/"
+    queued = clients["member"].post(url, {"checkpoint": "step 100"}, format="json")
+    assert queued.status_code == 409 and queued.json()["error"]["code"] == "invalid_transition"
+    run(job, inventory["cluster"], ["a-n1"])
+    response = clients["member"].post(url, {"checkpoint": "step 1200 s3://ckpt/run/1200"}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["checkpoint"] == "step 1200 s3://ckpt/run/1200" and response.json()["checkpoint_at"]
+    assert clients["member"].post(url, {}, format="json").status_code == 400  # nothing to record
+    assert clients["member"].post(url, {"checkpoint": "x", "step": 1}, format="json").status_code == 400
+    assert clients["viewer"].post(url, {"checkpoint": "step 1"}, format="json").status_code == 403
+    detail = clients["viewer"].get(f"/api/v1/jobs/{job.pk}/").json()
+    assert detail["attempts"][0]["checkpoint"] == "step 1200 s3://ckpt/run/1200"
