@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -133,18 +132,30 @@ class JobSubmitSerializer(StrictSerializer):
         return attrs
 
 
+class RelatedRows(serializers.ListSerializer):
+    """A nested list taken from `context["related"][<field name>]` when the caller passes the rows it just wrote
+    (a new job's groups, events and attempts), so they are rendered without being read back; otherwise read as
+    usual."""
+
+    def get_attribute(self, instance):
+        given = self.context.get("related", {}).get(self.field_name)
+        return given if given is not None else super().get_attribute(instance)
+
+
 class ReplicaGroupOutput(FieldsBuiltOnce, serializers.ModelSerializer):
     flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = ReplicaGroup
         fields = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
+        list_serializer_class = RelatedRows
 
 
 class JobEventSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = JobEvent
         fields = ["created_at", "attempt", "kind", "from_state", "to_state", "reason", "actor_name", "details"]
+        list_serializer_class = RelatedRows
 
 
 class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
@@ -159,6 +170,7 @@ class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
                   "outcome", "cause", "reason", "exit_code", "details", "checkpoint", "checkpoint_at",
                   "log_location"]
         read_only_fields = fields
+        list_serializer_class = RelatedRows
 
 
 class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
@@ -197,31 +209,15 @@ class JobDetailSerializer(JobSerializer):
     job's), so it is rendered without reading them back."""
 
     placement = serializers.JSONField(source="current_attempt.placement", read_only=True, allow_null=True)
-    groups = serializers.SerializerMethodField()
-    attempts = serializers.SerializerMethodField()
-    events = serializers.SerializerMethodField()
+    groups = ReplicaGroupOutput(many=True, read_only=True)
+    attempts = AttemptSerializer(many=True, read_only=True)
+    events = JobEventSerializer(many=True, read_only=True)
 
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "image", "command", "args", "env", "launcher_options", "groups",
                   "placement", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
                   "checkpoint_path", "duration", "retry_at", "attempts", "events"]
         read_only_fields = fields
-
-    def _related(self, job: Job, name: str) -> Any:
-        given = self.context.get("related", {}).get(name)
-        return getattr(job, name).all() if given is None else given
-
-    @extend_schema_field(ReplicaGroupOutput(many=True))
-    def get_groups(self, job: Job) -> list[dict]:
-        return ReplicaGroupOutput(self._related(job, "groups"), many=True).data
-
-    @extend_schema_field(AttemptSerializer(many=True))
-    def get_attempts(self, job: Job) -> list[dict]:
-        return AttemptSerializer(self._related(job, "attempts"), many=True).data
-
-    @extend_schema_field(JobEventSerializer(many=True))
-    def get_events(self, job: Job) -> list[dict]:
-        return JobEventSerializer(self._related(job, "events"), many=True).data
 
 
 class CheckpointSerializer(StrictSerializer):

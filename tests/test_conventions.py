@@ -151,6 +151,9 @@ def test_fields_built_once_are_copied_for_every_serializer():
     assert first.fields["name"] is not second.fields["name"]
     assert first.fields["name"].parent is first and second.fields["name"].parent is second
     assert set(JobDetailSerializer(Job()).fields) > set(first.fields)  # a subclass builds its own set
+    one, two = JobDetailSerializer(Job()), JobDetailSerializer(Job())
+    assert one.fields["groups"].child is not two.fields["groups"].child
+    assert one.fields["groups"].child.parent is one.fields["groups"]
     a, b = JobSubmitSerializer(data={}), JobSubmitSerializer(data={})
     assert a.fields["groups"].child is not b.fields["groups"].child
     assert a.fields["groups"].child.parent is a.fields["groups"]
