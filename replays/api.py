@@ -16,7 +16,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
-from replays import selectors, services
+from replays import runs, selectors, services
 from replays.serializers import ReplayCreateSerializer, ReplayRunSerializer
 from tenancy.scoping import ScopedViewSet
 
@@ -65,7 +65,7 @@ class ReplayRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
     @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, HTMLFileRenderer])
     def report(self, request, pk=None):
         run = self.get_object()
-        path = services.report_path(run)
+        path = runs.report_path(run)
         if path is None:
             raise NotFound(f"Replay {run.pk} has no report yet (status {run.status}).")
         return FileResponse(open(path, "rb"), content_type="text/html; charset=utf-8")

@@ -122,7 +122,7 @@ def test_without_json_errors_stay_one_readable_line(cli):
 
 def test_a_failed_replay_prints_the_run_and_still_exits_1(cli, settings, tmp_path, monkeypatch):
     """The run is the answer (stdout), its failure the error (stderr): the exit status is the one of text mode."""
-    from replays import services
+    from replays import runs
     from tenancy.services import token_create
     from tests.conftest import make_user
     from tests.replays.conftest import trace_text
@@ -131,7 +131,7 @@ def test_a_failed_replay_prints_the_run_and_still_exits_1(cli, settings, tmp_pat
         raise RuntimeError("core exploded")
 
     settings.REPLAY_DIR = tmp_path / "replays"
-    monkeypatch.setattr(services, "run", explode)
+    monkeypatch.setattr(runs, "run", explode)
     trace = tmp_path / "week.csv"
     trace.write_text(trace_text())
     staff = token_create(user=make_user("platform-admin", is_staff=True), name="cli")[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from replays import services
+from replays import runs
 from replays.models import ReplayRun
 from tests.conftest import client_for, make_user
 from tests.crosstenant import CrossTenantMixin
@@ -115,7 +115,7 @@ def test_a_failing_replay_ends_failed_with_a_message(inventory, staff_client, dj
     def explode(*args, **kwargs):
         raise RuntimeError("core exploded")
 
-    monkeypatch.setattr(services, "run", explode)
+    monkeypatch.setattr(runs, "run", explode)
     response = post(staff_client, django_capture_on_commit_callbacks, {"trace": upload(trace_text())})
     assert response.status_code == 201
     run = staff_client.get(f"{URL}{response.json()['id']}/").json()
@@ -125,7 +125,7 @@ def test_a_failing_replay_ends_failed_with_a_message(inventory, staff_client, dj
 
 def test_progress_and_eta_are_written_while_running(inventory, staff_client, monkeypatch):
     seen = []
-    real_run = services.run
+    real_run = runs.run
 
     def observed(trace, cluster, quotas, policy, *, progress, **kwargs):
         def spy(done, total, now):
@@ -135,11 +135,11 @@ def test_progress_and_eta_are_written_while_running(inventory, staff_client, mon
 
         return real_run(trace, cluster, quotas, policy, progress=spy, **kwargs)
 
-    monkeypatch.setattr(services, "run", observed)
-    monkeypatch.setattr(services, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(runs, "run", observed)
+    monkeypatch.setattr(runs, "PROGRESS_INTERVAL", 0.0)
     response = staff_client.post(URL, {"trace": upload(trace_text()), "compare": ["fifo-skip"]})  # not run yet
     assert ReplayRun.objects.get(pk=response.json()["id"]).status == "queued"
-    services.replay_execute(response.json()["id"])
+    runs.replay_execute(response.json()["id"])
     assert all(status == "running" for status, *_ in seen)
     fractions = [p for _, p, _ in seen]
     assert fractions == sorted(fractions) and fractions[0] < 0.5 and fractions[-1] == 1.0
