@@ -34,6 +34,9 @@ def inventory() -> ports.Inventory:
     for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled in rows:
         cluster_ids[cluster] = cluster_id
         capacity = max(0, devices - foreign)
+        unavailable = ("in a disabled cluster" if not enabled else "not ready" if not ready
+                       else "cordoned" if cordoned else "")
         nodes.append(core.Node(name=core.node_key(cluster, name), flavor=flavor, devices=capacity, free=capacity,
-                               cluster=cluster, block=block, rack=rack, schedulable=ready and not cordoned and enabled))
+                               cluster=cluster, block=block, rack=rack, schedulable=not unavailable,
+                               foreign=min(foreign, devices), unavailable=unavailable))
     return ports.Inventory(tuple(nodes), cluster_ids)

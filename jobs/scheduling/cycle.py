@@ -14,8 +14,9 @@ Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's dec
 from __future__ import annotations
 
 from .backfill import reserve
+from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry
-from .feasibility import structural_reason
+from .feasibility import ideal_index, structural_reason, unavailability
 from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
 from .ordering import fair_shares, order_jobs
 from .placement import Taken
@@ -101,7 +102,8 @@ class Cycle:
                                   used=self.state.share_used)
         self.order = order_jobs(snapshot.pending, policy, self.shares)  # phase 1
         self.outcomes: list[Outcome] = []
-        self.structural: dict[tuple, str | None] = {}
+        self.structural: dict[tuple, tuple[str, str] | None] = {}
+        self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
 
     def run(self) -> None:
         for job in self.order:
@@ -122,10 +124,11 @@ class Cycle:
                                   blocker=blocker)
             return out
         out.considered = True
-        unschedulable = self.structural_check(job, info)
-        if unschedulable is not None:
-            out.entry = WaitEntry(job, info, "unschedulable", f"can never run here: {unschedulable}")
-            return out  # never blocks a queue: it could not run even on an empty cluster
+        structural = self.structural_check(job, info)
+        if structural is not None:
+            # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
+            out.entry = WaitEntry(job, info, *structural)
+            return out
         failure = state.quota.check(job.project, info.demand, job.preemptible)  # phase 2
         constrained = state.constrained(job.max_runtime, info)
         tentative = None
@@ -156,12 +159,27 @@ class Cycle:
             state.blocked[queue] = job.id
         return out
 
-    def structural_check(self, job: PendingJob, info: JobInfo) -> str | None:
+    def structural_check(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
+        """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when
+        it never can, "unavailable" when only nodes out of service (cordoned, not ready, a disabled cluster) or
+        devices foreign pods hold keep it out. None when it could fit."""
         key = info.shape_key[:4] if info.shape_key is not None else (
             tuple((g.flavor, g.devices, g.replicas) for g in job.groups), job.topology)
         if key not in self.structural:
-            self.structural[key] = structural_reason(self.state.index, job, info)
+            self.structural[key] = self._structural(job, info)
         return self.structural[key]
+
+    def _structural(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
+        now = structural_reason(self.state.index, job, info)
+        if now is None:
+            return None
+        if self.ideal is None:
+            self.ideal = ideal_index(self.state.snapshot.nodes)
+        ever = structural_reason(self.ideal, job, info)
+        if ever is not None:
+            return "unschedulable", f"can never run here: {ever}"
+        why = unavailability(self.state.snapshot.nodes, info.flavors)
+        return "unavailable", f"{why}: {now.replace(' even when empty', ' now')}"
 
     def try_place(self, job: PendingJob, info: JobInfo, constrained: bool) -> Tentative | None:
         state = self.state

@@ -206,7 +206,7 @@ class Explainer:
 
     def eta(self, entry: WaitEntry, etas: dict[int, float | None]) -> float | None:
         code = entry.code
-        if code == "unschedulable":
+        if code in ("unschedulable", "unavailable"):  # never, or when nodes come back: nothing says when
             return None
         if entry.hold is not None:
             return entry.hold.start

@@ -1,7 +1,9 @@
 """Jobs that can never run: checked at submission (never_fits) and again each cycle (structural_reason).
 
-"Never" means: not on this inventory with every node empty, or not under this project's quota even with all
-the borrowing it could ever get. Transient conditions (avoid_nodes, busy nodes) do not count.
+"Never" means: not on this inventory with every node empty, back in service (not cordoned, Ready, its cluster
+enabled) and rid of pods the platform did not create, or not under this project's quota even with all the
+borrowing it could ever get. Transient conditions (avoid_nodes, busy, cordoned or not-ready nodes, devices foreign
+pods hold now) do not count: a job that needs them waits, with a reason, instead of being refused.
 """
 
 from __future__ import annotations
@@ -73,14 +75,39 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
     return None
 
 
+def ideal_index(nodes: Iterable[Node]) -> CapacityIndex:
+    """The inventory as it could be: every node empty, in service, and rid of pods the platform did not create."""
+    return CapacityIndex(tuple(Node(n.name, n.flavor, n.devices + n.foreign, n.devices + n.foreign, n.cluster,
+                                    n.block, n.rack) for n in nodes))
+
+
+def unavailability(nodes: Iterable[Node], flavors: Iterable[str]) -> str:
+    """What keeps part of these flavors' nodes out of use now, e.g. "1 of the 4 nvidia-a100-40gb nodes is
+    cordoned; pods Tidal did not create hold 8 nvidia-a100-40gb"; empty when nothing does."""
+    parts = []
+    for flavor in sorted(set(flavors)):
+        of_flavor = [n for n in nodes if n.flavor == flavor]
+        reasons: dict[str, int] = {}
+        for n in of_flavor:
+            if not n.schedulable:
+                why = n.unavailable or "unschedulable"
+                reasons[why] = reasons.get(why, 0) + 1
+        for why, count in sorted(reasons.items()):
+            verb = "is" if count == 1 else "are"
+            parts.append(f"{count} of the {len(of_flavor)} {flavor} nodes {verb} {why}")
+        foreign = sum(n.foreign for n in of_flavor if n.schedulable)
+        if foreign:
+            parts.append(f"pods Tidal did not create hold {foreign} {flavor}")
+    return "; ".join(parts)
+
+
 class Feasibility:
-    """never_fits over one inventory, prepared once: the index of the inventory with every node empty and the
-    quotas by flavor. Submissions share one (see jobs/selectors.py), so each check costs only its own job."""
+    """never_fits over one inventory, prepared once: the index of the inventory as it could be (`ideal_index`) and
+    the quotas by flavor. Submissions share one (see jobs/selectors.py), so each check costs only its own job."""
 
     def __init__(self, nodes: Iterable[Node], quotas: Iterable[Quota], projects: Iterable[Project],
                  policy: Policy = DEFAULT_POLICY) -> None:
-        self.index = CapacityIndex(tuple(Node(n.name, n.flavor, n.devices, n.devices, n.cluster, n.block, n.rack,
-                                              n.schedulable) for n in nodes))
+        self.index = ideal_index(nodes)
         self.projects = {p.name: p for p in projects}
         self.quotas_of_flavor: dict[str, list[Quota]] = {}
         for quota in quotas:
@@ -111,20 +138,13 @@ class Feasibility:
         mine = [q for q in quotas if q.project == job.project]
         g = sum(q.guaranteed for q in mine)
         b = sum(q.borrow_limit for q in mine) if self.policy.borrowing else 0
-        # The most the cohort could ever lend: other members' guarantees within their lend limits, plus devices
-        # no member of the cohort is guaranteed.
+        # The most its organization could ever lend: other members' guarantees within their lend limits, plus the
+        # devices nobody is guaranteed (never another organization's guarantee). A preemptible job counts like any
+        # other: its own idle guarantee first, then borrowing.
         cohort = self._cohort(job.project)
         others = [q for q in quotas if q.project != job.project and self._cohort(q.project) == cohort]
-        owned = g + sum(q.guaranteed for q in others)
         lendable = sum(q.guaranteed if q.lend_limit is None else min(q.guaranteed, q.lend_limit) for q in others)
-        lendable += max(0, self.index.total_devices.get(flavor, 0) - owned)
-        if job.preemptible:
-            lendable += g  # its own idle guarantee is idle capacity too
-            most = min(b, lendable)
-            if most < need:
-                return (f"needs {need} {flavor} but preemptible jobs of project {job.project} may borrow at most "
-                        f"{most} (borrow limit {b})")
-            return None
+        lendable += max(0, self.index.total_devices.get(flavor, 0) - sum(q.guaranteed for q in quotas))
         most = g + min(b, lendable)
         if most >= need:
             return None

@@ -36,12 +36,14 @@ class Topology(StrEnum):
 class Node:
     name: str
     flavor: str
-    devices: int  # allocatable devices of `flavor`
+    devices: int  # allocatable devices of `flavor`, less those pods the platform did not create hold
     free: int  # devices not taken by running jobs or by pods the platform did not create
     cluster: str = "default"  # a gang never spans clusters
     block: str = ""
     rack: str = ""
-    schedulable: bool = True  # False when cordoned or not Ready
+    schedulable: bool = True  # False when cordoned, not Ready or in a disabled cluster
+    foreign: int = 0  # devices pods the platform did not create hold now (they may go)
+    unavailable: str = ""  # why it is not schedulable now: "cordoned", "not ready", "in a disabled cluster"
 
 
 @dataclass(frozen=True, slots=True)

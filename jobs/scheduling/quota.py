@@ -1,17 +1,25 @@
-"""Phase 2, quota: guarantees, borrowing within a cohort, lend limits and running-job caps.
+"""Phase 2, quota: guarantees, borrowing within an organization, lend limits and running-job caps.
 
 Per project p and flavor f (g = guaranteed, b = borrow_limit, l = lend_limit or infinity):
     used(p, f)      devices of p's non-preemptible jobs (running, plus admitted this cycle)
-    pre(p, f)       devices of p's preemptible jobs: all of it counts as borrowed
-    borrowed(p, f)  = max(0, used - g) + pre                     must stay <= b (0 when borrowing is off)
-    lendable(p, f)  = min(max(0, g - used), l)                   p's idle guarantee others may borrow
-Per cohort c and flavor f:
-    supply(c, f)    = sum of lendable over c's projects + unowned(c, f)
-    unowned(c, f)   = max(0, devices of f on schedulable nodes - sum of g over c's projects)
+    pre(p, f)       devices of p's preemptible jobs
+    borrowed(p, f)  = max(0, used + pre - g)                     must stay <= b (0 when borrowing is off)
+    lendable(p, f)  = min(max(0, g - used - pre), l)             p's idle guarantee others may borrow
+A preemptible job uses its own project's idle guarantee first, like any job, and borrows only above it; its
+project's non-preemptible jobs take the guarantee back by priority preemption.
+
+Borrowing stays inside the organization (the cohort): a project borrows its cohort's lendable capacity, and
+capacity nobody is guaranteed, never another organization's guarantee. Per cohort c and flavor f:
+    lend(c, f)      = sum of lendable over c's projects
+    excess(c, f)    = max(0, borrowed(c, f) - lend(c, f))         what c's borrowing takes beyond its lenders
+and per flavor, over every cohort:
+    unowned(f)      = max(0, devices of f on schedulable nodes - sum of every project's g)
+    sum of excess(c, f) over cohorts  <=  unowned(f)
 A job is within quota when, for each flavor, either it does not raise its project's borrowed amount (it fits in
 the guarantee: always allowed, even if that takes back lent capacity, which preemption then reclaims), or after
-admission borrowed(p, f) <= b and the cohort's total borrowed <= supply. Pooling lenders per cohort is exact:
-any borrower may use any lender's idle guarantee, so the aggregate check is the flow feasibility check.
+admission borrowed(p, f) <= b and the constraint above holds. Pooling lenders per cohort and the unowned capacity
+across cohorts is exact: any borrower may use any lender of its cohort and any unowned device, so the aggregate
+check is the flow feasibility check.
 """
 
 from __future__ import annotations
@@ -49,77 +57,74 @@ class QuotaState:
         self.used: dict[tuple[str, str], int] = defaultdict(int)
         self.pre: dict[tuple[str, str], int] = defaultdict(int)
         self.running: dict[str, int] = defaultdict(int)
-        # Usage of jobs running at the start of the cycle only (victims removed): decides who is "borrowing"
-        # when looking for victims, so a job admitted this cycle never turns its project's older jobs into
-        # reclaim victims within the same cycle.
+        # Non-preemptible usage of jobs running at the start of the cycle only (victims removed): decides who is
+        # "borrowing" when looking for victims, so a job admitted this cycle never turns its project's older jobs
+        # into reclaim victims within the same cycle.
         self.run_used: dict[tuple[str, str], int] = defaultdict(int)
-        self.run_pre: dict[tuple[str, str], int] = defaultdict(int)
-        self.supply: dict[tuple[str, str], float] = defaultdict(float)
-        self.borrowed_total: dict[tuple[str, str], int] = defaultdict(int)
-        owned: dict[tuple[str, str], int] = defaultdict(int)
+        self.lend: dict[tuple[str, str], float] = defaultdict(float)  # (cohort, flavor) -> lendable of members
+        self.borrowed_total: dict[tuple[str, str], int] = defaultdict(int)  # (cohort, flavor) -> borrowed
+        self.excess: dict[str, float] = defaultdict(float)  # flavor -> sum over cohorts of excess(c, f)
+        guaranteed: dict[str, int] = defaultdict(int)
         for (project, flavor), g in self.guar.items():
-            owned[(self.cohort_of(project), flavor)] += g
-            self.supply[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
-        cohorts = {self.cohort_of(p) for p, _ in self.guar} | set(self.cohort.values())
-        for c in cohorts:
-            for flavor, total in flavor_totals.items():
-                self.supply[(c, flavor)] += max(0, total - owned.get((c, flavor), 0))
+            guaranteed[flavor] += g
+            self.lend[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
+        self.unowned: dict[str, int] = {f: max(0, total - guaranteed[f]) for f, total in flavor_totals.items()}
 
     def cohort_of(self, project: str) -> str:
         return self.cohort.get(project, project)
 
     def _lendable(self, project: str, flavor: str) -> float:
         key = (project, flavor)
-        idle = max(0, self.guar.get(key, 0) - self.used[key])
+        idle = max(0, self.guar.get(key, 0) - self.used[key] - self.pre[key])
         return min(idle, self.llimit.get(key, INF))
 
     def borrowed(self, project: str, flavor: str) -> int:
         key = (project, flavor)
-        return max(0, self.used[key] - self.guar.get(key, 0)) + self.pre[key]
+        return max(0, self.used[key] + self.pre[key] - self.guar.get(key, 0))
+
+    def _excess(self, cohort_key: tuple[str, str]) -> float:
+        return max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key])
+
+    def _add(self, project: str, flavor: str, used: int, pre: int) -> int:
+        """Add usage to one (project, flavor), keeping the cohort's sums and the flavor's excess; returns the change
+        in the project's borrowed devices."""
+        key = (project, flavor)
+        cohort_key = (self.cohort_of(project), flavor)
+        before_b, before_l, before_x = self.borrowed(project, flavor), self._lendable(project, flavor), \
+            self._excess(cohort_key)
+        self.used[key] += used
+        self.pre[key] += pre
+        delta = self.borrowed(project, flavor) - before_b
+        self.borrowed_total[cohort_key] += delta
+        self.lend[cohort_key] += self._lendable(project, flavor) - before_l
+        self.excess[flavor] += self._excess(cohort_key) - before_x
+        return delta
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
                at_start: bool = False) -> int:
         """Add (sign=1) or remove (sign=-1) a job's usage; returns the change in its project's borrowed devices."""
         delta_borrowed = 0
-        cohort = self.cohort_of(project)
         for flavor, devices in demand.items():
             key = (project, flavor)
-            before_b = self.borrowed(project, flavor)
-            before_l = self._lendable(project, flavor)
             if preemptible:
-                self.pre[key] += sign * devices
-                if at_start:
-                    self.run_pre[key] += sign * devices
+                delta_borrowed += self._add(project, flavor, 0, sign * devices)
             else:
-                self.used[key] += sign * devices
+                delta_borrowed += self._add(project, flavor, sign * devices, 0)
                 if at_start:
                     self.run_used[key] += sign * devices
-            after_b = self.borrowed(project, flavor)
-            self.borrowed_total[(cohort, flavor)] += after_b - before_b
-            self.supply[(cohort, flavor)] += self._lendable(project, flavor) - before_l
-            delta_borrowed += after_b - before_b
         self.running[project] += sign
         return delta_borrowed
 
     def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],
                      running: dict[str, int]) -> None:
         """Add the usage of the jobs running at the start of the cycle in one step, aggregated per (project,
-        flavor): the same state as one `change(..., 1, at_start=True)` per job (borrowed_total and supply are
-        sums over (project, flavor) of functions of its final usage, so per-job increments telescope), with one
-        update per key instead of one per job. Call it once, on a fresh state."""
+        flavor): the same state as one `change(..., 1, at_start=True)` per job, with one update per key instead
+        of one per job. Call it once, on a fresh state."""
         for key in used.keys() | pre.keys():
             project, flavor = key
-            cohort_key = (self.cohort.get(project, project), flavor)
-            before_b = self.borrowed(project, flavor)
-            before_l = self._lendable(project, flavor)
-            u = used.get(key, 0)
-            p = pre.get(key, 0)
-            self.used[key] += u
+            u, p = used.get(key, 0), pre.get(key, 0)
+            self._add(project, flavor, u, p)
             self.run_used[key] += u
-            self.pre[key] += p
-            self.run_pre[key] += p
-            self.borrowed_total[cohort_key] += self.borrowed(project, flavor) - before_b
-            self.supply[cohort_key] += self._lendable(project, flavor) - before_l
         for project, n in running.items():
             self.running[project] += n
 
@@ -134,12 +139,9 @@ class QuotaState:
         for flavor, devices in demand.items():
             key = (project, flavor)
             g = self.guar.get(key, 0)
-            used = self.used[key]
-            pre = self.pre[key]
-            new_used = used if preemptible else used + devices
-            new_pre = pre + devices if preemptible else pre
-            before_b = max(0, used - g) + pre
-            after_b = max(0, new_used - g) + new_pre
+            before_total = self.used[key] + self.pre[key]
+            before_b = max(0, before_total - g)
+            after_b = max(0, before_total + devices - g)
             if after_b <= before_b:
                 continue  # inside the guarantee: always allowed
             if key not in self.guar and not self.borrowing:
@@ -148,24 +150,30 @@ class QuotaState:
                 return QuotaFailure("borrowing_off", flavor)
             if after_b > self.blimit.get(key, 0):
                 return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
-            lendable_after = min(max(0, g - new_used), self.llimit.get(key, INF))
-            supply = self.supply[(cohort, flavor)] - self._lendable(project, flavor) + lendable_after
-            if self.borrowed_total[(cohort, flavor)] - before_b + after_b > supply:
+            cohort_key = (cohort, flavor)
+            lendable_after = min(max(0, g - before_total - devices), self.llimit.get(key, INF))
+            lend_after = self.lend[cohort_key] - self._lendable(project, flavor) + lendable_after
+            excess_after = max(0.0, self.borrowed_total[cohort_key] - before_b + after_b - lend_after)
+            if self.excess[flavor] - self._excess(cohort_key) + excess_after > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
 
     def within_guarantee(self, project: str, demand: dict[str, int]) -> bool:
-        """Would a non-preemptible job of this demand stay inside its project's guarantee on every flavor?"""
+        """Would a non-preemptible job of this demand stay inside its project's guarantee on every flavor (its
+        project's preemptible jobs aside: priority preemption takes the guarantee back from them)?"""
         if not self.enabled:
             return False
         return all(self.used[(project, f)] + d <= self.guar.get((project, f), 0) for f, d in demand.items())
 
     def run_borrowing(self, project: str, flavor: str) -> bool:
-        """Is the project over its guarantee on this flavor with jobs that were running when the cycle began?"""
+        """Is the project over its guarantee on this flavor with non-preemptible jobs that were running when the
+        cycle began? (Its preemptible jobs are victims anyway.)"""
         key = (project, flavor)
         return self.run_used[key] > self.guar.get(key, 0)
 
     def idle_supply(self, project: str, flavor: str) -> float:
-        """What the cohort could still lend to this project on this flavor (for explanations)."""
-        cohort = self.cohort_of(project)
-        return max(0.0, self.supply[(cohort, flavor)] - self.borrowed_total[(cohort, flavor)])
+        """What the project's cohort could still lend it on this flavor: its lenders' idle guarantee, and the
+        unowned capacity other cohorts' borrowing leaves (for explanations)."""
+        cohort_key = (self.cohort_of(project), flavor)
+        own = max(0.0, self.lend[cohort_key] - self.borrowed_total[cohort_key])
+        return own + max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])

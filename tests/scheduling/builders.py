@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from jobs.scheduling import (
     Assignment,
@@ -50,8 +51,7 @@ def occupy(node_list: tuple[Node, ...], jobs: list[RunningJob]) -> tuple[Node, .
     for rj in jobs:
         for a in rj.placement:
             used[a.node] += a.devices
-    return tuple(Node(n.name, n.flavor, n.devices, n.free - used[n.name], n.cluster, n.block, n.rack, n.schedulable)
-                 for n in node_list)
+    return tuple(replace(n, free=n.free - used[n.name]) for n in node_list)
 
 
 def snapshot(node_list, pending=(), running_jobs=(), quotas=(), projects=None, now: float = 1000.0) -> Snapshot:
@@ -155,8 +155,9 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
                 touched.add((j.project, g.flavor))
         for key in touched:
             b = blim[key] if policy.borrowing else 0
-            after = max(0, used_after[key] - guar[key]) + pre_after[key]
-            before = max(0, used_before[key] - guar[key]) + pre_before[key]
+            # Preemptible jobs use their project's idle guarantee first, like any job.
+            after = max(0, used_after[key] + pre_after[key] - guar[key])
+            before = max(0, used_before[key] + pre_before[key] - guar[key])
             assert after <= max(b, before), f"{key} borrows {after} over its limit {b}"
     # Backfill: nothing admitted this cycle delays a reservation.
     for res in result.reservations:

@@ -145,3 +145,73 @@ def test_explain_off_changes_only_positions_eta_and_quota_reasons(case):
         assert (b.project_position, b.flavor_position, b.eta) == (0, 0, None)
         if f.code not in ("quota", "max_running"):
             assert b.reason == f.reason
+
+
+def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str) -> tuple[int, int]:
+    """(what every organization borrows beyond its own lenders' idle guarantee within their lend limits, the
+    capacity nobody is guaranteed) on one flavor, after the cycle's admissions."""
+    guar: dict[str, int] = {}
+    lend_limit: dict[str, int | None] = {}
+    for q in snap.quotas:
+        if q.flavor == flavor:
+            guar[q.project] = guar.get(q.project, 0) + q.guaranteed
+            lend_limit[q.project] = q.lend_limit
+    use: dict[str, int] = {}
+    for r in snap.running:
+        if r.flavor == flavor:
+            use[r.project] = use.get(r.project, 0) + sum(a.devices for a in r.placement)
+    for j in snap.pending:
+        if j.id in admitted:
+            use[j.project] = use.get(j.project, 0) + sum(g.replicas * g.devices for g in j.groups
+                                                        if g.flavor == flavor)
+    cohort = {p.name: p.cohort for p in snap.projects}
+    borrowed: dict[str, int] = {}
+    lendable: dict[str, int] = {}
+    for p in set(guar) | set(use):
+        c = cohort.get(p, p)
+        borrowed[c] = borrowed.get(c, 0) + max(0, use.get(p, 0) - guar.get(p, 0))
+        idle = max(0, guar.get(p, 0) - use.get(p, 0))
+        limit = lend_limit.get(p)
+        lendable[c] = lendable.get(c, 0) + (idle if limit is None else min(idle, limit))
+    excess = sum(max(0, borrowed[c] - lendable.get(c, 0)) for c in borrowed)
+    total = sum(n.devices for n in snap.nodes if n.flavor == flavor and n.schedulable)
+    return excess, max(0, total - sum(guar.values()))
+
+
+@PROPS
+@given(scenarios())
+def test_no_borrowing_across_organizations_or_beyond_lend_limits(case):
+    """With nobody borrowing at the start and only projects without a guarantee of the flavor asking (so every
+    admission borrows), an organization borrows only its own lenders' idle guarantee, within their lend limits,
+    and capacity nobody is guaranteed: never another organization's guarantee."""
+    snap, policy, _ = case
+    policy = replace(policy, quotas=True, borrowing=True, preemption=False)
+    guaranteed = {(q.project, q.flavor) for q in snap.quotas if q.guaranteed > 0}
+    running = tuple(r for r in snap.running if not r.preemptible and (r.project, r.flavor) in guaranteed)
+    within = []
+    used: dict[tuple[str, str], int] = {}
+    guar = {(q.project, q.flavor): q.guaranteed for q in snap.quotas}
+    for r in running:  # keep only what fits each project's guarantee: nobody borrows at the start
+        key = (r.project, r.flavor)
+        devices = sum(a.devices for a in r.placement)
+        if used.get(key, 0) + devices <= guar.get(key, 0):
+            used[key] = used.get(key, 0) + devices
+            within.append(r)
+    pending = tuple(j for j in snap.pending if not j.preemptible
+                    and all((j.project, g.flavor) not in guaranteed for g in j.groups))
+    snap = replace(snap, running=tuple(within), pending=pending, nodes=_freed(snap, within))
+    result = run_cycle(snap, policy)
+    admitted = {a.job_id for a in result.admits}
+    for flavor in FLAVORS:
+        excess, unowned = _excess_beyond_lenders(snap, admitted, flavor)
+        assert excess <= unowned, f"{flavor}: {excess} borrowed beyond the organizations' lenders, {unowned} unowned"
+
+
+def _freed(snap: Snapshot, kept: list[RunningJob]) -> tuple[Node, ...]:
+    """The snapshot's nodes with only the kept running jobs' devices taken."""
+    gone: dict[str, int] = {}
+    for r in snap.running:
+        if r not in kept:
+            for a in r.placement:
+                gone[a.node] = gone.get(a.node, 0) + a.devices
+    return tuple(replace(n, free=n.free + gone.get(n.name, 0)) for n in snap.nodes)

@@ -75,6 +75,40 @@ def test_quota(name, quotas, pending, expect_admits, expect_waits, borrowed):
     assert {a.job_id: a.borrowed for a in result.admits} == borrowed
 
 
+ISOLATION_CASES = [
+    # (name, quotas, organizations, pending (id, project, replicas), expected admits, borrowed)
+    ("another organization's idle guarantee is not borrowed",
+     [Quota("vision", A100, 8, borrow_limit=24), Quota("globex", A100, 24)], {"vision": "acme", "globex": "globex"},
+     [(1, "vision", 2)], [], {}),
+    ("the same guarantee in the same organization is",
+     [Quota("vision", A100, 8, borrow_limit=24), Quota("nlp", A100, 24)], {"vision": "acme", "nlp": "acme"},
+     [(1, "vision", 2)], [1], {1: 8}),
+    ("capacity nobody is guaranteed is shared by every organization",
+     [Quota("vision", A100, 8, borrow_limit=24), Quota("globex", A100, 8)], {"vision": "acme", "globex": "globex"},
+     [(1, "vision", 3)], [1], {1: 16}),
+    ("unowned capacity is counted once across organizations",
+     [Quota("vision", A100, 0, borrow_limit=24), Quota("rival", A100, 0, borrow_limit=24), Quota("x", A100, 16)],
+     {"vision": "acme", "rival": "globex", "x": "initech"}, [(1, "vision", 1), (2, "rival", 1), (3, "vision", 1)],
+     [1, 2], {1: 8, 2: 8}),
+    ("a lender's lend limit caps what its organization borrows",
+     [Quota("vision", A100, 0, borrow_limit=32), Quota("nlp", A100, 32, lend_limit=8)],
+     {"vision": "acme", "nlp": "acme"}, [(1, "vision", 1), (2, "vision", 1)], [1], {1: 8}),
+]
+
+
+@pytest.mark.parametrize("name,quotas,orgs,pending,expect_admits,borrowed", ISOLATION_CASES,
+                         ids=[c[0] for c in ISOLATION_CASES])
+def test_borrowing_stays_inside_the_organization(name, quotas, orgs, pending, expect_admits, borrowed):
+    """Defect: a cohort counted other organizations' idle guarantees as unowned capacity and borrowed them."""
+    projects = [Project(p, org) for p, org in orgs.items()]
+    jobs = [job(i, project=p, replicas=r) for i, p, r in pending]
+    result = cycle(snapshot(nodes(4), jobs, quotas=quotas, projects=projects), Policy(preemption=False))
+    assert admitted(result) == expect_admits
+    assert {a.job_id: a.borrowed for a in result.admits} == borrowed
+    for w in result.waits:
+        assert w.code == "quota"
+
+
 def test_quota_reason_names_usage_and_borrow_limit():
     node_list = nodes(12)
     busy = [running(100 + k, "vision", {f"n{k}": 8}) for k in range(10)]
@@ -171,15 +205,34 @@ def test_preemptible_jobs_are_first_victims():
     assert victims(result) == [101]
 
 
-def test_preemptible_jobs_run_only_on_idle_capacity():
-    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16)]
-    # The whole cluster is guaranteed to vision and nlp; vision's own borrow limit is 0: nothing to borrow.
-    snap = snapshot(nodes(4), [job(1, preemptible=True)], quotas=quotas)
-    w = waits(cycle(snap))[1]
-    assert w.code == "quota" and "preemptible jobs run only on idle capacity" in w.reason
-    quotas = [Quota("vision", A100, 16, borrow_limit=8), Quota("nlp", A100, 16)]
+def test_preemptible_jobs_run_on_their_projects_idle_guarantee_without_borrowing():
+    """Defect: a preemptible job needed a borrow limit even on its own idle guarantee."""
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16)]  # no borrow limit anywhere
     result = cycle(snapshot(nodes(4), [job(1, preemptible=True)], quotas=quotas))
-    assert admitted(result) == [1] and result.admits[0].borrowed == 8  # counts as borrowing in full
+    assert admitted(result) == [1] and result.admits[0].borrowed == 0
+    # The guarantee is taken by vision's own jobs: beyond it a preemptible job borrows, within the borrow limit.
+    busy = [running(100, "vision", {"n0": 8}), running(101, "vision", {"n1": 8})]
+    w = waits(cycle(snapshot(nodes(4), [job(1, preemptible=True)], busy, quotas=quotas)))[1]
+    assert w.code == "quota"
+    quotas = [Quota("vision", A100, 16, borrow_limit=8), Quota("nlp", A100, 16)]
+    result = cycle(snapshot(nodes(4), [job(1, preemptible=True)], busy, quotas=quotas))
+    assert admitted(result) == [1] and result.admits[0].borrowed == 8
+
+
+def test_a_projects_job_takes_its_guarantee_back_from_its_own_preemptible_jobs():
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16)]
+    busy = [running(100, "vision", {"n0": 8}, priority=0, preemptible=True),
+            running(101, "vision", {"n1": 8}, priority=0, preemptible=True),
+            running(102, "nlp", {"n2": 8}), running(103, "nlp", {"n3": 8})]
+    result = cycle(snapshot(nodes(4), [job(1)], busy, quotas=quotas))
+    assert admitted(result) == [1] and len(result.preemptions) == 1 and victims(result)[0] in (100, 101)
+
+
+def test_preemptible_jobs_may_borrow_only_within_their_borrow_limit():
+    quotas = [Quota("vision", A100, 8), Quota("nlp", A100, 24)]
+    busy = [running(100, "vision", {"n0": 8})]
+    w = waits(cycle(snapshot(nodes(4), [job(1, preemptible=True)], busy, quotas=quotas)))[1]
+    assert w.code == "quota" and "borrow" in w.reason
 
 
 def test_preemptible_jobs_never_preempt():
@@ -396,6 +449,22 @@ def test_ray_job_with_cpu_only_head():
     assert admitted(result) == [1] and len(result.preemptions) == 2
 
 
+def test_preemptible_jobs_are_not_refused_for_a_zero_borrow_limit():
+    """Defect: preemptible jobs were refused at submission as "never fits" with borrow_limit 0."""
+    quotas = [Quota("vision", A100, 16)]
+    projects = [Project("vision", "org")]
+    assert never_fits(job(1, replicas=2, preemptible=True), nodes(4), quotas, projects) is None
+    assert never_fits(job(1, replicas=3, preemptible=True), nodes(4), quotas, projects) == (
+        "needs 24 nvidia-a100-40gb but project vision may use at most 16 (16 guaranteed + 0 borrowed)")
+
+
+def test_submission_checks_never_count_another_organizations_guarantee():
+    quotas = [Quota("vision", A100, 8, borrow_limit=32), Quota("globex", A100, 24)]
+    projects = [Project("vision", "acme"), Project("globex", "globex")]
+    assert never_fits(job(1, replicas=2), nodes(4), quotas, projects) == (
+        "needs 16 nvidia-a100-40gb but project vision may use at most 8 (8 guaranteed + 0 borrowed)")
+
+
 def test_zero_device_jobs_pass_submission_checks():
     node_list = nodes(2)
     quotas = [Quota("vision", A100, 8)]
@@ -404,3 +473,43 @@ def test_zero_device_jobs_pass_submission_checks():
     assert never_fits(job(1, replicas=5, devices=0), node_list, quotas, projects) is None
     assert never_fits(job(1, devices=0, flavor=H100), node_list, quotas, projects) == (
         "no schedulable nodes offer nvidia-h100-80gb")
+
+
+# -- nodes out of service -------------------------------------------------------------------------------------
+
+def test_nodes_out_of_service_make_a_job_wait_not_never_fit():
+    """Defect: a 4x8 job submitted while one of four nodes was cordoned was refused as "never fits"."""
+    node_list = nodes(3) + (Node("n3", A100, 8, 8, schedulable=False, unavailable="cordoned"),)
+    quotas = [Quota("vision", A100, 32)]
+    projects = [Project("vision", "org")]
+    gang = job(1, replicas=4)
+    assert never_fits(gang, node_list, quotas, projects) is None
+    w = waits(cycle(snapshot(node_list, [gang], quotas=quotas, projects=projects)))[1]
+    assert (w.code, w.eta) == ("unavailable", None)
+    assert w.reason == ("1 of the 4 nvidia-a100-40gb nodes is cordoned: needs 4 x 8 nvidia-a100-40gb in one cluster; "
+                        "the largest has room for 3 now")
+    # What can never exist is still refused, and said so.
+    huge = job(2, replicas=5)
+    assert never_fits(huge, node_list, quotas, projects) == (
+        "needs 5 x 8 nvidia-a100-40gb in one cluster; the largest has room for 4 even when empty")
+    assert waits(cycle(snapshot(node_list, [job(3, flavor=H100)], quotas=quotas, projects=projects)))[3].code == (
+        "unschedulable")
+
+
+def test_devices_held_by_foreign_pods_are_not_missing_for_ever():
+    node_list = (Node("n0", A100, 0, 0, foreign=8), Node("n1", A100, 8, 8))
+    quotas = [Quota("vision", A100, 16)]
+    projects = [Project("vision", "org")]
+    gang = job(1, replicas=2)
+    assert never_fits(gang, node_list, quotas, projects) is None
+    w = waits(cycle(snapshot(node_list, [gang], quotas=quotas, projects=projects)))[1]
+    assert w.code == "unavailable" and w.reason.startswith("pods Tidal did not create hold 8 nvidia-a100-40gb")
+
+
+def test_a_disabled_cluster_and_not_ready_nodes_are_named():
+    node_list = (Node("n0", A100, 8, 8, schedulable=False, unavailable="not ready"),
+                 Node("n1", A100, 8, 8, cluster="old", schedulable=False, unavailable="in a disabled cluster"))
+    w = waits(cycle(snapshot(node_list, [job(1)], quotas=[Quota("vision", A100, 8)])))[1]
+    assert w.code == "unavailable"
+    assert w.reason == ("1 of the 2 nvidia-a100-40gb nodes is in a disabled cluster; 1 of the 2 nvidia-a100-40gb "
+                        "nodes is not ready: no schedulable nodes offer nvidia-a100-40gb")
