@@ -5,6 +5,9 @@ Who may be a victim of job J (project P, priority p), among jobs running when th
       that are preemptible, or whose project is over its guarantee on a flavor J needs (checked again before
       each removal, so a lender is never pushed below what it is owed by more than the job being removed).
   (b) priority: jobs of P with a priority strictly below p. Jobs of P with equal or higher priority never.
+  (c) borrowing: J needs capacity above P's guarantee. Then preemptible jobs of other projects, when removing them
+      makes room that J's quota allows it (idle guarantee of P's organization, or capacity nobody is guaranteed):
+      preemptible jobs are the first to go for any job allowed their capacity.
   With quotas off, (a) becomes: preemptible jobs of any project with a priority below p.
 Never: a job admitted this cycle (no thrashing), a job before started_at + min_runtime, or anything for a
 preemptible J (it only ever runs on idle capacity).
@@ -139,6 +142,10 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
         elif pooled:
             for key, rec in pool:
                 if rec.project != job.project and rec.priority < job.priority and rec.id in runs:
+                    found[rec.id] = (key, rec)
+        else:  # (c): it borrows; other projects' preemptible jobs holding capacity it is allowed go first
+            for key, rec in pool:
+                if rec.preemptible and rec.project != job.project and rec.id in runs:
                     found[rec.id] = (key, rec)
     return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 

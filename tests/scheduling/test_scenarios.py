@@ -235,6 +235,21 @@ def test_preemptible_jobs_may_borrow_only_within_their_borrow_limit():
     assert w.code == "quota" and "borrow" in w.reason
 
 
+def test_a_borrowing_job_evicts_another_projects_preemptible_jobs_from_capacity_it_may_borrow():
+    """Defect: a normal job that must borrow could not evict another project's preemptible jobs holding the idle
+    capacity it is allowed."""
+    quotas = [Quota("vision", A100, 0, borrow_limit=16), Quota("ops", A100, 0, borrow_limit=16),
+              Quota("nlp", A100, 16)]
+    busy = [running(100, "ops", {"n0": 8}, priority=0, preemptible=True)]
+    result = cycle(snapshot(nodes(2), [job(1, replicas=2)], busy, quotas=quotas))
+    assert admitted(result) == [1] and victims(result) == [100]
+    assert result.admits[0].borrowed == 16
+    # Not when its quota would not allow the room anyway: nlp's guarantee belongs to another organization here.
+    projects = [Project("vision", "acme"), Project("ops", "acme"), Project("nlp", "globex")]
+    result = cycle(snapshot(nodes(2), [job(1, replicas=2)], busy, quotas=quotas, projects=projects))
+    assert admitted(result) == [] and result.preemptions == ()
+
+
 def test_preemptible_jobs_never_preempt():
     node_list = nodes(1)
     jobs = [running(100, "vision", {"n0": 8}, priority=100)]
