@@ -1,7 +1,8 @@
 """One scheduling cycle: snapshot in, decisions out. Pure, deterministic, no I/O.
 
 Phases:
-  1. order     every pending job by the policy's one sort key (ordering.py), job id last
+  1. order     the next pending job by the policy (ordering.py): fifo and sjf sort once, priority-fairshare
+               picks among the projects' head jobs by their share as the cycle admits and preempts
   2. quota     guarantee, borrowing, lend limits, running-job caps (quota.py)
   3. place     gang placement, every replica or none, best fit by topology (placement.py)
   4. preempt   when it does not fit: simulated removal and fill-back (preemption.py)
@@ -18,7 +19,7 @@ from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry
 from .feasibility import ideal_index, structural_reason, unavailability
 from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
-from .ordering import fair_shares, order_jobs
+from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims
 from .quota import QuotaFailure
@@ -98,22 +99,22 @@ class Cycle:
         self.policy = policy
         self.state = CycleState(snapshot, policy)
         self.state.use_cache = use_cache
-        self.shares = fair_shares(snapshot.projects, snapshot.quotas, snapshot.running, policy,
-                                  used=self.state.share_used)
-        self.order = order_jobs(snapshot.pending, policy, self.shares)  # phase 1
+        self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
         self.outcomes: list[Outcome] = []
         self.structural: dict[tuple, tuple[str, str] | None] = {}
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
 
     def run(self) -> None:
-        for job in self.order:
-            self.outcomes.append(self.evaluate(job))
+        for job, info in self.order:
+            out = self.evaluate(job, info)
+            self.outcomes.append(out)
+            if out.victims:
+                self.order.changed({victim.project for victim in out.victims})
 
     # -- phases 2 to 5, per job -------------------------------------------------------------------------------
 
-    def evaluate(self, job: PendingJob) -> Outcome:
+    def evaluate(self, job: PendingJob, info: JobInfo) -> Outcome:
         state, policy = self.state, self.policy
-        info = JobInfo(job)
         out = Outcome(job, info)
         strict = policy.blocking == "strict"
         queue = queue_of(job, policy)

@@ -1,25 +1,33 @@
-"""Phase 1, order: one sort key per policy, each ending with the job id so every cycle is deterministic.
+"""Phase 1, order: which pending job the cycle evaluates next. Every order ends with the job id, so every cycle is
+deterministic.
 
-Fair share (used by "priority-fairshare") is the dominant share of a project, computed once at the start of the
-cycle from the jobs running then:
+"fifo" and "sjf" are one sort of the whole queue. "priority-fairshare" (production) moves as the cycle decides, as
+Kueue's admission order and Volcano's drf plugin do: each project has a queue (priority desc, submitted_at, id), and
+the next job is the best of the projects' head jobs by
 
-    share(p) = max over flavors f with guaranteed(p, f) > 0 of  used(p, f) / guaranteed(p, f)
-               + decayed_usage(p) / (usage_window * G(p))          where G(p) = sum of p's guarantees
+    (would borrow, -priority, share, submitted_at, id)
 
-i.e. (current use + past use) / guarantee, with past device-seconds spread over the project's flavors in
-proportion to its guarantees and converted to devices by `Policy.usage_window`. A project that just had a burst
-carries it in `decayed_usage` and queues behind one that used less. Projects without any guarantee come after
-all projects with one at the same priority, ordered by their absolute use (devices now + past weight).
+- would borrow: a job that fits in its project's guarantee goes before any job that must borrow, so no project
+  borrows a guarantee whose owner waits in the same cycle (only to lose it to reclaim in the next).
+- share: the project's dominant resource share, read from the cycle's quota state each time its head is queued, so
+  it moves as the cycle admits (two projects with equal guarantees split a burst) and as preemption frees:
+      current(p) = max over f of min(use(p, f), g(p, f)) / g(p, f)   while p borrows nothing
+                 = 1 + max over f of borrowed(p, f) / total(f)        once it borrows, on any flavor
+      share(p)   = current(p) + decayed_usage(p) / (usage_window * E(p))
+  use counts every job of p (preemptible ones too), total(f) the devices of schedulable nodes of f. E(p) is the
+  sum of p's guarantees (the cluster's devices for a project without any): past device-seconds put a project
+  that just had a burst behind one that used less.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from heapq import heappop, heappush
 
-from .model import PendingJob, Policy, Project, Quota, RunningJob
-
-ShareKey = tuple[int, float]
+from .model import PendingJob, Policy, Project
+from .quota import QuotaState
+from .shapes import JobInfo
 
 
 def decayed_usage(previous: float, devices: float, seconds: float, half_life: float) -> float:
@@ -33,64 +41,121 @@ def decayed_usage(previous: float, devices: float, seconds: float, half_life: fl
     return previous * kept + devices * (1.0 - kept) / rate
 
 
-def fair_shares(projects: Iterable[Project], quotas: Iterable[Quota], running: Iterable[RunningJob],
-                policy: Policy, used: dict[str, dict[str, int]] | None = None) -> dict[str, ShareKey]:
-    """`used`: devices of `running` per project and job flavor when the caller already summed them."""
-    guaranteed: dict[str, dict[str, int]] = {}
-    for q in quotas:
-        if q.guaranteed > 0:
-            per = guaranteed.setdefault(q.project, {})
-            per[q.flavor] = per.get(q.flavor, 0) + q.guaranteed
-    if used is None:
-        used = {}
-        for job in running:
-            per = used.setdefault(job.project, {})
-            per[job.flavor] = per.get(job.flavor, 0) + sum(a.devices for a in job.placement)
-    window = policy.usage_window
-    decayed = {p.name: p.decayed_usage for p in projects}
-    shares: dict[str, ShareKey] = {}
-    for name in set(decayed) | set(used) | set(guaranteed):
-        g = guaranteed.get(name, {})
-        u = used.get(name, {})
-        past = decayed.get(name, 0.0) / window
-        total_g = sum(g.values())
-        if total_g:
-            current = max(u.get(f, 0) / gf for f, gf in g.items())
-            shares[name] = (0, current + past / total_g)
-        else:
-            shares[name] = (1, sum(u.values()) + past)
-    return shares
-
-
-def key_priority_fairshare(shares: dict[str, ShareKey]) -> Callable[[PendingJob], tuple]:
-    """Priority desc, then fair share asc, then submitted_at, then id."""
-    unknown: ShareKey = (1, 0.0)
-    return lambda j: (-j.priority, shares.get(j.project, unknown), j.submitted_at, j.id)
-
-
-def key_fifo(_shares: dict[str, ShareKey]) -> Callable[[PendingJob], tuple]:
+def key_fifo(job: PendingJob) -> tuple:
     """Submitted_at, then id."""
-    return lambda j: (j.submitted_at, j.id)
+    return job.submitted_at, job.id
 
 
-def key_sjf(_shares: dict[str, ShareKey]) -> Callable[[PendingJob], tuple]:
+def key_sjf(job: PendingJob) -> tuple:
     """Oracle duration asc (unknown last), then submitted_at, then id. Only trace replay fills duration_hint."""
-    return lambda j: (j.duration_hint is None, j.duration_hint or 0.0, j.submitted_at, j.id)
+    return job.duration_hint is None, job.duration_hint or 0.0, job.submitted_at, job.id
 
 
-ORDERINGS: dict[str, Callable[[dict[str, ShareKey]], Callable[[PendingJob], tuple]]] = {
-    "priority-fairshare": key_priority_fairshare,
-    "fifo": key_fifo,
-    "sjf": key_sjf,
-}
+def key_in_project(job: PendingJob) -> tuple:
+    """A project's own queue under priority-fairshare: priority desc, then submitted_at, then id."""
+    return -job.priority, job.submitted_at, job.id
 
 
-def sort_key(policy: Policy, shares: dict[str, ShareKey]) -> Callable[[PendingJob], tuple]:
-    try:
-        return ORDERINGS[policy.ordering](shares)
-    except KeyError:
-        raise ValueError(f"unknown ordering {policy.ordering!r}; known: {', '.join(sorted(ORDERINGS))}") from None
+class StaticOrder:
+    """The whole queue sorted once: decisions do not move it."""
+
+    def __init__(self, pending: Iterable[PendingJob], key: Callable[[PendingJob], tuple]) -> None:
+        self.jobs = sorted(pending, key=key)
+
+    def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
+        return ((job, JobInfo(job)) for job in self.jobs)
+
+    def changed(self, projects: Iterable[str]) -> None:
+        """Nothing to do: a static order ignores usage."""
 
 
-def order_jobs(pending: Iterable[PendingJob], policy: Policy, shares: dict[str, ShareKey]) -> list[PendingJob]:
-    return sorted(pending, key=sort_key(policy, shares))
+class FairOrder:
+    """priority-fairshare: a heap of the projects' head jobs, each head's key computed when it is queued. A
+    project's next job is queued after its job was decided and whenever `changed` says its usage moved
+    (preemption); entries queued before are skipped by their version. When the next job of the same project
+    still comes first, it is taken without going through the heap."""
+
+    def __init__(self, pending: Iterable[PendingJob], quota: QuotaState, projects: Iterable[Project],
+                 policy: Policy) -> None:
+        self.quota = quota
+        cluster = sum(quota.totals.values()) or 1
+        self.past: dict[str, float] = {}  # project -> decayed_usage / (usage_window * E(p))
+        for p in projects:
+            if p.decayed_usage:
+                self.past[p.name] = p.decayed_usage / (policy.usage_window
+                                                       * (quota.guaranteed_total.get(p.name) or cluster))
+        self.queues: dict[str, list[PendingJob]] = {}
+        for job in pending:
+            self.queues.setdefault(job.project, []).append(job)
+        for queue in self.queues.values():
+            queue.sort(key=key_in_project, reverse=True)  # best last: pop() takes it
+        self.version = dict.fromkeys(self.queues, 0)
+        self.shares: dict[str, tuple[int, float]] = {}  # project -> (quota.changes when computed, share)
+        self.info: dict[int, JobInfo] = {}  # job id -> its JobInfo, built when the job first heads its queue
+        self.heap: list[tuple[tuple, str, int]] = []
+        for project in self.queues:
+            heappush(self.heap, (self.head_key(project), project, 0))
+
+    def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
+        heap, version, queues = self.heap, self.version, self.queues
+        while heap:
+            _, project, pushed = heappop(heap)
+            if pushed != version[project]:
+                continue
+            queue = queues[project]
+            while queue:
+                job = queue.pop()
+                yield job, self.info.pop(job.id)
+                # Resumed once the cycle decided that job: its project's share may have moved.
+                version[project] += 1
+                if not queue:
+                    break
+                key = self.head_key(project)
+                if heap and heap[0][0] < key:
+                    heappush(heap, (key, project, version[project]))
+                    break
+
+    def changed(self, projects: Iterable[str]) -> None:
+        for project in projects:
+            if self.queues.get(project):
+                self.version[project] += 1
+                heappush(self.heap, (self.head_key(project), project, self.version[project]))
+
+    def head_key(self, project: str) -> tuple:
+        head = self.queues[project][-1]
+        info = self.info.get(head.id)
+        if info is None:
+            info = self.info[head.id] = JobInfo(head)
+        return (self.quota.would_borrow(project, info.demand, head.preemptible), -head.priority,
+                self.share(project), head.submitted_at, head.id)
+
+    def share(self, project: str) -> float:
+        quota = self.quota
+        changes = quota.changes.get(project, 0)
+        cached = self.shares.get(project)
+        if cached is not None and cached[0] == changes:
+            return cached[1]
+        guar, used, pre, totals = quota.guar, quota.used, quota.pre, quota.totals
+        within = borrowing = 0.0
+        for f in quota.flavors_of.get(project, ()):
+            key = (project, f)
+            g = guar.get(key, 0)
+            use = used[key] + pre[key]
+            if use > g:
+                borrowing = max(borrowing, (use - g) / (totals.get(f) or 1))
+            elif g:
+                within = max(within, use / g)
+        share = (1.0 + borrowing if borrowing else within) + self.past.get(project, 0.0)
+        self.shares[project] = (changes, share)
+        return share
+
+
+def job_order(pending: Iterable[PendingJob], policy: Policy, quota: QuotaState,
+              projects: Iterable[Project]) -> StaticOrder | FairOrder:
+    if policy.ordering == "priority-fairshare":
+        return FairOrder(pending, quota, projects, policy)
+    if policy.ordering == "fifo":
+        return StaticOrder(pending, key_fifo)
+    if policy.ordering == "sjf":
+        return StaticOrder(pending, key_sjf)
+    raise ValueError(f"unknown ordering {policy.ordering!r}; known: fifo, priority-fairshare, sjf")

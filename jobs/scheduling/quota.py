@@ -49,11 +49,17 @@ class QuotaState:
         self.guar: dict[tuple[str, str], int] = {}
         self.blimit: dict[tuple[str, str], int] = {}
         self.llimit: dict[tuple[str, str], float] = {}
+        self.totals = flavor_totals  # devices of schedulable nodes per flavor
+        self.flavors_of: dict[str, set[str]] = defaultdict(set)  # project -> flavors it is guaranteed or uses
+        self.changes: dict[str, int] = defaultdict(int)  # project -> how many times its usage changed
+        self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
             key = (q.project, q.flavor)
             self.guar[key] = self.guar.get(key, 0) + max(0, q.guaranteed)
             self.blimit[key] = self.blimit.get(key, 0) + max(0, q.borrow_limit)
             self.llimit[key] = INF if q.lend_limit is None else max(0, q.lend_limit)
+            self.flavors_of[q.project].add(q.flavor)
+            self.guaranteed_total[q.project] += max(0, q.guaranteed)
         self.used: dict[tuple[str, str], int] = defaultdict(int)
         self.pre: dict[tuple[str, str], int] = defaultdict(int)
         self.running: dict[str, int] = defaultdict(int)
@@ -94,6 +100,8 @@ class QuotaState:
             self._excess(cohort_key)
         self.used[key] += used
         self.pre[key] += pre
+        self.flavors_of[project].add(flavor)
+        self.changes[project] += 1
         delta = self.borrowed(project, flavor) - before_b
         self.borrowed_total[cohort_key] += delta
         self.lend[cohort_key] += self._lendable(project, flavor) - before_l
@@ -157,6 +165,18 @@ class QuotaState:
             if self.excess[flavor] - self._excess(cohort_key) + excess_after > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
+
+    def would_borrow(self, project: str, demand: dict[str, int], preemptible: bool) -> bool:
+        """Would admitting this job take its project above its guarantee on some flavor? A non-preemptible job
+        counts only its project's non-preemptible use: it takes the rest back from its own preemptible jobs."""
+        if not self.enabled:
+            return False
+        used, pre, guar = self.used, self.pre, self.guar
+        for f, d in demand.items():
+            key = (project, f)
+            if used[key] + (pre[key] if preemptible else 0) + d > guar.get(key, 0):
+                return True
+        return False
 
     def within_guarantee(self, project: str, demand: dict[str, int]) -> bool:
         """Would a non-preemptible job of this demand stay inside its project's guarantee on every flavor (its

@@ -111,34 +111,25 @@ class CycleState:
 
     def _load_running(self, running: tuple[RunningJob, ...]) -> None:
         """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) in one pass and
-        loaded in one step (one QuotaState.change per job was most of a replay cycle), and the per-project use
-        fair share needs. Their RunRecs are built only when first needed (`runs`): preemption, backfill and ETAs
-        use them, most cycles of a replay never do."""
+        loaded in one step (one QuotaState.change per job was most of a replay cycle). Their RunRecs are built
+        only when first needed (`runs`): preemption, backfill and ETAs use them, most cycles of a replay never do."""
         index_of = self.index.index_of
         node_flavor = self.index.node_flavor
         used: dict[tuple[str, str], int] = {}
         pre: dict[tuple[str, str], int] = {}
         count: dict[str, int] = {}
-        share_used: dict[str, dict[str, int]] = {}
         flavors: set[str] = set()
         for job in running:
             project = job.project
             sums = pre if job.preemptible else used
-            total = 0
             for a in job.placement:
                 i = index_of.get(a.node)
                 flavor = job.flavor if i is None else node_flavor[i]
                 key = (project, flavor)
                 sums[key] = sums.get(key, 0) + a.devices
                 flavors.add(flavor)
-                total += a.devices
             count[project] = count.get(project, 0) + 1
-            per = share_used.get(project)
-            if per is None:
-                per = share_used[project] = {}
-            per[job.flavor] = per.get(job.flavor, 0) + total
         self.quota.load_running(used, pre, count)
-        self.share_used = share_used  # devices in use per project and job flavor (ordering.fair_shares)
         self.running_flavors = flavors  # flavors any running job uses (runs_by_flavor's keys)
 
     @property

@@ -63,6 +63,21 @@ def snapshot(node_list, pending=(), running_jobs=(), quotas=(), projects=None, n
                     tuple(running_jobs), tuple(pending))
 
 
+def carry_out(snap: Snapshot, result: CycleResult, now: float) -> Snapshot:
+    """The next snapshot at `now` once a cycle's decisions are carried out: victims gone, admitted jobs running
+    where they were placed, nothing new submitted."""
+    pending = {j.id: j for j in snap.pending}
+    gone = {p.victim_id for p in result.preemptions}
+    still = [r for r in snap.running if r.id not in gone]
+    for adm in result.admits:
+        j = pending.pop(adm.job_id)
+        still.append(RunningJob(j.id, j.project, j.priority, snap.now, adm.placement, j.groups[0].flavor,
+                                preemptible=j.preemptible, max_runtime=j.max_runtime))
+    nodes_now = tuple(replace(n, free=n.devices) for n in snap.nodes)
+    return Snapshot(now, occupy(nodes_now, still), snap.quotas, snap.projects, tuple(still),
+                    tuple(pending.values()))
+
+
 def admitted(result: CycleResult) -> list[int]:
     return [a.job_id for a in result.admits]
 

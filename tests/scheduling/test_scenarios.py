@@ -7,7 +7,19 @@ import pytest
 
 from jobs.scheduling import Node, PendingJob, Policy, Project, Quota, ReplicaGroup, Topology, never_fits, run_cycle
 
-from .builders import A100, H100, admitted, check_invariants, job, nodes, running, snapshot, victims, waits
+from .builders import (
+    A100,
+    H100,
+    admitted,
+    carry_out,
+    check_invariants,
+    job,
+    nodes,
+    running,
+    snapshot,
+    victims,
+    waits,
+)
 
 NOW = 1000.0
 
@@ -378,6 +390,43 @@ def test_fair_share_counts_current_use_against_guarantee():
     pending = [job(1, project="vision", submitted_at=1.0), job(2, project="nlp", submitted_at=2.0)]
     snap = snapshot(nodes(2), pending, busy, quotas=quotas)
     assert admitted(cycle(snap)) == [2]
+
+
+FAIR_CASES = [
+    # (name, nodes, quotas, running, pending (id, project, flavor, priority), expected admits in cycle order)
+    ("a job within its guarantee goes before an earlier one that would borrow that guarantee",
+     nodes(2), [Quota("vision", A100, 8, borrow_limit=8), Quota("nlp", A100, 8)], [],
+     [(1, "vision", A100, 500), (2, "vision", A100, 500), (3, "nlp", A100, 500)], [1, 3]),
+    ("even before a borrowing job of higher priority",
+     nodes(2), [Quota("vision", A100, 8, borrow_limit=8), Quota("nlp", A100, 8)], [],
+     [(1, "vision", A100, 500), (2, "vision", A100, 1000), (3, "nlp", A100, 100)], [2, 3]),
+    ("shares move as the cycle admits: equal guarantees split a burst",
+     nodes(4), [Quota("vision", A100, 8, borrow_limit=32), Quota("nlp", A100, 8, borrow_limit=32)], [],
+     [(1, "vision", A100, 500), (2, "vision", A100, 500), (3, "vision", A100, 500), (4, "vision", A100, 500),
+      (5, "nlp", A100, 500), (6, "nlp", A100, 500), (7, "nlp", A100, 500), (8, "nlp", A100, 500)],
+     [1, 5, 2, 6]),
+    ("borrowed use of a flavor without guarantee counts: 56 borrowed H100s go behind an idle project",
+     nodes(8, flavor=H100, prefix="h"),
+     [Quota("vision", A100, 16), Quota("vision", H100, 0, borrow_limit=64),
+      Quota("nlp", A100, 16), Quota("nlp", H100, 0, borrow_limit=64)],
+     [running(100 + k, "vision", {f"h{k}": 8}, flavor=H100) for k in range(7)],
+     [(1, "vision", H100, 500), (2, "nlp", H100, 500)], [2]),
+]
+
+
+@pytest.mark.parametrize("name,node_list,quotas,busy,pending,expect", FAIR_CASES, ids=[c[0] for c in FAIR_CASES])
+def test_fair_order(name, node_list, quotas, busy, pending, expect):
+    jobs = [job(i, project=p, flavor=f, priority=prio) for i, p, f, prio in pending]
+    result = cycle(snapshot(node_list, jobs, busy, quotas), Policy(preemption=False))
+    assert admitted(result) == expect
+
+
+def test_no_borrow_then_reclaim_churn_across_cycles():
+    quotas = [Quota("vision", A100, 8, borrow_limit=8), Quota("nlp", A100, 8)]
+    snap = snapshot(nodes(2), [job(1), job(2), job(3, project="nlp")], quotas=quotas)
+    first = cycle(snap)
+    second = cycle(carry_out(snap, first, NOW + 60))
+    assert admitted(first) == [1, 3] and victims(second) == [] and admitted(second) == []
 
 
 # -- explain --------------------------------------------------------------------------------------------------
