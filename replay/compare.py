@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from replay.engine import ReplayResult
-from replay.results import summarize
+from replay.results import summarize, summarize_by_flavor
 
 # A project "loses" or "gains" when its mean wait moves by more than this fraction and this many seconds;
 # smaller moves are noise from different placement or tie-breaks.
@@ -52,6 +52,41 @@ def compare(results_a: ReplayResult | dict, results_b: ReplayResult | dict) -> d
         "gainers": [n for n in by_delta if projects[n]["verdict"] == "gains"],
         "losers": [n for n in reversed(by_delta) if projects[n]["verdict"] == "loses"],
     }
+
+
+FLAVOR_KEYS = ("guarantee", "guarantee_share", "mean_devices", "share", "guarantee_met", "starved_seconds",
+               "wait_mean", "wait_p95", "jct_mean", "preemptions", "jobs")
+
+
+def compare_by_flavor(results_a: ReplayResult | dict, results_b: ReplayResult | dict) -> dict[str, Any]:
+    """How B differs from A per flavor and per (project, flavor). Accepts results or their
+    `summarize_by_flavor()` dicts.
+
+    Returns `{"flavors": {flavor: {"devices": n, "guarantee": {a, b, delta}, "utilization": {...}}},
+    "projects": {project: {flavor: {key: {a, b, delta}, ..., "verdict": ...}}}}` with the keys of FLAVOR_KEYS;
+    the verdict judges the mean wait of the project's jobs of that flavor, with the thresholds of `compare()`.
+    A (project, flavor) present on one side only counts as zeros on the other (a quota the change adds).
+    """
+    fa = results_a if isinstance(results_a, dict) else summarize_by_flavor(results_a)
+    fb = results_b if isinstance(results_b, dict) else summarize_by_flavor(results_b)
+
+    def diff(ra: dict, rb: dict, keys: tuple[str, ...]) -> dict[str, Any]:
+        return {k: {"a": ra.get(k, 0.0), "b": rb.get(k, 0.0), "delta": rb.get(k, 0.0) - ra.get(k, 0.0)}
+                for k in keys}
+
+    flavors = {}
+    for flavor in sorted(set(fa["flavors"]) | set(fb["flavors"])):
+        ra, rb = fa["flavors"].get(flavor, {}), fb["flavors"].get(flavor, {})
+        flavors[flavor] = {"devices": rb.get("devices", ra.get("devices", 0)),
+                           **diff(ra, rb, ("guarantee", "utilization", "starved_seconds"))}
+    projects: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(fa["projects"]) | set(fb["projects"])):
+        pa, pb = fa["projects"].get(name, {}), fb["projects"].get(name, {})
+        for flavor in sorted(set(pa) | set(pb)):
+            row = diff(pa.get(flavor, {}), pb.get(flavor, {}), FLAVOR_KEYS)
+            row["verdict"] = _verdict(row["wait_mean"]["a"], row["wait_mean"]["b"])
+            projects.setdefault(name, {})[flavor] = row
+    return {"flavors": flavors, "projects": projects}
 
 
 def format_compare(cmp: dict[str, Any]) -> str:

@@ -146,3 +146,50 @@ def wait_cdf(result: ReplayResult) -> tuple[np.ndarray, np.ndarray]:
     """Sorted waits and their cumulative fraction of jobs."""
     w = np.sort(np.asarray([j.wait for j in result.jobs if j.wait is not None], dtype=float))
     return w, (np.arange(1, len(w) + 1) / len(w)) if len(w) else np.zeros(0)
+
+
+def summarize_by_flavor(result: ReplayResult) -> dict[str, Any]:
+    """The figures counted in devices, per flavor and per (project, flavor), never added across flavors: a
+    guarantee of 16 H100 and 8 A100 is not 24 of anything, and a share of the whole cluster hides which flavor a
+    project was short of. `summarize()` keeps its per-project sums; this sits beside it.
+
+    Returns `{"flavors": {flavor: {...}}, "projects": {project: {flavor: {...}}}}`. Per flavor: `devices` (the
+    cluster's), the sum of `guarantee`s, `utilization` (device-seconds used / (devices x makespan)) and the time
+    starved. Per (project, flavor): the job statistics of the project's jobs of that flavor, its `guarantee`,
+    `guarantee_share` (guarantee / devices of the flavor), `share` (its device-seconds / (devices of the flavor x
+    makespan)), `mean_devices`, starvation and `guarantee_met`, defined as in `summarize()`.
+    """
+    span = makespan(result)
+    jobs: dict[tuple[str, str], list[JobOutcome]] = {}
+    for j in result.jobs:
+        jobs.setdefault((j.project, j.flavor), []).append(j)
+    flavors: dict[str, dict[str, float]] = {}
+    for flavor in sorted(set(result.capacity) | {f for _, f in result.accounts}):
+        devices = result.capacity.get(flavor, 0)
+        accs = [a for (_, f), a in result.accounts.items() if f == flavor]
+        used = sum(a.device_seconds for a in accs)
+        flavors[flavor] = {
+            "devices": devices,
+            "guarantee": sum(a.guarantee for a in accs),
+            "utilization": used / (devices * span) if devices and span else 0.0,
+            "starved_seconds": sum(a.starved_seconds for a in accs),
+        }
+    projects: dict[str, dict[str, dict[str, float]]] = {}
+    for (project, flavor), acc in sorted(result.accounts.items()):
+        devices = result.capacity.get(flavor, 0)
+        denom = devices * span if devices and span else 1.0
+        row = _job_stats(jobs.get((project, flavor), []))
+        row |= {
+            "guarantee": acc.guarantee,
+            "guarantee_share": acc.guarantee / devices if devices else 0.0,
+            "share": acc.device_seconds / denom,
+            "mean_devices": acc.device_seconds / span if span else 0.0,
+            "under_guarantee_seconds": acc.under_guarantee_seconds,
+            "starved_seconds": acc.starved_seconds,
+            "starved_device_s": acc.starved_device_seconds,
+            "longest_starved_s": acc.longest_starved,
+            "guarantee_met": 1.0 - acc.starved_seconds / acc.under_guarantee_seconds
+            if acc.under_guarantee_seconds else 1.0,
+        }
+        projects.setdefault(project, {})[flavor] = row
+    return {"flavors": flavors, "projects": projects}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django import forms
@@ -36,6 +37,10 @@ class WhatIfForm(forms.Form):
     policy_field = forms.ChoiceField(required=False, label="Setting",
                                      choices=[(name, name) for name in services.POLICY_SETTINGS])
     policy_value = forms.ChoiceField(required=False, label="New value", choices=POLICY_VALUES)
+    # A checkbox whose value is the digest of the warnings shown (see whatif_form.html): ticking it confirms those
+    # warnings only, so a value changed after ticking is checked (and warned about) again.
+    run_anyway = forms.CharField(required=False, max_length=64, label="Replay it anyway",
+                                 help_text="The change has warnings; tick to replay it all the same.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -45,6 +50,20 @@ class WhatIfForm(forms.Form):
         self.fields["priority_name"].choices = [(n, f"{n} (now {values[n]})") for n in PRIORITY_CLASSES
                                                 if n in values]
         self.change: dict[str, Any] | None = None
+        self.warnings: dict[str, list[str]] = {}  # form field -> warnings about the proposed change
+
+    @property
+    def warnings_digest(self) -> str:
+        text = "\n".join(w for field in sorted(self.warnings) for w in self.warnings[field])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def ready(self) -> bool:
+        """Valid, and either without warnings or with "replay it anyway" ticked for these very warnings: then the
+        run may start."""
+        if not self.is_valid() or self.change is None:
+            return False
+        return not self.warnings or self.cleaned_data.get("run_anyway") == self.warnings_digest
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -64,4 +83,7 @@ class WhatIfForm(forms.Form):
             self.change = services.whatif_change(kind=kind, **args)
         except DomainError as exc:
             self.add_error(FIELD_FOR.get(kind, {}).get(exc.field or "", None), exc.message)
+            return data
+        if self.change["warnings"]:
+            self.warnings[FIELD_FOR[kind]["value"]] = self.change["warnings"]
         return data

@@ -45,6 +45,8 @@ class ReplayRun(models.Model):
     change = models.JSONField(default=dict, blank=True, help_text="What-if: the proposed change.")
     jobs = models.PositiveIntegerField(default=0, help_text="Jobs in the trace after validation.")
     skipped = models.JSONField(default=dict, blank=True, help_text="Rows skipped by reason (skip_invalid).")
+    history = models.JSONField(default=dict, blank=True, help_text="history: jobs taken (finished, running, "
+                               "waiting) and left out, by reason.")
 
     # Progress and results.
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)

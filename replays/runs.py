@@ -37,7 +37,9 @@ from replay import (
     with_quota,
     write_outputs,
 )
-from replay.engine import DEFAULT_PRIORITIES
+from replay.compare import compare_by_flavor
+from replay.engine import DEFAULT_PRIORITIES, ReplayResult
+from replay.results import summarize_by_flavor
 from replays import selectors
 from replays.models import ReplayRun, RunKind, RunStatus
 
@@ -156,6 +158,12 @@ def _progress_writer(run_id: int, steps: int) -> Callable[[int], Callable[[int, 
     return for_step
 
 
+def _summary(result: ReplayResult) -> dict[str, Any]:
+    """summarize() with the per-flavor figures beside it (`by_flavor`): devices of different flavors are never
+    added up on the what-if page."""
+    return {**summarize(result), "by_flavor": summarize_by_flavor(result)}
+
+
 def replay_execute(run_id: int) -> ReplayRun | None:
     """The task body: replay every policy of the run, store summaries, comparisons and files. Never raises for a
     failed replay: the run ends `failed` with the message."""
@@ -182,7 +190,9 @@ def replay_execute(run_id: int) -> ReplayRun | None:
         files = write_outputs(results, out, extra_text="\n\n".join(format_compare(c) for c in comparisons))
         ReplayRun.objects.filter(pk=run_id).update(
             status=RunStatus.SUCCEEDED, finished_at=timezone.now(), progress=1.0, eta_seconds=0.0,
-            summary=_jsonable([summarize(r) for r in results]), comparison=_jsonable(comparisons),
+            summary=_jsonable([_summary(r) for r in results]),
+            comparison=_jsonable([{**c, "by_flavor": compare_by_flavor(results[0], r)}
+                                  for c, r in zip(comparisons, results[1:], strict=True)]),
             files=sorted(p.name for p in files.values()),
             message=f"replayed {len(trace.jobs)} jobs under {', '.join(r.name for r in results)}")
     except Exception as exc:  # a failed run is a result to show, not a crashed worker

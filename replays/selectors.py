@@ -7,10 +7,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Min, QuerySet
+from django.db.models import Min, Q, QuerySet
 
 from jobs.models import Job, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas
+from jobs.states import ACTIVE
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from replay.cluster import ClusterShape, QuotaSet
 from replay.trace import PRIORITY_CLASSES
@@ -65,7 +66,7 @@ def flavors() -> QuerySet[ResourceFlavor]:
 
 
 def project_by_slug(slug: str) -> Project | None:
-    return Project.objects.filter(slug=slug).first()
+    return Project.objects.filter(slug=slug).select_related("organization").first()
 
 
 def flavor_by_name(name: str) -> ResourceFlavor | None:
@@ -76,13 +77,25 @@ def quota_for(project: Project, flavor: ResourceFlavor) -> Quota | None:
     return Quota.objects.filter(project=project, flavor=flavor).select_related("project", "flavor").first()
 
 
-def history(since: datetime, until: datetime) -> list[dict[str, Any]]:
+def guarantees_in_organization(organization_id: int, flavor: str) -> dict[str, int]:
+    """Project slug -> guarantee of `flavor`, for the projects of one organization (the scheduler's cohort)."""
+    rows = Quota.objects.filter(project__organization_id=organization_id, flavor__name=flavor).values_list(
+        "project__slug", "guaranteed")
+    return dict(rows)
+
+
+def history(since: datetime, until: datetime, *, active: bool = False) -> list[dict[str, Any]]:
     """Jobs submitted in [since, until) as plain rows with their replica groups (for export_trace); a job's start
-    is its first attempt's."""
-    rows = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until).order_by("submitted_at", "id")
+    is its first attempt's. With `active`, also every job still waiting or running (whenever it was submitted),
+    with its state, simulated `duration` and the start of its current attempt: the what-if replays them too."""
+    chosen = Q(submitted_at__gte=since, submitted_at__lt=until)
+    if active:
+        chosen |= Q(state__in=list(ACTIVE), submitted_at__lt=until)
+    rows = list(Job.objects.filter(chosen).order_by("submitted_at", "id")
                 .annotate(started_at=Min("attempts__started_at"))
                 .values("id", "submitted_at", "started_at", "finished_at", "total_devices", "flavor__name",
-                        "project__slug", "priority_class__name", "submitter_name", "max_runtime"))
+                        "project__slug", "priority_class__name", "submitter_name", "max_runtime", "state",
+                        "duration", "current_attempt__started_at"))
     groups: dict[int, list[tuple[int, int]]] = {}
     for job_id, replicas, devices in ReplicaGroup.objects.filter(job_id__in=[r["id"] for r in rows]).values_list(
             "job_id", "replicas", "devices"):
@@ -90,4 +103,3 @@ def history(since: datetime, until: datetime) -> list[dict[str, Any]]:
     for row in rows:
         row["groups"] = groups.get(row["id"], [])
     return rows
-

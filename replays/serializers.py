@@ -75,8 +75,8 @@ class ReplayRunSerializer(StrictModelSerializer):
         model = ReplayRun
         fields = ["id", "kind", "status", "message", "progress", "eta_seconds", "created_by", "created_at",
                   "started_at", "finished_at", "trace_source", "trace_name", "days", "cluster_source",
-                  "quotas_source", "policy", "compare", "skip_invalid", "jobs", "skipped", "change", "summary",
-                  "comparison", "files", "report_url"]
+                  "quotas_source", "policy", "compare", "skip_invalid", "jobs", "skipped", "history", "change",
+                  "summary", "comparison", "files", "report_url"]
         read_only_fields = fields
 
     def get_report_url(self, run: ReplayRun) -> str | None:

@@ -14,7 +14,7 @@ import logging
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,7 +31,6 @@ from quotas.services import priority_class_save, quota_save
 from replay import (
     ClusterShape,
     ConfigError,
-    JobRecord,
     QuotaSet,
     TraceError,
     export_trace,
@@ -42,6 +41,7 @@ from replay import (
 from replay.engine import DEFAULT_PRIORITIES
 from replay.trace import PRIORITY_CLASSES, Trace
 from replays import selectors
+from replays.history import history_records
 from replays.models import ReplayRun, RunKind, RunStatus
 from replays.runs import CURRENT, policy_for, replay_root, run_dir, trace_error
 from replays.tasks import replay_task
@@ -66,41 +66,18 @@ def default_salt() -> str:
     return hmac.new(settings.SECRET_KEY.encode(), b"tidal-replay-export", hashlib.sha256).hexdigest()
 
 
-def _shape(groups: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-    """(devices per replica, replicas) of a job's replica groups; a trace job has one shape, so mixed groups
-    become replicas of the largest group's size covering the same total."""
-    sized = [(r, d) for r, d in groups if d > 0]
-    if not sized:
-        return None
-    sizes = {d for _, d in sized}
-    if len(sizes) == 1:
-        return sizes.pop(), sum(r for r, _ in sized)
-    largest = max(sizes)
-    total = sum(r * d for r, d in sized)
-    return largest, -(-total // largest)
-
-
-def history_records(rows: Iterable[dict[str, Any]], counts: Counter[str]) -> list[JobRecord]:
-    records = []
-    for row in rows:
-        shape = _shape(row["groups"]) or ((row["total_devices"], 1) if row["total_devices"] else None)
-        if shape is None:
-            counts["no_devices"] += 1  # CPU-only jobs hold no devices: nothing to replay
-            continue
-        records.append(JobRecord(
-            submit=row["submitted_at"], start=row["started_at"], end=row["finished_at"], devices=shape[0],
-            replicas=shape[1], flavor=row["flavor__name"], project=row["project__slug"],
-            priority=row["priority_class__name"] or "normal", user=row["submitter_name"] or "",
-            job_id=str(row["id"]), max_runtime=float(row["max_runtime"]) if row["max_runtime"] else None))
-    return records
-
-
 def export_history(since: datetime, until: datetime, dest: str | Path | TextIO, *, anonymize: bool = False,
-                   salt: str | None = None) -> Counter[str]:
-    """Write the jobs submitted in [since, until) as a replay trace; returns counts (exported, skipped by why)."""
+                   salt: str | None = None, active: bool = False) -> Counter[str]:
+    """Write the jobs submitted in [since, until) as a replay trace; returns counts (exported, skipped by why).
+
+    With `active` (the what-if), the jobs waiting and running at `until` go in too, with an estimated runtime
+    (replays.history.active_runtime), and the counts say how many were finished, running and waiting."""
     counts: Counter[str] = Counter()
-    records = history_records(selectors.history(since, until), counts)
+    rows = selectors.history(since, until, active=active)
+    records = history_records(rows, counts, now=until if active else None, since=since)
     counts.update(export_trace(records, dest, anonymize=anonymize, salt=default_salt() if salt is None else salt))
+    if active:
+        counts["finished"] = counts["exported"] - counts["running"] - counts["waiting"]
     return counts
 
 
@@ -140,8 +117,8 @@ def _save_upload(upload: Any, path: Path) -> None:
             f.write(upload.read())
 
 
-def _prepare_inputs(tmp: Path, *, trace: Any, source: str, days: int | None, cluster: Any,
-                    quotas: Any, quota_scale: float, skip_invalid: bool) -> tuple[dict[str, Any], Trace]:
+def _prepare_inputs(tmp: Path, *, trace: Any, source: str, days: int | None, cluster: Any, quotas: Any,
+                    quota_scale: float, skip_invalid: bool, with_active: bool) -> tuple[dict[str, Any], Trace]:
     """Write the run's inputs into `tmp` and validate them; DomainError naming the field on bad input."""
     meta: dict[str, Any] = {}
     if cluster is None or cluster == CURRENT:
@@ -171,12 +148,13 @@ def _prepare_inputs(tmp: Path, *, trace: Any, source: str, days: int | None, clu
         meta["quotas_source"] = "upload"
     trace_path = tmp / "trace.csv"
     if source == "history":
-        until = timezone.now()
-        counts = export_history(until - timedelta(days=days or 7), until, trace_path)
-        meta.update(trace_source="history", days=days or 7, trace_name=f"history-{days or 7}d")
-        field, name = "source", f"history of the last {days or 7} days"
+        until, days = timezone.now(), days or 7
+        counts = export_history(until - timedelta(days=days), until, trace_path, active=with_active)
+        meta.update(trace_source="history", days=days, trace_name=f"history-{days}d", history=dict(counts))
+        field, name = "source", f"history of the last {days} days"
         if not counts["exported"]:
-            raise DomainError(f"No finished jobs in the last {days or 7} days to replay.", field="days")
+            now = " and no job is waiting or running now" if with_active else ""
+            raise DomainError(f"No finished jobs in the last {days} days{now}: nothing to replay.", field="days")
     else:
         if trace is None:
             raise DomainError("Upload a trace CSV (multipart field `trace`) or set source: history.", field="trace")
@@ -201,8 +179,10 @@ def _prepare_inputs(tmp: Path, *, trace: Any, source: str, days: int | None, clu
 def replay_create(*, actor: Any, trace: Any = None, source: str = "upload", days: int | None = None,
                   cluster: Any = CURRENT, quotas: Any = CURRENT, quota_scale: float = 1.0,
                   policy: str = "production", compare_with: Sequence[str] = (), skip_invalid: bool = False,
-                  kind: str = RunKind.REPLAY, change: dict[str, Any] | None = None) -> ReplayRun:
+                  kind: str = RunKind.REPLAY, change: dict[str, Any] | None = None,
+                  with_active: bool = False) -> ReplayRun:
     """Validate and freeze the inputs, create the run and queue the task after commit (eager in embedded mode).
+    `with_active` adds the jobs waiting and running now to a history source (the what-if does).
 
     Raises DomainError (400, naming the field) for bad input: a malformed row with its line number, an unknown
     policy, a bad cluster or quota file, an empty history.
@@ -215,7 +195,8 @@ def replay_create(*, actor: Any, trace: Any = None, source: str = "upload", days
     tmp = Path(tempfile.mkdtemp(prefix="new-", dir=root))
     try:
         meta, parsed = _prepare_inputs(tmp, trace=trace, source=source, days=days, cluster=cluster,
-                                       quotas=quotas, quota_scale=quota_scale, skip_invalid=skip_invalid)
+                                       quotas=quotas, quota_scale=quota_scale, skip_invalid=skip_invalid,
+                                       with_active=with_active)
         authenticated = actor is not None and getattr(actor, "is_authenticated", False)
         run_row = ReplayRun.objects.create(
             kind=kind, created_by=actor if authenticated else None,
@@ -240,47 +221,94 @@ def replay_create(*, actor: Any, trace: Any = None, source: str = "upload", days
 
 def whatif_change(*, kind: str, project: str = "", flavor: str = "", field: str = "", value: Any = None,
                   name: str = "") -> dict[str, Any]:
-    """Validate a proposed change against the current configuration; the dict the run stores (with the value
-    before the change and a sentence describing it)."""
+    """Validate a proposed change against the current configuration; the dict the run stores: the value before
+    the change, a sentence describing it and `warnings` (sentences; the change may still be replayed).
+
+    Raises DomainError naming the field for bad input, and for a change that changes nothing (`value`): replaying
+    the same configuration twice can only show "nobody gains, nobody loses"."""
     if kind == "quota":
-        proj, flav = selectors.project_by_slug(project), selectors.flavor_by_name(flavor)
-        if proj is None:
-            raise DomainError(f"Unknown project {project!r}.", field="project")
-        if flav is None:
-            raise DomainError(f"Unknown flavor {flavor!r}.", field="flavor")
-        if field not in QUOTA_CHANGE_FIELDS:
-            raise DomainError(f"Choose one of {', '.join(QUOTA_CHANGE_FIELDS)}.", field="field")
-        if not isinstance(value, int) or value < 0:
-            raise DomainError("A quota is a whole number of devices, 0 or more.", field="value")
-        quota = selectors.quota_for(proj, flav)
-        before = getattr(quota, field) if quota else None
-        label = "guarantee" if field == "guaranteed" else "borrow limit"
-        return {"kind": kind, "project": project, "flavor": flavor, "field": field, "value": value,
-                "before": before, "text": f"{project} {label} of {flavor}: {before if before is not None else 'none'}"
-                                          f" -> {value}"}
+        return _quota_change(project, flavor, field, value)
     if kind == "priority":
-        pc = selectors.priority_class(name)
-        if pc is None or name not in PRIORITY_CLASSES:
-            raise DomainError(f"Choose a priority class of {', '.join(PRIORITY_CLASSES)}.", field="name")
-        if not isinstance(value, int):
-            raise DomainError("A priority value is a whole number.", field="value")
-        return {"kind": kind, "name": name, "value": value, "before": pc.value,
-                "text": f"priority class {name}: value {pc.value} -> {value}"}
+        return _priority_change(name, value)
     if kind == "policy":
-        if field not in POLICY_SETTINGS:
-            raise DomainError(f"Choose one of {', '.join(POLICY_SETTINGS)}.", field="field")
-        if value not in POLICY_SETTINGS[field]:
-            raise DomainError(f"{field} is one of {', '.join(map(str, POLICY_SETTINGS[field]))}.", field="value")
-        before = getattr(policy_from_settings(), field)
-        return {"kind": kind, "field": field, "value": value, "before": before,
-                "text": f"scheduling policy {field}: {before} -> {value}"}
+        return _policy_change(field, value)
     raise DomainError("Change a quota, a priority class or a policy setting.", field="kind")
 
 
+def _refuse_no_op(before: Any, value: Any, what: str) -> None:
+    if before == value:
+        raise DomainError(f"{what} is already {value}: the proposed change changes nothing. Propose another "
+                          "value.", field="value")
+
+
+def _quota_change(project: str, flavor: str, field: str, value: Any) -> dict[str, Any]:
+    proj, flav = selectors.project_by_slug(project), selectors.flavor_by_name(flavor)
+    if proj is None:
+        raise DomainError(f"Unknown project {project!r}.", field="project")
+    if flav is None:
+        raise DomainError(f"Unknown flavor {flavor!r}.", field="flavor")
+    if field not in QUOTA_CHANGE_FIELDS:
+        raise DomainError(f"Choose one of {', '.join(QUOTA_CHANGE_FIELDS)}.", field="field")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise DomainError("A quota is a whole number of devices, 0 or more.", field="value")
+    quota = selectors.quota_for(proj, flav)
+    before = getattr(quota, field) if quota else None
+    label = "guarantee" if field == "guaranteed" else "borrow limit"
+    # No quota at all lets the project neither hold nor borrow the flavor: the same as a quota of 0 and 0.
+    _refuse_no_op(0 if before is None else before, value, f"{project}'s {label} of {flavor}"
+                  + (" (no quota, i.e. 0)" if before is None else ""))
+    warnings = guarantee_warnings(proj, flavor, value) if field == "guaranteed" else []
+    return {"kind": "quota", "project": project, "flavor": flavor, "field": field, "value": value,
+            "before": before, "warnings": warnings,
+            "text": f"{project} {label} of {flavor}: {before if before is not None else 'none'} -> {value}"}
+
+
+def guarantee_warnings(project: Any, flavor: str, value: int) -> list[str]:
+    """Why a proposed guarantee cannot be honoured: above the devices of the flavor in the cluster, or making the
+    guarantees of the flavor in the project's organization (its cohort, where guarantees are promised against the
+    whole flavor) add up to more than that."""
+    devices = selectors.current_cluster().devices_by_flavor().get(flavor, 0)
+    warnings = []
+    if value > devices:
+        warnings.append(f"A guarantee of {value} is above the {devices} {flavor} devices the cluster has: it can "
+                        "never be honoured in full.")
+    guarantees = {**selectors.guarantees_in_organization(project.organization_id, flavor), project.slug: value}
+    total = sum(guarantees.values())
+    if total > devices and len([g for g in guarantees.values() if g]) > 1:
+        parts = ", ".join(f"{slug} {g}" for slug, g in sorted(guarantees.items()) if g)
+        warnings.append(f"The guarantees of {flavor} in {project.organization.slug} would add up to {total} "
+                        f"devices ({parts}), above the {devices} the cluster has: they cannot all be honoured at "
+                        "once.")
+    return warnings
+
+
+def _priority_change(name: str, value: Any) -> dict[str, Any]:
+    pc = selectors.priority_class(name)
+    if pc is None or name not in PRIORITY_CLASSES:
+        raise DomainError(f"Choose a priority class of {', '.join(PRIORITY_CLASSES)}.", field="name")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DomainError("A priority value is a whole number.", field="value")
+    _refuse_no_op(pc.value, value, f"The value of priority class {name}")
+    return {"kind": "priority", "name": name, "value": value, "before": pc.value, "warnings": [],
+            "text": f"priority class {name}: value {pc.value} -> {value}"}
+
+
+def _policy_change(field: str, value: Any) -> dict[str, Any]:
+    if field not in POLICY_SETTINGS:
+        raise DomainError(f"Choose one of {', '.join(POLICY_SETTINGS)}.", field="field")
+    if value not in POLICY_SETTINGS[field]:
+        raise DomainError(f"{field} is one of {', '.join(map(str, POLICY_SETTINGS[field]))}.", field="value")
+    before = getattr(policy_from_settings(), field)
+    _refuse_no_op(before, value, f"The scheduling policy's {field}")
+    return {"kind": "policy", "field": field, "value": value, "before": before, "warnings": [],
+            "text": f"scheduling policy {field}: {before} -> {value}"}
+
+
 def whatif_create(*, actor: Any, days: int, change: dict[str, Any]) -> ReplayRun:
-    """Replay the last `days` of real jobs on the current cluster twice: as configured and with `change`."""
+    """Replay the last `days` of real jobs, with the jobs waiting and running now, on the current cluster twice: as
+    configured and with `change`."""
     return replay_create(actor=actor, source="history", days=days, policy=CURRENT, kind=RunKind.WHATIF,
-                         change=change, skip_invalid=True)
+                         change=change, skip_invalid=True, with_active=True)
 
 
 def env_setting(field: str, value: Any) -> str:

@@ -36,26 +36,42 @@ def _run(pk: int) -> ReplayRun:
 
 
 def difference_rows(run: ReplayRun) -> list[dict[str, Any]]:
-    """One row per project (then ALL) of compare(current, proposed), with the guarantee each had."""
+    """One row per project (then ALL) of compare(current, proposed): the figures counted per job (waits, JCT,
+    preemptions), which read the same whatever flavors the jobs used. Figures in devices are per flavor
+    (flavor_groups), never added across flavors."""
     if not run.comparison:
         return []
     cmp = run.comparison[0]
-    guarantees = [{name: p.get("guarantee", 0) for name, p in s.get("projects", {}).items()} for s in run.summary]
-    rows = []
-    for name, r in [*cmp["projects"].items(), ("ALL", cmp["overall"])]:
-        rows.append({
-            "project": name, "verdict": r["verdict"],
-            "guarantee_a": guarantees[0].get(name) if guarantees else None,
-            "guarantee_b": guarantees[1].get(name) if len(guarantees) > 1 else None,
-            **{key: r[key] for key in ("wait_mean", "wait_p95", "jct_mean", "share", "guarantee_met",
-                                       "preemptions", "starved_seconds")},
-        })
-    return rows
+    return [{"project": name, "verdict": r["verdict"],
+             **{key: r[key] for key in ("wait_mean", "wait_p95", "jct_mean", "preemptions")}}
+            for name, r in [*cmp["projects"].items(), ("ALL", cmp["overall"])]]
+
+
+def _shown(row: dict[str, Any]) -> bool:
+    """A (project, flavor) with a guarantee or jobs on either side; the rest (another organization's quota of 0,
+    say) would only fill the table."""
+    return any(row[key]["a"] or row[key]["b"] for key in ("guarantee", "jobs"))
+
+
+def flavor_groups(run: ReplayRun) -> list[dict[str, Any]]:
+    """Per flavor: its devices, the sum of guarantees and the utilization, current and proposed, and its
+    projects' rows (guarantee, devices used, share of the flavor, guarantee met, waits of their jobs of the
+    flavor). Empty for a run stored before per-flavor figures existed."""
+    by_flavor = run.comparison[0].get("by_flavor") if run.comparison else None
+    if not by_flavor:
+        return []
+    groups = []
+    for flavor, total in by_flavor["flavors"].items():
+        rows = [{"project": project, **flavors[flavor]} for project, flavors in by_flavor["projects"].items()
+                if flavor in flavors and _shown(flavors[flavor])]
+        groups.append({"flavor": flavor, **total, "rows": rows})
+    return groups
 
 
 def whatif(request: HttpRequest, site: AdminSite) -> HttpResponse:
     form = WhatIfForm(request.POST or None)
-    if request.method == "POST" and form.is_valid() and form.change is not None:
+    # A change with warnings (a guarantee above the hardware) is shown again with them until "replay it anyway".
+    if request.method == "POST" and form.ready and form.change is not None:
         try:
             run = services.whatif_create(actor=request.user, days=form.cleaned_data["days"], change=form.change)
         except DomainError as exc:
@@ -72,7 +88,8 @@ def whatif_result(request: HttpRequest, pk: int, site: AdminSite) -> HttpRespons
     can_apply = (run.status == "succeeded" and run.applied_at is None and kind in APPLY_PERMISSION
                  and request.user.has_perm(APPLY_PERMISSION[kind]))
     context = _context(
-        site, request, run=run, rows=difference_rows(run), cmp=run.comparison[0] if run.comparison else None,
+        site, request, run=run, rows=difference_rows(run), flavors=flavor_groups(run),
+        cmp=run.comparison[0] if run.comparison else None,
         can_apply=can_apply, percent=round(run.progress * 100),
         env_setting=services.env_setting(run.change["field"], run.change["value"]) if kind == "policy" else "",
         report_url=reverse("replay-report", kwargs={"pk": run.pk}) if run.status == "succeeded" else "")

@@ -57,6 +57,26 @@ def make_job(project, flavor, *, submitted, ran: float | None, waited: float = 6
     return transition(job, State.SUCCEEDED, reason="history", actor="backend", now=started + timedelta(seconds=ran))
 
 
+def make_active_job(project, flavor, *, submitted, started=None, duration: int | None = None,
+                    max_runtime: int | None = None, devices: int = 8, replicas: int = 1, priority: str = "normal",
+                    cluster=None) -> Job:
+    """A job that has not finished: running since `started` on `cluster`, or (started None) waiting in the
+    queue. `duration` is the simulated backend's runtime, `max_runtime` the declared limit."""
+    job = Job.objects.create(
+        project=project, submitter_name="alice", name="train", image="ghcr.io/acme/train:1", command=["python"],
+        priority_class=PriorityClass.objects.get(name=priority), flavor=flavor, total_devices=devices * replicas,
+        submitted_at=submitted, queued_at=submitted, duration=duration, max_runtime=max_runtime)
+    ReplicaGroup.objects.create(job=job, role="worker", replicas=replicas, devices=devices, flavor=flavor)
+    if started is None:
+        return job
+    placement = [{"role": "worker", "index": i, "node": f"n{i}", "devices": devices} for i in range(replicas)]
+    transition_many([Admission(job.pk, cluster.pk, placement)], now=started)
+    job.refresh_from_db()
+    for state in (State.DISPATCHING, State.RUNNING):
+        job = transition(job, state, reason="now", actor="backend", now=started)
+    return job
+
+
 @pytest.fixture
 def history(tenant, inventory):  # noqa: F811
     """Two days of finished jobs on H100: vision and speech each submit bursts of 8-device jobs; one job of

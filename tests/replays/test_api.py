@@ -56,6 +56,10 @@ def test_replay_of_the_platforms_history(history, staff_client, django_capture_o
     assert run["status"] == "succeeded", run["message"]
     assert run["trace_source"] == "history" and run["days"] == 7 and run["jobs"] == 16
     assert [s["name"] for s in run["summary"]] == ["current", "fifo-skip"]
+    assert run["history"] == {"exported": 16, "not_run": 1}  # finished jobs only, the cancelled one left out
+    vision = run["summary"][0]["by_flavor"]["projects"]["vision"]
+    assert vision["nvidia-h100-80gb"]["guarantee"] == 16 and vision["nvidia-a100-40gb"]["guarantee"] == 8
+    assert run["comparison"][0]["by_flavor"]["flavors"]["nvidia-h100-80gb"]["devices"] == 32
 
 
 def test_uploaded_cluster_and_quota_files(db, staff_client, django_capture_on_commit_callbacks):
