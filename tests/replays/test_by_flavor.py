@@ -15,11 +15,11 @@ CLUSTER = ClusterShape(uniform_cluster(1, 8, "h100", prefix="h").nodes
                        + uniform_cluster(2, 8, "a100", prefix="a").nodes)
 QUOTAS = QuotaSet((Quota("vision", "h100", 8), Quota("vision", "a100", 8), Quota("speech", "a100", 8, 8)),
                   (Project("vision", "acme"), Project("speech", "acme")))
-# vision: one H100 job and three A100 jobs of 8 devices, 1000 s each; speech: one A100 job.
+# vision: one H100 job and three A100 jobs of 8 devices, 1000 s each; speech: one A100 job a second later.
 TRACE = Trace(tuple(
     [TraceJob("h", 0, 1000, 8, 1, "h100", "vision")]
     + [TraceJob(f"a{i}", 0, 1000, 8, 1, "a100", "vision") for i in range(3)]
-    + [TraceJob("s", 0, 1000, 8, 1, "a100", "speech")]))
+    + [TraceJob("s", 1, 1000, 8, 1, "a100", "speech")]))
 
 
 def test_guarantees_and_shares_are_per_flavor():
@@ -47,7 +47,7 @@ def test_a_what_if_compares_each_project_and_flavor():
     vision = cmp["projects"]["vision"]
     assert vision["a100"]["guarantee"]["delta"] == 8 and vision["h100"]["guarantee"]["delta"] == 0
     assert vision["h100"]["verdict"] == "same"
-    # 16 guaranteed A100 let vision run two jobs at once instead of one; speech's job then waits for one of them
+    # 16 guaranteed A100 let vision run two jobs at once instead of one; speech's job then waits for them
     assert vision["a100"]["wait_mean"] == pytest.approx({"a": 1000.0, "b": 1000 / 3, "delta": 1000 / 3 - 1000.0})
     assert vision["a100"]["verdict"] == "gains" and cmp["projects"]["speech"]["a100"]["verdict"] == "loses"
     assert cmp == compare_by_flavor(summarize_by_flavor(before), summarize_by_flavor(after))  # dicts work too
