@@ -1,4 +1,4 @@
-"""Phase 5, backfill: the first job of a flavor that waits for capacity reserves its earliest start.
+"""Phase 5, backfill: the first job of a flavor that waits reserves its earliest start, whatever keeps it out.
 
 Earliest start: running jobs (and jobs admitted earlier in this cycle) release their devices at
 max(started_at + max_runtime, now), in that order; the reservation starts at the first release time at which the
@@ -9,6 +9,14 @@ start is unknown) and later jobs are not held back for it.
 Later jobs of that flavor are then placed against the hold (see state.Hold): a job that ends before the
 reservation (now + max_runtime <= start) may use the held devices, any other job (including jobs without a
 max_runtime) only what the head will not need.
+
+A head also reserves its project's quota (state.QuotaHold) from its start: later jobs of its project that would
+still run then are checked with the head counted in, so none of them can push the head back. A head that its own
+project's quota keeps out (over its borrow limit, or over its guarantee with borrowing off) starts no earlier than
+the first time the project's running jobs will have released enough of that quota, and reserves capacity from then
+on: a big job among a flood of small ones of its own project starts once the jobs running when it became the head
+end. What a borrower's organization can lend is not reserved: lenders take their guarantee back whenever they need
+it, and borrowers share what is idle by fair share.
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ from __future__ import annotations
 from .model import PendingJob, Topology
 from .placement import place, undo
 from .shapes import JobInfo
-from .state import CycleState, Hold
+from .state import CycleState, Hold, QuotaHold
 
 
-def reserve(state: CycleState, job: PendingJob, info: JobInfo) -> Hold | None:
-    """Create and install the hold of `job` if none of its flavors has one yet; None when its start is unknown."""
+def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float | None = None) -> Hold | None:
+    """Create and install the hold of `job` if none of its flavors has one yet; None when its start is unknown.
+    `not_before`: the hold starts no earlier (a head its own quota keeps out until then)."""
     if state.holds_for(info.flavors):
         return None
     index = state.index
@@ -33,10 +42,9 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo) -> Hold | None:
         for i, devices in rec.usage:
             if index.nodes[i].flavor in flavors:
                 releases.append((at, i, devices))
-    if not releases:
+    if not releases and not_before is None:
         return None
     releases.sort()
-    times = sorted({t for t, _, _ in releases})
     applied = 0  # releases[:applied] are given back to the index right now
 
     def release_until(t: float) -> None:
@@ -58,13 +66,19 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo) -> Hold | None:
         undo(index, taken)
         return True
 
-    start = earliest_by_count(state, job, info, releases)
+    if not_before is not None and fits_at(not_before):
+        start: float | None = not_before
+    else:
+        # Releases only add capacity: the first time it fits is after not_before.
+        release_until(float("-inf"))
+        start = earliest_by_count(state, job, info, releases)
     taken = None
     if start is not None:
         release_until(start)
         taken = place(index, job, info)
     if taken is None:  # not a job of identical replicas (or counting disagreed): search by placing
-        if not fits_at(times[-1]):
+        times = sorted({t for t, _, _ in releases if not_before is None or t > not_before})
+        if not times or not fits_at(times[-1]):
             release_until(float("-inf"))
             return None
         lo, hi = -1, len(times) - 1  # fits at times[hi]; times[lo] unknown or does not fit
@@ -90,6 +104,60 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo) -> Hold | None:
     hold = Hold(job.id, start, info.flavors, x, rel, taken)
     install(state, hold)
     return hold
+
+
+def quota_start(state: CycleState, job: PendingJob, info: JobInfo) -> tuple[bool, float | None]:
+    """(possible, start): when its own project's quota (guarantee plus borrow limit) will let `job` in if nothing
+    else is admitted: now, or the first time the project's running jobs (those admitted this cycle too) have
+    released enough at their max runtimes. start is None when that depends on jobs without a max runtime;
+    possible is False when the job asks for more than that quota."""
+    project, quota = job.project, state.quota
+    demand = info.demand
+    limit = {f: quota.limit(project, f) for f in demand}
+    if any(d > limit[f] for f, d in demand.items()):
+        return False, None
+    usage = {f: quota.used[(project, f)] + quota.pre[(project, f)] for f in demand}
+
+    def fits() -> bool:
+        return all(usage[f] + d <= limit[f] for f, d in demand.items())
+
+    if fits():
+        return True, state.now
+    for t, released in _project_releases(state, project):
+        for f, d in released.items():
+            if f in usage:
+                usage[f] -= d
+        if fits():
+            return True, t
+    return True, None
+
+
+def hold_quota(state: CycleState, job: PendingJob, info: JobInfo, start: float | None) -> QuotaHold | None:
+    """Install the quota hold of a head starting at `start` (None: unknown), unless a job of its project already
+    holds quota of one of its flavors."""
+    project = job.project
+    demand = info.demand
+    if any((project, f) in state.quota_holds for f in demand):
+        return None
+    hold = QuotaHold(job.id, project, start, dict(demand), dict.fromkeys(demand, 0), 0)
+    for rec in state.project_runs(project):
+        if hold.releases_by_start(rec, state.now):
+            hold.ended += 1
+            for f, d in rec.demand.items():
+                if f in hold.released:
+                    hold.released[f] += d
+    for f in demand:
+        state.quota_holds[(project, f)] = hold
+    state.project_quota_holds.setdefault(project, []).append(hold)
+    return hold
+
+
+def _project_releases(state: CycleState, project: str) -> list[tuple[float, dict[str, int]]]:
+    """(time, devices per flavor) the project's running jobs release, in time order; jobs without a max runtime
+    never release."""
+    now = state.now
+    return sorted(((max(rec.end, now), rec.demand) for rec in state.project_runs(project) if rec.end is not None),
+                  key=lambda r: r[0])
 
 
 _LEVEL = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}

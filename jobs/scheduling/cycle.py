@@ -6,7 +6,8 @@ Phases:
   2. quota     guarantee, borrowing, lend limits, running-job caps (quota.py)
   3. place     gang placement, every replica or none, best fit by topology (placement.py)
   4. preempt   when it does not fit: simulated removal and fill-back (preemption.py)
-  5. backfill  the first job of a flavor waiting for capacity reserves its earliest start (backfill.py)
+  5. backfill  the first job of a flavor waiting for capacity reserves its earliest start, the first job of a
+               project its own quota keeps out reserves that quota (backfill.py)
   6. explain   reasons, positions and ETA for every job left waiting (explain.py); with Policy.explain=False
                (trace replay) only codes and reasons: positions 0, eta None, short quota reasons
 Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's decision is kept in an `Outcome`.
@@ -14,17 +15,16 @@ Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's dec
 
 from __future__ import annotations
 
-from .backfill import reserve
+from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
-from .explain import Explainer, WaitEntry
+from .explain import Explainer, WaitEntry, fmt_duration
 from .feasibility import ideal_index, structural_reason, unavailability
 from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
 from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims
-from .quota import QuotaFailure
 from .shapes import JobInfo, describe_shape
-from .state import CycleState, RunRec, Tentative
+from .state import CycleState, QuotaHold, RunRec, Tentative
 
 
 class Outcome:
@@ -41,6 +41,12 @@ class Outcome:
         self.entry: WaitEntry | None = None
 
 
+# Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its
+# start ("no_quota" never can; a job waiting for a running-job slot gets the first one freed, being first of its
+# project; what its organization can lend is not reserved, see backfill).
+RESERVABLE = ("borrow_limit", "borrowing_off")
+
+
 def queue_of(job: PendingJob, policy: Policy) -> str:
     return job.project if policy.blocking_scope == "project" else "*"
 
@@ -50,38 +56,10 @@ def assignments(job: PendingJob, taken: Taken, index) -> tuple[Assignment, ...]:
     return tuple(Assignment(job.groups[gi].role, r, index.nodes[i].name, d) for gi, r, i, d in ordered)
 
 
-def quota_reason(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure) -> str:
-    quota = state.quota
-    p = job.project
-    if failure.kind == "max_running":
-        return f"project {p} is at its limit of {quota.max_running.get(p)} running jobs"
-    f = failure.flavor
-    key = (p, f)
-    g = quota.guar.get(key, 0)
-    b = quota.blimit.get(key, 0)
-    used = quota.used[key]
-    need = info.demand[f]
-    if job.preemptible:
-        head = (f"preemptible jobs run only on idle capacity and count as borrowing: project {p} borrows "
-                f"{quota.borrowed(p, f)} {f}")
-    else:
-        head = f"project {p} is using {used}/{g} guaranteed {f}"
-    if failure.kind == "no_quota":
-        return f"project {p} has no quota for {f} (needs {need})"
-    if failure.kind == "borrowing_off":
-        return f"{head} and borrowing is off; this job needs {need}"
-    if failure.kind == "borrow_limit":
-        return f"{head} and borrowing is at its limit of {b}; this job needs {need}"
-    idle = int(quota.idle_supply(p, f))
-    return (f"{head}; this job needs {need} and cohort {quota.cohort_of(p)} has only {idle} {f} idle to lend "
-            f"(borrow limit {b})")
-
-
-def short_quota_reason(failure: QuotaFailure) -> str:
-    """The reason of a quota wait when the policy does not explain waits (Policy.explain=False)."""
-    if failure.kind == "max_running":
-        return "project is at its limit of running jobs"
-    return f"quota: {failure.kind} {failure.flavor}"
+def held_reason(state: CycleState, job: PendingJob, hold: QuotaHold) -> str:
+    when = "when jobs without a max runtime end" if hold.start is None else f"in {fmt_duration(hold.start - state.now)}"
+    return (f"project {job.project}'s quota is held for its job {hold.job_id}, which can start {when}; this job "
+            f"would still run then and the quota has no room for both")
 
 
 def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
@@ -132,33 +110,79 @@ class Cycle:
             return out
         failure = state.quota.check(job.project, info.demand, job.preemptible)  # phase 2
         constrained = state.constrained(job.max_runtime, info)
+        # Its project's reserved heads whose start it would still run at are counted in for every quota check
+        # from here to the decision (preemption's included).
+        holds = state.quota_holds_against(job, info) if state.quota_holds else []
+        held = None
+        if failure is None and holds:
+            state.count_heads(holds, 1)
+            if state.quota.check(job.project, info.demand, job.preemptible) is not None:
+                held = holds[0]
+            state.count_heads(holds, -1)
+        tentative = None if held else self.decide(out, constrained, failure is not None, holds)
+        if tentative is not None:
+            self.admit(out, tentative)
+            return out
+        if held is not None:
+            reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
+            out.entry = WaitEntry(job, info, "quota", reason, blocker=held.job_id, quota_kind="held")
+        elif failure is not None:
+            # Phase 6 writes its reason from the state the cycle ends in (what the quota API will show).
+            code = "max_running" if failure.kind == "max_running" else "quota"
+            out.entry = WaitEntry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
+            if policy.blocking == "backfill" and not job.preemptible and failure.kind in RESERVABLE:
+                self.reserve_for_quota(out)  # phase 5
+        else:
+            out.entry = WaitEntry(job, info, "place", constrained=constrained)
+            if (policy.blocking == "backfill" and not job.preemptible
+                    and not any(f in state.head_flavors for f in info.flavors)):
+                self.reserve_for_capacity(out)  # phase 5
+        if strict:
+            state.blocked[queue] = job.id
+        return out
+
+    def decide(self, out: Outcome, constrained: bool, quota_failed: bool, holds: list) -> Tentative | None:
+        """Phases 3 and 4: a placement, after preempting if it must (victims kept in `out`), or None."""
+        state, job, info = self.state, out.job, out.info
         tentative = None
-        if failure is None:
+        if not quota_failed:
             tentative = self.try_place(job, info, constrained)  # phase 3
-        if tentative is None and policy.preemption and not job.preemptible:
-            victims = self.try_preempt(job, info, failure is not None, constrained)  # phase 4
+        if tentative is None and self.policy.preemption and not job.preemptible:
+            victims = self.try_preempt(job, info, quota_failed, constrained, holds)  # phase 4
             if victims is not None:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
                 out.victims = victims
                 state.forget_failures()  # capacity grew: earlier failures may fit now
-        if tentative is not None:
-            self.admit(out, tentative)
-            return out
-        if failure is not None:
-            code = "max_running" if failure.kind == "max_running" else "quota"
-            reason = quota_reason(state, job, info, failure) if policy.explain else short_quota_reason(failure)
-            out.entry = WaitEntry(job, info, code, reason, quota_kind=failure.kind, quota_flavor=failure.flavor)
-        else:
-            out.entry = WaitEntry(job, info, "place", constrained=constrained)
-            if (policy.blocking == "backfill" and not job.preemptible
-                    and not any(f in state.head_flavors for f in info.flavors)):
-                # The head of these flavors: the first job in cycle order that waits for their capacity.
-                state.head_flavors.update(info.flavors)
-                out.entry.hold = reserve(state, job, info)  # phase 5
-        if strict:
-            state.blocked[queue] = job.id
-        return out
+        return tentative
+
+    def reserve_for_quota(self, out: Outcome) -> None:
+        """A job its own project's quota keeps out: the first of its project and flavors reserves that quota from
+        when the project's running jobs will have released enough of it, and capacity from then on unless a job
+        before it holds capacity of those flavors."""
+        state, job, info = self.state, out.job, out.info
+        if any((job.project, f) in state.quota_holds for f in info.demand):
+            return  # a head of its project holds that quota already
+        possible, start = quota_start(state, job, info)
+        if not possible:
+            return  # it cannot get in even once every running job ends: holding quota for it would starve others
+        if start is not None and not any(f in state.head_flavors for f in info.flavors):
+            state.head_flavors.update(info.flavors)
+            assert out.entry is not None
+            out.entry.hold = reserve(state, job, info, not_before=start)
+            if out.entry.hold is not None:
+                start = out.entry.hold.start
+        hold_quota(state, job, info, start)
+
+    def reserve_for_capacity(self, out: Outcome) -> None:
+        """The first job in cycle order that waits for capacity of its flavors reserves its earliest start, and
+        its project's quota for then."""
+        state, job, info = self.state, out.job, out.info
+        state.head_flavors.update(info.flavors)
+        assert out.entry is not None
+        hold = out.entry.hold = reserve(state, job, info)
+        if hold is not None:
+            hold_quota(state, job, info, hold.start)
 
     def structural_check(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
         """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when
@@ -194,7 +218,7 @@ class Cycle:
             state.neg_place[(key, constrained)] = True
         return tentative
 
-    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
+    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool, holds: list):
         state = self.state
         if state.simulations >= MAX_SIMULATIONS:
             return None  # this cycle's budget of simulated removals is spent
@@ -207,11 +231,14 @@ class Cycle:
             # candidates), until victims are committed (which clears this).
             within = state.quota.within_guarantee(job.project, info.demand)
             flavor, devices, replicas, topology, avoid = info.shape_key
-            key = (job.project, quota_failed, within, constrained, flavor, topology, avoid)
+            key = (job.project, quota_failed, within, constrained, flavor, topology, avoid,
+                   tuple(h.job_id for h in holds))
             for priority, r, d in state.neg_preempt.get(key, ()):
                 if job.priority <= priority and replicas >= r and devices >= d:
                     return None
+        state.count_heads(holds, 1)
         victims = find_victims(state, job, info, quota_failed)
+        state.count_heads(holds, -1)
         if victims is None and key is not None:
             state.neg_preempt.setdefault(key, []).append((job.priority, info.replicas, info.groups[0][1].devices))
         return victims

@@ -1,8 +1,8 @@
 """Phase 6, explain: a reason, positions and an estimated start for every pending job that was not admitted.
 
-Reasons for quota waits are written when the job is evaluated (they quote the usage it met). Reasons for
-capacity waits are written here from the state at the end of the cycle, once per job shape, so they quote what is
-free now ("24 nvidia-a100-40gb free, needs 32") and do not depend on which job of a shape was tried first.
+Reasons for capacity and quota waits are written here from the state at the end of the cycle, once per job shape,
+so they quote what is free now ("24 nvidia-a100-40gb free, needs 32") and what the quota table shows once the
+cycle's decisions are applied (quota_reasons.py), and do not depend on which job of a shape was tried first.
 
 ETA (None whenever a needed end time is unknown). Per flavor, running jobs with a max_runtime (including those
 admitted this cycle) release their devices at their end; waiting jobs ahead in cycle order are assumed to take
@@ -13,7 +13,7 @@ devices above its limit, "max_running" waits for the project's k-th earliest job
 the project's jobs waiting for that cap), "blocked" jobs no earlier than the job blocking them.
 
 Policy.explain=False (trace replay, which reads only decisions): `Explainer.brief` gives every waiting job its
-code and reason (placement reasons as above, quota reasons shortened when evaluated), positions 0 and eta None,
+code and reason (placement reasons as above, quota reasons shortened to the kind of limit), positions 0 and eta None,
 without building the release curves.
 """
 
@@ -24,6 +24,8 @@ from dataclasses import replace
 
 from .model import PendingJob, Topology, Wait
 from .placement import max_room, place, undo
+from .quota import QuotaFailure
+from .quota_reasons import FREED, quota_reason, short_quota_reason
 from .shapes import JobInfo
 from .state import CycleState, Hold
 
@@ -97,6 +99,7 @@ class Explainer:
         self.now = state.now
         self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
         self.reasons: dict[tuple, tuple[str, str]] = {}
+        self.quota_reasons: dict[tuple, str] = {}
         self.empty = Curve([])
         if etas:
             self._curves(state)
@@ -194,12 +197,8 @@ class Explainer:
         if entry.quota_kind == "cohort":
             missing = int(need - quota.idle_supply(job.project, flavor))
             return self.curves.get(flavor, self.empty).when(missing, self.now)
-        limit = quota.guar.get(key, 0) + (quota.blimit.get(key, 0) if quota.borrowing else 0)
-        if job.preemptible:
-            limit = quota.blimit.get(key, 0) if quota.borrowing else 0
-            in_use = quota.borrowed(job.project, flavor)
-        else:
-            in_use = quota.used[key] + quota.pre[key]
+        limit = quota.limit(job.project, flavor)
+        in_use = quota.used[key] + quota.pre[key]
         if need > limit:
             return None  # can never fit under this quota
         return self.project_curves.get(key, self.empty).when(in_use + need - limit, self.now)
@@ -214,7 +213,9 @@ class Explainer:
         if eta is None:
             return None
         extra: float | None = eta
-        if code == "quota":
+        if code == "quota" and entry.quota_kind == "held":
+            extra = etas.get(entry.blocker)
+        elif code == "quota":
             extra = self.quota_eta(entry)
         elif code == "max_running":
             ends = self.project_ends.get(entry.job.project, [])
@@ -227,9 +228,22 @@ class Explainer:
 
     # -- the pass ---------------------------------------------------------------------------------------------
 
+    def quota_reason(self, entry: WaitEntry) -> str:
+        """The reason of a quota or running-jobs wait, from the end-of-cycle state."""
+        job, info = entry.job, entry.info
+        key = (job.project, job.preemptible, tuple(sorted(info.demand.items())))
+        if key not in self.quota_reasons:
+            quota = self.state.quota
+            failure = quota.check(job.project, info.demand, job.preemptible)
+            self.quota_reasons[key] = FREED if failure is None else quota_reason(quota, job.project, info.demand,
+                                                                                 failure)
+        return self.quota_reasons[key]
+
     def finish(self, entry: WaitEntry, etas: dict[int, float | None]) -> Wait:
         if entry.placement_failed:
             entry.code, entry.reason = self.placement_reason(entry)
+        elif not entry.reason:
+            entry.reason = self.quota_reason(entry)
         entry.eta = self.eta(entry, etas)
         etas[entry.job.id] = entry.eta
         return Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos, entry.eta)
@@ -261,5 +275,7 @@ class Explainer:
         for entry in entries:
             if entry.placement_failed:
                 entry.code, entry.reason = self.placement_reason(entry)
+            elif not entry.reason:
+                entry.reason = short_quota_reason(QuotaFailure(entry.quota_kind, entry.quota_flavor))
             waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0, None))
         return waits

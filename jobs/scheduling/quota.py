@@ -136,6 +136,14 @@ class QuotaState:
         for project, n in running.items():
             self.running[project] += n
 
+    def shift(self, project: str, devices: dict[str, int], jobs: int, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) non-preemptible usage and running jobs that belong to no job: a
+        reserved head counted in while later jobs are checked (state.QuotaHold)."""
+        for flavor, d in devices.items():
+            if d:
+                self._add(project, flavor, sign * d, 0)
+        self.running[project] += sign * jobs
+
     def check(self, project: str, demand: dict[str, int], preemptible: bool) -> QuotaFailure | None:
         """None when a job of this demand may be admitted now; quotas off means always."""
         if not self.enabled:
@@ -178,6 +186,12 @@ class QuotaState:
                 return True
         return False
 
+    def limit(self, project: str, flavor: str) -> int:
+        """The most devices of `flavor` the project's jobs may hold: its guarantee, plus its borrow limit when
+        borrowing is on (whether its cohort has that much to lend is another matter)."""
+        key = (project, flavor)
+        return self.guar.get(key, 0) + (self.blimit.get(key, 0) if self.borrowing else 0)
+
     def within_guarantee(self, project: str, demand: dict[str, int]) -> bool:
         """Would a non-preemptible job of this demand stay inside its project's guarantee on every flavor (its
         project's preemptible jobs aside: priority preemption takes the guarantee back from them)?"""
@@ -194,6 +208,18 @@ class QuotaState:
     def idle_supply(self, project: str, flavor: str) -> float:
         """What the project's cohort could still lend it on this flavor: its lenders' idle guarantee, and the
         unowned capacity other cohorts' borrowing leaves (for explanations)."""
-        cohort_key = (self.cohort_of(project), flavor)
-        own = max(0.0, self.lend[cohort_key] - self.borrowed_total[cohort_key])
-        return own + max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
+        lenders, _, unowned = self.lending(project, flavor)
+        return lenders + unowned
+
+    def lending(self, project: str, flavor: str) -> tuple[int, int, int]:
+        """(lenders, held back, unowned) for a project of this flavor, for explanations: the idle guarantee of the
+        other projects of its cohort not yet borrowed, the idle guarantee their lend limits keep back, and the
+        capacity nobody is guaranteed that other borrowing leaves."""
+        cohort = self.cohort_of(project)
+        cohort_key = (cohort, flavor)
+        others = self.lend[cohort_key] - self._lendable(project, flavor)
+        lenders = max(0.0, others - self.borrowed_total[cohort_key])
+        idle = sum(max(0, g - self.used[key] - self.pre[key]) for key, g in self.guar.items()
+                   if key[1] == flavor and key[0] != project and self.cohort_of(key[0]) == cohort)
+        unowned = max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
+        return int(lenders), int(idle - others), int(unowned)

@@ -56,6 +56,37 @@ class Hold:
         self.taken = taken
 
 
+class QuotaHold:
+    """A head job's reservation of its project's quota: it will start at `start` (None: when jobs without a
+    max_runtime end), needing need[f] devices of each flavor f and one running-job slot. The project's running
+    jobs that end by `start` release released[f] devices and `ended` slots by then.
+
+    While it waits, a later job of its project that would still run at `start` is checked against quotas with
+    the head counted in: the project's usage raised by what the head needs beyond those releases (`extra`). The
+    project's usage only falls until `start` and its limits are monotone in it, so what passes now with the head
+    counted in still leaves the head its quota then. A job whose release is counted that is preempted instead
+    releases nothing later: its quota is free now, and the head's extra grows by it (as Hold.rel shrinks)."""
+
+    __slots__ = ("job_id", "project", "start", "need", "released", "ended", "counted")
+
+    def __init__(self, job_id: int, project: str, start: float | None, need: dict[str, int],
+                 released: dict[str, int], ended: int) -> None:
+        self.job_id = job_id
+        self.project = project
+        self.start = start
+        self.need = need
+        self.released = released
+        self.ended = ended
+        self.counted: tuple[dict[str, int], int] | None = None  # the extra counted into quota usage now
+
+    def extra(self) -> tuple[dict[str, int], int]:
+        """(devices per flavor, running jobs) the head adds to its project's usage at its start."""
+        return {f: max(0, d - self.released[f]) for f, d in self.need.items()}, max(0, 1 - self.ended)
+
+    def releases_by_start(self, rec: RunRec, now: float) -> bool:
+        return self.start is not None and rec.end is not None and max(rec.end, now) <= self.start
+
+
 class Tentative:
     __slots__ = ("taken", "rel_added")
 
@@ -97,6 +128,9 @@ class CycleState:
         self._load_running(snapshot.running)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
+        self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
+        self.project_quota_holds: dict[str, list[QuotaHold]] = {}
+        self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
         self.neg_place: dict[tuple, bool] = {}  # (shape key, constrained) -> True when it did not fit
         self.neg_preempt: dict[tuple, list[tuple[int, int, int]]] = {}  # see Cycle.try_preempt
@@ -188,7 +222,40 @@ class CycleState:
 
     def is_long(self, max_runtime: float | None, hold: Hold) -> bool:
         """Would a job starting now still run at the hold's start (so it must not use the held devices)?"""
-        return max_runtime is None or self.now + max_runtime > hold.start
+        return self.is_long_for(max_runtime, hold.start)
+
+    def quota_holds_against(self, job, info: JobInfo) -> list[QuotaHold]:
+        """The quota holds of the job's project whose start it would still be running at."""
+        return [h for h in self.project_quota_holds.get(job.project, ()) if self.is_long_for(job.max_runtime, h.start)]
+
+    def count_heads(self, holds: list[QuotaHold], sign: int) -> None:
+        """Count these heads into quota usage (sign=1) or out again (sign=-1)."""
+        for h in holds:
+            if sign > 0:
+                h.counted = h.extra()
+                self.quota.shift(h.project, *h.counted, 1)
+            else:
+                assert h.counted is not None
+                self.quota.shift(h.project, *h.counted, -1)
+                h.counted = None
+
+    def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:
+        """A running job whose release a quota hold counts is removed (sign=-1) or added back (sign=1)."""
+        for h in self.project_quota_holds.get(rec.project, ()):
+            if not h.releases_by_start(rec, self.now):
+                continue
+            for f, d in rec.demand.items():
+                if f in h.released:
+                    h.released[f] += sign * d
+            h.ended += sign
+            if h.counted is not None:  # counted in right now: keep the usage in step
+                self.quota.shift(h.project, *h.counted, -1)
+                h.counted = h.extra()
+                self.quota.shift(h.project, *h.counted, 1)
+
+    def is_long_for(self, max_runtime: float | None, start: float | None) -> bool:
+        """Would a job starting now still run at `start` (None: an unknown time, so yes)?"""
+        return start is None or max_runtime is None or self.now + max_runtime > start
 
     def lift(self, holds: list[Hold]) -> None:
         for h in holds:
@@ -220,6 +287,8 @@ class CycleState:
                     h.rel[i] -= devices  # it will not release them at its end any more: they are free now
         self.settle(holds)
         self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
+        if self.quota_holds:
+            self._rebase_quota_holds(rec, -1)
         del self.runs[rec.id]
 
     def add_run(self, rec: RunRec) -> None:
@@ -233,6 +302,8 @@ class CycleState:
                     h.rel[i] += devices
         self.settle(holds)
         self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
+        if self.quota_holds:
+            self._rebase_quota_holds(rec, 1)
         self.runs[rec.id] = rec
 
     # -- placement --------------------------------------------------------------------------------------------
@@ -299,3 +370,14 @@ class CycleState:
     def live_runs(self):
         yield from self.runs.values()
         yield from self.new_runs
+
+    def project_runs(self, project: str) -> list[RunRec]:
+        """The project's running jobs: those running at start and not preempted, and those admitted since."""
+        if self._project_runs is None:
+            self._project_runs = {}
+            for rec in self.runs.values():
+                self._project_runs.setdefault(rec.project, []).append(rec)
+        runs = self.runs
+        found = [rec for rec in self._project_runs.get(project, ()) if rec.id in runs]
+        found.extend(rec for rec in self.new_runs if rec.project == project)
+        return found

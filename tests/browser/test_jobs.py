@@ -77,8 +77,8 @@ def _demo_jobs(tenant, infra):
         job = job_submit(actor=user, project=project, spec=spec(flavor, name=name, groups=[
             {"role": "worker", "replicas": 1, "devices": devices, "flavor": flavor}])).job
         run(job, infra["cluster"], [node], now=now)
-    waiting = [("llama-finetune", 8, 25, "project vision is using 10/8 guaranteed nvidia-h100-80gb and borrowing is "
-                "at its limit of 8; this job needs 8"),
+    waiting = [("llama-finetune", 8, 25, "project vision uses 10 of its 8 guaranteed nvidia-h100-80gb and borrows 2; "
+                "this job needs 8, so it would borrow 10, over its borrow limit of 8"),
                ("eval-mmlu", 2, None, "")]
     for position, (name, devices, minutes, reason) in enumerate(waiting, start=1):
         job = job_submit(actor=users["member"], project=tenant.project, spec=spec(flavor, name=name, groups=[

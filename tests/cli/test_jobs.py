@@ -139,7 +139,7 @@ def test_submit_wait_shows_the_schedulers_explanation(cli, job_file, monkeypatch
     monkeypatch.setattr(jobs_command, "sleep", lambda seconds: loop.run_once())  # the scheduler decides meanwhile
     result = cli("submit", str(job_file(name="third")), "--project", "vision", "--wait", "5")
     assert result.code == 0, result.err
-    assert "queued" in result.out and "borrowing is at its limit of 16" in result.out
+    assert "queued" in result.out and "so it would borrow 32, over its borrow limit of 16" in result.out
     assert "position:        #1 in project vision, #1 in the nvidia-h100-80gb queue" in result.out
     assert "estimated start: in " in result.out
 

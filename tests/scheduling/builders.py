@@ -73,9 +73,14 @@ def carry_out(snap: Snapshot, result: CycleResult, now: float) -> Snapshot:
         j = pending.pop(adm.job_id)
         still.append(RunningJob(j.id, j.project, j.priority, snap.now, adm.placement, j.groups[0].flavor,
                                 preemptible=j.preemptible, max_runtime=j.max_runtime))
-    nodes_now = tuple(replace(n, free=n.devices) for n in snap.nodes)
-    return Snapshot(now, occupy(nodes_now, still), snap.quotas, snap.projects, tuple(still),
-                    tuple(pending.values()))
+    return rebuilt(snap, still, tuple(pending.values()), now)
+
+
+def rebuilt(snap: Snapshot, running_jobs, pending, now: float) -> Snapshot:
+    """The snapshot's cluster and quotas at `now` with these running and pending jobs (free devices recomputed)."""
+    empty = tuple(replace(n, free=n.devices) for n in snap.nodes)
+    return Snapshot(now, occupy(empty, running_jobs), snap.quotas, snap.projects, tuple(running_jobs),
+                    tuple(pending))
 
 
 def admitted(result: CycleResult) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,7 @@ from jobs.scheduling import (
 )
 from jobs.scheduling.cycle import Cycle
 
-from .builders import check_invariants
+from .builders import carry_out, check_invariants, rebuilt
 
 FLAVORS = ("a100", "h100")
 POLICIES = [
@@ -215,3 +216,76 @@ def _freed(snap: Snapshot, kept: list[RunningJob]) -> tuple[Node, ...]:
             for a in r.placement:
                 gone[a.node] = gone.get(a.node, 0) + a.devices
     return tuple(replace(n, free=n.free + gone.get(n.name, 0)) for n in snap.nodes)
+
+
+@PROPS
+@given(scenarios())
+def test_no_job_admitted_after_a_head_pushes_its_reservation_back(case):
+    """Carry a backfill cycle out; at each reservation's start, once the jobs that end by then have ended, the
+    head fits beside every job still running (those admitted after it in the cycle too), quotas included. A head
+    that borrows then may still find its lenders took their guarantee back: lending is always revocable."""
+    snap, policy, _ = case
+    policy = replace(policy, blocking="backfill")
+    result = run_cycle(snap, policy)
+    after = carry_out(snap, result, snap.now)
+    pending = {j.id: j for j in snap.pending}
+    for res in result.reservations:
+        head = pending[res.job_id]
+        still = tuple(r for r in after.running
+                      if r.max_runtime is None or max(r.started_at + r.max_runtime, snap.now) > res.start)
+        decision = run_cycle(rebuilt(after, still, [head], res.start), replace(policy, blocking="skip",
+                                                                               preemption=False))
+        if [a.job_id for a in decision.admits] == [head.id]:
+            continue
+        (wait,) = decision.waits
+        assert policy.quotas and _borrows(head, still, snap.quotas) and "idle to lend" in wait.reason, wait
+
+
+def _borrows(job: PendingJob, running: tuple[RunningJob, ...], quotas: tuple[Quota, ...]) -> bool:
+    """Would the job take its project above its guarantee on some flavor, beside these running jobs?"""
+    for g in job.groups:
+        use = sum(a.devices for r in running if r.project == job.project for a in r.placement
+                  if r.flavor == g.flavor)
+        guaranteed = sum(q.guaranteed for q in quotas if q.project == job.project and q.flavor == g.flavor)
+        if use + sum(x.replicas * x.devices for x in job.groups if x.flavor == g.flavor) > guaranteed:
+            return True
+    return False
+
+
+USES = re.compile(r"project (\S+) uses (\d+) of its (\d+) guaranteed (\S+?)(?: and borrows (\d+))?;")
+BORROW_LIMIT = re.compile(r"borrow limit (?:of )?(\d+)")
+
+
+@PROPS
+@given(scenarios())
+def test_quota_reasons_quote_what_the_quota_table_shows(case):
+    """Once the cycle's decisions are carried out, every number a quota reason quotes is the quota table's: the
+    project's used devices (preemptible jobs' too), its guarantee, borrowed (used above it) and borrow limit."""
+    snap, policy, _ = case
+    policy = replace(policy, explain=True)
+    result = run_cycle(snap, policy)
+    after = carry_out(snap, result, snap.now)
+    flavor_of = {n.name: n.flavor for n in snap.nodes}
+    used: dict[tuple[str, str], int] = {}
+    for r in after.running:
+        for a in r.placement:
+            key = (r.project, flavor_of[a.node])
+            used[key] = used.get(key, 0) + a.devices
+    guaranteed: dict[tuple[str, str], int] = {}
+    limit: dict[tuple[str, str], int] = {}
+    for q in snap.quotas:
+        guaranteed[(q.project, q.flavor)] = guaranteed.get((q.project, q.flavor), 0) + q.guaranteed
+        limit[(q.project, q.flavor)] = limit.get((q.project, q.flavor), 0) + q.borrow_limit
+    quoted = 0
+    for w in result.waits:
+        m = USES.search(w.reason)
+        if m is None:
+            continue
+        quoted += 1
+        key = (m.group(1), m.group(4))
+        assert int(m.group(2)) == used.get(key, 0), w.reason
+        assert int(m.group(3)) == guaranteed.get(key, 0), w.reason
+        assert int(m.group(5) or 0) == max(0, used.get(key, 0) - guaranteed.get(key, 0)), w.reason
+        b = BORROW_LIMIT.search(w.reason)
+        assert b is None or int(b.group(1)) == limit.get(key, 0), w.reason
+    assert quoted or not any(w.code == "quota" and "guaranteed" in w.reason for w in result.waits)

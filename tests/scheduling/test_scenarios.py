@@ -121,15 +121,42 @@ def test_borrowing_stays_inside_the_organization(name, quotas, orgs, pending, ex
         assert w.code == "quota"
 
 
-def test_quota_reason_names_usage_and_borrow_limit():
-    node_list = nodes(12)
-    busy = [running(100 + k, "vision", {f"n{k}": 8}) for k in range(10)]
-    snap = snapshot(node_list, [job(1)], busy,
-                    quotas=[Quota("vision", A100, 64, borrow_limit=16), Quota("nlp", A100, 32)])
-    w = waits(cycle(snap))[1]
-    assert w.code == "quota"
-    assert w.reason.startswith(
-        "project vision is using 80/64 guaranteed nvidia-a100-40gb and borrowing is at its limit of 16")
+QUOTA_REASON_CASES = [
+    # (name, quotas, running 8-device jobs (project, node, preemptible), pending (id, project, replicas), waiting
+    #  job, its reason)
+    ("a job that would borrow over the limit says how much it would borrow",
+     [Quota("vision", A100, 32, borrow_limit=16), Quota("nlp", A100, 32)],
+     [("vision", "n0", False), ("vision", "n1", False), ("vision", "n2", False)], [(1, "vision", 4)], 1,
+     "project vision uses 24 of its 32 guaranteed nvidia-a100-40gb; this job needs 32, so it would borrow 24, "
+     "over its borrow limit of 16"),
+    ("borrowed is what the quota table shows: use above the guarantee, preemptible jobs included",
+     [Quota("vision", A100, 8, borrow_limit=8), Quota("nlp", A100, 48)],
+     [("vision", "n0", False), ("vision", "n1", True)], [(1, "vision", 1)], 1,
+     "project vision uses 16 of its 8 guaranteed nvidia-a100-40gb and borrows 8; this job needs 8, so it would "
+     "borrow 16, over its borrow limit of 8"),
+    ("lend limits are named",
+     [Quota("vision", A100, 8, borrow_limit=32), Quota("nlp", A100, 56, lend_limit=8)],
+     [("nlp", "n0", False)], [(1, "vision", 3)], 1,
+     "project vision uses 0 of its 8 guaranteed nvidia-a100-40gb; this job needs 24, so it would borrow 16 "
+     "(borrow limit 32), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its projects' idle "
+     "guarantee (their lend limits keep back 40 more) and 0 that nobody is guaranteed"),
+    ("a job that lost on ordering quotes the state the cycle ends in",
+     [Quota("vision", A100, 0, borrow_limit=16), Quota("speech", A100, 0, borrow_limit=16),
+      Quota("nlp", A100, 48)], [("nlp", f"n{k}", False) for k in range(6)],
+     [(1, "vision", 1), (2, "speech", 1), (3, "vision", 1)], 3,
+     "project vision uses 8 of its 0 guaranteed nvidia-a100-40gb and borrows 8; this job needs 8, so it would "
+     "borrow 16 (borrow limit 16), but organization org has only 0 nvidia-a100-40gb to lend: 0 of its projects' "
+     "idle guarantee and 0 that nobody is guaranteed"),
+]
+
+
+@pytest.mark.parametrize("name,quotas,busy,pending,waiting,reason", QUOTA_REASON_CASES,
+                         ids=[c[0] for c in QUOTA_REASON_CASES])
+def test_quota_reasons_quote_the_quota_tables_numbers(name, quotas, busy, pending, waiting, reason):
+    busy_jobs = [running(100 + k, p, {n: 8}, preemptible=pre) for k, (p, n, pre) in enumerate(busy)]
+    jobs = [job(i, project=p, replicas=r) for i, p, r in pending]
+    w = waits(cycle(snapshot(nodes(8), jobs, busy_jobs, quotas=quotas)))[waiting]
+    assert (w.code, w.reason) == ("quota", reason)
 
 
 def test_max_running_jobs():
@@ -345,6 +372,34 @@ def test_backfill_reserves_the_head_and_admits_only_jobs_ending_before():
     w = waits(cycle(backfill_snapshot([job(2, max_runtime=5000.0), job(3)])))
     assert w[2].code == "reserved" and "max runtime of 1h23m would end after that" in w[2].reason
     assert w[3].code == "reserved" and "without a max runtime" in w[3].reason
+
+
+QUOTA_HEAD_CASES = [
+    # (name, guarantee, nodes, running (node, devices, max_runtime), pending (id, devices, max_runtime) after the
+    #  head (job 1, 2 x 8), expected admits, expected reservation start of the head)
+    ("a later job of the project that would run past the head's start waits; one ending before runs",
+     16, 2, [("n0", 8, 1000.0), ("n1", 4, 2000.0)], [(2, 4, 5000.0), (3, 4, 500.0)], [3], NOW + 2000),
+    ("later jobs may take the quota the head will not need at its start",
+     24, 4, [("n0", 8, 1000.0), ("n1", 4, 2000.0)], [(2, 4, 5000.0), (3, 4, 5000.0)], [2], NOW + 1000),
+    ("with running jobs of unknown end, no later job takes the quota the head waits for",
+     16, 2, [("n0", 8, None), ("n1", 4, 2000.0)], [(2, 4, 5000.0), (3, 4, 500.0)], [], None),
+]
+
+
+@pytest.mark.parametrize("name,guarantee,node_count,busy,later,expect_admits,expect_start", QUOTA_HEAD_CASES,
+                         ids=[c[0] for c in QUOTA_HEAD_CASES])
+def test_a_head_its_own_quota_keeps_out_reserves_that_quota(name, guarantee, node_count, busy, later,
+                                                             expect_admits, expect_start):
+    busy_jobs = [running(100 + k, "vision", {n: d}, started_at=NOW, max_runtime=m)
+                 for k, (n, d, m) in enumerate(busy)]
+    pending = [job(1, replicas=2, max_runtime=3600.0)] + [job(i, devices=d, max_runtime=m) for i, d, m in later]
+    result = cycle(snapshot(nodes(node_count), pending, busy_jobs, quotas=[Quota("vision", A100, guarantee)], now=NOW))
+    assert admitted(result) == expect_admits
+    head = waits(result)[1]
+    assert head.code == "quota"
+    assert [(r.job_id, r.start) for r in result.reservations] == ([] if expect_start is None else [(1, expect_start)])
+    for job_id in set(waits(result)) - {1}:
+        assert waits(result)[job_id].reason.startswith("project vision's quota is held for its job 1, which can start")
 
 
 def test_skip_lets_any_fitting_job_pass():
