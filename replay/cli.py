@@ -21,7 +21,8 @@ from replay.engine import EngineOptions, ProgressFn
 from replay.policies import POLICIES
 from replay.report import format_table, write_outputs
 from replay.results import summarize
-from replay.trace import TraceError
+from replay.scenarios import is_partitioned, projects_without_quota
+from replay.trace import Trace, TraceError
 
 
 def progress_bar(label: str, stream: TextIO | None = None, width: int = 30) -> ProgressFn:
@@ -47,6 +48,19 @@ def progress_bar(label: str, stream: TextIO | None = None, width: int = 30) -> P
         stream.flush()
 
     return report
+
+
+def note_projects_without_partition(trace: Trace, quotas: QuotaSet, policy: str, partition: bool | None,
+                                    err: TextIO) -> None:
+    """Say up front which projects get no partition (they hold no quota), so "never started" is no surprise."""
+    if not is_partitioned(policy, partition):
+        return
+    orphans = projects_without_quota(trace, quotas)
+    if orphans:
+        names = set(orphans)
+        jobs = sum(1 for j in trace.jobs if j.project in names)
+        err.write(f"{policy}: no partition for projects without a quota ({', '.join(orphans)}): "
+                  f"{jobs} job{'s' if jobs != 1 else ''} will never start\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +114,7 @@ def run_cli(
     results = []
     with collector_paused():  # a command of its own: nothing else in the process minds the pause
         for name in [args.policy, *args.compare]:
+            note_projects_without_partition(trace, quotas, name, partition, err)
             bar = None if args.no_progress else progress_bar(name, err)
             results.append(run(trace, cluster, quotas, name, options=options, progress=bar, partition=partition))
     summaries = [summarize(r) for r in results]

@@ -129,6 +129,15 @@ class _Run:
     attempt: int
 
 
+def _groups(j: TraceJob) -> tuple[ReplicaGroup, ...]:
+    """The job's replica groups: node-sized replicas, plus one smaller replica when the total is not whole nodes
+    (the core places the bigger group first, on whole free nodes, then the rest best fit)."""
+    main = ReplicaGroup("worker", j.replicas, j.devices, j.flavor)
+    if not j.remainder:
+        return (main,)
+    return main, ReplicaGroup("remainder", 1, j.remainder, j.flavor)
+
+
 def _default_cycle() -> CycleFn:
     from jobs.scheduling import run_cycle  # imported late: the core may not exist while replay is built
 
@@ -301,7 +310,7 @@ class _Engine:
             project=j.project,
             priority=prio,
             submitted_at=j.submit,  # a requeued job keeps its place in FIFO order
-            groups=(ReplicaGroup("worker", j.replicas, j.devices, j.flavor),),
+            groups=_groups(j),
             preemptible=j.priority == "preemptible",
             max_runtime=overhead + max(0.0, declared - done),
             duration_hint=(overhead + max(0.0, self._limit(j) - done)) if self.oracle else None,
@@ -459,6 +468,10 @@ class _Engine:
     def _cycle(self) -> bool:
         """Run the scheduler until the instant settles; True when any decision changed the state."""
         changed = False
+        if not self.nodes:
+            # No node at all (the part of a project without a partition): the core could only answer "can never
+            # run here" for every job, so asking it at every arrival would cost O(jobs^2) for nothing.
+            return changed
         for _ in range(max(1, self.opts.max_cycles_per_instant)):
             if not self.pending:
                 break

@@ -1,7 +1,8 @@
 """Importers from public traces into the replay formats.
 
 - Philly (Pollux conversion): jobs with `submit_s_from_2017_10_01, duration_s, num_gpus, vc`; each virtual
-  cluster (vc) becomes a project. Up to 8 GPUs is one replica, more is replicas of 8 (8-GPU nodes).
+  cluster (vc) becomes a project. Up to 8 GPUs is one replica, more is replicas of 8 (8-GPU nodes) plus one
+  replica of the rest when the count is not a multiple of 8 (12 GPUs: 1 x 8 + 1 x 4).
 - `philly_vc_quota.csv`: each vc's node count becomes its guarantee, scaled (0.25 = a quarter of the nodes).
 - Alibaba 2023 GPU node list: a heterogeneous cluster shape, one flavor per GPU model.
 """
@@ -9,11 +10,12 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 from jobs.scheduling.model import Node, Project, Quota
 from replay.cluster import ClusterShape, QuotaSet
-from replay.trace import FlavorLimits, SkipReport, Trace, TraceError, TraceJob
+from replay.trace import FlavorLimits, SkipReport, Trace, TraceError, TraceJob, require_jobs, split_total
 
 PHILLY_FLAVOR = "gpu"
 PHILLY_NODE_GPUS = 8
@@ -31,6 +33,7 @@ def import_philly(
     src = str(path)
     jobs: list[TraceJob] = []
     skipped = SkipReport()
+    line = 1
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         for row in reader:
@@ -45,8 +48,8 @@ def import_philly(
                     raise TraceError(src, line, "malformed", f"cannot read row: {exc}") from None
                 if duration < 0:
                     raise TraceError(src, line, "negative_duration", f"negative duration_s {duration:g}")
-                if gpus <= 0 or (gpus > PHILLY_NODE_GPUS and gpus % PHILLY_NODE_GPUS):
-                    raise TraceError(src, line, "malformed", f"num_gpus {gpus} cannot be split into nodes of 8")
+                if gpus <= 0:
+                    raise TraceError(src, line, "malformed", f"num_gpus {gpus} must be positive")
                 if limits is not None and flavor not in limits.node_devices:
                     raise TraceError(src, line, "unknown_flavor", f"the cluster has no flavor {flavor!r}")
                 if limits is not None and gpus > limits.total_devices[flavor]:
@@ -56,8 +59,10 @@ def import_philly(
                     raise
                 skipped.add(err)
                 continue
-            devices, replicas = (gpus, 1) if gpus <= PHILLY_NODE_GPUS else (PHILLY_NODE_GPUS, gpus // 8)
-            jobs.append(TraceJob(row["job_id"], submit, duration, devices, replicas, flavor, vc))
+            # Philly's nodes had 8 GPUs: larger jobs took whole nodes and one more for the rest.
+            devices, replicas, remainder = split_total(gpus, PHILLY_NODE_GPUS)
+            jobs.append(TraceJob(row["job_id"], submit, duration, devices, replicas, flavor, vc, remainder=remainder))
+    require_jobs(jobs, skipped, src, line)
     jobs.sort(key=lambda j: j.submit)
     if rebase and jobs:
         t0 = jobs[0].submit
@@ -66,8 +71,7 @@ def import_philly(
 
 
 def _shift(j: TraceJob, dt: float) -> TraceJob:
-    return TraceJob(j.job_id, j.submit + dt, j.duration, j.devices, j.replicas, j.flavor, j.project,
-                    j.priority, j.user, j.max_runtime)  # fmt: skip
+    return replace(j, submit=j.submit + dt)
 
 
 def philly_vc_nodes(path: str | Path, *, scale: float = 1.0) -> dict[str, int]:

@@ -43,6 +43,13 @@ PROJECT_COLUMNS = (
     ("guarantee_met", "g.met", "{:.3f}"),
     ("starved_seconds", "starved s", "{:.0f}"),
 )
+# Jobs left out of the wait columns (which cover started jobs only); last, so the columns before keep their place.
+NEVER_COLUMN = ("never_started", "never started", "{:.0f}")
+
+
+def _cell(value: Any, fmt: str) -> str:
+    """A formatted number, or "-" for a statistic over no job (None): an empty set is not a zero."""
+    return "-" if value is None else fmt.format(value)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -55,20 +62,18 @@ def format_table(summaries: Sequence[dict[str, Any]], *, per_project: bool = Tru
     """Overall row per policy, then (optionally) per project rows; all times in seconds."""
     cols = TABLE_COLUMNS
     out = []
-    header = ["policy"] + [c[1] for c in cols] + ["makespan", "util"]
+    header = ["policy"] + [c[1] for c in cols] + ["makespan", "util", NEVER_COLUMN[1]]
     rows = []
     for s in summaries:
         o = s["overall"]
-        rows.append([s["name"]] + [f.format(o.get(k, 0)) for k, _, f in cols]
-                    + [f"{o['makespan']:.0f}", f"{o['utilization']:.3f}"])  # fmt: skip
+        rows.append([s["name"]] + [_cell(o.get(k), f) for k, _, f in cols]
+                    + [f"{o['makespan']:.0f}", f"{o['utilization']:.3f}", _cell(o.get(NEVER_COLUMN[0]), "{:.0f}")])
     out.append(_table(header, rows))
     if per_project:
+        project_cols = cols + PROJECT_COLUMNS + (NEVER_COLUMN,)
         for s in summaries:
-            header = [f"{s['name']}: project"] + [c[1] for c in cols + PROJECT_COLUMNS]
-            rows = [
-                [name] + [f.format(p.get(k, 0)) for k, _, f in cols + PROJECT_COLUMNS]
-                for name, p in s["projects"].items()
-            ]
+            header = [f"{s['name']}: project"] + [c[1] for c in project_cols]
+            rows = [[name] + [_cell(p.get(k), f) for k, _, f in project_cols] for name, p in s["projects"].items()]
             out.append(_table(header, rows))
     return "\n\n".join(out)
 

@@ -1,8 +1,10 @@
 """Numbers from a ReplayResult: per-job rows, aggregates overall and per project, utilization over time.
 
 Definitions (also in docs/replay.md):
-- wait = first start - submit (queueing delay); JCT = end - submit. Jobs that never finished are left out of
-  wait/JCT statistics and counted in `unfinished`.
+- wait = first start - submit (queueing delay), over the jobs that started; JCT = end - submit, over the jobs
+  that finished. A job that never started has no wait: it is counted in `never_started` and left out of the
+  wait statistics (not counted as a zero wait); one that started but did not finish is counted in
+  `unfinished`. A statistic over no job at all is None ("-" in tables), not 0.
 - utilization = device-seconds used / (devices x makespan), makespan = last end - first submit.
 - share = a project's device-seconds / (cluster devices x makespan); guarantee share = guarantee / devices.
 - starved time: moments a project had a waiting job that would fit in its unused guarantee; it should be ~0
@@ -21,20 +23,28 @@ from replay.engine import JobOutcome, ReplayResult
 PERCENTILES = (50, 95, 99)
 
 
-def _stats(values: list[float], prefix: str) -> dict[str, float]:
+def _stats(values: list[float], prefix: str) -> dict[str, float | None]:
+    """Mean and percentiles; None for each when there is no value (no job waited: not a wait of 0)."""
     if not values:
-        return {f"{prefix}_mean": 0.0, f"{prefix}_p50": 0.0, f"{prefix}_p95": 0.0, f"{prefix}_p99": 0.0}
+        return {f"{prefix}_mean": None, f"{prefix}_p50": None, f"{prefix}_p95": None, f"{prefix}_p99": None}
     a = np.asarray(values, dtype=float)
-    out = {f"{prefix}_mean": float(a.mean())}
+    out: dict[str, float | None] = {f"{prefix}_mean": float(a.mean())}
     for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES), strict=True):
         out[f"{prefix}_p{p}"] = float(v)
     return out
 
 
-def _job_stats(jobs: list[JobOutcome]) -> dict[str, float]:
-    finished = [j for j in jobs if j.end is not None]
-    out: dict[str, float] = {"jobs": len(jobs), "finished": len(finished), "unfinished": len(jobs) - len(finished)}
-    out |= _stats([j.wait for j in finished], "wait")  # type: ignore[misc]
+def _job_stats(jobs: list[JobOutcome]) -> dict[str, float | None]:
+    started = [j for j in jobs if j.first_start is not None]
+    finished = [j for j in started if j.end is not None]
+    out: dict[str, float | None] = {
+        "jobs": len(jobs),
+        "started": len(started),
+        "finished": len(finished),
+        "unfinished": len(started) - len(finished),
+        "never_started": len(jobs) - len(started),
+    }
+    out |= _stats([j.wait for j in started], "wait")  # type: ignore[misc]
     out |= _stats([j.jct for j in finished], "jct")  # type: ignore[misc]
     out["preemptions"] = sum(j.preemptions for j in jobs)
     out["preempted_jobs"] = sum(1 for j in jobs if j.preemptions)
@@ -143,9 +153,10 @@ def utilization_series(result: ReplayResult, bins: int = 500) -> tuple[np.ndarra
 
 
 def wait_cdf(result: ReplayResult) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted waits and their cumulative fraction of jobs."""
+    """Sorted waits of the started jobs and their cumulative fraction of all jobs: jobs that never started
+    wait forever, so they keep the curve below 1 instead of vanishing from it."""
     w = np.sort(np.asarray([j.wait for j in result.jobs if j.wait is not None], dtype=float))
-    return w, (np.arange(1, len(w) + 1) / len(w)) if len(w) else np.zeros(0)
+    return w, (np.arange(1, len(w) + 1) / len(result.jobs)) if len(w) else np.zeros(0)
 
 
 def summarize_by_flavor(result: ReplayResult) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 `partition_by_project` turns a pooled scenario into isolated partitions: each project gets nodes of a flavor
 of its own (its guarantee / node size), its jobs ask for that flavor and it cannot borrow. That is how the
 reference "per isolated virtual cluster" baselines are modelled: placement inside a partition never sees
-another project's fragmentation, exactly like separate clusters, while one replay still runs them all.
+another project's fragmentation, exactly like separate clusters, while one replay still runs them all. A
+project without a quota has no partition: its jobs never start (see `partition_by_project`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from jobs.scheduling.model import Node, Project, Quota
-from replay.cluster import ClusterShape, QuotaSet, uniform_cluster
+from replay.cluster import ClusterShape, ConfigError, QuotaSet, uniform_cluster
 from replay.importers import PHILLY_FLAVOR, PHILLY_NODE_GPUS, import_philly, import_philly_quotas
 from replay.paths import trace_path
 from replay.policies import PARTITIONED, canonical_name, get_policy
@@ -30,23 +31,29 @@ class Scenario:
     name: str = ""
 
 
+def projects_without_quota(trace: Trace, quotas: QuotaSet) -> list[str]:
+    """Projects that submit jobs but hold no quota: on isolated partitions they get no nodes."""
+    return sorted({j.project for j in trace.jobs} - {q.project for q in quotas.quotas})
+
+
 def partition_by_project(scn: Scenario) -> Scenario:
-    """Per project, whole nodes of a private flavor `<flavor>/<project>`; no borrowing."""
+    """Per project, whole nodes of a private flavor `<flavor>/<project>`; no borrowing.
+
+    A project without a quota gets no partition: in the reference experiment a partition is the project's
+    guarantee, so such a project owns no nodes and, with no borrowing, its jobs never start. They stay in the
+    replay (asking for a private flavor no node offers) and are counted as never started, per project.
+    """
     nodes: list[Node] = []
     quotas: list[Quota] = []
     node_size = {n.flavor: n.devices for n in scn.cluster.nodes}
     for q in scn.quotas.quotas:
         size = node_size.get(q.flavor)
         if size is None:
-            raise ValueError(f"quota of {q.project} names flavor {q.flavor!r}, which the cluster lacks")
+            raise ConfigError(f"the quota of project {q.project} names flavor {q.flavor!r}, which the cluster lacks")
         flavor = f"{q.flavor}/{q.project}"
         for i in range(q.guaranteed // size):
             nodes.append(Node(f"{q.project}-{i:03d}", flavor, size, size, cluster=q.project))
         quotas.append(Quota(q.project, flavor, q.guaranteed, borrow_limit=0, lend_limit=0))
-    owned = {q.project for q in scn.quotas.quotas}
-    orphans = sorted({j.project for j in scn.trace.jobs} - owned)
-    if orphans:
-        raise ValueError(f"projects without a quota cannot get a partition: {', '.join(orphans)}")
     jobs = tuple(replace(j, flavor=f"{j.flavor}/{j.project}") for j in scn.trace.jobs)
     return Scenario(
         Trace(jobs, scn.trace.skipped, scn.trace.source),
@@ -66,13 +73,15 @@ def philly_scenario(*, scale: float = 0.25, trace_file: str = PHILLY_WEEK, borro
     return Scenario(trace, cluster, quotas, name=f"philly {trace_file} x{scale:g}")
 
 
+def is_partitioned(policy_name: str, partition: bool | None) -> bool:
+    """Whether a policy replays on per-project partitions: `partition`, or when None the isolated baselines."""
+    return canonical_name(policy_name) in PARTITIONED if partition is None else partition
+
+
 def scenario_for_policy(scn: Scenario, policy_name: str, *, partition: bool | None = None) -> Scenario:
     """The input a policy is replayed on: isolated baselines on partitions when `partition` is None."""
-    name = canonical_name(policy_name)
-    get_policy(name)  # fail early on unknown names
-    if partition is None:
-        partition = name in PARTITIONED
-    return partition_by_project(scn) if partition else scn
+    get_policy(canonical_name(policy_name))  # fail early on unknown names
+    return partition_by_project(scn) if is_partitioned(policy_name, partition) else scn
 
 
 # Reference figures of issue 5 (average queueing delay, average JCT; seconds), Philly week at 704 GPUs.

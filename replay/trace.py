@@ -5,9 +5,10 @@ Columns (header required, order free, unknown columns ignored, lines starting wi
     job_id, submit_s, duration_s, devices_per_replica, replicas, total_devices, flavor, project,
     priority, user, max_runtime_s
 
-Either `devices_per_replica` + `replicas` or `total_devices` must be given. `total_devices` is split the
-way the platform would submit it: up to one node's worth is a single replica, more is replicas of a whole
-node each (so it must be a multiple of the node size).
+Either `devices_per_replica` + `replicas` (+ optional `remainder_devices`) or `total_devices` must be given.
+`total_devices` is split the way the reference simulators place a job: up to one node's worth is a single
+replica, more is replicas of a whole node each plus, when the total is not a multiple of the node size, one
+smaller replica of the rest (12 devices on 8-device nodes: 1 x 8 + 1 x 4).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ COLUMNS = (
     "priority",
     "user",
     "max_runtime_s",
+    "remainder_devices",
 )
 
 DEFAULT_NODE_DEVICES = 8
@@ -54,10 +56,24 @@ class TraceJob:
     priority: str = "normal"
     user: str = ""
     max_runtime: float | None = None  # declared limit; replay uses `duration` when absent
+    # Devices of one more, smaller replica: a job that is not a whole number of nodes (12 GPUs on 8-GPU nodes is
+    # 1 x 8 + 1 x 4). 0: every replica has `devices`.
+    remainder: int = 0
 
     @property
     def total_devices(self) -> int:
-        return self.devices * self.replicas
+        return self.devices * self.replicas + self.remainder
+
+
+def split_total(total: int, node: int) -> tuple[int, int, int]:
+    """(devices per replica, replicas, remainder) of a job asking `total` devices on nodes of `node`.
+
+    Up to a node is one replica; more is whole nodes plus one replica of the rest, as the reference simulators
+    place it (whole free nodes, then one best-fit node for the remainder).
+    """
+    if total <= node:
+        return total, 1, 0
+    return node, total // node, total % node
 
 
 class TraceError(ValueError):
@@ -142,29 +158,21 @@ def parse_row(row: dict[str, str], src: str, line: int, limits: FlavorLimits | N
         raise TraceError(src, line, "unknown_flavor", f"unknown flavor {flavor!r} (cluster has {known})")
     node = limits.node_devices[flavor] if limits is not None else DEFAULT_NODE_DEVICES
 
-    if get("devices_per_replica") or get("replicas"):
+    if get("devices_per_replica") or get("replicas") or get("remainder_devices"):
         devices = int(_num(get("devices_per_replica") or "0", "devices_per_replica", src, line, integer=True))
         replicas = int(_num(get("replicas") or "1", "replicas", src, line, integer=True))
-        if get("total_devices") and int(_num(get("total_devices"), "total_devices", src, line)) != devices * replicas:
-            raise TraceError(
-                src,
-                line,
-                "malformed",
-                f"total_devices {get('total_devices')} != {devices} x {replicas} replicas",
-            )
+        remainder = int(_num(get("remainder_devices") or "0", "remainder_devices", src, line, integer=True))
+        if remainder < 0 or (remainder and remainder >= devices):
+            # One smaller replica: as large or larger, it would be one more replica of the main group.
+            raise TraceError(src, line, "malformed",
+                             f"remainder_devices {remainder} must be from 0 to below devices_per_replica {devices}")
+        given = get("total_devices")
+        if given and int(_num(given, "total_devices", src, line)) != devices * replicas + remainder:
+            rest = f" + {remainder}" if remainder else ""
+            raise TraceError(src, line, "malformed", f"total_devices {given} != {devices} x {replicas} replicas{rest}")
     elif get("total_devices"):
         total = int(_num(get("total_devices"), "total_devices", src, line, integer=True))
-        if total <= node:
-            devices, replicas = total, 1
-        elif total % node == 0:
-            devices, replicas = node, total // node
-        else:
-            raise TraceError(
-                src,
-                line,
-                "malformed",
-                f"total_devices {total} is over one node ({node}) but not a multiple of it",
-            )
+        devices, replicas, remainder = split_total(total, node)
     else:
         raise TraceError(src, line, "malformed", "give devices_per_replica and replicas, or total_devices")
     if devices <= 0 or replicas <= 0:
@@ -172,12 +180,13 @@ def parse_row(row: dict[str, str], src: str, line: int, limits: FlavorLimits | N
     if limits is not None:
         if devices > node:
             raise TraceError(src, line, "too_large", f"{devices} devices per replica but {flavor} nodes have {node}")
-        if devices * replicas > limits.total_devices[flavor]:
+        total = devices * replicas + remainder
+        if total > limits.total_devices[flavor]:
             raise TraceError(
                 src,
                 line,
                 "too_large",
-                f"{devices * replicas} devices but the cluster has {limits.total_devices[flavor]} {flavor}",
+                f"{total} devices but the cluster has {limits.total_devices[flavor]} {flavor}",
             )
     priority = get("priority") or "normal"
     if priority not in PRIORITY_CLASSES:
@@ -198,6 +207,7 @@ def parse_row(row: dict[str, str], src: str, line: int, limits: FlavorLimits | N
         priority=priority,
         user=get("user"),
         max_runtime=max_runtime,
+        remainder=remainder,
     )
 
 
@@ -241,6 +251,7 @@ def _read(f: TextIO, src: str, limits: FlavorLimits | None, skip_invalid: bool) 
     jobs: list[TraceJob] = []
     skipped = SkipReport()
     seen: set[str] = set()
+    line = header_line
     for line, fields in rows:
         try:
             if len(fields) != len(header):
@@ -255,8 +266,19 @@ def _read(f: TextIO, src: str, limits: FlavorLimits | None, skip_invalid: bool) 
             continue
         seen.add(job.job_id)
         jobs.append(job)
+    require_jobs(jobs, skipped, src, line)
     jobs.sort(key=lambda j: j.submit)
     return Trace(tuple(jobs), skipped, src)
+
+
+def require_jobs(jobs: list[TraceJob], skipped: SkipReport, src: str, last_line: int) -> None:
+    """A trace without a single job is bad input, not an empty replay: a run of nothing would print a table of
+    zeros and exit 0, hiding a wrong file, a truncated export or a filter that dropped every row."""
+    if jobs:
+        return
+    if skipped.total:
+        raise TraceError(src, last_line, "no_jobs", f"no valid job rows ({skipped.summary()})")
+    raise TraceError(src, last_line, "no_jobs", "no job rows after the header")
 
 
 def _fmt(x: float | None) -> str:
@@ -277,7 +299,7 @@ def write_trace(jobs: Iterable[TraceJob], dest: str | Path | TextIO) -> int:
         w.writerow(
             [
                 j.job_id, _fmt(j.submit), _fmt(j.duration), j.devices, j.replicas, j.total_devices,
-                j.flavor, j.project, j.priority, j.user, _fmt(j.max_runtime),
+                j.flavor, j.project, j.priority, j.user, _fmt(j.max_runtime), j.remainder or "",
             ]
         )  # fmt: skip
         n += 1

@@ -6,11 +6,12 @@ import pytest
 
 from jobs.scheduling.model import Policy, Project, Quota
 from replay.api import run
-from replay.cluster import QuotaSet, uniform_cluster
+from replay.cluster import ConfigError, QuotaSet, uniform_cluster
 from replay.engine import EngineOptions, run_replay
+from replay.results import summarize
 from replay.scenarios import Scenario, partition_by_project
 from replay.synthetic import synthetic_trace
-from replay.trace import trace_from_text
+from replay.trace import Trace, trace_from_text
 from tests.replay.core import needs_core
 
 pytestmark = needs_core
@@ -98,3 +99,37 @@ def test_progress_is_monotonic_and_ends_at_total_when_split():
     run_replay(scn.trace, scn.cluster, scn.quotas, Policy(), progress=lambda d, t, now: seen.append((d, t)))
     assert seen[-1] == (len(TRACE), len(TRACE))
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_a_12_gpu_job_takes_a_whole_node_and_4_gpus_of_another():
+    # node-000 keeps 4 GPUs busy until t=500; the 12-GPU job fits at t=1 only as a whole free node (node-001)
+    # plus the 4 GPUs left on node-000, which is how the core places its two replica groups.
+    quotas = QuotaSet((Quota("p", "gpu", 16),), (Project("p", "org"),))
+    trace = trace_from_text("submit_s,duration_s,total_devices,flavor,project\n0,500,4,gpu,p\n1,100,12,gpu,p\n"
+                            "2,100,4,gpu,p\n")
+    r = run(trace, uniform_cluster(2, 8, "gpu"), quotas, "strict-fifo")
+    small, twelve, late = r.jobs
+    assert (twelve.devices, twelve.first_start, twelve.end) == (12, 1, 101)
+    assert late.first_start == 101  # all 16 GPUs were in use until the 12-GPU job ended
+    assert max(r.util_used) == 16
+
+
+def test_a_project_without_a_quota_gets_no_partition_and_its_jobs_never_start():
+    orphan = trace_from_text("job_id,submit_s,duration_s,devices_per_replica,replicas,flavor,project\n"
+                             "o1,0,100,1,1,gpu,no-quota\no2,50,100,1,1,gpu,no-quota\n")
+    trace = Trace(TRACE.jobs + orphan.jobs, source="mixed")
+    for name in ("strict-fifo", "fifo-skip", "sjf"):
+        r = run(trace, CLUSTER, QUOTAS, name, partition=None)  # partitioned, as the reference experiment
+        s = summarize(r)
+        assert [j.state for j in r.jobs if j.project == "no-quota"] == ["never_started"] * 2, name
+        assert s["projects"]["no-quota"]["never_started"] == 2 and s["projects"]["no-quota"]["wait_mean"] is None
+        assert s["overall"]["never_started"] == 2
+        # The other projects replay exactly as without the orphan's jobs: a project without nodes touches nothing.
+        alone = run(TRACE, CLUSTER, QUOTAS, name, partition=None)
+        assert _outcomes(alone) == [dataclasses.astuple(j) for j in r.jobs if j.project != "no-quota"], name
+
+
+def test_a_quota_on_a_flavor_the_cluster_lacks_is_a_config_error():
+    quotas = QuotaSet(QUOTAS.quotas + (Quota("proj-00", "tpu", 8),), QUOTAS.projects)
+    with pytest.raises(ConfigError, match="project proj-00 names flavor 'tpu', which the cluster lacks"):
+        partition_by_project(Scenario(TRACE, CLUSTER, quotas))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from jobs.scheduling.model import Policy
-from replay.cluster import QuotaSet, uniform_cluster
+from jobs.scheduling.model import Policy, ReplicaGroup
+from replay.cluster import ClusterShape, QuotaSet, uniform_cluster
 from replay.engine import EngineError, EngineOptions, run_replay
 from replay.results import summarize, utilization_series
 from replay.trace import trace_from_text
@@ -97,7 +97,8 @@ def test_cycle_interval_runs_cycles_on_ticks_only():
 def test_jobs_that_never_fit_end_the_run():
     r, _ = _run(_trace("a,0,100,1,1,gpu,p,,,"), {})
     assert r.jobs[0].state == "never_started"
-    assert summarize(r)["overall"]["unfinished"] == 1
+    o = summarize(r)["overall"]
+    assert (o["never_started"], o["unfinished"], o["finished"]) == (1, 0, 0)
     r, script = _run(_trace("a,0,100,1,1,gpu,p,,,"), {}, cycle_interval=30)
     assert r.jobs[0].state == "never_started" and len(script.calls) == 1
 
@@ -150,3 +151,29 @@ def test_oracle_duration_hint_only_for_sjf():
     run_replay(t, ONE, NOQ, Policy(), cycle=cycle)
     run_replay(t, ONE, NOQ, Policy(ordering="sjf"), cycle=cycle)
     assert hints == [None, 100]
+
+
+def test_a_job_of_whole_nodes_plus_a_rest_asks_the_core_for_two_replica_groups():
+    seen = []
+
+    def cycle(snapshot, policy):
+        seen.extend(j.groups for j in snapshot.pending)
+        return Script({})(snapshot, policy)
+
+    t = trace_from_text("submit_s,duration_s,total_devices,flavor,project\n0,100,12,gpu,p\n0,100,16,gpu,p\n")
+    run_replay(t, uniform_cluster(4, 8, "gpu"), NOQ, Policy(), cycle=cycle)
+    assert seen == [
+        (ReplicaGroup("worker", 1, 8, "gpu"), ReplicaGroup("remainder", 1, 4, "gpu")),
+        (ReplicaGroup("worker", 2, 8, "gpu"),),  # whole nodes only: one group, as before
+    ]
+
+
+def test_a_cluster_without_nodes_never_asks_the_core():
+    # A project without a partition replays on no node at all: every job never starts, without a cycle.
+    script = Script({})
+    r = run_replay(_trace("a,0,100,1,1,gpu,p,,,", "b,5,100,1,1,gpu,p,,,"), ClusterShape(()), NOQ, Policy(),
+                   cycle=script)
+    assert script.calls == []
+    assert [j.state for j in r.jobs] == ["never_started", "never_started"]
+    acc = r.accounts[("p", "gpu")]
+    assert acc.demand_seconds == 5 and acc.device_seconds == 0  # the time a job waited is still accounted

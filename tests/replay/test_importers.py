@@ -5,6 +5,7 @@ import itertools
 import pytest
 
 from replay.api import load_cluster, load_quotas, load_trace
+from replay.cluster import uniform_cluster
 from replay.importers import import_philly, import_philly_quotas
 from replay.paths import trace_path, traces_dir
 from replay.scenarios import PHILLY_QUOTA, PHILLY_WEEK
@@ -35,12 +36,27 @@ def test_philly_slice_rebased_and_split(tmp_path):
 @needs_traces
 def test_philly_bad_rows(tmp_path):
     p = _slice(trace_path(PHILLY_WEEK), tmp_path / "p.csv", 3,
-               ["bad,2017-10-16,1296200,-4,1,0,vc,\n", "odd,2017-10-16,1296200,4,12,0,vc,\n"])  # fmt: skip
+               ["bad,2017-10-16,1296200,-4,1,0,vc,\n", "none,2017-10-16,1296200,4,0,0,vc,\n"])  # fmt: skip
     with pytest.raises(TraceError) as exc:
         import_philly(p)
     assert exc.value.line == 5 and exc.value.reason == "negative_duration"
     t = import_philly(p, skip_invalid=True)
     assert len(t) == 3 and dict(t.skipped.counts) == {"negative_duration": 1, "malformed": 1}
+    assert "num_gpus 0 must be positive" in t.skipped.examples[1]
+
+
+@needs_traces
+def test_philly_jobs_of_12_gpus_are_a_whole_node_plus_4(tmp_path):
+    # The full Philly trace has 7 jobs of 12 GPUs (vc e13805, 2017-10-25 to 27); they were rejected as
+    # "cannot be split into nodes of 8". The reference simulators place them on a whole node plus 4 GPUs.
+    rows = ["twelve,2017-10-16 01:00:00,1299600,1257,12,15084,e13805,\n",
+            "twenty,2017-10-16 01:00:00,1299600,60,20,1200,e13805,\n"]  # fmt: skip
+    p = _slice(trace_path(PHILLY_WEEK), tmp_path / "p.csv", 5, rows)
+    t = import_philly(p, limits=uniform_cluster(4, 8, "gpu").limits())
+    assert len(t) == 7 and not t.skipped.total
+    by_id = {j.job_id: j for j in t.jobs}
+    assert [(j.devices, j.replicas, j.remainder) for j in (by_id["twelve"], by_id["twenty"])] == [(8, 1, 4), (8, 2, 4)]
+    assert by_id["twelve"].total_devices == 12 and by_id["twelve"].duration == 1257
 
 
 @needs_traces
@@ -68,9 +84,15 @@ def test_alibaba_nodes_as_cluster(tmp_path):
 
 @needs_traces
 def test_philly_against_a_cluster_without_its_flavor(tmp_path):
-    from replay.cluster import uniform_cluster
-
     p = _slice(trace_path(PHILLY_WEEK), tmp_path / "p.csv", 3)
     with pytest.raises(TraceError) as exc:
         load_trace(p, cluster=uniform_cluster(1, 8, "A10"))
     assert (exc.value.line, exc.value.reason) == (2, "unknown_flavor")
+
+
+@needs_traces
+def test_a_philly_file_without_job_rows_is_an_error(tmp_path):
+    p = _slice(trace_path(PHILLY_WEEK), tmp_path / "header.csv", 0)
+    with pytest.raises(TraceError) as exc:
+        load_trace(p)  # detected as Philly from the header, then nothing to replay
+    assert (exc.value.source, exc.value.line, exc.value.reason) == (str(p), 1, "no_jobs")

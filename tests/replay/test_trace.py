@@ -23,8 +23,23 @@ def test_reads_rows_sorted_by_submit_with_defaults():
 def test_total_devices_is_split_into_node_sized_replicas():
     text = "submit_s,duration_s,total_devices,flavor,project\n0,1,4,a100,p\n0,1,16,a100,p\n"
     t = trace_from_text(text, limits=LIMITS)
-    assert [(j.devices, j.replicas) for j in t.jobs] == [(4, 1), (8, 2)]
+    assert [(j.devices, j.replicas, j.remainder) for j in t.jobs] == [(4, 1, 0), (8, 2, 0)]
     assert t.jobs[0].job_id == "line-2"
+
+
+def test_a_total_that_is_not_whole_nodes_is_whole_nodes_plus_one_smaller_replica():
+    # 12 devices on 8-device nodes: one whole node and 4 devices, as the reference simulators place it.
+    text = "submit_s,duration_s,total_devices,flavor,project\n0,1,12,a100,p\n0,1,9,a100,p\n"
+    twelve, nine = trace_from_text(text, limits=LIMITS).jobs
+    assert (twelve.devices, twelve.replicas, twelve.remainder, twelve.total_devices) == (8, 1, 4, 12)
+    assert (nine.devices, nine.replicas, nine.remainder, nine.total_devices) == (8, 1, 1, 9)
+    explicit = "submit_s,duration_s,devices_per_replica,replicas,remainder_devices,total_devices,flavor,project\n"
+    job = trace_from_text(explicit + "0,1,4,2,2,10,a100,p\n", limits=LIMITS).jobs[0]
+    assert (job.devices, job.replicas, job.remainder, job.total_devices) == (4, 2, 2, 10)
+    with pytest.raises(TraceError, match="23 devices but the cluster has 16"):  # the remainder counts
+        trace_from_text(explicit + "0,1,8,2,7,,a100,p\n", limits=LIMITS)
+    with pytest.raises(TraceError, match="17 devices but the cluster has 16"):
+        trace_from_text("submit_s,duration_s,total_devices,flavor,project\n0,1,17,a100,p\n", limits=LIMITS)
 
 
 def test_comments_are_skipped_but_line_numbers_stay_physical():
@@ -64,12 +79,17 @@ def test_bad_rows_name_the_line_and_reason(row, reason, words):
 
 
 def test_total_devices_errors():
-    text = "submit_s,duration_s,total_devices,flavor,project\n0,1,12,a100,p\n"
-    with pytest.raises(TraceError, match="not a multiple"):
-        trace_from_text(text, limits=LIMITS)
     text = "submit_s,duration_s,devices_per_replica,replicas,total_devices,flavor,project\n0,1,2,2,5,a100,p\n"
     with pytest.raises(TraceError, match="total_devices 5 != 2 x 2"):
         trace_from_text(text, limits=LIMITS)
+    explicit = "submit_s,duration_s,devices_per_replica,replicas,remainder_devices,total_devices,flavor,project\n"
+    with pytest.raises(TraceError, match=r"total_devices 11 != 4 x 2 replicas \+ 2"):
+        trace_from_text(explicit + "0,1,4,2,2,11,a100,p\n", limits=LIMITS)
+    # The remainder is one smaller replica: as large as the others, it would just be one more of them.
+    for remainder in ("4", "-1"):
+        with pytest.raises(TraceError, match=f"remainder_devices {remainder} must be from 0 to below") as exc:
+            trace_from_text(explicit + f"0,1,4,2,{remainder},,a100,p\n", limits=LIMITS)
+        assert exc.value.reason == "malformed"
     with pytest.raises(TraceError, match="give devices_per_replica"):
         trace_from_text("submit_s,duration_s,flavor,project\n0,1,a100,p\n")
 
@@ -82,6 +102,21 @@ def test_duplicate_ids_and_header_problems():
         trace_from_text("job_id,submit_s\n")
     with pytest.raises(TraceError, match="empty file"):
         trace_from_text("")
+
+
+def test_a_trace_without_job_rows_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "week.csv"
+    path.write_text(HEADER + "# nothing after the header but a comment\n")
+    with pytest.raises(TraceError) as exc:
+        read_trace(path)
+    assert exc.value.reason == "no_jobs"
+    assert str(exc.value) == f"{path} line 1: no job rows after the header [no_jobs]"
+    # Every row dropped by skip_invalid leaves nothing to replay either: say why.
+    path.write_text(HEADER + "a,0,-1,1,1,a100,p,,,\nb,0,1,1,1,h100,p,,,\n")
+    with pytest.raises(TraceError) as exc:
+        read_trace(path, limits=LIMITS, skip_invalid=True)
+    assert (exc.value.line, exc.value.reason) == (3, "no_jobs")
+    assert "no valid job rows (skipped 2 rows (negative_duration: 1, unknown_flavor: 1))" in str(exc.value)
 
 
 def test_without_limits_flavors_and_sizes_are_not_checked():
@@ -108,9 +143,12 @@ def test_skip_invalid_counts_by_reason():
 
 
 def test_write_then_read_round_trip(tmp_path):
-    t = trace_from_text(HEADER + "a,0.5,7,8,2,a100,q,high,alice,100\nb,1,2,1,1,a100,p,,,\n")
+    # c asks for 12 devices in all: written as 1 x 8 + a remainder of 4, it must come back the same.
+    t = trace_from_text(HEADER.replace("\n", ",total_devices\n") + "a,0.5,7,8,2,a100,q,high,alice,100,\n"
+                        "b,1,2,1,1,a100,p,,,,\nc,2,3,,,a100,p,,,,12\n")
+    assert t.jobs[2].remainder == 4
     path = tmp_path / "t.csv"
-    assert write_trace(t.jobs, path) == 2
+    assert write_trace(t.jobs, path) == 3
     again = read_trace(path, limits=LIMITS)
     assert again.jobs == t.jobs
     buf = io.StringIO()

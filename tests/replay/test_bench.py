@@ -1,0 +1,105 @@
+"""The benchmark scripts' own logic (not their speed): a failing case is reported, figures are named for what
+they count. The scripts live in bench/, outside any package, so they are loaded from their files."""
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from replay.cluster import QuotaSet, uniform_cluster
+from tests.replay.core import needs_core
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench_replay():
+    return _load("bench_replay")
+
+
+@pytest.fixture(scope="module")
+def bench_e2e():
+    return _load("bench_e2e_scheduler")
+
+
+def _raises(_arg):
+    raise RuntimeError("boom in the child")
+
+
+def _dies(_arg):
+    os._exit(3)  # no exception, no result: as if the child were killed
+
+
+def test_a_case_that_raises_is_reported_not_waited_for(bench_replay):
+    r = bench_replay.measure(_raises, None, poll=0.05)
+    assert "RuntimeError: boom in the child" in r["error"] and "Traceback" in r["error"]
+    r = bench_replay.measure(_dies, None, poll=0.05)
+    assert r == {"error": "the benchmark process exited with status 3 without a result"}
+
+
+def test_a_failing_case_fails_the_run(bench_replay, monkeypatch, capsys):
+    case = bench_replay.Case("exploding case", _raises, None, 10.0)
+    monkeypatch.setattr(bench_replay, "cases", lambda args: [case])
+    assert bench_replay.main([]) == 1
+    captured = capsys.readouterr()
+    assert "exploding case" in captured.out and "ERROR" in captured.out
+    assert "RuntimeError: boom in the child" in captured.err
+
+
+def test_rows_judge_cpu_time_against_the_target(bench_replay):
+    case = bench_replay.Case("c", _raises, None, 10.0)
+    measured = {"jobs": 10, "cycles": 4, "wall": 30.0, "cpu": 9.0, "peak_mb": 50.0}
+    assert bench_replay.row(case, measured)[1] is True  # wall time over the target does not fail a CPU target
+    assert bench_replay.row(case, {**measured, "cpu": 10.5})[1] is False
+
+
+@needs_core
+def test_the_blocked_backlog_case_blocks_the_backlog_behind_its_head(bench_replay):
+    from jobs.scheduling.model import Project, Quota
+    from replay.engine import run_replay
+    from replay.policies import get_policy
+
+    trace = bench_replay.blocked_backlog_trace(20)
+    quotas = QuotaSet((Quota("p", "gpu", 8),), (Project("p", "org"),))
+    r = run_replay(trace, uniform_cluster(1, 8, "gpu"), quotas, get_policy("strict-fifo"))
+    running, head, *backlog = r.jobs
+    assert head.first_start == running.end == 30  # the head waits for the whole node
+    # Every backlog job arrived while the head was blocked and could have fit in no GPU: all wait behind it.
+    assert all(j.submit < running.end and j.first_start >= head.end for j in backlog)
+
+
+def test_e2e_counts_admissions_and_explained_waits_apart(bench_e2e):
+    run = bench_e2e.Run(wall=2.0, cpu=1.5, admitted=480, explained=14520, unexplained=0,
+                        cycles=[(2.0, 480, 14520)])  # fmt: skip
+    assert run.admissions_per_s == 240 and run.explained_per_s == 7260
+    lines, ok = bench_e2e.report([run], 15000)
+    assert ok
+    header, row = lines[0].split(), lines[1]
+    assert "admissions/s" in header and "explained/s" in header and "jobs/s" not in lines[0]
+    assert "240" in row.split() and "7260" in row.split()
+    kueue = lines[-1]
+    # Only admissions are set beside Kueue's admitted workloads (15,000 in 351 s).
+    assert "15,000 workloads admitted in 351 s = 43 admissions/s" in kueue and "240 admissions/s" in kueue
+    assert "7260" not in kueue
+
+
+def test_e2e_medians_over_runs_and_target(bench_e2e):
+    runs = [bench_e2e.Run(w, w / 2, 480, 14520, 0) for w in (2.0, 9.0, 3.0)]
+    lines, ok = bench_e2e.report(runs, 15000)
+    assert ok
+    assert "3.00" in lines[1].split() and "1.50" in lines[1].split()  # median wall and median CPU
+    assert len([x for x in lines if x.startswith("  run ")]) == 3
+    _, ok = bench_e2e.report([bench_e2e.Run(2.0, 1.0, 480, 14000, 520)], 15000)
+    assert not ok  # jobs left without a reason fail the run
+    _, ok = bench_e2e.report([bench_e2e.Run(16.0, 1.0, 480, 14520, 0)], 15000)
+    assert not ok  # over 15 s for the queue
