@@ -2,8 +2,10 @@
 
 One cycle = take the leader lock, requeue due retries, read a snapshot, call the pure `run_cycle`, and apply every
 decision in the same transaction through the state machine (`jobs.lifecycle`), which dispatches admitted attempts
-and stops preempted ones after commit. On PostgreSQL the leader lock is a transaction-level advisory lock, so two
-scheduler processes never decide at once; on SQLite the IMMEDIATE transaction already serializes writers.
+and stops preempted ones after commit. Waiting jobs get their reasons, positions and estimated starts (the pure
+`forecast`: the scheduler run forward from this cycle, within a budget). On PostgreSQL the leader lock is a
+transaction-level advisory lock, so two scheduler processes never decide at once; on SQLite the IMMEDIATE
+transaction already serializes writers.
 """
 
 from __future__ import annotations
@@ -79,14 +81,25 @@ def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> 
         metrics.SUBMIT_TO_ADMIT.observe(max(0.0, (now - row.submitted_at).total_seconds()))
 
 
-def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow]) -> None:
-    """Write only the waiting jobs whose explanation changed, in bulk."""
+def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy, result: core.CycleResult) -> dict[int, float]:
+    """When each waiting job would start if nothing new arrives: the scheduler run forward from this cycle,
+    within the configured number of simulated cycles and seconds (jobs beyond them get no estimate)."""
+    steps, seconds = settings.TIDAL["ETA_STEPS"], settings.TIDAL["ETA_SECONDS"]
+    if not result.waits or not steps:
+        return {}
+    deadline = time.perf_counter() + seconds
+    return core.forecast(snapshot, policy, steps, first=result, stop=lambda: time.perf_counter() > deadline)
+
+
+def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow], starts: dict[int, float]) -> None:
+    """Write only the waiting jobs whose explanation or estimated start changed, in bulk."""
     changed = []
     for wait in result.waits:
         row = queued.get(wait.job_id)
         if row is None:
             continue
-        eta = datetime.fromtimestamp(wait.eta, tz=UTC) if wait.eta is not None else None
+        start = starts.get(wait.job_id)
+        eta = datetime.fromtimestamp(start, tz=UTC) if start is not None else None
         new = (wait.code, wait.reason[:500], wait.project_position, wait.flavor_position, eta)
         if new != row.wait:
             changed.append((wait.job_id, *new))
@@ -133,7 +146,7 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         result = core.run_cycle(read.snapshot, policy)
         _apply_preemptions(result, now)
         _apply_admits(result, read, now)
-        _apply_waits(result, read.queued)
+        _apply_waits(result, read.queued, _estimated_starts(read.snapshot, policy, result))
         _decay_usage(read.snapshot, policy, now)
         _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)

@@ -177,6 +177,9 @@ TIDAL = {
     "SCHEDULER_INTERVAL": env_float("TIDAL_SCHEDULER_INTERVAL", 5.0, minimum=0.1),
     "EMBEDDED_LOOP": env_bool("TIDAL_EMBEDDED_LOOP", False),
     "SIM_START_DELAY": env_float("TIDAL_SIM_START_DELAY", 2.0, minimum=0.0),
+    # Estimated starts: the scheduler run forward after each cycle, at most this many simulated cycles and seconds.
+    "ETA_STEPS": env_int("TIDAL_ETA_STEPS", 200, minimum=0),
+    "ETA_SECONDS": env_float("TIDAL_ETA_SECONDS", 1.0, minimum=0.0),
     "POLICY": {
         "ordering": env_choice("TIDAL_POLICY_ORDERING", "priority-fairshare", ("priority-fairshare", "fifo")),
         "blocking": env_choice("TIDAL_POLICY_BLOCKING", "backfill", ("backfill", "skip", "strict")),

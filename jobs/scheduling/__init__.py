@@ -6,6 +6,7 @@ all call the same function.
 
 from .cycle import run_cycle
 from .feasibility import Feasibility, never_fits
+from .forecast import forecast, forecast_steps
 from .model import (
     Admit,
     Assignment,
@@ -43,6 +44,8 @@ __all__ = [
     "Topology",
     "Wait",
     "Feasibility",
+    "forecast",
+    "forecast_steps",
     "never_fits",
     "node_key",
     "run_cycle",

@@ -8,8 +8,8 @@ Phases:
   4. preempt   when it does not fit: simulated removal and fill-back (preemption.py)
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start, the first job of a
                project its own quota keeps out reserves that quota (backfill.py)
-  6. explain   reasons, positions and ETA for every job left waiting (explain.py); with Policy.explain=False
-               (trace replay) only codes and reasons: positions 0, eta None, short quota reasons
+  6. explain   reasons and positions for every job left waiting (explain.py); with Policy.explain=False
+               (trace replay) only codes and short reasons, positions 0. Estimated starts: forecast.py
 Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's decision is kept in an `Outcome`.
 """
 
@@ -99,8 +99,7 @@ class Cycle:
         if strict and queue in state.blocked:
             blocker = state.blocked[queue]
             order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
-            out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order",
-                                  blocker=blocker)
+            out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
             return out
         out.considered = True
         structural = self.structural_check(job, info)
@@ -125,7 +124,7 @@ class Cycle:
             return out
         if held is not None:
             reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
-            out.entry = WaitEntry(job, info, "quota", reason, blocker=held.job_id, quota_kind="held")
+            out.entry = WaitEntry(job, info, "quota", reason, quota_kind="held")
         elif failure is not None:
             # Phase 6 writes its reason from the state the cycle ends in (what the quota API will show).
             code = "max_running" if failure.kind == "max_running" else "quota"
@@ -168,10 +167,9 @@ class Cycle:
             return  # it cannot get in even once every running job ends: holding quota for it would starve others
         if start is not None and not any(f in state.head_flavors for f in info.flavors):
             state.head_flavors.update(info.flavors)
-            assert out.entry is not None
-            out.entry.hold = reserve(state, job, info, not_before=start)
-            if out.entry.hold is not None:
-                start = out.entry.hold.start
+            hold = reserve(state, job, info, not_before=start)
+            if hold is not None:
+                start = hold.start
         hold_quota(state, job, info, start)
 
     def reserve_for_capacity(self, out: Outcome) -> None:
@@ -179,8 +177,7 @@ class Cycle:
         its project's quota for then."""
         state, job, info = self.state, out.job, out.info
         state.head_flavors.update(info.flavors)
-        assert out.entry is not None
-        hold = out.entry.hold = reserve(state, job, info)
+        hold = reserve(state, job, info)
         if hold is not None:
             hold_quota(state, job, info, hold.start)
 
@@ -258,10 +255,8 @@ class Cycle:
     def result(self) -> CycleResult:
         state = self.state
         entries = [o.entry for o in self.outcomes if o.entry is not None]
-        if self.policy.explain:
-            waits = Explainer(state).explain(entries)
-        else:
-            waits = Explainer(state, etas=False).brief(entries)
+        explainer = Explainer(state)
+        waits = explainer.explain(entries) if self.policy.explain else explainer.brief(entries)
         return self.assemble(waits)
 
     def assemble(self, waits) -> CycleResult:

@@ -1,25 +1,17 @@
-"""Phase 6, explain: a reason, positions and an estimated start for every pending job that was not admitted.
+"""Phase 6, explain: a reason and positions for every pending job that was not admitted.
 
 Reasons for capacity and quota waits are written here from the state at the end of the cycle, once per job shape,
 so they quote what is free now ("24 nvidia-a100-40gb free, needs 32") and what the quota table shows once the
 cycle's decisions are applied (quota_reasons.py), and do not depend on which job of a shape was tried first.
-
-ETA (None whenever a needed end time is unknown). Per flavor, running jobs with a max_runtime (including those
-admitted this cycle) release their devices at their end; waiting jobs ahead in cycle order are assumed to take
-capacity in order and keep it (a conservative estimate). For a job needing d devices of flavor f:
-    capacity eta = first release time at which free(f) + released(f) >= ahead(f) + d, now if already so.
-A reserved head job gets its reservation start. Quota waits also wait for the project's own jobs to release the
-devices above its limit, "max_running" waits for the project's k-th earliest job end (k = the job's rank among
-the project's jobs waiting for that cap), "blocked" jobs no earlier than the job blocking them.
+Positions count waiting jobs in cycle order: among the project's, and among those asking for the same flavor.
+Estimated starts come from running the scheduler forward (forecast.py), not from here.
 
 Policy.explain=False (trace replay, which reads only decisions): `Explainer.brief` gives every waiting job its
-code and reason (placement reasons as above, quota reasons shortened to the kind of limit), positions 0 and eta None,
-without building the release curves.
+code and reason (placement reasons as above, quota reasons shortened to the kind of limit) and positions 0.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import replace
 
 from .model import PendingJob, Topology, Wait
@@ -47,78 +39,31 @@ def fmt_duration(seconds: float) -> str:
 class WaitEntry:
     """A waiting job as evaluated in the cycle, plus what explain computed for it."""
 
-    __slots__ = ("job", "info", "code", "reason", "placement_failed", "blocker", "quota_kind", "quota_flavor",
-                 "constrained", "hold", "proj_pos", "flav_pos", "ahead", "mr_ahead", "eta")
+    __slots__ = ("job", "info", "code", "reason", "placement_failed", "quota_kind", "quota_flavor", "constrained",
+                 "proj_pos", "flav_pos")
 
-    def __init__(self, job: PendingJob, info: JobInfo, code: str, reason: str = "", blocker: int = 0,
-                 quota_kind: str = "", quota_flavor: str = "", constrained: bool = False,
-                 hold: Hold | None = None) -> None:
+    def __init__(self, job: PendingJob, info: JobInfo, code: str, reason: str = "", quota_kind: str = "",
+                 quota_flavor: str = "", constrained: bool = False) -> None:
         self.job = job
         self.info = info
         self.code = code  # "place" until explain turns it into "capacity" / "topology" / "reserved"
         # Reasons for placement failures quote the end-of-cycle state: explain writes them.
         self.placement_failed = code == "place"
         self.reason = reason
-        self.blocker = blocker
         self.quota_kind = quota_kind
         self.quota_flavor = quota_flavor
         self.constrained = constrained
-        self.hold = hold  # this job's own reservation, when it is a backfill head
         self.proj_pos = 0
         self.flav_pos = 0
-        self.ahead: dict[str, int] = {}
-        self.mr_ahead = 0
-        self.eta: float | None = None
-
-
-class Curve:
-    """Cumulative releases over time: times[k] is when released[k] devices in total are free again."""
-
-    __slots__ = ("times", "released")
-
-    def __init__(self, events: list[tuple[float, int]]) -> None:
-        events.sort()
-        self.times = [t for t, _ in events]
-        total = 0
-        self.released = []
-        for _, d in events:
-            total += d
-            self.released.append(total)
-
-    def when(self, need: int, now: float) -> float | None:
-        if need <= 0:
-            return now
-        k = bisect_left(self.released, need)
-        return self.times[k] if k < len(self.times) else None
 
 
 class Explainer:
-    def __init__(self, state: CycleState, etas: bool = True) -> None:
-        """`etas=False`: only codes and reasons (`brief`), without the release curves ETAs need."""
+    def __init__(self, state: CycleState) -> None:
         self.state = state
         self.now = state.now
         self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
         self.reasons: dict[tuple, tuple[str, str]] = {}
         self.quota_reasons: dict[tuple, str] = {}
-        self.empty = Curve([])
-        if etas:
-            self._curves(state)
-
-    def _curves(self, state: CycleState) -> None:
-        flavor_events: dict[str, list[tuple[float, int]]] = {}
-        project_events: dict[tuple[str, str], list[tuple[float, int]]] = {}
-        project_ends: dict[str, list[float]] = {}
-        for rec in state.live_runs():
-            if rec.end is None:
-                continue
-            at = max(rec.end, self.now)
-            project_ends.setdefault(rec.project, []).append(at)
-            for flavor, devices in rec.demand.items():
-                flavor_events.setdefault(flavor, []).append((at, devices))
-                project_events.setdefault((rec.project, flavor), []).append((at, devices))
-        self.curves = {f: Curve(ev) for f, ev in flavor_events.items()}
-        self.project_curves = {k: Curve(ev) for k, ev in project_events.items()}
-        self.project_ends = {p: sorted(ends) for p, ends in project_ends.items()}
 
     # -- reasons ----------------------------------------------------------------------------------------------
 
@@ -177,55 +122,6 @@ class Explainer:
         return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented{avoid}: needs "
                             f"{shape} on whole nodes of one cluster, room for {room}")
 
-    # -- eta --------------------------------------------------------------------------------------------------
-
-    def capacity_eta(self, entry: WaitEntry) -> float | None:
-        eta = self.now
-        for flavor, need in entry.info.demand.items():
-            missing = entry.ahead.get(flavor, 0) + need - self.free.get(flavor, 0)
-            t = self.curves.get(flavor, self.empty).when(missing, self.now)
-            if t is None:
-                return None
-            eta = max(eta, t)
-        return eta
-
-    def quota_eta(self, entry: WaitEntry) -> float | None:
-        quota = self.state.quota
-        job, flavor = entry.job, entry.quota_flavor
-        need = entry.info.demand.get(flavor, 0)
-        key = (job.project, flavor)
-        if entry.quota_kind == "cohort":
-            missing = int(need - quota.idle_supply(job.project, flavor))
-            return self.curves.get(flavor, self.empty).when(missing, self.now)
-        limit = quota.limit(job.project, flavor)
-        in_use = quota.used[key] + quota.pre[key]
-        if need > limit:
-            return None  # can never fit under this quota
-        return self.project_curves.get(key, self.empty).when(in_use + need - limit, self.now)
-
-    def eta(self, entry: WaitEntry, etas: dict[int, float | None]) -> float | None:
-        code = entry.code
-        if code in ("unschedulable", "unavailable"):  # never, or when nodes come back: nothing says when
-            return None
-        if entry.hold is not None:
-            return entry.hold.start
-        eta = self.capacity_eta(entry)
-        if eta is None:
-            return None
-        extra: float | None = eta
-        if code == "quota" and entry.quota_kind == "held":
-            extra = etas.get(entry.blocker)
-        elif code == "quota":
-            extra = self.quota_eta(entry)
-        elif code == "max_running":
-            ends = self.project_ends.get(entry.job.project, [])
-            extra = ends[entry.mr_ahead] if entry.mr_ahead < len(ends) else None
-        elif code == "blocked":
-            extra = etas.get(entry.blocker)
-        if extra is None:
-            return None
-        return max(eta, extra)
-
     # -- the pass ---------------------------------------------------------------------------------------------
 
     def quota_reason(self, entry: WaitEntry) -> str:
@@ -239,43 +135,31 @@ class Explainer:
                                                                                  failure)
         return self.quota_reasons[key]
 
-    def finish(self, entry: WaitEntry, etas: dict[int, float | None]) -> Wait:
+    def finish(self, entry: WaitEntry) -> Wait:
         if entry.placement_failed:
             entry.code, entry.reason = self.placement_reason(entry)
         elif not entry.reason:
             entry.reason = self.quota_reason(entry)
-        entry.eta = self.eta(entry, etas)
-        etas[entry.job.id] = entry.eta
-        return Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos, entry.eta)
+        return Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos)
 
     def explain(self, entries: list[WaitEntry]) -> list[Wait]:
         proj_count: dict[str, int] = {}
         flav_count: dict[str, int] = {}
-        ahead: dict[str, int] = {}
-        mr_count: dict[str, int] = {}
-        etas: dict[int, float | None] = {}
         waits = []
         for entry in entries:
             job, info = entry.job, entry.info
             entry.proj_pos = proj_count[job.project] = proj_count.get(job.project, 0) + 1
             entry.flav_pos = flav_count[info.primary] = flav_count.get(info.primary, 0) + 1
-            entry.ahead = {f: ahead.get(f, 0) for f in info.flavors}
-            entry.mr_ahead = mr_count.get(job.project, 0)
-            waits.append(self.finish(entry, etas))
-            if entry.code == "max_running":
-                mr_count[job.project] = entry.mr_ahead + 1
-            if entry.code != "unschedulable":
-                for f, d in info.demand.items():
-                    ahead[f] = ahead.get(f, 0) + d
+            waits.append(self.finish(entry))
         return waits
 
     def brief(self, entries: list[WaitEntry]) -> list[Wait]:
-        """Waits with code and reason only (Policy.explain=False): positions 0, eta None."""
+        """Waits with code and reason only (Policy.explain=False): positions 0."""
         waits = []
         for entry in entries:
             if entry.placement_failed:
                 entry.code, entry.reason = self.placement_reason(entry)
             elif not entry.reason:
                 entry.reason = short_quota_reason(QuotaFailure(entry.quota_kind, entry.quota_flavor))
-            waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0, None))
+            waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0))
         return waits

@@ -167,7 +167,6 @@ class Wait:
     code: str  # stable machine code: "quota", "capacity", "topology", "blocked", "max_running", ...
     project_position: int  # 1-based position among the project's waiting jobs
     flavor_position: int  # 1-based position among waiting jobs asking for the same flavor
-    eta: float | None = None  # estimated start on the snapshot's clock, None when unknown
 
 
 @dataclass(frozen=True, slots=True)

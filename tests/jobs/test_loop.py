@@ -57,6 +57,16 @@ def test_waiting_job_is_explained(tenant, inventory, cycle):
     assert second.state == State.QUEUED
     assert second.wait_code and "nvidia-a100-40gb" in second.wait_reason
     assert second.project_position == 1 and second.flavor_position == 1
+    # Its estimated start is when the scheduler run forward starts it: once the first reaches its max runtime.
+    assert second.eta == refreshed(first).current_attempt.admitted_at + timedelta(seconds=600)
+
+
+@override_settings(TIDAL={**settings.TIDAL, "ETA_STEPS": 0})
+def test_estimated_starts_can_be_turned_off(tenant, inventory, cycle):
+    submit(tenant, inventory["a100"], devices=8, max_runtime=600)
+    second = submit(tenant, inventory["a100"], devices=8, name="second")
+    cycle()
+    assert refreshed(second).state == State.QUEUED and refreshed(second).eta is None
 
 
 def test_no_partial_gang_and_no_overallocation(tenant, inventory, cycle):

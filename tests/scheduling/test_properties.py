@@ -20,6 +20,7 @@ from jobs.scheduling import (
     RunningJob,
     Snapshot,
     Topology,
+    forecast,
     run_cycle,
 )
 from jobs.scheduling.cycle import Cycle
@@ -133,9 +134,9 @@ def test_failure_caches_do_not_change_decisions(case):
 
 @PROPS
 @given(scenarios())
-def test_explain_off_changes_only_positions_eta_and_quota_reasons(case):
+def test_explain_off_changes_only_positions_and_quota_reasons(case):
     """Policy.explain=False (trace replay) takes the same decisions and gives every waiting job the same code;
-    positions are 0, eta None, and only quota waits get a shorter reason."""
+    positions are 0, and only quota waits get a shorter reason."""
     snap, policy, _ = case
     full = run_cycle(snap, replace(policy, explain=True))
     brief = run_cycle(snap, replace(policy, explain=False))
@@ -143,7 +144,7 @@ def test_explain_off_changes_only_positions_eta_and_quota_reasons(case):
         full.admits, full.preemptions, full.stats, full.reservations)
     assert [(w.job_id, w.code) for w in brief.waits] == [(w.job_id, w.code) for w in full.waits]
     for b, f in zip(brief.waits, full.waits, strict=True):
-        assert (b.project_position, b.flavor_position, b.eta) == (0, 0, None)
+        assert (b.project_position, b.flavor_position) == (0, 0)
         if f.code not in ("quota", "max_running"):
             assert b.reason == f.reason
 
@@ -233,12 +234,12 @@ def test_no_job_admitted_after_a_head_pushes_its_reservation_back(case):
         head = pending[res.job_id]
         still = tuple(r for r in after.running
                       if r.max_runtime is None or max(r.started_at + r.max_runtime, snap.now) > res.start)
-        decision = run_cycle(rebuilt(after, still, [head], res.start), replace(policy, blocking="skip",
-                                                                               preemption=False))
+        decision = run_cycle(rebuilt(after, still, [head], res.start),
+                             replace(policy, blocking="skip", preemption=False, explain=True))
         if [a.job_id for a in decision.admits] == [head.id]:
             continue
         (wait,) = decision.waits
-        assert policy.quotas and _borrows(head, still, snap.quotas) and "idle to lend" in wait.reason, wait
+        assert policy.quotas and _borrows(head, still, snap.quotas) and " to lend: " in wait.reason, wait
 
 
 def _borrows(job: PendingJob, running: tuple[RunningJob, ...], quotas: tuple[Quota, ...]) -> bool:
@@ -289,3 +290,53 @@ def test_quota_reasons_quote_what_the_quota_table_shows(case):
         b = BORROW_LIMIT.search(w.reason)
         assert b is None or int(b.group(1)) == limit.get(key, 0), w.reason
     assert quoted or not any(w.code == "quota" and "guaranteed" in w.reason for w in result.waits)
+
+
+@PROPS
+@given(scenarios())
+def test_a_job_starts_when_its_forecast_says_if_nothing_new_arrives(case):
+    """Drive the scheduler forward the way the scheduler loop would, nothing submitted: a cycle, its decisions
+    carried out (victims queue again), and the next cycle at once after a preemption (at most 4 at one moment)
+    or else when the next running job reaches its max runtime. Every job starts when the forecast said."""
+    snap, policy, _ = case
+    assert forecast(snap, policy, 30) == _drive(snap, policy, 30)
+
+
+def _drive(snap: Snapshot, policy: Policy, steps: int) -> dict[int, float]:
+    waiting = {j.id for j in snap.pending}
+    started: dict[int, float] = {}
+    at_once = 0
+    for _ in range(steps):
+        result = run_cycle(snap, policy)
+        for a in result.admits:
+            if a.job_id in waiting:
+                started[a.job_id] = snap.now
+                waiting.discard(a.job_id)
+        if not waiting:
+            break
+        gone = {p.victim_id for p in result.preemptions}
+        requeued = [_as_pending(r, snap) for r in snap.running if r.id in gone]
+        after = carry_out(snap, result, snap.now)
+        at_once = at_once + 1 if result.preemptions and at_once + 1 < 4 else 0
+        now = snap.now
+        still = list(after.running)
+        if not at_once:
+            ends = [r.started_at + r.max_runtime for r in still if r.max_runtime is not None]
+            if not ends:
+                break
+            now = max(min(ends), snap.now)
+            still = [r for r in still if r.max_runtime is None or r.started_at + r.max_runtime > now]
+        snap = rebuilt(after, still, [*after.pending, *requeued], now)
+    return started
+
+
+def _as_pending(job: RunningJob, snap: Snapshot) -> PendingJob:
+    flavor_of = {n.name: n.flavor for n in snap.nodes}
+    roles: dict[str, list[Assignment]] = {}
+    for a in job.placement:
+        roles.setdefault(a.role, []).append(a)
+    groups = tuple(ReplicaGroup(role, len(parts), max(a.devices for a in parts), flavor_of.get(parts[0].node,
+                                                                                              job.flavor))
+                   for role, parts in roles.items())
+    return PendingJob(job.id, job.project, job.priority, job.started_at, groups, job.preemptible,
+                      max_runtime=job.max_runtime)

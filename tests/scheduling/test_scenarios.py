@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.scheduling import Node, PendingJob, Policy, Project, Quota, ReplicaGroup, Topology, never_fits, run_cycle
+from jobs.scheduling import (
+    Node,
+    PendingJob,
+    Policy,
+    Project,
+    Quota,
+    ReplicaGroup,
+    Topology,
+    forecast,
+    never_fits,
+    run_cycle,
+)
 
 from .builders import (
     A100,
@@ -362,12 +373,13 @@ def backfill_snapshot(later: list[PendingJob]):
 
 
 def test_backfill_reserves_the_head_and_admits_only_jobs_ending_before():
-    result = cycle(backfill_snapshot([job(2, max_runtime=5000.0), job(3), job(4, max_runtime=500.0)]))
+    snap = backfill_snapshot([job(2, max_runtime=5000.0), job(3), job(4, max_runtime=500.0)])
+    result = cycle(snap)
     (res,) = result.reservations
     assert res.job_id == 1 and res.start == 2000.0
     assert sorted(a.node for a in res.placement) == ["n0", "n2"]
     assert admitted(result) == [4]  # ends at 1500, before the reservation at 2000
-    assert waits(result)[1].eta == 2000.0
+    assert forecast(snap, Policy(), 8)[1] == 2000.0
     # Without the short job, the held node n2 is still free at the end of the cycle: the reason says why.
     w = waits(cycle(backfill_snapshot([job(2, max_runtime=5000.0), job(3)])))
     assert w[2].code == "reserved" and "max runtime of 1h23m would end after that" in w[2].reason
@@ -486,7 +498,7 @@ def test_no_borrow_then_reclaim_churn_across_cycles():
 
 # -- explain --------------------------------------------------------------------------------------------------
 
-def test_positions_and_eta():
+def test_positions_and_forecast():
     node_list = nodes(2) + nodes(1, flavor=H100, prefix="h")
     busy = [running(100, "nlp", {"n0": 8}, started_at=0.0, max_runtime=1500.0),
             running(101, "nlp", {"n1": 8}, started_at=0.0, max_runtime=4000.0),
@@ -495,12 +507,13 @@ def test_positions_and_eta():
               Quota("nlp", H100, 8)]
     pending = [job(1, submitted_at=1.0), job(2, project="nlp", submitted_at=2.0, priority=100),
                job(3, submitted_at=3.0), job(4, flavor=H100, submitted_at=4.0)]
-    result = cycle(snapshot(node_list, pending, busy, quotas, now=NOW), Policy(blocking="skip"))
-    w = waits(result)
+    snap = snapshot(node_list, pending, busy, quotas, now=NOW)
+    w = waits(cycle(snap, Policy(blocking="skip")))
     assert [(w[i].project_position, w[i].flavor_position) for i in (1, 3, 4)] == [(1, 1), (2, 2), (3, 1)]
     assert w[2].code == "quota"
-    assert w[1].eta == 1500.0 and w[3].eta == 4000.0
-    assert w[4].eta is None  # the only h100 job has no max runtime
+    # Job 2 (nlp) waits for its quota, and then behind job 3 of higher priority: job 1 takes n0 and has no max
+    # runtime, so nothing frees after n1; the only h100 job has no max runtime either.
+    assert forecast(snap, Policy(blocking="skip"), 16) == {1: 1500.0, 3: 4000.0}
 
 
 def test_never_fits_reasons():
@@ -559,8 +572,9 @@ def test_ray_job_with_cpu_only_head():
     assert len({int(a.node[1:]) // 2 for a in result.admits[0].placement}) == 1  # one rack (n0-n1 or n2-n3)
     # Workers do not fit: the job waits with a capacity reason (no crash), and its ETA counts only its devices.
     busy = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=0.0, max_runtime=2000.0) for k in range(2)]
-    w = waits(cycle(snapshot(node_list, [ray_job(1, workers=3)], busy, quotas, now=NOW)))[1]
-    assert w.code == "capacity" and "needs 24" in w.reason and w.eta == 2000.0
+    snap = snapshot(node_list, [ray_job(1, workers=3)], busy, quotas, now=NOW)
+    w = waits(cycle(snap))[1]
+    assert w.code == "capacity" and "needs 24" in w.reason and forecast(snap, Policy(), 8) == {1: 2000.0}
     # Preemption for it works and never frees more than the workers need.
     hog = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=100.0 * k) for k in range(4)]
     quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 16, borrow_limit=16)]
@@ -603,8 +617,9 @@ def test_nodes_out_of_service_make_a_job_wait_not_never_fit():
     projects = [Project("vision", "org")]
     gang = job(1, replicas=4)
     assert never_fits(gang, node_list, quotas, projects) is None
-    w = waits(cycle(snapshot(node_list, [gang], quotas=quotas, projects=projects)))[1]
-    assert (w.code, w.eta) == ("unavailable", None)
+    snap = snapshot(node_list, [gang], quotas=quotas, projects=projects)
+    w = waits(cycle(snap))[1]
+    assert w.code == "unavailable" and forecast(snap, Policy(), 8) == {}  # nothing says when the node comes back
     assert w.reason == ("1 of the 4 nvidia-a100-40gb nodes is cordoned: needs 4 x 8 nvidia-a100-40gb in one cluster; "
                         "the largest has room for 3 now")
     # What can never exist is still refused, and said so.

@@ -1,0 +1,106 @@
+"""Estimated starts: when each pending job would start if nothing new arrives, by running the scheduler forward.
+
+From a snapshot the cycle runs as the scheduler will run it (the same policy, explanations off); then time jumps
+to the next moment a running job reaches its max runtime (a job without one never ends), the jobs ending then
+leave, and the cycle runs again; and so on. A pending job's estimate is the time of the cycle that admits it, so
+quotas, reservations, preemption and the queue ahead count exactly as the scheduler will count them. Victims of a
+simulated preemption join the queue again, and a cycle that preempted is followed by one at the same moment (the
+scheduler is woken at once, and the victims' capacity may go to more than the job that took it).
+
+What it cannot know: jobs that end before their max runtime (estimates are then late, never early: a job only
+starts earlier when capacity frees earlier), jobs submitted later, nodes coming and going. The caller bounds the
+work: `forecast_steps` yields one simulated cycle at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from .cycle import run_cycle
+from .model import CycleResult, Node, PendingJob, Policy, ReplicaGroup, RunningJob, Snapshot
+from .shapes import JobInfo
+
+
+def forecast(snapshot: Snapshot, policy: Policy, max_steps: int, *, first: CycleResult | None = None,
+             stop: Callable[[], bool] | None = None) -> dict[int, float]:
+    """Start time of every pending job that starts within `max_steps` simulated cycles, by job id. `first`: the
+    cycle's result on this very snapshot when the caller has it (it is not run again); `stop()` is asked after
+    each simulated cycle whether to give up (a time budget)."""
+    starts: dict[int, float] = {}
+    for step, (at, admitted) in enumerate(forecast_steps(snapshot, policy, first)):
+        starts.update(dict.fromkeys(admitted, at))
+        if step + 1 >= max_steps or len(starts) == len(snapshot.pending) or (stop is not None and stop()):
+            break
+    return starts
+
+
+def forecast_steps(snapshot: Snapshot, policy: Policy,
+                   first: CycleResult | None = None) -> Iterator[tuple[float, tuple[int, ...]]]:
+    """(time, ids of the originally pending jobs admitted then) per simulated cycle, the first at the snapshot's
+    time, until nothing pending is left or no running job will ever end."""
+    policy = replace(policy, explain=False)
+    waiting = {j.id for j in snapshot.pending}
+    snap: Snapshot | None = snapshot
+    result = first
+    again = 0  # cycles in a row at one moment
+    while snap is not None and waiting:
+        result = result or run_cycle(snap, policy)
+        admitted = tuple(a.job_id for a in result.admits if a.job_id in waiting)
+        waiting.difference_update(admitted)
+        yield snap.now, admitted
+        again = again + 1 if result.preemptions and again + 1 < MAX_CYCLES_AT_ONCE else 0
+        snap = _next_snapshot(snap, result, advance=not again)
+        result = None
+
+
+# Cycles run at one moment while they keep preempting (as trace replay does), before time moves on.
+MAX_CYCLES_AT_ONCE = 4
+
+
+def _next_snapshot(snap: Snapshot, result: CycleResult, advance: bool) -> Snapshot | None:
+    """The snapshot of the next simulated cycle: decisions carried out, then, when `advance`, the jobs that end
+    first gone; None when time should move on but no running job will ever end."""
+    nodes = {n.name: n for n in snap.nodes}
+    pending = {j.id: j for j in snap.pending}
+    running = {r.id: r for r in snap.running}
+    for p in result.preemptions:
+        victim = running.pop(p.victim_id)
+        _give_back(nodes, victim)
+        pending[victim.id] = _requeued(victim, nodes)
+    for admit in result.admits:
+        job = pending.pop(admit.job_id)
+        for a in admit.placement:
+            nodes[a.node] = replace(nodes[a.node], free=nodes[a.node].free - a.devices)
+        running[job.id] = RunningJob(job.id, job.project, job.priority, snap.now, admit.placement,
+                                     JobInfo(job).primary, job.preemptible, 0.0, job.max_runtime)
+    now = snap.now
+    if advance:
+        ends = [r.started_at + r.max_runtime for r in running.values() if r.max_runtime is not None]
+        if not ends:
+            return None
+        now = max(min(ends), snap.now)
+        for r in [r for r in running.values() if r.max_runtime is not None and r.started_at + r.max_runtime <= now]:
+            del running[r.id]
+            _give_back(nodes, r)
+    return Snapshot(now, tuple(nodes.values()), snap.quotas, snap.projects, tuple(running.values()),
+                    tuple(pending.values()))
+
+
+def _give_back(nodes: dict[str, Node], job: RunningJob) -> None:
+    for a in job.placement:
+        node = nodes.get(a.node)
+        if node is not None:
+            nodes[a.node] = replace(node, free=node.free + a.devices)
+
+
+def _requeued(victim: RunningJob, nodes: dict[str, Node]) -> PendingJob:
+    """A preempted job as the queue sees it again: one replica group per role, as it was placed."""
+    groups: dict[str, tuple[int, int, str]] = {}
+    for a in victim.placement:
+        node = nodes.get(a.node)
+        count, devices, flavor = groups.get(a.role, (0, 0, node.flavor if node else victim.flavor))
+        groups[a.role] = (count + 1, max(devices, a.devices), flavor)
+    return PendingJob(victim.id, victim.project, victim.priority, victim.started_at,
+                      tuple(ReplicaGroup(role, n, d, f) for role, (n, d, f) in groups.items()), victim.preemptible,
+                      max_runtime=victim.max_runtime)
