@@ -31,6 +31,7 @@ import sys
 import time
 import tracemalloc
 from dataclasses import replace
+from itertools import islice
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,11 +47,14 @@ from jobs.scheduling import (  # noqa: E402
     RunningJob,
     Snapshot,
     Topology,
+    forecast,
+    forecast_steps,
     run_cycle,
 )
 
 FLAVORS = ("nvidia-h100-80gb", "nvidia-a100-40gb", "nvidia-l4", "ascend-910b")
 NOW = 1_000_000.0
+ETA_STEPS = 200  # TIDAL_ETA_STEPS' default
 
 
 def make_nodes() -> list[Node]:
@@ -251,6 +255,17 @@ def main() -> None:
         stats = run_cycle(snap, policy).stats
         rows.append((label, times, cpu, peak, None, f"busy {busy_share(snap):.0%}, {stats['pending']} pending, "
                      f"{stats['admitted']} admits, {stats['preempted']} preempted"))
+    # Estimated starts: the scheduler run forward (what the loop does after each cycle, within TIDAL_ETA_STEPS
+    # simulated cycles and TIDAL_ETA_SECONDS).
+    for label, pending in (("forecast, 500 pending, busy", 500), ("forecast, 3000 pending, busy", 3000)):
+        snap = replay_step(pending, pending)
+        first = run_cycle(snap, policy)
+        times, cpu, peak = measure(lambda snap=snap, first=first: forecast(snap, policy, ETA_STEPS, first=first),
+                                   args.repeat)
+        starts = forecast(snap, policy, ETA_STEPS, first=first)
+        steps = sum(1 for _ in islice(forecast_steps(snap, policy, first), ETA_STEPS))
+        rows.append((label, times, cpu, peak, None, f"{steps} simulated cycles, {len(starts)} of "
+                     f"{len(snap.pending)} pending jobs given a start"))
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores, "
           f"{args.repeat} runs per case")

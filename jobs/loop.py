@@ -81,14 +81,32 @@ def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> 
         metrics.SUBMIT_TO_ADMIT.observe(max(0.0, (now - row.submitted_at).total_seconds()))
 
 
+class _Forecasts:
+    """The last forecast and what it was made from: a cycle that finds the same jobs, nodes and quotas (nothing
+    submitted, started, ended or changed since) keeps its estimates instead of simulating again."""
+
+    fingerprint: tuple | None = None
+    starts: dict[int, float] = {}
+
+
+def _fingerprint(snapshot: core.Snapshot, policy: core.Policy) -> tuple:
+    return (policy, snapshot.nodes, snapshot.quotas, tuple(p.name for p in snapshot.projects),
+            tuple((r.id, r.started_at) for r in snapshot.running), tuple(j.id for j in snapshot.pending))
+
+
 def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy, result: core.CycleResult) -> dict[int, float]:
     """When each waiting job would start if nothing new arrives: the scheduler run forward from this cycle,
     within the configured number of simulated cycles and seconds (jobs beyond them get no estimate)."""
     steps, seconds = settings.TIDAL["ETA_STEPS"], settings.TIDAL["ETA_SECONDS"]
     if not result.waits or not steps:
         return {}
-    deadline = time.perf_counter() + seconds
-    return core.forecast(snapshot, policy, steps, first=result, stop=lambda: time.perf_counter() > deadline)
+    fingerprint = _fingerprint(snapshot, policy)
+    if fingerprint != _Forecasts.fingerprint:
+        deadline = time.perf_counter() + seconds
+        _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result,
+                                          stop=lambda: time.perf_counter() > deadline)
+        _Forecasts.fingerprint = fingerprint
+    return _Forecasts.starts
 
 
 def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow], starts: dict[int, float]) -> None:

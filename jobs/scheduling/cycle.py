@@ -108,17 +108,18 @@ class Cycle:
             out.entry = WaitEntry(job, info, *structural)
             return out
         failure = state.quota.check(job.project, info.demand, job.preemptible)  # phase 2
-        constrained = state.constrained(job.max_runtime, info)
+        # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
+        constrained = failure is None and state.constrained(job.max_runtime, info)
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
-        # from here to the decision (preemption's included).
-        holds = state.quota_holds_against(job, info) if state.quota_holds else []
+        # up to the decision (preemption's included).
         held = None
-        if failure is None and holds:
+        if failure is None and state.quota_holds:
+            holds = state.quota_holds_against(job, info)
             state.count_heads(holds, 1)
-            if state.quota.check(job.project, info.demand, job.preemptible) is not None:
+            if holds and state.quota.check(job.project, info.demand, job.preemptible) is not None:
                 held = holds[0]
             state.count_heads(holds, -1)
-        tentative = None if held else self.decide(out, constrained, failure is not None, holds)
+        tentative = None if held else self.decide(out, constrained, failure is not None)
         if tentative is not None:
             self.admit(out, tentative)
             return out
@@ -140,14 +141,14 @@ class Cycle:
             state.blocked[queue] = job.id
         return out
 
-    def decide(self, out: Outcome, constrained: bool, quota_failed: bool, holds: list) -> Tentative | None:
+    def decide(self, out: Outcome, constrained: bool, quota_failed: bool) -> Tentative | None:
         """Phases 3 and 4: a placement, after preempting if it must (victims kept in `out`), or None."""
         state, job, info = self.state, out.job, out.info
         tentative = None
         if not quota_failed:
             tentative = self.try_place(job, info, constrained)  # phase 3
         if tentative is None and self.policy.preemption and not job.preemptible:
-            victims = self.try_preempt(job, info, quota_failed, constrained, holds)  # phase 4
+            victims = self.try_preempt(job, info, quota_failed, constrained)  # phase 4
             if victims is not None:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
@@ -215,12 +216,15 @@ class Cycle:
             state.neg_place[(key, constrained)] = True
         return tentative
 
-    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool, holds: list):
+    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
         state = self.state
         if state.simulations >= MAX_SIMULATIONS:
             return None  # this cycle's budget of simulated removals is spent
         if not any(f in state.running_flavors for f in info.flavors):
             return None  # nothing was running on these flavors
+        holds = state.quota_holds_against(job, info) if state.quota_holds else []
+        if quota_failed:
+            constrained = state.constrained(job.max_runtime, info)
         key = None
         if info.shape_key is not None and state.use_cache:
             # Exact dominance: if preemption could not make room for (priority, replicas, devices), it cannot

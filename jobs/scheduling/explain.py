@@ -63,7 +63,8 @@ class Explainer:
         self.now = state.now
         self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
         self.reasons: dict[tuple, tuple[str, str]] = {}
-        self.quota_reasons: dict[tuple, str] = {}
+        self.quota_failures: dict[tuple, QuotaFailure | None] = {}  # (project, preemptible, demand) -> at the end
+        self.quota_reasons: dict[tuple, str] = {}  # (project, kind, flavor, need) -> its reason
 
     # -- reasons ----------------------------------------------------------------------------------------------
 
@@ -128,12 +129,16 @@ class Explainer:
         """The reason of a quota or running-jobs wait, from the end-of-cycle state."""
         job, info = entry.job, entry.info
         key = (job.project, job.preemptible, tuple(sorted(info.demand.items())))
-        if key not in self.quota_reasons:
-            quota = self.state.quota
-            failure = quota.check(job.project, info.demand, job.preemptible)
-            self.quota_reasons[key] = FREED if failure is None else quota_reason(quota, job.project, info.demand,
-                                                                                 failure)
-        return self.quota_reasons[key]
+        failure = self.quota_failures.get(key, False)
+        if failure is False:
+            failure = self.quota_failures[key] = self.state.quota.check(job.project, info.demand, job.preemptible)
+        if failure is None:
+            return FREED
+        text_key = (job.project, failure.kind, failure.flavor, info.demand.get(failure.flavor, 0))
+        text = self.quota_reasons.get(text_key)
+        if text is None:
+            text = self.quota_reasons[text_key] = quota_reason(self.state.quota, job.project, info.demand, failure)
+        return text
 
     def finish(self, entry: WaitEntry) -> Wait:
         if entry.placement_failed:

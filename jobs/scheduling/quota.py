@@ -45,6 +45,9 @@ class QuotaState:
         self.enabled = policy.quotas
         self.borrowing = policy.borrowing
         self.cohort: dict[str, str] = {p.name: p.cohort for p in projects}
+        self.members: dict[str, list[str]] = {}  # cohort -> its projects
+        for p in projects:
+            self.members.setdefault(p.cohort, []).append(p.name)
         self.max_running: dict[str, int | None] = {p.name: p.max_running_jobs for p in projects}
         self.guar: dict[tuple[str, str], int] = {}
         self.blimit: dict[tuple[str, str], int] = {}
@@ -52,6 +55,8 @@ class QuotaState:
         self.totals = flavor_totals  # devices of schedulable nodes per flavor
         self.flavors_of: dict[str, set[str]] = defaultdict(set)  # project -> flavors it is guaranteed or uses
         self.changes: dict[str, int] = defaultdict(int)  # project -> how many times its usage changed
+        self.version = 0  # how many times any usage changed
+        self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
             key = (q.project, q.flavor)
@@ -102,6 +107,7 @@ class QuotaState:
         self.pre[key] += pre
         self.flavors_of[project].add(flavor)
         self.changes[project] += 1
+        self.version += 1
         delta = self.borrowed(project, flavor) - before_b
         self.borrowed_total[cohort_key] += delta
         self.lend[cohort_key] += self._lendable(project, flavor) - before_l
@@ -215,11 +221,16 @@ class QuotaState:
         """(lenders, held back, unowned) for a project of this flavor, for explanations: the idle guarantee of the
         other projects of its cohort not yet borrowed, the idle guarantee their lend limits keep back, and the
         capacity nobody is guaranteed that other borrowing leaves."""
+        cached = self._lending.get((project, flavor))
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
         cohort = self.cohort_of(project)
         cohort_key = (cohort, flavor)
         others = self.lend[cohort_key] - self._lendable(project, flavor)
         lenders = max(0.0, others - self.borrowed_total[cohort_key])
-        idle = sum(max(0, g - self.used[key] - self.pre[key]) for key, g in self.guar.items()
-                   if key[1] == flavor and key[0] != project and self.cohort_of(key[0]) == cohort)
+        idle = sum(max(0, self.guar.get((p, flavor), 0) - self.used[(p, flavor)] - self.pre[(p, flavor)])
+                   for p in self.members.get(cohort, ()) if p != project)
         unowned = max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
-        return int(lenders), int(idle - others), int(unowned)
+        found = int(lenders), int(idle - others), int(unowned)
+        self._lending[(project, flavor)] = (self.version, found)
+        return found
