@@ -29,6 +29,7 @@ from jobs.bulk import bulk_set
 from jobs.lifecycle import WAIT_FIELDS, Admission
 from jobs.models import Job
 from jobs.scheduling.ordering import decayed_usage
+from jobs.selectors import runtime_share
 from jobs.snapshot import CycleInput, QueuedRow, build_snapshot, policy_from_settings
 from jobs.states import HOLDING, State
 from quotas.models import ProjectUsage
@@ -96,14 +97,15 @@ def _fingerprint(snapshot: core.Snapshot, policy: core.Policy) -> tuple:
 
 def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy, result: core.CycleResult) -> dict[int, float]:
     """When each waiting job would start if nothing new arrives: the scheduler run forward from this cycle,
-    within the configured number of simulated cycles and seconds (jobs beyond them get no estimate)."""
+    within the configured number of simulated cycles and seconds (jobs beyond them get no estimate), running jobs
+    expected to use the share of their max runtime that finished jobs used."""
     steps, seconds = settings.TIDAL["ETA_STEPS"], settings.TIDAL["ETA_SECONDS"]
     if not result.waits or not steps:
         return {}
     fingerprint = _fingerprint(snapshot, policy)
     if fingerprint != _Forecasts.fingerprint:
         deadline = time.perf_counter() + seconds
-        _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result,
+        _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result, runtime_ratio=runtime_share(),
                                           stop=lambda: time.perf_counter() > deadline)
         _Forecasts.fingerprint = fingerprint
     return _Forecasts.starts

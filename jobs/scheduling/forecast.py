@@ -7,9 +7,11 @@ quotas, reservations, preemption and the queue ahead count exactly as the schedu
 simulated preemption join the queue again, and a cycle that preempted is followed by one at the same moment (the
 scheduler is woken at once, and the victims' capacity may go to more than the job that took it).
 
-What it cannot know: jobs that end before their max runtime (estimates are then late, never early: a job only
-starts earlier when capacity frees earlier), jobs submitted later, nodes coming and going. The caller bounds the
-work: `forecast_steps` yields one simulated cycle at a time.
+Jobs usually end before their max runtime. `runtime_ratio` is the share of its max runtime a job is expected to
+use (the caller learns it from finished jobs; 1.0 plans with max runtimes): simulated jobs end at started_at +
+ratio x max_runtime, while the simulated scheduler still plans its reservations with max runtimes, as the real one
+will. What it cannot know: jobs submitted later, nodes coming and going, a job ending unlike the others. The
+caller bounds the work: `forecast_steps` yields one simulated cycle at a time.
 """
 
 from __future__ import annotations
@@ -23,20 +25,20 @@ from .shapes import JobInfo
 
 
 def forecast(snapshot: Snapshot, policy: Policy, max_steps: int, *, first: CycleResult | None = None,
-             stop: Callable[[], bool] | None = None) -> dict[int, float]:
+             stop: Callable[[], bool] | None = None, runtime_ratio: float = 1.0) -> dict[int, float]:
     """Start time of every pending job that starts within `max_steps` simulated cycles, by job id. `first`: the
     cycle's result on this very snapshot when the caller has it (it is not run again); `stop()` is asked after
     each simulated cycle whether to give up (a time budget)."""
     starts: dict[int, float] = {}
-    for step, (at, admitted) in enumerate(forecast_steps(snapshot, policy, first)):
+    for step, (at, admitted) in enumerate(forecast_steps(snapshot, policy, first, runtime_ratio)):
         starts.update(dict.fromkeys(admitted, at))
         if step + 1 >= max_steps or len(starts) == len(snapshot.pending) or (stop is not None and stop()):
             break
     return starts
 
 
-def forecast_steps(snapshot: Snapshot, policy: Policy,
-                   first: CycleResult | None = None) -> Iterator[tuple[float, tuple[int, ...]]]:
+def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None = None,
+                   runtime_ratio: float = 1.0) -> Iterator[tuple[float, tuple[int, ...]]]:
     """(time, ids of the originally pending jobs admitted then) per simulated cycle, the first at the snapshot's
     time, until nothing pending is left or no running job will ever end."""
     policy = replace(policy, explain=False)
@@ -50,7 +52,7 @@ def forecast_steps(snapshot: Snapshot, policy: Policy,
         waiting.difference_update(admitted)
         yield snap.now, admitted
         again = again + 1 if result.preemptions and again + 1 < MAX_CYCLES_AT_ONCE else 0
-        snap = _next_snapshot(snap, result, advance=not again)
+        snap = _next_snapshot(snap, result, runtime_ratio if not again else None)
         result = None
 
 
@@ -58,9 +60,10 @@ def forecast_steps(snapshot: Snapshot, policy: Policy,
 MAX_CYCLES_AT_ONCE = 4
 
 
-def _next_snapshot(snap: Snapshot, result: CycleResult, advance: bool) -> Snapshot | None:
-    """The snapshot of the next simulated cycle: decisions carried out, then, when `advance`, the jobs that end
-    first gone; None when time should move on but no running job will ever end."""
+def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | None) -> Snapshot | None:
+    """The snapshot of the next simulated cycle: decisions carried out, then, unless `runtime_ratio` is None (the
+    next cycle runs at the same moment), the jobs that end first gone; None when time should move on but no
+    running job will ever end."""
     nodes = {n.name: n for n in snap.nodes}
     pending = {j.id: j for j in snap.pending}
     running = {r.id: r for r in snap.running}
@@ -75,14 +78,15 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, advance: bool) -> Snapsh
         running[job.id] = RunningJob(job.id, job.project, job.priority, snap.now, admit.placement,
                                      JobInfo(job).primary, job.preemptible, 0.0, job.max_runtime)
     now = snap.now
-    if advance:
-        ends = [r.started_at + r.max_runtime for r in running.values() if r.max_runtime is not None]
+    if runtime_ratio is not None:
+        ends = {r.id: r.started_at + runtime_ratio * r.max_runtime for r in running.values()
+                if r.max_runtime is not None}
         if not ends:
             return None
-        now = max(min(ends), snap.now)
-        for r in [r for r in running.values() if r.max_runtime is not None and r.started_at + r.max_runtime <= now]:
-            del running[r.id]
-            _give_back(nodes, r)
+        now = max(min(ends.values()), snap.now)
+        for job_id, end in ends.items():
+            if end <= now:
+                _give_back(nodes, running.pop(job_id))
     return Snapshot(now, tuple(nodes.values()), snap.quotas, snap.projects, tuple(running.values()),
                     tuple(pending.values()))
 

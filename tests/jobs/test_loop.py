@@ -61,6 +61,32 @@ def test_waiting_job_is_explained(tenant, inventory, cycle):
     assert second.eta == refreshed(first).current_attempt.admitted_at + timedelta(seconds=600)
 
 
+def _finished(tenant, flavor, count, share):
+    """`count` jobs of max runtime 1000 s whose only attempt succeeded after `share` of it."""
+    now = timezone.now()
+    for k in range(count):
+        job = submit(tenant, flavor, devices=1, max_runtime=1000, name=f"done-{k}")
+        Attempt.objects.create(job=job, number=1, admitted_at=now, started_at=now - timedelta(seconds=1000 * share),
+                               ended_at=now, outcome="succeeded")
+        Job.objects.filter(pk=job.pk).update(state=State.SUCCEEDED)
+
+
+@pytest.mark.parametrize("count,share,expected", [(19, 0.5, 1.0), (20, 0.5, 0.5), (30, 0.25, 0.25)])
+def test_runtime_share_is_learned_from_finished_jobs(tenant, inventory, count, share, expected):
+    from jobs.selectors import runtime_share
+
+    _finished(tenant, inventory["a100"], count, share)
+    assert runtime_share() == pytest.approx(expected)
+
+
+def test_estimated_starts_expect_jobs_to_end_as_finished_ones_did(tenant, inventory, cycle):
+    _finished(tenant, inventory["a100"], 20, 0.5)
+    first = submit(tenant, inventory["a100"], devices=8, max_runtime=600)
+    second = submit(tenant, inventory["a100"], devices=8, name="second")
+    cycle()
+    assert refreshed(second).eta == refreshed(first).current_attempt.admitted_at + timedelta(seconds=300)
+
+
 @override_settings(TIDAL={**settings.TIDAL, "ETA_STEPS": 0})
 def test_estimated_starts_can_be_turned_off(tenant, inventory, cycle):
     submit(tenant, inventory["a100"], devices=8, max_runtime=600)

@@ -103,3 +103,19 @@ def test_e2e_medians_over_runs_and_target(bench_e2e):
     assert not ok  # jobs left without a reason fail the run
     _, ok = bench_e2e.report([bench_e2e.Run(16.0, 1.0, 480, 14520, 0)], 15000)
     assert not ok  # over 15 s for the queue
+
+
+def test_eta_bench_learns_the_share_of_max_runtime_from_jobs_already_finished():
+    bench_eta = _load("bench_eta")
+    recorder = bench_eta.Recorder({1: 500.0}, [1], [(100.0, 0.5), (200.0, 0.25), (300.0, 1.0)])
+    assert recorder.ratio(50.0) == 1.0  # nothing finished yet: plan with max runtimes
+    assert recorder.ratio(200.0) == pytest.approx(0.375)  # the median of the two finished by then
+    assert bench_eta.Recorder({1: 500.0}, [1], None).ratio(1000.0) == 1.0
+
+
+def test_eta_bench_counts_a_missing_estimate_as_wrong_until_the_end():
+    bench_eta = _load("bench_eta")
+    starts = {1: 1000.0, 2: 2000.0}
+    moments = {1: (400.0, 1100.0), 2: (1500.0, None)}  # job 2 never started in its forecast
+    eta, now, missing, n = bench_eta.errors(moments, starts, end=5000.0)
+    assert (eta, now, missing, n) == (pytest.approx((100 + 3000) / 2), pytest.approx((600 + 500) / 2), 1, 2)
