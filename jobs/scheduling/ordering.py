@@ -11,12 +11,14 @@ the next job is the best of the projects' head jobs by
   borrows a guarantee whose owner waits in the same cycle (only to lose it to reclaim in the next).
 - share: the project's dominant resource share, read from the cycle's quota state each time its head is queued, so
   it moves as the cycle admits (two projects with equal guarantees split a burst) and as preemption frees:
-      current(p) = max over f of min(use(p, f), g(p, f)) / g(p, f)   while p borrows nothing
-                 = 1 + max over f of borrowed(p, f) / total(f)        once it borrows, on any flavor
+      current(p) = max over the flavors f p uses or is guaranteed of
+                       use(p, f) / g(p, f)          where p has a guarantee (above 1 once it borrows)
+                       1 + use(p, f) / total(f)     where it has none: all of it is borrowed
       share(p)   = current(p) + decayed_usage(p) / (usage_window * E(p))
-  use counts every job of p (preemptible ones too), total(f) the devices of schedulable nodes of f. E(p) is the
-  sum of p's guarantees (the cluster's devices for a project without any): past device-seconds put a project
-  that just had a burst behind one that used less.
+  use counts every job of p (preemptible ones too), total(f) the devices of schedulable nodes of f. Use of a flavor
+  without a guarantee counts (a project running 56 borrowed H100s goes behind an idle one). E(p) is the sum of
+  p's guarantees (the cluster's devices for a project without any): past device-seconds put a project that just
+  had a burst behind one that used less.
 """
 
 from __future__ import annotations
@@ -136,16 +138,16 @@ class FairOrder:
         if cached is not None and cached[0] == changes:
             return cached[1]
         guar, used, pre, totals = quota.guar, quota.used, quota.pre, quota.totals
-        within = borrowing = 0.0
+        current = 0.0
         for f in quota.flavors_of.get(project, ()):
             key = (project, f)
             g = guar.get(key, 0)
             use = used[key] + pre[key]
-            if use > g:
-                borrowing = max(borrowing, (use - g) / (totals.get(f) or 1))
-            elif g:
-                within = max(within, use / g)
-        share = (1.0 + borrowing if borrowing else within) + self.past.get(project, 0.0)
+            if g:
+                current = max(current, use / g)
+            elif use:
+                current = max(current, 1.0 + use / (totals.get(f) or 1))
+        share = current + self.past.get(project, 0.0)
         self.shares[project] = (changes, share)
         return share
 

@@ -143,8 +143,11 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
     for r in snap.running:
         if not r.preemptible:
             start_used[(r.project, r.flavor)] += sum(a.devices for a in r.placement)
+    reclaimed: dict[tuple[str, str], list[int]] = defaultdict(list)  # (project, flavor) -> devices of its victims
     for p in result.preemptions:
         victim, preemptor = run[p.victim_id], pending[p.for_job_id]
+        if policy.quotas and victim.project != preemptor.project and not victim.preemptible:
+            reclaimed[(victim.project, victim.flavor)].append(sum(a.devices for a in victim.placement))
         assert p.for_job_id in admitted_ids, "a preemptor is admitted in the same cycle"
         assert not preemptor.preemptible
         assert snap.now >= victim.started_at + victim.min_runtime, "preempted before min_runtime"
@@ -155,6 +158,9 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
                 (victim.project, victim.flavor)], "a job within its project's guarantee preempted by another project"
         else:
             assert victim.preemptible and victim.priority < preemptor.priority
+    # Reclaim takes a lender's jobs only while it borrows: it ends above its guarantee less one of them.
+    for key, sizes in reclaimed.items():
+        assert start_used[key] - sum(sizes) > guar[key] - max(sizes), f"{key} reclaimed below its guarantee"
     # Quota: no project newly above guarantee + borrow limit.
     if policy.quotas:
         used_after = defaultdict(int)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from jobs.scheduling import (
+    Assignment,
     Node,
     PendingJob,
     Policy,
     Project,
     Quota,
     ReplicaGroup,
+    RunningJob,
     Topology,
     forecast,
     never_fits,
@@ -298,6 +300,25 @@ def test_a_borrowing_job_evicts_another_projects_preemptible_jobs_from_capacity_
     projects = [Project("vision", "acme"), Project("ops", "acme"), Project("nlp", "globex")]
     result = cycle(snapshot(nodes(2), [job(1, replicas=2)], busy, quotas=quotas, projects=projects))
     assert admitted(result) == [] and result.preemptions == ()
+
+
+def test_reclaim_takes_young_jobs_on_one_node_rather_than_hours_of_work():
+    """Young 1-GPU borrowers are scattered; their project stops borrowing before any node is whole, so the
+    preference order would reach a 4-hour-old 8-GPU job. The four young jobs on one node lose minutes instead."""
+    quotas = [Quota("vision", A100, 4, borrow_limit=16), Quota("speech", A100, 4, borrow_limit=16),
+              Quota("nlp", A100, 16)]
+    busy = [running(100, "speech", {"n0": 8}, started_at=NOW - 4 * 3600)]
+    busy += [running(101 + k, "vision", {f"n{1 + k % 2}": 1}, started_at=NOW - 100.0 * (k + 1)) for k in range(8)]
+    result = cycle(snapshot(nodes(3), [job(1, project="nlp")], busy, quotas=quotas, now=NOW))
+    assert admitted(result) == [1]
+    assert victims(result) == [101, 103, 105, 107]  # the vision jobs on n1, 100 to 700 s old
+    assert result.admits[0].placement[0].node == "n1"
+    # A young victim with two replicas on one node is counted (and evicted) once.
+    busy[2] = RunningJob(102, "vision", 500, NOW - 200.0, (Assignment("worker", 0, "n2", 1),
+                                                          Assignment("worker", 1, "n2", 1)), A100)
+    del busy[8]  # vision still holds 8: 4 on n1, 4 on n2 with job 102's two
+    result = cycle(snapshot(nodes(3), [job(1, project="nlp")], busy, quotas=quotas, now=NOW))
+    assert victims(result) == [102, 104, 106] and admitted(result) == [1]
 
 
 def test_preemptible_jobs_never_preempt():
