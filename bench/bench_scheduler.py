@@ -1,8 +1,12 @@
 """Scheduler core benchmark: `python bench/bench_scheduler.py` prints a table (not a test: nothing is asserted).
 
 Cluster: 1,000 nodes of 8 devices over 4 flavors and 40 racks (10 racks of 25 nodes per flavor, 2 blocks of 5
-racks each), 100 projects in 10 cohorts with guarantees and borrow limits. Jobs: 1 to 8 replicas, 1 to 64
-devices in all, mixed priorities, max runtimes and topology constraints.
+racks each), 100 projects in 10 cohorts with guarantees and borrow limits. Each node has the allocatable CPU and
+memory of its kind of machine (90 to 240 cores, 360 GiB to 1.9 TiB). Jobs: 1 to 8 replicas, 1 to 64 devices in
+all, mixed priorities, max runtimes and topology constraints; each replica requests CPU and memory in proportion to
+its devices: mostly its share of the machine, sometimes half of it, sometimes 1.25 times it (data loading heavy
+jobs, for which CPU or memory, not devices, runs out first). `--without-cpu-memory` leaves CPU and memory out
+(nodes that do not model them, replicas that request none), as before they were modelled.
 
 Cases:
 - "empty": every node idle, 10,000 pending jobs.
@@ -53,8 +57,13 @@ from jobs.scheduling import (  # noqa: E402
 )
 
 FLAVORS = ("nvidia-h100-80gb", "nvidia-a100-40gb", "nvidia-l4", "ascend-910b")
+# Allocatable (millicores, MiB) of each flavor's 8-device machine, after system reservations: a DGX H100, a DGX
+# A100, a 96-vCPU L4 host, an Atlas 800T A2.
+MACHINES = {"nvidia-h100-80gb": (200_000, 1900 * 1024), "nvidia-a100-40gb": (240_000, 1900 * 1024),
+            "nvidia-l4": (90_000, 360 * 1024), "ascend-910b": (180_000, 1400 * 1024)}
 NOW = 1_000_000.0
 ETA_STEPS = 200  # TIDAL_ETA_STEPS' default
+MODEL_CPU_MEMORY = True  # --without-cpu-memory: as before CPU and memory were modelled
 
 
 def make_nodes() -> list[Node]:
@@ -62,9 +71,27 @@ def make_nodes() -> list[Node]:
     for i in range(1000):
         flavor_index, k = divmod(i, 250)
         rack = k // 25
+        cpu, memory = MACHINES[FLAVORS[flavor_index]] if MODEL_CPU_MEMORY else (0, 0)
         nodes.append(Node(f"node-{i:04d}", FLAVORS[flavor_index], 8, 8, "default", f"f{flavor_index}-b{rack // 5}",
-                          f"f{flavor_index}-r{rack}"))
+                          f"f{flavor_index}-r{rack}", cpu_millis=cpu, memory_mib=memory, free_cpu_millis=cpu,
+                          free_memory_mib=memory))
     return nodes
+
+
+def requests(jid: int, flavor: str, devices: int) -> tuple[int, int]:
+    """(millicores, MiB) a replica of `devices` requests: its share of the machine, half of it or 1.25 times it,
+    at most the whole machine. Drawn from the job id alone, so the devices of the job mix stay those of the
+    benchmark without CPU and memory."""
+    if not MODEL_CPU_MEMORY:
+        return 0, 0
+    rnd = random.Random(jid)
+    cpu, memory = MACHINES[flavor]
+    share = max(devices, 1) / 8
+    return (min(cpu, int(cpu * share * rnd.choice(SHARES)) // 1000 * 1000),
+            min(memory, int(memory * share * rnd.choice(SHARES)) // 1024 * 1024))
+
+
+SHARES = (0.5, 1.0, 1.0, 1.0, 1.25)  # of a replica's share of its machine (by its devices) it requests
 
 
 def make_projects(rnd: random.Random) -> tuple[list[Project], list[Quota]]:
@@ -85,26 +112,56 @@ def make_job(rnd: random.Random, jid: int, projects: list[Project], t: float) ->
     topology = rnd.choice([Topology.NONE, Topology.NONE, Topology.PREFER_SAME_RACK, Topology.REQUIRE_SAME_RACK,
                            Topology.REQUIRE_SAME_BLOCK])
     return PendingJob(jid, projects[p].name, rnd.choice([100, 500, 500, 1000]), t,
-                      (ReplicaGroup("worker", replicas, per, flavor),), rnd.random() < 0.1, topology,
-                      rnd.choice([None, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0]))
+                      (ReplicaGroup("worker", replicas, per, flavor, *requests(jid, flavor, per)),),
+                      rnd.random() < 0.1, topology, rnd.choice([None, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0]))
+
+
+def requeued(victim: RunningJob, at: float) -> PendingJob:
+    """A preempted job pending again, asking for what it held."""
+    first = victim.placement[0]
+    return PendingJob(victim.id, victim.project, victim.priority, at, (ReplicaGroup(
+        "worker", len(victim.placement), first.devices, victim.flavor, first.cpu_millis, first.memory_mib),),
+        victim.preemptible, Topology.NONE, victim.max_runtime)
+
+
+def with_free(nodes, held: dict[str, list[int]]) -> list[Node]:
+    """The nodes with these free (devices, CPU, memory) per node name."""
+    return [replace(n, free=held[n.name][0], free_cpu_millis=held[n.name][1], free_memory_mib=held[n.name][2])
+            for n in nodes]
+
+
+def free_of(nodes) -> dict[str, list[int]]:
+    return {n.name: [n.free, n.free_cpu_millis, n.free_memory_mib] for n in nodes}
+
+
+def move(free: dict[str, list[int]], placement, sign: int) -> None:
+    """Give back (sign=1) or take (sign=-1) what a placement holds."""
+    for a in placement:
+        amounts = free[a.node]
+        amounts[0] += sign * a.devices
+        amounts[1] += sign * a.cpu_millis
+        amounts[2] += sign * a.memory_mib
 
 
 def make_running(rnd: random.Random, nodes: list[Node], projects: list[Project], fill: float) -> tuple[
         list[Node], list[RunningJob]]:
     """Occupy about `fill` of every node with single-node jobs of random projects."""
-    free = {n.name: n.devices for n in nodes}
+    free = free_of(nodes)
     running = []
     rid = 1_000_000
     for n in nodes:
-        while free[n.name] > 8 * (1 - fill):
-            d = min(free[n.name], rnd.choice([1, 2, 4, 8]))
-            free[n.name] -= d
+        while free[n.name][0] > 8 * (1 - fill):
+            d = min(free[n.name][0], rnd.choice([1, 2, 4, 8]))
+            cpu, memory = requests(rid, n.flavor, d)
+            cpu, memory = min(cpu, free[n.name][1]), min(memory, free[n.name][2])
+            placement = (Assignment("worker", 0, n.name, d, cpu, memory),)
+            move(free, placement, -1)
             p = rnd.randrange(100)
             running.append(RunningJob(rid, projects[p].name, rnd.choice([100, 500, 1000]),
-                                      NOW - rnd.uniform(0, 7200), (Assignment("worker", 0, n.name, d),), n.flavor,
+                                      NOW - rnd.uniform(0, 7200), placement, n.flavor,
                                       rnd.random() < 0.1, 600.0, rnd.choice([None, 3600.0, 7200.0, 14400.0])))
             rid += 1
-    return [replace(n, free=free[n.name]) for n in nodes], running
+    return with_free(nodes, free), running
 
 
 def fill_by_scheduler(rnd: random.Random, nodes: list[Node], projects: list[Project], quotas: list[Quota],
@@ -132,24 +189,20 @@ def fill_by_scheduler(rnd: random.Random, nodes: list[Node], projects: list[Proj
                         tuple(pending))
         result = run_cycle(snap, policy)
         by_id = {j.id: j for j in pending}
-        free = {n.name: n.free for n in node_list}
+        free = free_of(node_list)
         backlog = by_id.copy()
         for p in result.preemptions:
             victim = running.pop(p.victim_id)
-            for a in victim.placement:
-                free[a.node] += a.devices
-            backlog[victim.id] = PendingJob(victim.id, victim.project, victim.priority, t, (ReplicaGroup(
-                "worker", len(victim.placement), victim.placement[0].devices, victim.flavor),),
-                victim.preemptible, Topology.NONE, victim.max_runtime)
+            move(free, victim.placement, 1)
+            backlog[victim.id] = requeued(victim, t)
         for adm in result.admits:
             j = backlog.pop(adm.job_id)
-            for a in adm.placement:
-                free[a.node] -= a.devices
+            move(free, adm.placement, -1)
             running[j.id] = RunningJob(j.id, j.project, j.priority, t, adm.placement, j.groups[0].flavor,
                                        j.preemptible, 600.0, j.max_runtime)
-        node_list = [replace(n, free=free[n.name]) for n in node_list]
+        node_list = with_free(node_list, free)
         t += 60.0
-        if total - sum(free.values()) >= fill * total:
+        if total - sum(f[0] for f in free.values()) >= fill * total:
             break
     return node_list, list(running.values()), list(backlog.values())
 
@@ -174,22 +227,18 @@ def apply(snap: Snapshot, result, at: float) -> Snapshot:
     """The snapshot after a cycle's decisions took effect: admitted jobs run, victims are pending again."""
     pending = {j.id: j for j in snap.pending}
     running = {r.id: r for r in snap.running}
-    free = {n.name: n.free for n in snap.nodes}
+    free = free_of(snap.nodes)
     for p in result.preemptions:
         victim = running.pop(p.victim_id)
-        for a in victim.placement:
-            free[a.node] += a.devices
-        pending[victim.id] = PendingJob(victim.id, victim.project, victim.priority, at, (ReplicaGroup(
-            "worker", len(victim.placement), victim.placement[0].devices, victim.flavor),), victim.preemptible,
-            Topology.NONE, victim.max_runtime)
+        move(free, victim.placement, 1)
+        pending[victim.id] = requeued(victim, at)
     for adm in result.admits:
         j = pending.pop(adm.job_id)
-        for a in adm.placement:
-            free[a.node] -= a.devices
+        move(free, adm.placement, -1)
         running[j.id] = RunningJob(j.id, j.project, j.priority, at, adm.placement, j.groups[0].flavor,
                                    j.preemptible, 600.0, j.max_runtime)
-    return replace(snap, now=at, nodes=tuple(replace(n, free=free[n.name]) for n in snap.nodes),
-                   running=tuple(running.values()), pending=tuple(pending.values()))
+    return replace(snap, now=at, nodes=tuple(with_free(snap.nodes, free)), running=tuple(running.values()),
+                   pending=tuple(pending.values()))
 
 
 def replay_step(pending: int, seed: int) -> Snapshot:
@@ -203,6 +252,12 @@ def replay_step(pending: int, seed: int) -> Snapshot:
 
 def busy_share(snap: Snapshot) -> float:
     return 1 - sum(n.free for n in snap.nodes) / sum(n.devices for n in snap.nodes)
+
+
+def cpu_share(snap: Snapshot) -> str:
+    """', CPU 60% taken' (empty without CPU modelled)."""
+    total = sum(n.cpu_millis for n in snap.nodes)
+    return f", CPU {1 - sum(n.free_cpu_millis for n in snap.nodes) / total:.0%}" if total else ""
 
 
 def measure(fn, repeat: int) -> tuple[list[float], list[float], float]:
@@ -234,7 +289,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="skip the stress case")
+    parser.add_argument("--without-cpu-memory", action="store_true",
+                        help="nodes that do not model CPU and memory, replicas that request none")
     args = parser.parse_args()
+    global MODEL_CPU_MEMORY
+    MODEL_CPU_MEMORY = not args.without_cpu_memory
     rows = []
     policy = Policy()
     full_cases = [("full cycle, 10k pending, empty", 10_000, 0.0, True, 200.0),
@@ -245,16 +304,16 @@ def main() -> None:
         snap = make_snapshot(pending, fill, realistic=realistic)
         times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
         stats = run_cycle(snap, policy).stats
-        rows.append((label, times, cpu, peak, target,
-                     f"busy {busy_share(snap):.0%}, {stats['admitted']} admits, {stats['preempted']} preempted"))
+        rows.append((label, times, cpu, peak, target, f"busy {busy_share(snap):.0%}{cpu_share(snap)}, "
+                     f"{stats['admitted']} admits, {stats['preempted']} preempted"))
     for label, pending, build in (("replay-size burst, 500 new on busy 75%", 500, make_snapshot),
                                   ("replay-size step, 500 pending, busy", 500, replay_step),
                                   ("replay-size step, 3000 pending, busy", 3000, replay_step)):
         snap = build(pending, 0.75, seed=pending) if build is make_snapshot else build(pending, pending)
         times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
         stats = run_cycle(snap, policy).stats
-        rows.append((label, times, cpu, peak, None, f"busy {busy_share(snap):.0%}, {stats['pending']} pending, "
-                     f"{stats['admitted']} admits, {stats['preempted']} preempted"))
+        rows.append((label, times, cpu, peak, None, f"busy {busy_share(snap):.0%}{cpu_share(snap)}, "
+                     f"{stats['pending']} pending, {stats['admitted']} admits, {stats['preempted']} preempted"))
     # Estimated starts: the scheduler run forward (what the loop does after each cycle, within TIDAL_ETA_STEPS
     # simulated cycles and TIDAL_ETA_SECONDS).
     for label, pending in (("forecast, 500 pending, busy", 500), ("forecast, 3000 pending, busy", 3000)):
@@ -268,7 +327,7 @@ def main() -> None:
                      f"{len(snap.pending)} pending jobs given a start"))
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores, "
-          f"{args.repeat} runs per case")
+          f"{args.repeat} runs per case, CPU and memory {'modelled' if MODEL_CPU_MEMORY else 'not modelled'}")
     print(f"{'case':<46} {'median ms':>9} {'p95 ms':>7} {'cpu ms':>7} {'peak MiB':>8} {'target':>7}  ok    what")
     for label, times, cpu, peak, target, what in rows:
         med = statistics.median(times)

@@ -97,12 +97,19 @@ def runtime_share(recent: int = 500, least: int = 20) -> float:
 _feasibility = Snapshot(lambda: core.Feasibility(load_nodes(), load_quotas(), load_projects(), policy_from_settings()))
 
 
+def _requests(group: dict[str, Any]) -> tuple[int, int]:
+    """A submitted group's CPU millicores and memory MiB per replica: what it will be stored with."""
+    return (group.get("cpu_millis", ReplicaGroup._meta.get_field("cpu_millis").default),
+            group.get("memory_mib", ReplicaGroup._meta.get_field("memory_mib").default))
+
+
 def never_fits_reason(project: Project, groups: list[dict[str, Any]], topology: str,
                       priority_class: PriorityClass) -> str | None:
     """Why a job of this shape can never run in this project on this inventory, else None."""
     probe = core.PendingJob(
         id=0, project=project.slug, priority=priority_class.value, submitted_at=0.0,
-        groups=tuple(core.ReplicaGroup(g["role"], g["replicas"], g["devices"], g["flavor"].name) for g in groups),
+        groups=tuple(core.ReplicaGroup(g["role"], g["replicas"], g["devices"], g["flavor"].name, *_requests(g))
+                     for g in groups),
         preemptible=priority_class.preemptible, topology=core.Topology(topology),
     )
     reason = _feasibility.get().reason(probe)

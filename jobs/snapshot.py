@@ -3,6 +3,10 @@
 A handful of `values()` queries for the whole cycle (no per-job queries, no model instances: a cycle may read tens
 of thousands of queued jobs): nodes, quotas, projects with usage, the jobs holding or waiting for capacity, and
 their replica groups.
+
+Every replica's CPU and memory requests (its group's, what its pod requests) count against its node: a node's free
+CPU and memory are its allocatable (node sync leaves out what other pods request) minus the requests of the
+replicas of jobs holding capacity there. A node whose allocatable CPU or memory is 0 does not model it.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ class QueuedRow:
 
 
 def load_nodes() -> tuple[core.Node, ...]:
-    """The clusters' nodes, each with its whole capacity free (nothing of the platform's jobs subtracted)."""
+    """The clusters' nodes, each with its whole capacity free (nothing of the platform's jobs subtracted): devices,
+    CPU and memory."""
     return ports.inventory().nodes
 
 
@@ -56,9 +61,9 @@ def load_projects() -> tuple[core.Project, ...]:
 def _groups_by_job(job_ids: Iterable[int]) -> dict[int, tuple[core.ReplicaGroup, ...]]:
     groups: dict[int, list[core.ReplicaGroup]] = defaultdict(list)
     rows = ReplicaGroup.objects.filter(job_id__in=job_ids).order_by("id").values_list(
-        "job_id", "role", "replicas", "devices", "flavor__name")
-    for job_id, role, replicas, devices, flavor in rows:
-        groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor))
+        "job_id", "role", "replicas", "devices", "flavor__name", "cpu_millis", "memory_mib")
+    for job_id, role, replicas, devices, flavor, cpu, memory in rows:
+        groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor, cpu, memory))
     return {job_id: tuple(items) for job_id, items in groups.items()}
 
 
@@ -66,17 +71,22 @@ _JOB_FIELDS = ("id", "project__slug", "priority_class__value", "priority_class__
                "max_runtime")
 
 
-def _running(used: dict[str, int]) -> tuple[core.RunningJob, ...]:
-    rows = Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
+def _running_rows() -> list[tuple]:
+    return list(Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
         *_JOB_FIELDS, "current_attempt__cluster__name", "current_attempt__placement", "current_attempt__started_at",
-        "current_attempt__admitted_at", "min_runtime")
+        "current_attempt__admitted_at", "min_runtime"))
+
+
+def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]]) -> tuple[core.RunningJob, ...]:
+    """Jobs holding capacity; each replica carries its group's CPU and memory requests (the placement stored with
+    the attempt names only node and devices)."""
     running = []
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
             min_runtime in rows:
-        assignments = tuple(core.Assignment(a["role"], a["index"], node_key(cluster, a["node"]), a["devices"])
+        requests = {g.role: (g.cpu_millis, g.memory_mib) for g in groups.get(job_id, ())}
+        assignments = tuple(core.Assignment(a["role"], a["index"], node_key(cluster, a["node"]), a["devices"],
+                                            *requests.get(a["role"], (0, 0)))
                             for a in placement)
-        for a in assignments:
-            used[a.node] += a.devices
         running.append(core.RunningJob(
             id=job_id, project=project, priority=priority, started_at=(started or admitted).timestamp(),
             placement=assignments, flavor=flavor, preemptible=preemptible, min_runtime=float(min_runtime),
@@ -84,11 +94,14 @@ def _running(used: dict[str, int]) -> tuple[core.RunningJob, ...]:
     return tuple(running)
 
 
-def _pending() -> tuple[tuple[core.PendingJob, ...], dict[int, QueuedRow]]:
-    rows = list(Job.objects.filter(state=State.QUEUED).values_list(
+def _pending_rows() -> list[tuple]:
+    return list(Job.objects.filter(state=State.QUEUED).values_list(
         *_JOB_FIELDS, "submitted_at", "topology", "avoid_nodes", "wait_code", "wait_reason", "project_position",
         "flavor_position", "eta"))
-    groups = _groups_by_job(row[0] for row in rows)
+
+
+def _pending(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]]
+             ) -> tuple[tuple[core.PendingJob, ...], dict[int, QueuedRow]]:
     pending, queued = [], {}
     for job_id, project, priority, preemptible, flavor, max_runtime, submitted, topology, avoid, *wait in rows:
         pending.append(core.PendingJob(
@@ -97,6 +110,22 @@ def _pending() -> tuple[tuple[core.PendingJob, ...], dict[int, QueuedRow]]:
             max_runtime=float(max_runtime) if max_runtime else None, avoid_nodes=frozenset(avoid)))
         queued[job_id] = QueuedRow(project, flavor, submitted, tuple(wait))
     return tuple(pending), queued
+
+
+def occupied(nodes: Iterable[core.Node], running: Iterable[core.RunningJob]) -> tuple[core.Node, ...]:
+    """The nodes with what running jobs' replicas hold taken: devices, and CPU and memory where modelled."""
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for job in running:
+        for a in job.placement:
+            amounts = used[a.node]
+            amounts[0] += a.devices
+            amounts[1] += a.cpu_millis
+            amounts[2] += a.memory_mib
+    return tuple(
+        replace(n, free=max(0, n.free - used[n.name][0]),
+                free_cpu_millis=max(0, n.free_cpu_millis - used[n.name][1]),
+                free_memory_mib=max(0, n.free_memory_mib - used[n.name][2])) if n.name in used else n
+        for n in nodes)
 
 
 @dataclass(frozen=True)
@@ -109,11 +138,11 @@ class CycleInput:
 
 
 def build_snapshot(now: float) -> CycleInput:
-    used: dict[str, int] = defaultdict(int)
-    running = _running(used)
-    pending, queued = _pending()
+    running_rows, pending_rows = _running_rows(), _pending_rows()
+    groups = _groups_by_job([row[0] for row in running_rows] + [row[0] for row in pending_rows])
+    running = _running(running_rows, groups)
+    pending, queued = _pending(pending_rows, groups)
     inventory = ports.inventory()
-    nodes = tuple(replace(n, free=max(0, n.free - used[n.name])) if n.name in used else n for n in inventory.nodes)
-    snapshot = core.Snapshot(now=now, nodes=nodes, quotas=load_quotas(), projects=load_projects(), running=running,
-                             pending=pending)
+    snapshot = core.Snapshot(now=now, nodes=occupied(inventory.nodes, running), quotas=load_quotas(),
+                             projects=load_projects(), running=running, pending=pending)
     return CycleInput(snapshot, queued, inventory.cluster_ids)

@@ -331,7 +331,8 @@ class _Engine:
         return pj
 
     def _take(self, placement: tuple[Assignment, ...], jid: int, sign: int) -> None:
-        """Subtract (sign=-1) or return (sign=+1) the devices of a placement on its nodes."""
+        """Subtract (sign=-1) or return (sign=+1) the devices of a placement on its nodes, and its CPU and memory
+        (traces have none: their replicas request nothing and their nodes do not model them)."""
         j = self.jobs[jid - 1]
         for a in placement:
             i = self.node_index.get(a.node)
@@ -344,7 +345,10 @@ class _Engine:
                     f"job {jid} ({a.devices}x{j.flavor}) does not fit node {n.name} "
                     f"({n.free} free of {n.devices}x{n.flavor}) at t={self.now:g}"
                 )
-            self.nodes[i] = Node(n.name, n.flavor, n.devices, free, n.cluster, n.block, n.rack, n.schedulable)
+            self.nodes[i] = Node(n.name, n.flavor, n.devices, free, n.cluster, n.block, n.rack, n.schedulable,
+                                 cpu_millis=n.cpu_millis, memory_mib=n.memory_mib,
+                                 free_cpu_millis=n.free_cpu_millis + sign * a.cpu_millis,
+                                 free_memory_mib=n.free_memory_mib + sign * a.memory_mib)
 
     def _set_used(self, j: TraceJob, delta: int) -> None:
         self.used[(j.project, j.flavor)] += delta

@@ -29,14 +29,18 @@ def inventory() -> ports.Inventory:
     """Every node (a gang never spans clusters: the scheduler's node names carry the cluster's)."""
     rows = Node.objects.order_by("cluster__name", "position", "name").values_list(
         "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready",
-        "cordoned", "cluster__enabled")
+        "cordoned", "cluster__enabled", "cpu_millis", "memory_mib")
     nodes, cluster_ids = [], {}
-    for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled in rows:
+    for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled, cpu, memory \
+            in rows:
         cluster_ids[cluster] = cluster_id
         capacity = max(0, devices - foreign)
         unavailable = ("in a disabled cluster" if not enabled else "not ready" if not ready
                        else "cordoned" if cordoned else "")
+        # Node sync stores CPU and memory already net of what pods the platform did not create request; 0 means
+        # the node does not model them (the scheduler then never counts them there).
         nodes.append(core.Node(name=core.node_key(cluster, name), flavor=flavor, devices=capacity, free=capacity,
                                cluster=cluster, block=block, rack=rack, schedulable=not unavailable,
-                               foreign=min(foreign, devices), unavailable=unavailable))
+                               foreign=min(foreign, devices), unavailable=unavailable, cpu_millis=cpu,
+                               memory_mib=memory, free_cpu_millis=cpu, free_memory_mib=memory))
     return ports.Inventory(tuple(nodes), cluster_ids)

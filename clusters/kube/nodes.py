@@ -45,8 +45,11 @@ class NodeRow:
     allocatable: Mapping[str, int]  # devices per device resource (rdma included)
     used_by_others: Mapping[str, int]
     free: Mapping[str, int]
-    cpu: Decimal  # allocatable cores minus foreign requests
-    memory: int  # allocatable bytes minus foreign requests
+    # Allocatable cores / bytes minus what foreign pods request: what the scheduler may count the platform's
+    # replicas' requests against. Never 0 when the node reports some (0 means "not modelled" to the scheduler, which
+    # would then never limit): a node whose CPU foreign pods request entirely keeps 1 millicore, its memory 1 MiB.
+    cpu: Decimal
+    memory: int
     topology: Mapping[str, str]
     taints: tuple[Mapping[str, str], ...]
     cordoned: bool
@@ -118,6 +121,17 @@ def node_is_ready(node: Mapping[str, Any]) -> bool:
     return _ready(node.get("status") or {})
 
 
+MIN_CPU = Decimal("0.001")  # 1 millicore: what a node keeps when foreign pods request all of its CPU
+MIN_MEMORY = Decimal(1024 * 1024)  # 1 MiB, likewise
+
+
+def _left(allocatable: Decimal, requested: Decimal, floor: Decimal) -> Decimal:
+    """What foreign pods leave of an allocatable amount: at least `floor` when there is any (see NodeRow.cpu)."""
+    if allocatable <= 0:
+        return Decimal(0)
+    return max(allocatable - requested, floor)
+
+
 def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
               settings: InventorySettings) -> list[NodeRow]:
     """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones)."""
@@ -137,8 +151,10 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
         product = labels.get(settings.product_label, "")
         if not product:
             product = next((k for k in settings.device_resources if allocatable.get(k)), "")
-        cpu = parse_quantity(allocatable_raw.get("cpu", "0")) - used.get("cpu", Decimal(0))
-        memory = int(parse_quantity(allocatable_raw.get("memory", "0")) - used.get("memory", Decimal(0)))
+        cpu_allocatable = parse_quantity(allocatable_raw.get("cpu", "0"))
+        memory_allocatable = parse_quantity(allocatable_raw.get("memory", "0"))
+        cpu = _left(cpu_allocatable, used.get("cpu", Decimal(0)), MIN_CPU)
+        memory = int(_left(memory_allocatable, used.get("memory", Decimal(0)), MIN_MEMORY))
         rows.append(NodeRow(
             name=name,
             hostname=labels.get("kubernetes.io/hostname", name),
@@ -148,8 +164,8 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
             allocatable=allocatable,
             used_by_others=used_devices,
             free=free,
-            cpu=max(cpu, Decimal(0)),
-            memory=max(memory, 0),
+            cpu=cpu,
+            memory=memory,
             topology={level: labels[key] for level, key in settings.topology_keys.items() if key in labels},
             taints=tuple({k: str(t.get(k, "")) for k in ("key", "value", "effect")}
                          for t in (node.get("spec") or {}).get("taints") or []),

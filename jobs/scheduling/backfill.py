@@ -1,14 +1,14 @@
 """Phase 5, backfill: the first job of a flavor that waits reserves its earliest start, whatever keeps it out.
 
-Earliest start: running jobs (and jobs admitted earlier in this cycle) release their devices at
+Earliest start: running jobs (and jobs admitted earlier in this cycle) release their devices, CPU and memory at
 max(started_at + max_runtime, now), in that order; the reservation starts at the first release time at which the
 job can be placed (found by bisection over release times), on the placement found then. Jobs without a
 max_runtime are never counted as releasing, so when the job needs their devices there is no reservation (its
 start is unknown) and later jobs are not held back for it.
 
 Later jobs of that flavor are then placed against the hold (see state.Hold): a job that ends before the
-reservation (now + max_runtime <= start) may use the held devices, any other job (including jobs without a
-max_runtime) only what the head will not need.
+reservation (now + max_runtime <= start) may use the held devices, CPU and memory, any other job (including jobs
+without a max_runtime) only what the head will not need.
 
 A head also reserves its project's quota (state.QuotaHold) from its start: later jobs of its project that would
 still run then are checked with the head counted in, so none of them can push the head back. A head that its own
@@ -21,6 +21,7 @@ it, and borrowers share what is idle by fair share.
 
 from __future__ import annotations
 
+from .capacity import replicas_fitting
 from .model import PendingJob, Topology
 from .placement import place, undo
 from .shapes import JobInfo
@@ -34,14 +35,14 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
         return None
     index = state.index
     flavors = set(info.flavors)
-    releases: list[tuple[float, int, int]] = []  # (time, node index, devices)
+    releases: list[tuple[float, int, int, int, int]] = []  # (time, node index, devices, cpu, memory)
     for rec in state.live_runs():
         if rec.end is None:
             continue
         at = max(rec.end, state.now)
-        for i, devices in rec.usage:
+        for i, devices, cpu, mem in rec.usage:
             if index.nodes[i].flavor in flavors:
-                releases.append((at, i, devices))
+                releases.append((at, i, devices, cpu, mem))
     if not releases and not_before is None:
         return None
     releases.sort()
@@ -50,13 +51,13 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
     def release_until(t: float) -> None:
         nonlocal applied
         while applied < len(releases) and releases[applied][0] <= t:
-            _, i, devices = releases[applied]
-            index.give(i, devices)
+            _, i, devices, cpu, mem = releases[applied]
+            index.give(i, devices, cpu, mem)
             applied += 1
         while applied > 0 and releases[applied - 1][0] > t:
             applied -= 1
-            _, i, devices = releases[applied]
-            index.take(i, devices)
+            _, i, devices, cpu, mem = releases[applied]
+            index.take(i, devices, cpu, mem)
 
     def fits_at(t: float) -> bool:
         release_until(t)
@@ -77,7 +78,7 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
         release_until(start)
         taken = place(index, job, info)
     if taken is None:  # not a job of identical replicas (or counting disagreed): search by placing
-        times = sorted({t for t, _, _ in releases if not_before is None or t > not_before})
+        times = sorted({r[0] for r in releases if not_before is None or r[0] > not_before})
         if not times or not fits_at(times[-1]):
             release_until(float("-inf"))
             return None
@@ -94,13 +95,20 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
         assert taken is not None  # fits_at(start) was True on this very state
     undo(index, taken)
     release_until(float("-inf"))
-    x: dict[int, int] = {}
-    for _, _, i, devices in taken:
-        x[i] = x.get(i, 0) + devices
-    rel = dict.fromkeys(x, 0)
-    for t, i, devices in releases:
+    need: dict[int, list[int]] = {}
+    for _, _, i, devices, cpu, mem in taken:
+        amounts = need.setdefault(i, [0, 0, 0])
+        amounts[0] += devices
+        amounts[1] += cpu
+        amounts[2] += mem
+    x = {i: (d, c, m) for i, (d, c, m) in need.items()}
+    rel = {i: [0, 0, 0] for i in x}
+    for t, i, devices, cpu, mem in releases:
         if t <= start and i in rel:
-            rel[i] += devices
+            amounts = rel[i]
+            amounts[0] += devices
+            amounts[1] += cpu
+            amounts[2] += mem
     hold = Hold(job.id, start, info.flavors, x, rel, taken)
     install(state, hold)
     return hold
@@ -164,14 +172,15 @@ _LEVEL = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "bloc
 
 
 def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
-                      releases: list[tuple[float, int, int]]) -> float | None:
-    """For R identical replicas of D devices, the first release time at which some domain the job's topology
-    allows has room for R (whole replicas per node, summed): placement is exact for such jobs, so this is the
-    time bisection over placements would find, in one pass over the sorted releases. None when it never fits
-    or the job is not of that kind."""
+                      releases: list[tuple[float, int, int, int, int]]) -> float | None:
+    """For R identical replicas of D devices (C millicores, M MiB), the first release time at which some domain
+    the job's topology allows has room for R (whole replicas per node, summed, each node counting its scarcest
+    resource): placement is exact for such jobs, so this is the time bisection over placements would find, in
+    one pass over the sorted releases. None when it never fits or the job is not of that kind."""
     if not info.single or len(info.flavors) != 1:
         return None
-    flavor, devices, replicas = info.shape_key[0], info.shape_key[1], info.shape_key[2]
+    key = info.shape_key
+    flavor, devices, replicas, cpu, mem = key[0], key[1], key[2], key[5], key[6]
     if devices <= 0:
         return None
     index = state.index
@@ -183,31 +192,34 @@ def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
             continue
         for lid in d.leaves:
             domain_of[lid] = len(room)
-        room.append(index.replica_room(d.leaves, devices))
+        room.append(index.replica_room(d.leaves, devices, cpu, mem))
     if not room:
         return None
     avoid = {index.index_of[n] for n in job.avoid_nodes if n in index.index_of}
-    free = index.free
     for i in avoid:
         k = domain_of.get(index.leaf_of[i])
         if k is not None:
-            room[k] -= free[i] // devices
+            room[k] -= index.node_room(i, devices, cpu, mem)
     if max(room) >= replicas:
         return None  # fits now: not a job waiting for capacity (let placement decide)
-    current: dict[int, int] = {}
+    current: dict[int, tuple[int, int, int]] = {}  # node -> (devices, cpu, memory) free once released so far
     n = len(releases)
     j = 0
     while j < n:
         t = releases[j][0]
         while j < n and releases[j][0] == t:
-            _, i, d = releases[j]
+            _, i, d, c, m = releases[j]
             j += 1
             k = domain_of.get(index.leaf_of[i])
             if k is None or i in avoid:
                 continue
-            before = current.get(i, free[i])
-            current[i] = before + d
-            room[k] += (before + d) // devices - before // devices
+            before = current.get(i)
+            if before is None:
+                before = (index.free[i], index.cpu[i], index.mem[i])
+            after = (before[0] + d, before[1] + c, before[2] + m)
+            current[i] = after
+            room[k] += (replicas_fitting(*after, devices, cpu, mem)
+                        - replicas_fitting(*before, devices, cpu, mem))
         if max(room) >= replicas:
             return t
     return None

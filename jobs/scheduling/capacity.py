@@ -1,12 +1,22 @@
-"""Free capacity index: free devices per node, bucketed by flavor and topology domain.
+"""Free capacity index: free devices, CPU and memory per node, nodes bucketed by flavor, topology domain and free
+devices.
 
 Why buckets: best fit ("the node with the fewest free devices that still fits, lowest index on ties") is then a
 scan over a handful of free counts per leaf domain instead of a scan over every node, and "does a gang of R x D fit
 in this rack?" is plain arithmetic over bucket sizes (sum of count[k] * (k // D)), which is exact for identical
 replicas. A leaf is (flavor, cluster, block, rack); racks, blocks and clusters are lists of leaves.
 
-Two counters per node: `free` is what placement may use (visible), `hidden` is free capacity a backfill
-reservation keeps for its head job. `free + hidden` is the real free capacity.
+CPU and memory: a replica fits on a node only if its devices, CPU and memory all fit there, so a node holds
+min(free // D, cpu // C, memory // M) replicas of one shape. Nodes stay bucketed by free devices (jobs are shaped
+around them); each bucket also keeps bounds of its nodes' free CPU and memory (`Leaf.bounds`), so "CPU and memory
+allow every node of this bucket as many replicas as its devices do" is one comparison, "they allow every node the
+same count" (nodes alike, as whole free machines of one kind) two, and the arithmetic above stays exact. Only a
+bucket where neither holds is counted node by node, which also makes its bounds exact again. A node that does not
+model CPU or memory (allocatable 0: old rows, trace replay) has UNMODELLED of it free: it never limits.
+
+Two counters per node and resource: `free` (`cpu`, `mem`) is what placement may use (visible), `hidden`
+(`hidden_cpu`, `hidden_mem`) is free capacity a backfill reservation keeps for its head job. Visible plus hidden is
+the real free capacity.
 """
 
 from __future__ import annotations
@@ -16,13 +26,37 @@ from bisect import bisect_left, insort
 from .model import Node
 
 LEVELS = ("rack", "block", "cluster")
-ZERO_DEVICE_ROOM = 1 << 30  # replicas of 0 devices that fit on any non-empty set of nodes
+ZERO_DEVICE_ROOM = 1 << 30  # replicas of 0 devices that fit on any non-empty set of nodes when nothing else limits
+# Free CPU or memory of a node that does not model it: so far above any request (at most a thousand cores or 16 TiB)
+# that no number of replicas' requests brings it near one.
+UNMODELLED = 1 << 50
+
+
+def replicas_fitting(free: int, cpu: int, mem: int, devices: int, cpu_req: int, mem_req: int) -> int:
+    """Replicas of (devices, cpu_req, mem_req) that fit in these free amounts: the scarcest resource decides.
+    A request of 0 does not limit; 0-device replicas limited by nothing fit ZERO_DEVICE_ROOM times."""
+    n = free // devices if devices > 0 else ZERO_DEVICE_ROOM
+    if cpu_req > 0 and cpu // cpu_req < n:
+        n = cpu // cpu_req
+    if mem_req > 0 and mem // mem_req < n:
+        n = mem // mem_req
+    return n
+
+
+# Leaf.bounds[k]: [lowest, highest] visible free CPU, then [lowest, highest] free memory, of bucket k's nodes.
+CPU_LOW, CPU_HIGH, MEM_LOW, MEM_HIGH = range(4)
+
+
+def no_bounds() -> list[int]:
+    """The bounds of an empty bucket: any node narrows them."""
+    return [UNMODELLED, 0, UNMODELLED, 0]
 
 
 class Leaf:
-    """The schedulable nodes of one flavor in one rack; buckets[k] lists node indexes with k visible free."""
+    """The schedulable nodes of one flavor in one rack; buckets[k] lists node indexes with k visible free devices,
+    and bounds[k] bounds their visible free CPU and memory (at most the lowest, at least the highest)."""
 
-    __slots__ = ("flavor", "cluster", "block", "rack", "buckets", "free", "nodes")
+    __slots__ = ("flavor", "cluster", "block", "rack", "buckets", "bounds", "free", "nodes")
 
     def __init__(self, flavor: str, cluster: str, block: str, rack: str) -> None:
         self.flavor = flavor
@@ -30,8 +64,14 @@ class Leaf:
         self.block = block
         self.rack = rack
         self.buckets: list[list[int]] = [[]]
+        self.bounds: list[list[int]] = [no_bounds()]
         self.free = 0  # visible free devices over the leaf
         self.nodes: list[int] = []
+
+    def grow(self, size: int) -> None:
+        while len(self.buckets) <= size:
+            self.buckets.append([])
+            self.bounds.append(no_bounds())
 
 
 class Domain:
@@ -51,14 +91,33 @@ class CapacityIndex:
         self.index_of: dict[str, int] = {}
         self.free: list[int] = []
         self.node_flavor: list[str] = [n.flavor for n in nodes]
+        # Some node models CPU or memory. When none does (trace replay, which builds an index every cycle), nothing
+        # keeps CPU and memory bounds: no node's free CPU or memory ever comes near a request, so the initial
+        # bounds answer every question.
+        self.modelled = any(n.cpu_millis > 0 or n.memory_mib > 0 for n in nodes)
+        if self.modelled:
+            # Visible free CPU and memory, and allocatable (UNMODELLED where the node does not model them).
+            self.cpu = [max(0, n.free_cpu_millis) if n.cpu_millis > 0 else UNMODELLED for n in nodes]
+            self.mem = [max(0, n.free_memory_mib) if n.memory_mib > 0 else UNMODELLED for n in nodes]
+            self.cpu_alloc = [n.cpu_millis if n.cpu_millis > 0 else UNMODELLED for n in nodes]
+            self.mem_alloc = [n.memory_mib if n.memory_mib > 0 else UNMODELLED for n in nodes]
+        else:
+            self.cpu = [UNMODELLED] * len(nodes)
+            self.mem = [UNMODELLED] * len(nodes)
+            self.cpu_alloc = [UNMODELLED] * len(nodes)
+            self.mem_alloc = [UNMODELLED] * len(nodes)
         self.hidden: list[int] = []
+        self.hidden_cpu: list[int] = [0] * len(nodes)
+        self.hidden_mem: list[int] = [0] * len(nodes)
         self.leaf_of: list[int] = []
         self.leaves: list[Leaf] = []
         self.flavor_leaves: dict[str, list[int]] = {}
         self.max_devices: dict[str, int] = {}  # largest schedulable node per flavor
         self.total_devices: dict[str, int] = {}  # allocatable devices of schedulable nodes per flavor
         self.domains: dict[tuple[str, str], list[Domain]] = {}  # (flavor, level) -> domains
-        self.whole_room: dict[tuple[int, int], int] = {}  # (leaf, devices) -> replicas fitting when empty
+        self.whole_room: dict[tuple, int] = {}  # (leaf, devices, cpu, memory) -> replicas fitting when empty
+        self.kinds: dict[int, list[tuple[int, int, int, int]]] = {}  # leaf -> its kinds of node (leaf_kinds)
+        self.most_room: dict[tuple, int] = {}  # (flavor, topology, devices, cpu, mem) -> see feasibility.most_room
         # Per flavor, over schedulable nodes: real free devices (visible + hidden) and visible free devices, kept
         # up to date by every edit so the arithmetic bounds of placement and preemption are O(1).
         self.actual: dict[str, int] = {}
@@ -81,9 +140,14 @@ class CapacityIndex:
             leaf = self.leaves[lid]
             self.leaf_of.append(lid)
             size = max(node.devices, free)
-            while len(leaf.buckets) <= size:
-                leaf.buckets.append([])
+            if len(leaf.buckets) <= size:
+                leaf.grow(size)
             leaf.buckets[free].append(i)  # indexes arrive in increasing order: lists stay sorted
+            if self.modelled:
+                cpu, mem = self.cpu[i], self.mem[i]
+                bounds = leaf.bounds[free]
+                bounds[:] = [min(bounds[CPU_LOW], cpu), max(bounds[CPU_HIGH], cpu), min(bounds[MEM_LOW], mem),
+                             max(bounds[MEM_HIGH], mem)]
             leaf.free += free
             leaf.nodes.append(i)
             self.actual[node.flavor] = self.actual.get(node.flavor, 0) + free
@@ -104,42 +168,64 @@ class CapacityIndex:
 
     # -- edits ------------------------------------------------------------------------------------------------
 
-    def set_visible(self, i: int, value: int) -> None:
-        """Move node i to the bucket of its new visible free count."""
+    def set_visible(self, i: int, value: int, cpu: int, mem: int) -> None:
+        """Set node i's visible free devices, CPU and memory, moving it to the bucket of its new device count."""
         old = self.free[i]
-        if old == value:
-            return
+        if old == value and cpu == self.cpu[i] and mem == self.mem[i]:
+            return  # settling reservations sets most nodes to what they are already
+        self.cpu[i] = cpu
+        self.mem[i] = mem
         self.free[i] = value
         lid = self.leaf_of[i]
         if lid < 0:
             return
         leaf = self.leaves[lid]
-        buckets = leaf.buckets
-        bucket = buckets[old]
-        del bucket[bisect_left(bucket, i)]
-        while len(buckets) <= value:
-            buckets.append([])
-        insort(buckets[value], i)
-        leaf.free += value - old
-        self.visible[leaf.flavor] += value - old
+        if old != value:
+            buckets = leaf.buckets
+            bucket = buckets[old]
+            del bucket[bisect_left(bucket, i)]
+            if not bucket:  # no node left to bound: start afresh
+                leaf.bounds[old] = no_bounds()
+            if len(buckets) <= value:
+                leaf.grow(value)
+            insort(buckets[value], i)
+            leaf.free += value - old
+            self.visible[leaf.flavor] += value - old
+        if not self.modelled:
+            return
+        # Bounds only widen here; a bucket counted node by node gets exact bounds again (_bucket_room).
+        bounds = leaf.bounds[value]
+        if cpu < bounds[0]:
+            bounds[0] = cpu
+        if cpu > bounds[1]:
+            bounds[1] = cpu
+        if mem < bounds[2]:
+            bounds[2] = mem
+        if mem > bounds[3]:
+            bounds[3] = mem
 
-    def take(self, i: int, devices: int) -> None:
+    def take(self, i: int, devices: int, cpu: int = 0, mem: int = 0) -> None:
         lid = self.leaf_of[i]
         if lid >= 0:
             self.actual[self.leaves[lid].flavor] -= devices
-        self.set_visible(i, self.free[i] - devices)
+        self.set_visible(i, self.free[i] - devices, self.cpu[i] - cpu, self.mem[i] - mem)
 
-    def give(self, i: int, devices: int) -> None:
+    def give(self, i: int, devices: int, cpu: int = 0, mem: int = 0) -> None:
         lid = self.leaf_of[i]
         if lid >= 0:
             self.actual[self.leaves[lid].flavor] += devices
-        self.set_visible(i, self.free[i] + devices)
+        self.set_visible(i, self.free[i] + devices, self.cpu[i] + cpu, self.mem[i] + mem)
 
-    def set_hidden(self, i: int, hidden: int) -> None:
-        """Keep `hidden` of node i's real free devices out of sight of placement (a backfill reservation)."""
+    def set_hidden(self, i: int, hidden: int, cpu: int = 0, mem: int = 0) -> None:
+        """Keep `hidden` of node i's real free devices, and `cpu` / `mem` of its real free CPU and memory, out of
+        sight of placement (a backfill reservation)."""
         actual = self.free[i] + self.hidden[i]
+        actual_cpu = self.cpu[i] + self.hidden_cpu[i]
+        actual_mem = self.mem[i] + self.hidden_mem[i]
         self.hidden[i] = hidden
-        self.set_visible(i, actual - hidden)
+        self.hidden_cpu[i] = cpu
+        self.hidden_mem[i] = mem
+        self.set_visible(i, actual - hidden, actual_cpu - cpu, actual_mem - mem)
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -150,24 +236,148 @@ class CapacityIndex:
     def visible_free(self, flavor: str) -> int:
         return self.visible.get(flavor, 0)
 
-    def replica_room(self, leaf_ids: list[int], devices: int) -> int:
-        """How many replicas of `devices` fit on these leaves (exact for identical replicas).
+    def node_room(self, i: int, devices: int, cpu: int = 0, mem: int = 0) -> int:
+        """Replicas of this shape that fit in node i's visible free capacity."""
+        return replicas_fitting(self.free[i], self.cpu[i], self.mem[i], devices, cpu, mem)
 
-        A 0-device replica (e.g. a CPU-only Ray head) needs a schedulable node of the flavor but no devices: any
-        number of them fit wherever the leaves have a node.
+    def replica_room(self, leaf_ids: list[int], devices: int, cpu: int = 0, mem: int = 0) -> int:
+        """How many replicas of (devices, cpu millicores, mem MiB) fit on these leaves (exact for identical
+        replicas).
+
+        A 0-device replica (e.g. a CPU-only Ray head) needs a schedulable node of the flavor but no devices: as
+        many fit as CPU and memory allow, any number where they do not limit.
         """
         leaves = self.leaves
         if devices <= 0:
-            return ZERO_DEVICE_ROOM if any(leaves[lid].nodes for lid in leaf_ids) else 0
+            return self._zero_device_room(leaf_ids, cpu, mem)
         room = 0
+        if cpu <= 0 and mem <= 0:  # devices alone: arithmetic over bucket sizes
+            for lid in leaf_ids:
+                buckets = leaves[lid].buckets
+                for k in range(devices, len(buckets)):
+                    n = len(buckets[k])
+                    if n:
+                        room += n * (k // devices)
+            return room
         for lid in leaf_ids:
-            buckets = leaves[lid].buckets
+            leaf = leaves[lid]
+            buckets, all_bounds = leaf.buckets, leaf.bounds
             for k in range(devices, len(buckets)):
                 n = len(buckets[k])
                 if n:
-                    room += n * (k // devices)
+                    per = k // devices
+                    bounds = all_bounds[k]
+                    if bounds[CPU_LOW] >= cpu * per and bounds[MEM_LOW] >= mem * per:  # CPU and memory do not limit
+                        room += n * per
+                        continue
+                    # Counts only grow with free CPU and memory: equal at both bounds, equal for every node.
+                    low = replicas_fitting(per, bounds[CPU_LOW], bounds[MEM_LOW], 1, cpu, mem)
+                    if low == replicas_fitting(per, bounds[CPU_HIGH], bounds[MEM_HIGH], 1, cpu, mem):
+                        room += n * low
+                    else:
+                        room += self._bucket_room(leaf, k, per, cpu, mem)
+        return room
+
+    def has_room(self, leaf_ids: list[int], devices: int, cpu: int, mem: int, need: int) -> bool:
+        """replica_room(leaf_ids, devices, cpu, mem) >= need, told from the buckets' bounds alone when they settle
+        it (what every node of a bucket holds lies between what its lowest and its highest free CPU and memory
+        allow), counting node by node only the buckets they leave open, and only until the answer is known."""
+        if devices <= 0 or (cpu <= 0 and mem <= 0):
+            return self.replica_room(leaf_ids, devices, cpu, mem) >= need
+        low = high = 0
+        open_buckets: list[tuple[Leaf, int, int, int, int]] = []  # (leaf, k, per, n * low count, n * high count)
+        leaves = self.leaves
+        for lid in leaf_ids:
+            leaf = leaves[lid]
+            buckets, all_bounds = leaf.buckets, leaf.bounds
+            for k in range(devices, len(buckets)):
+                n = len(buckets[k])
+                if n:
+                    per = k // devices
+                    bounds = all_bounds[k]
+                    if bounds[CPU_LOW] >= cpu * per and bounds[MEM_LOW] >= mem * per:
+                        low += n * per
+                        high += n * per
+                        continue
+                    least = n * replicas_fitting(per, bounds[CPU_LOW], bounds[MEM_LOW], 1, cpu, mem)
+                    most = n * replicas_fitting(per, bounds[CPU_HIGH], bounds[MEM_HIGH], 1, cpu, mem)
+                    low += least
+                    high += most
+                    if least != most:
+                        open_buckets.append((leaf, k, per, least, most))
+        for leaf, k, per, least, most in open_buckets:
+            if low >= need or high < need:
+                break
+            exact = self._bucket_room(leaf, k, per, cpu, mem)
+            low += exact - least
+            high += exact - most
+        return low >= need
+
+    def _bucket_room(self, leaf: Leaf, k: int, per: int, cpu: int, mem: int) -> int:
+        """Replicas the nodes of bucket k hold, counted node by node (at most `per` each by devices); the bucket's
+        CPU and memory bounds become exact again on the way. Inlined: this is the hot loop when CPU or memory
+        limit."""
+        cpus, mems = self.cpu, self.mem
+        low_cpu = low_mem = UNMODELLED
+        high_cpu = high_mem = 0
+        room = 0
+        for i in leaf.buckets[k]:
+            c = cpus[i]
+            m = mems[i]
+            if c < low_cpu:
+                low_cpu = c
+            if c > high_cpu:
+                high_cpu = c
+            if m < low_mem:
+                low_mem = m
+            if m > high_mem:
+                high_mem = m
+            n = per
+            if cpu > 0 and c // cpu < n:
+                n = c // cpu
+            if mem > 0 and m // mem < n:
+                n = m // mem
+            room += n
+        leaf.bounds[k] = [low_cpu, high_cpu, low_mem, high_mem]
+        return room
+
+    def _zero_device_room(self, leaf_ids: list[int], cpu: int, mem: int) -> int:
+        leaves = self.leaves
+        if cpu <= 0 and mem <= 0:
+            return ZERO_DEVICE_ROOM if any(leaves[lid].nodes for lid in leaf_ids) else 0
+        cpus, mems = self.cpu, self.mem
+        room = 0
+        for lid in leaf_ids:
+            for i in leaves[lid].nodes:
+                room += replicas_fitting(0, cpus[i], mems[i], 0, cpu, mem)
+                if room >= ZERO_DEVICE_ROOM:
+                    return ZERO_DEVICE_ROOM
         return room
 
     def domain_free(self, leaf_ids: list[int]) -> int:
         leaves = self.leaves
         return sum(leaves[lid].free for lid in leaf_ids)
+
+    def leaf_kinds(self, lid: int) -> list[tuple[int, int, int, int]]:
+        """The leaf's nodes grouped by what they offer when empty: (allocatable devices, CPU, memory, how many).
+        Racks of one kind of machine are one entry, so counting replicas on empty nodes costs one per kind."""
+        kinds = self.kinds.get(lid)
+        if kinds is None:
+            count: dict[tuple[int, int, int], int] = {}
+            for i in self.leaves[lid].nodes:
+                kind = (self.nodes[i].devices, self.cpu_alloc[i], self.mem_alloc[i])
+                count[kind] = count.get(kind, 0) + 1
+            kinds = self.kinds[lid] = [(*kind, n) for kind, n in sorted(count.items())]
+        return kinds
+
+    def modelled_free(self, flavor: str) -> tuple[int | None, int | None]:
+        """Real free CPU and memory over the flavor's schedulable nodes that model them (None: no node does), for
+        explanations."""
+        cpu = mem = None
+        for lid in self.flavor_leaves.get(flavor, ()):
+            for i in self.leaves[lid].nodes:
+                if self.cpu_alloc[i] != UNMODELLED:
+                    cpu = (cpu or 0) + self.cpu[i] + self.hidden_cpu[i]
+                if self.mem_alloc[i] != UNMODELLED:
+                    mem = (mem or 0) + self.mem[i] + self.hidden_mem[i]
+        return cpu, mem

@@ -18,7 +18,7 @@ from __future__ import annotations
 from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry, fmt_duration
-from .feasibility import ideal_index, structural_reason, unavailability
+from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
 from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
 from .ordering import job_order
 from .placement import Taken
@@ -53,7 +53,7 @@ def queue_of(job: PendingJob, policy: Policy) -> str:
 
 def assignments(job: PendingJob, taken: Taken, index) -> tuple[Assignment, ...]:
     ordered = sorted(taken, key=lambda t: (t[0], t[1]))
-    return tuple(Assignment(job.groups[gi].role, r, index.nodes[i].name, d) for gi, r, i, d in ordered)
+    return tuple(Assignment(job.groups[gi].role, r, index.nodes[i].name, d, c, m) for gi, r, i, d, c, m in ordered)
 
 
 def held_reason(state: CycleState, job: PendingJob, hold: QuotaHold) -> str:
@@ -186,10 +186,10 @@ class Cycle:
         """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when
         it never can, "unavailable" when only nodes out of service (cordoned, not ready, a disabled cluster) or
         devices foreign pods hold keep it out. None when it could fit."""
-        key = info.shape_key[:4] if info.shape_key is not None else (
-            tuple((g.flavor, g.devices, g.replicas) for g in job.groups), job.topology)
+        key = info.shape_key[:4] + info.shape_key[5:] if info.shape_key is not None else (
+            tuple((g.flavor, g.devices, g.replicas, g.cpu_millis, g.memory_mib) for g in job.groups), job.topology)
         if key not in self.structural:
-            self.structural[key] = self._structural(job, info)
+            self.structural[key] = None if surely_fits(self.state.index, job) else self._structural(job, info)
         return self.structural[key]
 
     def _structural(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
@@ -207,13 +207,18 @@ class Cycle:
     def try_place(self, job: PendingJob, info: JobInfo, constrained: bool) -> Tentative | None:
         state = self.state
         key = info.shape_key
-        # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it).
-        if (key is not None and state.use_cache
-                and ((key, False) in state.neg_place or (constrained and (key, True) in state.neg_place))):
-            return None
+        # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it), and a
+        # replica that asks for at least the CPU and memory of one that did not fit does not fit either.
+        if key is not None and state.use_cache:
+            cpu, mem = key[5], key[6]
+            failed = state.neg_place.get((key[:5], False), [])
+            if constrained:  # what did not fit unconstrained, and what did not fit beside the same holds
+                failed = failed + state.neg_place.get((key[:5], True), [])
+            if any(cpu >= c and mem >= m for c, m in failed):
+                return None
         tentative = state.place_tentative(job, info)
         if tentative is None and key is not None:
-            state.neg_place[(key, constrained)] = True
+            state.neg_place.setdefault((key[:5], constrained), []).append((key[5], key[6]))
         return tentative
 
     def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
@@ -231,24 +236,26 @@ class Cycle:
             # for a job of the same project that asks for more of the same, with no higher priority (fewer
             # candidates), until victims are committed (which clears this).
             within = state.quota.within_guarantee(job.project, info.demand)
-            flavor, devices, replicas, topology, avoid = info.shape_key
+            flavor, devices, replicas, topology, avoid, cpu, mem = info.shape_key
             key = (job.project, quota_failed, within, constrained, flavor, topology, avoid,
                    tuple(h.job_id for h in holds))
-            for priority, r, d in state.neg_preempt.get(key, ()):
-                if job.priority <= priority and replicas >= r and devices >= d:
+            for priority, r, d, c, m in state.neg_preempt.get(key, ()):
+                if job.priority <= priority and replicas >= r and devices >= d and cpu >= c and mem >= m:
                     return None
         state.count_heads(holds, 1)
         victims = find_victims(state, job, info, quota_failed)
         state.count_heads(holds, -1)
         if victims is None and key is not None:
-            state.neg_preempt.setdefault(key, []).append((job.priority, info.replicas, info.groups[0][1].devices))
+            group = info.groups[0][1]
+            state.neg_preempt.setdefault(key, []).append((job.priority, info.replicas, group.devices,
+                                                          group.cpu_millis, group.memory_mib))
         return victims
 
     def admit(self, out: Outcome, tentative: Tentative) -> None:
         state, job, info = self.state, out.job, out.info
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
-        usage = [(i, d) for _, _, i, d in tentative.taken]
+        usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]
         state.new_runs.append(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
                                      usage, dict(info.demand), False))
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),

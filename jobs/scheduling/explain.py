@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .model import PendingJob, Topology, Wait
-from .placement import max_room, place, undo
+from .placement import fits_by_count, group_fits, group_room, max_room, place, undo
 from .quota import QuotaFailure
 from .quota_reasons import FREED, quota_reason, short_quota_reason
-from .shapes import JobInfo
+from .shapes import JobInfo, fmt_cpu, fmt_memory
 from .state import CycleState, Hold
 
 
@@ -81,13 +81,18 @@ class Explainer:
         return found
 
     def _fits(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
+        """Would the job fit now, the capacity these holds reserve included?"""
         state = self.state
-        state.lift(holds)
-        taken = place(state.index, job, info)
-        if taken is not None:
-            undo(state.index, taken)
-        state.settle(holds)
-        return taken is not None
+        # Most jobs: counted, without placing and undoing nor lifting and settling the holds.
+        fits = fits_by_count(state.index, job, info, {i for h in holds for i in h.x})
+        if fits is None:
+            state.lift(holds)
+            taken = place(state.index, job, info)
+            if taken is not None:
+                undo(state.index, taken)
+            state.settle(holds)
+            fits = taken is not None
+        return fits
 
     def _diagnose(self, job: PendingJob, info: JobInfo, constrained: bool) -> tuple[str, str]:
         state = self.state
@@ -96,7 +101,8 @@ class Explainer:
             if free < need:  # checked first: the common case needs no placement attempt
                 return "capacity", f"waiting for capacity: {free} {flavor} free, needs {need}"
         holds = state.holds_for(info.flavors)
-        if constrained and self._fits(job, info, holds):
+        fits = self._fits(job, info, holds)  # with the reserved capacity it may not use
+        if constrained and fits:
             hold = holds[0]
             when = fmt_duration(hold.start - self.now)
             if job.max_runtime is None:
@@ -104,7 +110,7 @@ class Explainer:
             else:
                 why = f"its max runtime of {fmt_duration(job.max_runtime)} would end after that"
             return "reserved", f"held for job {hold.job_id}, which is reserved to start in {when}: {why}"
-        if self._fits(job, info, holds):
+        if fits:
             return "capacity", "capacity was freed by preemption in this cycle; considered again next cycle"
         _, group = info.groups[0]
         # Text depends on the shape key only (jobs of one replica size are described as one group).
@@ -117,11 +123,61 @@ class Explainer:
                 room = max_room(state.index, info, level)
                 return "topology", (f"needs {shape} in one {level}; largest free {level} has room for {room} "
                                     f"replica{'s' if room != 1 else ''}")
+        resources = self._resource_reason(info)
+        if resources is not None:
+            return "capacity", resources
         free = self.free.get(group.flavor, 0)
         room = max_room(state.index, info, "cluster")
         avoid = f" (avoiding {len(job.avoid_nodes)} nodes)" if job.avoid_nodes else ""
         return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented{avoid}: needs "
                             f"{shape} on whole nodes of one cluster, room for {room}")
+
+    def _resource_reason(self, info: JobInfo) -> str | None:
+        """'waiting for CPU: ...' for the first group (biggest replicas first) whose devices would fit in one
+        cluster but whose CPU or memory would not; None when no group is short of only those."""
+        index = self.state.index
+        for _, group in info.groups:
+            if group.cpu_millis <= 0 and group.memory_mib <= 0:
+                continue
+            if info.single:  # jobs of one replica size are described as one group
+                group = replace(group, replicas=info.replicas)
+            count = group.replicas
+            if not group_fits(index, group, "cluster", cpu=False, mem=False):
+                continue  # short of devices: the capacity reason says so
+            room = group_room(index, group, "cluster")
+            if room >= count:
+                continue
+            # Which of them: the one requested, or each alone, when both are.
+            short_cpu = group.memory_mib <= 0 or not group_fits(index, group, "cluster", mem=False)
+            short_mem = group.cpu_millis <= 0 or not group_fits(index, group, "cluster", cpu=False)
+            if not short_cpu and not short_mem:  # each alone would do, not both together
+                short_cpu = short_mem = True
+            free_cpu, free_mem = self._modelled_free(group.flavor)
+            needs, free, what = [], [], []
+            if short_cpu:
+                needs.append(fmt_cpu(group.cpu_millis))
+                free.append(fmt_cpu(free_cpu or 0))
+                what.append("CPU")
+            if short_mem:
+                needs.append(f"{fmt_memory(group.memory_mib)} of memory")
+                free.append(f"{fmt_memory(free_mem or 0)} of memory")
+                what.append("memory")
+            beside = f" with {group.devices} {group.flavor} each" if group.devices else f" on {group.flavor} nodes"
+            return (f"waiting for {' and '.join(what)}: needs {count} x {' and '.join(needs)}{beside}; "
+                    f"{' and '.join(free)} free on {group.flavor} nodes, room for {room} "
+                    f"replica{'s' if room != 1 else ''} in one cluster")
+        return None
+
+    # Free CPU and memory per flavor at the end of the cycle, built on first use (most cycles never need it).
+    modelled: dict[str, tuple[int | None, int | None]] | None = None
+
+    def _modelled_free(self, flavor: str) -> tuple[int | None, int | None]:
+        """Free CPU and memory of the flavor's nodes that model them, at the end of the cycle (once per flavor)."""
+        if self.modelled is None:
+            self.modelled = {}
+        if flavor not in self.modelled:
+            self.modelled[flavor] = self.state.index.modelled_free(flavor)
+        return self.modelled[flavor]
 
     # -- the pass ---------------------------------------------------------------------------------------------
 

@@ -4,15 +4,19 @@
 enabled) and rid of pods the platform did not create, or not under this project's quota even with all the
 borrowing it could ever get. Transient conditions (avoid_nodes, busy, cordoned or not-ready nodes, devices foreign
 pods hold now) do not count: a job that needs them waits, with a reason, instead of being refused.
+
+A replica must find its devices, CPU and memory on one node (a node that does not model CPU or memory never lacks
+them). Node sync leaves out of a node's allocatable CPU and memory what pods the platform did not create request, so
+unlike their devices those count as never there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .capacity import CapacityIndex
-from .model import DEFAULT_POLICY, Node, PendingJob, Policy, Project, Quota, Topology
-from .shapes import JobInfo
+from .capacity import ZERO_DEVICE_ROOM, CapacityIndex, replicas_fitting
+from .model import DEFAULT_POLICY, Node, PendingJob, Policy, Project, Quota, ReplicaGroup, Topology
+from .shapes import JobInfo, fmt_cpu, fmt_memory
 
 _LOOSEST_LEVEL = {
     Topology.REQUIRE_SAME_RACK: "rack",
@@ -20,19 +24,91 @@ _LOOSEST_LEVEL = {
 }
 
 
-def _whole_room(index: CapacityIndex, leaf_ids: list[int], devices: int) -> int:
-    """Replicas of `devices` that fit on these leaves' nodes when they are empty."""
-    if devices <= 0:
-        return 1 << 30
+def _whole_room(index: CapacityIndex, leaf_ids: list[int], devices: int, cpu: int = 0, mem: int = 0) -> int:
+    """Replicas of (devices, cpu, mem) that fit on these leaves' nodes when they are empty."""
+    if devices <= 0 and cpu <= 0 and mem <= 0:
+        return ZERO_DEVICE_ROOM
     room = 0
     for lid in leaf_ids:
-        key = (lid, devices)
+        key = (lid, devices, cpu, mem)
         leaf_room = index.whole_room.get(key)
         if leaf_room is None:
-            nodes = index.nodes
-            leaf_room = index.whole_room[key] = sum(nodes[i].devices // devices for i in index.leaves[lid].nodes)
+            if index.modelled:
+                leaf_room = sum(n * replicas_fitting(d, c, m, devices, cpu, mem)
+                                for d, c, m, n in index.leaf_kinds(lid))
+            else:  # devices alone (trace replay builds an index every cycle: no kinds for it)
+                nodes = index.nodes
+                leaf_room = ZERO_DEVICE_ROOM if devices <= 0 else sum(
+                    nodes[i].devices // devices for i in index.leaves[lid].nodes)
+            index.whole_room[key] = leaf_room
         room += leaf_room
+    return min(room, ZERO_DEVICE_ROOM)
+
+
+def _allowed_domains(index: CapacityIndex, flavor: str, topology: Topology) -> tuple[str, list]:
+    """The loosest level a gang of this topology may be packed at, and its domains that may hold it."""
+    level = _LOOSEST_LEVEL.get(topology, "cluster")
+    no_block = topology == Topology.REQUIRE_SAME_BLOCK
+    domains = [d for d in index.domains.get((flavor, level), ())
+               if (level == "cluster" or d.labelled) and not (no_block and d.key[1] == "")]
+    return level, domains
+
+
+def most_room(index: CapacityIndex, flavor: str, topology: Topology, devices: int, cpu: int, mem: int) -> int:
+    """Most replicas of (devices, cpu, mem) one domain this topology allows holds when its nodes are empty (cached
+    per shape: the inventory does not change in a cycle)."""
+    key = (flavor, topology, devices, cpu, mem)
+    room = index.most_room.get(key)
+    if room is None:
+        _, domains = _allowed_domains(index, flavor, topology)
+        room = index.most_room[key] = max((_whole_room(index, d.leaves, devices, cpu, mem) for d in domains),
+                                          default=0)
     return room
+
+
+def surely_fits(index: CapacityIndex, job: PendingJob) -> bool:
+    """True when structural_reason(index, job) is None, told from most_room for a job of one replica group (its
+    replicas fit some allowed domain, hence its devices, its largest node and one node for one replica); False when
+    that cannot tell (ask structural_reason)."""
+    if len(job.groups) != 1:
+        return False
+    g = job.groups[0]
+    if g.replicas <= 0 or g.devices < 0 or g.cpu_millis < 0 or g.memory_mib < 0:
+        return False
+    if g.replicas == 1:  # structural_reason checks one node for one replica and stops (trace replay's jobs)
+        return g.devices <= index.max_devices.get(g.flavor, -1) and _node_reason(index, g) is None
+    return g.replicas <= most_room(index, g.flavor, job.topology, g.devices, g.cpu_millis, g.memory_mib)
+
+
+def requests_text(group: ReplicaGroup) -> str:
+    """'32 cores and 256 GiB of memory': what a replica requests besides devices ('' when nothing)."""
+    parts = []
+    if group.cpu_millis > 0:
+        parts.append(fmt_cpu(group.cpu_millis))
+    if group.memory_mib > 0:
+        parts.append(f"{fmt_memory(group.memory_mib)} of memory")
+    return " and ".join(parts)
+
+
+def _node_reason(index: CapacityIndex, group: ReplicaGroup) -> str | None:
+    """Why no schedulable node of the group's flavor could hold one replica's devices, CPU and memory even when
+    empty, else None."""
+    cpu, mem = group.cpu_millis, group.memory_mib
+    if (cpu <= 0 and mem <= 0) or not index.modelled:
+        return None
+    kinds = [kind for lid in index.flavor_leaves.get(group.flavor, ()) for kind in index.leaf_kinds(lid)]
+    if any(replicas_fitting(d, c, m, group.devices, cpu, mem) > 0 for d, c, m, _ in kinds):
+        return None
+    most_cpu = max(c for _, c, _, _ in kinds)
+    if cpu > most_cpu:
+        return (f"needs {fmt_cpu(cpu)} per replica; the largest schedulable {group.flavor} node has "
+                f"{fmt_cpu(most_cpu)} allocatable")
+    most_mem = max(m for _, _, m, _ in kinds)
+    if mem > most_mem:
+        return (f"needs {fmt_memory(mem)} of memory per replica; the largest schedulable {group.flavor} node has "
+                f"{fmt_memory(most_mem)} allocatable")
+    return (f"needs {group.devices} {group.flavor} and {requests_text(group)} per replica on one node; no "
+            f"schedulable node of that flavor has all of them")
 
 
 def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> str | None:
@@ -40,27 +116,27 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
     if not job.groups or info.replicas <= 0:
         return "the job has no replicas"
     for group in job.groups:
-        if group.replicas <= 0 or group.devices < 0:
-            return f"group {group.role} needs a positive replica count and a non-negative device count"
+        if group.replicas <= 0 or group.devices < 0 or group.cpu_millis < 0 or group.memory_mib < 0:
+            return (f"group {group.role} needs a positive replica count and non-negative devices, CPU and "
+                    f"memory")
         biggest = index.max_devices.get(group.flavor)
         if biggest is None:
             return f"no schedulable nodes offer {group.flavor}"
         if group.devices > biggest:
             return (f"needs {group.devices} {group.flavor} per replica; the largest schedulable node of that "
                     f"flavor has {biggest}")
+        reason = _node_reason(index, group)
+        if reason is not None:
+            return reason
     if info.replicas == 1:
         return None
-    level = _LOOSEST_LEVEL.get(job.topology, "cluster")
     for flavor in info.flavors:
         groups = [g for _, g in info.groups if g.flavor == flavor]
+        level, domains = _allowed_domains(index, flavor, job.topology)
         best = 0
         ok = False
-        for domain in index.domains.get((flavor, level), ()):
-            if level != "cluster" and not domain.labelled:
-                continue
-            if job.topology == Topology.REQUIRE_SAME_BLOCK and domain.key[1] == "":
-                continue
-            rooms = [_whole_room(index, domain.leaves, g.devices) for g in groups]
+        for domain in domains:
+            rooms = [_whole_room(index, domain.leaves, g.devices, g.cpu_millis, g.memory_mib) for g in groups]
             best = max(best, rooms[0])
             total = sum(_whole_room(index, [lid], 1) for lid in domain.leaves)
             if all(r >= g.replicas for r, g in zip(rooms, groups, strict=True)) and total >= info.demand[flavor]:
@@ -70,15 +146,21 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
             g = groups[0]  # the biggest replicas; jobs of one replica size are described as one group
             count = sum(x.replicas for x in groups if x.devices == g.devices)
             where = {"cluster": "one cluster", "rack": "one labelled rack", "block": "one labelled block"}[level]
-            return (f"needs {count} x {g.devices} {flavor} in {where}; the largest has room for {best} "
-                    f"even when empty")
+            # Name CPU and memory when they, not devices, are what the largest domain lacks.
+            by_devices = max((_whole_room(index, d.leaves, g.devices) for d in domains), default=0)
+            limited = best < by_devices and requests_text(g)
+            with_requests = f" with {requests_text(g)} each" if limited else ""
+            return (f"needs {count} x {g.devices} {flavor}{with_requests} in {where}; the largest has room for "
+                    f"{best} even when empty")
     return None
 
 
 def ideal_index(nodes: Iterable[Node]) -> CapacityIndex:
-    """The inventory as it could be: every node empty, in service, and rid of pods the platform did not create."""
+    """The inventory as it could be: every node empty, in service, and rid of pods the platform did not create
+    (their CPU and memory stay out: the inventory keeps no account of them)."""
     return CapacityIndex(tuple(Node(n.name, n.flavor, n.devices + n.foreign, n.devices + n.foreign, n.cluster,
-                                    n.block, n.rack) for n in nodes))
+                                    n.block, n.rack, cpu_millis=n.cpu_millis, memory_mib=n.memory_mib,
+                                    free_cpu_millis=n.cpu_millis, free_memory_mib=n.memory_mib) for n in nodes))
 
 
 def unavailability(nodes: Iterable[Node], flavors: Iterable[str]) -> str:

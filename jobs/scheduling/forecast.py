@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from .cycle import run_cycle
-from .model import CycleResult, Node, PendingJob, Policy, ReplicaGroup, RunningJob, Snapshot
+from .model import Assignment, CycleResult, Node, PendingJob, Policy, ReplicaGroup, RunningJob, Snapshot
 from .shapes import JobInfo
 
 
@@ -73,8 +73,7 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | N
         pending[victim.id] = _requeued(victim, nodes)
     for admit in result.admits:
         job = pending.pop(admit.job_id)
-        for a in admit.placement:
-            nodes[a.node] = replace(nodes[a.node], free=nodes[a.node].free - a.devices)
+        _take(nodes, admit.placement, -1)
         running[job.id] = RunningJob(job.id, job.project, job.priority, snap.now, admit.placement,
                                      JobInfo(job).primary, job.preemptible, 0.0, job.max_runtime)
     now = snap.now
@@ -92,19 +91,28 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | N
 
 
 def _give_back(nodes: dict[str, Node], job: RunningJob) -> None:
-    for a in job.placement:
+    _take(nodes, job.placement, 1)
+
+
+def _take(nodes: dict[str, Node], placement: tuple[Assignment, ...], sign: int) -> None:
+    """Give (sign=1) or take (sign=-1) the devices, CPU and memory of these replicas on their nodes."""
+    for a in placement:
         node = nodes.get(a.node)
         if node is not None:
-            nodes[a.node] = replace(node, free=node.free + a.devices)
+            nodes[a.node] = replace(node, free=node.free + sign * a.devices,
+                                    free_cpu_millis=node.free_cpu_millis + sign * a.cpu_millis,
+                                    free_memory_mib=node.free_memory_mib + sign * a.memory_mib)
 
 
 def _requeued(victim: RunningJob, nodes: dict[str, Node]) -> PendingJob:
     """A preempted job as the queue sees it again: one replica group per role, as it was placed."""
-    groups: dict[str, tuple[int, int, str]] = {}
+    groups: dict[str, ReplicaGroup] = {}
     for a in victim.placement:
         node = nodes.get(a.node)
-        count, devices, flavor = groups.get(a.role, (0, 0, node.flavor if node else victim.flavor))
-        groups[a.role] = (count + 1, max(devices, a.devices), flavor)
-    return PendingJob(victim.id, victim.project, victim.priority, victim.started_at,
-                      tuple(ReplicaGroup(role, n, d, f) for role, (n, d, f) in groups.items()), victim.preemptible,
-                      max_runtime=victim.max_runtime)
+        group = groups.get(a.role)
+        if group is None:
+            group = ReplicaGroup(a.role, 0, a.devices, node.flavor if node else victim.flavor, a.cpu_millis,
+                                 a.memory_mib)
+        groups[a.role] = replace(group, replicas=group.replicas + 1, devices=max(group.devices, a.devices))
+    return PendingJob(victim.id, victim.project, victim.priority, victim.started_at, tuple(groups.values()),
+                      victim.preemptible, max_runtime=victim.max_runtime)

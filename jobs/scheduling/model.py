@@ -4,7 +4,9 @@ Nothing here imports Django, the ORM or Kubernetes: production (the scheduler lo
 replay all build a `Snapshot`, call `run_cycle()` and apply the decisions it returns.
 
 Times are seconds as floats on one clock chosen by the caller (epoch seconds in production, virtual seconds in
-replay). Device counts are whole devices of one flavor.
+replay). Device counts are whole devices of one flavor. CPU is in millicores and memory in MiB (what a replica's
+pods request); a node whose allocatable CPU (or memory) is 0 does not model it, and it never limits placement
+there: old node rows and trace replay, which know only devices.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ class Node:
     schedulable: bool = True  # False when cordoned, not Ready or in a disabled cluster
     foreign: int = 0  # devices pods the platform did not create hold now (they may go)
     unavailable: str = ""  # why it is not schedulable now: "cordoned", "not ready", "in a disabled cluster"
+    # Allocatable to the platform's pods (pods it did not create already subtracted); 0: not modelled, never limits.
+    cpu_millis: int = 0
+    memory_mib: int = 0
+    # What running jobs' replicas do not request of it (ignored while the allocatable above is 0).
+    free_cpu_millis: int = 0
+    free_memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,8 @@ class ReplicaGroup:
     replicas: int
     devices: int  # per replica, of `flavor`
     flavor: str
+    cpu_millis: int = 0  # per replica: what its pod requests (0: nothing to count)
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +72,8 @@ class Assignment:
     index: int  # replica index within its group
     node: str
     devices: int
+    cpu_millis: int = 0  # the replica's requests, taken from the node's free CPU and memory
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,16 +9,22 @@ Rules, in the order they decide:
   stop at their level; `prefer-same-rack` and `none` both fall back level by level.
 - Inside a domain replicas are placed one by one, biggest first, each best fit. A gang of whole-node replicas
   therefore lands on fully free nodes, lowest index first.
+- A replica fits on a node only if its devices, CPU and memory all fit (capacity.py). Among the nodes with the
+  fewest free devices, the lowest index whose free CPU and memory fit wins: replicas of 0 devices (CPU-only jobs,
+  Ray heads) fill a node's CPU and memory, then go to the next node, instead of piling onto one node, and on an
+  accelerator flavor they go to the nodes with the fewest free devices first, leaving whole nodes to gangs.
 """
 
 from __future__ import annotations
 
-from .capacity import CapacityIndex
-from .model import PendingJob, Topology
+from collections.abc import Iterable
+
+from .capacity import CPU_LOW, MEM_LOW, CapacityIndex, replicas_fitting
+from .model import PendingJob, ReplicaGroup, Topology
 from .shapes import JobInfo
 
-# (group index, replica index, node index, devices)
-Taken = list[tuple[int, int, int, int]]
+# (group index, replica index, node index, devices, cpu millicores, memory MiB)
+Taken = list[tuple[int, int, int, int, int, int]]
 
 _LEVELS: dict[str, tuple[str, ...]] = {
     Topology.NONE: ("rack", "block", "cluster"),
@@ -34,19 +40,28 @@ def avoid_indexes(index: CapacityIndex, job: PendingJob) -> frozenset[int]:
     return frozenset(index.index_of[n] for n in job.avoid_nodes if n in index.index_of)
 
 
-def best_node(index: CapacityIndex, leaf_ids: list[int], devices: int, avoid: frozenset[int]) -> int | None:
-    """Best fit: smallest visible free count >= devices, then lowest node index."""
+def best_node(index: CapacityIndex, leaf_ids: list[int], devices: int, avoid: frozenset[int], cpu: int = 0,
+              mem: int = 0) -> int | None:
+    """Best fit: smallest visible free device count >= devices, then lowest node index, among nodes with `cpu`
+    millicores and `mem` MiB free."""
     best_k = -1
     best_i = -1
     leaves = index.leaves
+    cpus, mems = index.cpu, index.mem
     for lid in leaf_ids:
-        buckets = leaves[lid].buckets
+        leaf = leaves[lid]
+        buckets = leaf.buckets
         top = len(buckets) - 1 if best_k < 0 else min(len(buckets) - 1, best_k)
         for k in range(devices, top + 1):
             bucket = buckets[k]
             if not bucket:
                 continue
-            if avoid:
+            bounds = leaf.bounds[k]
+            if cpu > bounds[CPU_LOW] or mem > bounds[MEM_LOW]:  # some node of the bucket may lack CPU or memory
+                found = next((i for i in bucket if cpus[i] >= cpu and mems[i] >= mem and i not in avoid), -1)
+                if found < 0:
+                    continue
+            elif avoid:
                 found = next((i for i in bucket if i not in avoid), -1)
                 if found < 0:
                     continue
@@ -59,8 +74,8 @@ def best_node(index: CapacityIndex, leaf_ids: list[int], devices: int, avoid: fr
 
 
 def undo(index: CapacityIndex, taken: Taken) -> None:
-    for _, _, i, devices in reversed(taken):
-        index.give(i, devices)
+    for _, _, i, devices, cpu, mem in reversed(taken):
+        index.give(i, devices, cpu, mem)
 
 
 def _fill(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]], avoid: frozenset[int]) -> Taken | None:
@@ -68,12 +83,12 @@ def _fill(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]],
     for gi, group in info.groups:
         leaves = per_flavor[group.flavor]
         for r in range(group.replicas):
-            i = best_node(index, leaves, group.devices, avoid)
+            i = best_node(index, leaves, group.devices, avoid, group.cpu_millis, group.memory_mib)
             if i is None:
                 undo(index, taken)
                 return None
-            index.take(i, group.devices)
-            taken.append((gi, r, i, group.devices))
+            index.take(i, group.devices, group.cpu_millis, group.memory_mib)
+            taken.append((gi, r, i, group.devices, group.cpu_millis, group.memory_mib))
     return taken
 
 
@@ -104,7 +119,8 @@ def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[i
             return -1
         total += free
     for _, group in info.groups:
-        if index.replica_room(per_flavor[group.flavor], group.devices) < group.replicas:
+        if not index.has_room(per_flavor[group.flavor], group.devices, group.cpu_millis, group.memory_mib,
+                              group.replicas):
             return -1
     return total
 
@@ -117,11 +133,12 @@ def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
             return None
     if info.replicas == 1:
         gi, group = info.groups[0]
-        i = best_node(index, index.flavor_leaves.get(group.flavor, []), group.devices, avoid)
+        cpu, mem = group.cpu_millis, group.memory_mib
+        i = best_node(index, index.flavor_leaves.get(group.flavor, []), group.devices, avoid, cpu, mem)
         if i is None:
             return None
-        index.take(i, group.devices)
-        return [(gi, 0, i, group.devices)]
+        index.take(i, group.devices, cpu, mem)
+        return [(gi, 0, i, group.devices, cpu, mem)]
     # Early exit: racks and blocks are parts of a cluster, so a gang no cluster could hold fits nowhere.
     clusters = [per for _, per, _ in _domains(index, info, "cluster") if _could_fit(index, info, per) >= 0]
     if not clusters:
@@ -154,12 +171,69 @@ def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
     return None
 
 
+_LOOSEST = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}
+
+
+def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: Iterable[int] = ()) -> bool | None:
+    """Would `place` succeed, were the capacity reservations keep hidden on nodes `hidden` visible? Told by counting
+    alone (some domain the topology allows has room for every replica), which is exact for identical replicas of
+    one flavor and no nodes to avoid; None for other jobs. Changes nothing (no reservation lifted and settled)."""
+    if not info.single or len(info.flavors) != 1 or job.avoid_nodes:
+        return None
+    flavor, devices, replicas, _, _, cpu, mem = info.shape_key
+    gain = _hidden_gain(index, hidden, flavor, devices, cpu, mem)
+    # place() puts a single replica anywhere; a gang at the loosest level its topology allows (which contains
+    # every tighter candidate).
+    level = _LOOSEST.get(job.topology, "cluster") if replicas > 1 else "cluster"
+    no_block = replicas > 1 and job.topology == Topology.REQUIRE_SAME_BLOCK
+    for d in index.domains.get((flavor, level), ()):
+        if (level != "cluster" and not d.labelled) or (no_block and d.key[1] == ""):
+            continue
+        more = sum(gain.get(lid, 0) for lid in d.leaves) if gain else 0
+        if index.has_room(d.leaves, devices, cpu, mem, replicas - more):
+            return True
+    return False
+
+
+def _hidden_gain(index: CapacityIndex, nodes: Iterable[int], flavor: str, devices: int, cpu: int,
+                 mem: int) -> dict[int, int]:
+    """Replicas per leaf that the hidden capacity of these nodes would add."""
+    gain: dict[int, int] = {}
+    for i in nodes:
+        lid = index.leaf_of[i]
+        if lid < 0 or index.leaves[lid].flavor != flavor:
+            continue
+        free, cpus, mems = index.free[i], index.cpu[i], index.mem[i]
+        more = (replicas_fitting(free + index.hidden[i], cpus + index.hidden_cpu[i], mems + index.hidden_mem[i],
+                                 devices, cpu, mem)
+                - replicas_fitting(free, cpus, mems, devices, cpu, mem))
+        if more:
+            gain[lid] = gain.get(lid, 0) + more
+    return gain
+
+
 def max_room(index: CapacityIndex, info: JobInfo, level: str) -> int:
     """Replicas of the job's biggest group that fit in the roomiest domain of a level (for explanations)."""
-    _, group = info.groups[0]
+    return group_room(index, info.groups[0][1], level)
+
+
+def group_fits(index: CapacityIndex, group: ReplicaGroup, level: str, cpu: bool = True, mem: bool = True) -> bool:
+    """Does some domain of a level have room for every replica of the group (with cpu / mem False, as if CPU /
+    memory did not limit)?"""
+    cpu_req = group.cpu_millis if cpu else 0
+    mem_req = group.memory_mib if mem else 0
+    return any(index.has_room(d.leaves, group.devices, cpu_req, mem_req, group.replicas)
+               for d in index.domains.get((group.flavor, level), ()) if level == "cluster" or d.labelled)
+
+
+def group_room(index: CapacityIndex, group: ReplicaGroup, level: str, cpu: bool = True, mem: bool = True) -> int:
+    """Replicas of a group that fit in the roomiest domain of a level (for explanations); with cpu / mem False,
+    as if CPU / memory did not limit."""
+    cpu_req = group.cpu_millis if cpu else 0
+    mem_req = group.memory_mib if mem else 0
     best = 0
     for d in index.domains.get((group.flavor, level), ()):
         if level != "cluster" and not d.labelled:
             continue
-        best = max(best, index.replica_room(d.leaves, group.devices))
+        best = max(best, index.replica_room(d.leaves, group.devices, cpu_req, mem_req))
     return best

@@ -22,8 +22,9 @@ quarters and WORTH_SAVING): young jobs scattered over many nodes otherwise make 
 
 Bounded work (a cycle with thousands of waiting jobs must not simulate thousands of removals):
 - arithmetic first: before removing anything, J must fit with every candidate gone by plain counting (free
-  devices per flavor, and for identical replicas whole replicas per node summed over the domains its topology
-  allows: exact for placement, ignoring only quotas and reservations, so it never rejects a job that could fit);
+  devices per flavor, and for identical replicas whole replicas per node, each node counting its scarcest of
+  devices, CPU and memory, summed over the domains its topology allows: exact for placement, ignoring only
+  quotas and reservations, so it never rejects a job that could fit);
 - failures are remembered per (project, shape) for the rest of the cycle (Cycle.try_preempt);
 - at most MAX_SIMULATIONS simulated removals per cycle (policy constant below): later jobs that would need one
   wait for the next cycle, which starts with fresh state and its own budget. This bounds a cycle's preemption
@@ -32,6 +33,7 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
 
 from __future__ import annotations
 
+from .capacity import CapacityIndex, replicas_fitting
 from .model import PendingJob, Topology
 from .shapes import JobInfo
 from .state import CycleState, RunRec
@@ -184,42 +186,44 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
             return False
     if not info.single:
         return True  # mixed replica sizes: the per-flavor count above is all that is exact enough
-    flavor, devices, replicas = info.shape_key[0], info.shape_key[1], info.shape_key[2]
+    key = info.shape_key
+    flavor, devices, replicas, cpu, mem = key[0], key[1], key[2], key[5], key[6]
     if devices <= 0:
-        return True
-    leaf_of, leaves, free, hidden = index.leaf_of, index.leaves, index.free, index.hidden
-    extra: dict[int, int] = {}  # node -> candidate devices on it
+        return True  # 0-device replicas: counts capped at ZERO_DEVICE_ROOM are no bound; simulation decides
+    leaf_of, leaves = index.leaf_of, index.leaves
+    extra: dict[int, list[int]] = {}  # node -> candidates' [devices, cpu, memory] on it
     for r in candidates:
-        for i, d in r.usage:
+        for i, d, c, m in r.usage:
             lid = leaf_of[i]
             if lid >= 0 and leaves[lid].flavor == flavor:
-                extra[i] = extra.get(i, 0) + d
-    # A reservation keeps max(0, x - rel) of a node's devices from jobs that would still run at its start, and
+                amounts = extra.get(i)
+                if amounts is None:
+                    extra[i] = [d, c, m]
+                else:
+                    amounts[0] += d
+                    amounts[1] += c
+                    amounts[2] += m
+    # A reservation keeps max(0, x - rel) of a node's capacity from jobs that would still run at its start, and
     # removing jobs only lowers rel: at most actual - that stays usable for such a job.
-    kept: dict[int, int] = {}
+    kept: dict[int, tuple[int, int, int]] = {}
     for h in state.holds_for((flavor,)):
         long = state.is_long(job.max_runtime, h)
         for i, x in h.x.items():
             if long:
-                kept[i] = max(0, x - h.rel[i])
+                rel = h.rel[i]
+                kept[i] = (max(0, x[0] - rel[0]), max(0, x[1] - rel[1]), max(0, x[2] - rel[2]))
             if i not in extra:
-                extra[i] = 0
+                extra[i] = [0, 0, 0]
     avoid = {index.index_of[n] for n in job.avoid_nodes if n in index.index_of}
     for i in avoid:
-        extra.setdefault(i, 0)
-    gain: dict[int, int] = {}  # leaf -> replicas gained (or lost) over its visible room
-    for i, d in extra.items():
-        lid = leaf_of[i]
-        if lid < 0:
-            continue
-        after = 0 if i in avoid else max(0, free[i] + hidden[i] + d - kept.get(i, 0)) // devices
-        gain[lid] = gain.get(lid, 0) + after - free[i] // devices
+        extra.setdefault(i, [0, 0, 0])
+    gain = _gains(index, extra, kept, avoid, devices, cpu, mem)
     level = _LEVEL.get(job.topology, "cluster")
     required = level != "cluster"
     for domain in index.domains.get((flavor, level), ()):
         if required and (not domain.labelled or (level == "block" and domain.key[1] == "")):
             continue
-        room = index.replica_room(domain.leaves, devices)
+        room = index.replica_room(domain.leaves, devices, cpu, mem)
         for lid in domain.leaves:
             room += gain.get(lid, 0)
         if room >= replicas:
@@ -238,7 +242,7 @@ def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligibl
     need = info.demand[flavor]
     on_node: dict[int, list[RunRec]] = {}
     for rec in eligible:
-        for i in {i for i, _ in rec.usage}:  # replicas of a job may share a node
+        for i in {u[0] for u in rec.usage}:  # replicas of a job may share a node
             if index.node_flavor[i] == flavor:
                 on_node.setdefault(i, []).append(rec)
     options = []
@@ -256,7 +260,7 @@ def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligibl
                 if left <= 0:
                     continue
                 over[rec.project] = left - rec.demand.get(flavor, 0)
-            room += sum(d for j, d in rec.usage if j == i)
+            room += sum(u[1] for u in rec.usage if u[0] == i)
             chosen.append(rec)
         lost = sum(_lost(r, now) for r in chosen)
         if chosen and room >= need and lost < below:
@@ -277,7 +281,36 @@ def _kind(rec: RunRec) -> tuple[bool, int]:
 
 def _lost(rec: RunRec, now: float) -> float:
     """Work evicting a job throws away: its devices x the time it ran (the core does not see checkpoints)."""
-    return sum(d for _, d in rec.usage) * max(0.0, now - rec.started_at)
+    return sum(u[1] for u in rec.usage) * max(0.0, now - rec.started_at)
+
+
+def _gains(index: CapacityIndex, extra: dict[int, list[int]], kept: dict[int, tuple[int, int, int]], avoid: set[int],
+           devices: int, cpu: int, mem: int) -> dict[int, int]:
+    """Replicas gained (or lost) per leaf over its visible room when the candidates' capacity on these nodes is
+    free and reservations keep what they must."""
+    leaf_of = index.leaf_of
+    free, hidden = index.free, index.hidden
+    cpus, hidden_cpu, mems, hidden_mem = index.cpu, index.hidden_cpu, index.mem, index.hidden_mem
+    gain: dict[int, int] = {}
+    for i, (d, c, m) in extra.items():
+        lid = leaf_of[i]
+        if lid < 0:
+            continue
+        after = 0
+        kd, kc, km = kept.get(i, NOTHING)
+        if cpu <= 0 and mem <= 0:  # devices alone: plain arithmetic (most jobs of replay traces)
+            if i not in avoid:
+                after = max(0, free[i] + hidden[i] + d - kd) // devices
+            gain[lid] = gain.get(lid, 0) + after - free[i] // devices
+            continue
+        if i not in avoid:
+            after = replicas_fitting(max(0, free[i] + hidden[i] + d - kd), max(0, cpus[i] + hidden_cpu[i] + c - kc),
+                                     max(0, mems[i] + hidden_mem[i] + m - km), devices, cpu, mem)
+        gain[lid] = gain.get(lid, 0) + after - replicas_fitting(free[i], cpus[i], mems[i], devices, cpu, mem)
+    return gain
+
+
+NOTHING = (0, 0, 0)
 
 
 def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> list[RunRec] | None:

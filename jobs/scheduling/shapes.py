@@ -21,7 +21,8 @@ class JobInfo:
             self.replicas = group.replicas
             self.single = group.replicas > 0
             self.shape_key: tuple | None = (
-                (group.flavor, group.devices, group.replicas, str(job.topology), job.avoid_nodes)
+                (group.flavor, group.devices, group.replicas, str(job.topology), job.avoid_nodes, group.cpu_millis,
+                 group.memory_mib)
                 if self.single else None
             )
             return
@@ -35,14 +36,15 @@ class JobInfo:
         # Biggest replicas first: they are the hardest to place, small ones fill the gaps they leave.
         self.groups = tuple(sorted(enumerate(groups), key=lambda item: (-item[1].devices, item[0])))
         self.replicas = sum(g.replicas for g in groups)
-        classes = {(g.flavor, g.devices) for g in groups if g.replicas > 0}
-        # Identical replicas of one flavor: placement is exact (a fit exists iff sum(free // d) >= replicas), so
-        # a failure of this shape stays a failure for the rest of the cycle while capacity only shrinks. Jobs
+        classes = {(g.flavor, g.devices, g.cpu_millis, g.memory_mib) for g in groups if g.replicas > 0}
+        # Identical replicas of one flavor: placement is exact (a fit exists iff the sum over nodes of
+        # min(free // d, cpu // c, memory // m) >= replicas: a replica placed on a node lowers its count by one),
+        # so a failure of this shape stays a failure for the rest of the cycle while capacity only shrinks. Jobs
         # mixing replica sizes are placed heuristically and never cached.
         self.single = len(classes) == 1
         if self.single:
-            flavor, devices = next(iter(classes))
-            self.shape_key = (flavor, devices, self.replicas, str(job.topology), job.avoid_nodes)
+            flavor, devices, cpu, mem = next(iter(classes))
+            self.shape_key = (flavor, devices, self.replicas, str(job.topology), job.avoid_nodes, cpu, mem)
         else:
             self.shape_key = None
 
@@ -50,3 +52,17 @@ class JobInfo:
 def describe_shape(job: PendingJob) -> str:
     """'4 x 8 nvidia-h100-80gb' (groups joined by ' + ')."""
     return " + ".join(f"{g.replicas} x {g.devices} {g.flavor}" for g in job.groups)
+
+
+def fmt_cpu(millis: int) -> str:
+    """Millicores as people read them: '32 cores', '0.5 cores', '1 core'."""
+    cores = millis / 1000
+    return f"{cores:g} core{'' if cores == 1 else 's'}"
+
+
+def fmt_memory(mib: int) -> str:
+    """MiB as people read them: '512 MiB', '16 GiB', '1.5 TiB'."""
+    for unit, size in (("TiB", 1 << 20), ("GiB", 1 << 10)):
+        if mib >= size:
+            return f"{round(mib / size, 1):g} {unit}"
+    return f"{mib} MiB"

@@ -15,13 +15,14 @@ from .shapes import JobInfo
 
 
 class RunRec:
-    """A running job as the cycle sees it: where its devices are and when it may end or be preempted."""
+    """A running job as the cycle sees it: where its devices, CPU and memory are and when it may end or be
+    preempted."""
 
     __slots__ = ("id", "project", "priority", "started_at", "end", "evictable_at", "preemptible", "usage",
                  "demand", "at_start")
 
     def __init__(self, id: int, project: str, priority: int, started_at: float, end: float | None,
-                 evictable_at: float, preemptible: bool, usage: list[tuple[int, int]], demand: dict[str, int],
+                 evictable_at: float, preemptible: bool, usage: list[tuple[int, int, int, int]], demand: dict[str, int],
                  at_start: bool) -> None:
         self.id = id
         self.project = project
@@ -30,24 +31,24 @@ class RunRec:
         self.end = end  # started_at + max_runtime, None when unknown
         self.evictable_at = evictable_at  # started_at + min_runtime
         self.preemptible = preemptible
-        self.usage = usage  # (node index, devices) on nodes of the snapshot
+        self.usage = usage  # (node index, devices, cpu millicores, memory MiB) per replica on nodes of the snapshot
         self.demand = demand  # devices per flavor
         self.at_start = at_start  # running when the cycle began (only these can be victims)
 
 
 class Hold:
-    """A backfill reservation: at `start` the head job needs x[i] devices on node i.
+    """A backfill reservation: at `start` the head job needs x[i] = (devices, cpu, memory) on node i.
 
-    rel[i] is what jobs ending by `start` will have released on node i by then. Keeping
-    hidden[i] = max(0, x[i] - rel[i]) out of placement's sight guarantees free + rel >= x at all times, so jobs
-    that run past `start` can never delay the head; jobs that end by `start` may use hidden devices (they add to
-    rel what they take).
+    rel[i] is what jobs ending by `start` will have released on node i by then, [devices, cpu, memory]. Keeping
+    max(0, x[i] - rel[i]) of each out of placement's sight (hidden) guarantees free + rel >= x at all times, so
+    jobs that run past `start` can never delay the head; jobs that end by `start` may use hidden capacity (they
+    add to rel what they take).
     """
 
     __slots__ = ("job_id", "start", "flavors", "x", "rel", "taken")
 
-    def __init__(self, job_id: int, start: float, flavors: tuple[str, ...], x: dict[int, int],
-                 rel: dict[int, int], taken: Taken) -> None:
+    def __init__(self, job_id: int, start: float, flavors: tuple[str, ...], x: dict[int, tuple[int, int, int]],
+                 rel: dict[int, list[int]], taken: Taken) -> None:
         self.job_id = job_id
         self.start = start
         self.flavors = flavors
@@ -87,22 +88,25 @@ class QuotaHold:
         return self.start is not None and rec.end is not None and max(rec.end, now) <= self.start
 
 
+Released = tuple[Hold, int, int, int, int]  # (hold, node index, devices, cpu, memory) added to hold.rel
+
+
 class Tentative:
     __slots__ = ("taken", "rel_added")
 
-    def __init__(self, taken: Taken, rel_added: list[tuple[Hold, int, int]]) -> None:
+    def __init__(self, taken: Taken, rel_added: list[Released]) -> None:
         self.taken = taken
         self.rel_added = rel_added
 
 
 def run_record(job: RunningJob, index: CapacityIndex, at_start: bool = True) -> RunRec:
-    usage: list[tuple[int, int]] = []
+    usage: list[tuple[int, int, int, int]] = []
     demand: dict[str, int] = {}
     for a in job.placement:
         i = index.index_of.get(a.node)
         flavor = job.flavor
         if i is not None:
-            usage.append((i, a.devices))
+            usage.append((i, a.devices, a.cpu_millis, a.memory_mib))
             flavor = index.nodes[i].flavor
         demand[flavor] = demand.get(flavor, 0) + a.devices
     end = job.started_at + job.max_runtime if job.max_runtime is not None else None
@@ -132,8 +136,8 @@ class CycleState:
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
-        self.neg_place: dict[tuple, bool] = {}  # (shape key, constrained) -> True when it did not fit
-        self.neg_preempt: dict[tuple, list[tuple[int, int, int]]] = {}  # see Cycle.try_preempt
+        self.neg_place: dict[tuple, list[tuple[int, int]]] = {}  # (devices shape, constrained) -> (cpu, mem) failed
+        self.neg_preempt: dict[tuple, list[tuple[int, int, int, int, int]]] = {}  # see Cycle.try_preempt
         self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
         # Victim pools as of the start of the cycle, built on first use:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
@@ -184,14 +188,14 @@ class CycleState:
         runs: dict[int, RunRec] = {}
         by_flavor: dict[str, list[RunRec]] = {}
         for job in sorted(self.snapshot.running, key=_job_id):
-            usage: list[tuple[int, int]] = []
+            usage: list[tuple[int, int, int, int]] = []
             demand: dict[str, int] = {}
             for a in job.placement:
                 i = index_of.get(a.node)
                 if i is None:
                     flavor = job.flavor
                 else:
-                    usage.append((i, a.devices))
+                    usage.append((i, a.devices, a.cpu_millis, a.memory_mib))
                     flavor = node_flavor[i]
                 demand[flavor] = demand.get(flavor, 0) + a.devices
             started = job.started_at
@@ -260,31 +264,38 @@ class CycleState:
     def lift(self, holds: list[Hold]) -> None:
         for h in holds:
             for i in h.x:
-                self.index.set_hidden(i, 0)
+                self.index.set_hidden(i, 0, 0, 0)
 
     def settle(self, holds: list[Hold]) -> None:
         index = self.index
+        free, cpu, mem = index.free, index.cpu, index.mem
+        hidden, hidden_cpu, hidden_mem = index.hidden, index.hidden_cpu, index.hidden_mem
         for h in holds:
-            for i, need in h.x.items():
-                actual = index.free[i] + index.hidden[i]
-                index.set_hidden(i, min(actual, max(0, need - h.rel[i])))
+            for i, (need, need_cpu, need_mem) in h.x.items():
+                rel, rel_cpu, rel_mem = h.rel[i]
+                index.set_hidden(i, min(free[i] + hidden[i], max(0, need - rel)),
+                                 min(cpu[i] + hidden_cpu[i], max(0, need_cpu - rel_cpu)),
+                                 min(mem[i] + hidden_mem[i], max(0, need_mem - rel_mem)))
 
     # -- running jobs -----------------------------------------------------------------------------------------
 
     def _holds_touching(self, rec: RunRec) -> list[Hold]:
         if not self.hold_list:
             return []
-        return [h for h in self.holds_for(rec.demand) if any(i in h.x for i, _ in rec.usage)]
+        return [h for h in self.holds_for(rec.demand) if any(u[0] in h.x for u in rec.usage)]
 
     def remove_run(self, rec: RunRec) -> None:
-        """Simulate (or commit) preempting a running job: its devices and quota come back."""
+        """Simulate (or commit) preempting a running job: its devices, CPU, memory and quota come back."""
         holds = self._holds_touching(rec)
         self.lift(holds)
-        for i, devices in rec.usage:
-            self.index.give(i, devices)
+        for i, devices, cpu, mem in rec.usage:
+            self.index.give(i, devices, cpu, mem)
             for h in holds:
                 if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
-                    h.rel[i] -= devices  # it will not release them at its end any more: they are free now
+                    rel = h.rel[i]  # it will not release them at its end any more: they are free now
+                    rel[0] -= devices
+                    rel[1] -= cpu
+                    rel[2] -= mem
         self.settle(holds)
         self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
         if self.quota_holds:
@@ -295,11 +306,14 @@ class CycleState:
         """Inverse of remove_run (fill-back)."""
         holds = self._holds_touching(rec)
         self.lift(holds)
-        for i, devices in rec.usage:
-            self.index.take(i, devices)
+        for i, devices, cpu, mem in rec.usage:
+            self.index.take(i, devices, cpu, mem)
             for h in holds:
                 if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
-                    h.rel[i] += devices
+                    rel = h.rel[i]
+                    rel[0] += devices
+                    rel[1] += cpu
+                    rel[2] += mem
         self.settle(holds)
         self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
         if self.quota_holds:
@@ -327,27 +341,33 @@ class CycleState:
             return None if taken is None else Tentative(taken, [])
         self.lift(short)
         taken = place(self.index, job, info)
-        rel_added: list[tuple[Hold, int, int]] = []
+        rel_added: list[Released] = []
         if taken is not None:
             rel_added = self._add_rel(short, taken)
         self.settle(short)
         return None if taken is None else Tentative(taken, rel_added)
 
-    def _add_rel(self, short: list[Hold], taken: Taken) -> list[tuple[Hold, int, int]]:
+    def _add_rel(self, short: list[Hold], taken: Taken) -> list[Released]:
         added = []
         for h in short:
-            for _, _, i, devices in taken:
+            for _, _, i, devices, cpu, mem in taken:
                 if i in h.x:
-                    h.rel[i] += devices  # ends before the hold's start: gives them back in time
-                    added.append((h, i, devices))
+                    rel = h.rel[i]  # ends before the hold's start: gives them back in time
+                    rel[0] += devices
+                    rel[1] += cpu
+                    rel[2] += mem
+                    added.append((h, i, devices, cpu, mem))
         return added
 
     def undo_tentative(self, tentative: Tentative) -> None:
-        holds = [h for h, _, _ in tentative.rel_added]
+        holds = [added[0] for added in tentative.rel_added]
         self.lift(holds)
         undo(self.index, tentative.taken)
-        for h, i, devices in tentative.rel_added:
-            h.rel[i] -= devices
+        for h, i, devices, cpu, mem in tentative.rel_added:
+            rel = h.rel[i]
+            rel[0] -= devices
+            rel[1] -= cpu
+            rel[2] -= mem
         self.settle(holds)
 
     def fits(self, job, info: JobInfo) -> bool:

@@ -166,3 +166,38 @@ def test_a_cpu_job_is_placed_on_a_synced_cpu_node_and_asks_no_device(tenant, kub
     for manifest in pods:
         resources = manifest["spec"]["containers"][0]["resources"]
         assert set(resources["requests"]) == {"cpu", "memory"} and set(resources["limits"]) == {"memory"}
+
+
+def test_cpu_jobs_fill_synced_nodes_by_the_cpu_their_pods_request(tenant, kube_inventory, kube, cycle) -> None:
+    """What the scheduler counts is what the pods request: node sync leaves out what other pods request (never
+    down to 0, which would read as "not modelled"), the scheduler counts each replica's group's requests against
+    the rest, and the pods it creates request exactly those."""
+    from jobs.models import Job
+    from quotas.models import Quota
+    from tests.jobs.conftest import submit
+
+    cpu = ResourceFlavor.objects.create(name="cpu", vendor="none", device_resource="cpu")
+    Quota.objects.create(project=tenant.project, flavor=cpu)
+    hog = pod("etl", "cpu-1", 0)
+    hog["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "96", "memory": "1024Gi"}
+    services.nodes_upsert(kube_inventory["cluster"], [node("gpu-1", product="NVIDIA-H100-80GB-HBM3"),
+                                                      node("gpu-2", product="NVIDIA-H100-80GB-HBM3"),
+                                                      cpu_node("cpu-1"), cpu_node("cpu-2")], [hog])
+    cpu1, cpu2 = (Node.objects.get(cluster=kube_inventory["cluster"], name=n) for n in ("cpu-1", "cpu-2"))
+    assert (cpu1.cpu_millis, cpu1.memory_mib) == (1, 1)  # taken by another pod, still modelled
+    assert (cpu2.cpu_millis, cpu2.memory_mib) == (96_000, 1024 * 1024)
+
+    jobs = [submit(tenant, cpu, devices=0, name=f"etl-{i}") for i in range(4)]
+    for j in jobs:
+        j.groups.update(cpu_millis=32_000, memory_mib=65_536)
+    cycle()
+
+    placed = Job.objects.filter(pk__in=[j.pk for j in jobs], state="dispatching").order_by("pk")
+    assert [row["node"] for j in placed for row in j.current_attempt.placement] == ["cpu-2"] * 3
+    waiting = Job.objects.get(pk=jobs[3].pk)
+    assert waiting.state == "queued" and waiting.wait_reason.startswith(
+        "waiting for CPU: needs 1 x 32 cores on cpu nodes")
+    pods = [p for (_, _), p in kube.objects("pods").items()]
+    assert len(pods) == 3
+    for manifest in pods:
+        assert manifest["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "32000m", "memory": "65536Mi"}

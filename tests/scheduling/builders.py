@@ -23,35 +23,45 @@ H100 = "nvidia-h100-80gb"
 
 
 def nodes(count: int, flavor: str = A100, devices: int = 8, free: int | None = None, prefix: str = "n",
-          rack_size: int = 0, block_size: int = 0, cluster: str = "default", start: int = 0) -> tuple[Node, ...]:
-    """`count` nodes named {prefix}{i}; racks of `rack_size` nodes (r0, r1, ...), blocks of `block_size` racks."""
+          rack_size: int = 0, block_size: int = 0, cluster: str = "default", start: int = 0, cpu: int = 0,
+          memory: int = 0) -> tuple[Node, ...]:
+    """`count` nodes named {prefix}{i}; racks of `rack_size` nodes (r0, r1, ...), blocks of `block_size` racks;
+    `cpu` millicores and `memory` MiB allocatable each, all free (0: not modelled)."""
     out = []
     for k in range(start, start + count):
         rack = f"{prefix}r{k // rack_size}" if rack_size else ""
         block = f"{prefix}b{k // (rack_size * block_size)}" if rack_size and block_size else ""
-        out.append(Node(f"{prefix}{k}", flavor, devices, devices if free is None else free, cluster, block, rack))
+        out.append(Node(f"{prefix}{k}", flavor, devices, devices if free is None else free, cluster, block, rack,
+                        cpu_millis=cpu, memory_mib=memory, free_cpu_millis=cpu, free_memory_mib=memory))
     return tuple(out)
 
 
 def job(id: int, project: str = "vision", replicas: int = 1, devices: int = 8, flavor: str = A100,
-        priority: int = 500, submitted_at: float | None = None, **kw) -> PendingJob:
+        priority: int = 500, submitted_at: float | None = None, cpu: int = 0, memory: int = 0, **kw) -> PendingJob:
+    """`cpu` millicores and `memory` MiB per replica."""
     return PendingJob(id, project, priority, float(id) if submitted_at is None else submitted_at,
-                      (ReplicaGroup("worker", replicas, devices, flavor),), **kw)
+                      (ReplicaGroup("worker", replicas, devices, flavor, cpu, memory),), **kw)
 
 
 def running(id: int, project: str, placement: dict[str, int], flavor: str = A100, priority: int = 500,
-            started_at: float = 0.0, **kw) -> RunningJob:
-    assignments = tuple(Assignment("worker", k, node, d) for k, (node, d) in enumerate(placement.items()))
+            started_at: float = 0.0, cpu: int = 0, memory: int = 0, **kw) -> RunningJob:
+    """One replica per node of `placement` (node -> devices), each requesting `cpu` millicores and `memory` MiB."""
+    assignments = tuple(Assignment("worker", k, node, d, cpu, memory) for k, (node, d) in enumerate(placement.items()))
     return RunningJob(id, project, priority, started_at, assignments, flavor, **kw)
 
 
 def occupy(node_list: tuple[Node, ...], jobs: list[RunningJob]) -> tuple[Node, ...]:
-    """Nodes with the devices of these running jobs taken (so snapshots stay consistent)."""
-    used: dict[str, int] = defaultdict(int)
+    """Nodes with the devices, CPU and memory of these running jobs taken (so snapshots stay consistent)."""
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for rj in jobs:
         for a in rj.placement:
-            used[a.node] += a.devices
-    return tuple(replace(n, free=n.free - used[n.name]) for n in node_list)
+            taken = used[a.node]
+            taken[0] += a.devices
+            taken[1] += a.cpu_millis
+            taken[2] += a.memory_mib
+    return tuple(replace(n, free=n.free - used[n.name][0], free_cpu_millis=n.free_cpu_millis - used[n.name][1],
+                         free_memory_mib=n.free_memory_mib - used[n.name][2]) if n.name in used else n
+                 for n in node_list)
 
 
 def snapshot(node_list, pending=(), running_jobs=(), quotas=(), projects=None, now: float = 1000.0) -> Snapshot:
@@ -77,8 +87,10 @@ def carry_out(snap: Snapshot, result: CycleResult, now: float) -> Snapshot:
 
 
 def rebuilt(snap: Snapshot, running_jobs, pending, now: float) -> Snapshot:
-    """The snapshot's cluster and quotas at `now` with these running and pending jobs (free devices recomputed)."""
-    empty = tuple(replace(n, free=n.devices) for n in snap.nodes)
+    """The snapshot's cluster and quotas at `now` with these running and pending jobs (free devices, CPU and memory
+    recomputed)."""
+    empty = tuple(replace(n, free=n.devices, free_cpu_millis=n.cpu_millis, free_memory_mib=n.memory_mib)
+                  for n in snap.nodes)
     return Snapshot(now, occupy(empty, running_jobs), snap.quotas, snap.projects, tuple(running_jobs),
                     tuple(pending))
 
@@ -106,23 +118,33 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
     victim_ids = [p.victim_id for p in result.preemptions]
     assert len(victim_ids) == len(set(victim_ids))
     admitted_ids = {a.job_id for a in result.admits}
-    # Capacity: nobody over-allocated, victims give theirs back.
+    # Capacity: nobody over-allocated in devices, CPU or memory; victims give theirs back.
     free = {n.name: n.free for n in snap.nodes}
+    cpu = {n.name: n.free_cpu_millis for n in snap.nodes}
+    mem = {n.name: n.free_memory_mib for n in snap.nodes}
     for v in victim_ids:
         for a in run[v].placement:
             if a.node in free:
                 free[a.node] += a.devices
+                cpu[a.node] += a.cpu_millis
+                mem[a.node] += a.memory_mib
     for adm in result.admits:
         j = pending[adm.job_id]
-        # Gang: every replica of every group, each on one schedulable node of its flavor, one cluster.
-        expected = sorted((g.role, k, g.devices, g.flavor) for g in j.groups for k in range(g.replicas))
-        got = sorted((a.role, a.index, a.devices, by_node[a.node].flavor) for a in adm.placement)
-        assert got == expected, f"job {j.id} placed partially or on the wrong flavor"
+        # Gang: every replica of every group with its requests, each on one schedulable node of its flavor, one
+        # cluster.
+        expected = sorted((g.role, k, g.devices, g.cpu_millis, g.memory_mib, g.flavor) for g in j.groups
+                          for k in range(g.replicas))
+        got = sorted((a.role, a.index, a.devices, a.cpu_millis, a.memory_mib, by_node[a.node].flavor)
+                     for a in adm.placement)
+        assert got == expected, f"job {j.id} placed partially, on the wrong flavor or without its requests"
         assert len({by_node[a.node].cluster for a in adm.placement}) == 1, "a gang spans clusters"
+        requests = {g.role: g for g in j.groups}  # what each replica's pod will request
         for a in adm.placement:
             node = by_node[a.node]
             assert node.schedulable and a.node not in j.avoid_nodes
             free[a.node] -= a.devices
+            cpu[a.node] -= requests[a.role].cpu_millis
+            mem[a.node] -= requests[a.role].memory_mib
         if len(adm.placement) == 1:
             continue  # one replica is always in one rack and one block
         if j.topology == Topology.REQUIRE_SAME_RACK:
@@ -132,7 +154,12 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             blocks = {(by_node[a.node].cluster, by_node[a.node].block) for a in adm.placement}
             assert len(blocks) == 1 and next(iter(blocks))[1] != "", f"job {j.id} not in one block"
     for name, f in free.items():
-        assert f >= 0 or f >= by_node[name].free, f"node {name} over-allocated"
+        node = by_node[name]
+        assert f >= 0 or f >= node.free, f"node {name} over-allocated"
+        # Nodes that do not model CPU or memory (allocatable 0) never limit them.
+        assert node.cpu_millis <= 0 or cpu[name] >= min(0, node.free_cpu_millis), f"node {name} CPU over-allocated"
+        assert node.memory_mib <= 0 or mem[name] >= min(0, node.free_memory_mib), (
+            f"node {name} memory over-allocated")
     # Preemption rules.
     guar = defaultdict(int)
     blim = defaultdict(int)
@@ -185,21 +212,36 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             after = max(0, used_after[key] + pre_after[key] - guar[key])
             before = max(0, used_before[key] + pre_before[key] - guar[key])
             assert after <= max(b, before), f"{key} borrows {after} over its limit {b}"
-    # Backfill: nothing admitted this cycle delays a reservation.
+    # Backfill: nothing admitted this cycle delays a reservation, in devices, CPU or memory.
+    now = {"devices": free, "CPU": cpu, "memory": mem}
     for res in result.reservations:
-        need = defaultdict(int)
-        for a in res.placement:
-            need[a.node] += a.devices
-        ends = defaultdict(int)
+        need = _amounts(res.placement)
+        ends: dict[str, dict[str, int]] = {what: defaultdict(int) for what in now}
         for r in snap.running:
             if r.id not in victim_ids and r.max_runtime is not None and max(r.started_at + r.max_runtime,
                                                                             snap.now) <= res.start:
-                for a in r.placement:
-                    ends[a.node] += a.devices
+                _add(ends, r.placement)
         for adm in result.admits:
             j = pending[adm.job_id]
             if j.max_runtime is not None and snap.now + j.max_runtime <= res.start:
-                for a in adm.placement:
-                    ends[a.node] += a.devices
-        for node, n in need.items():
-            assert free[node] + ends[node] >= n, f"reservation of job {res.job_id} delayed on {node}"
+                _add(ends, adm.placement)
+        for what, per_node in need.items():
+            for node, n in per_node.items():
+                if what != "devices" and (by_node[node].cpu_millis if what == "CPU" else by_node[node].memory_mib) <= 0:
+                    continue
+                assert now[what][node] + ends[what][node] >= n, (
+                    f"reservation of job {res.job_id} delayed on {node} ({what})")
+
+
+def _amounts(placement) -> dict[str, dict[str, int]]:
+    """Devices, CPU and memory per node of a placement."""
+    out: dict[str, dict[str, int]] = {"devices": defaultdict(int), "CPU": defaultdict(int), "memory": defaultdict(int)}
+    _add(out, placement)
+    return out
+
+
+def _add(out: dict[str, dict[str, int]], placement) -> None:
+    for a in placement:
+        out["devices"][a.node] += a.devices
+        out["CPU"][a.node] += a.cpu_millis
+        out["memory"][a.node] += a.memory_mib

@@ -668,3 +668,181 @@ def test_a_disabled_cluster_and_not_ready_nodes_are_named():
     assert w.code == "unavailable"
     assert w.reason == ("1 of the 2 nvidia-a100-40gb nodes is in a disabled cluster; 1 of the 2 nvidia-a100-40gb "
                         "nodes is not ready: no schedulable nodes offer nvidia-a100-40gb")
+
+
+# -- CPU and memory -------------------------------------------------------------------------------------------
+
+CPU = "cpu"  # a flavor of nodes without accelerators
+GIB = 1024  # MiB
+
+
+def cpu_jobs(count: int, cpu: int, memory: int, first: int = 1) -> list[PendingJob]:
+    """`count` single-replica CPU-only jobs (0 devices) requesting `cpu` millicores and `memory` MiB."""
+    return [job(i, devices=0, flavor=CPU, cpu=cpu, memory=memory) for i in range(first, first + count)]
+
+
+SPREAD_CASES = [
+    # (name, nodes (count, cores, GiB), jobs (count, cores, GiB), replicas per node, reason of the first waiting job)
+    ("CPU fills a node, then the next", (3, 96, 384), (50, 4, 8), [24, 24, 2], None),
+    ("memory fills a node, then the next", (3, 96, 384), (50, 1, 32), [12, 12, 12], (
+        "waiting for memory: needs 1 x 32 GiB of memory on cpu nodes; 0 MiB of memory free on cpu nodes, room for 0 "
+        "replicas in one cluster")),
+    ("what does not fit waits for CPU", (2, 96, 384), (50, 4, 8), [24, 24], (
+        "waiting for CPU: needs 1 x 4 cores on cpu nodes; 0 cores free on cpu nodes, room for 0 replicas in one "
+        "cluster")),
+    ("nodes that do not model CPU or memory never limit", (2, 0, 0), (50, 4, 8), [50, 0], None),
+]
+
+
+@pytest.mark.parametrize("name,node_shape,job_shape,per_node,reason", SPREAD_CASES, ids=[c[0] for c in SPREAD_CASES])
+def test_cpu_only_jobs_spread_over_nodes_by_cpu_and_memory(name, node_shape, job_shape, per_node, reason):
+    """Defect: 50 CPU-only jobs all landed on one node, whatever its CPU and memory."""
+    count, cores, gib = node_shape
+    node_list = nodes(count, flavor=CPU, devices=0, prefix="c", cpu=cores * 1000, memory=gib * GIB)
+    jobs, job_cores, job_gib = job_shape
+    result = cycle(snapshot(node_list, cpu_jobs(jobs, job_cores * 1000, job_gib * GIB),
+                            quotas=[Quota("vision", CPU, 0)]), Policy(blocking="skip"))
+    on = [a.node for adm in result.admits for a in adm.placement]
+    assert [on.count(n.name) for n in node_list] == per_node
+    assert len(result.admits) + len(result.waits) == jobs
+    if reason is not None:
+        assert {(w.code, w.reason) for w in result.waits} == {("capacity", reason)}
+    else:
+        assert result.waits == ()
+
+
+def test_a_cpu_only_gang_is_counted_by_cpu():
+    node_list = nodes(3, flavor=CPU, devices=0, prefix="c", cpu=64_000, memory=256 * GIB)
+    gang = job(1, replicas=5, devices=0, flavor=CPU, cpu=32_000, memory=8 * GIB)
+    result = cycle(snapshot(node_list, [gang, job(2, replicas=2, devices=0, flavor=CPU, cpu=32_000)],
+                            quotas=[Quota("vision", CPU, 0)]), Policy(blocking="skip"))
+    assert admitted(result) == [1]
+    assert sorted(a.node for a in result.admits[0].placement) == ["c0", "c0", "c1", "c1", "c2"]
+    assert waits(result)[2].reason.startswith("waiting for CPU: needs 2 x 32 cores on cpu nodes; 32 cores free")
+
+
+def busy_cpu_node(held_cores: int = 0, held_gib: int = 0):
+    """One 8-GPU node with 64 cores and 512 GiB; nlp's 1-GPU job holds `held_cores` and `held_gib` of it."""
+    node_list = nodes(1, cpu=64_000, memory=512 * GIB)
+    busy = [running(100, "nlp", {"n0": 1}, cpu=held_cores * 1000, memory=held_gib * GIB, started_at=100.0)]
+    return node_list, busy
+
+
+WAIT_CASES = [
+    # (name, cores and GiB nlp's job holds, the pending job's 4 GPUs' cores and GiB, code, reason)
+    ("devices free but CPU taken", (60, 0), (8, 0), (
+        "waiting for CPU: needs 1 x 8 cores with 4 nvidia-a100-40gb each; 4 cores free on nvidia-a100-40gb nodes, "
+        "room for 0 replicas in one cluster")),
+    ("devices free but memory taken", (0, 500), (0, 64), (
+        "waiting for memory: needs 1 x 64 GiB of memory with 4 nvidia-a100-40gb each; 12 GiB of memory free on "
+        "nvidia-a100-40gb nodes, room for 0 replicas in one cluster")),
+    ("devices free but CPU and memory taken", (60, 500), (8, 64), (
+        "waiting for CPU and memory: needs 1 x 8 cores and 64 GiB of memory with 4 nvidia-a100-40gb each; 4 cores "
+        "and 12 GiB of memory free on nvidia-a100-40gb nodes, room for 0 replicas in one cluster")),
+]
+
+
+@pytest.mark.parametrize("name,held,asks,reason", WAIT_CASES, ids=[c[0] for c in WAIT_CASES])
+def test_a_gpu_job_waits_for_cpu_and_memory_even_with_devices_free(name, held, asks, reason):
+    node_list, busy = busy_cpu_node(*held)
+    pending = [job(1, devices=4, cpu=asks[0] * 1000, memory=asks[1] * GIB)]
+    result = cycle(snapshot(node_list, pending, busy, quotas=[Quota("vision", A100, 8), Quota("nlp", A100, 8)]))
+    assert admitted(result) == [] and result.preemptions == ()
+    assert (waits(result)[1].code, waits(result)[1].reason) == ("capacity", reason)
+
+
+def test_a_gang_goes_around_a_node_whose_cpu_is_taken():
+    node_list = nodes(3, cpu=64_000, memory=512 * GIB)
+    busy = [running(100, "nlp", {"n0": 0}, cpu=60_000)]  # a CPU-only replica on n0: its 8 GPUs stay free
+    result = cycle(snapshot(node_list, [job(1, replicas=2, cpu=8000)], busy,
+                            quotas=[Quota("vision", A100, 16), Quota("nlp", A100, 8)]))
+    assert sorted(a.node for a in result.admits[0].placement) == ["n1", "n2"]
+    assert [(a.cpu_millis, a.memory_mib) for a in result.admits[0].placement] == [(8000, 0), (8000, 0)]
+
+
+PREEMPT_CASES = [
+    # (name, nlp's job's cores and GiB, its priority, vision's quota, the pending job's cores and GiB, its priority,
+    #  victims)
+    ("reclaiming a guarantee frees the CPU a borrower holds", (60, 0), 500, 8, (16, 0), 500, [100]),
+    ("and its memory", (0, 500), 500, 8, (0, 64), 500, [100]),
+    ("priority preemption in a project frees CPU too", (60, 0), 100, 0, (16, 0), 1000, [100]),
+    ("no preemption when the CPU would still not be enough", (60, 0), 500, 8, (80, 0), 500, []),
+]
+
+
+@pytest.mark.parametrize("name,held,victim_priority,vision_guarantee,asks,priority,expect", PREEMPT_CASES,
+                         ids=[c[0] for c in PREEMPT_CASES])
+def test_preemption_gives_cpu_and_memory_back(name, held, victim_priority, vision_guarantee, asks, priority,
+                                              expect):
+    # n1 has the CPU but no free devices (pods the platform did not create hold them): the job must use n0.
+    node_list = nodes(1, cpu=64_000, memory=512 * GIB) + nodes(1, cpu=128_000, start=1, free=0)
+    project = "nlp" if vision_guarantee == 0 else "vision"
+    busy = [running(100, "nlp", {"n0": 1}, cpu=held[0] * 1000, memory=held[1] * GIB, priority=victim_priority)]
+    quotas = [Quota("vision", A100, vision_guarantee), Quota("nlp", A100, 0 if vision_guarantee else 16,
+                                                             borrow_limit=8)]
+    pending = [job(1, project=project, devices=4, cpu=asks[0] * 1000, memory=asks[1] * GIB, priority=priority)]
+    result = cycle(snapshot(node_list, pending, busy, quotas=quotas))
+    assert victims(result) == expect
+    assert admitted(result) == ([1] if expect else [])
+
+
+def test_backfill_reserves_cpu_for_the_head():
+    """The head waits for CPU, not devices: later jobs that would still run at its start may not take the CPU it
+    needs then; a job that ends before may."""
+    node_list = nodes(1, cpu=64_000, memory=512 * GIB)
+    busy = [running(100, "nlp", {"n0": 4}, cpu=40_000, started_at=0.0, max_runtime=2000.0)]
+    head = job(1, devices=2, cpu=48_000, max_runtime=3600.0)
+    long = job(2, devices=1, cpu=20_000, max_runtime=5000.0)
+    short = job(3, devices=1, cpu=4000, max_runtime=500.0)
+    result = cycle(snapshot(node_list, [head, long, short], busy,
+                            quotas=[Quota("vision", A100, 8), Quota("nlp", A100, 4)], now=NOW))
+    (res,) = result.reservations
+    assert (res.job_id, res.start) == (1, 2000.0)
+    assert admitted(result) == [3]
+    assert waits(result)[1].reason.startswith("waiting for CPU: needs 1 x 48 cores")
+    assert waits(result)[2].code == "reserved"
+
+
+NEVER_FITS_CASES = [
+    # (name, nodes, the job, reason)
+    ("more CPU than any node", nodes(4, cpu=96_000, memory=1024 * GIB), job(1, cpu=128_000),
+     "needs 128 cores per replica; the largest schedulable nvidia-a100-40gb node has 96 cores allocatable"),
+    ("more memory than any node", nodes(4, cpu=96_000, memory=1024 * GIB), job(1, memory=1536 * GIB),
+     "needs 1.5 TiB of memory per replica; the largest schedulable nvidia-a100-40gb node has 1 TiB allocatable"),
+    ("the devices on one node, the CPU on another", nodes(1, cpu=32_000) + nodes(1, devices=4, cpu=96_000, start=1),
+     job(1, cpu=64_000),
+     "needs 8 nvidia-a100-40gb and 64 cores per replica on one node; no schedulable node of that flavor has all of "
+     "them"),
+    ("a gang whose CPU only one replica per node holds", nodes(2, cpu=96_000),
+     job(1, replicas=3, devices=4, cpu=64_000),
+     "needs 3 x 4 nvidia-a100-40gb with 64 cores each in one cluster; the largest has room for 2 even when empty"),
+    ("a CPU-only job bigger than any CPU node", nodes(2, flavor=CPU, devices=0, prefix="c", cpu=96_000),
+     job(1, devices=0, flavor=CPU, cpu=100_000),
+     "needs 100 cores per replica; the largest schedulable cpu node has 96 cores allocatable"),
+    ("nodes that do not model CPU or memory never refuse", nodes(4), job(1, cpu=10**6, memory=10**7), None),
+    ("one node that does not model CPU is enough", nodes(1, cpu=32_000) + nodes(1, start=1), job(1, cpu=64_000), None),
+]
+
+
+@pytest.mark.parametrize("name,node_list,pending,reason", NEVER_FITS_CASES, ids=[c[0] for c in NEVER_FITS_CASES])
+def test_never_fits_on_cpu_and_memory(name, node_list, pending, reason):
+    quotas = [Quota("vision", A100, 64), Quota("vision", CPU, 0)]
+    projects = [Project("vision", "org")]
+    assert never_fits(pending, node_list, quotas, projects) == reason
+    w = waits(cycle(snapshot(node_list, [pending], quotas=quotas, projects=projects)))
+    if reason is None:
+        assert w == {}
+    else:
+        assert (w[1].code, w[1].reason) == ("unschedulable", f"can never run here: {reason}")
+
+
+def test_cpu_requests_of_zero_and_unmodelled_nodes_keep_the_old_placement():
+    """Jobs requesting CPU on nodes that do not model it are placed exactly as jobs requesting none."""
+    node_list = nodes(6, rack_size=3)
+    busy = [running(100, "nlp", {"n3": 8})]
+    quotas = [Quota("vision", A100, 64), Quota("nlp", A100, 8)]
+    plain = cycle(snapshot(node_list, [job(1, replicas=2), job(2, devices=2)], busy, quotas))
+    asking = cycle(snapshot(node_list, [job(1, replicas=2, cpu=8000, memory=64 * GIB),
+                                        job(2, devices=2, cpu=4000, memory=GIB)], busy, quotas))
+    assert [[a.node for a in adm.placement] for adm in asking.admits] == [
+        [a.node for a in adm.placement] for adm in plain.admits]

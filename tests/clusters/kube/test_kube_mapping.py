@@ -206,6 +206,23 @@ def test_inventory_rows_with_flavor_topology_and_foreign_usage() -> None:
     assert (second.flavor, second.ready, second.cordoned) == ("a100", False, True)
 
 
+@pytest.mark.parametrize("requested, cpu, memory", [
+    ({"cpu": "4", "memory": "8Gi"}, Decimal(92), 2**40 - 8 * 2**30),
+    ({"cpu": "96", "memory": "1Ti"}, Decimal("0.001"), 2**20),  # all taken: still modelled, nothing fits
+    ({"cpu": "200", "memory": "2Ti"}, Decimal("0.001"), 2**20),
+])
+def test_cpu_and_memory_foreign_pods_request_are_left_out_but_never_to_zero(requested, cpu, memory) -> None:
+    """0 tells the scheduler a node does not model CPU or memory (it would never limit there)."""
+    hog = other_pod("gpu-1", 0)
+    hog["spec"]["containers"][0]["resources"]["requests"] = requested
+    (row,) = inventory([node("gpu-1")], [hog], InventorySettings(flavor_rules=RULES))
+    assert (row.cpu, row.memory) == (cpu, memory)
+    bare = node("gpu-2")
+    del bare["status"]["allocatable"]["cpu"], bare["status"]["allocatable"]["memory"]
+    (row,) = inventory([bare], [hog], InventorySettings(flavor_rules=RULES))
+    assert (row.cpu, row.memory) == (0, 0)  # reports none: not modelled
+
+
 def test_flavor_falls_back_to_device_resource_name() -> None:
     ascend = node("npu-1", gpus=0, product="")
     ascend["status"]["allocatable"]["huawei.com/Ascend910"] = "8"

@@ -1,0 +1,73 @@
+"""The snapshot builder from database rows: nodes' allocatable CPU and memory, what the replicas of jobs holding
+capacity request of them, and what queued jobs' replicas request; submission and the cycle then count them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clusters.models import Node
+from core.errors import DomainError
+from jobs import scheduling as core
+from jobs.services import job_submit
+from jobs.snapshot import build_snapshot
+from jobs.states import State
+from tests.jobs.conftest import admit, spec
+
+GIB = 1024  # MiB
+
+
+def submit_with(tenant, flavor, *, cpu: int, memory: int, **kwargs):
+    """A job whose replicas request `cpu` millicores and `memory` MiB."""
+    body = spec(flavor, **kwargs)
+    body["groups"][0].update(cpu_millis=cpu, memory_mib=memory)
+    return job_submit(actor=tenant.users["member"], project=tenant.project, spec=body).job
+
+
+def snapshot_node(snapshot: core.Snapshot, name: str) -> core.Node:
+    return next(n for n in snapshot.nodes if n.name == f"sim/{name}")
+
+
+def test_cpu_and_memory_come_from_nodes_groups_and_running_replicas(tenant, inventory):
+    Node.objects.filter(name="a-n1").update(cpu_millis=64_000, memory_mib=512 * GIB)  # a-n2 does not model them
+    held = submit_with(tenant, inventory["a100"], devices=4, cpu=24_000, memory=100 * GIB, name="held")
+    admit(held, inventory["cluster"], ["a-n1"])
+    submit_with(tenant, inventory["a100"], devices=2, cpu=8000, memory=32 * GIB, name="queued")
+
+    snap = build_snapshot(time.time()).snapshot
+
+    n1, n2 = snapshot_node(snap, "a-n1"), snapshot_node(snap, "a-n2")
+    assert (n1.free, n1.cpu_millis, n1.free_cpu_millis, n1.memory_mib, n1.free_memory_mib) == (
+        4, 64_000, 40_000, 512 * GIB, 412 * GIB)
+    assert (n2.free, n2.cpu_millis, n2.memory_mib) == (8, 0, 0)
+    (running,) = snap.running
+    assert running.placement == (core.Assignment("worker", 0, "sim/a-n1", 4, 24_000, 100 * GIB),)
+    (pending,) = snap.pending
+    assert pending.groups == (core.ReplicaGroup("worker", 1, 2, "nvidia-a100-40gb", 8000, 32 * GIB),)
+
+
+def test_a_job_waits_for_the_cpu_running_replicas_hold(tenant, inventory, cycle):
+    Node.objects.filter(flavor=inventory["a100"]).update(cpu_millis=64_000, memory_mib=512 * GIB)
+    held = submit_with(tenant, inventory["a100"], devices=2, cpu=40_000, memory=16 * GIB, name="held")
+    admit(held, inventory["cluster"], ["a-n1"])
+    Node.objects.filter(name="a-n2").update(cordoned=True)
+    waiting = submit_with(tenant, inventory["a100"], devices=4, cpu=32_000, memory=16 * GIB, name="waiting")
+
+    cycle()
+
+    waiting.refresh_from_db()
+    assert waiting.state == State.QUEUED and waiting.wait_code == "capacity"
+    assert waiting.wait_reason.startswith("waiting for CPU: needs 1 x 32 cores with 4 nvidia-a100-40gb each; "
+                                          "24 cores free")
+
+
+def test_a_replica_bigger_than_any_nodes_cpu_is_refused_at_submission(tenant, inventory):
+    Node.objects.filter(flavor=inventory["a100"]).update(cpu_millis=64_000, memory_mib=512 * GIB)
+    with pytest.raises(DomainError) as refused:
+        submit_with(tenant, inventory["a100"], devices=1, cpu=96_000, memory=16 * GIB)
+    assert refused.value.code == "never_fits"
+    assert "needs 96 cores per replica; the largest schedulable nvidia-a100-40gb node has 64 cores" in str(
+        refused.value)
+    # Nodes that do not model CPU (h100 here) never refuse it.
+    submit_with(tenant, inventory["h100"], devices=1, cpu=96_000, memory=16 * GIB)
