@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .model import PendingJob, Topology, Wait
-from .placement import fits_by_count, group_fits, group_room, max_room, place, undo
+from .placement import fits_by_count, group_room, max_room, place, undo
 from .quota import QuotaFailure
 from .quota_reasons import FREED, quota_reason, short_quota_reason
 from .shapes import JobInfo, fmt_cpu, fmt_memory
@@ -65,6 +65,9 @@ class Explainer:
         self.reasons: dict[tuple, tuple[str, str]] = {}
         self.quota_failures: dict[tuple, QuotaFailure | None] = {}  # (project, preemptible, demand) -> at the end
         self.quota_reasons: dict[tuple, str] = {}  # (project, kind, flavor, need) -> its reason
+        # (shape without CPU and memory, holds) -> ((cpu, mem) that fit, (cpu, mem) that did not), at the end
+        self.fitted: dict[tuple, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+        self.rooms: dict[tuple[str, int, int, int], int] = {}  # (flavor, devices, cpu, mem) -> group_room
 
     # -- reasons ----------------------------------------------------------------------------------------------
 
@@ -81,7 +84,23 @@ class Explainer:
         return found
 
     def _fits(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
-        """Would the job fit now, the capacity these holds reserve included?"""
+        """Would the job fit now, the capacity these holds reserve included? Told once per shape up to CPU and
+        memory: a replica asking for no more CPU and memory than one that fits fits too, and one asking for at
+        least as much as one that does not fit does not."""
+        key = info.shape_key
+        if key is None:
+            return self._fits_now(job, info, holds)
+        cpu, mem = key[5], key[6]
+        fit, unfit = self.fitted.setdefault((key[:5], tuple(h.job_id for h in holds)), ([], []))
+        if any(cpu <= c and mem <= m for c, m in fit):
+            return True
+        if any(cpu >= c and mem >= m for c, m in unfit):
+            return False
+        fits = self._fits_now(job, info, holds)
+        (fit if fits else unfit).append((cpu, mem))
+        return fits
+
+    def _fits_now(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
         state = self.state
         # Most jobs: counted, without placing and undoing nor lifting and settling the holds.
         fits = fits_by_count(state.index, job, info, {i for h in holds for i in h.x})
@@ -135,21 +154,20 @@ class Explainer:
     def _resource_reason(self, info: JobInfo) -> str | None:
         """'waiting for CPU: ...' for the first group (biggest replicas first) whose devices would fit in one
         cluster but whose CPU or memory would not; None when no group is short of only those."""
-        index = self.state.index
         for _, group in info.groups:
             if group.cpu_millis <= 0 and group.memory_mib <= 0:
                 continue
             if info.single:  # jobs of one replica size are described as one group
                 group = replace(group, replicas=info.replicas)
             count = group.replicas
-            if not group_fits(index, group, "cluster", cpu=False, mem=False):
+            if self._room(group, 0, 0) < count:
                 continue  # short of devices: the capacity reason says so
-            room = group_room(index, group, "cluster")
+            room = self._room(group, group.cpu_millis, group.memory_mib)
             if room >= count:
                 continue
             # Which of them: the one requested, or each alone, when both are.
-            short_cpu = group.memory_mib <= 0 or not group_fits(index, group, "cluster", mem=False)
-            short_mem = group.cpu_millis <= 0 or not group_fits(index, group, "cluster", cpu=False)
+            short_cpu = group.memory_mib <= 0 or self._room(group, group.cpu_millis, 0) < count
+            short_mem = group.cpu_millis <= 0 or self._room(group, 0, group.memory_mib) < count
             if not short_cpu and not short_mem:  # each alone would do, not both together
                 short_cpu = short_mem = True
             free_cpu, free_mem = self._modelled_free(group.flavor)
@@ -167,6 +185,16 @@ class Explainer:
                     f"{' and '.join(free)} free on {group.flavor} nodes, room for {room} "
                     f"replica{'s' if room != 1 else ''} in one cluster")
         return None
+
+    def _room(self, group, cpu: int, mem: int) -> int:
+        """Replicas of the group's devices with this CPU and memory that fit in the roomiest cluster (whatever
+        the group's replica count: shapes that differ only in it share the count)."""
+        key = (group.flavor, group.devices, cpu, mem)
+        room = self.rooms.get(key)
+        if room is None:
+            room = self.rooms[key] = group_room(self.state.index, replace(group, cpu_millis=cpu, memory_mib=mem),
+                                                "cluster")
+        return room
 
     # Free CPU and memory per flavor at the end of the cycle, built on first use (most cycles never need it).
     modelled: dict[str, tuple[int | None, int | None]] | None = None
