@@ -1,6 +1,6 @@
 """How right the estimated starts are: the Philly week at 704 GPUs under the production policy.
 
-    .venv/bin/python bench/bench_eta.py [--sample 200] [--scale 0.25]
+    .venv/bin/python bench/bench_eta.py [--sample 100] [--scale 0.25]
 
 A first replay gives every job's actual start. A second, identical replay (the estimates change no decision)
 asks the scheduler run forward (`jobs.scheduling.forecast`, what the scheduler loop writes as a job's ETA) for a

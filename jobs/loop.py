@@ -90,8 +90,10 @@ class _Forecasts:
     starts: dict[int, float] = {}
 
 
-def _fingerprint(snapshot: core.Snapshot, policy: core.Policy) -> tuple:
-    return (policy, snapshot.nodes, snapshot.quotas, tuple(p.name for p in snapshot.projects),
+def _fingerprint(snapshot: core.Snapshot, policy: core.Policy, runtime_ratio: float) -> tuple:
+    # Projects by name only: their decayed usage moves a little every cycle, and forecasting again for that alone
+    # would cost a simulation per cycle and make estimates jitter between page loads.
+    return (policy, runtime_ratio, snapshot.nodes, snapshot.quotas, tuple(p.name for p in snapshot.projects),
             tuple((r.id, r.started_at) for r in snapshot.running), tuple(j.id for j in snapshot.pending))
 
 
@@ -102,10 +104,11 @@ def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy, result: core
     steps, seconds = settings.TIDAL["ETA_STEPS"], settings.TIDAL["ETA_SECONDS"]
     if not result.waits or not steps:
         return {}
-    fingerprint = _fingerprint(snapshot, policy)
+    ratio = runtime_share()
+    fingerprint = _fingerprint(snapshot, policy, ratio)
     if fingerprint != _Forecasts.fingerprint:
         deadline = time.perf_counter() + seconds
-        _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result, runtime_ratio=runtime_share(),
+        _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result, runtime_ratio=ratio,
                                           stop=lambda: time.perf_counter() > deadline)
         _Forecasts.fingerprint = fingerprint
     return _Forecasts.starts

@@ -34,7 +34,7 @@ def job_shape(groups: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
 def runtime_estimate(row: dict[str, Any]) -> float | None:
     """Seconds a job that has not finished is expected to run in all, from what it declared: the simulated
     backend's `duration` (exact there: an attempt runs exactly that long), else its `max_runtime` (the job is
-    stopped there, and the live scheduler's backfill and ETAs assume it too: the platform's own estimate, an upper
+    stopped there, and the live scheduler's backfill assumes it too: the platform's own estimate, an upper
     bound). None when it declared neither."""
     if row.get("duration") is not None:
         return float(row["duration"])

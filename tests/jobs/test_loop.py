@@ -87,6 +87,18 @@ def test_estimated_starts_expect_jobs_to_end_as_finished_ones_did(tenant, invent
     assert refreshed(second).eta == refreshed(first).current_attempt.admitted_at + timedelta(seconds=300)
 
 
+def test_estimated_starts_follow_a_new_runtime_share_while_the_queue_stays_the_same(tenant, inventory, cycle):
+    first = submit(tenant, inventory["a100"], devices=8, max_runtime=600)
+    second = submit(tenant, inventory["a100"], devices=8, name="second")
+    cycle()
+    cycle()  # the first runs: from here on every cycle finds the same jobs
+    admitted = refreshed(first).current_attempt.admitted_at
+    assert refreshed(second).eta == admitted + timedelta(seconds=600)
+    _finished(tenant, inventory["a100"], 20, 0.5)  # finished jobs: no waiting or running job changes
+    cycle()
+    assert refreshed(second).eta == admitted + timedelta(seconds=300)
+
+
 @override_settings(TIDAL={**settings.TIDAL, "ETA_STEPS": 0})
 def test_estimated_starts_can_be_turned_off(tenant, inventory, cycle):
     submit(tenant, inventory["a100"], devices=8, max_runtime=600)
