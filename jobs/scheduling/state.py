@@ -144,6 +144,7 @@ class CycleState:
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
         self.live_pool: dict[str, tuple[list, set[str]]] = {}  # flavor -> reclaim pool as of the last commit
+        self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
 
@@ -211,6 +212,32 @@ class CycleState:
                     lst.append(rec)
         self._runs_by_flavor = by_flavor
         self._runs = runs
+
+    def victim_outline(self) -> dict[str, dict[str, list]]:
+        """flavor -> project -> [lowest priority, any preemptible] of the jobs running at the start of the cycle
+        that may be preempted now (min_runtime passed), built on first use from the snapshot in one pass without
+        RunRecs. It tells that a job has no victim candidate at all, the answer to most preemption attempts,
+        without building running jobs' records and victim pools (preemption.find_victims)."""
+        if self._outline is None:
+            index_of, node_flavor, now = self.index.index_of, self.index.node_flavor, self.now
+            outline: dict[str, dict[str, list]] = {}
+            for job in self.snapshot.running:
+                if now < job.started_at + job.min_runtime:
+                    continue
+                flavors = set()
+                for a in job.placement:
+                    i = index_of.get(a.node)
+                    flavors.add(job.flavor if i is None else node_flavor[i])
+                for flavor in flavors:
+                    by_project = outline.setdefault(flavor, {})
+                    seen = by_project.get(job.project)
+                    if seen is None:
+                        by_project[job.project] = [job.priority, job.preemptible]
+                    else:
+                        seen[0] = min(seen[0], job.priority)
+                        seen[1] = seen[1] or job.preemptible
+            self._outline = outline
+        return self._outline
 
     # -- reservations -----------------------------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ from jobs.scheduling import (
     run_cycle,
 )
 from jobs.scheduling.cycle import Cycle
+from jobs.scheduling.preemption import may_have_candidates, victim_candidates
+from jobs.scheduling.shapes import JobInfo
+from jobs.scheduling.state import CycleState
 
 from .builders import carry_out, check_invariants, rebuilt
 
@@ -474,3 +477,16 @@ def test_counting_shortcuts_agree_with_placement_and_structural_checks(case):
         for i, amounts in hidden.items():
             index.set_hidden(i, *amounts)
         assert counted_lifted is None or counted_lifted == (taken is not None)
+
+
+@PROPS
+@given(scenarios())
+def test_victim_outline_never_hides_a_candidate(case):
+    """may_have_candidates is a necessary condition: when it says no, victim_candidates finds none."""
+    snap, policy, _ = case
+    state = CycleState(snap, policy)
+    for job in snap.pending:
+        info = JobInfo(job)
+        for quota_failed in (False, True):
+            if not may_have_candidates(state, job, info, quota_failed):
+                assert victim_candidates(state, job, info, quota_failed) == []
