@@ -118,7 +118,7 @@ class Cycle:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
             out.entry = WaitEntry(job, info, *structural)
             return out
-        failure = state.quota.check(job.project, info.demand, job.preemptible)  # phase 2
+        failure = state.quota.check_shape(job.project, info.shape_key, info.demand, job.preemptible)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
         constrained = failure is None and state.constrained(job.max_runtime, info)
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
