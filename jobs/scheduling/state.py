@@ -157,19 +157,17 @@ class CycleState:
         used: dict[tuple[str, str], int] = {}
         pre: dict[tuple[str, str], int] = {}
         count: dict[str, int] = {}
-        flavors: set[str] = set()
         for job in running:
             project = job.project
             sums = pre if job.preemptible else used
             for a in job.placement:
                 i = index_of.get(a.node)
-                flavor = job.flavor if i is None else node_flavor[i]
-                key = (project, flavor)
+                key = (project, job.flavor if i is None else node_flavor[i])
                 sums[key] = sums.get(key, 0) + a.devices
-                flavors.add(flavor)
             count[project] = count.get(project, 0) + 1
         self.quota.load_running(used, pre, count)
-        self.running_flavors = flavors  # flavors any running job uses (runs_by_flavor's keys)
+        # Flavors any running job uses (runs_by_flavor's keys), from the sums' keys rather than per replica.
+        self.running_flavors = {f for _, f in used} | {f for _, f in pre}
 
     @property
     def runs(self) -> dict[int, RunRec]:
@@ -220,22 +218,25 @@ class CycleState:
         without building running jobs' records and victim pools (preemption.find_victims)."""
         if self._outline is None:
             index_of, node_flavor, now = self.index.index_of, self.index.node_flavor, self.now
-            outline: dict[str, dict[str, list]] = {}
+            flat: dict[tuple[str, str], list] = {}  # (flavor, project) -> [lowest priority, any preemptible]
             for job in self.snapshot.running:
                 if now < job.started_at + job.min_runtime:
                     continue
-                flavors = set()
-                for a in job.placement:
+                project, priority, preemptible = job.project, job.priority, job.preemptible
+                for a in job.placement:  # replicas of one job on one flavor just see the same values again
                     i = index_of.get(a.node)
-                    flavors.add(job.flavor if i is None else node_flavor[i])
-                for flavor in flavors:
-                    by_project = outline.setdefault(flavor, {})
-                    seen = by_project.get(job.project)
+                    key = (job.flavor if i is None else node_flavor[i], project)
+                    seen = flat.get(key)
                     if seen is None:
-                        by_project[job.project] = [job.priority, job.preemptible]
+                        flat[key] = [priority, preemptible]
                     else:
-                        seen[0] = min(seen[0], job.priority)
-                        seen[1] = seen[1] or job.preemptible
+                        if priority < seen[0]:
+                            seen[0] = priority
+                        if preemptible:
+                            seen[1] = True
+            outline: dict[str, dict[str, list]] = {}
+            for (flavor, project), seen in flat.items():
+                outline.setdefault(flavor, {})[project] = seen
             self._outline = outline
         return self._outline
 
