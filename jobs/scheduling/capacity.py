@@ -106,7 +106,7 @@ class CapacityIndex:
             self.mem = [UNMODELLED] * len(nodes)
             self.cpu_alloc = [UNMODELLED] * len(nodes)
             self.mem_alloc = [UNMODELLED] * len(nodes)
-        self.hidden: list[int] = []
+        self.hidden: list[int] = [0] * len(nodes)
         self.hidden_cpu: list[int] = [0] * len(nodes)
         self.hidden_mem: list[int] = [0] * len(nodes)
         self.leaf_of: list[int] = []
@@ -123,11 +123,14 @@ class CapacityIndex:
         self.actual: dict[str, int] = {}
         self.visible: dict[str, int] = {}
         leaf_ids: dict[tuple[str, str, str, str], int] = {}
+        # Devices and the largest node per leaf, summed per flavor after the loop: replay builds an index every
+        # cycle, and list slots cost less than four flavor-keyed dict updates per node.
+        leaf_devices: list[int] = []
+        leaf_largest: list[int] = []
         for i, node in enumerate(nodes):
             self.index_of[node.name] = i
             free = max(0, node.free)
             self.free.append(free)
-            self.hidden.append(0)
             if not node.schedulable:
                 self.leaf_of.append(-1)
                 continue
@@ -137,6 +140,8 @@ class CapacityIndex:
                 lid = leaf_ids[key] = len(self.leaves)
                 self.leaves.append(Leaf(*key))
                 self.flavor_leaves.setdefault(node.flavor, []).append(lid)
+                leaf_devices.append(0)
+                leaf_largest.append(0)
             leaf = self.leaves[lid]
             self.leaf_of.append(lid)
             size = max(node.devices, free)
@@ -150,11 +155,14 @@ class CapacityIndex:
                              max(bounds[MEM_HIGH], mem)]
             leaf.free += free
             leaf.nodes.append(i)
-            self.actual[node.flavor] = self.actual.get(node.flavor, 0) + free
-            self.visible[node.flavor] = self.visible.get(node.flavor, 0) + free
-            self.max_devices[node.flavor] = max(self.max_devices.get(node.flavor, 0), node.devices)
-            self.total_devices[node.flavor] = self.total_devices.get(node.flavor, 0) + node.devices
+            leaf_devices[lid] += node.devices
+            if node.devices > leaf_largest[lid]:
+                leaf_largest[lid] = node.devices
         for flavor, lids in self.flavor_leaves.items():
+            free = sum(self.leaves[lid].free for lid in lids)
+            self.actual[flavor] = self.visible[flavor] = free
+            self.max_devices[flavor] = max(leaf_largest[lid] for lid in lids)
+            self.total_devices[flavor] = sum(leaf_devices[lid] for lid in lids)
             groups: dict[str, dict[tuple[str, ...], list[int]]] = {level: {} for level in LEVELS}
             for lid in lids:
                 leaf = self.leaves[lid]

@@ -9,7 +9,8 @@ Phases:
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start, the first job of a
                project its own quota keeps out reserves that quota (backfill.py)
   6. explain   reasons and positions for every job left waiting (explain.py); with Policy.explain=False
-               (trace replay) only codes and short reasons, positions 0. Estimated starts: forecast.py
+               (trace replay) only codes and short reasons, positions 0, and no wait at all for the jobs behind
+               a blocked strict queue (they are not evaluated: see Cycle.run). Estimated starts: forecast.py
 Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's decision is kept in an `Outcome`.
 """
 
@@ -83,11 +84,21 @@ class Cycle:
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
 
     def run(self) -> None:
+        policy, blocked = self.policy, self.state.blocked
+        # Strict blocking without explanations (trace replay, forecasts): a job behind its queue's blocked head
+        # could only get a "blocked" wait nobody reads, so the order stops yielding that queue's jobs; once every
+        # queue is blocked the cycle is over. Its cost then depends on the jobs up to the heads, not on how many
+        # wait behind them. With explanations on, they are evaluated and explained as before.
+        close_blocked = policy.blocking == "strict" and not policy.explain
         for job, info in self.order:
             out = self.evaluate(job, info)
             self.outcomes.append(out)
             if out.victims:
                 self.order.changed({victim.project for victim in out.victims})
+            if close_blocked and out.admit is None:
+                queue = queue_of(job, policy)
+                if blocked.get(queue) == job.id:  # this job now blocks its queue
+                    self.order.close(job.project if queue != "*" else None)
 
     # -- phases 2 to 5, per job -------------------------------------------------------------------------------
 
@@ -107,7 +118,7 @@ class Cycle:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
             out.entry = WaitEntry(job, info, *structural)
             return out
-        failure = state.quota.check(job.project, info.demand, job.preemptible)  # phase 2
+        failure = state.quota.check_shape(job.project, info.shape_key, info.demand, job.preemptible)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
         constrained = failure is None and state.constrained(job.max_runtime, info)
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
@@ -285,12 +296,14 @@ class Cycle:
             Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))
             for h in state.hold_list
         )
+        pending = len(state.snapshot.pending)
         stats = {
-            "pending": len(self.outcomes),
+            "pending": pending,
             "considered": considered,
             "admitted": len(admits),
             "preempted": len(preempts),
-            "waiting": len(waits),
+            # Jobs left waiting; with Policy.explain=False, `waits` leaves out those behind a blocked strict head.
+            "waiting": pending - len(admits),
             "reservations": len(reservations),
         }
         return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations)

@@ -133,9 +133,10 @@ class Policy:
     # Fair share's memory: past device-seconds decay with this half-life (ordering.decayed_usage), the same in the
     # live scheduler and in replay. Seven days, as Slurm's PriorityDecayHalfLife.
     usage_half_life: float = 7 * 24 * 3600.0
-    # Explain waits in full (reason, positions, ETA). False (trace replay, which reads only admissions and
-    # preemptions): every waiting job still gets a Wait with its code, but positions are 0, eta is None and
-    # quota waits carry a short reason ("quota: <kind> <flavor>"); decisions are the same either way.
+    # Explain waits in full (reason, positions, ETA). False (trace replay and forecasts, which read only
+    # admissions and preemptions): waiting jobs get a Wait with their code, but positions are 0, eta is None and
+    # quota waits carry a short reason ("quota: <kind> <flavor>"); jobs behind a blocked head under strict
+    # blocking get no Wait at all (they are not even evaluated). Decisions are the same either way.
     explain: bool = True
 
     @property

@@ -159,6 +159,26 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
     return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 
 
+def may_have_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> bool:
+    """False when victim_candidates would surely find none, told from the running jobs' outline (projects,
+    priorities, preemptible) and their projects' borrowing alone: a superset of each rule of victim_candidates
+    (jobs preempted since, and borrowers' flavors, are not told apart), so True may still find none."""
+    quota = state.quota
+    reclaim = not quota_failed and quota.within_guarantee(job.project, info.demand)
+    pooled = not quota.enabled
+    outline = state.victim_outline()
+    for flavor in info.flavors:
+        for project, (lowest, preemptible) in outline.get(flavor, {}).items():
+            if project == job.project or pooled:  # (b) priority, or quotas off
+                if lowest < job.priority:
+                    return True
+            # Another project's: preemptible jobs go first under (a) and (c), borrowers' jobs only under (a).
+            elif preemptible or (reclaim and any(quota.run_borrowing(project, f)
+                                                 for f in quota.flavors_of.get(project, ()))):
+                return True
+    return False
+
+
 def _still_eligible(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRec) -> bool:
     """Reclaim victims of other projects only while their project still borrows a flavor the job needs."""
     if rec.project == job.project or rec.preemptible or not state.quota.enabled:
@@ -317,6 +337,8 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     """Victims to remove so the job fits, already removed from `state`; None (state untouched) if impossible."""
     if job.preemptible or state.simulations >= MAX_SIMULATIONS:
         return None
+    if not may_have_candidates(state, job, info, quota_failed):
+        return None  # most attempts end here, before any running job's record or victim pool is built
     candidates = victim_candidates(state, job, info, quota_failed)
     if not candidates:
         return None

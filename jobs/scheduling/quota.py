@@ -55,7 +55,8 @@ class QuotaState:
         self.totals = flavor_totals  # devices of schedulable nodes per flavor
         self.flavors_of: dict[str, set[str]] = defaultdict(set)  # project -> flavors it is guaranteed or uses
         self.changes: dict[str, int] = defaultdict(int)  # project -> how many times its usage changed
-        self.version = 0  # how many times any usage changed
+        self.version = 0  # how many times any usage (devices or running jobs) changed
+        self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_shape
         self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
@@ -127,6 +128,7 @@ class QuotaState:
                 if at_start:
                     self.run_used[key] += sign * devices
         self.running[project] += sign
+        self.version += 1  # a job of no device changes the running count alone
         return delta_borrowed
 
     def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],
@@ -148,7 +150,9 @@ class QuotaState:
         for flavor, d in devices.items():
             if d:
                 self._add(project, flavor, sign * d, 0)
-        self.running[project] += sign * jobs
+        if jobs:
+            self.running[project] += sign * jobs
+            self.version += 1
 
     def check(self, project: str, demand: dict[str, int], preemptible: bool) -> QuotaFailure | None:
         """None when a job of this demand may be admitted now; quotas off means always."""
@@ -179,6 +183,21 @@ class QuotaState:
             if self.excess[flavor] - self._excess(cohort_key) + excess_after > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
+
+    def check_shape(self, project: str, shape: tuple | None, demand: dict[str, int],
+                    preemptible: bool) -> QuotaFailure | None:
+        """check(), remembered per (project, job shape) until any usage changes: a cycle checks job after job of
+        the same shape that all wait, and the answer depends only on the demand and the usage. `shape` is
+        JobInfo.shape_key (None: not remembered)."""
+        if shape is None:
+            return self.check(project, demand, preemptible)
+        key = (project, shape)
+        cached = self._checked.get(key)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        failure = self.check(project, demand, preemptible)
+        self._checked[key] = (self.version, failure)
+        return failure
 
     def would_borrow(self, project: str, demand: dict[str, int], preemptible: bool) -> bool:
         """Would admitting this job take its project above its guarantee on some flavor? A non-preemptible job

@@ -144,6 +144,7 @@ class CycleState:
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
         self.live_pool: dict[str, tuple[list, set[str]]] = {}  # flavor -> reclaim pool as of the last commit
+        self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
 
@@ -156,19 +157,17 @@ class CycleState:
         used: dict[tuple[str, str], int] = {}
         pre: dict[tuple[str, str], int] = {}
         count: dict[str, int] = {}
-        flavors: set[str] = set()
         for job in running:
             project = job.project
             sums = pre if job.preemptible else used
             for a in job.placement:
                 i = index_of.get(a.node)
-                flavor = job.flavor if i is None else node_flavor[i]
-                key = (project, flavor)
+                key = (project, job.flavor if i is None else node_flavor[i])
                 sums[key] = sums.get(key, 0) + a.devices
-                flavors.add(flavor)
             count[project] = count.get(project, 0) + 1
         self.quota.load_running(used, pre, count)
-        self.running_flavors = flavors  # flavors any running job uses (runs_by_flavor's keys)
+        # Flavors any running job uses (runs_by_flavor's keys), from the sums' keys rather than per replica.
+        self.running_flavors = {f for _, f in used} | {f for _, f in pre}
 
     @property
     def runs(self) -> dict[int, RunRec]:
@@ -211,6 +210,35 @@ class CycleState:
                     lst.append(rec)
         self._runs_by_flavor = by_flavor
         self._runs = runs
+
+    def victim_outline(self) -> dict[str, dict[str, list]]:
+        """flavor -> project -> [lowest priority, any preemptible] of the jobs running at the start of the cycle
+        that may be preempted now (min_runtime passed), built on first use from the snapshot in one pass without
+        RunRecs. It tells that a job has no victim candidate at all, the answer to most preemption attempts,
+        without building running jobs' records and victim pools (preemption.find_victims)."""
+        if self._outline is None:
+            index_of, node_flavor, now = self.index.index_of, self.index.node_flavor, self.now
+            flat: dict[tuple[str, str], list] = {}  # (flavor, project) -> [lowest priority, any preemptible]
+            for job in self.snapshot.running:
+                if now < job.started_at + job.min_runtime:
+                    continue
+                project, priority, preemptible = job.project, job.priority, job.preemptible
+                for a in job.placement:  # replicas of one job on one flavor just see the same values again
+                    i = index_of.get(a.node)
+                    key = (job.flavor if i is None else node_flavor[i], project)
+                    seen = flat.get(key)
+                    if seen is None:
+                        flat[key] = [priority, preemptible]
+                    else:
+                        if priority < seen[0]:
+                            seen[0] = priority
+                        if preemptible:
+                            seen[1] = True
+            outline: dict[str, dict[str, list]] = {}
+            for (flavor, project), seen in flat.items():
+                outline.setdefault(flavor, {})[project] = seen
+            self._outline = outline
+        return self._outline
 
     # -- reservations -----------------------------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ from jobs.scheduling import (
     run_cycle,
 )
 from jobs.scheduling.cycle import Cycle
+from jobs.scheduling.preemption import may_have_candidates, victim_candidates
+from jobs.scheduling.shapes import JobInfo
+from jobs.scheduling.state import CycleState
 
 from .builders import carry_out, check_invariants, rebuilt
 
@@ -175,15 +178,17 @@ def test_failure_caches_do_not_change_decisions(case):
 @PROPS
 @given(scenarios())
 def test_explain_off_changes_only_positions_and_quota_reasons(case):
-    """Policy.explain=False (trace replay) takes the same decisions and gives every waiting job the same code;
-    positions are 0, and only quota waits get a shorter reason."""
+    """Policy.explain=False (trace replay) takes the same decisions and gives every waiting job it evaluates the
+    same code; positions are 0, and only quota waits get a shorter reason. Under strict blocking the jobs behind
+    a blocked head are not evaluated: they, and only they, get no Wait."""
     snap, policy, _ = case
     full = run_cycle(snap, replace(policy, explain=True))
     brief = run_cycle(snap, replace(policy, explain=False))
     assert (brief.admits, brief.preemptions, brief.stats, brief.reservations) == (
         full.admits, full.preemptions, full.stats, full.reservations)
-    assert [(w.job_id, w.code) for w in brief.waits] == [(w.job_id, w.code) for w in full.waits]
-    for b, f in zip(brief.waits, full.waits, strict=True):
+    expected = [w for w in full.waits if policy.blocking != "strict" or w.code != "blocked"]
+    assert [(w.job_id, w.code) for w in brief.waits] == [(w.job_id, w.code) for w in expected]
+    for b, f in zip(brief.waits, expected, strict=True):
         assert (b.project_position, b.flavor_position) == (0, 0)
         if f.code not in ("quota", "max_running"):
             assert b.reason == f.reason
@@ -472,3 +477,16 @@ def test_counting_shortcuts_agree_with_placement_and_structural_checks(case):
         for i, amounts in hidden.items():
             index.set_hidden(i, *amounts)
         assert counted_lifted is None or counted_lifted == (taken is not None)
+
+
+@PROPS
+@given(scenarios())
+def test_victim_outline_never_hides_a_candidate(case):
+    """may_have_candidates is a necessary condition: when it says no, victim_candidates finds none."""
+    snap, policy, _ = case
+    state = CycleState(snap, policy)
+    for job in snap.pending:
+        info = JobInfo(job)
+        for quota_failed in (False, True):
+            if not may_have_candidates(state, job, info, quota_failed):
+                assert victim_candidates(state, job, info, quota_failed) == []

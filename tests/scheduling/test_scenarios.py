@@ -3,6 +3,8 @@ reasons."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobs.scheduling import (
@@ -14,11 +16,13 @@ from jobs.scheduling import (
     Quota,
     ReplicaGroup,
     RunningJob,
+    Snapshot,
     Topology,
     forecast,
     never_fits,
     run_cycle,
 )
+from jobs.scheduling.cycle import Cycle
 
 from .builders import (
     A100,
@@ -450,6 +454,38 @@ def test_strict_blocking(scope, expect_admits):
     assert admitted(result) == expect_admits
     w = waits(result)[2]
     assert w.code == "blocked" and w.reason == "behind job 1 in strict FIFO order"
+
+
+def blocked_backlog(backlog: int) -> Snapshot:
+    """Two projects on their own node, each with an 8-GPU job running and an 8-GPU head waiting, then `backlog`
+    1-GPU jobs of each behind the heads (in arrival order: the projects' jobs interleave)."""
+    node_list = nodes(2, devices=8, free=0)
+    runs = [running(100, "vision", {"n0": 8}), running(101, "nlp", {"n1": 8})]
+    pending = [job(1, "vision"), job(2, "nlp")]
+    pending += [job(10 + k, "vision" if k % 2 else "nlp", devices=1) for k in range(2 * backlog)]
+    return snapshot(node_list, pending, runs, quotas=[Quota("vision", A100, 8), Quota("nlp", A100, 8)])
+
+
+@pytest.mark.parametrize("ordering,scope", [("fifo", "project"), ("fifo", "global"), ("sjf", "project"),
+                                            ("priority-fairshare", "project")])
+def test_strict_blocked_backlog_is_not_evaluated_without_explanations(ordering, scope):
+    """The work of a cycle does not grow with the jobs waiting behind blocked strict heads when nothing reads
+    their waits (Policy.explain=False): only the heads are evaluated, whatever the backlog. With explanations
+    on, every job is evaluated and the backlog gets its "blocked" waits, and the decisions are the same."""
+    brief = Policy(ordering=ordering, blocking="strict", blocking_scope=scope, explain=False)
+    evaluated = []
+    for backlog in (10, 1000):
+        snap = blocked_backlog(backlog)
+        work = Cycle(snap, brief)
+        work.run()
+        evaluated.append(len(work.outcomes))
+        result = cycle(snap, brief)
+        full = cycle(snap, replace(brief, explain=True))
+        assert result.admits == full.admits == ()
+        assert len(full.waits) == 2 + 2 * backlog and {w.code for w in full.waits[2:]} == {"blocked"}
+        assert sorted(w.job_id for w in result.waits) == ([1] if scope == "global" else [1, 2])
+        assert result.stats == full.stats and result.stats["waiting"] == 2 + 2 * backlog
+    assert evaluated == ([1, 1] if scope == "global" else [2, 2])
 
 
 # -- ordering -------------------------------------------------------------------------------------------------
