@@ -120,3 +120,34 @@ def inventory() -> Inventory:
 
 def is_reserved_env(name: str) -> bool:
     return _clusters().is_reserved_env(name)
+
+
+# ------------------------------------------------------------------------------------- env of an attempt's process
+
+@dataclass(frozen=True)
+class AttemptEnv:
+    """Variables an app above jobs gives every attempt's process (tracking: the run and its token). `secret` values
+    never go into a pod spec as literals: the Kubernetes backend puts them in a Secret the pods read."""
+
+    plain: Mapping[str, str]
+    secret: Mapping[str, str]
+
+
+_env_sources: list[Callable[[Attempt], AttemptEnv]] = []
+
+
+def register_env_source(source: Callable[[Attempt], AttemptEnv]) -> None:
+    """Called once per app in its AppConfig.ready(); a repeated registration replaces nothing and adds nothing."""
+    if source not in _env_sources:
+        _env_sources.append(source)
+
+
+def env_for(attempt: Attempt) -> AttemptEnv:
+    """Everything registered sources give this attempt, merged (backends call it at dispatch)."""
+    plain: dict[str, str] = {}
+    secret: dict[str, str] = {}
+    for source in _env_sources:
+        env = source(attempt)
+        plain.update(env.plain)
+        secret.update(env.secret)
+    return AttemptEnv(plain, secret)

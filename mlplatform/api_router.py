@@ -7,6 +7,7 @@ from jobs import api as jobs_api
 from quotas import api as quotas_api
 from replays import api as replays_api
 from tenancy import api as tenancy_api
+from tracking import api as tracking_api
 
 router = DefaultRouter()
 router.register("organizations", tenancy_api.OrganizationViewSet, basename="organization")
@@ -22,3 +23,6 @@ router.register("queue", jobs_api.QueueViewSet, basename="queue")
 router.register("clusters", clusters_api.ClusterViewSet, basename="cluster")
 router.register("nodes", clusters_api.NodeViewSet, basename="node")
 router.register("replays", replays_api.ReplayRunViewSet, basename="replay")
+router.register("experiments", tracking_api.ExperimentViewSet, basename="experiment")
+router.register("runs", tracking_api.RunViewSet, basename="run")
+router.register("alerts", tracking_api.AlertViewSet, basename="alert")

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "jobs",
     "clusters",
     "replays",
+    "tracking",
 ]
 
 MIDDLEWARE = [
@@ -151,6 +152,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),
         "anon": env_rate("TIDAL_API_ANON_THROTTLE_RATE", "60/min"),
+        "run": env_rate("TIDAL_TRACKING_THROTTLE_RATE", "6000/min"),  # per run token: a job's own logging
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
@@ -196,6 +198,8 @@ TIDAL = {
     "KUBE_SWEEP_INTERVAL": env_float("TIDAL_KUBE_SWEEP_INTERVAL", 300.0, minimum=1.0),
     "KUBE_LOG_LINES": env_int("TIDAL_KUBE_LOG_LINES", 50, minimum=0),
     "LOG_FOLLOW_MAX_SECONDS": env_float("TIDAL_LOG_FOLLOW_MAX_SECONDS", 3600.0, minimum=1.0),
+    # Where a job's process reaches this server to log its run (TIDAL_TRACKING_URL and MLflow's tracking URI).
+    "URL": env_str("TIDAL_URL", "http://127.0.0.1:8000").rstrip("/"),
 }
 # Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
 # the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.

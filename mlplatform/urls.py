@@ -6,9 +6,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from mlplatform import health, metrics
 from mlplatform.api_router import router
 from tenancy.api import MeView
+from tracking.api import RunLogBatchView
 
 api_v1 = [
     path("me/", MeView.as_view(), name="me"),
+    path("runs/<int:pk>/log-batch/", RunLogBatchView.as_view(), name="run-log-batch"),
     path("", include(router.urls)),
 ]
 

@@ -30,7 +30,7 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 class PerTokenRateThrottle(BaseThrottle):
     def allow_request(self, request, view) -> bool:
-        scope = "token" if request.user and request.user.is_authenticated else "anon"
+        scope = self.scope_of(request)
         # Read at request time so a changed setting (or a test's override) takes effect.
         rate = api_settings.DEFAULT_THROTTLE_RATES[scope]
         if rate is None:
@@ -40,7 +40,7 @@ class PerTokenRateThrottle(BaseThrottle):
         window = int(self.now // duration)
         self.window_ends = (window + 1) * duration
         try:
-            return self._count(f"throttle_{self._ident(request)}_{window}", duration) <= allowed
+            return self._count(f"throttle_{self.ident_of(request)}_{window}", duration) <= allowed
         except Exception:  # the cache (Redis) is down: serve rather than fail every request; the limit is a guard
             logger.warning("throttle counter unavailable; request allowed", exc_info=True)
             return True
@@ -48,7 +48,12 @@ class PerTokenRateThrottle(BaseThrottle):
     def wait(self) -> float:
         return max(1.0, self.window_ends - self.now)
 
-    def _ident(self, request) -> str:
+    def scope_of(self, request) -> str:
+        """The DEFAULT_THROTTLE_RATES entry that limits this caller."""
+        return "token" if request.user and request.user.is_authenticated else "anon"
+
+    def ident_of(self, request) -> str:
+        """Who is counted: requests with the same identity share one allowance."""
         if isinstance(request.auth, ApiToken):
             return f"token-{request.auth.pk}"
         if request.user and request.user.is_authenticated:

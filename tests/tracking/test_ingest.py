@@ -1,0 +1,135 @@
+"""The ingestion endpoint: all or nothing, idempotent, NaN/Inf kept, bad input named, tenancy held."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.urls import reverse
+
+from tests.conftest import client_for
+from tracking.models import Point, Run
+from tracking.selectors import full_series
+from tracking.tokens import run_token
+
+pytestmark = pytest.mark.django_db
+
+
+def url(run) -> str:
+    return reverse("run-log-batch", kwargs={"pk": run.pk})
+
+
+def points(n: int, key: str = "loss", start: int = 0) -> list[dict]:
+    return [{"key": key, "value": 1.0 / (i + 1), "step": start + i, "timestamp": 1_700_000_000_000 + i}
+            for i in range(n)]
+
+
+def test_a_batch_of_ten_thousand_points_with_params_and_tags_is_written(run, run_client):
+    response = run_client.post(url(run), {"metrics": points(10_000), "params": {"batch_size": 32},
+                                          "tags": [{"key": "git", "value": "abc123"}]}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json() == {"points": 10_000}
+    run.refresh_from_db()
+    assert Point.objects.filter(run=run).count() == 10_000
+    assert run.params == {"lr": "0.0003", "batch_size": "32"}
+    assert run.tags["git"] == "abc123"
+    assert run.summary["loss"] == {"last": 1.0 / 10_000, "step": 9_999, "min": 1.0 / 10_000, "max": 1.0}
+
+
+def test_one_point_over_the_limit_is_refused_and_nothing_is_written(run, run_client):
+    response = run_client.post(url(run), {"metrics": points(10_001)}, format="json")
+    assert response.status_code == 400
+    assert "metrics" in response.json()["error"]["fields"]
+    assert not Point.objects.filter(run=run).exists()
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    ({"key": "loss", "value": "high", "step": 1}, "metrics[2].value"),
+    ({"key": "loss", "value": True, "step": 1}, "metrics[2].value"),
+    ({"key": "loss", "value": 1.0, "step": -1}, "metrics[2].step"),
+    ({"key": "loss", "value": 1.0, "step": 1.5}, "metrics[2].step"),
+    ({"key": "x" * 251, "value": 1.0, "step": 1}, "metrics[2].key"),
+    ({"key": "lo\nss", "value": 1.0, "step": 1}, "metrics[2].key"),
+    ({"key": "loss", "step": 1}, "metrics[2].value"),
+    ({"key": "loss", "value": 1.0, "step": 1, "colour": "red"}, "metrics[2].colour"),
+    ({"key": "loss", "value": 10**400, "step": 1}, "metrics[2].value"),
+])
+def test_a_bad_point_names_its_index_and_the_batch_writes_nothing(run, run_client, bad, field):
+    body = {"metrics": [*points(2), bad, *points(2, start=10)], "params": {"new": "1"}}
+    response = run_client.post(url(run), body, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()["error"]["fields"]
+    run.refresh_from_db()
+    assert not Point.objects.filter(run=run).exists()
+    assert "new" not in run.params
+
+
+def test_nan_and_infinities_are_stored_and_read_back_as_such(run, run_client):
+    body = {"metrics": [{"key": "loss", "value": v, "step": i} for i, v in
+                        enumerate([1.0, "NaN", "Infinity", "-Infinity", 0.5])]}
+    assert run_client.post(url(run), body, format="json").status_code == 200
+    values = [v for _, v in full_series(run, "loss")]
+    assert values[0] == 1.0 and math.isnan(values[1]) and values[2:4] == [math.inf, -math.inf] and values[4] == 0.5
+    run.refresh_from_db()
+    assert run.summary["loss"]["min"] == 0.5 and run.summary["loss"]["max"] == 1.0  # extremes of finite values
+
+
+def test_a_retried_batch_changes_nothing(run, run_client):
+    body = {"metrics": points(100), "params": {"seed": "1"}}
+    for _ in range(2):
+        assert run_client.post(url(run), body, format="json").status_code == 200
+    assert Point.objects.filter(run=run).count() == 100
+
+
+def test_a_param_cannot_change_and_the_batch_carrying_it_writes_nothing(run, run_client):
+    response = run_client.post(url(run), {"metrics": points(5), "params": {"lr": "0.1"}}, format="json")
+    assert response.status_code == 400
+    assert "params.lr" in response.json()["error"]["fields"]
+    assert not Point.objects.filter(run=run).exists()
+
+
+def test_a_finished_run_takes_no_more_points(run, run_client):
+    Run.objects.filter(pk=run.pk).update(status="FINISHED")
+    response = run_client.post(url(run), {"metrics": points(1)}, format="json")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "run_finished"
+
+
+def test_a_run_token_writes_only_its_own_run(run, other_run, tenant):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token(run.pk)}")
+    assert client.post(url(other_run), {"metrics": points(1)}, format="json").status_code == 403
+    assert not Point.objects.filter(run=other_run).exists()
+    # ... and reads nothing through the user API
+    assert client.get(reverse("run-list")).status_code in (401, 403)
+    assert client.get(reverse("run-detail", kwargs={"pk": run.pk})).status_code in (401, 403)
+
+
+def test_a_forged_or_foreign_token_is_refused(run):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    forged = run_token(run.pk)[:-4] + "0000"
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {forged}")
+    assert client.post(url(run), {"metrics": points(1)}, format="json").status_code == 401
+
+
+def test_users_log_by_role_and_an_outsider_sees_no_run(run, tenant):
+    assert client_for(tenant.users["member"]).post(url(run), {"metrics": points(1)}, format="json").status_code == 200
+    assert client_for(tenant.users["viewer"]).post(url(run), {"metrics": points(1, start=5)},
+                                                   format="json").status_code == 403
+    assert client_for(tenant.users["outsider"]).post(url(run), {"metrics": points(1, start=9)},
+                                                     format="json").status_code == 404
+    assert Point.objects.filter(run=run).count() == 1
+
+
+def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_steps(run, run_client):
+    run_client.post(url(run), {"metrics": points(10)}, format="json")
+    Run.objects.filter(pk=run.pk).update(attempt=2)
+    redo = [{"key": "loss", "value": 9.0, "step": s} for s in range(5, 12)]
+    run_client.post(url(run), {"metrics": redo}, format="json")
+    series = dict(full_series(run, "loss"))
+    assert series[4] == pytest.approx(1 / 5) and series[5] == 9.0 and series[11] == 9.0
+    assert Point.objects.filter(run=run, attempt=2).count() == 7

@@ -1,0 +1,272 @@
+"""REST API of experiments, runs, their series and alerts; the ingestion endpoint (`log-batch`)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+
+import django_filters
+from django.db.models import Count, F, FloatField, QuerySet
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tenancy.filters import project_filter
+from tenancy.models import ROLE_RANK, Role
+from tenancy.scoping import ScopedViewSet
+from tenancy.selectors import role_in_project
+from tracking import selectors, services
+from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
+from tracking.models import Experiment, Run
+from tracking.serializers import (
+    AlertSerializer,
+    ExperimentSerializer,
+    LogBatchSerializer,
+    RunCreateSerializer,
+    RunSerializer,
+    RunUpdateSerializer,
+    SeriesSerializer,
+)
+from tracking.series.downsample import kind_of
+from tracking.series.validate import BatchError, check_key
+
+DEFAULT_MAX_POINTS = 1000
+MAX_MAX_POINTS = 100_000
+
+
+class ExperimentFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = Experiment
+        fields = ["project"]
+
+
+class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                        mixins.UpdateModelMixin, ScopedViewSet):
+    """Experiments group runs within a project; a job's `experiment` names one (created on first use)."""
+
+    selector = staticmethod(selectors.experiments_for_user)
+    serializer_class = ExperimentSerializer
+    filterset_class = ExperimentFilter
+    ordering_fields = ["name", "created_at"]
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        return super().filter_queryset(queryset.annotate(run_count=Count("runs")))
+
+    def perform_create(self, serializer: ExperimentSerializer) -> None:
+        project = serializer.validated_data["project"]
+        self.require_role(project)
+        serializer.instance = services.experiment_create(
+            project=project, name=serializer.validated_data["name"],
+            description=serializer.validated_data.get("description", ""))
+
+    def perform_update(self, serializer: ExperimentSerializer) -> None:
+        if "project" in serializer.validated_data:
+            raise ValidationError({"project": ["An experiment cannot move to another project."]})
+        serializer.save()
+
+
+class RunFilter(django_filters.FilterSet):
+    project = project_filter()
+    experiment = django_filters.NumberFilter(field_name="experiment_id")
+    job = django_filters.NumberFilter(field_name="job_id")
+
+    class Meta:
+        model = Run
+        fields = ["project", "experiment", "job", "status"]
+
+
+def _pairs(request: Request, name: str) -> list[tuple[str, str]]:
+    out = []
+    for raw in request.query_params.getlist(name):
+        key, sep, value = raw.partition(":")
+        if not sep or not key:
+            raise ValidationError({name: [f"{raw[:100]!r}: use {name}=<key>:<value>."]})
+        out.append((key, value))
+    return out
+
+
+def filter_runs(queryset: QuerySet, request: Request) -> QuerySet:
+    """?param=lr:0.001 and ?tag=k:v (repeatable, all must match) and ?sort=[-]metric.<key> | [-]param.<key>."""
+    for key, value in _pairs(request, "param"):
+        queryset = queryset.filter(**{f"params__{key}": value})
+    for key, value in _pairs(request, "tag"):
+        queryset = queryset.filter(**{f"tags__{key}": value})
+    sort = request.query_params.get("sort")
+    if sort:
+        descending = sort.startswith("-")
+        kind, _, key = sort.lstrip("-").partition(".")
+        if kind == "metric" and key:
+            expr = Cast(KT(f"summary__{key}__last"), FloatField())
+        elif kind == "param" and key:
+            expr = KT(f"params__{key}")
+        else:
+            raise ValidationError({"sort": ["Use metric.<key> or param.<key>, with - for descending."]})
+        ordered = expr.desc(nulls_last=True) if descending else expr.asc(nulls_last=True)
+        queryset = queryset.order_by(ordered, F("id").desc())
+    return queryset
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
+    """Runs: one per job (continued across its attempts), or logged from anywhere with the SDK or MLflow."""
+
+    selector = staticmethod(selectors.runs_for_user)
+    serializer_class = RunSerializer
+    filterset_class = RunFilter
+    ordering_fields = ["started_at", "name", "status"]
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        queryset = super().filter_queryset(queryset)
+        return filter_runs(queryset, self.request) if self.action == "list" else queryset
+
+    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer})
+    def create(self, request: Request) -> Response:
+        data = RunCreateSerializer(data=request.data, context={"request": request})
+        data.is_valid(raise_exception=True)
+        project = data.validated_data["project"]
+        self.require_role(project)
+        experiment = services.experiment_get_or_create(project=project,
+                                                      name=data.validated_data.get("experiment", ""))
+        run = services.run_create(project=project, experiment=experiment, name=data.validated_data.get("name", ""),
+                                  user=request.user, params=data.validated_data.get("params"),
+                                  tags=data.validated_data.get("tags"))
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=RunUpdateSerializer, responses=RunSerializer)
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        data = RunUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.run_update(run=run, **data.validated_data)
+        return Response(RunSerializer(run).data)
+
+    @extend_schema(parameters=[
+        OpenApiParameter("key", str, required=True), OpenApiParameter("max_points", int),
+        OpenApiParameter("min_step", int), OpenApiParameter("max_step", int)], responses=SeriesSerializer)
+    @action(detail=True, methods=["get"])
+    def series(self, request: Request, pk: str | None = None) -> Response:
+        """One metric of the run, downsampled on the server to at most `max_points` points while keeping every
+        bucket's minimum and maximum; NaN and infinities come back as markers."""
+        run = self.get_object()
+        key, max_points, min_step, max_step = _series_query(request)
+        found = selectors.series(run, key, max_points=max_points, min_step=min_step, max_step=max_step)
+        return Response({"key": key, "total": found.total, "points": found.points,
+                         "markers": [[s, _special(v)] for s, v in found.markers],
+                         "attempts": selectors.attempt_starts(run)})
+
+    @extend_schema(parameters=[OpenApiParameter("key", str, description="Only this key; all keys when absent.")],
+                   responses={(200, "text/csv"): str})
+    @action(detail=True, methods=["get"])
+    def csv(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
+        """Every point of the run (or of one key) at full resolution, streamed."""
+        run = self.get_object()
+        keys = [request.query_params["key"]] if "key" in request.query_params else selectors.run_keys(run)
+        response = StreamingHttpResponse(_csv_rows(run, keys), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.csv"'
+        return response
+
+
+def _series_query(request: Request) -> tuple[str, int, int | None, int | None]:
+    try:
+        key = check_key(request.query_params.get("key"), "key")
+    except BatchError as e:
+        raise ValidationError({"key": [e.message]}) from None
+    values = {}
+    for name, default in (("max_points", DEFAULT_MAX_POINTS), ("min_step", None), ("max_step", None)):
+        raw = request.query_params.get(name)
+        if raw is None or raw == "":
+            values[name] = default
+            continue
+        try:
+            values[name] = int(raw)
+        except ValueError:
+            raise ValidationError({name: ["Must be an integer."]}) from None
+    if not 2 <= values["max_points"] <= MAX_MAX_POINTS:
+        raise ValidationError({"max_points": [f"Must be between 2 and {MAX_MAX_POINTS}."]})
+    return key, values["max_points"], values["min_step"], values["max_step"]
+
+
+def _special(value: float) -> str:
+    return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[kind_of(value)]
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_rows(run: Run, keys: list[str]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(["key", "step", "value"])
+    for key in keys:
+        for step, value in selectors.full_series(run, key):
+            yield writer.writerow([key, step, value if math.isfinite(value) else _special(value)])
+
+
+class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
+    selector = staticmethod(selectors.alerts_for_user)
+    serializer_class = AlertSerializer
+    project_attr = "run.project"
+    filterset_fields = ["run", "rule"]
+    ordering_fields = ["opened_at"]
+
+
+class RunLogBatchView(APIView):
+    """Log points, params and tags to a run, all or nothing.
+
+    Up to 10,000 points per request (ten times MLflow's log-batch limit); a retried batch is idempotent on (run,
+    key, step, attempt). With a run token, only that run; with a user's token or session, a run of a project
+    where the caller is a member or above. A refused batch writes nothing and names the bad point."""
+
+    authentication_classes = AUTHENTICATION_CLASSES
+    permission_classes = [UserOrRunToken]
+    throttle_classes = [RunTokenThrottle]
+
+    @extend_schema(request=LogBatchSerializer, responses={200: None})
+    def post(self, request: Request, pk: int) -> Response:
+        writable_run(request, pk)
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationError({"body": ["Must be an object with metrics, params and tags."]})
+        unknown = sorted(set(body) - {"metrics", "params", "tags", "attempt"})
+        if unknown:
+            raise ValidationError({name: ["Unknown field."] for name in unknown})
+        attempt = body.get("attempt")
+        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
+            raise ValidationError({"attempt": ["Must be a positive integer."]})
+        try:
+            count = services.run_log_batch(run_id=pk, metrics=body.get("metrics"), params=body.get("params"),
+                                           tags=body.get("tags"), attempt=attempt)
+        except BatchError as e:
+            raise ValidationError({e.field: [e.message]}) from None
+        return Response({"points": count})
+
+
+def writable_run(request: Request, run_id: int) -> Run:
+    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer)."""
+    credential = run_credential(request)
+    if credential is not None:
+        if credential.run_id != run_id:
+            raise PermissionDenied("A run token writes only its own run.")
+        run = Run.objects.filter(pk=run_id).select_related("project").first()
+        if run is None:
+            raise NotFound("No such run.")
+        return run
+    run = selectors.runs_for_user(request.user).filter(pk=run_id).first()
+    if run is None:
+        raise NotFound("No such run.")
+    role = role_in_project(request.user, run.project)
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+        raise PermissionDenied(f"Logging to a run needs the member role in project {run.project.slug}.")
+    return run
+

@@ -1,0 +1,109 @@
+"""Experiments, runs and the points they log ("tracking": not the platform's own Prometheus metrics).
+
+A job's run is created when the job is first admitted and continues across its attempts: each point carries the
+number of the attempt that logged it, and the attempts' times come from the job's own attempt rows. A run may also
+exist without a job (a notebook, another cluster).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from jobs.models import Job
+from tenancy.models import Project
+
+
+class Experiment(models.Model):
+    """Runs grouped within a project, e.g. "llama-8b sft sweep". A job's `experiment` field names it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="experiments", db_index=False)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, max_length=5000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="experiment_name_per_project")]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.name}"
+
+
+class RunStatus(models.TextChoices):
+    # MLflow's names, so its client reads them unchanged.
+    RUNNING = "RUNNING", "Running"
+    FINISHED = "FINISHED", "Finished"
+    FAILED = "FAILED", "Failed"
+    KILLED = "KILLED", "Killed"
+
+
+class Run(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    job = models.OneToOneField(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="run")
+    name = models.CharField(max_length=250)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    user_name = models.CharField(max_length=150, blank=True, help_text="Kept when the account is deleted.")
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    note = models.TextField(blank=True, max_length=20000)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Flat string key/values, as MLflow's params and tags are; filtered with JSON lookups.
+    params = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    # Per metric key: {"last", "min", "max", "step", "ts"}; kept by ingestion so the runs table never reads points.
+    summary = models.JSONField(default=dict, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="The attempt new points belong to.")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["project", "-started_at"], name="tracking_run_project_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.name}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status != RunStatus.RUNNING
+
+
+class Point(models.Model):
+    """One logged value. NaN is stored as NULL (SQLite cannot hold NaN; PostgreSQL stores it either way and reads
+    give NaN back); +/-Inf are stored as such."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="points", db_index=False)
+    key = models.CharField(max_length=250)
+    step = models.BigIntegerField()
+    timestamp = models.BigIntegerField(help_text="Milliseconds since the epoch, as MLflow logs them.")
+    value = models.FloatField(null=True)
+    attempt = models.PositiveSmallIntegerField(default=1)
+
+    class Meta:
+        # The unique index is also the read index: a series is (run, key) in step order.
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step", "attempt"], name="one_point_per_step")]
+
+    def __str__(self) -> str:
+        return f"{self.key}[{self.step}] = {self.value}"
+
+
+class Alert(models.Model):
+    """Something went wrong in a run's training (NaN, a loss spike, a hung run...); open until it clears."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts")
+    rule = models.CharField(max_length=30)
+    key = models.CharField(max_length=250, blank=True)
+    step = models.BigIntegerField(null=True, blank=True)
+    value = models.FloatField(null=True, blank=True)
+    message = models.CharField(max_length=500)
+    opened_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-opened_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["run", "rule", "key"], condition=models.Q(resolved_at=None),
+                                               name="one_open_alert_per_rule")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} on run {self.run_id}: {self.message}"

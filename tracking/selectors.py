@@ -1,0 +1,52 @@
+"""Reads of experiments, runs and series, scoped to what the caller may see."""
+
+from __future__ import annotations
+
+import math
+
+from django.db.models import Min, QuerySet
+
+from tenancy.selectors import User, project_ids_for_user
+from tracking.models import Alert, Experiment, Point, Run
+from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
+
+
+def experiments_for_user(user: User) -> QuerySet[Experiment]:
+    return Experiment.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")
+
+
+def runs_for_user(user: User) -> QuerySet[Run]:
+    return Run.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project", "experiment")
+
+
+def alerts_for_user(user: User) -> QuerySet[Alert]:
+    return Alert.objects.filter(run__project_id__in=project_ids_for_user(user)).select_related("run")
+
+
+def run_keys(run: Run) -> list[str]:
+    """The run's metric keys; the summary holds every key ingestion saw."""
+    return sorted(run.summary)
+
+
+def series(run: Run, key: str, *, max_points: int, min_step: int | None = None,
+           max_step: int | None = None) -> Downsampled:
+    """One key of a run, at most `max_points` points keeping every extreme (see tracking.series.downsample)."""
+    return downsample(full_series(run, key, min_step=min_step, max_step=max_step), max_points)
+
+
+def full_series(run: Run, key: str, *, min_step: int | None = None,
+                max_step: int | None = None) -> list[tuple[int, float]]:
+    rows = Point.objects.filter(run=run, key=key)
+    if min_step is not None:
+        rows = rows.filter(step__gte=min_step)
+    if max_step is not None:
+        rows = rows.filter(step__lte=max_step)
+    values = rows.order_by("step", "attempt").values_list("step", "attempt", "value")
+    return latest_attempt_per_step([(s, a, math.nan if v is None else v) for s, a, v in values.iterator(5000)])
+
+
+def attempt_starts(run: Run) -> list[dict]:
+    """The first step each attempt logged: where the chart marks a restart (retry, requeue after preemption)."""
+    rows = (Point.objects.filter(run=run).values("attempt").annotate(first_step=Min("step"), first_ts=Min("timestamp"))
+            .order_by("attempt"))
+    return [{"attempt": r["attempt"], "step": r["first_step"], "timestamp": r["first_ts"]} for r in rows]

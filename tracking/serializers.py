@@ -1,0 +1,73 @@
+"""API shapes of experiments, runs and alerts."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from core.serializers import StrictModelSerializer, StrictSerializer
+from tenancy.serializers import ScopedProjectField
+from tracking.models import Alert, Experiment, Run, RunStatus
+
+
+class ExperimentSerializer(StrictModelSerializer):
+    project = ScopedProjectField()
+    runs = serializers.IntegerField(read_only=True, source="run_count", default=None)
+
+    class Meta:
+        model = Experiment
+        fields = ["id", "project", "name", "description", "created_at", "runs"]
+        read_only_fields = ["created_at"]
+
+
+class RunSerializer(StrictModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    experiment = serializers.PrimaryKeyRelatedField(read_only=True)
+    experiment_name = serializers.CharField(source="experiment.name", read_only=True)
+    summary = serializers.DictField(read_only=True, help_text="Per metric key: last, step, min, max.")
+
+    class Meta:
+        model = Run
+        fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "note",
+                  "started_at", "ended_at", "attempt", "params", "tags", "summary"]
+        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags"]
+
+
+class RunCreateSerializer(StrictSerializer):
+    project = ScopedProjectField()
+    experiment = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                       help_text="Experiment name; created when the project has none of that name.")
+    name = serializers.CharField(max_length=250, required=False, allow_blank=True)
+    params = serializers.JSONField(required=False)
+    tags = serializers.JSONField(required=False)
+
+
+class RunUpdateSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=250, required=False)
+    note = serializers.CharField(max_length=20000, required=False, allow_blank=True)
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+
+
+class LogBatchSerializer(serializers.Serializer):
+    """Only for the schema: the view validates the body itself (see tracking.series.validate)."""
+
+    metrics = serializers.ListField(child=serializers.DictField(), required=False,
+                                    help_text="Up to 10,000 points {key, value, step, timestamp (ms)}; value may "
+                                              "be \"NaN\", \"Infinity\" or \"-Infinity\".")
+    params = serializers.JSONField(required=False, help_text="{key: value} or [{key, value}]")
+    tags = serializers.JSONField(required=False, help_text="{key: value} or [{key, value}]")
+    attempt = serializers.IntegerField(required=False, min_value=1)
+
+
+class SeriesSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    total = serializers.IntegerField(help_text="Points in the series (or the asked step range) before downsampling.")
+    points = serializers.ListField(child=serializers.ListField(), help_text="[step, value] of finite values.")
+    markers = serializers.ListField(child=serializers.ListField(), help_text='[step, "NaN" | "Infinity" | '
+                                                                            '"-Infinity"]')
+    attempts = serializers.ListField(child=serializers.DictField(), help_text="First step of each attempt.")
+
+
+class AlertSerializer(StrictModelSerializer):
+    class Meta:
+        model = Alert
+        fields = ["id", "run", "rule", "key", "step", "value", "message", "opened_at", "resolved_at"]

@@ -1,0 +1,140 @@
+"""Validation of a logged batch: plain data in, clean points or the first problem out (pure)."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+MAX_POINTS = 10_000  # points per batch: ten times MLflow's 1,000 metrics per log-batch
+MAX_PARAMS = 1_000
+MAX_TAGS = 1_000
+MAX_KEY = 250
+MAX_PARAM_VALUE = 6_000  # MLflow's limit, so a param logged through either API fits both
+MAX_TAG_VALUE = 8_000
+MAX_STEP = 2**63 - 1
+SPECIAL = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf, "-Infinity": -math.inf,
+           "-inf": -math.inf}
+
+
+class BatchError(ValueError):
+    """The batch is refused as a whole; `field` names where (e.g. "metrics[17].value")."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class CleanPoint:
+    key: str
+    step: int
+    timestamp: int  # ms
+    value: float
+
+
+def check_key(key: Any, field: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise BatchError(field, "must be a non-empty string")
+    if len(key) > MAX_KEY:
+        raise BatchError(field, f"is {len(key)} characters long; at most {MAX_KEY}")
+    if any(unicodedata.category(c) == "Cc" for c in key):
+        raise BatchError(field, "contains a control character")
+    return key
+
+
+def check_value(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BatchError(field, "must be a number, or \"NaN\", \"Infinity\", \"-Infinity\"")
+    if isinstance(value, str):
+        if value not in SPECIAL:
+            raise BatchError(field, f"{value[:40]!r} is not a number")
+        return SPECIAL[value]
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float64
+        raise BatchError(field, "is beyond the range of a 64-bit float") from None
+
+
+def check_int(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_STEP) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise BatchError(field, "must be an integer")
+    if value < minimum:
+        raise BatchError(field, f"must be at least {minimum}")
+    if value > maximum:
+        raise BatchError(field, f"must be at most {maximum}")
+    return value
+
+
+def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> list[CleanPoint]:
+    """Points as {"key", "value", "step" (default 0), "timestamp" (ms, default now)}."""
+    if metrics is None:
+        return []
+    if not isinstance(metrics, list):
+        raise BatchError(field, "must be a list of points")
+    if len(metrics) > MAX_POINTS:
+        raise BatchError(field, f"has {len(metrics)} points; at most {MAX_POINTS} per batch")
+    out = []
+    for i, raw in enumerate(metrics):
+        where = f"{field}[{i}]"
+        if not isinstance(raw, dict):
+            raise BatchError(where, "must be an object with key, value, step and timestamp")
+        unknown = set(raw) - {"key", "value", "step", "timestamp"}
+        if unknown:
+            raise BatchError(f"{where}.{sorted(unknown)[0]}", "is not a field of a point")
+        key = check_key(raw.get("key"), f"{where}.key")
+        if "value" not in raw:
+            raise BatchError(f"{where}.value", "is required")
+        value = check_value(raw["value"], f"{where}.value")
+        step = check_int(raw.get("step", 0), f"{where}.step")
+        ts = raw.get("timestamp")
+        timestamp = now_ms if ts is None else check_int(ts, f"{where}.timestamp")
+        out.append(CleanPoint(key, step, timestamp, value))
+    return out
+
+
+def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str, str]:
+    """Params or tags as {"k": "v"} or [{"key": k, "value": v}] (MLflow's shape); values become strings."""
+    if pairs is None:
+        return {}
+    if isinstance(pairs, dict):
+        items = list(pairs.items())
+    elif isinstance(pairs, list):
+        items = []
+        for i, raw in enumerate(pairs):
+            if not isinstance(raw, dict) or "key" not in raw:
+                raise BatchError(f"{field}[{i}]", "must be an object with key and value")
+            items.append((raw["key"], raw.get("value", "")))
+    else:
+        raise BatchError(field, "must be an object of key/values or a list of {key, value}")
+    if len(items) > limit:
+        raise BatchError(field, f"has {len(items)} entries; at most {limit}")
+    out: dict[str, str] = {}
+    for key, value in items:
+        key = check_key(key, f"{field}.key")
+        if isinstance(value, (dict, list)):
+            raise BatchError(f"{field}.{key}", "must be a string, a number or a boolean")
+        text = "" if value is None else str(value)
+        if len(text) > max_value:
+            raise BatchError(f"{field}.{key}", f"is {len(text)} characters long; at most {max_value}")
+        out[key] = text
+    return out
+
+
+def summarize(points: list[CleanPoint], summary: dict[str, dict]) -> dict[str, dict]:
+    """The runs table's per-key figures merged with a batch: last (by step), min and max of finite values."""
+    merged = {k: dict(v) for k, v in summary.items()}
+    for p in points:
+        entry = merged.setdefault(p.key, {"last": None, "step": -1, "min": None, "max": None})
+        finite = math.isfinite(p.value)
+        if p.step >= entry["step"]:
+            entry["step"], entry["last"] = p.step, p.value if finite else None
+        if finite:
+            entry["min"] = p.value if entry["min"] is None else min(entry["min"], p.value)
+            entry["max"] = p.value if entry["max"] is None else max(entry["max"], p.value)
+    return merged

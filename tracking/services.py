@@ -1,0 +1,164 @@
+"""Writes of experiments, runs and points (`<entity>_<verb>`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.actors import actor_name
+from core.errors import DomainError
+from jobs.models import Job
+from jobs.states import State
+from tenancy.models import Project
+from tracking.models import Experiment, Point, Run, RunStatus
+from tracking.series.validate import (
+    MAX_PARAM_VALUE,
+    MAX_PARAMS,
+    MAX_TAG_VALUE,
+    MAX_TAGS,
+    BatchError,
+    clean_pairs,
+    clean_points,
+    summarize,
+)
+
+DEFAULT_EXPERIMENT = "Default"  # MLflow's name for the experiment of runs that name none
+# How a finished job leaves its run.
+RUN_STATUS_OF_JOB = {State.SUCCEEDED: RunStatus.FINISHED, State.FAILED: RunStatus.FAILED,
+                     State.CANCELLED: RunStatus.KILLED}
+
+
+class RunFinished(DomainError):
+    code = "run_finished"
+    status_code = 409
+
+
+def experiment_get_or_create(*, project: Project, name: str) -> Experiment:
+    name = (name or DEFAULT_EXPERIMENT).strip()[:200] or DEFAULT_EXPERIMENT
+    try:
+        with transaction.atomic():
+            return Experiment.objects.get_or_create(project=project, name=name)[0]
+    except IntegrityError:  # created by a concurrent request between the get and the create
+        return Experiment.objects.get(project=project, name=name)
+
+
+def experiment_create(*, project: Project, name: str, description: str = "") -> Experiment:
+    name = name.strip()
+    if not name:
+        raise DomainError("An experiment needs a name.", field="name")
+    try:
+        with transaction.atomic():
+            return Experiment.objects.create(project=project, name=name[:200], description=description)
+    except IntegrityError:
+        raise DomainError(f"Project {project.slug} already has an experiment named {name!r}.", field="name",
+                          code="already_exists") from None
+
+
+def run_create(*, project: Project, experiment: Experiment | None = None, name: str = "", user=None,
+               params: object = None, tags: object = None, started_at: datetime | None = None) -> Run:
+    """A run logged from outside a job (a notebook, another cluster)."""
+    try:
+        clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
+        clean_tags = clean_pairs(tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
+    except BatchError as e:
+        raise DomainError(e.message, field=e.field) from None
+    experiment = experiment or experiment_get_or_create(project=project, name=DEFAULT_EXPERIMENT)
+    return Run.objects.create(project=project, experiment=experiment, name=name[:250] or _run_name(), user=user,
+                              user_name=actor_name(user) if user else "", params=clean_params, tags=clean_tags,
+                              started_at=started_at or timezone.now())
+
+
+def _run_name() -> str:
+    return timezone.now().strftime("run-%Y%m%d-%H%M%S")
+
+
+def runs_for_admitted_jobs(job_ids: Iterable[int], attempts: dict[int, int], at: datetime) -> None:
+    """Every admitted job has a run: created at its first admission, moved to the new attempt at later ones."""
+    job_ids = list(job_ids)
+    existing = dict(Run.objects.filter(job_id__in=job_ids).values_list("job_id", "id"))
+    for job_id, run_id in existing.items():
+        Run.objects.filter(pk=run_id).update(attempt=attempts[job_id], status=RunStatus.RUNNING, ended_at=None)
+    new = [job for job in Job.objects.filter(pk__in=set(job_ids) - set(existing)).select_related("project")]
+    if not new:
+        return
+    experiments: dict[tuple[int, str], Experiment] = {}
+    for job in new:
+        key = (job.project_id, job.experiment or DEFAULT_EXPERIMENT)
+        if key not in experiments:
+            experiments[key] = experiment_get_or_create(project=job.project, name=key[1])
+    Run.objects.bulk_create(
+        Run(project_id=job.project_id, experiment=experiments[(job.project_id, job.experiment or DEFAULT_EXPERIMENT)],
+            job=job, name=job.name[:250], user_id=job.submitter_id, user_name=job.submitter_name, started_at=at,
+            attempt=attempts[job.pk], tags={"tidal.job": str(job.pk), "tidal.stage": job.stage})
+        for job in new)
+
+
+def runs_for_finished_jobs(finished: dict[int, str], at: datetime) -> None:
+    """A job that ended for good ends its run (succeeded: FINISHED, failed: FAILED, cancelled: KILLED)."""
+    for state, status in RUN_STATUS_OF_JOB.items():
+        ids = [job_id for job_id, target in finished.items() if target == state]
+        if ids:
+            Run.objects.filter(job_id__in=ids, status=RunStatus.RUNNING).update(status=status, ended_at=at)
+
+
+def run_update(*, run: Run, name: str | None = None, note: str | None = None, status: str | None = None,
+               ended_at: datetime | None = None) -> Run:
+    fields = []
+    if name is not None:
+        run.name, fields = name[:250], [*fields, "name"]
+    if note is not None:
+        run.note, fields = note, [*fields, "note"]
+    if status is not None:
+        if status not in RunStatus.values:
+            raise DomainError(f"Unknown status {status!r}; one of {', '.join(RunStatus.values)}.", field="status")
+        run.status = status
+        run.ended_at = None if status == RunStatus.RUNNING else (ended_at or run.ended_at or timezone.now())
+        fields += ["status", "ended_at"]
+    if fields:
+        run.save(update_fields=fields)
+    return run
+
+
+def run_log_batch(*, run_id: int, metrics: object = None, params: object = None, tags: object = None,
+                  attempt: int | None = None) -> int:
+    """Write a batch all or nothing; a retried batch changes nothing (points are unique on run, key, step and
+    attempt). Returns the number of points. Raises BatchError (naming the bad field and point) before writing."""
+    now_ms = int(time.time() * 1000)
+    points = clean_points(metrics, now_ms)
+    clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
+    clean_tags = clean_pairs(tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
+    with transaction.atomic():
+        # The row lock serializes batches of one run, so the summary and params merge without lost updates.
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            raise DomainError("No such run.", code="not_found")
+        if run.is_finished:
+            raise RunFinished(f"Run {run.pk} is {run.status.lower()}: it takes no more data.")
+        for key, value in clean_params.items():
+            if run.params.get(key, value) != value:  # MLflow's rule: a param is logged once
+                raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
+                                 "cannot change (log a metric or a tag instead)")
+        number = attempt or run.attempt
+        Point.objects.bulk_create(
+            (Point(run_id=run.pk, key=p.key, step=p.step, timestamp=p.timestamp, value=_stored(p.value),
+                   attempt=number) for p in points),
+            batch_size=2000, update_conflicts=True, unique_fields=["run", "key", "step", "attempt"],
+            update_fields=["timestamp", "value"])
+        fields = []
+        if points:
+            run.summary, fields = summarize(points, run.summary), ["summary"]
+        if clean_params:
+            run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
+        if clean_tags:
+            run.tags, fields = {**run.tags, **clean_tags}, [*fields, "tags"]
+        if fields:
+            run.save(update_fields=fields)
+    return len(points)
+
+
+def _stored(value: float) -> float | None:
+    return None if value != value else value  # NaN -> NULL (see Point)
