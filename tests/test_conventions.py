@@ -2,10 +2,11 @@
 
 1. API, view, serializer and form modules never touch `<Model>.objects` directly: they read through selectors,
    which scope every query to what the caller may see.
-2. The scheduler core (`jobs/scheduling/`) is pure: no Django, ORM or Kubernetes imports.
+2. The scheduler core (`jobs/scheduling/`) and tracking's series code (`tracking/series/`) are pure: no Django, ORM
+   or Kubernetes imports.
 3. Only one module imports the `kubernetes` client.
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
-5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay <- replays; the
+5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <- replays; the
    composition root (mlplatform) may import every app, and no app imports it.
 """
 
@@ -15,10 +16,13 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays"]
+APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays", "tracking"]
 # Each app may import only apps of a lower layer (and itself): siblings do not import each other.
-LAYERS = {"core": 0, "tenancy": 1, "quotas": 2, "jobs": 3, "clusters": 4, "replay": 4, "replays": 5,
+LAYERS = {"core": 0, "tenancy": 1, "quotas": 2, "jobs": 3, "clusters": 4, "replay": 4, "tracking": 4,
+          "replays": 5,
           "mlplatform": 9}
 STATE_WRITER = "jobs/lifecycle.py"
 WRITE_METHODS = {"update", "create", "bulk_create", "get_or_create", "update_or_create", "bulk_update", "save"}
@@ -124,11 +128,12 @@ def test_no_unscoped_queries_in_api_and_views():
     assert offenders == {}, f"use a selector instead of querying managers directly: {offenders}"
 
 
-def test_scheduler_core_is_pure():
+@pytest.mark.parametrize("package", ["jobs/scheduling", "tracking/series"])
+def test_pure_packages_import_no_framework(package):
     forbidden = {"django", "kubernetes", "rest_framework", "celery", "redis", "psycopg"}
-    core = sorted((ROOT / "jobs" / "scheduling").rglob("*.py"))
-    assert core, "the scheduler core is missing"
-    for path in core:
+    modules = sorted((ROOT / package).rglob("*.py"))
+    assert modules, f"{package} is missing"
+    for path in modules:
         assert not imported_modules(path) & forbidden, f"{path} imports {imported_modules(path) & forbidden}"
 
 

@@ -258,7 +258,7 @@ def writable_run(request: Request, run_id: int) -> Run:
     if credential is not None:
         if credential.run_id != run_id:
             raise PermissionDenied("A run token writes only its own run.")
-        run = Run.objects.filter(pk=run_id).select_related("project").first()
+        run = selectors.run_of_token(credential)
         if run is None:
             raise NotFound("No such run.")
         return run

@@ -7,16 +7,23 @@ import math
 from django.db.models import Min, QuerySet
 
 from tenancy.selectors import User, project_ids_for_user
+from tracking.auth import RunCredential
 from tracking.models import Alert, Experiment, Point, Run
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
 
 
 def experiments_for_user(user: User) -> QuerySet[Experiment]:
-    return Experiment.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")
+    return (Experiment.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")
+            .order_by("name", "id"))
 
 
 def runs_for_user(user: User) -> QuerySet[Run]:
     return Run.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project", "experiment")
+
+
+def run_of_token(credential: RunCredential) -> Run | None:
+    """The one run a run token may see."""
+    return Run.objects.filter(pk=credential.run_id).select_related("project", "experiment").first()
 
 
 def alerts_for_user(user: User) -> QuerySet[Alert]:

@@ -11,11 +11,11 @@ from tracking.models import Alert, Experiment, Run, RunStatus
 
 class ExperimentSerializer(StrictModelSerializer):
     project = ScopedProjectField()
-    runs = serializers.IntegerField(read_only=True, source="run_count", default=None)
+    run_count = serializers.IntegerField(read_only=True, default=None, help_text="Runs in the experiment.")
 
     class Meta:
         model = Experiment
-        fields = ["id", "project", "name", "description", "created_at", "runs"]
+        fields = ["id", "project", "name", "description", "created_at", "run_count"]
         read_only_fields = ["created_at"]
 
 

@@ -1,0 +1,153 @@
+"""Experiments, runs, series and alerts through the API: cross-tenant tests, filters, sorting, downsampled series."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.crosstenant import CrossTenantMixin
+from tracking import services
+from tracking.models import Alert
+
+pytestmark = pytest.mark.django_db
+
+
+def make_run(tenant, project, **kwargs):
+    user = tenant.users["outsider" if project == tenant.other_project else "member"]
+    return services.run_create(project=project, user=user, **kwargs)
+
+
+class TestExperiments(CrossTenantMixin):
+    basename = "experiment"
+    detail_writes = ("patch",)
+
+    def make_object(self, tenant, project):
+        return services.experiment_get_or_create(project=project, name="sweep")
+
+    def create_payload(self, tenant, project):
+        return {"project": project.slug, "name": "new sweep"}
+
+    def update_payload(self, tenant, obj):
+        return {"description": "changed"}
+
+
+class TestRuns(CrossTenantMixin):
+    basename = "run"
+    detail_writes = ("patch",)
+    detail_actions = ("log-batch",)
+
+    def make_object(self, tenant, project):
+        return make_run(tenant, project, name="r")
+
+    def create_payload(self, tenant, project):
+        return {"project": project.slug, "experiment": "sweep", "name": "from a notebook", "params": {"lr": 0.1}}
+
+    def update_payload(self, tenant, obj):
+        return {"note": "changed"}
+
+    def test_outsider_cannot_read_series_or_csv(self, tenant, clients):
+        run = self.victim(tenant)
+        for name in ("series", "csv"):
+            url = reverse(f"run-{name}", kwargs={"pk": run.pk}) + "?key=loss"
+            assert clients["outsider"].get(url).status_code == 404
+
+
+class TestAlerts(CrossTenantMixin):
+    basename = "alert"
+    writable = False
+    detail_writes = ()
+
+    def make_object(self, tenant, project):
+        return Alert.objects.create(run=make_run(tenant, project), rule="non_finite", key="loss", step=3,
+                                    message="loss is NaN at step 3", opened_at=timezone.now())
+
+
+def test_a_run_created_from_a_notebook_names_its_experiment_and_params(tenant, clients):
+    body = {"project": "vision", "experiment": "llama sweep", "name": "nb", "params": {"lr": 0.001, "opt": "adam"}}
+    response = clients["member"].post(reverse("run-list"), body, format="json")
+    assert response.status_code == 201, response.content
+    run = response.json()
+    assert run["experiment_name"] == "llama sweep" and run["params"] == {"lr": "0.001", "opt": "adam"}
+    assert run["status"] == "RUNNING" and run["user_name"] == "member"
+
+
+def test_bad_params_at_creation_name_the_field(tenant, clients):
+    body = {"project": "vision", "params": {"x" * 300: 1}}
+    response = clients["member"].post(reverse("run-list"), body, format="json")
+    assert response.status_code == 400
+    assert "params.key" in response.json()["error"]["fields"]
+
+
+def _log(run, **values):
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": k, "value": v, "step": 1} for k, v in values.items()])
+
+
+def test_runs_filter_by_param_and_sort_by_a_metric(tenant, clients):
+    runs = {}
+    for lr, loss in (("0.1", 2.0), ("0.01", 0.5), ("0.1", 1.0), ("0.1", None)):
+        run = make_run(tenant, tenant.project, params={"lr": lr})
+        if loss is not None:
+            _log(run, loss=loss)
+        runs[run.pk] = (lr, loss)
+    make_run(tenant, tenant.other_project, params={"lr": "0.1"})  # another tenant's: never listed
+    response = clients["viewer"].get(reverse("run-list") + "?param=lr:0.1&sort=metric.loss")
+    assert response.status_code == 200, response.content
+    rows = response.json()["results"]
+    assert [runs[r["id"]] for r in rows] == [("0.1", 1.0), ("0.1", 2.0), ("0.1", None)]  # no value sorts last
+    rows = clients["viewer"].get(reverse("run-list") + "?sort=-metric.loss").json()["results"]
+    assert [runs[r["id"]][1] for r in rows] == [2.0, 1.0, 0.5, None]
+
+
+@pytest.mark.parametrize("query", ["?param=lr", "?sort=loss", "?sort=metric."])
+def test_bad_run_filters_are_a_400_naming_them(tenant, clients, query):
+    response = clients["viewer"].get(reverse("run-list") + query)
+    assert response.status_code == 400
+    assert set(response.json()["error"]["fields"]) & {"param", "sort"}
+
+
+def test_a_series_is_downsampled_on_the_server_keeping_the_spike_and_the_nan(tenant, clients):
+    run = make_run(tenant, tenant.project)
+    values = [1.0] * 5000
+    values[1234] = 50.0  # a one-step spike
+    values[4321] = math.nan
+    for start in range(0, 5000, 2500):
+        services.run_log_batch(run_id=run.pk, metrics=[
+            {"key": "loss", "value": "NaN" if math.isnan(v) else v, "step": start + i}
+            for i, v in enumerate(values[start:start + 2500])])
+    url = reverse("run-series", kwargs={"pk": run.pk})
+    body = clients["viewer"].get(url + "?key=loss&max_points=100").json()
+    assert body["total"] == 5000 and len(body["points"]) <= 100
+    assert [1234, 50.0] in body["points"] and body["markers"] == [[4321, "NaN"]]
+    zoomed = clients["viewer"].get(url + "?key=loss&max_points=1000&min_step=1200&max_step=1299").json()
+    assert zoomed["total"] == 100 and len(zoomed["points"]) == 100  # full resolution when it fits
+    assert body["attempts"] == [{"attempt": 1, "step": 0, "timestamp": body["attempts"][0]["timestamp"]}]
+
+
+@pytest.mark.parametrize(("query", "field"), [("", "key"), ("?key=loss&max_points=1", "max_points"),
+                                              ("?key=loss&min_step=x", "min_step")])
+def test_bad_series_queries_are_a_400(tenant, clients, query, field):
+    run = make_run(tenant, tenant.project)
+    response = clients["viewer"].get(reverse("run-series", kwargs={"pk": run.pk}) + query)
+    assert response.status_code == 400 and field in response.json()["error"]["fields"]
+
+
+def test_csv_export_has_every_point_at_full_resolution(tenant, clients):
+    run = make_run(tenant, tenant.project)
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": v, "step": i}
+                                                   for i, v in enumerate([3.0, "Infinity", 1.5])])
+    response = clients["viewer"].get(reverse("run-csv", kwargs={"pk": run.pk}))
+    assert response.status_code == 200
+    text = b"".join(response.streaming_content).decode()
+    assert text.splitlines() == ["key,step,value", "loss,0,3.0", "loss,1,Infinity", "loss,2,1.5"]
+
+
+def test_a_viewer_cannot_end_a_run_and_a_member_can(tenant, clients):
+    run = make_run(tenant, tenant.project)
+    url = reverse("run-detail", kwargs={"pk": run.pk})
+    assert clients["viewer"].patch(url, {"status": "FINISHED"}, format="json").status_code == 403
+    response = clients["member"].patch(url, {"status": "FINISHED"}, format="json")
+    assert response.status_code == 200 and response.json()["ended_at"] is not None
+    assert clients["member"].patch(url, {"status": "DONE"}, format="json").status_code == 400
