@@ -17,6 +17,7 @@ from clusters.kube.errors import RenderError
 from clusters.kube.nodes import InventorySettings, NodeRow
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement, Toleration
 from clusters.models import Cluster
+from jobs import ports
 
 MIB = 1024 * 1024
 
@@ -83,6 +84,7 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
     """An attempt (its job's groups and flavor loaded) -> the renderer's RenderJob."""
     job = attempt.job
     options = job.launcher_options or {}
+    extra = ports.env_for(attempt)
     groups = tuple(
         ReplicaGroup(role=g.role, replicas=g.replicas, devices=g.devices, cpu=f"{g.cpu_millis}m",
                      memory=f"{g.memory_mib}Mi", rdma=1 if g.rdma else 0)
@@ -109,6 +111,8 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
         permanent_exit_codes=frozenset(int(c) for c in job.permanent_exit_codes or ()),
         # The uid the image runs as: its pods then run as non-root and meet the `restricted` Pod Security Standard.
         run_as_user=_int_option(options, "run_as_user") if "run_as_user" in options else None,
+        platform_env=extra.plain,
+        secret_env=extra.secret,
     )
 
 

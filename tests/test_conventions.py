@@ -6,7 +6,8 @@
    or Kubernetes imports.
 3. Only one module imports the `kubernetes` client.
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
-5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <- replays; the
+5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <-
+   replays; the
    composition root (mlplatform) may import every app, and no app imports it.
 """
 

@@ -5,7 +5,7 @@ Objects, in creation order (all in the job's namespace, all labelled with :func:
 1. the **parent** ConfigMap ``tidal-<job>-<name>-a<attempt>``: owns everything else;
 2. the headless **Service** (same name) for rendezvous DNS, only when the attempt has more than one pod;
 3. the DeepSpeed **hostfile** ConfigMap ``...-a<attempt>-hostfile`` (deepspeed only);
-4. the run-token **Secret** ``...-a<attempt>-token`` (only when a tracking run token is given);
+4. the **Secret** ``...-a<attempt>-token`` holding the secret env (tracking's run token), only when there is one;
 5. one **Pod** per replica ``...-a<attempt>-<role>-<index>``, pinned to its node.
 
 Owner references: children carry an ownerReference to the parent whose ``uid`` is
@@ -190,7 +190,7 @@ def _token(job: RenderJob, settings: ClusterSettings, parent: str) -> Manifest:
         "kind": "Secret",
         "type": "Opaque",
         "metadata": _meta(job, settings, _child_name(job, "token"), "token", owner=parent),
-        "stringData": {"token": job.run_token},
+        "stringData": dict(job.secret_env),
     }
 
 
@@ -205,7 +205,7 @@ def _env(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
         "TIDAL_ROLE": replica.role,
         "TIDAL_REPLICA_INDEX": str(replica.index),
         "TIDAL_CHECKPOINT_PATH": job.checkpoint_path,
-        "TIDAL_TRACKING_URL": job.tracking_url,
+        **job.platform_env,
     }
     if settings.nccl_socket_ifname:
         platform["NCCL_SOCKET_IFNAME"] = settings.nccl_socket_ifname
@@ -216,11 +216,8 @@ def _env(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in platform.items()]
     env.append({"name": "TIDAL_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     env.append({"name": "TIDAL_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
-    if job.run_token:
-        env.append({"name": "TIDAL_RUN_TOKEN", "valueFrom": {"secretKeyRef": {
-            "name": _child_name(job, "token"), "key": "token"}}})
-    else:
-        env.append({"name": "TIDAL_RUN_TOKEN", "value": ""})
+    env.extend({"name": name, "valueFrom": {"secretKeyRef": {"name": _child_name(job, "token"), "key": name}}}
+               for name in sorted(job.secret_env))
     # Cluster NCCL extras are defaults: the user's env wins over them (reserved names never reach here).
     for key, value in sorted(settings.nccl_extra_env.items()):
         if key not in job.env and key not in platform:
@@ -326,7 +323,7 @@ def render(job: RenderJob, placement: Placement, settings: ClusterSettings) -> l
         out.append(_service(job, settings, parent))
     if job.launcher == "deepspeed":
         out.append(_hostfile(job, settings, parent, replicas))
-    if job.run_token:
+    if job.secret_env:
         out.append(_token(job, settings, parent))
     out.extend(_pod(job, settings, r, master, placement, parent, service) for r in replicas)
     return out

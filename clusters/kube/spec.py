@@ -46,8 +46,10 @@ class RenderJob:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     ray_entrypoint: str = ""
-    tracking_url: str = ""
-    run_token: str = ""
+    # Variables apps above jobs give the attempt's process (jobs.ports.env_for): plain ones as literals, secret
+    # ones (tracking's run token) only through the attempt's Secret, never in the pod spec.
+    platform_env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict)
     shm_size: str = ""
     master_port: int = 29500
     permanent_exit_codes: frozenset[int] = frozenset()

@@ -55,7 +55,27 @@ def test_job_maps_to_render_job(attempt, job, kube_inventory) -> None:
     assert settings.termination_grace_seconds == 45 and settings.instance == "ci"
     assert [t.key for t in settings.gpu_tolerations] == ["nvidia.com/gpu", "huawei.com/Ascend910"]
     manifests = render(render_job, placement, settings)  # the mapping feeds the renderer as is
-    assert [m["kind"] for m in manifests] == ["ConfigMap", "Service", "Pod", "Pod"]
+    assert [m["kind"] for m in manifests] == ["ConfigMap", "Service", "Secret", "Pod", "Pod"]
+
+
+def test_the_run_token_reaches_the_pods_only_through_the_attempts_secret(attempt, job, kube_inventory) -> None:
+    """Tracking gives the attempt its run (plain) and a run token (secret): the token is in the Secret and the
+    pods refer to it; no pod spec holds it as a literal."""
+    from tracking.models import Run
+    from tracking.tokens import run_id_from_token
+
+    render_job, placement, settings = kubemap.render_inputs(attempt, kube_inventory["cluster"], {})
+    run = Run.objects.get(job=job)
+    assert render_job.platform_env["TIDAL_RUN_ID"] == str(run.pk)
+    assert run_id_from_token(render_job.secret_env["TIDAL_RUN_TOKEN"]) == run.pk
+    manifests = render(render_job, placement, settings)
+    (secret,) = [m for m in manifests if m["kind"] == "Secret"]
+    token = secret["stringData"]["TIDAL_RUN_TOKEN"]
+    for pod in (m for m in manifests if m["kind"] == "Pod"):
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["TIDAL_RUN_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": secret["metadata"]["name"], "key": "TIDAL_RUN_TOKEN"}
+        assert token not in repr(pod)
 
 
 def test_bad_launcher_options_are_render_errors(attempt, job) -> None:

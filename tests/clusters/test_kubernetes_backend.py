@@ -109,7 +109,8 @@ def test_scheduler_admits_and_dispatch_creates_the_objects(dispatched, kube) -> 
     assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
     assert pod["spec"]["terminationGracePeriodSeconds"] == 45
     note = job.events.filter(kind="note").last()
-    assert note.reason.startswith("created 4 objects in namespace tidal-vision")  # parent, service, 2 pods
+    # parent, service, the run-token Secret, 2 pods
+    assert note.reason.startswith("created 5 objects in namespace tidal-vision")
     assert job.current_attempt.log_location == "pods of attempt 1 in namespace tidal-vision on cluster gpu"
 
 
@@ -123,7 +124,7 @@ def test_redispatch_adopts_existing_objects_on_409(dispatched, kube, kube_invent
     assert job.state == State.DISPATCHING
     assert live_names(kube) == before
     note = job.events.filter(kind="note").last()
-    assert note.reason == "created 1 objects in namespace tidal-vision, adopted 3 that already existed"
+    assert note.reason == "created 1 objects in namespace tidal-vision, adopted 4 that already existed"
     assert note.details["created"] == [f"Pod/{victim}"]
 
 

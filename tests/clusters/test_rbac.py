@@ -31,7 +31,8 @@ def orphan(namespace: str = NS) -> list[dict]:
     """An attempt of a job Tidal no longer runs, with a run-token Secret (the renderer adds one for a tracking
     token), as a crash between dispatch and the database commit would leave it."""
     job = RenderJob(job_id=99999, name="ghost", project="vision", namespace=namespace, attempt=3, launcher="command",
-                    image="x:1", command=("true",), replica_groups=(ReplicaGroup("worker", 1, 0),), run_token="t")
+                    image="x:1", command=("true",), replica_groups=(ReplicaGroup("worker", 1, 0),),
+                    secret_env={"TIDAL_RUN_TOKEN": "t"})
     return render(job, Placement((ReplicaPlacement("worker", 0, "gpu-2"),)),
                   ClusterSettings(namespace=namespace, instance="ci"))
 

@@ -27,7 +27,8 @@ UID = 1000
 
 def rendered_pods(launcher: str, *, replicas: int = 2, rdma: int = 0, run_as_user: int | None = UID,
                   **kwargs: Any) -> list[dict[str, Any]]:
-    job = make_job(launcher, replicas=replicas, rdma=rdma, run_as_user=run_as_user, run_token="tok", **kwargs)
+    job = make_job(launcher, replicas=replicas, rdma=rdma, run_as_user=run_as_user,
+                   secret_env={"TIDAL_RUN_TOKEN": "tok"}, **kwargs)
     return pods(render(job, place(job), ClusterSettings(image_pull_secret="regcred")))
 
 

@@ -116,7 +116,8 @@ def test_the_connection_test_names_any_right_taken_away(client: KubeClient, kube
 def orphan_attempt(namespace: str, job_id: int) -> list[dict[str, Any]]:
     """An attempt of a job that is no longer active: parent, Service, token Secret and two pods."""
     job = RenderJob(job_id=job_id, name="ghost", project="nlp", namespace=namespace, attempt=1, launcher="command",
-                    image="x:1", command=("true",), replica_groups=(ReplicaGroup("worker", 2, 0),), run_token="t")
+                    image="x:1", command=("true",), replica_groups=(ReplicaGroup("worker", 2, 0),),
+                    secret_env={"TIDAL_RUN_TOKEN": "t"})
     placement = Placement(tuple(ReplicaPlacement("worker", i, f"n{i}") for i in range(2)))
     return render(job, placement, ClusterSettings(namespace=namespace, instance="ci"))
 

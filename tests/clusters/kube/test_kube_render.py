@@ -84,8 +84,8 @@ MATRIX = list(itertools.product(
 @pytest.mark.parametrize(("launcher", "rdma", "replicas", "name"), MATRIX)
 def test_every_manifest_is_schema_valid(launcher: str, rdma: int, replicas: int, name: str) -> None:
     settings = ClusterSettings(image_pull_secret="regcred", nccl_extra_env={"NCCL_DEBUG": "WARN"})
-    job = make_job(launcher, replicas=replicas, rdma=rdma, name=name, run_token="tok-123",
-                   tracking_url="https://tidal.example.com", run_as_user=1000 if replicas > 1 else None)
+    job = make_job(launcher, replicas=replicas, rdma=rdma, name=name, secret_env={"TIDAL_RUN_TOKEN": "tok-123"},
+                   platform_env={"TIDAL_URL": "https://tidal.example.com"}, run_as_user=1000 if replicas > 1 else None)
     manifests = render(job, place(job), settings)
     for manifest in manifests:
         kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
@@ -105,7 +105,7 @@ def test_strict_validation_catches_unknown_fields() -> None:
 
 
 def test_objects_parent_first_with_owner_references_and_labels() -> None:
-    job = make_job("deepspeed", replicas=3, run_token="secret")
+    job = make_job("deepspeed", replicas=3, secret_env={"TIDAL_RUN_TOKEN": "secret"})
     manifests = render(job, place(job), ClusterSettings(instance="prod"))
     kinds = [m["kind"] for m in manifests]
     assert kinds == ["ConfigMap", "Service", "ConfigMap", "Secret", "Pod", "Pod", "Pod"]
@@ -247,7 +247,7 @@ def test_command_launcher_runs_command_as_given() -> None:
 def test_common_pod_settings_rdma_on() -> None:
     settings = ClusterSettings(nccl_socket_ifname="ib0", nccl_extra_env={"NCCL_IB_HCA": "mlx5", "NCCL_DEBUG": "WARN"},
                                termination_grace_seconds=120, default_shm_size="32Gi", rdma_resource="rdma/hca_shared")
-    job = make_job(rdma=1, env={"NCCL_DEBUG": "INFO"}, run_token="tok")
+    job = make_job(rdma=1, env={"NCCL_DEBUG": "INFO"}, secret_env={"TIDAL_RUN_TOKEN": "tok"})
     pod = pods(render(job, place(job), settings))[0]
     container = pod["spec"]["containers"][0]
     resources = container["resources"]
@@ -259,7 +259,8 @@ def test_common_pod_settings_rdma_on() -> None:
     assert env["NCCL_SOCKET_IFNAME"] == "ib0" and "NCCL_IB_DISABLE" not in env
     assert env["NCCL_IB_HCA"] == "mlx5" and env["NCCL_DEBUG"] == "INFO"  # user env wins over cluster extras
     assert env["TIDAL_CHECKPOINT_PATH"] == "s3://ckpt/1234" and env["TIDAL_ATTEMPT"] == "2"
-    assert env["TIDAL_RUN_TOKEN"] == {"secretKeyRef": {"name": "tidal-1234-llama-pretrain-a2-token", "key": "token"}}
+    assert env["TIDAL_RUN_TOKEN"] == {"secretKeyRef": {"name": "tidal-1234-llama-pretrain-a2-token",
+                                                       "key": "TIDAL_RUN_TOKEN"}}
     assert pod["spec"]["terminationGracePeriodSeconds"] == 120
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}} in pod["spec"]["volumes"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
@@ -307,7 +308,7 @@ def test_reserved_env_is_exposed_for_the_serializer() -> None:
 
 
 def test_long_names_are_deterministic_unique_and_short() -> None:
-    job = make_job(name=LONG_NAME, replicas=2, run_token="t")
+    job = make_job(name=LONG_NAME, replicas=2, secret_env={"TIDAL_RUN_TOKEN": "t"})
     first = render(job, place(job), ClusterSettings())
     again = render(job, place(job), ClusterSettings())
     assert first == again
