@@ -69,23 +69,36 @@ class Run(models.Model):
         return self.status != RunStatus.RUNNING
 
 
-class Point(models.Model):
-    """One logged value. NaN is stored as NULL (SQLite cannot hold NaN; PostgreSQL stores it either way and reads
-    give NaN back); +/-Inf are stored as such."""
+class Series(models.Model):
+    """One metric key of a run. Points refer to it by a small integer, so their unique index (the read index too)
+    holds integers only: inserts maintain a narrow index, and a key's text is stored once per run."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="points", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series", db_index=False)
     key = models.CharField(max_length=250)
-    step = models.BigIntegerField()
-    timestamp = models.BigIntegerField(help_text="Milliseconds since the epoch, as MLflow logs them.")
-    value = models.FloatField(null=True)
-    attempt = models.PositiveSmallIntegerField(default=1)
 
     class Meta:
-        # The unique index is also the read index: a series is (run, key) in step order.
-        constraints = [models.UniqueConstraint(fields=["run", "key", "step", "attempt"], name="one_point_per_step")]
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="one_series_per_key")]
 
     def __str__(self) -> str:
-        return f"{self.key}[{self.step}] = {self.value}"
+        return f"run {self.run_id} {self.key}"
+
+
+class Point(models.Model):
+    """One logged value. NaN is stored as NULL on both databases (SQLite cannot hold NaN) and read back as NaN;
+    +/-Inf are stored as such."""
+
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="points", db_index=False)
+    step = models.BigIntegerField()
+    attempt = models.PositiveSmallIntegerField(default=1)
+    timestamp = models.BigIntegerField(help_text="Milliseconds since the epoch, as MLflow logs them.")
+    value = models.FloatField(null=True)
+
+    class Meta:
+        # The unique index is also the read index: a series in step order.
+        constraints = [models.UniqueConstraint(fields=["series", "step", "attempt"], name="one_point_per_step")]
+
+    def __str__(self) -> str:
+        return f"series {self.series_id}[{self.step}] = {self.value}"
 
 
 class Alert(models.Model):

@@ -43,7 +43,7 @@ def series(run: Run, key: str, *, max_points: int, min_step: int | None = None,
 
 def full_series(run: Run, key: str, *, min_step: int | None = None,
                 max_step: int | None = None) -> list[tuple[int, float]]:
-    rows = Point.objects.filter(run=run, key=key)
+    rows = Point.objects.filter(series__run=run, series__key=key)
     if min_step is not None:
         rows = rows.filter(step__gte=min_step)
     if max_step is not None:
@@ -54,6 +54,6 @@ def full_series(run: Run, key: str, *, min_step: int | None = None,
 
 def attempt_starts(run: Run) -> list[dict]:
     """The first step each attempt logged: where the chart marks a restart (retry, requeue after preemption)."""
-    rows = (Point.objects.filter(run=run).values("attempt").annotate(first_step=Min("step"), first_ts=Min("timestamp"))
-            .order_by("attempt"))
+    rows = (Point.objects.filter(series__run=run).values("attempt")
+            .annotate(first_step=Min("step"), first_ts=Min("timestamp")).order_by("attempt"))
     return [{"attempt": r["attempt"], "step": r["first_step"], "timestamp": r["first_ts"]} for r in rows]

@@ -14,7 +14,8 @@ from core.errors import DomainError
 from jobs.models import Job
 from jobs.states import State
 from tenancy.models import Project
-from tracking.models import Experiment, Point, Run, RunStatus
+from tracking.models import Experiment, Run, RunStatus
+from tracking.points import write_points
 from tracking.series.validate import (
     MAX_PARAM_VALUE,
     MAX_PARAMS,
@@ -143,11 +144,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
         number = attempt or run.attempt
-        Point.objects.bulk_create(
-            (Point(run_id=run.pk, key=p.key, step=p.step, timestamp=p.timestamp, value=_stored(p.value),
-                   attempt=number) for p in points),
-            batch_size=2000, update_conflicts=True, unique_fields=["run", "key", "step", "attempt"],
-            update_fields=["timestamp", "value"])
+        write_points(run.pk, number, points)
         fields = []
         if points:
             run.summary, fields = summarize(points, run.summary), ["summary"]
@@ -159,6 +156,3 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             run.save(update_fields=fields)
     return len(points)
 
-
-def _stored(value: float) -> float | None:
-    return None if value != value else value  # NaN -> NULL (see Point)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_POINTS = 10_000  # points per batch: ten times MLflow's 1,000 metrics per log-batch
 MAX_PARAMS = 1_000
@@ -14,6 +13,8 @@ MAX_KEY = 250
 MAX_PARAM_VALUE = 6_000  # MLflow's limit, so a param logged through either API fits both
 MAX_TAG_VALUE = 8_000
 MAX_STEP = 2**63 - 1
+POINT_FIELDS = frozenset({"key", "value", "step", "timestamp"})
+_MISSING = object()
 SPECIAL = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf, "-Infinity": -math.inf,
            "-inf": -math.inf}
 
@@ -27,8 +28,7 @@ class BatchError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True)
-class CleanPoint:
+class CleanPoint(NamedTuple):
     key: str
     step: int
     timestamp: int  # ms
@@ -72,30 +72,42 @@ def check_int(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_ST
 
 
 def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> list[CleanPoint]:
-    """Points as {"key", "value", "step" (default 0), "timestamp" (ms, default now)}."""
+    """Points as {"key", "value", "step" (default 0), "timestamp" (ms, default now)}; of two points of one key
+    and step, the later in the batch wins (one row each: an upsert may not touch a row twice).
+
+    The common case (a known key, a float value, int step and timestamp in range) is checked inline: this loop
+    runs for every point ingested, and a batch repeats a handful of keys thousands of times."""
     if metrics is None:
         return []
     if not isinstance(metrics, list):
         raise BatchError(field, "must be a list of points")
     if len(metrics) > MAX_POINTS:
         raise BatchError(field, f"has {len(metrics)} points; at most {MAX_POINTS} per batch")
-    out = []
+    out: dict[tuple[str, int], CleanPoint] = {}
+    keys: set[str] = set()  # keys of this batch already checked
     for i, raw in enumerate(metrics):
-        where = f"{field}[{i}]"
-        if not isinstance(raw, dict):
-            raise BatchError(where, "must be an object with key, value, step and timestamp")
-        unknown = set(raw) - {"key", "value", "step", "timestamp"}
-        if unknown:
-            raise BatchError(f"{where}.{sorted(unknown)[0]}", "is not a field of a point")
-        key = check_key(raw.get("key"), f"{where}.key")
-        if "value" not in raw:
-            raise BatchError(f"{where}.value", "is required")
-        value = check_value(raw["value"], f"{where}.value")
-        step = check_int(raw.get("step", 0), f"{where}.step")
+        if type(raw) is not dict:
+            raise BatchError(f"{field}[{i}]", "must be an object with key, value, step and timestamp")
+        if not raw.keys() <= POINT_FIELDS:
+            raise BatchError(f"{field}[{i}].{sorted(raw.keys() - POINT_FIELDS)[0]}", "is not a field of a point")
+        key = raw.get("key")
+        if type(key) is not str or key not in keys:
+            keys.add(check_key(key, f"{field}[{i}].key"))
+        value = raw.get("value", _MISSING)
+        if type(value) is not float:
+            if value is _MISSING:
+                raise BatchError(f"{field}[{i}].value", "is required")
+            value = check_value(value, f"{field}[{i}].value")
+        step = raw.get("step", 0)
+        if type(step) is not int or not 0 <= step <= MAX_STEP:
+            step = check_int(step, f"{field}[{i}].step")
         ts = raw.get("timestamp")
-        timestamp = now_ms if ts is None else check_int(ts, f"{where}.timestamp")
-        out.append(CleanPoint(key, step, timestamp, value))
-    return out
+        if ts is None:
+            ts = now_ms
+        elif type(ts) is not int or not 0 <= ts <= MAX_STEP:
+            ts = check_int(ts, f"{field}[{i}].timestamp")
+        out[(key, step)] = CleanPoint(key, step, ts, value)
+    return list(out.values())
 
 
 def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str, str]:
