@@ -87,15 +87,14 @@ class Point(models.Model):
     """One logged value. NaN is stored as NULL on both databases (SQLite cannot hold NaN) and read back as NaN;
     +/-Inf are stored as such."""
 
+    # The primary key is the point's identity and the read index (a series in step order): one index to maintain
+    # per row written, and no sequence.
+    pk = models.CompositePrimaryKey("series", "step", "attempt")
     series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="points", db_index=False)
     step = models.BigIntegerField()
     attempt = models.PositiveSmallIntegerField(default=1)
     timestamp = models.BigIntegerField(help_text="Milliseconds since the epoch, as MLflow logs them.")
     value = models.FloatField(null=True)
-
-    class Meta:
-        # The unique index is also the read index: a series in step order.
-        constraints = [models.UniqueConstraint(fields=["series", "step", "attempt"], name="one_point_per_step")]
 
     def __str__(self) -> str:
         return f"series {self.series_id}[{self.step}] = {self.value}"

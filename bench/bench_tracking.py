@@ -1,0 +1,191 @@
+"""Experiment tracking: ingestion through HTTP into PostgreSQL, a downsampled read of a 1,000,000-point series, and
+the runs table of an experiment with 5,000 runs.
+
+    .venv/bin/python bench/bench_tracking.py [--seconds 10] [--clients 1 4] [--workers 3]
+
+Targets: ingestion of 10,000-point batches >= 100,000 points/s with one client (more with four); the 1M-point
+series downsampled to 2,000 points < 100 ms; the runs table (5,000 runs, 20 params and 5 metrics each) sorted by a
+metric and filtered by a param < 200 ms through the API. Uses its own database (`tidal_bench_tracking` on the local
+PostgreSQL, or BENCH_TRACKING_DATABASE_URL). Client, gunicorn and PostgreSQL share this machine's cores, so the
+figures are a lower bound; CPU per batch of the server and of PostgreSQL is printed beside wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_api import postgres_process, process_cpu_seconds, server_process_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 10_000
+KEYS = ("train/loss", "train/lr", "train/tokens_per_s", "system/gpu_util", "train/grad_norm")
+SETUP = """
+import json, random
+from django.contrib.auth.models import User
+from tenancy.models import Membership, Organization, Project
+from tenancy.services import token_create
+from tracking import services
+from tracking.models import Run
+org = Organization.objects.create(name="Bench", slug="bench")
+project = Project.objects.create(organization=org, name="Bench", slug="bench")
+user = User.objects.create_user("bench", password="bench-password-1")
+Membership.objects.create(project=project, user=user, role="owner")
+token = token_create(user=user, name="bench")[1]
+experiment = services.experiment_get_or_create(project=project, name="ingest")
+ingest = [services.run_create(project=project, experiment=experiment, name=f"ingest-{{i}}").pk
+          for i in range({clients})]
+# A run with one 1,000,000-point series (a spike and a NaN in it), written through the production write path.
+long_run = services.run_create(project=project, experiment=experiment, name="long")
+for start in range(0, 1_000_000, 10_000):
+    services.run_log_batch(run_id=long_run.pk, metrics=[
+        {{"key": "train/loss", "value": 2.0 + (i % 97) / 100, "step": i}} for i in range(start, start + 10_000)])
+# The runs table: 5,000 runs with 20 params and 5 metrics each (their summaries, as ingestion keeps them).
+table = services.experiment_get_or_create(project=project, name="sweep")
+rng = random.Random(7)
+Run.objects.bulk_create(
+    Run(project=project, experiment=table, name=f"sweep-{{i}}", started_at=long_run.started_at,
+        params={{f"p{{k}}": str(rng.randrange(10)) for k in range(20)}},
+        summary={{key: {{"last": rng.random(), "step": 1000, "min": 0.0, "max": 1.0}} for key in {keys}}})
+    for i in range(5000))
+print(json.dumps({{"token": token, "runs": ingest, "long": long_run.pk, "table": table.pk}}))
+"""
+
+
+def prepare(env: dict, clients: int) -> dict:
+    base, _, name = env["DATABASE_URL"].rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    code = SETUP.format(clients=clients, keys=KEYS)
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def batch_body(batch_no: int) -> bytes:
+    per_key = BATCH // len(KEYS)
+    start = batch_no * per_key
+    return json.dumps({"metrics": [{"key": key, "value": 1.0 / (step + 1), "step": step,
+                                    "timestamp": 1_700_000_000_000 + step}
+                                   for key in KEYS for step in range(start, start + per_key)]}).encode()
+
+
+async def client_loop(base: str, token: str, run_id: int, deadline: float, latencies: list[float],
+                      errors: list[int]) -> None:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+        batch_no = 0
+        while time.perf_counter() < deadline:
+            body = batch_body(batch_no)
+            started = time.perf_counter()
+            response = await client.post(f"/api/v1/runs/{run_id}/log-batch/", content=body)
+            latencies.append(time.perf_counter() - started)
+            if response.status_code != 200:
+                errors.append(response.status_code)
+            batch_no += 1
+
+
+def ingest(server: subprocess.Popen, base: str, token: str, runs: list[int], seconds: float) -> str:
+    owners = (server_process_of(server), postgres_process)
+    before = [process_cpu_seconds(owner) for owner in owners]
+    latencies: list[float] = []
+    errors: list[int] = []
+    started = time.perf_counter()
+
+    async def all_clients() -> None:
+        await asyncio.gather(*(client_loop(base, token, run, started + seconds, latencies, errors) for run in runs))
+
+    asyncio.run(all_clients())
+    elapsed = time.perf_counter() - started
+    after = [process_cpu_seconds(owner) for owner in owners]
+    server_ms, pg_ms = ((b - a) / max(1, len(latencies)) * 1000 for a, b in zip(before, after, strict=True))
+    rate = len(latencies) * BATCH / elapsed
+    target = ("ok" if rate >= 100_000 and not errors else "FAIL") if len(runs) == 1 else ""
+    return (f"{len(runs):>8}{len(latencies):>9}{rate:>11,.0f}{statistics.median(latencies) * 1000:>9.0f}"
+            f"{sorted(latencies)[int(len(latencies) * 0.99) - 1] * 1000 if latencies else 0:>9.0f}{len(errors):>7}"
+            f"{server_ms:>9.0f}{pg_ms:>6.0f}  {target}")
+
+
+def timed_get(client: httpx.Client, url: str, repeat: int) -> tuple[float, float, int]:
+    """Median and best wall milliseconds of `repeat` GETs, after one unmeasured warm-up; and the status."""
+    status = client.get(url).status_code
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        client.get(url)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), min(times), status
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--workers", type=int, default=3)
+    args = parser.parse_args()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DATABASE_URL=os.environ.get("BENCH_TRACKING_DATABASE_URL",
+                                           "postgres://postgres@127.0.0.1:5432/tidal_bench_tracking"),
+               SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
+               TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
+    print("preparing: a 1,000,000-point series and 5,000 runs ...", flush=True)
+    setup = prepare(env, max(args.clients))
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind",
+                               f"127.0.0.1:{port}", "--workers", str(args.workers), "--log-level", "warning"],
+                              cwd=ROOT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"{base}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        print(f"\nIngestion: POST /api/v1/runs/<id>/log-batch/, {BATCH:,}-point batches, gunicorn ({args.workers} "
+              "sync workers), PostgreSQL;\none run per client; CPU is milliseconds per batch; target: >= 100,000 "
+              "points/s with 1 client")
+        print(f"{'clients':>8}{'batches':>9}{'points/s':>11}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}{'server':>9}"
+              f"{'PG':>6}  target")
+        ingest(server, base, setup["token"], setup["runs"][:1], 2)  # warm every worker up, unmeasured
+        for clients in args.clients:
+            print(ingest(server, base, setup["token"], setup["runs"][:clients], args.seconds), flush=True)
+        headers = {"Authorization": f"Bearer {setup['token']}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+            print("\nReads through the API (wall ms, median of 10 after a warm-up)")
+            print(f"{'read':<60}{'median':>8}{'best':>8}{'target':>8}")
+            reads = [
+                ("1,000,000-point series -> 2,000 points, extremes kept",
+                 f"/api/v1/runs/{setup['long']}/series/?key=train/loss&max_points=2000", 100),
+                ("runs table: 5,000 runs, filtered by a param, sorted by a metric",
+                 f"/api/v1/runs/?experiment={setup['table']}&param=p3:7&sort=-metric.train/loss", 200),
+            ]
+            for label, url, target in reads:
+                median, best, status = timed_get(client, url, 10)
+                verdict = "ok" if status == 200 and median < target else "FAIL"
+                print(f"{label:<60}{median:>8.0f}{best:>8.0f}{f'< {target}':>8}  {verdict}")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    print(f"  {os.cpu_count()} cores shared by the load client, gunicorn and PostgreSQL")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
