@@ -7,11 +7,14 @@ exist without a job (a notebook, another cluster).
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from django.conf import settings
 from django.db import models
 
 from jobs.models import Job
 from tenancy.models import Project
+from tracking.series.rollup import Aggregate
 
 
 class Experiment(models.Model):
@@ -98,6 +101,39 @@ class Point(models.Model):
 
     def __str__(self) -> str:
         return f"series {self.series_id}[{self.step}] = {self.value}"
+
+
+class Rollup(models.Model):
+    """The aggregate of one chunk of a series at one level (tracking.series.rollup): what long series are read
+    from."""
+
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="rollups", db_index=False)
+    level = models.PositiveSmallIntegerField()
+    chunk = models.BigIntegerField()
+    count = models.PositiveIntegerField(help_text="Points written into the chunk (a rewritten point counts again).")
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    last_value = models.FloatField(null=True)
+    finite = models.PositiveIntegerField(default=0)
+    total = models.FloatField(default=0.0)
+    min_step = models.BigIntegerField(null=True)
+    min_value = models.FloatField(null=True)
+    max_step = models.BigIntegerField(null=True)
+    max_value = models.FloatField(null=True)
+    nan_step = models.BigIntegerField(null=True)
+    posinf_step = models.BigIntegerField(null=True)
+    neginf_step = models.BigIntegerField(null=True)
+
+    AGGREGATE_FIELDS = [f.name for f in fields(Aggregate) if f.name != "chunk"]
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["series", "level", "chunk"], name="one_rollup_per_chunk")]
+
+    def __str__(self) -> str:
+        return f"series {self.series_id} level {self.level} chunk {self.chunk}"
+
+    def as_aggregate(self) -> Aggregate:
+        return Aggregate(self.chunk, *(getattr(self, name) for name in self.AGGREGATE_FIELDS))
 
 
 class Alert(models.Model):

@@ -9,10 +9,13 @@ executemany.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from django.db import connection
+from django.db.models import Q
 
-from tracking.models import Point, Series
+from tracking.models import Point, Rollup, Series
+from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate, coarser, merge
 from tracking.series.validate import CleanPoint
 
 _TABLE = Point._meta.db_table
@@ -42,6 +45,31 @@ def write_points(run_id: int, attempt: int, points: Sequence[CleanPoint]) -> Non
         else:
             cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "
                                f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", rows)
+    update_rollups(ids, points)
+
+
+def update_rollups(ids: dict[str, int], points: Sequence[CleanPoint]) -> None:
+    """Merge the batch into the rollups of every chunk it touches, at every level (three statements)."""
+    by_series: dict[int, list[tuple[int, float]]] = {}
+    for p in points:
+        by_series.setdefault(ids[p.key], []).append((p.step, p.value))
+    fresh: dict[tuple[int, int, int], Aggregate] = {}
+    for series_id, series_points in by_series.items():
+        chunks = aggregate(series_points, LEVEL_STEPS[0])
+        for level, width in enumerate(LEVEL_STEPS):
+            if level:
+                chunks = coarser(chunks, width // LEVEL_STEPS[level - 1])
+            fresh.update({(series_id, level, chunk): agg for chunk, agg in chunks.items()})
+    touched = Q()
+    for series_id, level in {(s, lv) for s, lv, _ in fresh}:
+        touched |= Q(series_id=series_id, level=level, chunk__in=[c for s, lv, c in fresh if (s, lv) == (
+            series_id, level)])
+    for row in Rollup.objects.filter(touched):
+        key = (row.series_id, row.level, row.chunk)
+        fresh[key] = merge(row.as_aggregate(), fresh[key])
+    Rollup.objects.bulk_create(
+        [Rollup(series_id=series_id, level=level, **asdict(agg)) for (series_id, level, _), agg in fresh.items()],
+        update_conflicts=True, unique_fields=["series", "level", "chunk"], update_fields=Rollup.AGGREGATE_FIELDS)
 
 
 def _copy_then_upsert(cursor, attempt: int, rows: list[tuple]) -> None:

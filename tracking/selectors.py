@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 
-from django.db.models import Min, QuerySet
+from django.db.models import Min, QuerySet, Sum
 
 from tenancy.selectors import User, project_ids_for_user
 from tracking.auth import RunCredential
-from tracking.models import Alert, Experiment, Point, Run
+from tracking.models import Alert, Experiment, Point, Rollup, Run, Series
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
+from tracking.series.rollup import LEVEL_STEPS, downsample_rollups
+
+RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
 
 
 def experiments_for_user(user: User) -> QuerySet[Experiment]:
@@ -37,8 +40,32 @@ def run_keys(run: Run) -> list[str]:
 
 def series(run: Run, key: str, *, max_points: int, min_step: int | None = None,
            max_step: int | None = None) -> Downsampled:
-    """One key of a run, at most `max_points` points keeping every extreme (see tracking.series.downsample)."""
-    return downsample(full_series(run, key, min_step=min_step, max_step=max_step), max_points)
+    """One key of a run, at most `max_points` points keeping every extreme (see tracking.series.downsample).
+
+    Up to RAW_LIMIT points (or max_points) are read raw and downsampled exactly; a longer range is read from the
+    finest rollup level with at most 4 x max_points chunks in it (tracking.series.rollup), so a month-long run
+    costs a few thousand rows. From rollups, buckets are whole chunks: with a step range, the chunks at its two
+    edges may add extremes from up to one chunk outside it (zooming in further reads raw points)."""
+    series_id = Series.objects.filter(run=run, key=key).values_list("id", flat=True).first()
+    if series_id is None:
+        return Downsampled([], [], 0)
+    written = _rollups(series_id, 0, min_step, max_step).aggregate(n=Sum("count"))["n"] or 0
+    if written <= max(RAW_LIMIT, max_points):
+        return downsample(full_series(run, key, min_step=min_step, max_step=max_step), max_points)
+    for level in range(len(LEVEL_STEPS)):
+        rows = _rollups(series_id, level, min_step, max_step)
+        if level == len(LEVEL_STEPS) - 1 or rows.count() <= 4 * max_points:
+            return downsample_rollups([row.as_aggregate() for row in rows.order_by("chunk")], max_points)
+    raise AssertionError("unreachable: the last level always returns")
+
+
+def _rollups(series_id: int, level: int, min_step: int | None, max_step: int | None) -> QuerySet[Rollup]:
+    rows = Rollup.objects.filter(series_id=series_id, level=level)
+    if min_step is not None:
+        rows = rows.filter(chunk__gte=min_step // LEVEL_STEPS[level])
+    if max_step is not None:
+        rows = rows.filter(chunk__lte=max_step // LEVEL_STEPS[level])
+    return rows
 
 
 def full_series(run: Run, key: str, *, min_step: int | None = None,

@@ -1,0 +1,113 @@
+"""Rollups: per-chunk aggregates of a series, so a long series is read as a few thousand rows, not millions.
+
+A chunk of level L holds the steps [c * W, (c + 1) * W) with W = LEVEL_STEPS[L]; its aggregate keeps the points a
+chart must never lose: the smallest and the largest finite value with their steps, the first NaN, +Inf and -Inf,
+plus the count, sum and last value (for means and for cold storage). Aggregates merge, so a batch updates only the
+chunks it touches. Downsampling from rollups groups whole consecutive chunks into buckets, so each bucket's
+minimum and maximum are exactly those of its points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from tracking.series.downsample import Downsampled, Point
+
+LEVEL_STEPS = (1024, 32_768, 1_048_576)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    chunk: int
+    count: int
+    first_step: int
+    last_step: int
+    last_value: float | None  # None: NaN
+    finite: int = 0
+    total: float = 0.0  # sum of the finite values
+    min_step: int | None = None
+    min_value: float | None = None
+    max_step: int | None = None
+    max_value: float | None = None
+    nan_step: int | None = None
+    posinf_step: int | None = None
+    neginf_step: int | None = None
+
+
+def aggregate(points: Sequence[Point], width: int) -> dict[int, Aggregate]:
+    """Points (step, value) of one series, any order -> their aggregate per chunk of `width` steps. Plain loops
+    over each chunk's points: this runs for every point ingested."""
+    groups: dict[int, list[Point]] = {}
+    for point in points:
+        groups.setdefault(point[0] // width, []).append(point)
+    return {chunk: _of_group(chunk, group) for chunk, group in groups.items()}
+
+
+def _of_group(chunk: int, group: list[Point]) -> Aggregate:
+    finite = [p for p in group if math.isfinite(p[1])]
+    last = max(group)
+    low = min(finite, key=lambda p: (p[1], p[0])) if finite else (None, None)
+    high = max(finite, key=lambda p: (p[1], -p[0])) if finite else (None, None)
+    odd = {"nan": None, "inf": None, "-inf": None}
+    if len(finite) < len(group):
+        for step, value in sorted(p for p in group if not math.isfinite(p[1])):
+            kind = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+            odd[kind] = step if odd[kind] is None else odd[kind]
+    return Aggregate(chunk, len(group), min(group)[0], last[0], None if math.isnan(last[1]) else last[1],
+                     len(finite), math.fsum(p[1] for p in finite), low[0], low[1], high[0], high[1],
+                     odd["nan"], odd["inf"], odd["-inf"])
+
+
+def coarser(chunks: dict[int, Aggregate], factor: int) -> dict[int, Aggregate]:
+    """Aggregates of chunks `factor` times wider, from the finer ones."""
+    out: dict[int, Aggregate] = {}
+    for chunk in sorted(chunks):
+        wide = replace(chunks[chunk], chunk=chunk // factor)
+        out[wide.chunk] = merge(out[wide.chunk], wide) if wide.chunk in out else wide
+    return out
+
+
+def merge(a: Aggregate, b: Aggregate) -> Aggregate:
+    """The aggregate of both (same chunk)."""
+    last = a if a.last_step > b.last_step else b
+    low = min((x for x in (a, b) if x.min_value is not None), key=lambda x: (x.min_value, x.min_step), default=a)
+    high = max((x for x in (a, b) if x.max_value is not None), key=lambda x: (x.max_value, -x.max_step), default=a)
+    return Aggregate(
+        a.chunk, a.count + b.count, min(a.first_step, b.first_step), last.last_step, last.last_value,
+        a.finite + b.finite, a.total + b.total, low.min_step, low.min_value, high.max_step, high.max_value,
+        _first(a.nan_step, b.nan_step), _first(a.posinf_step, b.posinf_step), _first(a.neginf_step, b.neginf_step))
+
+
+def _first(x: int | None, y: int | None) -> int | None:
+    return y if x is None else x if y is None else min(x, y)
+
+
+def downsample_rollups(chunks: Sequence[Aggregate], max_points: int) -> Downsampled:
+    """Chunks in chunk order -> at most `max_points` points: consecutive chunks grouped into max_points // 2
+    buckets, each keeping its minimum and maximum (in step order); NaN and infinities as markers, the first of
+    each kind per bucket."""
+    buckets = max(1, max_points // 2)
+    per = math.ceil(len(chunks) / buckets) if chunks else 1
+    points: list[Point] = []
+    markers: list[Point] = []
+    for start in range(0, len(chunks), per):
+        group = merged(chunks[start:start + per])
+        kept = {(s, v) for s, v in ((group.min_step, group.min_value), (group.max_step, group.max_value))
+                if s is not None and v is not None}
+        points.extend(sorted(kept))
+        for step, value in ((group.nan_step, math.nan), (group.posinf_step, math.inf),
+                            (group.neginf_step, -math.inf)):
+            if step is not None:
+                markers.append((step, value))
+    markers.sort(key=lambda m: m[0])
+    return Downsampled(points, markers, sum(c.count for c in chunks))
+
+
+def merged(chunks: Iterable[Aggregate]) -> Aggregate:
+    it = iter(chunks)
+    out = next(it)
+    for chunk in it:
+        out = merge(out, replace(chunk, chunk=out.chunk))
+    return out
