@@ -59,6 +59,8 @@ class Run(models.Model):
     # Per metric key: {"last", "min", "max", "step", "ts"}; kept by ingestion so the runs table never reads points.
     summary = models.JSONField(default=dict, blank=True)
     attempt = models.PositiveSmallIntegerField(default=1, help_text="The attempt new points belong to.")
+    # Per attempt number: [first step, its timestamp (ms)], where a chart marks the attempt's start.
+    attempt_starts = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-from django.db.models import Min, QuerySet, Sum
+from django.db.models import QuerySet, Sum
 
 from tenancy.selectors import User, project_ids_for_user
 from tracking.auth import RunCredential
 from tracking.models import Alert, Experiment, Point, Rollup, Run, Series
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
-from tracking.series.rollup import LEVEL_STEPS, downsample_rollups
+from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
 
@@ -55,7 +55,8 @@ def series(run: Run, key: str, *, max_points: int, min_step: int | None = None,
     for level in range(len(LEVEL_STEPS)):
         rows = _rollups(series_id, level, min_step, max_step)
         if level == len(LEVEL_STEPS) - 1 or rows.count() <= 4 * max_points:
-            return downsample_rollups([row.as_aggregate() for row in rows.order_by("chunk")], max_points)
+            chunks = rows.order_by("chunk").values_list("chunk", *Rollup.AGGREGATE_FIELDS)
+            return downsample_rollups([Aggregate(*row) for row in chunks], max_points)
     raise AssertionError("unreachable: the last level always returns")
 
 
@@ -81,6 +82,5 @@ def full_series(run: Run, key: str, *, min_step: int | None = None,
 
 def attempt_starts(run: Run) -> list[dict]:
     """The first step each attempt logged: where the chart marks a restart (retry, requeue after preemption)."""
-    rows = (Point.objects.filter(series__run=run).values("attempt")
-            .annotate(first_step=Min("step"), first_ts=Min("timestamp")).order_by("attempt"))
-    return [{"attempt": r["attempt"], "step": r["first_step"], "timestamp": r["first_ts"]} for r in rows]
+    return [{"attempt": int(number), "step": step, "timestamp": ts}
+            for number, (step, ts) in sorted(run.attempt_starts.items(), key=lambda item: int(item[0]))]

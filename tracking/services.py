@@ -148,6 +148,11 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
         fields = []
         if points:
             run.summary, fields = summarize(points, run.summary), ["summary"]
+            first = min(points, key=lambda p: p.step)
+            known = run.attempt_starts.get(str(number))
+            if known is None or first.step < known[0]:
+                run.attempt_starts = {**run.attempt_starts, str(number): [first.step, first.timestamp]}
+                fields.append("attempt_starts")
         if clean_params:
             run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
         if clean_tags:

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from tests.conftest import client_for
 from tracking.models import Point, Run
-from tracking.selectors import full_series
+from tracking.selectors import attempt_starts, full_series
 from tracking.tokens import run_token
 
 pytestmark = pytest.mark.django_db
@@ -133,6 +133,8 @@ def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_ste
     series = dict(full_series(run, "loss"))
     assert series[4] == pytest.approx(1 / 5) and series[5] == 9.0 and series[11] == 9.0
     assert Point.objects.filter(series__run=run, attempt=2).count() == 7
+    run.refresh_from_db()
+    assert [(a["attempt"], a["step"]) for a in attempt_starts(run)] == [(1, 0), (2, 5)]
 
 
 def test_the_same_step_twice_in_one_batch_keeps_the_later_value(run, run_client):
