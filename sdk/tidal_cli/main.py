@@ -1,4 +1,5 @@
-"""tidal: log in, look at projects and quotas, submit and follow jobs. `tidal --help` lists the commands."""
+"""tidal: log in, look at projects and quotas, submit and follow jobs, look at tracked runs. `tidal --help` lists the
+commands."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from typing import NoReturn
 
 from tidal_cli.client import Api, CliError, UsageError
-from tidal_cli.commands import account, capacity, jobs, logs, replay
+from tidal_cli.commands import account, capacity, jobs, logs, replay, tracking
 
 EPILOG = """configuration: ~/.config/tidal/config.json (written by `tidal login`; TIDAL_CONFIG moves it);
 TIDAL_URL, TIDAL_TOKEN and TIDAL_PROJECT override it. Every command exits 0 on success, 1 on an error
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tidal", description="Command-line client for the Tidal training platform.",
                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (account, jobs, logs, capacity, replay):  # jobs registers `job` (show.py) after `jobs`
+    for module in (account, jobs, logs, capacity, tracking, replay):  # jobs registers `job` (show.py) after `jobs`
         module.register(sub)
     return parser
 
@@ -73,8 +74,23 @@ def report(error: CliError, as_json: bool) -> int:
     return error.exit_status
 
 
+# Options whose values may start with "-" (`--sort -metric.loss`), which argparse would read as an option.
+DASHED_VALUES = {"--sort"}
+
+
+def attach_dashed_values(argv: list[str]) -> list[str]:
+    """`--sort -metric.loss` -> `--sort=-metric.loss`, so argparse takes the value as the option's."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in DASHED_VALUES and arg.startswith("-") and arg != "--" and len(arg) > 1:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = attach_dashed_values(sys.argv[1:] if argv is None else list(argv))
     try:
         args = build_parser().parse_args(argv)
     except CliError as error:

@@ -159,3 +159,13 @@ def test_ray_example_head_runs_the_entrypoint_and_workers_join_it(submit_example
         assert 'ray start --address="$RAY_ADDRESS"' in argv_of(worker)[2]
     for pod in (head, *workers):  # the example names the image's non-root uid
         assert violations(pod, "restricted") == []
+
+
+def test_tracked_training_example_runs_one_plain_process_of_the_experiment(submit_example) -> None:
+    """One pod runs `python train_tiny.py` itself (no launcher in between) as rank 0, so the SDK logs from it."""
+    job = submit_example("tracked-training.yaml")
+    assert job.experiment == "tiny-mlp"
+    (pod,) = pods_by_rank(rendered(job))
+    assert argv_of(pod) == ["python", "train_tiny.py", *job.args]
+    assert env_of(pod).get("RANK", "0") == "0"
+    assert (EXAMPLES / "train_tiny.py").exists()
