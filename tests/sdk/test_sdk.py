@@ -58,7 +58,7 @@ def user_run(tenant):
 
 def counts(run_id: int) -> Counter:
     """How many points the server holds per (key, step)."""
-    return Counter(Point.objects.filter(run_id=run_id).values_list("key", "step"))
+    return Counter(Point.objects.filter(series__run_id=run_id).values_list("series__key", "step"))
 
 
 def spooled(directory) -> list[dict]:
@@ -134,9 +134,10 @@ def test_init_log_finish_writes_exactly_the_points(live_server, tenant, token, m
     expected = {("loss", s) for s in range(0, 500, 10)} | {("lr", s) for s in range(0, 500, 10)}
     expected |= {("loss", 491), ("grad_norm", 491), ("loss", 492), ("ok", 493)}
     assert counts(run.id) == Counter(expected)
-    values = dict(Point.objects.filter(run_id=run.id, step__gt=490).values_list("key", "value").order_by("step"))
+    values = dict(Point.objects.filter(series__run_id=run.id, step__gt=490).values_list("series__key", "value")
+                  .order_by("step"))
     assert values["grad_norm"] == float("inf") and values["loss"] == 0.5
-    assert Point.objects.get(run_id=run.id, key="loss", step=491).value is None  # NaN is stored as NULL
+    assert Point.objects.get(series__run_id=run.id, series__key="loss", step=491).value is None  # NaN is stored as NULL
 
 
 def test_an_outage_spools_and_the_next_contact_sends_every_point_once(live_server, forwarder, user_run, token,
@@ -145,7 +146,7 @@ def test_an_outage_spools_and_the_next_contact_sends_every_point_once(live_serve
     for step in range(300):
         run.log({"loss": step / 100, "acc": 1 - step / 1000}, step=step)
     assert run.flush(timeout=30)  # the server is away past the grace period: everything went to the spool
-    assert not Point.objects.filter(run_id=user_run.pk).exists()
+    assert not Point.objects.filter(series__run_id=user_run.pk).exists()
     assert sum(len(r["body"]["metrics"]) for r in spooled(sdk_env)) == 600
 
     forwarder.up = True
@@ -228,12 +229,12 @@ def test_only_rank_zero_logs_unless_all_ranks(live_server, tenant, token, monkey
 def test_system_metrics_are_logged_under_system(live_server, user_run, token):
     run = tidal.init(run_id=user_run.pk, url=live_server.url, token=token, **{**FAST, "system_interval": 0.05})
     deadline = time.monotonic() + 20
-    while not Point.objects.filter(run_id=user_run.pk, key="system/cpu_percent").exists():
+    while not Point.objects.filter(series__run_id=user_run.pk, series__key="system/cpu_percent").exists():
         assert time.monotonic() < deadline, "no system metrics arrived"
         run.flush(timeout=5)
         time.sleep(0.05)
     run.finish()
-    keys = set(Point.objects.filter(run_id=user_run.pk).values_list("key", flat=True))
+    keys = set(Point.objects.filter(series__run_id=user_run.pk).values_list("series__key", flat=True))
     assert {"system/cpu_percent", "system/memory_percent", "system/disk_percent"} <= keys
     assert all(key.startswith("system/") for key in keys)
 
@@ -259,5 +260,5 @@ def test_a_job_process_killed_by_sigterm_flushes_its_points_first(live_server, u
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert "still alive" not in done.stdout
     assert counts(user_run.pk) == Counter({("loss", step): 1 for step in range(2000)})
-    assert set(Point.objects.filter(run_id=user_run.pk).values_list("attempt", flat=True)) == {2}
+    assert set(Point.objects.filter(series__run_id=user_run.pk).values_list("attempt", flat=True)) == {2}
     assert Run.objects.get(pk=user_run.pk).status == "RUNNING"  # a job's run ends with the job
