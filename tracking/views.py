@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -49,7 +49,9 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     experiments = selectors.experiments_for_user(request.user)
     if project is not None:
         experiments = experiments.filter(project=project)
-    experiments = selectors.experiments_with_counts(experiments).order_by("-last_run_at", "name", "id")
+    # Latest activity first; experiments without runs last (PostgreSQL would put NULL first when descending).
+    experiments = selectors.experiments_with_counts(experiments).order_by(
+        F("last_run_at").desc(nulls_last=True), "name", "id")
     page = Paginator(experiments, EXPERIMENTS_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "tracking/experiment_list.html", {"project": project, "page": page})
 

@@ -92,3 +92,20 @@ def test_compare_two_runs_overlays_them_and_shows_the_params_diff(tenant, browse
     assert differs == ["lr"]
     assert page.locator("#params-diff tr.same th").all_inner_texts() == ["batch"]
     assert page.locator("#parallel-plot path.pc-line").count() == 2
+
+
+def test_live_mode_appends_new_points_and_stops_when_the_run_ends(tenant, browser_page):
+    page = browser_page
+    run = logged_run(tenant, "live", "0.1", 300)
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/runs/{run.pk}/")
+    wait_drawn(page, LOSS)
+    assert page.locator("#live").is_checked()
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "train/loss", "value": 0.01, "step": STEPS + s}
+                                                   for s in range(1, 11)])
+    page.wait_for_function(f"document.querySelector('{LOSS}').chart.plot.data[0].at(-1) === {STEPS + 10}",
+                           timeout=20_000)
+    services.run_update(run=run, status="FINISHED")
+    page.wait_for_function("document.querySelector('#live-state').textContent === 'the run has ended'",
+                           timeout=20_000)
+    assert page.locator("#run-status").inner_text() == "Finished"

@@ -4,6 +4,7 @@ and project pages' links and alerts. Another tenant's run or experiment is a 404
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -98,6 +99,12 @@ def test_runs_table_columns_are_chosen_in_the_url_and_every_column_sorts(tenant,
         response = member.get(url + f"?sort={sort}")
         assert response.status_code == 200 and sorted(names_in_table(response)) == ["x", "y"], sort
     assert names_in_table(member.get(url + "?sort=-metric_max.acc")) == ["y", "x"]
+    # A running run has lasted until now; a finished one from its start to its end.
+    Run.objects.filter(name="x").update(started_at=timezone.now() - timedelta(hours=3),
+                                        ended_at=timezone.now() - timedelta(hours=1))
+    Run.objects.filter(name="y").update(started_at=timezone.now() - timedelta(hours=1))
+    assert names_in_table(member.get(url + "?sort=-duration")) == ["x", "y"]
+    assert names_in_table(member.get(url + "?sort=duration")) == ["y", "x"]
     body = member.get(url + "?sort=bogus&metric=loss<abc").content.decode()
     assert "Cannot sort by" in body and "Metric filter" in body  # reported, not a 500
 
