@@ -14,6 +14,5 @@ urlpatterns = [
     path("projects/<slug:slug>/audit/", views.project_audit, name="project_audit"),
     path("", include("jobs.urls")),
     path("", include("clusters.urls")),
-    path("experiments/", views.coming_soon, {"section": "experiments"}, name="experiments"),
     path("costs/", views.coming_soon, {"section": "costs"}, name="costs"),
 ]

@@ -192,5 +192,5 @@ def project_audit(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def coming_soon(request: HttpRequest, section: str) -> HttpResponse:
-    """Navigation targets whose pages arrive with later issues (experiments, costs)."""
+    """Navigation targets whose pages arrive with later issues (costs)."""
     return render(request, "tenancy/coming_soon.html", {"section": section})

@@ -7,9 +7,7 @@ import math
 from collections.abc import Iterator
 
 import django_filters
-from django.db.models import Count, F, FloatField, QuerySet
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models import Count, QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
@@ -97,24 +95,11 @@ def _pairs(request: Request, name: str) -> list[tuple[str, str]]:
 
 
 def filter_runs(queryset: QuerySet, request: Request) -> QuerySet:
-    """?param=lr:0.001 and ?tag=k:v (repeatable, all must match) and ?sort=[-]metric.<key> | [-]param.<key>."""
-    for key, value in _pairs(request, "param"):
-        queryset = queryset.filter(**{f"params__{key}": value})
-    for key, value in _pairs(request, "tag"):
-        queryset = queryset.filter(**{f"tags__{key}": value})
-    sort = request.query_params.get("sort")
-    if sort:
-        descending = sort.startswith("-")
-        kind, _, key = sort.lstrip("-").partition(".")
-        if kind == "metric" and key:
-            expr = Cast(KT(f"summary__{key}__last"), FloatField())
-        elif kind == "param" and key:
-            expr = KT(f"params__{key}")
-        else:
-            raise ValidationError({"sort": ["Use metric.<key> or param.<key>, with - for descending."]})
-        ordered = expr.desc(nulls_last=True) if descending else expr.asc(nulls_last=True)
-        queryset = queryset.order_by(ordered, F("id").desc())
-    return queryset
+    """?param=lr:0.001, ?tag=k:v and ?metric=loss<2 (repeatable, all must match) and ?sort= (see
+    tracking.selectors.filter_runs, which the runs page uses too)."""
+    metrics = [selectors.parse_metric_filter(raw) for raw in request.query_params.getlist("metric")]
+    return selectors.filter_runs(queryset, params=_pairs(request, "param"), tags=_pairs(request, "tag"),
+                                 metrics=metrics, sort=request.query_params.get("sort", ""))
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
@@ -152,7 +137,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
 
     @extend_schema(parameters=[
         OpenApiParameter("key", str, required=True), OpenApiParameter("max_points", int),
-        OpenApiParameter("min_step", int), OpenApiParameter("max_step", int)], responses=SeriesSerializer)
+        OpenApiParameter("min_step", int), OpenApiParameter("max_step", int),
+        OpenApiParameter("times", bool, description="Also the wall time of every step returned (charts by time).")],
+        responses=SeriesSerializer)
     @action(detail=True, methods=["get"])
     def series(self, request: Request, pk: str | None = None) -> Response:
         """One metric of the run, downsampled on the server to at most `max_points` points while keeping every
@@ -160,9 +147,12 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
         run = self.get_object()
         key, max_points, min_step, max_step = _series_query(request)
         found = selectors.series(run, key, max_points=max_points, min_step=min_step, max_step=max_step)
-        return Response({"key": key, "total": found.total, "points": found.points,
-                         "markers": [[s, _special(v)] for s, v in found.markers],
-                         "attempts": selectors.attempt_starts(run)})
+        body = {"key": key, "total": found.total, "points": found.points,
+                "markers": [[s, _special(v)] for s, v in found.markers], "attempts": selectors.attempt_starts(run)}
+        if request.query_params.get("times") in ("1", "true"):
+            steps = [s for s, _ in found.points] + [s for s, _ in found.markers]
+            body["times"] = sorted(selectors.step_times(run, key, steps).items())
+        return Response(body)
 
     @extend_schema(parameters=[OpenApiParameter("key", str, description="Only this key; all keys when absent.")],
                    responses={(200, "text/csv"): str})

@@ -8,7 +8,10 @@ class TrackingConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs import ports
+        from tenancy.panels import Panel, register_project_panel
         from tracking import listeners  # noqa: F401  (connects to the job state machine)
         from tracking.env import run_env
+        from tracking.views import project_alerts_panel
 
         ports.register_env_source(run_env)
+        register_project_panel(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))

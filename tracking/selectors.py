@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
+from datetime import datetime
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, DurationField, F, FloatField, Max, QuerySet, Sum, TextField, Value
+from django.db.models.expressions import Combinable, ExpressionWrapper
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
 
+from core.errors import DomainError
 from tenancy.selectors import User, project_ids_for_user
 from tracking.auth import RunCredential
-from tracking.models import Alert, Experiment, Point, Rollup, Run, Series
+from tracking.models import Alert, Experiment, Point, Rollup, Run, RunStatus, Series
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups
 
@@ -18,6 +26,11 @@ RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read
 def experiments_for_user(user: User) -> QuerySet[Experiment]:
     return (Experiment.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")
             .order_by("name", "id"))
+
+
+def experiments_with_counts(experiments: QuerySet[Experiment]) -> QuerySet[Experiment]:
+    """Each experiment's number of runs and its latest run start, in one grouped query."""
+    return experiments.annotate(run_count=Count("runs"), last_run_at=Max("runs__started_at"))
 
 
 def runs_for_user(user: User) -> QuerySet[Run]:
@@ -84,3 +97,104 @@ def attempt_starts(run: Run) -> list[dict]:
     """The first step each attempt logged: where the chart marks a restart (retry, requeue after preemption)."""
     return [{"attempt": int(number), "step": step, "timestamp": ts}
             for number, (step, ts) in sorted(run.attempt_starts.items(), key=lambda item: int(item[0]))]
+
+
+# Plain columns of the runs table and the API's ?sort=, by the name they are sorted by.
+RUN_SORT_FIELDS = {"name": "name", "status": "status", "user": "user_name", "started": "started_at", "job": "job_id"}
+# A metric column's figures, as kept in Run.summary; sort=metric.<key> is the last value.
+METRIC_STATS = {"metric": "last", "metric_min": "min", "metric_max": "max"}
+STEP_CHUNK = 500  # steps per IN list: under SQLite's oldest limit of 999 bound parameters
+METRIC_OPERATORS = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte", "=": "exact"}
+# Non-greedy key: the first operator splits, so "loss<=2" is (loss, <=, 2), not (loss<, =, 2).
+METRIC_FILTER = re.compile(r"^\s*(.+?)\s*(<=|>=|<|>|=)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+
+
+def param_value(key: str, field: str = "params") -> Cast:
+    """A param's (or tag's) text. Built from a transform rather than "params__<key>" so a key holding "__" stays one
+    key, not a lookup path; cast to text so equality compares text (SQLite's JSON lookup would read "0.1" as a
+    number on one side only)."""
+    return Cast(KeyTextTransform(key, field), TextField())
+
+
+def metric_value(key: str, stat: str = "last") -> Cast:
+    return Cast(KeyTextTransform(stat, KeyTransform(key, "summary")), FloatField())
+
+
+def parse_metric_filter(text: str) -> tuple[str, str, float]:
+    """"loss < 2" -> ("loss", "<", 2.0): a bound on the metric's last value."""
+    match = METRIC_FILTER.match(text)
+    if not match:
+        raise DomainError(f"{text[:100]!r}: use <key><op><number>, op one of {' '.join(METRIC_OPERATORS)}.",
+                          field="metric")
+    return match[1], match[2], float(match[3])
+
+
+def filter_runs(runs: QuerySet[Run], *, params: Iterable[tuple[str, str]] = (),
+                tags: Iterable[tuple[str, str]] = (), metrics: Iterable[tuple[str, str, float]] = (),
+                status: str = "", sort: str = "", now: datetime | None = None) -> QuerySet[Run]:
+    """The runs table's and the API's filters, all of which must match, and its order.
+
+    params/tags: (key, value) equal; metrics: (key, op, number) on the last value (a run without it never matches);
+    sort: [-]name|status|user|started|duration|job|param.<key>|metric.<key>|metric_min.<key>|metric_max.<key>,
+    runs without the value last either way. Reads only run rows (the summary), never points.
+    """
+    filters: dict[str, object] = {}
+    for i, (key, value) in enumerate(params):
+        runs, filters[f"_param{i}"] = runs.alias(**{f"_param{i}": param_value(key)}), value
+    for i, (key, value) in enumerate(tags):
+        runs, filters[f"_tag{i}"] = runs.alias(**{f"_tag{i}": param_value(key, "tags")}), value
+    for i, (key, op, number) in enumerate(metrics):
+        if op not in METRIC_OPERATORS:
+            raise DomainError(f"Unknown operator {op!r}.", field="metric")
+        runs = runs.alias(**{f"_metric{i}": metric_value(key)})
+        filters[f"_metric{i}__{METRIC_OPERATORS[op]}"] = number
+    if status:
+        if status not in RunStatus.values:
+            raise DomainError(f"Unknown status {status!r}; one of {', '.join(RunStatus.values)}.", field="status")
+        filters["status"] = status
+    runs = runs.filter(**filters)
+    if sort:
+        expr = sort_expression(sort.removeprefix("-"), now or timezone.now())
+        ordered = expr.desc(nulls_last=True) if sort.startswith("-") else expr.asc(nulls_last=True)
+        runs = runs.order_by(ordered, F("id").desc())
+    return runs
+
+
+def sort_expression(name: str, now: datetime) -> Combinable:
+    if name in RUN_SORT_FIELDS:
+        return F(RUN_SORT_FIELDS[name])
+    if name == "duration":  # a running run has lasted until now
+        return ExpressionWrapper(Coalesce("ended_at", Value(now)) - F("started_at"), output_field=DurationField())
+    kind, _, key = name.partition(".")
+    if kind == "param" and key:
+        return param_value(key)
+    if kind in METRIC_STATS and key:
+        return metric_value(key, METRIC_STATS[kind])
+    raise DomainError(f"Cannot sort by {name[:100]!r}: use {', '.join(RUN_SORT_FIELDS)}, duration, param.<key>, "
+                      "metric.<key>, metric_min.<key> or metric_max.<key>, with - for descending.", field="sort")
+
+
+def run_columns(runs: QuerySet[Run], *, sample: int = 200) -> tuple[list[str], list[str]]:
+    """The param and metric keys of the latest `sample` runs: what the runs table offers as columns.
+
+    A sample, not every run: reading 5,000 runs' JSON to list keys would cost more than the page itself, and the
+    runs of one experiment log the same keys; a key chosen in the URL is shown whatever the sample holds.
+    """
+    params: set[str] = set()
+    metrics: set[str] = set()
+    for run_params, summary in runs.order_by("-started_at", "-id").values_list("params", "summary")[:sample]:
+        params.update(run_params or {})
+        metrics.update(summary or {})
+    return sorted(params), sorted(metrics)
+
+
+def step_times(run: Run, key: str, steps: Iterable[int]) -> dict[int, int]:
+    """Wall time (ms) of the given steps of a key (the newest attempt's when several logged one): index look-ups of
+    the few steps a chart shows, not a second scan of the series."""
+    wanted = sorted(set(steps))
+    times: dict[int, int] = {}
+    for start in range(0, len(wanted), STEP_CHUNK):
+        rows = (Point.objects.filter(series__run=run, series__key=key, step__in=wanted[start:start + STEP_CHUNK])
+                .order_by("step", "attempt").values_list("step", "timestamp"))
+        times.update(rows)  # ordered by attempt, so the newest attempt's time is written last
+    return times

@@ -65,6 +65,8 @@ class SeriesSerializer(serializers.Serializer):
     markers = serializers.ListField(child=serializers.ListField(), help_text='[step, "NaN" | "Infinity" | '
                                                                             '"-Infinity"]')
     attempts = serializers.ListField(child=serializers.DictField(), help_text="First step of each attempt.")
+    times = serializers.ListField(child=serializers.ListField(), required=False,
+                                  help_text="[step, timestamp (ms)] of every step returned; only with ?times=1.")
 
 
 class AlertSerializer(StrictModelSerializer):

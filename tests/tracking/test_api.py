@@ -101,6 +101,31 @@ def test_runs_filter_by_param_and_sort_by_a_metric(tenant, clients):
     assert [runs[r["id"]][1] for r in rows] == [2.0, 1.0, 0.5, None]
 
 
+def test_runs_filter_by_a_metric_bound_and_keys_holding_double_underscores(tenant, clients):
+    low = make_run(tenant, tenant.project, params={"a__b": "1"})
+    _log(low, **{"loss": 0.5, "x__y": 3.0})
+    high = make_run(tenant, tenant.project, params={"a__b": "2"})
+    _log(high, loss=2.5)
+    ids = [r["id"] for r in clients["viewer"].get(reverse("run-list") + "?metric=loss<2").json()["results"]]
+    assert ids == [low.pk]
+    ids = [r["id"] for r in clients["viewer"].get(reverse("run-list") + "?param=a__b:2").json()["results"]]
+    assert ids == [high.pk]  # "a__b" is one key, not a path
+    ids = [r["id"] for r in clients["viewer"].get(reverse("run-list") + "?metric=x__y>=3").json()["results"]]
+    assert ids == [low.pk]
+
+
+def test_a_series_gives_the_wall_time_of_its_steps_when_asked(tenant, clients):
+    run = make_run(tenant, tenant.project)
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": v, "step": s, "timestamp": 1000 + s}
+                                                   for s, v in enumerate([1.0, "NaN", 0.5])])
+    services.run_log_batch(run_id=run.pk, attempt=2, metrics=[{"key": "loss", "value": 0.7, "step": 2,
+                                                               "timestamp": 9000}])
+    url = reverse("run-series", kwargs={"pk": run.pk}) + "?key=loss"
+    assert "times" not in clients["viewer"].get(url).json()
+    body = clients["viewer"].get(url + "&times=1").json()
+    assert body["times"] == [[0, 1000], [1, 1001], [2, 9000]]  # the redone step at the newest attempt's time
+
+
 @pytest.mark.parametrize("query", ["?param=lr", "?sort=loss", "?sort=metric."])
 def test_bad_run_filters_are_a_400_naming_them(tenant, clients, query):
     response = clients["viewer"].get(reverse("run-list") + query)

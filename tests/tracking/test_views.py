@@ -1,0 +1,173 @@
+"""Tracking pages: experiments, the runs table (filters, sorting, columns, query count), a run, compare; the job
+and project pages' links and alerts. Another tenant's run or experiment is a 404 like a missing one."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.jobs.conftest import run as run_job
+from tests.ui.conftest import infra, login, submit  # noqa: F401  (fixtures)
+from tracking import services
+from tracking.models import Alert, Run, RunStatus
+
+
+def make_run(tenant, name: str, experiment=None, params=None, metrics=None, project=None):
+    project = project or tenant.project
+    experiment = experiment or services.experiment_get_or_create(project=project, name="sweep")
+    created = services.run_create(project=project, experiment=experiment, name=name, user=tenant.users["member"],
+                                  params=params)
+    if metrics:
+        services.run_log_batch(run_id=created.pk, metrics=[{"key": k, "value": v, "step": 1}
+                                                           for k, v in metrics.items()])
+    return created
+
+
+def names_in_table(response) -> list[str]:
+    """Run names in the runs table, in row order."""
+    return re.findall(r'<td class="name"><a href="/runs/\d+/">([^<]+)</a>', response.content.decode())
+
+
+@pytest.fixture
+def member(tenant):
+    return login(tenant.users["member"])
+
+
+def test_experiments_list_replaces_coming_soon_and_is_scoped(tenant, run, other_run, member):
+    response = member.get(reverse("experiments"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert reverse("experiment_detail", args=[run.experiment_id]) in body and "sweep" in body
+    assert "not part of this release" not in body
+    assert other_run.experiment.name not in body  # the outsider's "Default" experiment
+    assert login(tenant.users["viewer"]).get(reverse("experiments")).status_code == 200
+
+
+@pytest.mark.parametrize("page", ["experiment_detail", "run_detail"])
+def test_pages_render_for_a_member_and_are_404_for_an_outsider(tenant, run, other_run, member, page):
+    own = run.experiment_id if page == "experiment_detail" else run.pk
+    theirs = other_run.experiment_id if page == "experiment_detail" else other_run.pk
+    assert member.get(reverse(page, args=[own])).status_code == 200
+    assert member.get(reverse(page, args=[theirs])).status_code == 404
+    assert login(tenant.users["outsider"]).get(reverse(page, args=[own])).status_code == 404
+
+
+def test_run_page_shows_params_alerts_and_chart_groups(tenant, run, member):
+    services.run_log_batch(run_id=run.pk, metrics=[
+        {"key": key, "value": 1.0, "step": 1} for key in ("train/loss", "eval/acc", "system/gpu", "lr")])
+    now = timezone.now()
+    Alert.objects.create(run=run, rule="nan", key="train/loss", message="loss is NaN", opened_at=now)
+    Alert.objects.create(run=run, rule="spike", key="train/loss", message="loss spiked", opened_at=now,
+                         resolved_at=now)
+    body = member.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert "0.0003" in body  # the lr param
+    assert 'class="alert open"' in body and "loss is NaN" in body
+    assert 'class="alert resolved"' in body and "1 open" in body
+    groups = re.findall(r'data-group="(\w+)"', body)
+    assert groups == ["train", "eval", "system", "other"]
+    assert reverse("run-series", args=[run.pk]) in body and reverse("run-csv", args=[run.pk]) in body
+
+
+def test_runs_table_sorts_by_a_metric_and_filters_by_a_param(tenant, member):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    for name, lr, loss in (("a", "0.1", 2.0), ("b", "0.01", 0.5), ("c", "0.1", 1.0), ("d", "0.1", None)):
+        make_run(tenant, name, experiment, params={"lr": lr}, metrics={"loss": loss} if loss else None)
+    url = reverse("experiment_detail", args=[experiment.pk])
+    assert names_in_table(member.get(url + "?sort=metric.loss")) == ["b", "c", "a", "d"]  # no value sorts last
+    assert names_in_table(member.get(url + "?sort=-metric.loss")) == ["a", "c", "b", "d"]
+    assert names_in_table(member.get(url + "?param=lr:0.1&sort=metric.loss")) == ["c", "a", "d"]
+    assert names_in_table(member.get(url + "?metric=loss<1.5&sort=name")) == ["b", "c"]
+    assert names_in_table(member.get(url + "?sort=-param.lr&param=lr:0.01")) == ["b"]
+
+
+def test_runs_table_columns_are_chosen_in_the_url_and_every_column_sorts(tenant, member):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    make_run(tenant, "x", experiment, params={"lr": "0.1", "seed": "1"}, metrics={"loss": 3.0, "acc": 0.2})
+    make_run(tenant, "y", experiment, params={"lr": "0.2", "seed": "2"}, metrics={"loss": 1.0, "acc": 0.9})
+    url = reverse("experiment_detail", args=[experiment.pk])
+    body = member.get(url + "?show=param.seed&show=metric.acc").content.decode()
+    assert 'value="param.seed" checked' in body and 'value="param.lr" >' in body
+    assert "sort=param.seed" in body and "sort=metric_max.acc" in body and "sort=param.lr" not in body
+    for sort in ("name", "status", "user", "started", "duration", "job", "param.seed", "metric_min.acc",
+                 "metric_max.loss"):
+        response = member.get(url + f"?sort={sort}")
+        assert response.status_code == 200 and sorted(names_in_table(response)) == ["x", "y"], sort
+    assert names_in_table(member.get(url + "?sort=-metric_max.acc")) == ["y", "x"]
+    # A running run has lasted until now; a finished one from its start to its end.
+    Run.objects.filter(name="x").update(started_at=timezone.now() - timedelta(hours=3),
+                                        ended_at=timezone.now() - timedelta(hours=1))
+    Run.objects.filter(name="y").update(started_at=timezone.now() - timedelta(hours=1))
+    assert names_in_table(member.get(url + "?sort=-duration")) == ["x", "y"]
+    assert names_in_table(member.get(url + "?sort=duration")) == ["y", "x"]
+    body = member.get(url + "?sort=bogus&metric=loss<abc").content.decode()
+    assert "Cannot sort by" in body and "Metric filter" in body  # reported, not a 500
+
+
+def test_runs_table_query_count_does_not_grow_with_runs(tenant, member, django_assert_max_num_queries):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    url = reverse("experiment_detail", args=[experiment.pk]) + "?sort=-metric.loss&param=lr:0.1"
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert member.get(url).status_code == 200
+        return len(captured)
+
+    make_run(tenant, "first", experiment, params={"lr": "0.1"}, metrics={"loss": 1.0})
+    few = queries()
+    Run.objects.bulk_create(Run(project=tenant.project, experiment=experiment, name=f"r{i}", started_at=timezone.now(),
+                                params={"lr": "0.1"}, summary={"loss": {"last": i, "min": i, "max": i, "step": 1}})
+                            for i in range(120))
+    assert queries() == few
+    with django_assert_max_num_queries(12):
+        response = member.get(url)
+    assert len(names_in_table(response)) == 50 and "page 1 of 3" in response.content.decode()
+
+
+def test_compare_shows_the_params_that_differ_and_refuses_another_tenants_run(tenant, other_run, member):
+    a = make_run(tenant, "a", params={"lr": "0.1", "batch": "64"}, metrics={"loss": 1.0})
+    b = make_run(tenant, "b", params={"lr": "0.2", "batch": "64"}, metrics={"loss": 2.0})
+    response = member.get(reverse("run_compare") + f"?run={a.pk}&run={b.pk}")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert re.search(r'<tr class="differs"><th>lr</th>', body) and re.search(r'<tr class="same"><th>batch</th>', body)
+    assert '"differing": ["lr"]' in body
+    assert member.get(reverse("run_compare") + f"?run={a.pk}&run={other_run.pk}").status_code == 404
+    assert member.get(reverse("run_compare")).status_code == 404
+
+
+def test_job_page_links_its_run_and_open_alerts(tenant, infra, submit):  # noqa: F811
+    job = submit(tenant.users["member"], tenant.project, name="trainer", experiment="sweep")
+    job = run_job(job, infra["cluster"], ["node-1"])
+    tracked = Run.objects.get(job=job)  # the job's run, made when it was admitted
+    now = timezone.now()
+    Alert.objects.create(run=tracked, rule="hang", message="no points for 10 min", opened_at=now)
+    Alert.objects.create(run=tracked, rule="nan", message="old NaN", opened_at=now, resolved_at=now)
+    member = login(tenant.users["member"])
+    body = member.get(reverse("job_detail", args=[job.pk])).content.decode()
+    assert reverse("run_detail", args=[tracked.pk]) in body
+    assert "no points for 10 min" in body and "old NaN" not in body
+    run_page = member.get(reverse("run_detail", args=[tracked.pk])).content.decode()
+    assert reverse("job_detail", args=[job.pk]) in run_page
+    assert '"kind": "admitted"' in run_page  # the job's events become chart markers
+
+
+def test_project_page_lists_open_alerts_of_its_runs(tenant, run, other_run, member):
+    now = timezone.now()
+    Alert.objects.create(run=run, rule="nan", key="loss", message="loss is NaN", opened_at=now)
+    Alert.objects.create(run=run, rule="spike", message="resolved spike", opened_at=now, resolved_at=now)
+    Alert.objects.create(run=other_run, rule="nan", message="secret alert", opened_at=now)
+    body = member.get(reverse("project_detail", args=[tenant.project.slug])).content.decode()
+    assert "Open alerts" in body and "loss is NaN" in body
+    assert "resolved spike" not in body and "secret alert" not in body
+
+
+def test_finished_run_page_has_no_live_mode(tenant, run, member):
+    services.run_update(run=run, status=RunStatus.FINISHED)
+    body = member.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert 'id="live"' not in body and '"live": false' in body

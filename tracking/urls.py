@@ -1,0 +1,12 @@
+"""Pages of experiment tracking. `experiments` keeps the navigation's name for the list."""
+
+from django.urls import path
+
+from tracking import views
+
+urlpatterns = [
+    path("experiments/", views.experiment_list, name="experiments"),
+    path("experiments/<int:pk>/", views.experiment_detail, name="experiment_detail"),
+    path("runs/compare/", views.run_compare, name="run_compare"),
+    path("runs/<int:pk>/", views.run_detail, name="run_detail"),
+]

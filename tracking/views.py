@@ -1,0 +1,323 @@
+"""Pages of experiment tracking: experiments, an experiment's runs table, a run's charts, runs compared.
+
+Reads go through `tracking.selectors` (scoped to the caller's projects: another tenant's run or experiment is a 404,
+as a missing one). The runs table reads run rows only (params and the per-key summary ingestion keeps), never
+points; the charts fetch their series from the API (`/api/v1/runs/<id>/series/`) in the browser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import F, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+
+from core.errors import DomainError
+from jobs import selectors as job_selectors
+from jobs.models import Job
+from jobs.states import State
+from tenancy.models import Project
+from tracking import selectors
+from tracking.models import Experiment, Run, RunStatus
+
+PAGE_SIZE = 50
+EXPERIMENTS_PAGE_SIZE = 50
+DEFAULT_PARAM_COLUMNS = 4
+DEFAULT_METRIC_COLUMNS = 4
+MAX_COMPARED = 12  # beyond a dozen overlaid lines no chart stays readable
+PANEL_ALERTS = 5
+LIVE_POLL_SECONDS = 5
+# Chart groups of the run and compare pages, by the key's first path segment; anything else is "other".
+KEY_GROUPS = [("train", "Training"), ("eval", "Evaluation"), ("system", "System")]
+# Job transitions drawn on the charts, by target state; a run that starts again is a resume (see _job_markers).
+MARKED_STATES = {State.ADMITTED: "admitted", State.PREEMPTED: "preempted", State.RETRYING: "retried"}
+
+
+# ---- experiments
+
+
+@login_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    """The current project's experiments (every project of the caller's when none is chosen)."""
+    project = getattr(request, "project", None) or None
+    experiments = selectors.experiments_for_user(request.user)
+    if project is not None:
+        experiments = experiments.filter(project=project)
+    # Latest activity first; experiments without runs last (PostgreSQL would put NULL first when descending).
+    experiments = selectors.experiments_with_counts(experiments).order_by(
+        F("last_run_at").desc(nulls_last=True), "name", "id")
+    page = Paginator(experiments, EXPERIMENTS_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "tracking/experiment_list.html", {"project": project, "page": page})
+
+
+def _experiment_or_404(request: HttpRequest, pk: int) -> Experiment:
+    experiment = selectors.experiments_for_user(request.user).filter(pk=pk).first()
+    if experiment is None:
+        raise Http404("No such experiment.")
+    return experiment
+
+
+# ---- the runs table
+
+
+@dataclass(frozen=True)
+class Column:
+    """One sortable column of the runs table; `sort` is its ?sort= name (tracking.selectors.filter_runs)."""
+
+    label: str
+    sort: str
+    numeric: bool = False
+
+
+@dataclass
+class RunTable:
+    """What the runs table's query string asks for, parsed (bad filters are reported, not applied)."""
+
+    params: list[tuple[str, str]] = field(default_factory=list)
+    tags: list[tuple[str, str]] = field(default_factory=list)
+    metrics: list[tuple[str, str, float]] = field(default_factory=list)
+    status: str = ""
+    sort: str = ""
+    shown_params: list[str] = field(default_factory=list)
+    shown_metrics: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _pairs(raw: list[str], name: str, errors: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for text in filter(None, (r.strip() for r in raw)):
+        key, sep, value = text.partition(":")
+        if sep and key.strip():
+            out.append((key.strip(), value.strip()))
+        else:
+            errors.append(f"{name} filter {text[:100]!r}: use <key>:<value>.")
+    return out
+
+
+def parse_table_query(request: HttpRequest, param_keys: list[str], metric_keys: list[str]) -> RunTable:
+    query = request.GET
+    table = RunTable(status=query.get("status", ""), sort=query.get("sort", ""))
+    table.params = _pairs(query.getlist("param"), "Param", table.errors)
+    table.tags = _pairs(query.getlist("tag"), "Tag", table.errors)
+    for text in filter(None, (m.strip() for m in query.getlist("metric"))):
+        try:
+            table.metrics.append(selectors.parse_metric_filter(text))
+        except DomainError as error:
+            table.errors.append(f"Metric filter {error.message}")
+    if table.status and table.status not in RunStatus.values:
+        table.errors.append(f"Unknown status {table.status[:20]!r}.")
+        table.status = ""
+    shown = query.getlist("show")
+    if "show" in query:  # an explicit choice, possibly of nothing; else the first few keys
+        table.shown_params = [s.removeprefix("param.") for s in shown if s.startswith("param.")]
+        table.shown_metrics = [s.removeprefix("metric.") for s in shown if s.startswith("metric.")]
+    else:
+        table.shown_params = param_keys[:DEFAULT_PARAM_COLUMNS]
+        # Training and evaluation curves say more about a run than its GPU temperature.
+        ranked = sorted(metric_keys, key=lambda k: (k.startswith("system/"), k))
+        table.shown_metrics = sorted(ranked[:DEFAULT_METRIC_COLUMNS])
+    return table
+
+
+def _sorted_runs(runs: QuerySet[Run], table: RunTable, now: datetime) -> QuerySet[Run]:
+    try:
+        return selectors.filter_runs(runs, params=table.params, tags=table.tags, metrics=table.metrics,
+                                     status=table.status, sort=table.sort, now=now)
+    except DomainError as error:
+        table.errors.append(error.message)
+        table.sort = ""
+        return selectors.filter_runs(runs, params=table.params, tags=table.tags, metrics=table.metrics,
+                                     status=table.status, now=now)
+
+
+def _header(table: RunTable, column: Column) -> dict:
+    """A column's header link: ascending first, then descending, keeping every other part of the query."""
+    current = "asc" if table.sort == column.sort else "desc" if table.sort == f"-{column.sort}" else ""
+    return {"label": column.label, "next_sort": f"-{column.sort}" if current == "asc" else column.sort,
+            "current": current, "numeric": column.numeric}
+
+
+def _metric_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def humanize_duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def _row(run: Run, table: RunTable, now: datetime) -> dict:
+    summary = run.summary or {}
+    metrics = []
+    for key in table.shown_metrics:
+        entry = summary.get(key) or {}
+        metrics += [_metric_text(entry.get("last")), _metric_text(entry.get("min")), _metric_text(entry.get("max"))]
+    return {"run": run, "duration": humanize_duration((run.ended_at or now) - run.started_at),
+            "params": [(run.params or {}).get(key, "—") for key in table.shown_params], "metrics": metrics}
+
+
+@login_required
+def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The experiment's runs: filtered, sorted and paginated in the database over run rows only, so 5,000 runs
+    cost what 50 do plus a count."""
+    experiment = _experiment_or_404(request, pk)
+    runs = selectors.runs_for_user(request.user).filter(experiment=experiment)
+    param_keys, metric_keys = selectors.run_columns(runs)
+    table = parse_table_query(request, param_keys, metric_keys)
+    now = timezone.now()
+    page = Paginator(_sorted_runs(runs, table, now), PAGE_SIZE).get_page(request.GET.get("page"))
+    fixed = [Column("Name", "name"), Column("Status", "status"), Column("User", "user"),
+             Column("Started", "started"), Column("Duration", "duration", numeric=True), Column("Job", "job")]
+    metric_headers = [{"key": key, "stats": [_header(table, Column(label, f"{kind}.{key}", numeric=True))
+                                             for label, kind in (("last", "metric"), ("min", "metric_min"),
+                                                                 ("max", "metric_max"))]}
+                      for key in table.shown_metrics]
+    return render(request, "tracking/experiment_detail.html", {
+        "experiment": experiment, "table": table, "page": page,
+        "rows": [_row(run, table, now) for run in page.object_list],
+        "fixed_headers": [_header(table, c) for c in fixed],
+        "param_headers": [_header(table, Column(key, f"param.{key}")) for key in table.shown_params],
+        "metric_headers": metric_headers,
+        # Keys offered as columns: the sample's, and whatever the URL chose even if the sample lacks it.
+        "param_keys": sorted(set(param_keys) | set(table.shown_params)),
+        "metric_keys": sorted(set(metric_keys) | set(table.shown_metrics)),
+        "statuses": RunStatus.choices, "max_compared": MAX_COMPARED,
+    })
+
+
+# ---- a run
+
+
+def _run_or_404(request: HttpRequest, pk: int) -> Run:
+    run = selectors.runs_for_user(request.user).filter(pk=pk).first()
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+def key_groups(keys: list[str]) -> list[dict]:
+    """Metric keys by chart group (train/, eval/, system/, other), in that order, empty groups left out."""
+    named = {prefix for prefix, _ in KEY_GROUPS}
+    groups = [{"id": prefix, "label": label, "keys": [k for k in keys if k.split("/", 1)[0] == prefix]}
+              for prefix, label in KEY_GROUPS]
+    groups.append({"id": "other", "label": "Other", "keys": [k for k in keys if k.split("/", 1)[0] not in named]})
+    return [g for g in groups if g["keys"]]
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return int(moment.timestamp() * 1000) if moment else None
+
+
+def _job_markers(job: Job) -> list[dict]:
+    """The job's admissions, preemptions and retries, and each later attempt starting to run (a resume from its
+    checkpoint): vertical markers on the charts, placed by wall time."""
+    markers = []
+    for event in job.events.all():
+        kind = MARKED_STATES.get(event.to_state)
+        if kind is None and event.to_state == State.RUNNING and (event.attempt or 1) > 1:
+            kind = "resumed"
+        if kind:
+            markers.append({"kind": kind, "time": _ms(event.created_at), "attempt": event.attempt,
+                            "reason": event.reason[:200]})
+    return markers
+
+
+def _job_of(request: HttpRequest, run: Run) -> Job | None:
+    if run.job_id is None:
+        return None
+    return job_selectors.job_detail_for_user(request.user).filter(pk=run.job_id).first()
+
+
+def _chart_config(run: Run, job: Job | None) -> dict:
+    """What the page's scripts need, handed over as JSON (json_script)."""
+    return {
+        "runs": [{"id": run.pk, "name": run.name, "status": run.status, "started": _ms(run.started_at),
+                  "series": reverse("run-series", args=[run.pk]), "api": reverse("run-detail", args=[run.pk])}],
+        "groups": key_groups(selectors.run_keys(run)),
+        "markers": _job_markers(job) if job else [],
+        "live": run.status == RunStatus.RUNNING, "pollSeconds": LIVE_POLL_SECONDS,
+    }
+
+
+@login_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_or_404(request, pk)
+    job = _job_of(request, run)
+    alerts = list(selectors.alerts_for_user(request.user).filter(run=run))
+    return render(request, "tracking/run_detail.html", {
+        "run": run, "job": job, "attempts": list(job.attempts.all()) if job else [],
+        "params": sorted((run.params or {}).items()), "tags": sorted((run.tags or {}).items()),
+        "alerts": alerts, "open_alerts": sum(1 for a in alerts if a.resolved_at is None),
+        "duration": humanize_duration((run.ended_at or timezone.now()) - run.started_at),
+        "chart_config": _chart_config(run, job),
+    })
+
+
+# ---- compare
+
+
+def _compared_runs(request: HttpRequest) -> list[Run]:
+    """The runs named by ?run=<id> (repeatable), in that order; any one the caller cannot see is a 404."""
+    ids = list(dict.fromkeys(request.GET.getlist("run")))
+    if not ids:
+        raise Http404("Choose runs to compare.")
+    if not all(i.isdigit() for i in ids) or len(ids) > MAX_COMPARED:
+        raise Http404(f"Compare up to {MAX_COMPARED} runs, named by their numbers.")
+    found = {run.pk: run for run in selectors.runs_for_user(request.user).filter(pk__in=ids)}
+    if len(found) != len(ids):
+        raise Http404("No such run.")
+    return [found[int(i)] for i in ids]
+
+
+def params_diff(runs: list[Run]) -> list[dict]:
+    """Every param of the compared runs, a row each: its values per run and whether they differ (a param some
+    runs lack differs)."""
+    keys = sorted({key for run in runs for key in (run.params or {})})
+    rows = []
+    for key in keys:
+        values = [(run.params or {}).get(key) for run in runs]
+        rows.append({"key": key, "values": ["—" if v is None else v for v in values],
+                     "differs": len(set(values)) > 1})
+    return sorted(rows, key=lambda r: not r["differs"])  # what differs first: that is why runs are compared
+
+
+@login_required
+def run_compare(request: HttpRequest) -> HttpResponse:
+    runs = _compared_runs(request)
+    keys = sorted({key for run in runs for key in (run.summary or {})})
+    diff = params_diff(runs)
+    config = {
+        "runs": [{"id": r.pk, "name": r.name, "status": r.status, "started": _ms(r.started_at),
+                  "series": reverse("run-series", args=[r.pk]), "params": r.params or {},
+                  "summary": {k: v.get("last") for k, v in (r.summary or {}).items()}} for r in runs],
+        "groups": key_groups(keys), "markers": [], "live": False,
+        "differing": [row["key"] for row in diff if row["differs"]],
+    }
+    return render(request, "tracking/run_compare.html", {
+        "runs": runs, "diff": diff, "keys": keys, "chart_config": config,
+    })
+
+
+# ---- panels of other apps' pages
+
+
+def project_alerts_panel(request: HttpRequest, project: Project) -> dict:
+    """The project page's open alerts (registered with tenancy's project page at start-up)."""
+    alerts = (selectors.alerts_for_user(request.user).filter(run__project=project, resolved_at=None)
+              .order_by("-opened_at", "-id"))
+    shown = list(alerts[:PANEL_ALERTS + 1])  # one more than shown tells whether there are more, without a count
+    return {"alerts": shown[:PANEL_ALERTS], "more": len(shown) > PANEL_ALERTS}
