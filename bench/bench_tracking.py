@@ -131,6 +131,16 @@ def timed_get(client: httpx.Client, url: str, repeat: int) -> tuple[float, float
     return statistics.median(times), min(times), status
 
 
+def sign_in(browser: httpx.Client) -> None:
+    """A session, as a person gets one: the login form with its CSRF token."""
+    form = browser.get("/accounts/login/")
+    token = form.cookies.get("csrftoken") or browser.cookies.get("csrftoken")
+    response = browser.post("/accounts/login/", data={"username": "bench", "password": "bench-password-1",
+                                                      "csrfmiddlewaretoken": token})
+    if response.status_code not in (200, 302) or "sessionid" not in browser.cookies:
+        raise SystemExit(f"could not sign in to the bench server ({response.status_code})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10)
@@ -180,6 +190,13 @@ def main() -> int:
                 median, best, status = timed_get(client, url, 10)
                 verdict = "ok" if status == 200 and median < target else "FAIL"
                 print(f"{label:<60}{median:>8.0f}{best:>8.0f}{f'< {target}':>8}  {verdict}")
+        with httpx.Client(base_url=base, timeout=60) as browser:
+            sign_in(browser)
+            page = f"/experiments/{setup['table']}/?param=p3:7&sort=-metric.train/loss&show=metric.train/loss"
+            median, best, status = timed_get(browser, page, 10)
+            verdict = "ok" if status == 200 and median < 500 else "FAIL"
+            print(f"{'runs table page, same filter and order (HTML)':<60}{median:>8.0f}{best:>8.0f}{'< 500':>8}  "
+                  f"{verdict}")
     finally:
         server.terminate()
         server.wait(timeout=20)
