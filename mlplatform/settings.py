@@ -121,7 +121,14 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# A mail server (EMAIL_HOST) also turns on alert e-mails to project owners (tracking.tasks.mail_alert_task).
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+                        else "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tidal@localhost")
 
 LANGUAGE_CODE = "en-us"
@@ -210,7 +217,11 @@ CELERY_BEAT_SCHEDULE.update({
     "kube-resync": {"task": "clusters.tasks.kube_resync_task", "schedule": TIDAL["KUBE_RESYNC_INTERVAL"]},
     "kube-node-sync": {"task": "clusters.tasks.kube_sync_nodes_task", "schedule": TIDAL["KUBE_NODE_SYNC_INTERVAL"]},
     "kube-orphan-sweep": {"task": "clusters.tasks.kube_sweep_orphans_task", "schedule": TIDAL["KUBE_SWEEP_INTERVAL"]},
+    # Running jobs whose run stopped logging steps (docs/alerts.md).
+    "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
 })
+# Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
+TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)
 
 LOGGING = {
     "version": 1,

@@ -23,8 +23,9 @@ from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import selectors, services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
-from tracking.models import Experiment, Run
+from tracking.models import AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
+    AlertRuleSerializer,
     AlertSerializer,
     ExperimentSerializer,
     LogBatchSerializer,
@@ -32,6 +33,7 @@ from tracking.serializers import (
     RunSerializer,
     RunUpdateSerializer,
     SeriesSerializer,
+    WebhookSerializer,
 )
 from tracking.series.downsample import kind_of
 from tracking.series.validate import BatchError, check_key
@@ -209,6 +211,79 @@ class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewS
     project_attr = "run.project"
     filterset_fields = ["run", "rule"]
     ordering_fields = ["opened_at"]
+
+
+class AlertRuleFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = AlertRule
+        fields = ["project", "rule"]
+
+
+class AlertRuleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                       mixins.UpdateModelMixin, mixins.DestroyModelMixin, ScopedViewSet):
+    """A project's thresholds and action per anomaly rule; a rule without one runs with its defaults. Project
+    admins write."""
+
+    selector = staticmethod(selectors.alert_rules_for_user)
+    serializer_class = AlertRuleSerializer
+    filterset_class = AlertRuleFilter
+    write_role = Role.ADMIN
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer: AlertRuleSerializer) -> None:
+        values = dict(serializer.validated_data)
+        project = values.pop("project")
+        self.require_role(project)
+        serializer.instance = services.alert_rule_save(actor=self.request.user, rule=AlertRule(project=project),
+                                                       values=values)
+
+    def perform_update(self, serializer: AlertRuleSerializer) -> None:
+        values = dict(serializer.validated_data)
+        if values.pop("project", serializer.instance.project) != serializer.instance.project:
+            raise ValidationError({"project": ["An alert rule cannot move to another project."]})
+        serializer.instance = services.alert_rule_save(actor=self.request.user, rule=serializer.instance,
+                                                       values=values)
+
+    def perform_destroy(self, instance: AlertRule) -> None:
+        services.alert_rule_delete(actor=self.request.user, rule=instance)
+
+
+class WebhookFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = Webhook
+        fields = ["project"]
+
+
+class WebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                     mixins.UpdateModelMixin, mixins.DestroyModelMixin, ScopedViewSet):
+    """Where a project's alerts are POSTed, signed (docs/alerts.md). Only project admins see and write them."""
+
+    selector = staticmethod(selectors.webhooks_for_user)
+    serializer_class = WebhookSerializer
+    filterset_class = WebhookFilter
+    write_role = Role.ADMIN
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer: WebhookSerializer) -> None:
+        values = dict(serializer.validated_data)
+        project = values.pop("project")
+        self.require_role(project)
+        serializer.instance = services.webhook_save(actor=self.request.user, webhook=Webhook(project=project),
+                                                    values=values)
+
+    def perform_update(self, serializer: WebhookSerializer) -> None:
+        values = dict(serializer.validated_data)
+        if values.pop("project", serializer.instance.project) != serializer.instance.project:
+            raise ValidationError({"project": ["A webhook cannot move to another project."]})
+        serializer.instance = services.webhook_save(actor=self.request.user, webhook=serializer.instance,
+                                                    values=values)
+
+    def perform_destroy(self, instance: Webhook) -> None:
+        services.webhook_delete(actor=self.request.user, webhook=instance)
 
 
 class RunLogBatchView(APIView):

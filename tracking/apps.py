@@ -7,11 +7,14 @@ class TrackingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from core.embedded import EMBEDDED_LOOPS
         from jobs import ports
         from tenancy.panels import Panel, register_project_panel
-        from tracking import listeners  # noqa: F401  (connects to the job state machine)
+        from tracking import alerts, listeners  # noqa: F401  (listeners connects to the job state machine)
         from tracking.env import run_env
         from tracking.views import project_alerts_panel
 
         ports.register_env_source(run_env)
         register_project_panel(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))
+        # Embedded mode (no Celery beat): the hung-run check as beat runs it.
+        EMBEDDED_LOOPS.append(("tracking-hung-runs", alerts.check_hung_runs, 60.0, None))

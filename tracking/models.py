@@ -61,6 +61,11 @@ class Run(models.Model):
     attempt = models.PositiveSmallIntegerField(default=1, help_text="The attempt new points belong to.")
     # Per attempt number: [first step, its timestamp (ms)], where a chart marks the attempt's start.
     attempt_starts = models.JSONField(default=dict, blank=True)
+    # Anomaly detection's rolling state per metric key (tracking.series.anomaly), so a batch never reads points back.
+    detector_state = models.JSONField(default=dict, blank=True)
+    # The highest step logged and when it was first logged: what the hung-run check compares with the clock.
+    last_step = models.BigIntegerField(null=True, blank=True)
+    last_step_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -157,3 +162,43 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule} on run {self.run_id}: {self.message}"
+
+
+class AlertAction(models.TextChoices):
+    NONE = "none", "None"
+    STOP = "stop", "Stop the job"
+    RESTART = "restart", "Restart the job from its last checkpoint"
+
+
+class AlertRule(models.Model):
+    """A project's settings of one anomaly rule; a rule without a row runs with its defaults
+    (tracking.series.anomaly.DEFAULTS)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="alert_rules", db_index=False)
+    rule = models.CharField(max_length=30)
+    enabled = models.BooleanField(default=True)
+    params = models.JSONField(default=dict, blank=True, help_text="Thresholds overriding the rule's defaults.")
+    action = models.CharField(max_length=10, choices=AlertAction.choices, default=AlertAction.NONE)
+
+    class Meta:
+        ordering = ["project", "rule"]
+        constraints = [models.UniqueConstraint(fields=["project", "rule"], name="one_alert_rule_per_project")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} in project {self.project_id}"
+
+
+class Webhook(models.Model):
+    """Where a project's alert openings and resolutions are POSTed, signed with `secret`."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "id"]
+
+    def __str__(self) -> str:
+        return f"webhook {self.pk} of project {self.project_id}"

@@ -14,9 +14,10 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from core.errors import DomainError
+from tenancy.models import Role
 from tenancy.selectors import User, project_ids_for_user
 from tracking.auth import RunCredential
-from tracking.models import Alert, Experiment, Point, Rollup, Run, RunStatus, Series
+from tracking.models import Alert, AlertRule, Experiment, Point, Rollup, Run, RunStatus, Series, Webhook
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups
 
@@ -44,6 +45,16 @@ def run_of_token(credential: RunCredential) -> Run | None:
 
 def alerts_for_user(user: User) -> QuerySet[Alert]:
     return Alert.objects.filter(run__project_id__in=project_ids_for_user(user)).select_related("run")
+
+
+def alert_rules_for_user(user: User) -> QuerySet[AlertRule]:
+    return AlertRule.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")
+
+
+def webhooks_for_user(user: User) -> QuerySet[Webhook]:
+    """Admins and owners only: a webhook URL often carries a credential of its own (a chat service's hook path)."""
+    return Webhook.objects.filter(project_id__in=project_ids_for_user(user, min_role=Role.ADMIN)).select_related(
+        "project")
 
 
 def run_keys(run: Run) -> list[str]:

@@ -6,7 +6,9 @@ from rest_framework import serializers
 
 from core.serializers import StrictModelSerializer, StrictSerializer
 from tenancy.serializers import ScopedProjectField
-from tracking.models import Alert, Experiment, Run, RunStatus
+from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
+from tracking.series import anomaly
+from tracking.webhooks import Refused, check_url
 
 
 class ExperimentSerializer(StrictModelSerializer):
@@ -73,3 +75,45 @@ class AlertSerializer(StrictModelSerializer):
     class Meta:
         model = Alert
         fields = ["id", "run", "rule", "key", "step", "value", "message", "opened_at", "resolved_at"]
+
+
+class AlertRuleSerializer(StrictModelSerializer):
+    project = ScopedProjectField()
+    rule = serializers.ChoiceField(choices=anomaly.RULES)
+    params = serializers.JSONField(required=False, help_text="Thresholds overriding the rule's defaults, e.g. "
+                                                             '{"z": 8} for loss_spike (see docs/alerts.md).')
+    defaults = serializers.SerializerMethodField(help_text="The rule's default thresholds.")
+
+    class Meta:
+        model = AlertRule
+        fields = ["id", "project", "rule", "enabled", "params", "action", "defaults"]
+
+    def get_defaults(self, obj: AlertRule) -> dict:
+        return anomaly.DEFAULTS.get(obj.rule, {})
+
+    def validate(self, attrs: dict) -> dict:
+        rule = attrs.get("rule", self.instance.rule if self.instance else None)
+        params = attrs.get("params", self.instance.params if self.instance else {})
+        try:
+            anomaly.check_params(rule, params)
+        except anomaly.ParamError as e:
+            raise serializers.ValidationError({e.field: [e.message]}) from None
+        return attrs
+
+
+class WebhookSerializer(StrictModelSerializer):
+    project = ScopedProjectField()
+    secret = serializers.CharField(write_only=True, min_length=16, max_length=200,
+                                   help_text="Key of the X-Tidal-Signature HMAC; never shown again.")
+
+    class Meta:
+        model = Webhook
+        fields = ["id", "project", "url", "secret", "enabled", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def validate_url(self, value: str) -> str:
+        try:
+            check_url(value)
+        except Refused as e:
+            raise serializers.ValidationError(f"The URL {e}.") from None
+        return value

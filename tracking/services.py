@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -13,9 +14,12 @@ from core.actors import actor_name
 from core.errors import DomainError
 from jobs.models import Job
 from jobs.states import State
+from tenancy.audit import delete_audited, save_audited
 from tenancy.models import Project
-from tracking.models import Experiment, Run, RunStatus
+from tracking import alerts
+from tracking.models import AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.points import write_points
+from tracking.series import anomaly
 from tracking.series.validate import (
     MAX_PARAM_VALUE,
     MAX_PARAMS,
@@ -26,7 +30,9 @@ from tracking.series.validate import (
     clean_points,
     summarize,
 )
+from tracking.webhooks import Refused, check_url
 
+MIN_SECRET = 16  # characters of a webhook secret: an HMAC key short enough to guess signs nothing
 DEFAULT_EXPERIMENT = "Default"  # MLflow's name for the experiment of runs that name none
 # How a finished job leaves its run.
 RUN_STATUS_OF_JOB = {State.SUCCEEDED: RunStatus.FINISHED, State.FAILED: RunStatus.FAILED,
@@ -153,6 +159,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             if known is None or first.step < known[0]:
                 run.attempt_starts = {**run.attempt_starts, str(number): [first.step, first.timestamp]}
                 fields.append("attempt_starts")
+            fields += alerts.evaluate_points(run, points, number)
         if clean_params:
             run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
         if clean_tags:
@@ -161,3 +168,47 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             run.save(update_fields=fields)
     return len(points)
 
+
+
+ALERT_RULE_FIELDS = ["rule", "enabled", "params", "action"]
+WEBHOOK_FIELDS = ["url", "secret", "enabled"]
+
+
+def alert_rule_save(*, actor: Any, rule: AlertRule, values: dict[str, Any]) -> AlertRule:
+    """Create or change a project's setting of a rule: thresholds checked against the rule's limits (a 400 naming
+    the parameter, e.g. `params.z`), audited."""
+    for name in ALERT_RULE_FIELDS:
+        if name in values:
+            setattr(rule, name, values[name])
+    try:
+        merged = anomaly.check_params(rule.rule, rule.params)
+    except anomaly.ParamError as e:
+        raise DomainError(e.message, field=e.field) from None
+    rule.params = {name: merged[name] for name in rule.params or {}}  # only what was set: defaults may improve
+    save_audited(actor=actor, obj=rule, fields=ALERT_RULE_FIELDS, project=rule.project)
+    return rule
+
+
+def alert_rule_delete(*, actor: Any, rule: AlertRule) -> None:
+    delete_audited(actor=actor, obj=rule, fields=ALERT_RULE_FIELDS, project=rule.project)
+
+
+def webhook_save(*, actor: Any, webhook: Webhook, values: dict[str, Any]) -> Webhook:
+    """Create or change a project's webhook; the URL must be http(s) and not name a private address (checked again,
+    resolved, at every delivery). The secret is audited as replaced, never shown."""
+    for name in WEBHOOK_FIELDS:
+        if name in values:
+            setattr(webhook, name, values[name])
+    try:
+        check_url(webhook.url)
+    except Refused as e:
+        raise DomainError(f"The URL {e}.", field="url") from None
+    if len(webhook.secret) < MIN_SECRET:
+        raise DomainError(f"A webhook secret needs at least {MIN_SECRET} characters.", field="secret")
+    save_audited(actor=actor, obj=webhook, fields=WEBHOOK_FIELDS, project=webhook.project,
+                 hidden={"secret": "secret"})
+    return webhook
+
+
+def webhook_delete(*, actor: Any, webhook: Webhook) -> None:
+    delete_audited(actor=actor, obj=webhook, fields=["url", "enabled"], project=webhook.project)

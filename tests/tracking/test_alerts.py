@@ -1,0 +1,293 @@
+"""Alerts through ingestion, the hung-run check, the actions on the job, webhooks (signed, never to a private
+address) and the alert-rule and webhook API."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import JobEvent
+from jobs.states import State
+from tests.crosstenant import CrossTenantMixin
+from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
+from tracking import alerts, services, webhooks
+from tracking.models import Alert, AlertRule, Run, Webhook
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "s3cret-s3cret-s3cret"
+
+
+def log(run_id: int, key: str, step: int, value) -> int:
+    return services.run_log_batch(run_id=run_id, metrics=[{"key": key, "step": step, "value": value}])
+
+
+def running_job_run(tenant, inventory, **spec):  # noqa: F811
+    job = run(submit(tenant, inventory["h100"], **spec), inventory["cluster"], ["r1-n1"])
+    return job, Run.objects.get(job=job)
+
+
+# ------------------------------------------------------------------------------------------- through ingestion
+
+def test_a_nan_opens_one_alert_while_it_lasts_and_it_resolves_when_it_clears(run):
+    log(run.pk, "train/loss", 1, 2.5)
+    log(run.pk, "train/loss", 2, "NaN")
+    log(run.pk, "train/loss", 3, "NaN")
+    alert = Alert.objects.get(run=run)
+    assert (alert.rule, alert.key, alert.step, alert.resolved_at) == ("non_finite", "train/loss", 2, None)
+    log(run.pk, "train/loss", 4, 2.4)
+    alert.refresh_from_db()
+    assert alert.resolved_at is not None and Alert.objects.filter(run=run).count() == 1
+    log(run.pk, "train/loss", 5, "Infinity")  # a new occurrence: a new alert
+    assert Alert.objects.filter(run=run, resolved_at=None).count() == 1 and Alert.objects.count() == 2
+
+
+def test_a_refused_batch_opens_no_alert(run):
+    with pytest.raises(services.BatchError):
+        services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "step": 1, "value": "NaN"},
+                                                       {"key": "loss", "step": "x", "value": 1}])
+    assert not Alert.objects.exists()
+    run.refresh_from_db()
+    assert run.detector_state == {} and run.last_step is None
+
+
+def test_the_rolling_state_lives_on_the_run_and_a_disabled_rule_is_silent(run, tenant):
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "train/loss", "step": s, "value": 3.0 - s / 1000}
+                                                   for s in range(30)])
+    run.refresh_from_db()
+    assert len(run.detector_state["keys"]["train/loss"]["w"]) == 30 and run.last_step == 29
+    AlertRule.objects.create(project=tenant.project, rule="non_finite", enabled=False)
+    log(run.pk, "train/loss", 30, "NaN")
+    assert not Alert.objects.exists()
+
+
+def test_a_spike_threshold_comes_from_the_project(run, tenant):
+    AlertRule.objects.create(project=tenant.project, rule="loss_spike", params={"z": 500})
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "step": s, "value": 2.0 + (s % 3) / 100}
+                                                   for s in range(40)])
+    log(run.pk, "loss", 40, 2.5)  # ~25 robust deviations: under 500
+    assert not Alert.objects.exists()
+    log(run.pk, "loss", 41, 50.0)
+    assert Alert.objects.get().rule == "loss_spike"
+
+
+# ---------------------------------------------------------------------------------------------------- actions
+
+def test_the_stop_action_cancels_the_job_with_the_alert_as_reason(tenant, inventory):  # noqa: F811
+    AlertRule.objects.create(project=tenant.project, rule="non_finite", action="stop")
+    job, job_run = running_job_run(tenant, inventory)
+    log(job_run.pk, "train/loss", 7, "NaN")
+    job.refresh_from_db()
+    job_run.refresh_from_db()
+    assert job.state == State.CANCELLED and job_run.status == "KILLED"
+    event = JobEvent.objects.filter(job=job, to_state=State.CANCELLED).get()
+    assert "stopped by alert non_finite on train/loss" in event.reason and event.actor_name == "tidal-alerts"
+    assert event.details["alert"] == Alert.objects.get(run=job_run).pk
+    with pytest.raises(services.RunFinished):  # the job's process learns it was stopped
+        log(job_run.pk, "train/loss", 8, 1.0)
+
+
+def test_the_restart_action_retries_from_the_checkpoint_within_the_retry_limit(tenant, inventory):  # noqa: F811
+    AlertRule.objects.create(project=tenant.project, rule="non_finite", action="restart")
+    job, job_run = running_job_run(tenant, inventory, retry_limit=1)
+    log(job_run.pk, "train/loss", 7, "NaN")
+    job.refresh_from_db()
+    assert job.state == State.RETRYING and job.retry_at is not None
+    event = JobEvent.objects.filter(job=job, to_state=State.RETRYING).get()
+    assert "restart 1/1 from the latest checkpoint, by alert non_finite" in event.reason
+
+
+# --------------------------------------------------------------------------------------------------- hung runs
+
+def test_a_running_job_whose_run_stopped_logging_gets_a_hung_alert_and_one_that_logs_does_not(
+        tenant, inventory):  # noqa: F811
+    stuck_job, stuck = running_job_run(tenant, inventory, name="stuck")
+    _, alive = running_job_run(tenant, inventory, name="alive")
+    _, silent = running_job_run(tenant, inventory, name="never-logs")  # does not use tracking: not "hung"
+    log(stuck.pk, "loss", 100, 1.0)
+    log(alive.pk, "loss", 100, 1.0)
+    later = timezone.now() + timedelta(minutes=16)
+    Run.objects.filter(pk=alive.pk).update(last_step_at=later - timedelta(minutes=1))
+    assert alerts.check_hung_runs(now=later) == 1
+    alert = Alert.objects.get()
+    assert (alert.run_id, alert.rule, alert.step) == (stuck.pk, "hung_run", 100)
+    assert alerts.check_hung_runs(now=later + timedelta(minutes=5)) == 0  # open once
+    log(stuck.pk, "loss", 101, 1.0)  # it moves again
+    alert.refresh_from_db()
+    assert alert.resolved_at is not None
+    assert not Alert.objects.filter(run=silent).exists()
+
+
+def test_the_hung_threshold_comes_from_the_project(tenant, inventory):  # noqa: F811
+    AlertRule.objects.create(project=tenant.project, rule="hung_run", params={"minutes": 60})
+    _, stuck = running_job_run(tenant, inventory)
+    log(stuck.pk, "loss", 1, 1.0)
+    assert alerts.check_hung_runs(now=timezone.now() + timedelta(minutes=30)) == 0
+    assert alerts.check_hung_runs(now=timezone.now() + timedelta(minutes=61)) == 1
+
+
+def test_the_periodic_task_is_in_the_beat_schedule_and_the_embedded_loops(settings):
+    from core.embedded import EMBEDDED_LOOPS
+
+    assert settings.CELERY_BEAT_SCHEDULE["tracking-hung-runs"]["task"] == "tracking.tasks.check_hung_runs"
+    assert "tracking-hung-runs" in {name for name, *_ in EMBEDDED_LOOPS}
+
+
+# ---------------------------------------------------------------------------------------------------- webhooks
+
+def test_a_webhook_gets_the_opening_and_the_resolution_signed(run, tenant, django_capture_on_commit_callbacks):
+    Webhook.objects.create(project=tenant.project, url="https://hooks.example.com/tidal?x=1", secret=SECRET)
+    public = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 443))]
+    with mock.patch("tracking.webhooks._send", return_value=204) as send, \
+            mock.patch("socket.getaddrinfo", return_value=public):
+        with django_capture_on_commit_callbacks(execute=True):
+            log(run.pk, "loss", 1, "NaN")
+        with django_capture_on_commit_callbacks(execute=True):
+            log(run.pk, "loss", 2, 1.0)
+    assert send.call_count == 2
+    (parts, address, body, headers), _ = send.call_args_list[0]
+    assert (parts.hostname, parts.query, address) == ("hooks.example.com", "x=1", "93.184.215.14")
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert headers["X-Tidal-Signature"] == expected and headers["X-Tidal-Event"] == "alert.opened"
+    payload = json.loads(body)
+    assert payload["event"] == "alert.opened" and payload["project"] == tenant.project.slug
+    assert payload["alert"]["rule"] == "non_finite" and payload["alert"]["value"] is None  # NaN is stored as NULL
+    assert payload["run"]["id"] == run.pk
+    resolved = json.loads(send.call_args_list[1].args[2])
+    assert resolved["event"] == "alert.resolved" and resolved["alert"]["resolved_at"]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/hook", "http://10.1.2.3/hook",
+                                 "http://169.254.169.254/latest/meta-data/", "http://[::1]/hook",
+                                 "http://[::ffff:10.0.0.1]/x", "http://localhost/hook", "http://224.0.0.1/",
+                                 "ftp://hooks.example.com/", "https://user:pw@hooks.example.com/"])
+def test_private_and_malformed_targets_are_refused_without_a_request(url):
+    with mock.patch("tracking.webhooks._send") as send, pytest.raises(webhooks.Refused):
+        webhooks.deliver(url, SECRET, b"{}", "alert.opened")
+    send.assert_not_called()
+
+
+def test_a_host_name_resolving_to_a_private_address_is_refused():
+    answers = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 443)),
+               (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", 443))]  # one bad answer is enough
+    with mock.patch("socket.getaddrinfo", return_value=answers), mock.patch("tracking.webhooks._send") as send, \
+            pytest.raises(webhooks.Refused):
+        webhooks.deliver("https://rebind.example.com/", SECRET, b"{}", "alert.opened")
+    send.assert_not_called()
+
+
+def test_private_targets_are_allowed_with_the_setting(settings):
+    settings.TIDAL_WEBHOOK_ALLOW_PRIVATE = True
+    with mock.patch("tracking.webhooks._send", return_value=200) as send:
+        assert webhooks.deliver("http://10.1.2.3/hook", SECRET, b"{}", "alert.opened") == 200
+    assert send.call_args.args[1] == "10.1.2.3"
+
+
+def test_a_failing_target_is_retried_and_a_redirect_is_not_followed(run, tenant):
+    from tracking.tasks import deliver_webhook_task
+
+    hook = Webhook.objects.create(project=tenant.project, url="http://93.184.215.14/hook", secret=SECRET)
+    with mock.patch("tracking.webhooks._send", side_effect=[503, OSError("reset"), 200]) as send:
+        deliver_webhook_task.delay(hook.pk, "{}", "alert.opened")
+    assert send.call_count == 3
+    with mock.patch("tracking.webhooks._send", return_value=302) as send:
+        deliver_webhook_task.delay(hook.pk, "{}", "alert.opened")
+    assert send.call_count == 1
+
+
+def test_owners_get_an_email_when_a_mail_server_is_configured(run, tenant, settings, mailoutbox,
+                                                              django_capture_on_commit_callbacks):
+    settings.EMAIL_HOST = "smtp.example.com"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    with django_capture_on_commit_callbacks(execute=True):
+        log(run.pk, "loss", 1, "NaN")
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == [tenant.users["owner"].email]
+    assert "non_finite opened" in mailoutbox[0].subject
+
+
+# --------------------------------------------------------------------------------------------------------- API
+
+class TestAlertRules(CrossTenantMixin):
+    basename = "alertrule"
+
+    def make_object(self, tenant, project):
+        return AlertRule.objects.create(project=project, rule="loss_spike", params={"z": 8})
+
+    def create_payload(self, tenant, project):
+        return {"project": project.slug, "rule": "grad_norm_explosion", "params": {"factor": 20}}
+
+    def update_payload(self, tenant, obj):
+        return {"params": {"z": 9}}
+
+    def test_an_admin_writes_a_member_reads(self, tenant, clients):
+        payload = self.create_payload(tenant, tenant.project)
+        assert clients["member"].post(self.list_url(), payload, format="json").status_code == 403
+        response = clients["admin"].post(self.list_url(), {**payload, "action": "stop"}, format="json")
+        assert response.status_code == 201, response.content
+        body = response.json()
+        assert body["params"] == {"factor": 20.0} and body["defaults"]["factor"] == 10.0
+        listed = clients["member"].get(self.list_url(), {"project": tenant.project.slug}).json()
+        assert [row["rule"] for row in listed["results"]] == ["grad_norm_explosion"]
+
+    @pytest.mark.parametrize(("payload", "field"), [
+        ({"rule": "loss_spike", "params": {"z": -3}}, "params.z"),
+        ({"rule": "loss_spike", "params": {"window": "big"}}, "params.window"),
+        ({"rule": "throughput_drop", "params": {"fraction": 2}}, "params.fraction"),
+        ({"rule": "hung_run", "params": {"hours": 1}}, "params.hours"),
+        ({"rule": "melting", "params": {}}, "rule"),
+        ({"rule": "non_finite", "action": "explode"}, "action"),
+    ])
+    def test_bad_thresholds_are_a_400_naming_the_field(self, tenant, clients, payload, field):
+        response = clients["admin"].post(self.list_url(), {"project": tenant.project.slug, **payload}, format="json")
+        assert response.status_code == 400 and field in response.json()["error"]["fields"], response.content
+
+    def test_a_bad_update_is_a_400_too(self, tenant, clients):
+        rule = self.victim(tenant)
+        response = clients["admin"].patch(self.detail_url(rule), {"params": {"min_points": 500}}, format="json")
+        assert response.status_code == 400 and "params.min_points" in response.json()["error"]["fields"]
+
+
+class TestWebhooks(CrossTenantMixin):
+    basename = "webhook"
+    viewer_can_see = False  # admins only: a hook URL often is a credential
+
+    def make_object(self, tenant, project):
+        return Webhook.objects.create(project=project, url="https://hooks.example.com/a", secret=SECRET)
+
+    def create_payload(self, tenant, project):
+        return {"project": project.slug, "url": "https://hooks.example.com/b", "secret": SECRET}
+
+    def update_payload(self, tenant, obj):
+        return {"url": "https://evil.example.com/"}
+
+    def test_the_secret_is_write_only_and_members_see_no_webhooks(self, tenant, clients):
+        response = clients["admin"].post(self.list_url(), self.create_payload(tenant, tenant.project), format="json")
+        assert response.status_code == 201 and "secret" not in response.json()
+        assert Webhook.objects.get().secret == SECRET
+        assert clients["member"].get(self.list_url()).json()["results"] == []
+
+    @pytest.mark.parametrize("url", ["http://169.254.169.254/latest/", "http://127.0.0.1/", "http://10.0.0.1/",
+                                     "gopher://hooks.example.com/"])
+    def test_a_private_url_is_a_400_on_url(self, tenant, clients, url):
+        response = clients["admin"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
+                                                           "url": url}, format="json")
+        assert response.status_code == 400 and "url" in response.json()["error"]["fields"]
+
+    def test_a_short_secret_is_a_400_on_secret(self, tenant, clients):
+        response = clients["admin"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
+                                                           "secret": "short"}, format="json")
+        assert response.status_code == 400 and "secret" in response.json()["error"]["fields"]
+
+
+def test_the_alert_list_stays(tenant, clients, run):
+    log(run.pk, "loss", 1, "NaN")
+    rows = clients["viewer"].get(reverse("alert-list")).json()["results"]
+    assert [row["rule"] for row in rows] == ["non_finite"]

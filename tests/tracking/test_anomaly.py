@@ -1,0 +1,174 @@
+"""The anomaly rules on synthetic curves (pure functions): each injected anomaly is found at its step, clean noisy
+curves raise nothing, and the rolling state carries across batches of any size."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracking.series import anomaly
+from tracking.series.anomaly import Cleared, Finding
+
+DEFAULT_RULES = anomaly.active_rules([])  # what a project without settings runs: the plateau is opt-in
+
+
+def loss_curve(seed: int, n: int = 1500, every: int = 10) -> list[tuple[int, float]]:
+    rng = random.Random(seed)
+    return [(i * every, (2.0 + 8.0 * math.exp(-i / 300)) * (1 + rng.gauss(0, 0.02))) for i in range(n)]
+
+
+def level_curve(seed: int, level: float, sd: float, n: int = 500) -> list[tuple[int, float]]:
+    rng = random.Random(seed)
+    return [(i, level + rng.gauss(0, sd)) for i in range(n)]
+
+
+def run_batches(key: str, points: list[tuple[int, float]], rules=None, batch: int = 37) -> list:
+    """Feed `points` in batches, carrying the state as ingestion does; all events in order."""
+    state: dict = {}
+    events: list = []
+    for i in range(0, len(points), batch):
+        found, state = anomaly.evaluate_batch(state, [(key, s, v) for s, v in points[i:i + batch]],
+                                              rules or DEFAULT_RULES, attempt=1)
+        events += found
+    return events
+
+
+def opened(events) -> list[tuple[str, int]]:
+    return [(e.rule, e.step) for e in events if isinstance(e, Finding)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_clean_noisy_curves_raise_nothing(seed):
+    assert run_batches("train/loss", loss_curve(seed)) == []
+    assert run_batches("train/grad_norm", [(s, abs(v)) for s, v in level_curve(seed, 1.0, 0.15)]) == []
+    assert run_batches("train/tokens_per_s", level_curve(seed, 50_000, 2_000)) == []
+    assert run_batches("system/gpu0_util", [(s, min(100.0, v)) for s, v in level_curve(seed, 92, 4)]) == []
+
+
+@given(seed=st.integers(0, 2**32 - 1), batch=st.integers(1, 200))
+@settings(max_examples=30, deadline=None)
+def test_no_alert_on_a_clean_loss_curve_whatever_the_batching(seed, batch):
+    assert run_batches("train/loss", loss_curve(seed, n=400), batch=batch) == []
+
+
+def test_non_finite_opens_at_the_first_nan_and_clears_on_a_finite_value():
+    points = [(s, 1.0) for s in range(10)] + [(10, math.nan), (11, math.nan), (12, math.inf), (13, 1.0)]
+    events = run_batches("acc", points, batch=3)
+    assert events == [Finding("non_finite", "acc", 10, events[0].value, "acc is NaN at step 10"),
+                      Cleared("non_finite", "acc", 13)]
+
+
+@pytest.mark.parametrize("at", [400, 900])
+def test_a_loss_spike_is_found_at_its_step(at):
+    points = loss_curve(1)
+    points[at // 10] = (at, points[at // 10][1] * 1.8)
+    events = run_batches("train/loss", points)
+    assert opened(events) == [("loss_spike", at)]
+    assert Cleared("loss_spike", "train/loss", at + 10) in events  # the next point is normal again
+
+
+def test_a_spike_needs_a_window_first_and_respects_the_threshold():
+    points = loss_curve(2, n=200)
+    points[5] = (50, 100.0)  # within the first min_points: no baseline yet
+    assert opened(run_batches("train/loss", points)) == []
+    points = loss_curve(2, n=1200)
+    points[1100] = (11000, points[1100][1] * 1.3)
+    assert opened(run_batches("train/loss", points)) == [("loss_spike", 11000)]
+    lenient = {**DEFAULT_RULES, "loss_spike": {**DEFAULT_RULES["loss_spike"], "z": 50.0}}
+    assert opened(run_batches("train/loss", points, rules=lenient)) == []
+
+
+def test_a_plateau_opens_after_the_window_without_improvement_and_clears_on_improvement():
+    rng = random.Random(3)
+    points = [(s, 5.0 - s / 1000 + rng.gauss(0, 0.001)) for s in range(0, 2000, 10)]  # improving
+    points += [(s, 3.0 + abs(rng.gauss(0, 0.005))) for s in range(2000, 4000, 10)]  # flat
+    points += [(4000, 2.0)]
+    rules = {"loss_plateau": {"steps": 1000, "min_delta": 0.01}}
+    events = run_batches("eval/loss", points, rules=rules)
+    assert [e.rule for e in events] == ["loss_plateau", "loss_plateau"]
+    # the best is the last value more than 1% below the previous best: on the plateau's first points
+    assert isinstance(events[0], Finding) and 2990 <= events[0].step <= 3100
+    assert "for 1000 steps" in events[0].message
+    assert events[1] == Cleared("loss_plateau", "eval/loss", 4000)
+
+
+def test_plateau_is_off_unless_enabled():
+    assert "loss_plateau" not in anomaly.active_rules([])
+    assert anomaly.active_rules([("loss_plateau", True, {"steps": 50})])["loss_plateau"]["steps"] == 50
+    assert "non_finite" not in anomaly.active_rules([("non_finite", False, {})])
+
+
+def test_grad_norm_explosion_by_factor_and_by_nan():
+    points = [(s, abs(v)) for s, v in level_curve(4, 1.0, 0.1, n=100)]
+    points[60] = (60, 15.0)
+    points[80] = (80, math.nan)
+    events = run_batches("train/grad_norm", points)
+    assert opened(events) == [("grad_norm_explosion", 60), ("non_finite", 80), ("grad_norm_explosion", 80)]
+
+
+def test_a_lasting_throughput_drop_keeps_firing_until_it_recovers():
+    points = level_curve(5, 50_000, 1_500, n=600)
+    points[200:400] = [(s, v * 0.2) for s, v in points[200:400]]
+    events = run_batches("perf/samples_per_s", points)
+    assert [(type(e).__name__, e.rule, e.step) for e in events] == [
+        ("Finding", "throughput_drop", 200), ("Cleared", "throughput_drop", 400)]
+
+
+def test_gpu_util_collapse_after_n_low_points_having_been_high():
+    rules = {"gpu_util_collapse": {"below": 10.0, "above": 50.0, "points": 5}}
+    idle_from_start = [(s, 2.0) for s in range(50)]  # never high: a job that does not use its GPU yet
+    assert run_batches("system/gpu_util", idle_from_start, rules=rules) == []
+    points = [(s, min(100.0, v)) for s, v in level_curve(6, 90, 3, n=100)]
+    points[40:60] = [(s, 3.0) for s, _ in points[40:60]]
+    events = run_batches("system/gpu3_mem_util", points, rules=rules)
+    assert [(type(e).__name__, e.step) for e in events] == [("Finding", 44), ("Cleared", 60)]
+
+
+def test_a_retried_batch_changes_nothing_and_a_new_attempt_is_judged_again():
+    state: dict = {}
+    batch = [("loss", 1, math.nan)]
+    first, state = anomaly.evaluate_batch(state, batch, DEFAULT_RULES, attempt=1)
+    again, state = anomaly.evaluate_batch(state, [("loss", 1, 1.0)], DEFAULT_RULES, attempt=1)  # a stale retry
+    resumed, state = anomaly.evaluate_batch(state, [("loss", 1, 1.0)], DEFAULT_RULES, attempt=2)  # from a checkpoint
+    assert opened(first) == [("non_finite", 1)] and again == [] and resumed == [Cleared("non_finite", "loss", 1)]
+
+
+def test_hung_run_after_the_threshold_only():
+    params = anomaly.DEFAULTS["hung_run"]
+    assert anomaly.hung_run(14 * 60, 500, params) is None
+    finding = anomaly.hung_run(16 * 60, 500, params)
+    assert finding.rule == "hung_run" and finding.step == 500 and "16 minutes" in finding.message
+
+
+@pytest.mark.parametrize(("rule", "params", "field"), [
+    ("loss_spike", {"z": -1}, "params.z"),
+    ("loss_spike", {"z": "high"}, "params.z"),
+    ("loss_spike", {"window": 2.5}, "params.window"),
+    ("loss_spike", {"min_points": 50, "window": 10}, "params.min_points"),
+    ("throughput_drop", {"fraction": 1.5}, "params.fraction"),
+    ("gpu_util_collapse", {"below": 60}, "params.below"),
+    ("grad_norm_explosion", {"bogus": 1}, "params.bogus"),
+    ("hung_run", {"minutes": True}, "params.minutes"),
+    ("no_such_rule", {}, "rule"),
+    ("loss_spike", [1, 2], "params"),
+])
+def test_bad_thresholds_name_the_parameter(rule, params, field):
+    with pytest.raises(anomaly.ParamError) as error:
+        anomaly.check_params(rule, params)
+    assert error.value.field == field
+
+
+def test_good_thresholds_merge_over_the_defaults():
+    assert anomaly.check_params("loss_spike", {"z": 8}) == {"window": 100, "z": 8.0, "min_points": 20}
+    assert anomaly.check_params("hung_run", None) == {"minutes": 15.0}
+
+
+def test_keys_pick_their_rules():
+    assert anomaly.rules_for_key("eval/loss") == ("non_finite", "loss_spike", "loss_plateau")
+    assert "throughput_drop" in anomaly.rules_for_key("train/tokens_per_s")
+    assert "gpu_util_collapse" in anomaly.rules_for_key("system/gpu_util")
+    assert anomaly.rules_for_key("system/cpu_util") == ("non_finite",)

@@ -1,0 +1,170 @@
+"""Alerts from the anomaly rules: opened and resolved as batches arrive, the hung-run check, the optional action on
+the run's job, and the notifications after commit.
+
+`evaluate_points` is ingestion's hook: it runs inside `services.run_log_batch`'s transaction with the run row
+locked, judges the batch with the pure rules (`tracking.series.anomaly`) from the run's rolling detector state, and
+opens or resolves Alert rows. An alert is open at most once per (run, rule, key) (the model's unique constraint):
+while a condition lasts, more bad points change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from core.errors import InvalidTransition
+from jobs import lifecycle
+from jobs.models import Job
+from jobs.observations import failed_attempts
+from jobs.states import FINAL, HOLDING, State
+from tracking.models import Alert, AlertAction, AlertRule, Run, RunStatus
+from tracking.series import anomaly
+from tracking.series.validate import CleanPoint
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "tidal-alerts"
+
+
+class RuleSettings:
+    """A project's rules: which run with which thresholds, and what each does to the job when it opens an alert."""
+
+    def __init__(self, rows: Iterable[AlertRule]) -> None:
+        rows = list(rows)
+        self.active = anomaly.active_rules((row.rule, row.enabled, row.params) for row in rows)
+        self.actions = {row.rule: row.action for row in rows if row.enabled}
+
+
+def rule_settings(project_id: int) -> RuleSettings:
+    return RuleSettings(AlertRule.objects.filter(project_id=project_id))
+
+
+def evaluate_points(run: Run, points: Sequence[CleanPoint], attempt: int, now: datetime | None = None) -> list[str]:
+    """Judge a batch just written to `run` (locked by the caller) and open or resolve its alerts. Sets the run's
+    detector state and progress and returns the fields to save."""
+    if not points:
+        return []
+    now = now or timezone.now()
+    settings = rule_settings(run.project_id)
+    events, state = anomaly.evaluate_batch(run.detector_state, ((p.key, p.step, p.value) for p in points),
+                                           settings.active, attempt)
+    highest = max(p.step for p in points)
+    resumed = attempt != run.detector_state.get("attempt", attempt)
+    if run.last_step is None or highest > run.last_step or resumed:
+        run.last_step, run.last_step_at = highest, now
+        if state.pop("hung", False):  # the run moves again
+            _resolve(run, anomaly.HUNG_RUN, "", now)
+    run.detector_state = state
+    for event in events:
+        if isinstance(event, anomaly.Finding):
+            _open(run, event, settings, now)
+        else:
+            _resolve(run, event.rule, event.key, now)
+    return ["detector_state", "last_step", "last_step_at"]
+
+
+def _open(run: Run, finding: anomaly.Finding, settings: RuleSettings, now: datetime) -> Alert | None:
+    """Open an alert unless one is open for the same rule and key; then the rule's action, if any."""
+    if Alert.objects.filter(run=run, rule=finding.rule, key=finding.key, resolved_at=None).exists():
+        return None
+    try:
+        with transaction.atomic():
+            alert = Alert.objects.create(run=run, rule=finding.rule, key=finding.key, step=finding.step,
+                                         value=finding.value, message=finding.message[:500], opened_at=now)
+    except IntegrityError:  # opened concurrently (the hung-run check does not hold ingestion's lock first)
+        return None
+    _notify(alert, "alert.opened")
+    action = settings.actions.get(finding.rule, AlertAction.NONE)
+    if action != AlertAction.NONE and run.job_id is not None:
+        act_on_job(run.job_id, action, alert, now)
+    return alert
+
+
+def _resolve(run: Run, rule: str, key: str, now: datetime) -> None:
+    for alert in Alert.objects.filter(run=run, rule=rule, key=key, resolved_at=None):
+        alert.resolved_at = now
+        alert.save(update_fields=["resolved_at"])
+        _notify(alert, "alert.resolved")
+
+
+def _notify(alert: Alert, event: str) -> None:
+    from tracking.tasks import notify_alert_task
+
+    # robust: a broken notifier must not fail the request whose transaction already committed.
+    transaction.on_commit(lambda: notify_alert_task.delay(alert.pk, event), robust=True)
+
+
+def act_on_job(job_id: int, action: str, alert: Alert, now: datetime) -> str:
+    """Stop the alert's job (cancel, as the API does) or restart it from its last checkpoint through the retry path
+    (its attempt fails and the job is requeued at once, within its retry limit; beyond it the job fails). The
+    alert is the reason in the job's events. Returns the job's new state, or "" when it was in no state to act on."""
+    job = Job.objects.select_for_update().filter(pk=job_id).first()
+    if job is None:
+        return ""
+    what = f"alert {alert.rule}{f' on {alert.key}' if alert.key else ''}: {alert.message}"
+    details = {"alert": alert.pk, "rule": alert.rule, "key": alert.key}
+    try:
+        if action == AlertAction.STOP and job.state not in FINAL:
+            lifecycle.transition(job, State.CANCELLED, reason=f"stopped by {what}", actor=ACTOR, now=now,
+                                 details=details)
+            return State.CANCELLED
+        if action == AlertAction.RESTART and job.state in HOLDING:
+            used = failed_attempts(job)
+            end = lifecycle.AttemptEnd(reason=f"restarted by {what}", cause="unknown")
+            if used < job.retry_limit:
+                lifecycle.transition(job, State.RETRYING, reason=f"restart {used + 1}/{job.retry_limit} from the "
+                                     f"latest checkpoint, by {what}", actor=ACTOR, now=now, details=details,
+                                     end=end, retry_at=now)
+                return State.RETRYING
+            lifecycle.transition(job, State.FAILED, reason=f"{what} (retry limit {job.retry_limit} reached, not "
+                                 "restarted)", actor=ACTOR, now=now, details=details, end=end)
+            return State.FAILED
+    except InvalidTransition:  # moved by another writer meanwhile
+        logger.info("alert %s: job %s changed state, no %s", alert.pk, job_id, action)
+    return ""
+
+
+def check_hung_runs(now: datetime | None = None) -> int:
+    """Open a hung_run alert for each running job whose run logged no new step for the project's threshold
+    (default 15 minutes, counted from the later of its last new step and its attempt's start), and resolve those of
+    runs whose job no longer runs. Runs that never logged a step are left alone: a job that does not use tracking
+    is not hung. Returns the alerts opened."""
+    now = now or timezone.now()
+    open_hung = Alert.objects.filter(run=OuterRef("pk"), rule=anomaly.HUNG_RUN, resolved_at=None)
+    for alert in Alert.objects.filter(rule=anomaly.HUNG_RUN, resolved_at=None).exclude(
+            run__job__state=State.RUNNING).select_related("run"):
+        with transaction.atomic():
+            _resolve(alert.run, anomaly.HUNG_RUN, "", now)
+    candidates = (Run.objects.filter(job__state=State.RUNNING, status=RunStatus.RUNNING, last_step_at__isnull=False)
+                  .exclude(Exists(open_hung))
+                  .values_list("pk", "project_id", "last_step", "last_step_at", "job__current_attempt__started_at"))
+    settings: dict[int, RuleSettings] = {}
+    opened = 0
+    for run_id, project_id, last_step, last_step_at, started_at in candidates:
+        if project_id not in settings:
+            settings[project_id] = rule_settings(project_id)
+        params = settings[project_id].active.get(anomaly.HUNG_RUN)
+        if params is None:
+            continue
+        since = max(last_step_at, started_at) if started_at else last_step_at
+        finding = anomaly.hung_run((now - since).total_seconds(), last_step, params)
+        if finding is not None and _open_hung(run_id, since, finding, settings[project_id], now):
+            opened += 1
+    return opened
+
+
+def _open_hung(run_id: int, since: datetime, finding: anomaly.Finding, settings: RuleSettings,
+               now: datetime) -> bool:
+    with transaction.atomic():
+        # Ingestion's lock: a batch landing meanwhile either committed first (the run moved: no alert) or waits.
+        run = Run.objects.select_for_update().filter(pk=run_id, last_step_at__lte=since).first()
+        if run is None:
+            return False
+        run.detector_state = {**run.detector_state, "hung": True}
+        run.save(update_fields=["detector_state"])
+        return _open(run, finding, settings, now) is not None

@@ -1,0 +1,281 @@
+"""Anomaly rules over a run's metric series, evaluated batch by batch (pure: no Django, no I/O).
+
+Ingestion calls `evaluate_batch` with the run's detector state (plain JSON: per key a small rolling window and a
+few counters), the batch's points and the project's enabled rules; it returns what opened and what cleared, in step
+order, and the new state. Points are never read back from the database: a batch costs its own points plus a median
+of at most `window` values per point of the keys that keep a window.
+
+The hung-run rule needs no points (a running job whose run logged no new step for a while): `hung_run` judges it for
+the periodic check.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
+from typing import Any, NamedTuple
+
+NON_FINITE = "non_finite"
+LOSS_SPIKE = "loss_spike"
+LOSS_PLATEAU = "loss_plateau"
+GRAD_NORM_EXPLOSION = "grad_norm_explosion"
+THROUGHPUT_DROP = "throughput_drop"
+GPU_UTIL_COLLAPSE = "gpu_util_collapse"
+HUNG_RUN = "hung_run"
+RULES = (NON_FINITE, LOSS_SPIKE, LOSS_PLATEAU, GRAD_NORM_EXPLOSION, THROUGHPUT_DROP, GPU_UTIL_COLLAPSE, HUNG_RUN)
+
+DEFAULTS: dict[str, dict[str, float]] = {
+    NON_FINITE: {},
+    LOSS_SPIKE: {"window": 100, "z": 6.0, "min_points": 20},
+    LOSS_PLATEAU: {"steps": 1000, "min_delta": 0.01},
+    GRAD_NORM_EXPLOSION: {"window": 100, "factor": 10.0, "min_points": 10},
+    THROUGHPUT_DROP: {"window": 100, "fraction": 0.5, "min_points": 10},
+    GPU_UTIL_COLLAPSE: {"below": 10.0, "above": 50.0, "points": 5},
+    HUNG_RUN: {"minutes": 15.0},
+}
+# A converged run improves by less than any epsilon: a plateau alert is opt-in, per project.
+ENABLED_BY_DEFAULT = frozenset(RULES) - {LOSS_PLATEAU}
+
+# parameter: (type, lowest, highest), both inclusive
+LIMITS: dict[str, tuple[type, float, float]] = {
+    "window": (int, 5, 10_000),
+    "min_points": (int, 3, 10_000),
+    "z": (float, 2.0, 1000.0),
+    "steps": (int, 1, 10**12),
+    "min_delta": (float, 0.0, 0.99),
+    "factor": (float, 1.5, 1e6),
+    "fraction": (float, 0.01, 0.99),
+    "below": (float, 0.0, 100.0),
+    "above": (float, 0.0, 100.0),
+    "points": (int, 1, 10_000),
+    "minutes": (float, 1.0, 10_080.0),
+}
+THROUGHPUT_KEYS = ("samples_per_s", "tokens_per_s", "throughput")
+GPU_UTIL_PATTERN = "system/gpu*util*"
+# The rules whose baseline is the key's rolling window of finite values.
+WINDOW_RULES = (LOSS_SPIKE, GRAD_NORM_EXPLOSION, THROUGHPUT_DROP)
+_MAD_TO_SIGMA = 1.4826  # the MAD of normal noise is 0.6745 sigma
+
+
+class ParamError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class Finding(NamedTuple):
+    rule: str
+    key: str
+    step: int | None
+    value: float | None
+    message: str
+
+
+class Cleared(NamedTuple):
+    rule: str
+    key: str
+    step: int | None
+
+
+Event = Finding | Cleared
+
+
+def check_params(rule: str, params: Any) -> dict[str, float]:
+    """A rule's parameters merged over its defaults; ParamError names the first bad one ("params.<name>")."""
+    if rule not in DEFAULTS:
+        raise ParamError("rule", f"{rule!r} is not a rule; one of {', '.join(RULES)}")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ParamError("params", "must be an object of parameter values")
+    merged: dict[str, float] = dict(DEFAULTS[rule])
+    for name, value in params.items():
+        field = f"params.{name}"
+        if name not in merged:
+            known = ", ".join(DEFAULTS[rule]) or "none"
+            raise ParamError(field, f"is not a parameter of {rule} (its parameters: {known})")
+        kind, low, high = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or (
+                kind is int and not float(value).is_integer()):
+            raise ParamError(field, f"must be {'an integer' if kind is int else 'a number'}")
+        if not low <= value <= high:
+            raise ParamError(field, f"must be between {low:g} and {high:g}")
+        merged[name] = kind(value)
+    if "min_points" in merged and merged["min_points"] > merged["window"]:
+        raise ParamError("params.min_points", "must not exceed the window")
+    if rule == GPU_UTIL_COLLAPSE and merged["below"] >= merged["above"]:
+        raise ParamError("params.below", "must be lower than `above`")
+    return merged
+
+
+def active_rules(configured: Iterable[tuple[str, bool, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """The rules to evaluate and their parameters: the defaults, overridden by a project's (rule, enabled, params)."""
+    active = {rule: dict(DEFAULTS[rule]) for rule in ENABLED_BY_DEFAULT}
+    for rule, enabled, params in configured:
+        if enabled:
+            active[rule] = {**DEFAULTS[rule], **params}
+        else:
+            active.pop(rule, None)
+    return active
+
+
+def rules_for_key(key: str) -> tuple[str, ...]:
+    lowered = key.lower()
+    rules = [NON_FINITE]
+    if "loss" in lowered:
+        rules += [LOSS_SPIKE, LOSS_PLATEAU]
+    if "grad_norm" in lowered:
+        rules.append(GRAD_NORM_EXPLOSION)
+    if any(name in lowered for name in THROUGHPUT_KEYS):
+        rules.append(THROUGHPUT_DROP)
+    if fnmatchcase(lowered, GPU_UTIL_PATTERN):
+        rules.append(GPU_UTIL_COLLAPSE)
+    return tuple(rules)
+
+
+def evaluate_batch(state: Mapping[str, Any], points: Iterable[tuple[str, int, float]],
+                   rules: Mapping[str, Mapping[str, float]], attempt: int) -> tuple[list[Event], dict[str, Any]]:
+    """Evaluate a batch's (key, step, value) points against the run's detector `state`.
+
+    Returns the events in step order (a Finding when a rule starts firing on a key, a Cleared when it stops) and the
+    new state; `state` is not modified. A step at or below the last one seen of a key is skipped (a retried batch),
+    unless the batch belongs to a later attempt (a restart from a checkpoint logs those steps again)."""
+    by_key: dict[str, list[tuple[int, float]]] = {}
+    for key, step, value in points:
+        by_key.setdefault(key, []).append((step, value))
+    resumed = attempt != state.get("attempt", attempt)
+    keys: dict[str, dict[str, Any]] = dict(state.get("keys", {}))
+    events: list[Event] = []
+    for key, series in by_key.items():
+        found, keys[key] = evaluate_key(key, keys.get(key, {}), series, rules, resumed=resumed)
+        events += found
+    events.sort(key=lambda e: -1 if e.step is None else e.step)
+    return events, {**state, "attempt": attempt, "keys": keys}
+
+
+def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int, float]],
+                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False) -> tuple[list[Event],
+                                                                                            dict[str, Any]]:
+    """One key: `state` holds "w" (the recent finite values, oldest first), "s" (the last step seen), "on" (the
+    rules firing), and the plateau's "best"/"bs" and the GPU rule's "low"/"high" counters."""
+    st: dict[str, Any] = {**state, "w": list(state.get("w", [])), "on": list(state.get("on", []))}
+    names = [rule for rule in rules_for_key(key) if rule in rules]
+    size = max((int(rules[r]["window"]) for r in names if r in WINDOW_RULES), default=0)
+    firing = set(st["on"])
+    last = -1 if resumed else st.get("s", -1)
+    events: list[Event] = []
+    for step, value in sorted(points):
+        if step <= last:
+            continue
+        last = step
+        verdicts = {rule: _CHECKS[rule](key, step, value, st, rules[rule]) for rule in names}
+        for rule, verdict in verdicts.items():
+            if isinstance(verdict, str) and rule not in firing:
+                firing.add(rule)
+                events.append(Finding(rule, key, step, value, verdict))
+            elif verdict is False and rule in firing:
+                firing.discard(rule)
+                events.append(Cleared(rule, key, step))
+        # An anomalous value stays out of the baseline it is judged against, so a lasting drop keeps alerting.
+        if size and math.isfinite(value) and not any(isinstance(verdicts.get(r), str) for r in WINDOW_RULES):
+            st["w"] = [*st["w"], value][-size:]
+    st["s"], st["on"] = last, sorted(firing)
+    if not size:
+        st.pop("w")
+    return events, st
+
+
+# A check returns a message (firing), False (the condition does not hold) or None (no judgement on this point: a
+# non-finite value for a value rule, too short a window), which keeps the rule's status as it was.
+Verdict = str | bool | None
+
+
+def _non_finite(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
+    if math.isfinite(value):
+        return False
+    return f"{key} is {_shown(value)} at step {step}"
+
+
+def _loss_spike(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
+    window = st["w"][-int(params["window"]):]
+    if not math.isfinite(value) or len(window) < params["min_points"]:
+        return None
+    median = statistics.median(window)
+    mad = statistics.median(abs(x - median) for x in window)
+    # A flat window has no spread: a relative floor keeps a change in the 4th digit from being "infinitely" rare.
+    scale = max(_MAD_TO_SIGMA * mad, 1e-3 * abs(median), 1e-12)
+    z = (value - median) / scale
+    if z <= params["z"]:
+        return False
+    return (f"{key} jumped to {value:.4g} at step {step}: {z:.1f} robust standard deviations above the median "
+            f"{median:.4g} of the previous {len(window)} points (threshold {params['z']:g})")
+
+
+def _loss_plateau(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
+    if not math.isfinite(value):
+        return None
+    best = st.get("best")
+    if best is None or value < best - params["min_delta"] * abs(best):
+        st["best"], st["bs"] = value, step
+        return False
+    if step - st["bs"] < params["steps"]:
+        return False
+    return (f"{key} has not improved by more than {params['min_delta']:.2%} on its best {best:.4g} (step "
+            f"{st['bs']}) for {step - st['bs']} steps")
+
+
+def _grad_norm_explosion(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
+    if not math.isfinite(value):
+        return f"{key} is {_shown(value)} at step {step}"
+    window = st["w"][-int(params["window"]):]
+    if len(window) < params["min_points"]:
+        return None
+    median = statistics.median(window)
+    if median <= 0 or value <= params["factor"] * median:
+        return False
+    return (f"{key} is {value:.4g} at step {step}: {value / median:.1f}x the median {median:.4g} of the previous "
+            f"{len(window)} points (threshold {params['factor']:g}x)")
+
+
+def _throughput_drop(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
+    window = st["w"][-int(params["window"]):]
+    if not math.isfinite(value) or len(window) < params["min_points"]:
+        return None
+    median = statistics.median(window)
+    if median <= 0 or value >= params["fraction"] * median:
+        return False
+    return (f"{key} fell to {value:.4g} at step {step}: {value / median:.0%} of the median {median:.4g} of the "
+            f"previous {len(window)} points (threshold {params['fraction']:.0%})")
+
+
+def _gpu_util_collapse(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
+    if not math.isfinite(value):
+        return None
+    if value >= params["above"]:
+        st["high"] = True
+    st["low"] = st.get("low", 0) + 1 if value < params["below"] else 0
+    if not st.get("high") or st["low"] < params["points"]:
+        return False
+    return (f"{key} has been below {params['below']:g} for {st['low']} points (now {value:.3g} at step {step}) "
+            f"after having been above {params['above']:g}")
+
+
+_CHECKS = {NON_FINITE: _non_finite, LOSS_SPIKE: _loss_spike, LOSS_PLATEAU: _loss_plateau,
+           GRAD_NORM_EXPLOSION: _grad_norm_explosion, THROUGHPUT_DROP: _throughput_drop,
+           GPU_UTIL_COLLAPSE: _gpu_util_collapse}
+
+
+def hung_run(idle_seconds: float, last_step: int | None, params: Mapping[str, float]) -> Finding | None:
+    """A running job's run that logged no new step for `params["minutes"]`."""
+    if idle_seconds < params["minutes"] * 60:
+        return None
+    where = f" (last step {last_step})" if last_step is not None else ""
+    return Finding(HUNG_RUN, "", last_step, None, f"the job is running but its run logged no new step for "
+                   f"{idle_seconds / 60:.0f} minutes{where}; threshold {params['minutes']:g} minutes")
+
+
+def _shown(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
