@@ -28,6 +28,15 @@ JOBS = [
     ("language", "alice", "ascend-port-test", "eval", "pytorch", "ascend-910b", 2, 8, 600, "normal", "none"),
 ]
 
+# The experiment each demo job's run is logged to, and the failures the simulated curves inject
+# (tracking/demo.py): a run diverging to NaN and one whose throughput collapses, both within a minute of `make run`.
+EXPERIMENTS = {"llama-70b-pretrain": "llama-70b", "sft-chat-v3": "chat-sft", "eval-mmlu": "evals",
+               "vit-g-pretrain": "vit-g", "detector-sft": "detector", "clip-ablation-1": "clip-ablations",
+               "clip-ablation-2": "clip-ablations", "vision-big-sweep": "vision-sweep", "ppo-locomotion": "locomotion",
+               "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port"}
+LABELS = {"eval-mmlu": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
+          "detector-sft": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
+
 
 def seed_jobs() -> int:
     if Job.objects.exists():
@@ -47,5 +56,6 @@ def seed_jobs() -> int:
             "priority_class": PriorityClass.objects.get(name=priority), "topology": topology,
             "max_runtime": duration * 2, "duration": duration, "retry_limit": 2,
             "checkpoint_path": f"s3://acme-ckpt/{project}/{name}", "launcher_options": options,
+            "experiment": EXPERIMENTS[name], "labels": LABELS.get(name, {}),
         })
     return len(JOBS)
