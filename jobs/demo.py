@@ -29,13 +29,14 @@ JOBS = [
 ]
 
 # The experiment each demo job's run is logged to, and the failures the simulated curves inject
-# (tracking/demo.py): a run diverging to NaN and one whose throughput collapses, both within a minute of `make run`.
+# (tracking/demo.py): a run diverging to NaN and one whose throughput collapses, both within a minute of `make run`
+# (jobs the scheduler admits at once).
 EXPERIMENTS = {"llama-70b-pretrain": "llama-70b", "sft-chat-v3": "chat-sft", "eval-mmlu": "evals",
                "vit-g-pretrain": "vit-g", "detector-sft": "detector", "clip-ablation-1": "clip-ablations",
                "clip-ablation-2": "clip-ablations", "vision-big-sweep": "vision-sweep", "ppo-locomotion": "locomotion",
                "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port"}
-LABELS = {"eval-mmlu": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
-          "detector-sft": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
+LABELS = {"sft-chat-v3": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
+          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
 
 
 def seed_jobs() -> int:
