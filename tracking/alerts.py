@@ -10,6 +10,7 @@ while a condition lasts, more bad points change nothing.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -68,6 +69,12 @@ def evaluate_points(run: Run, points: Sequence[CleanPoint], attempt: int, now: d
     return ["detector_state", "last_step", "last_step_at"]
 
 
+def _finite(value: float | None) -> float | None:
+    """The value an alert keeps: NaN and infinities are named by its message, and JSON (the API, webhooks) has no
+    spelling for them."""
+    return value if value is not None and math.isfinite(value) else None
+
+
 def _open(run: Run, finding: anomaly.Finding, settings: RuleSettings, now: datetime) -> Alert | None:
     """Open an alert unless one is open for the same rule and key; then the rule's action, if any."""
     if Alert.objects.filter(run=run, rule=finding.rule, key=finding.key, resolved_at=None).exists():
@@ -75,7 +82,8 @@ def _open(run: Run, finding: anomaly.Finding, settings: RuleSettings, now: datet
     try:
         with transaction.atomic():
             alert = Alert.objects.create(run=run, rule=finding.rule, key=finding.key, step=finding.step,
-                                         value=finding.value, message=finding.message[:500], opened_at=now)
+                                         value=_finite(finding.value), message=finding.message[:500],
+                                         opened_at=now)
     except IntegrityError:  # opened concurrently (the hung-run check does not hold ingestion's lock first)
         return None
     _notify(alert, "alert.opened")
