@@ -233,6 +233,8 @@ def mlflow_url(endpoint: str, project: str = "vision") -> str:
     ("member", "post", "runs/log-batch", "[1, 2]", 400, "INVALID_PARAMETER_VALUE"),
     ("member", "post", "runs/search", '{"filter": "params.a = 1 OR params.b = 2"}', 400, "INVALID_PARAMETER_VALUE"),
     ("member", "post", "runs/search", '{"page_token": "bm9wZQ=="}', 400, "INVALID_PARAMETER_VALUE"),
+    ("member", "post", "runs/search", '{"filter": "attributes.start_time > inf"}', 400, "INVALID_PARAMETER_VALUE"),
+    ("member", "post", "runs/create", '{"experiment_id": "0", "tags": "oops"}', 400, "INVALID_PARAMETER_VALUE"),
     ("member", "get", "runs/log-batch", {}, 405, "BAD_REQUEST"),
     ("member", "post", "runs/log-inputs", "{}", 404, "ENDPOINT_NOT_FOUND"),
     ("nobody", "get", "runs/get", {"run_id": "1"}, 401, "UNAUTHENTICATED"),
@@ -262,4 +264,7 @@ def test_a_finished_run_takes_no_more_data(run, run_client):
     response = run_client.post(mlflow_url("runs/log-metric"), {"run_id": str(run.pk), "key": "loss", "value": 1,
                                                                 "step": 0, "timestamp": 0}, format="json")
     assert response.status_code == 400 and response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
-    assert not Point.objects.filter(series__run=run).exists()
+    reopen = run_client.post(mlflow_url("runs/update"), {"run_id": str(run.pk), "status": "RUNNING"}, format="json")
+    assert reopen.status_code == 400 and reopen.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED and not Point.objects.filter(series__run=run).exists()

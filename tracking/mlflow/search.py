@@ -10,6 +10,7 @@ Anything else is INVALID_PARAMETER_VALUE, never silently ignored.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -134,6 +135,8 @@ def _condition(alias: str, clause: Clause, kind: str) -> Q:
             raise invalid(f"Invalid comparator {op!r} for {clause.entity}.{clause.key}; use =, !=, <, <=, > or >=.")
         value = _number(clause.value)
         if kind == "time":
+            if not math.isfinite(value):
+                raise invalid(f"{clause.key} takes a time in milliseconds, got {clause.value[:100]}.")
             value = from_ms(int(value))
         if op == "!=":
             return ~Q(**{alias: value}) & Q(**{f"{alias}__isnull": False})

@@ -121,6 +121,9 @@ def runs_get(request: Request, scope: Scope, body: dict) -> dict:
 
 def runs_update(request: Request, scope: Scope, body: dict) -> dict:
     run = writable_run(scope, run_id(body))
+    if scope.token_run is not None and run.is_finished:
+        # A run token stops writing when its run finishes; only a new attempt of the job reopens the run.
+        raise invalid(f"Run {run.pk} is {run.status.lower()}: its run token changes it no more.")
     end = integer(body, "end_time")
     services.run_update(run=run, name=text(body, "run_name", required=False) or None,
                         status=text(body, "status", required=False) or None,
