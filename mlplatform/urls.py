@@ -20,6 +20,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    path("mlflow/<slug:project>/api/2.0/mlflow/", include("tracking.mlflow.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),

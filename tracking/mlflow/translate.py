@@ -1,0 +1,148 @@
+"""MLflow's REST shapes to and from Tidal's experiments and runs: the request fields read with MLflow's error for
+a bad one, and the entities rendered as MLflow's JSON (proto3 JSON: NaN and infinities as strings)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from tracking.mlflow.errors import invalid
+from tracking.models import Experiment, Run
+
+DEFAULT_EXPERIMENT_ID = "0"  # the id MLflow's client sends when no experiment is set: the project's "Default"
+RUN_NAME_TAG = "mlflow.runName"
+NOTE_TAG = "mlflow.note.content"
+# Tidal keeps no artifacts. A scheme no artifact repository handles makes the client's `log_artifact` fail at once
+# with MLflow's own "no registered artifact repository" error, instead of writing into the job's working directory
+# (what an empty URI would do) or sending files to an endpoint that does not exist.
+ARTIFACT_URI = "tidal-no-artifacts:/"
+# Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset).
+UNSTORED_METRIC_FIELDS = frozenset({"model_id", "dataset_name", "dataset_digest", "run_id"})
+MAX_ID_DIGITS = 18  # beyond a 64-bit primary key: no such object, rather than an overflow in the database
+
+
+def ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
+def from_ms(value: int) -> datetime:
+    try:
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise invalid(f"{value} is not a time in milliseconds since the epoch.") from None
+
+
+def number(value: float | None) -> float | str:
+    """A metric value in proto3 JSON; None is how a run's summary keeps a last value that was NaN or infinite."""
+    if value is None or math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def pk_of(value: str) -> int | None:
+    """The primary key an MLflow id names, or None when it names nothing Tidal could hold."""
+    return int(value) if value.isdigit() and len(value) <= MAX_ID_DIGITS else None
+
+
+# Request fields. GET endpoints read the query string (all strings), POST ones a JSON object.
+
+def text(body: dict, name: str, *, required: bool = True) -> str:
+    value = body.get(name)
+    if value is None or value == "":
+        if required:
+            raise invalid(f"Missing value for required parameter '{name}'.")
+        return ""
+    if not isinstance(value, str):
+        raise invalid(f"Parameter '{name}' must be a string.")
+    return value
+
+
+def integer(body: dict, name: str) -> int | None:
+    """An int64 field: a JSON number, or a string of digits (proto3 JSON writes int64 either way)."""
+    value = body.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"Parameter '{name}' must be an integer.")
+    return value
+
+
+def run_id(body: dict) -> str:
+    """MLflow's client sends both `run_id` and its older name `run_uuid`."""
+    return text(body, "run_id", required=False) or text(body, "run_uuid")
+
+
+def strings(body: dict, name: str) -> list[str]:
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise invalid(f"Parameter '{name}' must be a list of strings.")
+    return value
+
+
+def metric_points(metrics: Any) -> Any:
+    """MLflow metrics as Tidal points; anything malformed is passed on for the validator to name."""
+    if not isinstance(metrics, list):
+        return metrics
+    return [{k: v for k, v in m.items() if k not in UNSTORED_METRIC_FIELDS} if isinstance(m, dict) else m
+            for m in metrics]
+
+
+def decode_page_token(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        offset = json.loads(base64.b64decode(token, validate=True))["offset"]
+    except (binascii.Error, ValueError, TypeError, KeyError):
+        raise invalid(f"Invalid page token {token[:50]!r}.") from None
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise invalid(f"Invalid page token {token[:50]!r}.")
+    return offset
+
+
+def encode_page_token(offset: int) -> str:
+    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+# Entities.
+
+def experiment(exp: Experiment) -> dict:
+    created = ms(exp.created_at)
+    return {"experiment_id": str(exp.pk), "name": exp.name, "artifact_location": ARTIFACT_URI,
+            "lifecycle_stage": "active", "creation_time": created, "last_update_time": created,
+            "tags": [{"key": NOTE_TAG, "value": exp.description}] if exp.description else []}
+
+
+def run_info(run: Run) -> dict:
+    info = {"run_id": str(run.pk), "run_uuid": str(run.pk), "run_name": run.name,
+            "experiment_id": str(run.experiment_id), "user_id": run.user_name, "status": run.status,
+            "start_time": ms(run.started_at), "artifact_uri": ARTIFACT_URI, "lifecycle_stage": "active"}
+    if run.ended_at is not None:
+        info["end_time"] = ms(run.ended_at)
+    return info
+
+
+def run(run: Run) -> dict:
+    """A run with its latest metrics, read from the run's summary (the runs table's figures: no points read)."""
+    started = ms(run.started_at)
+    metrics = [{"key": key, "value": number(entry.get("last")), "step": max(entry.get("step", 0), 0),
+                "timestamp": entry.get("ts", started)} for key, entry in sorted(run.summary.items())]
+    tags = {**run.tags, RUN_NAME_TAG: run.name}
+    return {"info": run_info(run),
+            "data": {"metrics": metrics, "params": _pairs(run.params), "tags": _pairs(tags)},
+            "inputs": {}}
+
+
+def _pairs(values: dict[str, str]) -> list[dict]:
+    return [{"key": key, "value": value} for key, value in sorted(values.items())]
+
+
+def history_point(key: str, step: int, timestamp: int, value: float) -> dict:
+    return {"key": key, "value": number(value), "step": step, "timestamp": timestamp}

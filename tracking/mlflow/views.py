@@ -1,0 +1,194 @@
+"""The MLflow endpoints: each a small function of (request, scope, body) returning MLflow's response body.
+
+`MlflowEndpoint` gives every one of them Tidal's tracking authentication (a run token, a user's token or session),
+the run-token throttle (a job's logging has its own allowance), the URL project's scope, and MLflow's error shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tracking import services
+from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken
+from tracking.mlflow import errors, search, translate
+from tracking.mlflow.errors import invalid
+from tracking.mlflow.selectors import (
+    Scope,
+    experiment_in,
+    experiment_named,
+    metric_history,
+    require_creator,
+    run_in,
+    runs_of,
+    scope_of,
+    writable_run,
+)
+from tracking.mlflow.translate import DEFAULT_EXPERIMENT_ID, integer, run_id, strings, text
+
+Handler = Callable[[Request, Scope, dict], dict]
+SEARCH_MAX_RESULTS = 50_000  # MLflow's own limit for runs/search
+SEARCH_DEFAULT_RESULTS = 1_000
+
+
+class MlflowEndpoint(APIView):
+    authentication_classes = AUTHENTICATION_CLASSES
+    permission_classes = [UserOrRunToken]
+    throttle_classes = [RunTokenThrottle]
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+    answer: Handler | None = None  # set per URL by as_view(answer=...)
+
+    def get_exception_handler(self) -> Callable:
+        return errors.exception_handler
+
+    def get(self, request: Request, project: str) -> Response:
+        return Response(self.answer(request, scope_of(request, project), request.query_params.dict()))
+
+    def post(self, request: Request, project: str) -> Response:
+        body = request.data
+        if not isinstance(body, dict):
+            raise invalid("The request body must be a JSON object.")
+        return Response(self.answer(request, scope_of(request, project), body))
+
+
+def endpoint(answer: Handler, method: str) -> Callable:
+    return MlflowEndpoint.as_view(answer=answer, http_method_names=[method.lower(), "options"])
+
+
+@csrf_exempt  # it reads nothing and changes nothing: the client's POSTs must get this answer, not a CSRF page
+def unknown_endpoint(request: HttpRequest, project: str, rest: str) -> JsonResponse:
+    """Endpoints Tidal does not serve (datasets, logged models, traces, deletion...): MLflow's answer for them."""
+    message = f"Tidal does not serve MLflow's {rest[:100]!r} endpoint; see docs/mlflow.md for those it does."
+    return JsonResponse(errors.body("ENDPOINT_NOT_FOUND", message), status=404)
+
+
+# Experiments
+
+def experiments_get_by_name(request: Request, scope: Scope, body: dict) -> dict:
+    return {"experiment": translate.experiment(experiment_named(scope, text(body, "experiment_name")))}
+
+
+def experiments_get(request: Request, scope: Scope, body: dict) -> dict:
+    return {"experiment": translate.experiment(experiment_in(scope, text(body, "experiment_id")))}
+
+
+def experiments_create(request: Request, scope: Scope, body: dict) -> dict:
+    """`artifact_location` and experiment tags are accepted and not kept (Tidal stores no artifacts)."""
+    require_creator(scope, "experiments")
+    name = text(body, "name")
+    if len(name) > 200:
+        raise invalid(f"An experiment name is at most 200 characters; this one has {len(name)}.")
+    created = services.experiment_create(project=scope.project, name=name)
+    return {"experiment_id": str(created.pk)}
+
+
+# Runs
+
+def runs_create(request: Request, scope: Scope, body: dict) -> dict:
+    require_creator(scope, "runs")
+    experiment_id = text(body, "experiment_id", required=False) or DEFAULT_EXPERIMENT_ID
+    if experiment_id == DEFAULT_EXPERIMENT_ID:
+        experiment = services.experiment_get_or_create(project=scope.project, name=services.DEFAULT_EXPERIMENT)
+    else:
+        experiment = experiment_in(scope, experiment_id)
+    tags = body.get("tags") or []
+    name = text(body, "run_name", required=False) or _tag(tags, translate.RUN_NAME_TAG)
+    start = integer(body, "start_time")
+    run = services.run_create(project=scope.project, experiment=experiment, name=name, user=request.user,
+                              tags=tags, started_at=translate.from_ms(start) if start is not None else None)
+    return {"run": translate.run(run)}
+
+
+def _tag(tags: object, key: str) -> str:
+    if isinstance(tags, list):
+        for tag in tags:
+            if isinstance(tag, dict) and tag.get("key") == key and isinstance(tag.get("value"), str):
+                return tag["value"]
+    return ""
+
+
+def runs_get(request: Request, scope: Scope, body: dict) -> dict:
+    return {"run": translate.run(run_in(scope, run_id(body)))}
+
+
+def runs_update(request: Request, scope: Scope, body: dict) -> dict:
+    run = writable_run(scope, run_id(body))
+    if scope.token_run is not None and run.is_finished:
+        # A run token stops writing when its run finishes; only a new attempt of the job reopens the run.
+        raise invalid(f"Run {run.pk} is {run.status.lower()}: its run token changes it no more.")
+    end = integer(body, "end_time")
+    services.run_update(run=run, name=text(body, "run_name", required=False) or None,
+                        status=text(body, "status", required=False) or None,
+                        ended_at=translate.from_ms(end) if end is not None else None)
+    return {"run_info": translate.run_info(run)}
+
+
+def runs_search(request: Request, scope: Scope, body: dict) -> dict:
+    max_results = integer(body, "max_results") or SEARCH_DEFAULT_RESULTS
+    if not 0 < max_results <= SEARCH_MAX_RESULTS:
+        raise invalid(f"max_results must be between 1 and {SEARCH_MAX_RESULTS}.")
+    if body.get("run_view_type") in ("DELETED_ONLY", 2):  # Tidal deletes no run softly: there are none
+        return {}
+    filter_string = body.get("filter") or ""
+    if not isinstance(filter_string, str):
+        raise invalid("Parameter 'filter' must be a string.")
+    runs = search.apply_filter(runs_of(scope, strings(body, "experiment_ids")), filter_string)
+    runs = search.order(runs, strings(body, "order_by"))
+    offset = translate.decode_page_token(text(body, "page_token", required=False))
+    page = list(runs[offset:offset + max_results + 1])
+    found = {"runs": [translate.run(run) for run in page[:max_results]]}
+    if len(page) > max_results:
+        found["next_page_token"] = translate.encode_page_token(offset + max_results)
+    return found
+
+
+# Logging: every write goes through services.run_log_batch (validated, all or nothing, idempotent).
+
+def runs_log_batch(request: Request, scope: Scope, body: dict) -> dict:
+    run = writable_run(scope, run_id(body))
+    services.run_log_batch(run_id=run.pk, metrics=translate.metric_points(body.get("metrics")),
+                           params=body.get("params"), tags=body.get("tags"))
+    return {}
+
+
+def runs_log_metric(request: Request, scope: Scope, body: dict) -> dict:
+    run = writable_run(scope, run_id(body))
+    point = {name: body[name] for name in ("key", "value", "step", "timestamp") if name in body}
+    services.run_log_batch(run_id=run.pk, metrics=[point])
+    return {}
+
+
+def runs_log_parameter(request: Request, scope: Scope, body: dict) -> dict:
+    run = writable_run(scope, run_id(body))
+    services.run_log_batch(run_id=run.pk, params=[{"key": body.get("key"), "value": body.get("value")}])
+    return {}
+
+
+def runs_set_tag(request: Request, scope: Scope, body: dict) -> dict:
+    run = writable_run(scope, run_id(body))
+    services.run_log_batch(run_id=run.pk, tags=[{"key": body.get("key"), "value": body.get("value")}])
+    return {}
+
+
+# Metrics
+
+def metrics_get_history(request: Request, scope: Scope, body: dict) -> dict:
+    run = run_in(scope, run_id(body))
+    key = text(body, "metric_key")
+    points = metric_history(run, key)
+    max_results = integer(body, "max_results")
+    offset = translate.decode_page_token(text(body, "page_token", required=False))
+    end = len(points) if max_results is None else offset + max(max_results, 1)
+    found = {"metrics": [translate.history_point(key, *point) for point in points[offset:end]]}
+    if end < len(points):
+        found["next_page_token"] = translate.encode_page_token(end)
+    return found
+
