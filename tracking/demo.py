@@ -41,6 +41,7 @@ ANOMALY_STEP_LABEL = "sim.tidal.dev/anomaly-step"
 DEFAULT_ANOMALY_STEP = 300
 EXPLOSION_STEPS = 50  # a diverging run's gradient norm explodes this long before the loss is NaN
 COLLAPSE_STEPS = 600
+PEAK_LRS = (1e-4, 2e-4, 3e-4, 6e-4)
 SIMULATED = "simulated"  # clusters.models.Cluster.Backend.SIMULATED (tracking does not import clusters)
 
 
@@ -63,7 +64,8 @@ def log_simulated_runs(now: datetime | None = None) -> int:
         metrics = [{"key": key, "step": step, "value": value, "timestamp": int(now.timestamp() * 1000)}
                    for step in steps for key, value in curves(job.pk, step, total, anomaly_of(job.labels)).items()]
         try:
-            logged += services.run_log_batch(run_id=run.pk, metrics=metrics)
+            logged += services.run_log_batch(run_id=run.pk, metrics=metrics,
+                                             params=params(job.pk, total) if run.last_step is None else None)
         except services.RunFinished:  # the job ended between the read and the write
             continue
     return logged
@@ -79,12 +81,25 @@ def anomaly_of(labels: dict) -> tuple[str, int] | None:
         return kind, DEFAULT_ANOMALY_STEP
 
 
+def params(seed: int, total: int) -> dict[str, str]:
+    """The hyper-parameters job `seed` "trains" with: the same per-job constants its curves are drawn from."""
+    shape = random.Random(seed)
+    pick = random.Random(seed + 7)
+    return {"lr": str(shape.choice(PEAK_LRS)), "warmup_steps": str(warmup_steps(total)), "total_steps": str(total),
+            "batch_size": str(pick.choice([32, 64, 128, 256])), "seq_len": str(pick.choice([2048, 4096, 8192])),
+            "optimizer": "adamw", "weight_decay": str(pick.choice([0.0, 0.01, 0.1])), "seed": str(seed)}
+
+
+def warmup_steps(total: int) -> int:
+    return max(LOG_EVERY, min(2_000, total // 20))
+
+
 def curves(seed: int, step: int, total: int, anomaly: tuple[str, int] | None = None) -> dict[str, float | str]:
     """The metrics job `seed` logs at `step` of `total`: per-job constants from `seed`, noise from (seed, step)."""
     shape = random.Random(seed)
     noise = random.Random(seed * 1_000_003 + step)
-    peak_lr = shape.choice([1e-4, 2e-4, 3e-4, 6e-4])
-    warmup = max(LOG_EVERY, min(2_000, total // 20))
+    peak_lr = shape.choice(PEAK_LRS)
+    warmup = warmup_steps(total)
     start, floor = shape.uniform(9.5, 11.0), shape.uniform(1.6, 2.6)
     tau = total * shape.uniform(0.12, 0.25)
     tokens = shape.uniform(2e4, 2.5e5)

@@ -13,6 +13,7 @@ from jobs.models import Attempt
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
 from tracking import demo
 from tracking.models import Alert, Point, Run
+from tracking.selectors import full_series
 from tracking.series import anomaly
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +39,9 @@ def test_a_running_simulated_job_gets_increasing_steps_as_time_passes(tenant, in
     assert first == list(range(0, 300, demo.LOG_EVERY))  # 30 s at 10 steps/s, a point every 10 steps
     assert set(job_run.summary) == {"train/loss", "eval/loss", "train/lr", "train/grad_norm", "train/tokens_per_s",
                                     "system/gpu_util"}
+    job_run.refresh_from_db()
+    peak = max(v for _, v in full_series(job_run, "train/lr"))
+    assert float(job_run.params["lr"]) >= peak > 0 and job_run.params["optimizer"] == "adamw"  # the curves' own lr
     demo.log_simulated_runs(now=timezone.now() + timedelta(seconds=10))
     second = steps(job_run)
     assert second[:len(first)] == first and len(second) == len(first) + 10 and second == sorted(set(second))
