@@ -9,4 +9,5 @@ urlpatterns = [
     path("experiments/<int:pk>/", views.experiment_detail, name="experiment_detail"),
     path("runs/compare/", views.run_compare, name="run_compare"),
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
+    path("mlflow/<slug:project>/", views.mlflow_links, name="mlflow_links"),
 ]

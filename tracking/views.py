@@ -321,3 +321,10 @@ def project_alerts_panel(request: HttpRequest, project: Project) -> dict:
               .order_by("-opened_at", "-id"))
     shown = list(alerts[:PANEL_ALERTS + 1])  # one more than shown tells whether there are more, without a count
     return {"alerts": shown[:PANEL_ALERTS], "more": len(shown) > PANEL_ALERTS}
+
+
+@login_required
+def mlflow_links(request: HttpRequest, project: str) -> HttpResponse:
+    """Where the links MLflow's client prints (its UI at the tracking URI) land: the page sends them on to the run
+    or experiment they name."""
+    return render(request, "tracking/mlflow_links.html")

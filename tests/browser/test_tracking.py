@@ -125,3 +125,12 @@ def test_live_mode_appends_new_points_and_stops_when_the_run_ends(tenant, browse
     page.wait_for_function("document.querySelector('#live-state').textContent === 'the run has ended'",
                            timeout=20_000)
     assert page.locator("#run-status").inner_text() == "Finished"
+
+
+def test_the_links_mlflows_client_prints_open_the_run_in_tidal(tenant, browser_page):
+    run = logged_run(tenant, "from-mlflow", "0.1", 300)
+    sign_in(browser_page, tenant.users["member"])
+    browser_page.goto(f"/mlflow/{tenant.project.slug}/#/experiments/{run.experiment_id}/runs/{run.pk}")
+    browser_page.wait_for_url(re.compile(rf"/runs/{run.pk}/$"))
+    browser_page.goto(f"/mlflow/{tenant.project.slug}/#/experiments/{run.experiment_id}")
+    browser_page.wait_for_url(re.compile(rf"/experiments/{run.experiment_id}/$"))
