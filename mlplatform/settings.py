@@ -209,8 +209,10 @@ TIDAL = {
     "KUBE_SWEEP_INTERVAL": env_float("TIDAL_KUBE_SWEEP_INTERVAL", 300.0, minimum=1.0),
     "KUBE_LOG_LINES": env_int("TIDAL_KUBE_LOG_LINES", 50, minimum=0),
     "LOG_FOLLOW_MAX_SECONDS": env_float("TIDAL_LOG_FOLLOW_MAX_SECONDS", 3600.0, minimum=1.0),
-    # Where a job's process reaches this server to log its run (TIDAL_TRACKING_URL and MLflow's tracking URI).
+    # Where a job's process reaches this server to log its run (TIDAL_URL and MLflow's tracking URI).
     "URL": env_str("TIDAL_URL", "http://127.0.0.1:8000").rstrip("/"),
+    # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.
+    "TRACKING_RAW_RETENTION_DAYS": env_int("TIDAL_TRACKING_RAW_RETENTION_DAYS", 0, minimum=0),
 }
 # Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
 # the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.
@@ -220,6 +222,7 @@ CELERY_BEAT_SCHEDULE.update({
     "kube-orphan-sweep": {"task": "clusters.tasks.kube_sweep_orphans_task", "schedule": TIDAL["KUBE_SWEEP_INTERVAL"]},
     # Running jobs whose run stopped logging steps (docs/alerts.md).
     "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
+    "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

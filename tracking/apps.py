@@ -10,7 +10,7 @@ class TrackingConfig(AppConfig):
         from core.embedded import EMBEDDED_LOOPS
         from jobs import ports
         from tenancy.panels import Panel, register_project_panel
-        from tracking import alerts, demo, listeners  # noqa: F401  (listeners connects to the job state machine)
+        from tracking import alerts, demo, listeners, services  # noqa: F401  (listeners connects to the job state machine)
         from tracking.env import run_env
         from tracking.views import project_alerts_panel
 
@@ -19,4 +19,5 @@ class TrackingConfig(AppConfig):
         # Embedded mode (no Celery beat): the hung-run check as beat runs it, and the simulated jobs' curves (only
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).
         EMBEDDED_LOOPS.append(("tracking-hung-runs", alerts.check_hung_runs, 60.0, None))
+        EMBEDDED_LOOPS.append(("tracking-raw-retention", services.points_prune_raw, 3600.0, None))
         EMBEDDED_LOOPS.append(("tracking-demo-curves", demo.log_simulated_runs, demo.INTERVAL_SECONDS, None))

@@ -85,6 +85,7 @@ class Series(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series", db_index=False)
     key = models.CharField(max_length=250)
+    raw_pruned = models.BooleanField(default=False, help_text="Raw points deleted by retention: read from rollups.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="one_series_per_key")]

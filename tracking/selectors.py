@@ -19,7 +19,7 @@ from tenancy.selectors import User, project_ids_for_user
 from tracking.auth import RunCredential
 from tracking.models import Alert, AlertRule, Experiment, Point, Rollup, Run, RunStatus, Series, Webhook
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
-from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups
+from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups, extremes_of
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
 
@@ -70,11 +70,12 @@ def series(run: Run, key: str, *, max_points: int, min_step: int | None = None,
     finest rollup level with at most 4 x max_points chunks in it (tracking.series.rollup), so a month-long run
     costs a few thousand rows. From rollups, buckets are whole chunks: with a step range, the chunks at its two
     edges may add extremes from up to one chunk outside it (zooming in further reads raw points)."""
-    series_id = Series.objects.filter(run=run, key=key).values_list("id", flat=True).first()
-    if series_id is None:
+    found = Series.objects.filter(run=run, key=key).values_list("id", "raw_pruned").first()
+    if found is None:
         return Downsampled([], [], 0)
+    series_id, pruned = found
     written = _rollups(series_id, 0, min_step, max_step).aggregate(n=Sum("count"))["n"] or 0
-    if written <= max(RAW_LIMIT, max_points):
+    if not pruned and written <= max(RAW_LIMIT, max_points):
         return downsample(full_series(run, key, min_step=min_step, max_step=max_step), max_points)
     for level in range(len(LEVEL_STEPS)):
         rows = _rollups(series_id, level, min_step, max_step)
@@ -95,6 +96,13 @@ def _rollups(series_id: int, level: int, min_step: int | None, max_step: int | N
 
 def full_series(run: Run, key: str, *, min_step: int | None = None,
                 max_step: int | None = None) -> list[tuple[int, float]]:
+    """Every point of a key (the newest attempt's for a step logged twice). After retention deleted the raw
+    points, what is left: each 1,024-step chunk's minimum and maximum, and its first NaN, +Inf and -Inf."""
+    found = Series.objects.filter(run=run, key=key).values_list("id", "raw_pruned").first()
+    if found is not None and found[1]:
+        chunks = _rollups(found[0], 0, min_step, max_step).order_by("chunk").values_list(
+            "chunk", *Rollup.AGGREGATE_FIELDS)
+        return sorted({p for row in chunks for p in extremes_of(Aggregate(*row))}, key=lambda p: p[0])
     rows = Point.objects.filter(series__run=run, series__key=key)
     if min_step is not None:
         rows = rows.filter(step__gte=min_step)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -17,7 +18,7 @@ from jobs.states import State
 from tenancy.audit import delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
-from tracking.models import AlertRule, Experiment, Run, RunStatus, Webhook
+from tracking.models import AlertRule, Experiment, Point, Run, RunStatus, Series, Webhook
 from tracking.points import write_points
 from tracking.series import anomaly
 from tracking.series.validate import (
@@ -212,3 +213,18 @@ def webhook_save(*, actor: Any, webhook: Webhook, values: dict[str, Any]) -> Web
 
 def webhook_delete(*, actor: Any, webhook: Webhook) -> None:
     delete_audited(actor=actor, obj=webhook, fields=["url", "enabled"], project=webhook.project)
+
+
+def points_prune_raw(now: datetime | None = None, *, batch: int = 200) -> int:
+    """Delete the raw points of series whose run ended TIDAL_TRACKING_RAW_RETENTION_DAYS ago (at most `batch`
+    series a call); their reads then come from rollups. Returns the series pruned."""
+    days = settings.TIDAL["TRACKING_RAW_RETENTION_DAYS"]
+    if not days:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    ids = list(Series.objects.filter(raw_pruned=False, run__ended_at__lt=cutoff)
+               .exclude(run__status=RunStatus.RUNNING).values_list("pk", flat=True)[:batch])
+    with transaction.atomic():
+        Point.objects.filter(series_id__in=ids).delete()
+        Series.objects.filter(pk__in=ids).update(raw_pruned=True)
+    return len(ids)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 
 from celery import shared_task
 from celery.exceptions import Retry
@@ -14,7 +13,7 @@ from django.core.mail import send_mail
 from django.utils import timezone
 
 from tenancy.models import Membership, Role
-from tracking import alerts, webhooks
+from tracking import alerts, services, webhooks
 from tracking.models import Alert, Webhook
 
 logger = logging.getLogger(__name__)
@@ -28,12 +27,15 @@ def check_hung_runs() -> int:
     return alerts.check_hung_runs()
 
 
+@shared_task
+def prune_raw_points() -> int:
+    return services.points_prune_raw()
+
+
 def alert_body(alert: Alert, event: str) -> bytes:
-    """What a webhook receives (documented in docs/alerts.md); NaN and infinities as the series API writes them."""
+    """What a webhook receives (documented in docs/alerts.md); the value is null when it was NaN or infinite."""
     run = alert.run
     value = alert.value
-    if value is not None and not math.isfinite(value):
-        value = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     payload = {
         "event": event,
         "sent_at": timezone.now().isoformat(),

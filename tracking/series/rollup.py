@@ -84,6 +84,13 @@ def _first(x: int | None, y: int | None) -> int | None:
     return y if x is None else x if y is None else min(x, y)
 
 
+def extremes_of(chunk: Aggregate) -> list[Point]:
+    """The points a chunk keeps: its minimum and maximum, and its first NaN, +Inf and -Inf."""
+    kept = [(chunk.min_step, chunk.min_value), (chunk.max_step, chunk.max_value),
+            (chunk.nan_step, math.nan), (chunk.posinf_step, math.inf), (chunk.neginf_step, -math.inf)]
+    return [(step, value) for step, value in kept if step is not None and value is not None]
+
+
 def downsample_rollups(chunks: Sequence[Aggregate], max_points: int) -> Downsampled:
     """Chunks in chunk order -> at most `max_points` points: consecutive chunks grouped into max_points // 2
     buckets, each keeping its minimum and maximum (in step order); NaN and infinities as markers, the first of
