@@ -5,7 +5,8 @@ the runs table of an experiment with 5,000 runs.
 
 Targets: ingestion of 10,000-point batches >= 100,000 points/s with one client (more with four); the 1M-point
 series downsampled to 2,000 points < 100 ms; the runs table (5,000 runs, 20 params and 5 metrics each) sorted by a
-metric and filtered by a param < 200 ms through the API. Uses its own database (`tidal_bench_tracking` on the local
+metric and filtered by a param < 200 ms through the API (its page < 500 ms); the anomaly checks add <= 10% to
+ingestion CPU. Uses its own database (`tidal_bench_tracking` on the local
 PostgreSQL, or BENCH_TRACKING_DATABASE_URL). Client, gunicorn and PostgreSQL share this machine's cores, so the
 figures are a lower bound; CPU per batch of the server and of PostgreSQL is printed beside wall time.
 """
@@ -62,6 +63,38 @@ Run.objects.bulk_create(
     for i in range(5000))
 print(json.dumps({{"token": token, "runs": ingest, "long": long_run.pk, "table": table.pk}}))
 """
+
+
+# Ingestion CPU with and without the anomaly checks, batches alternating, in one process (the checks' share).
+ANOMALY_SHARE = """
+import json, statistics, time
+from tenancy.models import Project
+from tracking import alerts, services
+project = Project.objects.get(slug="bench")
+runs = {{"with": services.run_create(project=project, name="anomaly-on").pk,
+        "without": services.run_create(project=project, name="anomaly-off").pk}}
+real = alerts.evaluate_points
+cpu = {{"with": [], "without": []}}
+for batch in range(24):
+    for name in (("with", "without") if batch % 2 else ("without", "with")):
+        alerts.evaluate_points = real if name == "with" else (lambda run, points, attempt: [])
+        metrics = [{{"key": key, "value": 1.0 + ((step * 7919) % 101) / 1000, "step": step}}
+                   for key in {keys} for step in range(batch * 2000, batch * 2000 + 2000)]
+        started = time.process_time()
+        services.run_log_batch(run_id=runs[name], metrics=metrics)
+        cpu[name].append(time.process_time() - started)
+alerts.evaluate_points = real
+print(json.dumps({{name: statistics.median(values[4:]) * 1000 for name, values in cpu.items()}}))
+"""
+
+
+def anomaly_share(env: dict) -> str:
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", ANOMALY_SHARE.format(keys=KEYS)], cwd=ROOT,
+                         env=env, check=True, capture_output=True, text=True).stdout
+    cpu = json.loads(out.strip().splitlines()[-1])
+    share = cpu["with"] / cpu["without"] - 1
+    return (f"{cpu['without']:>12.1f}{cpu['with']:>12.1f}{share:>10.1%}  "
+            f"{'ok' if share <= 0.10 else 'FAIL'}")
 
 
 def prepare(env: dict, clients: int) -> dict:
@@ -200,6 +233,9 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=20)
+    print("\nAnomaly checks: ingestion CPU (ms per 10,000-point batch, in-process, median of 20 alternating)")
+    print(f"{'without':>12}{'with':>12}{'added':>10}  target <= 10%")
+    print(anomaly_share(env))
     print(f"  {os.cpu_count()} cores shared by the load client, gunicorn and PostgreSQL")
     return 0
 

@@ -57,6 +57,10 @@ GPU_UTIL_PATTERN = "system/gpu*util*"
 # The rules whose baseline is the key's rolling window of finite values.
 WINDOW_RULES = (LOSS_SPIKE, GRAD_NORM_EXPLOSION, THROUGHPUT_DROP)
 _MAD_TO_SIGMA = 1.4826  # the MAD of normal noise is 0.6745 sigma
+# Points between two computations of a key's window median (and MAD): each costs a sort of the window, and doing
+# it for every point made the checks cost more than the rest of ingestion. A point is judged against the window
+# as it was at most STRIDE - 1 points before it.
+STRIDE = 10
 
 
 class ParamError(ValueError):
@@ -161,31 +165,57 @@ def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int,
                                                                                             dict[str, Any]]:
     """One key: `state` holds "w" (the recent finite values, oldest first), "s" (the last step seen), "on" (the
     rules firing), and the plateau's "best"/"bs" and the GPU rule's "low"/"high" counters."""
-    st: dict[str, Any] = {**state, "w": list(state.get("w", [])), "on": list(state.get("on", []))}
+    st: dict[str, Any] = {**state, "w": list(state.get("w", [])), "on": list(state.get("on", [])), "_stats": {},
+                          "_n": 0}
     names = [rule for rule in rules_for_key(key) if rule in rules]
     size = max((int(rules[r]["window"]) for r in names if r in WINDOW_RULES), default=0)
     firing = set(st["on"])
     last = -1 if resumed else st.get("s", -1)
     events: list[Event] = []
+    checks = [(rule, _CHECKS[rule], rules[rule], rule in WINDOW_RULES) for rule in names]
     for step, value in sorted(points):
         if step <= last:
             continue
         last = step
-        verdicts = {rule: _CHECKS[rule](key, step, value, st, rules[rule]) for rule in names}
-        for rule, verdict in verdicts.items():
-            if isinstance(verdict, str) and rule not in firing:
+        baseline_fired = False
+        for rule, check, params, on_window in checks:
+            verdict = check(key, step, value, st, params)
+            if verdict is None:
+                continue
+            if verdict is False:
+                if rule in firing:
+                    firing.discard(rule)
+                    events.append(Cleared(rule, key, step))
+                continue
+            baseline_fired = baseline_fired or on_window
+            if rule not in firing:
                 firing.add(rule)
                 events.append(Finding(rule, key, step, value, verdict))
-            elif verdict is False and rule in firing:
-                firing.discard(rule)
-                events.append(Cleared(rule, key, step))
         # An anomalous value stays out of the baseline it is judged against, so a lasting drop keeps alerting.
-        if size and math.isfinite(value) and not any(isinstance(verdicts.get(r), str) for r in WINDOW_RULES):
-            st["w"] = [*st["w"], value][-size:]
+        if size and not baseline_fired and math.isfinite(value):
+            window = st["w"]
+            window.append(value)
+            if len(window) > 2 * size:  # trimmed now and then, not copied at every point
+                del window[:-size]
+            st["_n"] += 1
     st["s"], st["on"] = last, sorted(firing)
+    st["w"] = st["w"][-size:]
+    del st["_stats"], st["_n"]
     if not size:
         st.pop("w")
     return events, st
+
+
+def _window_stats(st: dict, size: int, *, spread: bool = False) -> tuple[float, float]:
+    """Median (and, with `spread`, the median absolute deviation) of the key's last `size` window values, computed
+    again once STRIDE values joined the window since the last time."""
+    known = st["_stats"].get(size)
+    if known is None or st["_n"] - known[2] >= STRIDE or (spread and known[1] is None):
+        window = st["w"][-size:]
+        median = statistics.median(window)
+        mad = statistics.median(abs(x - median) for x in window) if spread else None
+        known = st["_stats"][size] = (median, mad, st["_n"])
+    return known[0], known[1]
 
 
 # A check returns a message (firing), False (the condition does not hold) or None (no judgement on this point: a
@@ -200,18 +230,18 @@ def _non_finite(key: str, step: int, value: float, st: dict, params: Mapping[str
 
 
 def _loss_spike(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
-    window = st["w"][-int(params["window"]):]
-    if not math.isfinite(value) or len(window) < params["min_points"]:
+    size = int(params["window"])
+    count = min(size, len(st["w"]))
+    if not math.isfinite(value) or count < params["min_points"]:
         return None
-    median = statistics.median(window)
-    mad = statistics.median(abs(x - median) for x in window)
+    median, mad = _window_stats(st, size, spread=True)
     # A flat window has no spread: a relative floor keeps a change in the 4th digit from being "infinitely" rare.
     scale = max(_MAD_TO_SIGMA * mad, 1e-3 * abs(median), 1e-12)
     z = (value - median) / scale
     if z <= params["z"]:
         return False
     return (f"{key} jumped to {value:.4g} at step {step}: {z:.1f} robust standard deviations above the median "
-            f"{median:.4g} of the previous {len(window)} points (threshold {params['z']:g})")
+            f"{median:.4g} of the previous {count} points (threshold {params['z']:g})")
 
 
 def _loss_plateau(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
@@ -230,25 +260,27 @@ def _loss_plateau(key: str, step: int, value: float, st: dict, params: Mapping[s
 def _grad_norm_explosion(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
     if not math.isfinite(value):
         return f"{key} is {_shown(value)} at step {step}"
-    window = st["w"][-int(params["window"]):]
-    if len(window) < params["min_points"]:
+    size = int(params["window"])
+    count = min(size, len(st["w"]))
+    if count < params["min_points"]:
         return None
-    median = statistics.median(window)
+    median, _ = _window_stats(st, size)
     if median <= 0 or value <= params["factor"] * median:
         return False
     return (f"{key} is {value:.4g} at step {step}: {value / median:.1f}x the median {median:.4g} of the previous "
-            f"{len(window)} points (threshold {params['factor']:g}x)")
+            f"{count} points (threshold {params['factor']:g}x)")
 
 
 def _throughput_drop(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
-    window = st["w"][-int(params["window"]):]
-    if not math.isfinite(value) or len(window) < params["min_points"]:
+    size = int(params["window"])
+    count = min(size, len(st["w"]))
+    if not math.isfinite(value) or count < params["min_points"]:
         return None
-    median = statistics.median(window)
+    median, _ = _window_stats(st, size)
     if median <= 0 or value >= params["fraction"] * median:
         return False
     return (f"{key} fell to {value:.4g} at step {step}: {value / median:.0%} of the median {median:.4g} of the "
-            f"previous {len(window)} points (threshold {params['fraction']:.0%})")
+            f"previous {count} points (threshold {params['fraction']:.0%})")
 
 
 def _gpu_util_collapse(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:
