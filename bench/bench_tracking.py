@@ -17,21 +17,27 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import postgres_process, process_cpu_seconds, server_process_of  # noqa: E402
+from bench_api import postgres_process, process_cpu_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 10_000
+MLFLOW_BATCH = 1_000  # MLflow's log-batch limit
+MLFLOW_ENV = ROOT / "var" / "bench-mlflow"
 KEYS = ("train/loss", "train/lr", "train/tokens_per_s", "system/gpu_util", "train/grad_norm")
 SETUP = """
 import json, random
@@ -109,48 +115,79 @@ def prepare(env: dict, clients: int) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def batch_body(batch_no: int) -> bytes:
-    per_key = BATCH // len(KEYS)
+def process_group_of(server: subprocess.Popen) -> Callable[[int, int, str], bool]:
+    """The server's processes, however deep it forks its workers (started in a session of its own)."""
+    def matches(pid: int, ppid: int, name: str) -> bool:
+        try:
+            return os.getpgid(pid) == server.pid
+        except OSError:  # gone meanwhile
+            return False
+    return matches
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """One server's batch endpoint: where a run's batches go and what they look like."""
+
+    base: str
+    headers: dict
+    path: Callable[[str], str]
+    body: Callable[[str, int], bytes]
+    points: int  # per batch
+
+
+def tidal_batch(run: str, batch_no: int) -> bytes:
+    return json.dumps({"metrics": points_of(batch_no, BATCH)}).encode()
+
+
+def mlflow_batch(run: str, batch_no: int) -> bytes:
+    """MLflow's log-batch at its limit of 1,000 metrics a request, the same points."""
+    return json.dumps({"run_id": run, "metrics": [
+        {"key": p["key"], "value": p["value"], "step": p["step"], "timestamp": p["timestamp"]}
+        for p in points_of(batch_no, MLFLOW_BATCH)]}).encode()
+
+
+def points_of(batch_no: int, size: int) -> list[dict]:
+    per_key = size // len(KEYS)
     start = batch_no * per_key
-    return json.dumps({"metrics": [{"key": key, "value": 1.0 / (step + 1), "step": step,
-                                    "timestamp": 1_700_000_000_000 + step}
-                                   for key in KEYS for step in range(start, start + per_key)]}).encode()
+    return [{"key": key, "value": 1.0 / (step + 1), "step": step, "timestamp": 1_700_000_000_000 + step}
+            for key in KEYS for step in range(start, start + per_key)]
 
 
-async def client_loop(base: str, token: str, run_id: int, deadline: float, latencies: list[float],
-                      errors: list[int]) -> None:
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+async def client_loop(target: Ingest, run: str, deadline: float, latencies: list[float], errors: list[int]) -> None:
+    async with httpx.AsyncClient(base_url=target.base, headers=target.headers, timeout=60) as client:
         batch_no = 0
         while time.perf_counter() < deadline:
-            body = batch_body(batch_no)
+            body = target.body(run, batch_no)
             started = time.perf_counter()
-            response = await client.post(f"/api/v1/runs/{run_id}/log-batch/", content=body)
+            response = await client.post(target.path(run), content=body)
             latencies.append(time.perf_counter() - started)
             if response.status_code != 200:
                 errors.append(response.status_code)
             batch_no += 1
 
 
-def ingest(server: subprocess.Popen, base: str, token: str, runs: list[int], seconds: float) -> str:
-    owners = (server_process_of(server), postgres_process)
+def ingest(server: subprocess.Popen, target: Ingest, runs: list[str], seconds: float, label: str,
+           target_rate: float | None = None) -> tuple[str, float]:
+    """One row: points/s, batch latency, and the CPU per batch of the server's processes and of PostgreSQL."""
+    owners = (process_group_of(server), postgres_process)
     before = [process_cpu_seconds(owner) for owner in owners]
     latencies: list[float] = []
     errors: list[int] = []
     started = time.perf_counter()
 
     async def all_clients() -> None:
-        await asyncio.gather(*(client_loop(base, token, run, started + seconds, latencies, errors) for run in runs))
+        await asyncio.gather(*(client_loop(target, run, started + seconds, latencies, errors) for run in runs))
 
     asyncio.run(all_clients())
     elapsed = time.perf_counter() - started
     after = [process_cpu_seconds(owner) for owner in owners]
     server_ms, pg_ms = ((b - a) / max(1, len(latencies)) * 1000 for a, b in zip(before, after, strict=True))
-    rate = len(latencies) * BATCH / elapsed
-    target = ("ok" if rate >= 100_000 and not errors else "FAIL") if len(runs) == 1 else ""
-    return (f"{len(runs):>8}{len(latencies):>9}{rate:>11,.0f}{statistics.median(latencies) * 1000:>9.0f}"
-            f"{sorted(latencies)[int(len(latencies) * 0.99) - 1] * 1000 if latencies else 0:>9.0f}{len(errors):>7}"
-            f"{server_ms:>9.0f}{pg_ms:>6.0f}  {target}")
+    rate = len(latencies) * target.points / elapsed
+    verdict = "" if target_rate is None else ("ok" if rate >= target_rate and not errors else "FAIL")
+    p99 = sorted(latencies)[int(len(latencies) * 0.99) - 1] * 1000 if latencies else 0
+    return (f"{label:<8}{len(runs):>8}{len(latencies):>9}{rate:>11,.0f}{statistics.median(latencies) * 1000:>9.0f}"
+            f"{p99:>9.0f}{len(errors):>7}{server_ms:>9.0f}{pg_ms:>6.0f}  {verdict}"), rate
 
 
 def timed_get(client: httpx.Client, url: str, repeat: int) -> tuple[float, float, int]:
@@ -174,15 +211,60 @@ def sign_in(browser: httpx.Client) -> None:
         raise SystemExit(f"could not sign in to the bench server ({response.status_code})")
 
 
+def wait_up(url: str) -> None:
+    for _ in range(300):
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up")
+
+
+def start_mlflow(port: int, workers: int) -> subprocess.Popen | None:
+    """MLflow's tracking server on PostgreSQL, from its own environment (var/bench-mlflow, created on first use from
+    bench/mlflow-requirements.txt: its dependencies are not Tidal's). None when it cannot be installed here."""
+    python = MLFLOW_ENV / "bin" / "python"
+    if not python.exists():
+        print("installing MLflow's server into var/bench-mlflow (once) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(MLFLOW_ENV)], check=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "-r",
+                               str(ROOT / "bench" / "mlflow-requirements.txt")], capture_output=True, text=True)
+        if done.returncode:
+            print(f"MLflow could not be installed, its figures are left out:\n{done.stderr[-500:]}")
+            shutil.rmtree(MLFLOW_ENV, ignore_errors=True)
+            return None
+    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS "mlflow_bench"')
+        conn.execute('CREATE DATABASE "mlflow_bench"')
+    server = subprocess.Popen([str(MLFLOW_ENV / "bin" / "mlflow"), "server", "--backend-store-uri",
+                               "postgresql+psycopg2://postgres@127.0.0.1:5432/mlflow_bench", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", str(workers)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_up(f"http://127.0.0.1:{port}/health")
+    return server
+
+
+def stop(server: subprocess.Popen | None) -> None:
+    if server is not None:
+        os.killpg(server.pid, signal.SIGTERM)  # MLflow's server runs its workers in children of its own
+        server.wait(timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--without-mlflow", action="store_true", help="leave out MLflow's side-by-side figures")
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port, mlflow_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=os.environ.get("BENCH_TRACKING_DATABASE_URL",
                                            "postgres://postgres@127.0.0.1:5432/tidal_bench_tracking"),
@@ -192,51 +274,76 @@ def main() -> int:
     setup = prepare(env, max(args.clients))
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind",
                                f"127.0.0.1:{port}", "--workers", str(args.workers), "--log-level", "warning"],
-                              cwd=ROOT, env=env)
-    base = f"http://127.0.0.1:{port}"
+                              cwd=ROOT, env=env, start_new_session=True)
+    mlflow = None
+    base, mlflow_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{mlflow_port}"
+    auth = {"Authorization": f"Bearer {setup['token']}", "Content-Type": "application/json"}
+    tidal = Ingest(base, auth, lambda run: f"/api/v1/runs/{run}/log-batch/", tidal_batch, BATCH)
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{base}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        print(f"\nIngestion: POST /api/v1/runs/<id>/log-batch/, {BATCH:,}-point batches, gunicorn ({args.workers} "
-              "sync workers), PostgreSQL;\none run per client; CPU is milliseconds per batch; target: >= 100,000 "
-              "points/s with 1 client")
-        print(f"{'clients':>8}{'batches':>9}{'points/s':>11}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}{'server':>9}"
-              f"{'PG':>6}  target")
-        ingest(server, base, setup["token"], setup["runs"][:1], 2)  # warm every worker up, unmeasured
+        wait_up(f"{base}/healthz")
+        mlflow = None if args.without_mlflow else start_mlflow(mlflow_port, args.workers)
+        print(f"\nIngestion into PostgreSQL, one run per client ({args.workers} server workers each): Tidal "
+              f"{BATCH:,}-point batches, MLflow {MLFLOW_BATCH:,} (its limit);\nCPU is milliseconds per batch of the "
+              "server and of PostgreSQL; target: Tidal >= 100,000 points/s with 1 client")
+        print(f"{'server':<8}{'clients':>8}{'batches':>9}{'points/s':>11}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}"
+              f"{'server':>9}{'PG':>6}  target")
+        runs = [str(r) for r in setup["runs"]]
+        ingest(server, tidal, runs[:1], 2, "")  # warm every worker up, unmeasured
+        rates: dict[tuple[str, int], float] = {}
         for clients in args.clients:
-            print(ingest(server, base, setup["token"], setup["runs"][:clients], args.seconds), flush=True)
-        headers = {"Authorization": f"Bearer {setup['token']}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+            row, rates["tidal", clients] = ingest(server, tidal, runs[:clients], args.seconds, "Tidal",
+                                                  100_000 if clients == 1 else None)
+            print(row, flush=True)
+        if mlflow is not None:
+            mlflow_runs = [httpx.post(f"{mlflow_base}/api/2.0/mlflow/runs/create", json={"experiment_id": "0"})
+                           .json()["run"]["info"]["run_id"] for _ in range(max(args.clients))]
+            target = Ingest(mlflow_base, {"Content-Type": "application/json"},
+                            lambda run: "/api/2.0/mlflow/runs/log-batch", mlflow_batch, MLFLOW_BATCH)
+            for clients in args.clients:
+                row, rates["mlflow", clients] = ingest(mlflow, target, mlflow_runs[:clients], args.seconds, "MLflow")
+                print(row, flush=True)
+            for clients in args.clients:
+                print(f"  Tidal / MLflow with {clients} client(s): "
+                      f"{rates['tidal', clients] / max(1.0, rates['mlflow', clients]):.1f}x")
+        with httpx.Client(base_url=base, headers=auth, timeout=120) as client:
             print("\nReads through the API (wall ms, median of 10 after a warm-up)")
-            print(f"{'read':<60}{'median':>8}{'best':>8}{'target':>8}")
+            print(f"{'read':<64}{'median':>8}{'best':>8}{'target':>8}")
             reads = [
                 ("1,000,000-point series -> 2,000 points, extremes kept",
                  f"/api/v1/runs/{setup['long']}/series/?key=train/loss&max_points=2000", 100),
                 ("runs table: 5,000 runs, filtered by a param, sorted by a metric",
                  f"/api/v1/runs/?experiment={setup['table']}&param=p3:7&sort=-metric.train/loss", 200),
             ]
-            for label, url, target in reads:
+            for label, url, limit in reads:
                 median, best, status = timed_get(client, url, 10)
-                verdict = "ok" if status == 200 and median < target else "FAIL"
-                print(f"{label:<60}{median:>8.0f}{best:>8.0f}{f'< {target}':>8}  {verdict}")
+                verdict = "ok" if status == 200 and median < limit else "FAIL"
+                print(f"{label:<64}{median:>8.0f}{best:>8.0f}{f'< {limit}':>8}  {verdict}")
+            history = (f"/mlflow/bench/api/2.0/mlflow/metrics/get-history?run_id={runs[0]}"
+                       "&metric_key=train/loss")
+            points = len(client.get(history).json().get("metrics", []))
+            median, best, _ = timed_get(client, history, 10)
+            print(f"{f'full history of the 1-client run, {points:,} points: Tidal':<64}{median:>8.0f}{best:>8.0f}")
+            if mlflow is not None:
+                with httpx.Client(base_url=mlflow_base, timeout=300) as other:
+                    url = (f"/api/2.0/mlflow/metrics/get-history?run_id={mlflow_runs[0]}&metric_key=train/loss"
+                           "&max_results=1000000")
+                    points = len(other.get(url).json().get("metrics", []))
+                    median, best, _ = timed_get(other, url, 10)
+                print(f"{f'  the same read in MLflow, {points:,} points':<64}{median:>8.0f}{best:>8.0f}")
         with httpx.Client(base_url=base, timeout=60) as browser:
             sign_in(browser)
             page = f"/experiments/{setup['table']}/?param=p3:7&sort=-metric.train/loss&show=metric.train/loss"
             median, best, status = timed_get(browser, page, 10)
             verdict = "ok" if status == 200 and median < 500 else "FAIL"
-            print(f"{'runs table page, same filter and order (HTML)':<60}{median:>8.0f}{best:>8.0f}{'< 500':>8}  "
+            print(f"{'runs table page, same filter and order (HTML)':<64}{median:>8.0f}{best:>8.0f}{'< 500':>8}  "
                   f"{verdict}")
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        stop(server)
+        stop(mlflow)
     print("\nAnomaly checks: ingestion CPU (ms per 10,000-point batch, in-process, median of 20 alternating)")
     print(f"{'without':>12}{'with':>12}{'added':>10}  target <= 10%")
     print(anomaly_share(env))
-    print(f"  {os.cpu_count()} cores shared by the load client, gunicorn and PostgreSQL")
+    print(f"  {os.cpu_count()} cores shared by the load clients, the servers and PostgreSQL")
     return 0
 
 
