@@ -10,4 +10,5 @@ urlpatterns = [
     path("runs/compare/", views.run_compare, name="run_compare"),
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
     path("mlflow/<slug:project>/", views.mlflow_links, name="mlflow_links"),
+    path("projects/<slug:slug>/alert-rules/", views.alert_settings, name="alert_settings"),
 ]

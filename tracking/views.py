@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,9 +24,12 @@ from core.errors import DomainError
 from jobs import selectors as job_selectors
 from jobs.models import Job
 from jobs.states import State
-from tenancy.models import Project
-from tracking import selectors
-from tracking.models import Experiment, Run, RunStatus
+from tenancy.models import ROLE_RANK, Project, Role
+from tenancy.selectors import role_in_project
+from tenancy.views import project_or_404
+from tracking import selectors, services
+from tracking.models import AlertAction, AlertRule, Experiment, Run, RunStatus, Webhook
+from tracking.series import anomaly
 
 PAGE_SIZE = 50
 EXPERIMENTS_PAGE_SIZE = 50
@@ -328,3 +333,79 @@ def mlflow_links(request: HttpRequest, project: str) -> HttpResponse:
     """Where the links MLflow's client prints (its UI at the tracking URI) land: the page sends them on to the run
     or experiment they name."""
     return render(request, "tracking/mlflow_links.html")
+
+
+# ------------------------------------------------------------------------------------- alert rules and webhooks
+
+@dataclass(frozen=True)
+class RuleRow:
+    rule: str
+    enabled: bool
+    action: str
+    params: list[tuple[str, object, object]]  # (name, default, this project's value or None)
+
+
+@login_required
+def alert_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """A project's anomaly rules (on/off, thresholds, action) and webhooks: everyone in the project reads them,
+    admins change them (the same services and checks as the API)."""
+    project = project_or_404(request, slug)
+    role = role_in_project(request.user, project)
+    can_admin = role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]
+    if request.method == "POST":
+        if not can_admin:
+            raise PermissionDenied("Changing alert rules and webhooks needs the admin role.")
+        try:
+            _apply_alert_setting(request, project)
+        except DomainError as error:
+            messages.error(request, f"{error.field}: {error.message}" if error.field else error.message)
+        return redirect("alert_settings", slug=project.slug)
+    saved = {rule.rule: rule for rule in selectors.alert_rules_for_user(request.user).filter(project=project)}
+    rows = []
+    for name in anomaly.RULES:
+        rule = saved.get(name)
+        overrides = rule.params if rule else {}
+        thresholds = [(param, default, overrides.get(param)) for param, default in anomaly.DEFAULTS[name].items()]
+        rows.append(RuleRow(name, rule.enabled if rule else name in anomaly.ENABLED_BY_DEFAULT,
+                            rule.action if rule else AlertAction.NONE, thresholds))
+    webhooks = selectors.webhooks_for_user(request.user).filter(project=project) if can_admin else []
+    return render(request, "tracking/alert_settings.html", {
+        "project": project, "rows": rows, "can_admin": can_admin, "webhooks": webhooks,
+        "actions": AlertAction.choices})
+
+
+def _apply_alert_setting(request: HttpRequest, project: Project) -> None:
+    form = request.POST.get("form")
+    if form == "rule":
+        name = request.POST.get("rule", "")
+        if name not in anomaly.RULES:
+            raise DomainError(f"Unknown rule {name[:60]!r}.", field="rule")
+        rule = (selectors.alert_rules_for_user(request.user).filter(project=project, rule=name).first()
+                or AlertRule(project=project, rule=name))
+        params = {param: _number(request.POST[f"param.{param}"], f"params.{param}")
+                  for param in anomaly.DEFAULTS[name] if request.POST.get(f"param.{param}", "").strip()}
+        services.alert_rule_save(actor=request.user, rule=rule, values={
+            "enabled": request.POST.get("enabled") == "on", "action": request.POST.get("action", AlertAction.NONE),
+            "params": params})
+        messages.success(request, f"Saved {name}.")
+    elif form == "webhook":
+        services.webhook_save(actor=request.user, webhook=Webhook(project=project), values={
+            "url": request.POST.get("url", "").strip(), "secret": request.POST.get("secret", "")})
+        messages.success(request, "Added the webhook.")
+    elif form == "webhook-delete":
+        webhook = selectors.webhooks_for_user(request.user).filter(project=project,
+                                                                   pk=request.POST.get("id") or 0).first()
+        if webhook is None:
+            raise Http404("No such webhook.")
+        services.webhook_delete(actor=request.user, webhook=webhook)
+        messages.success(request, "Deleted the webhook.")
+    else:
+        raise DomainError("Unknown form.")
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DomainError(f"{text[:40]!r} is not a number.", field=field) from None
+    return int(value) if value.is_integer() else value

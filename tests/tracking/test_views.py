@@ -171,3 +171,33 @@ def test_finished_run_page_has_no_live_mode(tenant, run, member):
     services.run_update(run=run, status=RunStatus.FINISHED)
     body = member.get(reverse("run_detail", args=[run.pk])).content.decode()
     assert 'id="live"' not in body and '"live": false' in body
+
+
+def test_alert_rules_page_reads_for_everyone_and_changes_for_admins(tenant):
+    from django.test import Client
+
+    from tracking.models import AlertRule, Webhook
+
+    url = reverse("alert_settings", kwargs={"slug": tenant.project.slug})
+    viewer, admin, outsider = Client(), Client(), Client()
+    viewer.force_login(tenant.users["viewer"])
+    admin.force_login(tenant.users["admin"])
+    outsider.force_login(tenant.users["outsider"])
+    page = viewer.get(url)
+    assert page.status_code == 200 and b"loss_spike" in page.content and b"Add webhook" not in page.content
+    body = {"form": "rule", "rule": "loss_spike", "enabled": "on", "param.z": "8", "action": "stop"}
+    assert viewer.post(url, body).status_code == 403
+    assert outsider.get(url).status_code == 404 and outsider.post(url, body).status_code == 404
+    assert admin.post(url, body).status_code == 302
+    rule = AlertRule.objects.get(project=tenant.project, rule="loss_spike")
+    assert (rule.enabled, rule.params, rule.action) == (True, {"z": 8}, "stop")
+    response = admin.post(url, {**body, "param.z": "0.5"}, follow=True)  # below the rule's limit: refused, named
+    assert b"params.z" in response.content
+    assert AlertRule.objects.get(pk=rule.pk).params == {"z": 8}
+    admin.post(url, {"form": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "s" * 20}, follow=True)
+    assert not Webhook.objects.exists()  # a loopback target is refused
+    admin.post(url, {"form": "webhook", "url": "https://hooks.example.com/t", "secret": "s" * 20})
+    hook = Webhook.objects.get(project=tenant.project)
+    assert b"hooks.example.com" in admin.get(url).content
+    admin.post(url, {"form": "webhook-delete", "id": hook.pk})
+    assert not Webhook.objects.exists()
