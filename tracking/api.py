@@ -23,6 +23,7 @@ from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import selectors, services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
+from tracking.bodies import body_of
 from tracking.models import AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
     AlertRuleSerializer,
@@ -300,7 +301,7 @@ class RunLogBatchView(APIView):
     @extend_schema(request=LogBatchSerializer, responses={200: None})
     def post(self, request: Request, pk: int) -> Response:
         writable_run(request, pk)
-        body = request.data
+        body = body_of(request)
         if not isinstance(body, dict):
             raise ValidationError({"body": ["Must be an object with metrics, params and tags."]})
         unknown = sorted(set(body) - {"metrics", "params", "tags", "attempt"})

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from tracking import services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken
+from tracking.bodies import body_of
 from tracking.mlflow import errors, search, translate
 from tracking.mlflow.errors import invalid
 from tracking.mlflow.selectors import (
@@ -53,7 +54,7 @@ class MlflowEndpoint(APIView):
         return Response(self.answer(request, scope_of(request, project), request.query_params.dict()))
 
     def post(self, request: Request, project: str) -> Response:
-        body = request.data
+        body = body_of(request)
         if not isinstance(body, dict):
             raise invalid("The request body must be a JSON object.")
         return Response(self.answer(request, scope_of(request, project), body))
