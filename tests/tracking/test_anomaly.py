@@ -172,3 +172,29 @@ def test_keys_pick_their_rules():
     assert "throughput_drop" in anomaly.rules_for_key("train/tokens_per_s")
     assert "gpu_util_collapse" in anomaly.rules_for_key("system/gpu_util")
     assert anomaly.rules_for_key("system/cpu_util") == ("non_finite",)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["train/loss", "train/grad_norm", "train/tokens_per_s", "system/gpu_util", "train/lr"]),
+       st.integers(0, 10_000), st.lists(st.tuples(st.integers(0, 599), st.sampled_from(
+           ["spike", "drop", "nan", "inf", "zero", "low"])), max_size=6), st.integers(7, 300))
+def test_checking_quiet_runs_whole_finds_exactly_what_judging_every_point_finds(key, seed, faults, batch):
+    """The fast path (runs of points checked whole while nothing fires) against judging each point alone: the same
+    events at the same steps, and the same state after every batch."""
+    rng = random.Random(seed)
+    level = 90.0 if "gpu" in key else 2.0
+    values = [level * (1 + rng.gauss(0, 0.02)) for _ in range(600)]
+    for at, kind in faults:
+        values[at] = {"spike": level * 20, "drop": level * 0.1, "nan": math.nan, "inf": math.inf, "zero": 0.0,
+                      "low": 1.0}[kind]
+    points = [(step * 5, value) for step, value in enumerate(values)]
+    rules = anomaly.active_rules([])
+    states = {True: {}, False: {}}
+    found = {True: [], False: []}
+    for start in range(0, len(points), batch):
+        for fast in (True, False):
+            events, states[fast] = anomaly.evaluate_key(key, states[fast], points[start:start + batch], rules,
+                                                        fast=fast)
+            found[fast] += [(type(e).__name__, e.rule, e.step) for e in events]
+        assert states[True] == states[False]
+    assert found[True] == found[False]

@@ -61,6 +61,7 @@ _MAD_TO_SIGMA = 1.4826  # the MAD of normal noise is 0.6745 sigma
 # it for every point made the checks cost more than the rest of ingestion. A point is judged against the window
 # as it was at most STRIDE - 1 points before it.
 STRIDE = 10
+MAX_RUN = 256  # points checked whole at most, for keys without a window (only NaN/Inf, GPU utilisation)
 
 
 class ParamError(ValueError):
@@ -161,10 +162,14 @@ def evaluate_batch(state: Mapping[str, Any], points: Iterable[tuple[str, int, fl
 
 
 def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int, float]],
-                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False) -> tuple[list[Event],
-                                                                                            dict[str, Any]]:
+                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False,
+                 fast: bool = True) -> tuple[list[Event], dict[str, Any]]:
     """One key: `state` holds "w" (the recent finite values, oldest first), "s" (the last step seen), "on" (the
-    rules firing), and the plateau's "best"/"bs" and the GPU rule's "low"/"high" counters."""
+    rules firing), and the plateau's "best"/"bs" and the GPU rule's "low"/"high" counters.
+
+    While no rule fires, runs of points are first checked whole (`_quiet_run`: a few min/max over the run against
+    the same baseline each point would be judged against); only a run that may change something is judged point
+    by point. `fast=False` judges every point (the tests compare the two)."""
     st: dict[str, Any] = {**state, "w": list(state.get("w", [])), "on": list(state.get("on", [])), "_stats": {},
                           "_n": 0}
     names = [rule for rule in rules_for_key(key) if rule in rules]
@@ -173,9 +178,18 @@ def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int,
     last = -1 if resumed else st.get("s", -1)
     events: list[Event] = []
     checks = [(rule, _CHECKS[rule], rules[rule], rule in WINDOW_RULES) for rule in names]
-    for step, value in sorted(points):
-        if step <= last:
+    todo = [point for point in sorted(points) if point[0] > last]
+    i = slow_until = 0
+    while i < len(todo):
+        quiet = _quiet_run(todo, i, st, checks, size) if fast and not firing and i >= slow_until else 0
+        if quiet:  # nothing fires and nothing clears: the points only join the window
+            i += quiet
+            last = todo[i - 1][0]
             continue
+        if i >= slow_until:  # the run was not quiet: its points one by one before trying again
+            slow_until = i + STRIDE
+        step, value = todo[i]
+        i += 1
         last = step
         baseline_fired = False
         for rule, check, params, on_window in checks:
@@ -204,6 +218,58 @@ def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int,
     if not size:
         st.pop("w")
     return events, st
+
+
+def _quiet_run(todo: list[tuple[int, float]], start: int, st: dict, checks: list, size: int) -> int:
+    """How many points from `start` on would neither open nor clear anything when judged one by one (0: judge
+    them one by one), with the state updated as judging them would; at most up to the next recomputation of the
+    window's statistics, so every point of the run is held to the same baseline as it would be alone."""
+    end = min(len(todo), start + MAX_RUN)
+    bounds = []
+    for rule, _, params, on_window in checks:
+        if rule == LOSS_PLATEAU:
+            return 0  # its best value moves with every point
+        if on_window:
+            window_size = int(params["window"])
+            if min(window_size, len(st["w"])) < params["min_points"]:
+                return 0
+            median, mad = _window_stats(st, window_size, spread=rule == LOSS_SPIKE)
+            end = min(end, start + STRIDE - (st["_n"] - st["_stats"][window_size][2]))
+            bounds.append((rule, params, median, mad))
+    values = [value for _, value in todo[start:end]]
+    if not values or not all(map(math.isfinite, values)):
+        return 0
+    low, high = min(values), max(values)
+    if any(_may_fire(rule, params, median, mad, low, high) for rule, params, median, mad in bounds):
+        return 0
+    gpu = next((params for rule, _, params, _ in checks if rule == GPU_UTIL_COLLAPSE), None)
+    if gpu is not None:
+        if low < gpu["below"]:
+            return 0
+        st["low"] = 0
+        if high >= gpu["above"]:
+            st["high"] = True
+    if size:
+        window = st["w"]
+        window.extend(values)
+        if len(window) > 2 * size:
+            del window[:-size]
+        st["_n"] += len(values)
+    return len(values)
+
+
+def _may_fire(rule: str, params: Mapping[str, float], median: float, mad: float | None, low: float,
+              high: float) -> bool:
+    """Whether a window rule could fire on some value in [low, high]: the same comparisons as its check, on the
+    extreme value (each is monotonic in the value)."""
+    if rule == LOSS_SPIKE:
+        scale = max(_MAD_TO_SIGMA * (mad or 0.0), 1e-3 * abs(median), 1e-12)
+        return (high - median) / scale > params["z"]
+    if median <= 0:
+        return False
+    if rule == GRAD_NORM_EXPLOSION:
+        return high > params["factor"] * median
+    return low < params["fraction"] * median  # THROUGHPUT_DROP
 
 
 def _window_stats(st: dict, size: int, *, spread: bool = False) -> tuple[float, float]:
