@@ -80,12 +80,16 @@ project = Project.objects.get(slug="bench")
 runs = {{"with": services.run_create(project=project, name="anomaly-on").pk,
         "without": services.run_create(project=project, name="anomaly-off").pk}}
 real = alerts.evaluate_points
+LEVELS = {{"train/loss": lambda step: 0.5 + 3.0 * 0.99997 ** step, "train/lr": lambda step: 3e-4,
+          "train/tokens_per_s": lambda step: 1e5, "system/gpu_util": lambda step: 90.0,
+          "train/grad_norm": lambda step: 1.0}}
 cpu = {{"with": [], "without": []}}
 for batch in range(24):
     for name in (("with", "without") if batch % 2 else ("without", "with")):
         alerts.evaluate_points = real if name == "with" else (lambda run, points, attempt: [])
-        metrics = [{{"key": key, "value": 1.0 + ((step * 7919) % 101) / 1000, "step": step}}
-                   for key in {keys} for step in range(batch * 2000, batch * 2000 + 2000)]
+        # What training logs: a decaying loss, a flat lr, steady throughput and GPU use, a noisy gradient norm.
+        metrics = [{{"key": key, "value": LEVELS[key](step) * (1 + ((step * 7919) % 101 - 50) / 2500),
+                    "step": step}} for key in LEVELS for step in range(batch * 2000, batch * 2000 + 2000)]
         started = time.process_time()
         services.run_log_batch(run_id=runs[name], metrics=metrics)
         cpu[name].append(time.process_time() - started)
@@ -95,7 +99,7 @@ print(json.dumps({{name: statistics.median(values[4:]) * 1000 for name, values i
 
 
 def anomaly_share(env: dict) -> str:
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", ANOMALY_SHARE.format(keys=KEYS)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", ANOMALY_SHARE.format()], cwd=ROOT,
                          env=env, check=True, capture_output=True, text=True).stdout
     cpu = json.loads(out.strip().splitlines()[-1])
     share = cpu["with"] / cpu["without"] - 1
