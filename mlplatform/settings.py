@@ -171,7 +171,11 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tidal API",
-    "DESCRIPTION": "Multi-tenant ML training platform: projects, quotas, jobs and the scheduling queue.",
+    "DESCRIPTION": "Multi-tenant ML training platform: projects, quotas, jobs and the scheduling queue, experiment "
+                   "tracking (MLflow's own tracking API is served too, under /mlflow/<project>/: see docs/mlflow.md).",
+    # Two models name a field `status` with their own choices: a replay run's and a tracking run's.
+    "ENUM_NAME_OVERRIDES": {"ReplayRunStatusEnum": "replays.models.RunStatus",
+                            "TrackingRunStatusEnum": "tracking.models.RunStatus"},
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

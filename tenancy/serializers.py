@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.serializers import StrictModelSerializer, StrictSerializer
@@ -7,6 +9,7 @@ from tenancy import selectors
 from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class ScopedProjectField(serializers.SlugRelatedField):
     """A project given by slug, looked up only among projects the caller can see.
 

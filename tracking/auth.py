@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from tenancy.auth import BearerTokenAuthentication
@@ -35,6 +36,17 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return "Bearer"
+
+
+class RunTokenScheme(OpenApiAuthenticationExtension):
+    """Describes run tokens in the OpenAPI schema."""
+
+    target_class = "tracking.auth.RunTokenAuthentication"
+    name = "runToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "A job's run token (tdr_...): writes only its own run."}
 
 
 def run_credential(request) -> RunCredential | None:

@@ -40,6 +40,7 @@ SEARCH_DEFAULT_RESULTS = 1_000
 
 
 class MlflowEndpoint(APIView):
+    schema = None  # MLflow's own API, as its client calls it (docs/mlflow.md), not part of Tidal's schema
     authentication_classes = AUTHENTICATION_CLASSES
     permission_classes = [UserOrRunToken]
     throttle_classes = [RunTokenThrottle]
