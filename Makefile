@@ -9,7 +9,8 @@ export
 
 # Settings for local use; a real deployment sets its own (see .env.example).
 DEV_ENV := DEBUG=$${DEBUG:-1}
-TEST_ENV := SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0
+TEST_ENV := SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
+	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
 .PHONY: install run test lint bench migrate seed clean
 
