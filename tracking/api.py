@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterator
 
 import django_filters
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Model, QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
@@ -15,10 +15,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from tenancy.filters import project_filter
-from tenancy.models import ROLE_RANK, Role
+from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import selectors, services
@@ -222,33 +223,57 @@ class AlertRuleFilter(django_filters.FilterSet):
         fields = ["project", "rule"]
 
 
-class AlertRuleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                       mixins.UpdateModelMixin, mixins.DestroyModelMixin, ScopedViewSet):
+class ProjectSettingViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                            mixins.UpdateModelMixin, mixins.DestroyModelMixin, ScopedViewSet):
+    """A project's setting, written by its admins through the setting's service; it never moves to another
+    project."""
+
+    write_role = Role.ADMIN
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    noun: str  # "An alert rule", for the refusal of a move
+
+    def new(self, project: Project) -> Model:
+        raise NotImplementedError
+
+    def save(self, obj: Model, values: dict) -> Model:
+        raise NotImplementedError
+
+    def remove(self, obj: Model) -> None:
+        raise NotImplementedError
+
+    def perform_create(self, serializer: Serializer) -> None:
+        values = dict(serializer.validated_data)
+        project = values.pop("project")
+        self.require_role(project)
+        serializer.instance = self.save(self.new(project), values)
+
+    def perform_update(self, serializer: Serializer) -> None:
+        values = dict(serializer.validated_data)
+        if values.pop("project", serializer.instance.project) != serializer.instance.project:
+            raise ValidationError({"project": [f"{self.noun} cannot move to another project."]})
+        serializer.instance = self.save(serializer.instance, values)
+
+    def perform_destroy(self, instance: Model) -> None:
+        self.remove(instance)
+
+
+class AlertRuleViewSet(ProjectSettingViewSet):
     """A project's thresholds and action per anomaly rule; a rule without one runs with its defaults. Project
     admins write."""
 
     selector = staticmethod(selectors.alert_rules_for_user)
     serializer_class = AlertRuleSerializer
     filterset_class = AlertRuleFilter
-    write_role = Role.ADMIN
-    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    noun = "An alert rule"
 
-    def perform_create(self, serializer: AlertRuleSerializer) -> None:
-        values = dict(serializer.validated_data)
-        project = values.pop("project")
-        self.require_role(project)
-        serializer.instance = services.alert_rule_save(actor=self.request.user, rule=AlertRule(project=project),
-                                                       values=values)
+    def new(self, project: Project) -> AlertRule:
+        return AlertRule(project=project)
 
-    def perform_update(self, serializer: AlertRuleSerializer) -> None:
-        values = dict(serializer.validated_data)
-        if values.pop("project", serializer.instance.project) != serializer.instance.project:
-            raise ValidationError({"project": ["An alert rule cannot move to another project."]})
-        serializer.instance = services.alert_rule_save(actor=self.request.user, rule=serializer.instance,
-                                                       values=values)
+    def save(self, obj: AlertRule, values: dict) -> AlertRule:
+        return services.alert_rule_save(actor=self.request.user, rule=obj, values=values)
 
-    def perform_destroy(self, instance: AlertRule) -> None:
-        services.alert_rule_delete(actor=self.request.user, rule=instance)
+    def remove(self, obj: AlertRule) -> None:
+        services.alert_rule_delete(actor=self.request.user, rule=obj)
 
 
 class WebhookFilter(django_filters.FilterSet):
@@ -259,32 +284,22 @@ class WebhookFilter(django_filters.FilterSet):
         fields = ["project"]
 
 
-class WebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                     mixins.UpdateModelMixin, mixins.DestroyModelMixin, ScopedViewSet):
+class WebhookViewSet(ProjectSettingViewSet):
     """Where a project's alerts are POSTed, signed (docs/alerts.md). Only project admins see and write them."""
 
     selector = staticmethod(selectors.webhooks_for_user)
     serializer_class = WebhookSerializer
     filterset_class = WebhookFilter
-    write_role = Role.ADMIN
-    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    noun = "A webhook"
 
-    def perform_create(self, serializer: WebhookSerializer) -> None:
-        values = dict(serializer.validated_data)
-        project = values.pop("project")
-        self.require_role(project)
-        serializer.instance = services.webhook_save(actor=self.request.user, webhook=Webhook(project=project),
-                                                    values=values)
+    def new(self, project: Project) -> Webhook:
+        return Webhook(project=project)
 
-    def perform_update(self, serializer: WebhookSerializer) -> None:
-        values = dict(serializer.validated_data)
-        if values.pop("project", serializer.instance.project) != serializer.instance.project:
-            raise ValidationError({"project": ["A webhook cannot move to another project."]})
-        serializer.instance = services.webhook_save(actor=self.request.user, webhook=serializer.instance,
-                                                    values=values)
+    def save(self, obj: Webhook, values: dict) -> Webhook:
+        return services.webhook_save(actor=self.request.user, webhook=obj, values=values)
 
-    def perform_destroy(self, instance: Webhook) -> None:
-        services.webhook_delete(actor=self.request.user, webhook=instance)
+    def remove(self, obj: Webhook) -> None:
+        services.webhook_delete(actor=self.request.user, webhook=obj)
 
 
 class RunLogBatchView(APIView):
