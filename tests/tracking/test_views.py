@@ -201,3 +201,14 @@ def test_alert_rules_page_reads_for_everyone_and_changes_for_admins(tenant):
     assert b"hooks.example.com" in admin.get(url).content
     admin.post(url, {"form": "webhook-delete", "id": hook.pk})
     assert not Webhook.objects.exists()
+
+
+def test_the_runs_table_pages_through_more_runs_than_fit(tenant, member):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="big sweep")
+    Run.objects.bulk_create(Run(project=tenant.project, experiment=experiment, name=f"r{i}",
+                                started_at=timezone.now()) for i in range(60))
+    url = reverse("experiment_detail", args=[experiment.pk])
+    first = member.get(url).content.decode()
+    assert "page 1 of 2 · 60 runs" in first and "Next &rarr;" in first and "Previous" not in first
+    second = member.get(url + "?page=2").content.decode()
+    assert "page 2 of 2 · 60 runs" in second and "&larr; Previous" in second
