@@ -122,7 +122,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# A mail server (EMAIL_HOST) also turns on alert e-mails to project owners (tracking.tasks.mail_alert_task).
+# A mail server (EMAIL_HOST) also turns on alert e-mails to project owners (tracking.notifications.mail_alert_task).
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")

@@ -24,6 +24,7 @@ from jobs.models import Job
 from jobs.observations import failed_attempts
 from jobs.states import FINAL, HOLDING, State
 from tracking.models import Alert, AlertAction, AlertRule, Run, RunStatus
+from tracking.notifications import notify_alert_task
 from tracking.series import anomaly
 from tracking.series.validate import CleanPoint
 
@@ -101,8 +102,6 @@ def _resolve(run: Run, rule: str, key: str, now: datetime) -> None:
 
 
 def _notify(alert: Alert, event: str) -> None:
-    from tracking.tasks import notify_alert_task
-
     # robust: a broken notifier must not fail the request whose transaction already committed.
     transaction.on_commit(lambda: notify_alert_task.delay(alert.pk, event), robust=True)
 

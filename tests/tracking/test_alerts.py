@@ -192,7 +192,7 @@ def test_private_targets_are_allowed_with_the_setting(settings):
 
 
 def test_a_failing_target_is_retried_and_a_redirect_is_not_followed(run, tenant):
-    from tracking.tasks import deliver_webhook_task
+    from tracking.notifications import deliver_webhook_task
 
     hook = Webhook.objects.create(project=tenant.project, url="http://93.184.215.14/hook", secret=SECRET)
     with mock.patch("tracking.webhooks._send", side_effect=[503, OSError("reset"), 200]) as send:
