@@ -60,7 +60,7 @@ _MAD_TO_SIGMA = 1.4826  # the MAD of normal noise is 0.6745 sigma
 # Points between two computations of a key's window median (and MAD): each costs a sort of the window, and doing
 # it for every point made the checks cost more than the rest of ingestion. A point is judged against the window
 # as it was at most STRIDE - 1 points before it.
-STRIDE = 10
+STRIDE = 25
 MAX_RUN = 256  # points checked whole at most, for keys without a window (only NaN/Inf, GPU utilisation)
 
 
