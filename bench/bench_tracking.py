@@ -119,6 +119,23 @@ def prepare(env: dict, clients: int) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def postgres_cpu_seconds() -> float:
+    """PostgreSQL's CPU seconds: its live processes, plus what its backends that exited (a client disconnecting)
+    spent, which the kernel adds to their parent's children times."""
+    total = process_cpu_seconds(postgres_process)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" (", 1)
+            name, fields = rest.rsplit(") ", 1)
+            values = fields.split()
+            parent = Path(f"/proc/{values[1]}/comm").read_text() if name.startswith("postgres") else ""
+        except OSError:
+            continue
+        if name.startswith("postgres") and not parent.startswith("postgres"):
+            total += (int(values[13]) + int(values[14])) / os.sysconf("SC_CLK_TCK")  # the postmaster's cutime, cstime
+    return total
+
+
 def process_group_of(server: subprocess.Popen) -> Callable[[int, int, str], bool]:
     """The server's processes, however deep it forks its workers (started in a session of its own)."""
     def matches(pid: int, ppid: int, name: str) -> bool:
@@ -174,8 +191,8 @@ async def client_loop(target: Ingest, run: str, deadline: float, latencies: list
 def ingest(server: subprocess.Popen, target: Ingest, runs: list[str], seconds: float, label: str,
            target_rate: float | None = None) -> tuple[str, float]:
     """One row: points/s, batch latency, and the CPU per batch of the server's processes and of PostgreSQL."""
-    owners = (process_group_of(server), postgres_process)
-    before = [process_cpu_seconds(owner) for owner in owners]
+    meters = (lambda: process_cpu_seconds(process_group_of(server)), postgres_cpu_seconds)
+    before = [meter() for meter in meters]
     latencies: list[float] = []
     errors: list[int] = []
     started = time.perf_counter()
@@ -185,7 +202,7 @@ def ingest(server: subprocess.Popen, target: Ingest, runs: list[str], seconds: f
 
     asyncio.run(all_clients())
     elapsed = time.perf_counter() - started
-    after = [process_cpu_seconds(owner) for owner in owners]
+    after = [meter() for meter in meters]
     server_ms, pg_ms = ((b - a) / max(1, len(latencies)) * 1000 for a, b in zip(before, after, strict=True))
     rate = len(latencies) * target.points / elapsed
     verdict = "" if target_rate is None else ("ok" if rate >= target_rate and not errors else "FAIL")
