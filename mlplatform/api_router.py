@@ -3,6 +3,7 @@
 from rest_framework.routers import DefaultRouter
 
 from clusters import api as clusters_api
+from costs import api as costs_api
 from jobs import api as jobs_api
 from quotas import api as quotas_api
 from replays import api as replays_api
@@ -28,3 +29,6 @@ router.register("runs", tracking_api.RunViewSet, basename="run")
 router.register("alerts", tracking_api.AlertViewSet, basename="alert")
 router.register("alert-rules", tracking_api.AlertRuleViewSet, basename="alertrule")
 router.register("webhooks", tracking_api.WebhookViewSet, basename="webhook")
+router.register("prices/devices", costs_api.DevicePriceViewSet, basename="deviceprice")
+router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
+router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "clusters",
     "replays",
     "tracking",
+    "costs",
 ]
 
 MIDDLEWARE = [
@@ -217,6 +218,9 @@ TIDAL = {
     "URL": env_str("TIDAL_URL", "http://127.0.0.1:8000").rstrip("/"),
     # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.
     "TRACKING_RAW_RETENTION_DAYS": env_int("TIDAL_TRACKING_RAW_RETENTION_DAYS", 0, minimum=0),
+    # Cost reports (docs/costs.md): the currency every price is in, and the longest range one report may cover.
+    "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
+    "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
 }
 # Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
 # the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.
@@ -227,6 +231,8 @@ CELERY_BEAT_SCHEDULE.update({
     # Running jobs whose run stopped logging steps (docs/alerts.md).
     "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
     "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
+    # Closed usage segments cut into priced days (docs/costs.md).
+    "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from costs.api import CostReportCsvView, CostReportView
 from mlplatform import health, metrics
 from mlplatform.api_router import router
 from tenancy.api import MeView
@@ -11,6 +12,8 @@ from tracking.api import RunLogBatchView
 api_v1 = [
     path("me/", MeView.as_view(), name="me"),
     path("runs/<int:pk>/log-batch/", RunLogBatchView.as_view(), name="run-log-batch"),
+    path("costs/", CostReportView.as_view(), name="cost-report"),
+    path("costs/csv/", CostReportCsvView.as_view(), name="cost-report-csv"),
     path("", include(router.urls)),
 ]
 

@@ -7,7 +7,7 @@
 3. Only one module imports the `kubernetes` client.
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
 5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <-
-   replays; the
+   costs <- replays; the
    composition root (mlplatform) may import every app, and no app imports it.
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays", "tracking"]
+APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays", "tracking", "costs"]
 # Each app may import only apps of a lower layer (and itself): siblings do not import each other.
 LAYERS = {"core": 0, "tenancy": 1, "quotas": 2, "jobs": 3, "clusters": 4, "replay": 4, "tracking": 4,
-          "replays": 5,
+          "costs": 5, "replays": 6,
           "mlplatform": 9}
 STATE_WRITER = "jobs/lifecycle.py"
 WRITE_METHODS = {"update", "create", "bulk_create", "get_or_create", "update_or_create", "bulk_update", "save"}

@@ -1,0 +1,54 @@
+"""Admin console for the price catalog: the form refuses what the service would (history is never edited), and
+every save and delete goes through `costs.services` (validated, audited)."""
+
+from __future__ import annotations
+
+import copy
+
+from django import forms
+from django.contrib import admin
+
+from core.admin import WritesThroughServices
+from core.errors import DomainError
+from costs import services
+from costs.models import ClassDiscount, CpuPrice, DevicePrice
+
+
+class PriceForm(forms.ModelForm):
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        candidate = copy.copy(self.instance)
+        for name, value in cleaned.items():
+            setattr(candidate, name, value)
+        try:
+            services.price_check(candidate)
+        except DomainError as error:
+            self.add_error(error.field if error.field in self.fields else None, error.message)
+        return cleaned
+
+
+class PriceAdmin(WritesThroughServices, admin.ModelAdmin):
+    form = PriceForm
+
+    def save_model(self, request, obj, form, change):
+        services.price_save(actor=request.user, price=obj)
+
+    def delete_model(self, request, obj):
+        services.price_delete(actor=request.user, price=obj)
+
+
+@admin.register(DevicePrice)
+class DevicePriceAdmin(PriceAdmin):
+    list_display = ["flavor", "cluster", "per_device_hour", "effective_from", "note"]
+    list_filter = ["flavor", "cluster"]
+
+
+@admin.register(CpuPrice)
+class CpuPriceAdmin(PriceAdmin):
+    list_display = ["per_core_hour", "effective_from", "note"]
+
+
+@admin.register(ClassDiscount)
+class ClassDiscountAdmin(PriceAdmin):
+    list_display = ["priority_class", "factor", "effective_from", "note"]
+    list_filter = ["priority_class"]

@@ -1,0 +1,113 @@
+"""REST API of cost reports (JSON and streamed CSV) and of the price catalog (everybody reads, staff write)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.http import StreamingHttpResponse
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from costs import selectors, services
+from costs.reports import Report, ReportQuery, Row, report_rows, usage_report
+from costs.serializers import (
+    ClassDiscountSerializer,
+    CpuPriceSerializer,
+    DevicePriceSerializer,
+    ReportParamsSerializer,
+    ReportSerializer,
+    currency,
+)
+from quotas.api import CatalogViewSet
+from tenancy.scoping import visible_to_everyone
+
+
+def report_query(request: Request) -> ReportQuery:
+    params = ReportParamsSerializer(data=request.query_params, context={"request": request})
+    params.is_valid(raise_exception=True)
+    return params.validated_data["query"]
+
+
+def row_json(row: Row, group_by: tuple[str, ...]) -> dict:
+    return {"period": row.period, "group": {name: row.labels.get(name, "") for name in group_by},
+            "device_hours": round(row.device_hours, 4), "cpu_hours": round(row.cpu_hours, 4),
+            "cost": round(row.cost, 4)}
+
+
+def report_json(report: Report) -> dict:
+    query = report.query
+    return {"currency": currency(), "start": query.window.start, "end": query.window.end - timedelta(days=1),
+            "group_by": list(query.group_by), "step": query.step,
+            "rows": [row_json(row, query.group_by) for row in report.rows],
+            "total": row_json(report.total, ())}
+
+
+class CostReportView(APIView):
+    """Device-hours, CPU core-hours and cost of the caller's projects (all projects for platform staff), grouped
+    and per period. The range is `month` or `start` and `end` (UTC days, both included)."""
+
+    @extend_schema(parameters=[ReportParamsSerializer], responses={200: ReportSerializer})
+    def get(self, request: Request) -> Response:
+        query = report_query(request)
+        report = usage_report(selectors.report_projects(request.user), query, timezone.now())
+        return Response(report_json(report))
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(["period", *query.group_by, "device_hours", "cpu_hours", f"cost_{currency().lower()}"])
+    for row in rows:
+        yield writer.writerow([row.period or "", *(row.labels.get(name, "") for name in query.group_by),
+                               f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}", f"{row.cost:.4f}"])
+
+
+class CostReportCsvView(APIView):
+    """The same report as CSV, streamed: a year of daily rows per job is written as it is read."""
+
+    @extend_schema(parameters=[ReportParamsSerializer], responses={(200, "text/csv"): str})
+    def get(self, request: Request) -> StreamingHttpResponse:
+        query = report_query(request)
+        rows = report_rows(selectors.report_projects(request.user), query, timezone.now())
+        response = StreamingHttpResponse(csv_lines(rows, query), content_type="text/csv")
+        name = f"costs-{query.window.start}-{query.window.end - timedelta(days=1)}.csv"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+class PriceViewSet(CatalogViewSet):
+    """Effective-dated prices: a price in force or past is history (400 on change or delete)."""
+
+    lookup_field = "pk"
+
+    @staticmethod
+    def save_with(*, actor, obj, values):
+        return services.price_save(actor=actor, price=obj, values=values)
+
+    @staticmethod
+    def delete_with(*, actor, obj):
+        services.price_delete(actor=actor, price=obj)
+
+
+class DevicePriceViewSet(PriceViewSet):
+    selector = visible_to_everyone(selectors.device_prices)
+    serializer_class = DevicePriceSerializer
+
+
+class CpuPriceViewSet(PriceViewSet):
+    selector = visible_to_everyone(selectors.cpu_prices)
+    serializer_class = CpuPriceSerializer
+
+
+class ClassDiscountViewSet(PriceViewSet):
+    selector = visible_to_everyone(selectors.class_discounts)
+    serializer_class = ClassDiscountSerializer

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class CostsConfig(AppConfig):
+    name = "costs"
+    verbose_name = "Usage and costs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from core.embedded import EMBEDDED_LOOPS
+        from costs import rollup, segments  # noqa: F401  (segments connects to the job state machine)
+
+        # Embedded mode (no Celery beat): closed segments are rolled into priced days as beat does it.
+        EMBEDDED_LOOPS.append(("costs-roll-segments", rollup.roll_segments, 60.0, None))

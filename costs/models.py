@@ -1,0 +1,134 @@
+"""Usage segments (what each attempt held, and when), their daily rollup, and the price catalog."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from jobs.models import Stage
+
+
+class UsageSegment(models.Model):
+    """One interval an attempt held devices: opened by its admission and closed by the transition that ended it,
+    each in that transition's own transaction (`costs.segments`). Times are UTC epoch seconds, so every report adds
+    and clips them with plain integer arithmetic on any database. An open segment (`end_ts` null) is costed up to
+    now; `rolled` marks a closed segment already split into `UsageDay` rows."""
+
+    attempt = models.OneToOneField("jobs.Attempt", null=True, on_delete=models.SET_NULL, related_name="segment")
+    attempt_number = models.PositiveSmallIntegerField()
+    job = models.ForeignKey("jobs.Job", null=True, on_delete=models.SET_NULL, related_name="segments")
+    organization = models.ForeignKey("tenancy.Organization", on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey("tenancy.Project", on_delete=models.PROTECT, related_name="segments",
+                                db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    cluster = models.ForeignKey("clusters.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
+    flavor = models.ForeignKey("quotas.ResourceFlavor", on_delete=models.PROTECT, related_name="+")
+    priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT, related_name="+")
+    stage = models.CharField(max_length=10, choices=Stage.choices)
+    experiment = models.CharField(max_length=200, blank=True)
+    devices = models.PositiveIntegerField()
+    cpu_millis = models.PositiveIntegerField(help_text="CPU requested by all replicas together.")
+    borrowed = models.PositiveIntegerField(default=0, help_text="Devices above the project's guarantee.")
+    start_ts = models.BigIntegerField(help_text="Admission, UTC epoch seconds.")
+    end_ts = models.BigIntegerField(null=True, blank=True, help_text="End of the attempt; empty while it holds.")
+    outcome = models.CharField(max_length=10, blank=True)
+    rolled = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["start_ts", "id"]
+        indexes = [models.Index(fields=["project", "start_ts"], name="costs_segment_project_start"),
+                   models.Index(fields=["start_ts"], name="costs_segment_unrolled", condition=Q(rolled=False))]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} attempt {self.attempt_number}: {self.devices} {self.flavor_id}"
+
+
+class UsageDay(models.Model):
+    """The part of one closed segment inside one UTC day, priced when it was rolled (prices of the past never
+    change, so neither does this). Reports sum these and price what is not rolled yet from the segments."""
+
+    segment = models.ForeignKey(UsageSegment, on_delete=models.CASCADE, related_name="days", db_index=False)
+    day = models.DateField()
+    organization_id = models.BigIntegerField()
+    project_id = models.BigIntegerField()
+    user_id = models.BigIntegerField(null=True)
+    job_id = models.BigIntegerField(null=True)
+    experiment = models.CharField(max_length=200, blank=True)
+    stage = models.CharField(max_length=10)
+    flavor_id = models.BigIntegerField()
+    cluster_id = models.BigIntegerField(null=True)
+    priority_class_id = models.BigIntegerField()
+    outcome = models.CharField(max_length=10, blank=True)
+    device_seconds = models.BigIntegerField()
+    cpu_seconds = models.BigIntegerField(help_text="CPU core-seconds.")
+    cost = models.FloatField()
+
+    class Meta:
+        ordering = ["day", "id"]
+        constraints = [models.UniqueConstraint(fields=["segment", "day"], name="one_usage_day_per_segment")]
+        indexes = [models.Index(fields=["day"], name="costs_usageday_day"),
+                   models.Index(fields=["project_id", "day"], name="costs_usageday_project_day")]
+
+    def __str__(self) -> str:
+        return f"segment {self.segment_id} on {self.day}"
+
+
+class EffectiveDated(models.Model):
+    """A value in force from `effective_from` until the next row of the same key. Rows whose date has passed are
+    history: they are never changed or deleted (`costs.services`), so a report of the past never changes."""
+
+    effective_from = models.DateTimeField()
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class DevicePrice(EffectiveDated):
+    flavor = models.ForeignKey("quotas.ResourceFlavor", on_delete=models.PROTECT, related_name="prices")
+    cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="prices", help_text="Empty: every cluster without its own price.")
+    per_device_hour = models.DecimalField(max_digits=12, decimal_places=4, validators=[MinValueValidator(0)])
+
+    class Meta:
+        ordering = ["flavor__name", "cluster__name", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["flavor", "cluster", "effective_from"], name="one_device_price_per_date"),
+            models.UniqueConstraint(fields=["flavor", "effective_from"], condition=Q(cluster__isnull=True),
+                                    name="one_flavor_price_per_date"),
+        ]
+
+    def __str__(self) -> str:
+        where = f" on {self.cluster}" if self.cluster_id else ""
+        return f"{self.flavor}{where}: {self.per_device_hour}/device-hour from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class CpuPrice(EffectiveDated):
+    """The price of a CPU core-hour, for jobs that hold no accelerator."""
+
+    per_core_hour = models.DecimalField(max_digits=12, decimal_places=4, validators=[MinValueValidator(0)])
+
+    class Meta:
+        ordering = ["effective_from"]
+        constraints = [models.UniqueConstraint(fields=["effective_from"], name="one_cpu_price_per_date")]
+
+    def __str__(self) -> str:
+        return f"{self.per_core_hour}/core-hour from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class ClassDiscount(EffectiveDated):
+    """What a priority class pays of the price: 0.3 for preemptible capacity sold at 70% off."""
+
+    priority_class = models.ForeignKey("quotas.PriorityClass", on_delete=models.PROTECT, related_name="discounts")
+    factor = models.DecimalField(max_digits=5, decimal_places=4,
+                                 validators=[MinValueValidator(0), MaxValueValidator(1)])
+
+    class Meta:
+        ordering = ["priority_class__name", "effective_from"]
+        constraints = [models.UniqueConstraint(fields=["priority_class", "effective_from"],
+                                               name="one_class_discount_per_date")]
+
+    def __str__(self) -> str:
+        return f"{self.priority_class}: x{self.factor} from {self.effective_from:%Y-%m-%d %H:%M}"

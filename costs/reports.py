@@ -1,0 +1,201 @@
+"""Cost and usage reports: device-hours, CPU core-hours and money, grouped by any of the segment's dimensions,
+over a range of UTC days, optionally per day, week or month.
+
+A report adds two parts: the `UsageDay` rows of the range (closed segments, rolled and priced once) and the
+segments not rolled yet (open ones up to now, and any closed since the last roll), priced here with the same code.
+Rows come out of a generator, merged per key, so the CSV of a year streams in bounded memory: the unrolled part is
+small and held, the rolled part is read in chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from itertools import islice
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet, Sum
+from django.db.models.functions import TruncMonth, TruncWeek
+
+from clusters.models import Cluster
+from costs.models import UsageDay, UsageSegment
+from costs.prices import price_book
+from costs.pricing import DAY, HOUR, day_pieces
+from costs.rollup import EPOCH_DAY, usage_of
+from jobs.models import Job
+from quotas.models import PriorityClass, ResourceFlavor
+from tenancy.models import Organization, Project
+
+# What a report may group by, and the column of segments and days that holds it.
+GROUPS: dict[str, str] = {
+    "organization": "organization_id", "project": "project_id", "user": "user_id", "job": "job_id",
+    "experiment": "experiment", "stage": "stage", "flavor": "flavor_id", "cluster": "cluster_id",
+    "priority_class": "priority_class_id",
+}
+STEPS = ("day", "week", "month")
+CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class Window:
+    """UTC days from `start` up to, not including, `end`."""
+
+    start: date
+    end: date
+
+    @property
+    def start_ts(self) -> int:
+        return (self.start - EPOCH_DAY).days * DAY
+
+    @property
+    def end_ts(self) -> int:
+        return (self.end - EPOCH_DAY).days * DAY
+
+
+@dataclass
+class Row:
+    period: date | None
+    keys: tuple[Any, ...]
+    device_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    cost: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def device_hours(self) -> float:
+        return self.device_seconds / HOUR
+
+    @property
+    def cpu_hours(self) -> float:
+        return self.cpu_seconds / HOUR
+
+
+def period_of(day: date, step: str | None) -> date | None:
+    if step == "week":
+        return day - timedelta(days=day.weekday())
+    if step == "month":
+        return day.replace(day=1)
+    return day if step == "day" else None
+
+
+@dataclass(frozen=True)
+class ReportQuery:
+    window: Window
+    group_by: Sequence[str] = ()
+    step: str | None = None
+    filters: Mapping[str, Any] = field(default_factory=dict)  # column -> id (or value)
+
+    @property
+    def columns(self) -> list[str]:
+        return [GROUPS[name] for name in self.group_by]
+
+
+def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
+    days = UsageDay.objects.filter(day__gte=query.window.start, day__lt=query.window.end,
+                                   project_id__in=projects, **query.filters)
+    names = list(query.columns)
+    if query.step == "day":
+        names.append("day")
+    elif query.step:
+        days = days.annotate(period=(TruncWeek if query.step == "week" else TruncMonth)("day"))
+        names.append("period")
+    rows = (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
+            .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
+    width = len(query.columns)
+    for values in rows.iterator(chunk_size=CHUNK):
+        period = values[width] if query.step else None
+        if isinstance(period, datetime):
+            period = period.date()
+        yield Row(period, tuple(values[:width]), values[-3] or 0, values[-2] or 0, values[-1] or 0.0)
+
+
+def _unrolled(projects: QuerySet, query: ReportQuery, now: datetime) -> dict[tuple, Row]:
+    """The segments not rolled yet, clipped to the window and to now, per (period, keys)."""
+    start, end = query.window.start_ts, min(query.window.end_ts, int(now.timestamp()))
+    segments = (UsageSegment.objects.filter(rolled=False, start_ts__lt=end, project_id__in=projects,
+                                            **query.filters)
+                .filter(Q(end_ts__isnull=True) | Q(end_ts__gt=start)))
+    book, found = price_book(), {}
+    for segment in segments:
+        usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
+        first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
+        for day, a, b in (day_pieces(first, last) if query.step else [(first // DAY, first, last)]):
+            period = period_of(EPOCH_DAY + timedelta(days=day), query.step)
+            row = found.setdefault((period, keys), Row(period, keys))
+            row.device_seconds += segment.devices * (b - a)
+            row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
+            row.cost += book.cost(usage, a, b)
+    return found
+
+
+def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterator[Row]:
+    """Every row of the report, labelled, rolled rows in period order and then what only unrolled segments hold."""
+    pending = _unrolled(projects, query, now)
+
+    def merged() -> Iterator[Row]:
+        for row in _rolled(projects, query):
+            extra = pending.pop((row.period, row.keys), None)
+            if extra is not None:
+                row.device_seconds += extra.device_seconds
+                row.cpu_seconds += extra.cpu_seconds
+                row.cost += extra.cost
+            yield row
+        yield from sorted(pending.values(), key=lambda r: (r.period or EPOCH_DAY, -r.cost))
+
+    rows = merged()
+    while chunk := list(islice(rows, CHUNK)):
+        _label(chunk, query.group_by)
+        yield from chunk
+
+
+def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
+    for index, name in enumerate(group_by):
+        ids = {row.keys[index] for row in rows}
+        names = LABELS[name](ids) if name in LABELS else {}
+        for row in rows:
+            key = row.keys[index]
+            row.labels[name] = names.get(key, "") if name in LABELS else (key or "")
+
+
+def _names(model, field: str) -> Any:
+    return lambda ids: dict(model.objects.filter(pk__in=ids - {None}).values_list("pk", field))
+
+
+LABELS = {
+    "organization": _names(Organization, "name"),
+    "project": _names(Project, "slug"),
+    "user": _names(get_user_model(), "username"),
+    "job": lambda ids: {pk: f"#{pk} {name}" for pk, name in
+                        Job.objects.filter(pk__in=ids - {None}).values_list("pk", "name")},
+    "flavor": _names(ResourceFlavor, "name"),
+    "cluster": _names(Cluster, "name"),
+    "priority_class": _names(PriorityClass, "name"),
+}
+
+
+@dataclass
+class Report:
+    query: ReportQuery
+    rows: list[Row]
+
+    @property
+    def total(self) -> Row:
+        total = Row(None, ())
+        for row in self.rows:
+            total.device_seconds += row.device_seconds
+            total.cpu_seconds += row.cpu_seconds
+            total.cost += row.cost
+        return total
+
+
+def usage_report(projects: QuerySet, query: ReportQuery, now: datetime) -> Report:
+    return Report(query, list(report_rows(projects, query, now)))
+
+
+def job_cost(job_ids: Iterable[int], now: datetime, until: int | None = None) -> float:
+    """What jobs' segments cost from their admission up to `until` (epoch seconds; default now): the run page."""
+    book, limit, total = price_book(), until if until is not None else int(now.timestamp()), 0.0
+    for segment in UsageSegment.objects.filter(job_id__in=list(job_ids), start_ts__lt=limit):
+        total += book.cost(usage_of(segment), segment.start_ts, min(segment.end_ts or limit, limit))
+    return total

@@ -1,0 +1,136 @@
+"""Report parameters (checked before any query: a bad one is a 400 naming it) and the price catalog."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from clusters.selectors import clusters
+from core.serializers import StrictModelSerializer
+from costs.models import ClassDiscount, CpuPrice, DevicePrice
+from costs.reports import GROUPS, STEPS, ReportQuery, Window
+from quotas.selectors import flavors, priority_classes
+from tenancy.selectors import organizations_for_user, projects_for_user
+
+MONTH = re.compile(r"(\d{4})-(\d{2})\Z")
+
+
+def month_window(text: str) -> Window:
+    """`2026-12` as the window of that month (ValueError when it is not a month)."""
+    match = MONTH.match(text)
+    if not match:
+        raise ValueError("Use YYYY-MM, e.g. 2026-12.")
+    first = date(int(match[1]), int(match[2]), 1)  # ValueError for month 13
+    following = (first + timedelta(days=32)).replace(day=1)
+    return Window(first, following)
+
+
+class ReportParamsSerializer(serializers.Serializer):
+    start = serializers.DateField(required=False, help_text="First UTC day (with end; or use month).")
+    end = serializers.DateField(required=False, help_text="Last UTC day, included.")
+    month = serializers.CharField(required=False, help_text="A calendar month, YYYY-MM, instead of start and end.")
+    group_by = serializers.CharField(required=False, default="project",
+                                     help_text=f"Comma-separated, any of: {', '.join(GROUPS)}. Empty: totals only.",
+                                     allow_blank=True)
+    step = serializers.ChoiceField(choices=STEPS, required=False, help_text="A row per day, week or month.")
+    project = serializers.CharField(required=False, help_text="Only this project (slug).")
+    organization = serializers.CharField(required=False, help_text="Only this organization (name).")
+    flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
+    cluster = serializers.CharField(required=False, help_text="Only this cluster (name).")
+
+    def validate_group_by(self, value: str) -> list[str]:
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name not in GROUPS]
+        if unknown:
+            raise serializers.ValidationError(f"Unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}.")
+        if len(set(names)) != len(names):
+            raise serializers.ValidationError("A group is named twice.")
+        return names
+
+    def _window(self, attrs: dict[str, Any]) -> Window:
+        if "month" in attrs:
+            if "start" in attrs or "end" in attrs:
+                raise serializers.ValidationError({"month": ["Give a month or a start and an end, not both."]})
+            try:
+                return month_window(attrs["month"])
+            except ValueError as error:
+                raise serializers.ValidationError({"month": [str(error)]}) from None
+        for name in ("start", "end"):
+            if name not in attrs:
+                raise serializers.ValidationError({name: ["Required (a range needs both ends), or give month."]})
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError({"end": ["The range ends before it starts."]})
+        window = Window(attrs["start"], attrs["end"] + timedelta(days=1))
+        longest = settings.TIDAL["COST_MAX_RANGE_DAYS"]
+        if (window.end - window.start).days > longest:
+            raise serializers.ValidationError({"end": [f"The range covers more than {longest} days."]})
+        return window
+
+    def _filters(self, attrs: dict[str, Any]) -> dict[str, int]:
+        user = self.context["request"].user
+        catalogs = {"project": (projects_for_user(user), "slug", "project_id"),
+                    "organization": (organizations_for_user(user), "name", "organization_id"),
+                    "flavor": (flavors(), "name", "flavor_id"),
+                    "cluster": (clusters(), "name", "cluster_id")}
+        filters = {}
+        for name, (visible, field, column) in catalogs.items():
+            if name in attrs:
+                found = visible.filter(**{field: attrs[name]}).values_list("id", flat=True).first()
+                if found is None:
+                    raise serializers.ValidationError({name: [f"No {name} named {attrs[name]!r}."]})
+                filters[column] = found
+        return filters
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {"query": ReportQuery(self._window(attrs), tuple(attrs.get("group_by", ["project"])),
+                                     attrs.get("step"), self._filters(attrs))}
+
+
+def currency() -> str:
+    return settings.TIDAL["CURRENCY"]
+
+
+class DevicePriceSerializer(StrictModelSerializer):
+    flavor = serializers.SlugRelatedField(slug_field="name", queryset=flavors())
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=clusters(), required=False,
+                                           allow_null=True)
+
+    class Meta:
+        model = DevicePrice
+        fields = ["id", "flavor", "cluster", "per_device_hour", "effective_from", "note"]
+
+
+class CpuPriceSerializer(StrictModelSerializer):
+    class Meta:
+        model = CpuPrice
+        fields = ["id", "per_core_hour", "effective_from", "note"]
+
+
+class ClassDiscountSerializer(StrictModelSerializer):
+    priority_class = serializers.SlugRelatedField(slug_field="name", queryset=priority_classes())
+
+    class Meta:
+        model = ClassDiscount
+        fields = ["id", "priority_class", "factor", "effective_from", "note"]
+
+
+class ReportRowSerializer(serializers.Serializer):
+    period = serializers.DateField(allow_null=True)
+    group = serializers.DictField(child=serializers.CharField(), help_text="The row's label per group.")
+    device_hours = serializers.FloatField()
+    cpu_hours = serializers.FloatField()
+    cost = serializers.FloatField()
+
+
+class ReportSerializer(serializers.Serializer):
+    currency = serializers.CharField()
+    start = serializers.DateField()
+    end = serializers.DateField(help_text="Last day included.")
+    group_by = serializers.ListField(child=serializers.CharField())
+    step = serializers.CharField(allow_null=True)
+    rows = ReportRowSerializer(many=True)
+    total = ReportRowSerializer()

@@ -1,0 +1,70 @@
+"""Writes of the price catalog (platform staff only), whichever door they come in by: validated and audited.
+
+Prices are effective-dated history. A new price starts now or later (a backdated one would change reports already
+issued) and a price whose date has passed is never changed or deleted: to change what something costs, add a price
+from a later date. Only seeding an empty catalog may date prices in the past (`backdate=True`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from core.errors import DomainError
+from costs.models import ClassDiscount, CpuPrice, DevicePrice, EffectiveDated
+from tenancy.audit import delete_audited, save_audited
+
+FIELDS = {DevicePrice: ("flavor", "cluster", "per_device_hour", "effective_from", "note"),
+          CpuPrice: ("per_core_hour", "effective_from", "note"),
+          ClassDiscount: ("priority_class", "factor", "effective_from", "note")}
+KEYS = {DevicePrice: ("flavor", "cluster"), CpuPrice: (), ClassDiscount: ("priority_class",)}
+
+
+def _in_force_or_past(price: EffectiveDated, now: datetime) -> bool:
+    stored = type(price).objects.filter(pk=price.pk).values_list("effective_from", flat=True).first()
+    return stored is not None and stored <= now
+
+
+def _check_dates(price: EffectiveDated, now: datetime, backdate: bool) -> None:
+    if price.effective_from is None:
+        raise DomainError("When the price takes effect is required.", field="effective_from")
+    if price.effective_from < now and not backdate:
+        raise DomainError("A price cannot start in the past: reports already issued would change. Start it now "
+                          "or later.", field="effective_from")
+    model = type(price)
+    same_key = {name: getattr(price, name) for name in KEYS[model]}
+    if model.objects.filter(effective_from=price.effective_from, **same_key).exclude(pk=price.pk).exists():
+        raise DomainError("Another price of the same key already takes effect at that moment (overlapping "
+                          "effective dates).", field="effective_from")
+
+
+def price_check(price: EffectiveDated, *, now: datetime | None = None, backdate: bool = False) -> None:
+    """Refuse (DomainError naming the field) a change to a price in force or past, a new price in the past, and
+    two prices of one key from the same moment. `price` holds its new values, not saved yet."""
+    now = now or timezone.now()
+    if _in_force_or_past(price, now) and not backdate:
+        raise DomainError("This price is in force or past and is kept as history; add a new price from a later "
+                          "date instead.", field="effective_from")
+    _check_dates(price, now, backdate)
+
+
+@transaction.atomic
+def price_save(*, actor: Any, price: EffectiveDated, values: dict[str, Any] | None = None,
+               now: datetime | None = None, backdate: bool = False) -> EffectiveDated:
+    """Create a price, or change one that has not taken effect yet."""
+    for name, value in (values or {}).items():
+        setattr(price, name, value)
+    price_check(price, now=now, backdate=backdate)
+    save_audited(actor=actor, obj=price, fields=FIELDS[type(price)])
+    return price
+
+
+@transaction.atomic
+def price_delete(*, actor: Any, price: Model, now: datetime | None = None) -> None:
+    """Delete a price that has not taken effect yet."""
+    if _in_force_or_past(price, now or timezone.now()):
+        raise DomainError("This price is in force or past and is kept as history.", field="effective_from")
+    delete_audited(actor=actor, obj=price, fields=FIELDS[type(price)])

@@ -1,0 +1,155 @@
+"""Usage segments are written by the transitions themselves: one per attempt, opened at admission, closed exactly
+once when the attempt ends, in one statement each; reports price them across preemption, retry and a price change
+in the middle of a segment, and cost open ones up to now."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from costs import segments
+from costs.models import UsageDay, UsageSegment
+from costs.reports import ReportQuery, Window, usage_report
+from costs.rollup import roll_segments
+from jobs import lifecycle
+from jobs.lifecycle import AttemptEnd, transition
+from jobs.states import State
+from tenancy.models import Project
+from tests.costs.conftest import at, price
+from tests.jobs.conftest import admit, submit
+
+pytestmark = pytest.mark.django_db
+DAY_ONE = Window(date(2026, 1, 1), date(2026, 1, 2))
+
+
+def run_to(job, when):
+    for state in (State.DISPATCHING, State.RUNNING):
+        job = transition(job, state, reason="test", actor="backend", now=when)
+    return job
+
+
+def preempt_and_requeue(job, when):
+    job = transition(job, State.PREEMPTED, reason="preempted", actor="scheduler", now=when,
+                     end=AttemptEnd(reason="preempted"))
+    return transition(job, State.QUEUED, reason="requeued", actor="scheduler", now=when)
+
+
+def report(tenant, group_by=("job",), window=DAY_ONE, step=None, now=None):
+    return usage_report(Project.objects.filter(pk=tenant.project.pk).values("id"),
+                        ReportQuery(window, group_by, step), now or at(24))
+
+
+def test_each_attempt_is_a_segment_closed_once_and_a_price_change_splits_the_cost(tenant, prices):
+    cluster, h100 = prices["cluster"], prices["h100"]
+    job = admit(submit(tenant, h100), cluster, ["r1-n1"], now=at(0))
+    job = preempt_and_requeue(run_to(job, at(0.1)), at(2))
+    job = admit(job, cluster, ["r1-n2"], now=at(3))
+    job = transition(run_to(job, at(3.1)), State.RETRYING, reason="oom", actor="backend", now=at(3.5),
+                     end=AttemptEnd(reason="oom", cause="oom"), retry_at=at(3.5))
+    price(h100, "4.00", at(4))  # from 04:00 on, in the middle of the third attempt
+    job = transition(job, State.QUEUED, reason="retry", actor="system", now=at(3.6))
+    job = admit(job, cluster, ["r2-n1"], now=at(3.75))
+    transition(run_to(job, at(3.8)), State.SUCCEEDED, reason="done", actor="backend", now=at(5.75))
+
+    rows = list(UsageSegment.objects.filter(job=job).order_by("attempt_number")
+                .values_list("attempt_number", "devices", "start_ts", "end_ts", "outcome"))
+    hour = 3600
+    start = int(at(0).timestamp())
+    assert rows == [(1, 8, start, start + 2 * hour, "preempted"),
+                    (2, 8, start + 3 * hour, start + int(3.5 * hour), "failed"),
+                    (3, 8, start + int(3.75 * hour), start + int(5.75 * hour), "succeeded")]
+    # 8 x 2 h x 2.00 + 8 x 0.5 h x 2.00 + 8 x (0.25 h x 2.00 + 1.75 h x 4.00)
+    expected = 32 + 8 + 8 * (0.5 + 7.0)
+    before = report(tenant)
+    assert before.rows[0].cost == pytest.approx(expected)
+    assert before.rows[0].device_hours == pytest.approx(8 * 4.5)
+    assert roll_segments() == 3
+    after = report(tenant)
+    assert [(r.keys, r.cost, r.device_seconds) for r in after.rows] == [
+        (r.keys, pytest.approx(r.cost), r.device_seconds) for r in before.rows]
+    assert UsageDay.objects.filter(segment__job=job).count() == 3
+
+
+def test_a_segment_is_closed_exactly_once(tenant, prices):
+    job = admit(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=at(0))
+    job = transition(job, State.CANCELLED, reason="cancel", actor="member", now=at(1))
+    segment = UsageSegment.objects.get(job=job)
+    # A late writer closing the same attempt again (a racing end) changes nothing.
+    segments.follow_attempts([lifecycle.Change(job.pk, job.project_id, State.RUNNING, State.FAILED, at(9), "x",
+                                               segment.attempt_id, 1, "failed")])
+    segment.refresh_from_db()
+    assert (segment.end_ts, segment.outcome) == (int(at(1).timestamp()), "cancelled")
+
+
+def test_an_open_segment_is_costed_up_to_now_and_a_segment_across_midnight_is_split_per_day(tenant, prices):
+    job = admit(submit(tenant, prices["h100"], devices=4), prices["cluster"], ["r1-n1"], now=at(22))
+    week = Window(date(2026, 1, 1), date(2026, 1, 8))
+    open_report = report(tenant, window=week, step="day", now=at(26))  # 2 h on day one, 2 h on day two
+    assert [(r.period, r.device_hours, r.cost) for r in open_report.rows] == [
+        (date(2026, 1, 1), pytest.approx(8.0), pytest.approx(16.0)),
+        (date(2026, 1, 2), pytest.approx(8.0), pytest.approx(16.0))]
+    transition(run_to(job, at(22.5)), State.SUCCEEDED, reason="done", actor="backend", now=at(27))
+    roll_segments()
+    closed = report(tenant, window=week, step="day", now=at(100))
+    assert [(r.period, r.device_hours) for r in closed.rows] == [
+        (date(2026, 1, 1), pytest.approx(8.0)), (date(2026, 1, 2), pytest.approx(12.0))]
+    assert UsageDay.objects.count() == 2
+
+
+def test_preemptible_jobs_pay_their_class_factor_and_cpu_jobs_pay_core_hours(tenant, prices):
+    cluster = prices["cluster"]
+    cheap = admit(submit(tenant, prices["h100"], devices=8, priority="preemptible"), cluster, ["r1-n1"], now=at(0))
+    transition(cheap, State.CANCELLED, reason="stop", actor="member", now=at(1))
+    cpu_job = admit(submit(tenant, prices["a100"], devices=0), cluster, ["a-n1"], now=at(0))
+    transition(cpu_job, State.CANCELLED, reason="stop", actor="member", now=at(2))
+    costs = {r.labels["job"]: r.cost for r in report(tenant).rows}
+    assert costs[f"#{cheap.pk} train"] == pytest.approx(8 * 1 * 2.00 * 0.3)
+    assert costs[f"#{cpu_job.pk} train"] == pytest.approx(4 * 2 * 0.05)  # 4 cores (the group default) x 2 h
+
+
+def test_a_cluster_price_overrides_the_flavor_price_on_that_cluster_only(tenant, prices):
+    from clusters.models import Cluster
+
+    price(prices["h100"], "3.00", at(0), cluster=prices["cluster"])
+    Cluster.objects.create(name="elsewhere")
+    job = admit(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=at(1))
+    transition(job, State.CANCELLED, reason="stop", actor="member", now=at(2))
+    assert report(tenant).total.cost == pytest.approx(8 * 3.00)
+    assert Decimal("3.00") == prices["h100"].prices.get(cluster=prices["cluster"]).per_device_hour
+
+
+@pytest.mark.parametrize("step", ["admit", "finish"])
+def test_a_segment_costs_its_transition_one_statement(tenant, prices, step):
+    """Admitting or finishing a job costs one extra statement for its segment, whatever else listens."""
+    job = submit(tenant, prices["h100"])
+    if step == "finish":
+        job = admit(job, prices["cluster"], ["r1-n1"])
+
+    def statements(with_segments: bool) -> int:
+        nonlocal job
+        listeners = lifecycle._in_transaction
+        saved = list(listeners)
+        if not with_segments:
+            listeners.remove(segments.follow_attempts)
+        try:
+            with CaptureQueriesContext(connection) as queries:
+                from django.db import transaction
+
+                with transaction.atomic():
+                    sid = transaction.savepoint()
+                    if step == "admit":
+                        admit(job, prices["cluster"], ["r1-n1"])
+                    else:
+                        transition(job, State.CANCELLED, reason="stop", actor="member", now=timezone.now())
+                    transaction.savepoint_rollback(sid)
+                job.refresh_from_db()
+            return len([q for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]])
+        finally:
+            listeners[:] = saved
+
+    assert statements(True) - statements(False) == 1
