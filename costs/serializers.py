@@ -97,17 +97,19 @@ def currency() -> str:
 class DevicePriceSerializer(StrictModelSerializer):
     flavor = serializers.SlugRelatedField(slug_field="name", queryset=flavors())
     cluster = serializers.SlugRelatedField(slug_field="name", queryset=clusters(), required=False,
-                                           allow_null=True)
+                                           allow_null=True, default=None)
 
     class Meta:
         model = DevicePrice
         fields = ["id", "flavor", "cluster", "per_device_hour", "effective_from", "note"]
+        validators: list = []  # overlapping dates are the service's rule, named on effective_from
 
 
 class CpuPriceSerializer(StrictModelSerializer):
     class Meta:
         model = CpuPrice
         fields = ["id", "per_core_hour", "effective_from", "note"]
+        validators: list = []
 
 
 class ClassDiscountSerializer(StrictModelSerializer):
@@ -116,6 +118,7 @@ class ClassDiscountSerializer(StrictModelSerializer):
     class Meta:
         model = ClassDiscount
         fields = ["id", "priority_class", "factor", "effective_from", "note"]
+        validators: list = []
 
 
 class ReportRowSerializer(serializers.Serializer):
