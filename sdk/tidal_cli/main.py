@@ -10,7 +10,7 @@ import sys
 from typing import NoReturn
 
 from tidal_cli.client import Api, CliError, UsageError
-from tidal_cli.commands import account, capacity, jobs, logs, replay, tracking
+from tidal_cli.commands import account, capacity, costs, jobs, logs, replay, tracking
 
 EPILOG = """configuration: ~/.config/tidal/config.json (written by `tidal login`; TIDAL_CONFIG moves it);
 TIDAL_URL, TIDAL_TOKEN and TIDAL_PROJECT override it. Every command exits 0 on success, 1 on an error
@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tidal", description="Command-line client for the Tidal training platform.",
                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (account, jobs, logs, capacity, tracking, replay):  # jobs registers `job` (show.py) after `jobs`
+    # jobs registers `job` (show.py) after `jobs`
+    for module in (account, jobs, logs, capacity, tracking, costs, replay):
         module.register(sub)
     return parser
 

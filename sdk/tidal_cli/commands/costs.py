@@ -1,0 +1,80 @@
+"""costs: what the caller's projects used and spent, grouped and per period, as a table, JSON or CSV."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+
+from tidal_cli.client import Api, UsageError
+from tidal_cli.commands import add_command
+from tidal_cli.output import emit_json, table
+
+GROUPS = ["organization", "project", "user", "job", "experiment", "stage", "flavor", "cluster", "priority_class"]
+STEPS = ["day", "week", "month"]
+
+
+def group_list(value: str) -> str:
+    names = [name.strip().replace("-", "_") for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in GROUPS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown group {unknown[0]!r} (any of {', '.join(GROUPS)})")
+    return ",".join(names)
+
+
+def money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def hours(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def report_params(args: argparse.Namespace) -> dict:
+    if args.month and (args.start or args.end):
+        raise UsageError("give --month, or --start and --end, not both")
+    if not args.month and bool(args.start) != bool(args.end):
+        raise UsageError("a range needs both --start and --end")
+    month = args.month or (None if args.start else datetime.now(UTC).strftime("%Y-%m"))
+    return {"month": month, "start": args.start, "end": args.end, "group_by": args.by, "step": args.step,
+            "project": args.project, "flavor": args.flavor,
+            "cluster": args.cluster}
+
+
+def cmd_costs(args: argparse.Namespace) -> None:
+    if args.csv and args.json:
+        raise UsageError("--csv prints CSV, --json the report as JSON: give one of them")
+    params = report_params(args)
+    api = Api.from_config()
+    if args.csv:
+        for line in api.stream_lines("costs/csv/", **params):
+            sys.stdout.write(line + "\n")
+        return
+    report = api.get("costs/", **params)
+    if args.json:
+        return emit_json(report)
+    groups = report["group_by"]
+    rows = [{**row["group"], "period": row["period"], "device_hours": row["device_hours"],
+             "cpu_hours": row["cpu_hours"], "cost": row["cost"]} for row in report["rows"]]
+    columns = ([("period", "PERIOD")] if report["step"] else []) + [(name, name.upper()) for name in groups]
+    columns += [("device_hours", "DEVICE-H", hours), ("cpu_hours", "CPU-H", hours),
+                ("cost", report["currency"], money)]
+    print(f"Costs {report['start']} to {report['end']} (UTC days)")
+    print(table(rows, columns, empty="No usage in this range."))
+    total = report["total"]
+    print(f"\nTotal: {money(total['cost'])} {report['currency']}, {hours(total['device_hours'])} device-hours, "
+          f"{hours(total['cpu_hours'])} CPU core-hours")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    costs = add_command(sub, "costs", cmd_costs, "usage and cost of your projects, grouped and per period")
+    costs.add_argument("--by", type=group_list, default="project",
+                       help=f"group by these, comma-separated (default project; any of {', '.join(GROUPS)})")
+    costs.add_argument("--month", metavar="YYYY-MM", help="a calendar month (default: this month, UTC)")
+    costs.add_argument("--start", metavar="YYYY-MM-DD", help="first day of a range (with --end)")
+    costs.add_argument("--end", metavar="YYYY-MM-DD", help="last day of a range, included")
+    costs.add_argument("--step", choices=STEPS, help="a row per day, week or month")
+    costs.add_argument("--project", help="only this project")
+    costs.add_argument("--flavor", help="only this flavor")
+    costs.add_argument("--cluster", help="only this cluster")
+    costs.add_argument("--csv", action="store_true", help="the rows as CSV, streamed")

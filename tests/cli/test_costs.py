@@ -1,0 +1,63 @@
+"""`tidal costs` against a live server: a table with totals, JSON, streamed CSV, and clear errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from costs import services
+from costs.models import DevicePrice, UsageSegment
+from quotas.models import PriorityClass, ResourceFlavor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def usage(tenant, demo_cluster):
+    h100 = ResourceFlavor.objects.get(name="nvidia-h100-80gb")
+    services.price_save(actor=None, price=DevicePrice(flavor=h100, per_device_hour=Decimal("2.5"),
+                                                      effective_from=datetime(2025, 1, 1, tzinfo=UTC)),
+                        backdate=True)
+    start = int(datetime(2026, 1, 10, tzinfo=UTC).timestamp())
+    for project, hours in ((tenant.project, 10), (tenant.other_project, 4)):
+        UsageSegment.objects.create(attempt_number=1, organization=project.organization, project=project,
+                                    flavor=h100, priority_class=PriorityClass.objects.get(name="normal"),
+                                    stage="sft", devices=8, cpu_millis=8000, start_ts=start,
+                                    end_ts=start + hours * 3600, outcome="succeeded")
+
+
+def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
+    shown = cli("costs", "--month", "2026-01", "--by", "project,flavor")
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[0] == "Costs 2026-01-01 to 2026-01-31 (UTC days)"
+    assert lines[1].split() == ["PROJECT", "FLAVOR", "DEVICE-H", "CPU-H", "USD"]
+    assert lines[2].split() == ["vision", "nvidia-h100-80gb", "80.0", "80.0", "200.00"]  # 8 x 10 h x 2.5
+    assert "secret" not in shown.out
+    assert lines[-1].startswith("Total: 200.00 USD, 80.0 device-hours")
+    as_json = cli("costs", "--month", "2026-01", "--json").json()
+    assert as_json["total"]["cost"] == pytest.approx(200.0)
+    rows = list(csv.reader(io.StringIO(cli("costs", "--start", "2026-01-01", "--end", "2026-01-31", "--step", "day",
+                                           "--csv").out)))
+    assert rows == [["period", "project", "device_hours", "cpu_hours", "cost_usd"],
+                    ["2026-01-10", "vision", "80.0000", "80.0000", "200.0000"]]
+    theirs = cli("costs", "--month", "2026-01", user="outsider", token=None)
+    assert theirs.code == 0 and "secret" in theirs.out and "vision" not in theirs.out
+
+
+@pytest.mark.parametrize(("argv", "code", "says"), [
+    (("costs", "--by", "colour"), 2, "unknown group 'colour'"),
+    (("costs", "--month", "2026-01", "--start", "2026-01-01"), 2, "not both"),
+    (("costs", "--start", "2026-01-01"), 2, "both --start and --end"),
+    (("costs", "--month", "2026-13"), 1, "month"),
+    (("costs", "--start", "2026-02-01", "--end", "2026-01-01"), 1, "ends before it starts"),
+    (("costs", "--month", "2026-01", "--project", "secret"), 1, "No project named 'secret'"),
+    (("costs", "--csv", "--json"), 2, "give one of them"),
+])
+def test_costs_refuses_bad_arguments_with_a_message(cli, usage, argv, code, says):
+    result = cli(*argv)
+    assert result.code == code and says in result.err, result.err
