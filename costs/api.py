@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -13,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.csvstream import line_writer
 from costs import selectors, services
 from costs.reports import Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
@@ -58,13 +58,8 @@ class CostReportView(APIView):
         return Response(report_json(report))
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
-    writer = csv.writer(_Echo())
+    writer = line_writer()
     yield writer.writerow(["period", *query.group_by, "device_hours", "cpu_hours", f"cost_{currency().lower()}"])
     for row in rows:
         yield writer.writerow([row.period or "", *(row.labels.get(name, "") for name in query.group_by),

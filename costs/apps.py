@@ -7,8 +7,15 @@ class CostsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.conf import settings
+        from django.utils import timezone
+
         from core.embedded import EMBEDDED_LOOPS
-        from costs import rollup, segments  # noqa: F401  (segments connects to the job state machine)
+        from costs import reports, rollup, segments  # noqa: F401  (segments connects to the job state machine)
+        from tracking.costing import register_cost_source
+
+        register_cost_source(lambda until: reports.job_costs(until, timezone.now()),
+                             lambda: settings.TIDAL["CURRENCY"])
 
         # Embedded mode (no Celery beat): closed segments are rolled into priced days as beat does it.
         EMBEDDED_LOOPS.append(("costs-roll-segments", rollup.roll_segments, 60.0, None))

@@ -8,7 +8,7 @@ small and held, the rolled part is read in chunks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from itertools import islice
@@ -193,9 +193,13 @@ def usage_report(projects: QuerySet, query: ReportQuery, now: datetime) -> Repor
     return Report(query, list(report_rows(projects, query, now)))
 
 
-def job_cost(job_ids: Iterable[int], now: datetime, until: int | None = None) -> float:
-    """What jobs' segments cost from their admission up to `until` (epoch seconds; default now): the run page."""
-    book, limit, total = price_book(), until if until is not None else int(now.timestamp()), 0.0
-    for segment in UsageSegment.objects.filter(job_id__in=list(job_ids), start_ts__lt=limit):
-        total += book.cost(usage_of(segment), segment.start_ts, min(segment.end_ts or limit, limit))
-    return total
+def job_costs(until_by_job: Mapping[int, int | None], now: datetime) -> dict[int, float]:
+    """What each job's segments cost from its first admission up to its `until` (epoch seconds; None: now), in one
+    query: the run and experiment pages, and the cost to reach a metric value."""
+    book, current, costs = price_book(), int(now.timestamp()), dict.fromkeys(until_by_job, 0.0)
+    for segment in UsageSegment.objects.filter(job_id__in=list(until_by_job)):
+        limit = until_by_job[segment.job_id] or current
+        if segment.start_ts < limit:
+            costs[segment.job_id] += book.cost(usage_of(segment), segment.start_ts,
+                                               min(segment.end_ts or current, limit, current))
+    return costs

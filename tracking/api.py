@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Iterator
 
@@ -18,11 +17,12 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from core.csvstream import line_writer
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
-from tracking import selectors, services
+from tracking import costing, selectors, services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
 from tracking.bodies import body_of
 from tracking.models import AlertRule, Experiment, Run, Webhook
@@ -31,6 +31,7 @@ from tracking.serializers import (
     AlertSerializer,
     ExperimentSerializer,
     LogBatchSerializer,
+    RunCostSerializer,
     RunCreateSerializer,
     RunSerializer,
     RunUpdateSerializer,
@@ -158,6 +159,24 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
             body["times"] = sorted(selectors.step_times(run, key, steps).items())
         return Response(body)
 
+    @extend_schema(parameters=[
+        OpenApiParameter("key", str, description="A metric whose target value the cost is asked at."),
+        OpenApiParameter("below", float, description="The cost when `key` first went below this."),
+        OpenApiParameter("above", float, description="The cost when `key` first went above this.")],
+        responses=RunCostSerializer)
+    @action(detail=True, methods=["get"])
+    def cost(self, request: Request, pk: str | None = None) -> Response:
+        """What the run's job cost so far, and when it first reached a metric value and what it had cost then.
+        A run without a job has no metered cost (`cost` null)."""
+        run = self.get_object()
+        target = _target(request)
+        found = costing.run_costs([run], target).get(run.pk)
+        reached = found.reached if found else None
+        return Response({"currency": found.currency if found else None, "cost": found.cost if found else None,
+                         "target": str(target) if target else None,
+                         "reached": None if reached is None else
+                         {"step": reached.step, "at": reached.at, "cost": reached.cost}})
+
     @extend_schema(parameters=[OpenApiParameter("key", str, description="Only this key; all keys when absent.")],
                    responses={(200, "text/csv"): str})
     @action(detail=True, methods=["get"])
@@ -168,6 +187,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
         response = StreamingHttpResponse(_csv_rows(run, keys), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.csv"'
         return response
+
+
+def _target(request: Request) -> costing.Target | None:
+    params = request.query_params
+    try:
+        return costing.parse_target(params.get("key"), params.get("below"), params.get("above"))
+    except costing.TargetError as e:
+        raise ValidationError({e.field: [str(e)]}) from None
 
 
 def _series_query(request: Request) -> tuple[str, int, int | None, int | None]:
@@ -194,13 +221,8 @@ def _special(value: float) -> str:
     return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[kind_of(value)]
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 def _csv_rows(run: Run, keys: list[str]) -> Iterator[str]:
-    writer = csv.writer(_Echo())
+    writer = line_writer()
     yield writer.writerow(["key", "step", "value"])
     for key in keys:
         for step, value in selectors.full_series(run, key):

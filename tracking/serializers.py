@@ -117,3 +117,16 @@ class WebhookSerializer(StrictModelSerializer):
         except Refused as e:
             raise serializers.ValidationError(f"The URL {e}.") from None
         return value
+
+
+class ReachedSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    cost = serializers.FloatField(allow_null=True)
+
+
+class RunCostSerializer(serializers.Serializer):
+    currency = serializers.CharField(allow_null=True)
+    cost = serializers.FloatField(allow_null=True, help_text="So far; null for a run without a job.")
+    target = serializers.CharField(allow_null=True)
+    reached = ReachedSerializer(allow_null=True, help_text="Null when the target was not reached.")

@@ -27,7 +27,7 @@ from jobs.states import State
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.selectors import role_in_project
 from tenancy.views import project_or_404
-from tracking import selectors, services
+from tracking import costing, selectors, services
 from tracking.models import AlertAction, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
 
@@ -165,6 +165,28 @@ def humanize_duration(delta: timedelta) -> str:
     return f"{hours // 24} d {hours % 24} h"
 
 
+@dataclass(frozen=True)
+class Reach:
+    """The page's "cost to reach" question (`?reach_key=eval/loss&reach_dir=below&reach_value=2`), or its error."""
+
+    target: costing.Target | None = None
+    error: str = ""
+    key: str = ""
+    direction: str = "below"
+    value: str = ""
+
+
+def reach_of(request: HttpRequest) -> Reach:
+    key, value = request.GET.get("reach_key", ""), request.GET.get("reach_value", "")
+    direction = "above" if request.GET.get("reach_dir") == "above" else "below"
+    try:
+        target = costing.parse_target(key, value if direction == "below" else None,
+                                      value if direction == "above" else None)
+    except costing.TargetError as e:
+        return Reach(error=f"{e.field}: {e}", key=key, direction=direction, value=value)
+    return Reach(target, key=key, direction=direction, value=value)
+
+
 def _row(run: Run, table: RunTable, now: datetime) -> dict:
     summary = run.summary or {}
     metrics = []
@@ -191,9 +213,12 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
                                              for label, kind in (("last", "metric"), ("min", "metric_min"),
                                                                  ("max", "metric_max"))]}
                       for key in table.shown_metrics]
+    reach = reach_of(request)
+    costs = costing.run_costs(page.object_list, reach.target)
+    rows = [_row(run, table, now) | {"cost": costs.get(run.pk)} for run in page.object_list]
     return render(request, "tracking/experiment_detail.html", {
-        "experiment": experiment, "table": table, "page": page,
-        "rows": [_row(run, table, now) for run in page.object_list],
+        "experiment": experiment, "table": table, "page": page, "rows": rows, "reach": reach,
+        "costed": bool(costs),
         "fixed_headers": [_header(table, c) for c in fixed],
         "param_headers": [_header(table, Column(key, f"param.{key}")) for key in table.shown_params],
         "metric_headers": metric_headers,
@@ -263,7 +288,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     job = _job_of(request, run)
     alerts = list(selectors.alerts_for_user(request.user).filter(run=run))
+    reach = reach_of(request)
     return render(request, "tracking/run_detail.html", {
+        "cost": costing.run_costs([run], reach.target).get(run.pk), "reach": reach,
+        "metric_keys": selectors.run_keys(run),
         "run": run, "job": job, "attempts": list(job.attempts.all()) if job else [],
         "params": sorted((run.params or {}).items()), "tags": sorted((run.tags or {}).items()),
         "alerts": alerts, "open_alerts": sum(1 for a in alerts if a.resolved_at is None),
