@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from clusters.demo import seed_cluster
+from costs.demo import seed_costs
 from jobs.demo import seed_jobs
 from quotas.demo import seed_quotas
 from tenancy.demo import DEMO_PASSWORD, seed_tenants
@@ -18,7 +19,10 @@ class Command(BaseCommand):
             logins = seed_tenants()
             seed_cluster()
             seed_quotas()
+            history = seed_costs()
             submitted = 0 if without_jobs else seed_jobs()
+        if history:
+            self.stdout.write(f"Replayed {history} past jobs of the Philly trace as five weeks of usage and cost.")
         if submitted:
             self.stdout.write(f"Submitted {submitted} demo jobs to the simulated cluster.")
         self.stdout.write(f"Demo logins (password for all: {DEMO_PASSWORD}):")
