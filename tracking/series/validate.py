@@ -141,12 +141,17 @@ def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str,
 def summarize(points: list[CleanPoint], summary: dict[str, dict]) -> dict[str, dict]:
     """The runs table's per-key figures merged with a batch: last (by step), min and max of finite values."""
     merged = {k: dict(v) for k, v in summary.items()}
+    by_key: dict[str, list[CleanPoint]] = {}
     for p in points:
-        entry = merged.setdefault(p.key, {"last": None, "step": -1, "min": None, "max": None})
-        finite = math.isfinite(p.value)
-        if p.step >= entry["step"]:
-            entry["step"], entry["last"] = p.step, p.value if finite else None
+        by_key.setdefault(p.key, []).append(p)
+    for key, mine in by_key.items():
+        entry = merged.setdefault(key, {"last": None, "step": -1, "min": None, "max": None})
+        latest = max(mine, key=lambda p: p.step)  # the first of equal steps: clean_points left one per step
+        if latest.step >= entry["step"]:
+            entry["step"], entry["last"] = latest.step, latest.value if math.isfinite(latest.value) else None
+        finite = [p.value for p in mine if math.isfinite(p.value)]
         if finite:
-            entry["min"] = p.value if entry["min"] is None else min(entry["min"], p.value)
-            entry["max"] = p.value if entry["max"] is None else max(entry["max"], p.value)
+            low, high = min(finite), max(finite)
+            entry["min"] = low if entry["min"] is None else min(entry["min"], low)
+            entry["max"] = high if entry["max"] is None else max(entry["max"], high)
     return merged
