@@ -9,6 +9,10 @@ class CostsConfig(AppConfig):
     def ready(self) -> None:
         from core.embedded import EMBEDDED_LOOPS
         from costs import rollup, segments  # noqa: F401  (segments connects to the job state machine)
+        from costs.views import project_cost_panel
+        from tenancy.panels import Panel, register_project_panel
+
+        register_project_panel(Panel("costs/_project_panel.html", project_cost_panel, order=30))
 
         # Embedded mode (no Celery beat): closed segments are rolled into priced days as beat does it.
         EMBEDDED_LOOPS.append(("costs-roll-segments", rollup.roll_segments, 60.0, None))
