@@ -74,7 +74,8 @@ function utilizationChart(element, flavor) {
     series: [{ label: "day", value: dayOf },
       { label: "allocated", stroke: COLORS[0], fill: "#1565c055", paths: uPlot.paths.bars({ size: [0.8, 80] }),
         points: { show: false }, value: hours },
-      { label: "capacity", stroke: COLORS[3], width: 2, paths: uPlot.paths.stepped({ align: 0 }), value: hours }],
+      { label: "capacity", stroke: COLORS[3], width: 2, paths: uPlot.paths.stepped({ align: 0 }),
+        points: { show: false }, value: hours }],
   }, [flavor.x, flavor.allocated, flavor.capacity], element);
   element.plot = plot;
   resizeWith(element, plot);
