@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from costs.admin_report import capacity_hours, fragmentation
 from costs.reports import Report, ReportQuery, Row, Window
+from costs.rollup import roll_segments
 from costs.views import OTHER, stacked_series
 from jobs.lifecycle import transition
 from jobs.scheduling.model import Node, PendingJob, ReplicaGroup
@@ -136,6 +137,18 @@ def test_the_group_by_multi_select_and_an_empty_choice_meaning_totals_only(tenan
     assert totals.context["report"].query.group_by == ()
     assert [s["label"] for s in totals.context["chart"]["series"]] == ["total"]
     assert totals.context["chart"]["series"][0]["values"] == [pytest.approx(56.0)]
+
+
+@pytest.mark.parametrize("rolled", [False, True])
+@pytest.mark.parametrize("step, periods", [("week", 5), ("month", 1)])
+def test_weekly_and_monthly_charts_hold_every_row_rolled_or_not(tenant, usage, rolled, step, periods):
+    if rolled:
+        assert roll_segments() == 3
+    chart = page(login(tenant.users["member"]), step=step, **JANUARY).context["chart"]
+    assert len(chart["x"]) == periods  # January 2026 touches the weeks of Dec 29, Jan 5, 12, 19 and 26
+    by_group = {s["label"]: s["values"] for s in chart["series"]}
+    assert by_group["vision · nvidia-h100-80gb"][0] == pytest.approx(32.0)
+    assert by_group["vision · nvidia-a100-40gb"][0] == pytest.approx(24.0)
 
 
 def test_the_csv_link_carries_the_pages_query_and_works_with_the_session(tenant, usage):
