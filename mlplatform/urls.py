@@ -29,6 +29,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("tracking.urls")),
+    path("", include("costs.urls")),
     path("", include("tenancy.urls")),
 ]
 

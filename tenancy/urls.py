@@ -14,5 +14,4 @@ urlpatterns = [
     path("projects/<slug:slug>/audit/", views.project_audit, name="project_audit"),
     path("", include("jobs.urls")),
     path("", include("clusters.urls")),
-    path("costs/", views.coming_soon, {"section": "costs"}, name="costs"),
 ]

@@ -188,9 +188,3 @@ def project_audit(request: HttpRequest, slug: str) -> HttpResponse:
     project = project_with_role_or_403(request, slug, Role.ADMIN, "Reading the audit log needs the admin role.")
     entries = selectors.audit_for_user(request.user).filter(project=project)[:200]
     return render(request, "tenancy/project_audit.html", {"project": project, "entries": entries})
-
-
-@login_required
-def coming_soon(request: HttpRequest, section: str) -> HttpResponse:
-    """Navigation targets whose pages arrive with later issues (costs)."""
-    return render(request, "tenancy/coming_soon.html", {"section": section})
