@@ -202,3 +202,24 @@ def test_only_spent_hard_budgets_stop_the_scheduler_with_a_readable_reason(tenan
     assert ports.spent_budgets(at(72)) == {tenant.project.pk: (
         "project vision has spent 1,152 USD of its 1,000 USD budget for January; only preemptible jobs are "
         "admitted")}
+
+
+# ------------------------------------------------------------------------------------------- the project page
+
+def test_the_project_page_shows_the_budget_spend_forecast_and_the_months_alerts(tenant, prices, client):
+    from django.urls import reverse
+    from django.utils import timezone
+
+    client.force_login(tenant.users["viewer"])
+    page = reverse("project_detail", kwargs={"slug": "vision"})
+    assert "No budget" in client.get(page).content.decode()
+    now = timezone.now()
+    saved = budget(tenant, "12345.5", hard=True, thresholds=[1])
+    BudgetAlert.objects.create(project=tenant.project, month=now.date().replace(day=1), threshold=1,
+                               amount=saved.amount, cost=150.25, created_at=now)
+    BudgetAlert.objects.create(project=tenant.project, month=date(2020, 1, 1), threshold=1, amount=saved.amount,
+                               cost=99999, created_at=now)  # another month's: not shown
+    html = client.get(page).content.decode()
+    assert 'id="budget"' in html and "12,345.50 USD" in html and "hard" in html
+    assert "1% reached: 150.25 USD spent" in html and "99,999" not in html
+    assert "Forecast: the month so far plus the run rate" in html
