@@ -223,3 +223,31 @@ def test_the_project_page_shows_the_budget_spend_forecast_and_the_months_alerts(
     assert 'id="budget"' in html and "12,345.50 USD" in html and "hard" in html
     assert "1% reached: 150.25 USD spent" in html and "99,999" not in html
     assert "Forecast: the month so far plus the run rate" in html
+
+
+# ------------------------------------------------------------------------------------------ the admin console
+
+def test_the_console_writes_through_the_service_and_wakes_the_scheduler_after_commit(
+        tenant, monkeypatch, django_capture_on_commit_callbacks):
+    from django.test import Client
+
+    from core import wakeup
+    from tenancy.models import AuditEntry
+    from tests.conftest import make_user
+
+    wakes = []
+    monkeypatch.setattr(wakeup, "wake_scheduler", lambda: wakes.append("wake"))
+    console = Client()
+    console.force_login(make_user("root", is_staff=True, is_superuser=True))
+    bad = console.post("/admin/costs/budget/add/", {"project": tenant.project.pk, "amount": "-1",
+                                                    "thresholds": "[50]"})
+    assert bad.status_code == 200 and not Budget.objects.exists()  # the form shows the error
+    with django_capture_on_commit_callbacks(execute=True):
+        added = console.post("/admin/costs/budget/add/", {"project": tenant.project.pk, "amount": "500",
+                                                          "thresholds": "[50, 100]", "hard": "on"})
+        assert wakes == []
+    assert added.status_code == 302, added.content.decode()[:2000]
+    assert wakes == ["wake"]
+    saved = Budget.objects.get()
+    assert (saved.amount, saved.thresholds, saved.hard) == (Decimal("500"), [50, 100], True)
+    assert AuditEntry.objects.filter(action="budget.create", project=tenant.project).count() == 1
