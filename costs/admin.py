@@ -1,5 +1,5 @@
-"""Admin console for the price catalog: the form refuses what the service would (history is never edited), and
-every save and delete goes through `costs.services` (validated, audited)."""
+"""Admin console for the price catalog and budgets: the form refuses what the service would (price history is
+never edited), and every save and delete goes through `costs.services` (validated, audited)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.contrib import admin
 from core.admin import WritesThroughServices
 from core.errors import DomainError
 from costs import services
-from costs.models import ClassDiscount, CpuPrice, DevicePrice
+from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice
 
 
 class PriceForm(forms.ModelForm):
@@ -52,3 +52,33 @@ class CpuPriceAdmin(PriceAdmin):
 class ClassDiscountAdmin(PriceAdmin):
     list_display = ["priority_class", "factor", "effective_from", "note"]
     list_filter = ["priority_class"]
+
+
+@admin.register(Budget)
+class BudgetAdmin(WritesThroughServices, admin.ModelAdmin):
+    """Staff edit any project's budget; the form checks the model's rules, the service audits and wakes the
+    scheduler."""
+
+    list_display = ["project", "amount", "hard", "thresholds"]
+    list_filter = ["hard"]
+    autocomplete_fields = ["project"]
+
+    def save_model(self, request, obj, form, change):
+        services.budget_save(actor=request.user, budget=obj)
+
+    def delete_model(self, request, obj):
+        services.budget_delete(actor=request.user, budget=obj)
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(admin.ModelAdmin):
+    """The record of thresholds crossed: written only by the budget check."""
+
+    list_display = ["project", "month", "threshold", "amount", "cost", "created_at"]
+    list_filter = ["month"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,10 +1,12 @@
-"""REST API of cost reports (JSON and streamed CSV) and of the price catalog (everybody reads, staff write)."""
+"""REST API of cost reports (JSON and streamed CSV), of the price catalog (everybody reads, staff write) and of
+budgets (a project's members read, its admins write)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
 
+import django_filters
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -14,8 +16,10 @@ from rest_framework.views import APIView
 
 from core.csvstream import line_writer
 from costs import selectors, services
+from costs.models import Budget
 from costs.reports import Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
+    BudgetSerializer,
     ClassDiscountSerializer,
     CpuPriceSerializer,
     DevicePriceSerializer,
@@ -24,7 +28,10 @@ from costs.serializers import (
     currency,
 )
 from quotas.api import CatalogViewSet
+from tenancy.filters import project_filter
+from tenancy.models import Project
 from tenancy.scoping import visible_to_everyone
+from tracking.api import ProjectSettingViewSet
 
 
 def report_query(request: Request) -> ReportQuery:
@@ -106,3 +113,30 @@ class CpuPriceViewSet(PriceViewSet):
 class ClassDiscountViewSet(PriceViewSet):
     selector = visible_to_everyone(selectors.class_discounts)
     serializer_class = ClassDiscountSerializer
+
+
+class BudgetFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = Budget
+        fields = ["project"]
+
+
+class BudgetViewSet(ProjectSettingViewSet):
+    """A project's monthly budget (one per project): every role of the project reads it with what was spent this
+    month, the percent and the month-end forecast; its admins and owners (and staff) write it."""
+
+    selector = staticmethod(selectors.budgets_for_user)
+    serializer_class = BudgetSerializer
+    filterset_class = BudgetFilter
+    noun = "A budget"
+
+    def new(self, project: Project) -> Budget:
+        return Budget(project=project)
+
+    def save(self, obj: Budget, values: dict) -> Budget:
+        return services.budget_save(actor=self.request.user, budget=obj, values=values)
+
+    def remove(self, obj: Budget) -> None:
+        services.budget_delete(actor=self.request.user, budget=obj)

@@ -1,8 +1,9 @@
-"""Usage segments (what each attempt held, and when), their daily rollup, and the price catalog."""
+"""Usage segments (what each attempt held, and when), their daily rollup, the price catalog, and budgets."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -132,3 +133,58 @@ class ClassDiscount(EffectiveDated):
 
     def __str__(self) -> str:
         return f"{self.priority_class}: x{self.factor} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+def default_thresholds() -> list[int]:
+    return [50, 80, 100]
+
+
+def validate_thresholds(value: object) -> None:
+    """Percents of the monthly amount at which to alert: whole numbers from 1 to 1000, strictly ascending."""
+    if not isinstance(value, list):
+        raise ValidationError("A list of percents, e.g. [50, 80, 100].")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 1000:
+            raise ValidationError(f"{item!r} is not a whole percent from 1 to 1000.")
+    if any(a >= b for a, b in zip(value, value[1:], strict=False)):
+        raise ValidationError("Percents must be ascending, each once (e.g. [50, 80, 100]).")
+
+
+class Budget(models.Model):
+    """What a project may spend per calendar month (UTC), in `TIDAL_CURRENCY`. Crossing a threshold alerts once a
+    month (`BudgetAlert`); a hard budget, once spent, stops the scheduler admitting the project's non-preemptible
+    jobs until the month ends or the amount is raised (`costs.budgets`)."""
+
+    project = models.OneToOneField("tenancy.Project", on_delete=models.CASCADE, related_name="budget")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, validators=[MinValueValidator(0)],
+                                 help_text="Per calendar month (UTC), in the platform's currency.")
+    thresholds = models.JSONField(default=default_thresholds, blank=True, validators=[validate_thresholds],
+                                  help_text="Percents of the amount that alert once a month, ascending.")
+    hard = models.BooleanField(default=False, help_text="Once spent, only preemptible jobs are admitted.")
+
+    class Meta:
+        ordering = ["project__slug"]
+
+    def __str__(self) -> str:
+        return f"budget of {self.project}: {self.amount}/month{' (hard)' if self.hard else ''}"
+
+
+class BudgetAlert(models.Model):
+    """A threshold crossed in a month. The unique constraint makes the insert the arbiter: checks running at once
+    (beat, an embedded loop, a second worker) alert and notify exactly once."""
+
+    project = models.ForeignKey("tenancy.Project", on_delete=models.CASCADE, related_name="budget_alerts",
+                                db_index=False)
+    month = models.DateField(help_text="First day of the month.")
+    threshold = models.PositiveIntegerField(help_text="Percent of the amount.")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, help_text="The budget then.")
+    cost = models.FloatField(help_text="What the project had spent in the month then.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-month", "threshold"]
+        constraints = [models.UniqueConstraint(fields=["project", "month", "threshold"],
+                                               name="one_budget_alert_per_threshold_and_month")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}: {self.threshold}% of {self.month:%Y-%m}"

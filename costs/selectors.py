@@ -1,11 +1,14 @@
-"""Reads of the price catalog (not tenant data: every signed-in user reads it) and the projects whose costs a user
-sees (members their projects, platform staff all)."""
+"""Reads of the price catalog (not tenant data: every signed-in user reads it), the projects whose costs a user
+sees (members their projects, platform staff all), and budgets (every role of the project reads them)."""
 
 from __future__ import annotations
 
+from datetime import date
+
 from django.db.models import QuerySet
 
-from costs.models import ClassDiscount, CpuPrice, DevicePrice
+from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice
+from tenancy.models import Project
 from tenancy.selectors import User, project_ids_for_user
 
 
@@ -24,3 +27,16 @@ def class_discounts() -> QuerySet[ClassDiscount]:
 def report_projects(user: User) -> QuerySet:
     """The ids of the projects whose usage and costs `user` may see."""
     return project_ids_for_user(user)
+
+
+def budgets_for_user(user: User) -> QuerySet[Budget]:
+    return Budget.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")
+
+
+def budget_of(project: Project) -> Budget | None:
+    """The project's budget (the caller has checked the project is the user's)."""
+    return Budget.objects.filter(project=project).select_related("project").first()
+
+
+def budget_alerts(project: Project, month: date) -> QuerySet[BudgetAlert]:
+    return BudgetAlert.objects.filter(project=project, month=month).order_by("threshold")

@@ -1,20 +1,25 @@
-"""Report parameters (checked before any query: a bad one is a 400 naming it) and the price catalog."""
+"""Report parameters (checked before any query: a bad one is a 400 naming it), the price catalog and budgets."""
 
 from __future__ import annotations
 
 import re
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.selectors import clusters
 from core.serializers import StrictModelSerializer
-from costs.models import ClassDiscount, CpuPrice, DevicePrice
+from costs.budgets import BudgetStatus
+from costs.budgets import statuses as budget_statuses
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice
 from costs.reports import GROUPS, STEPS, ReportQuery, Window
 from quotas.selectors import flavors, priority_classes
 from tenancy.selectors import organizations_for_user, projects_for_user
+from tenancy.serializers import ScopedProjectField
 
 MONTH = re.compile(r"(\d{4})-(\d{2})\Z")
 
@@ -137,3 +142,68 @@ class ReportSerializer(serializers.Serializer):
     step = serializers.CharField(allow_null=True)
     rows = ReportRowSerializer(many=True)
     total = ReportRowSerializer()
+
+
+class BudgetListSerializer(serializers.ListSerializer):
+    """Prices a page of budgets with one set of reports for all of them, not one per row."""
+
+    def to_representation(self, data: Any) -> list:
+        rows = list(data.all() if hasattr(data, "all") else data)
+        found = self.context.setdefault("statuses", {})
+        for status in budget_statuses([row for row in rows if row.pk not in found], self.context_now()):
+            found[status.budget.pk] = status
+        return super().to_representation(rows)
+
+    def context_now(self) -> datetime:
+        return self.context.setdefault("now", timezone.now())
+
+
+class BudgetSerializer(StrictModelSerializer):
+    """A project's monthly budget; what it spent this month, the percent and the forecast are computed from the
+    cost reports (docs/costs.md#budgets)."""
+
+    project = ScopedProjectField()
+    currency = serializers.SerializerMethodField()
+    month = serializers.SerializerMethodField(help_text="The month the computed fields cover, YYYY-MM (UTC).")
+    spent_this_month = serializers.SerializerMethodField()
+    percent = serializers.SerializerMethodField(help_text="Spent as a percent of the amount; null for a zero budget.")
+    forecast = serializers.SerializerMethodField(help_text="Expected cost of the month at its end.")
+    forecast_basis = serializers.SerializerMethodField(help_text="Which estimate of the rest of the month it used.")
+    exhausted = serializers.SerializerMethodField(help_text="Spent at least the amount this month.")
+
+    class Meta:
+        model = Budget
+        fields = ["id", "project", "amount", "thresholds", "hard", "currency", "month", "spent_this_month",
+                  "percent", "forecast", "forecast_basis", "exhausted"]
+        list_serializer_class = BudgetListSerializer
+
+    def status(self, budget: Budget) -> BudgetStatus:
+        found = self.context.setdefault("statuses", {})
+        if budget.pk not in found:
+            found[budget.pk] = budget_statuses([budget], self.context.setdefault("now", timezone.now()))[0]
+        return found[budget.pk]
+
+    def get_currency(self, budget: Budget) -> str:
+        return currency()
+
+    def get_month(self, budget: Budget) -> str:
+        return f"{self.status(budget).month:%Y-%m}"
+
+    @extend_schema_field(serializers.FloatField())
+    def get_spent_this_month(self, budget: Budget) -> float:
+        return round(self.status(budget).spent, 2)
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_percent(self, budget: Budget) -> float | None:
+        percent = self.status(budget).percent
+        return None if percent is None else round(percent, 1)
+
+    @extend_schema_field(serializers.FloatField())
+    def get_forecast(self, budget: Budget) -> float:
+        return round(self.status(budget).forecast.total, 2)
+
+    def get_forecast_basis(self, budget: Budget) -> str:
+        return self.status(budget).forecast.basis
+
+    def get_exhausted(self, budget: Budget) -> bool:
+        return self.status(budget).exhausted

@@ -1,4 +1,5 @@
-"""Writes of the price catalog (platform staff only), whichever door they come in by: validated and audited.
+"""Writes of the price catalog (platform staff only) and of budgets (a project's admins), whichever door they come
+in by: validated and audited.
 
 Prices are effective-dated history. A new price starts now or later (a backdated one would change reports already
 issued) and a price whose date has passed is never changed or deleted: to change what something costs, add a price
@@ -9,12 +10,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from core import wakeup
 from core.errors import DomainError
-from costs.models import ClassDiscount, CpuPrice, DevicePrice, EffectiveDated
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, EffectiveDated
 from tenancy.audit import delete_audited, save_audited
 
 FIELDS = {DevicePrice: ("flavor", "cluster", "per_device_hour", "effective_from", "note"),
@@ -68,3 +70,32 @@ def price_delete(*, actor: Any, price: Model, now: datetime | None = None) -> No
     if _in_force_or_past(price, now or timezone.now()):
         raise DomainError("This price is in force or past and is kept as history.", field="effective_from")
     delete_audited(actor=actor, obj=price, fields=FIELDS[type(price)])
+
+
+# ---------------------------------------------------------------------------------------------------- budgets
+
+BUDGET_FIELDS = ("project", "amount", "thresholds", "hard")
+
+
+@transaction.atomic
+def budget_save(*, actor: Any, budget: Budget, values: dict[str, Any] | None = None) -> Budget:
+    """Create or change a project's budget (its admins and owners, or staff: the API checks the role). The model's
+    rules are 400s naming the field: `amount` below 0, `thresholds` not ascending whole percents from 1 to 1000, a
+    second budget for one `project`. The scheduler is woken: a hard budget raised or lowered may change what it
+    admits."""
+    for name, value in (values or {}).items():
+        setattr(budget, name, value)
+    try:
+        with transaction.atomic():
+            save_audited(actor=actor, obj=budget, fields=BUDGET_FIELDS, project=budget.project)
+    except IntegrityError:  # a budget created for the project at the same moment
+        raise DomainError(f"Project {budget.project.slug} already has a budget; change it instead.",
+                          field="project") from None
+    transaction.on_commit(wakeup.wake_scheduler)
+    return budget
+
+
+@transaction.atomic
+def budget_delete(*, actor: Any, budget: Budget) -> None:
+    delete_audited(actor=actor, obj=budget, fields=BUDGET_FIELDS, project=budget.project)
+    transaction.on_commit(wakeup.wake_scheduler)

@@ -1,12 +1,17 @@
-"""Celery beat's task of costs: closed segments cut into priced days (thin: it calls the rollup)."""
+"""Celery beat's tasks of costs (thin: they call the rollup and the budget check)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from costs import rollup
+from costs import budgets, rollup
 
 
 @shared_task
 def roll_segments() -> int:
     return rollup.roll_segments()
+
+
+@shared_task
+def check_budgets() -> int:
+    return budgets.check_budgets()

@@ -91,9 +91,11 @@ class _Forecasts:
 
 
 def _fingerprint(snapshot: core.Snapshot, policy: core.Policy, runtime_ratio: float) -> tuple:
-    # Projects by name only: their decayed usage moves a little every cycle, and forecasting again for that alone
-    # would cost a simulation per cycle and make estimates jitter between page loads.
-    return (policy, runtime_ratio, snapshot.nodes, snapshot.quotas, tuple(p.name for p in snapshot.projects),
+    # Projects by name and whether their budget stops them only: their decayed usage (and the spend a budget's
+    # reason quotes) moves a little every cycle, and forecasting again for that alone would cost a simulation per
+    # cycle and make estimates jitter between page loads.
+    return (policy, runtime_ratio, snapshot.nodes, snapshot.quotas,
+            tuple((p.name, bool(p.budget_stop)) for p in snapshot.projects),
             tuple((r.id, r.started_at) for r in snapshot.running), tuple(j.id for j in snapshot.pending))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,3 +152,25 @@ def env_for(attempt: Attempt) -> AttemptEnv:
         plain.update(env.plain)
         secret.update(env.secret)
     return AttemptEnv(plain, secret)
+
+
+# ------------------------------------------------------------------------------------------- spent hard budgets
+
+# fn(now) -> {project id: why its non-preemptible jobs are not admitted}: projects whose hard budget is spent.
+BudgetSource = Callable[[datetime], Mapping[int, str]]
+_budget_sources: list[BudgetSource] = []
+
+
+def register_budget_source(source: BudgetSource) -> None:
+    """Called once per app in its AppConfig.ready() (costs); a repeated registration adds nothing."""
+    if source not in _budget_sources:
+        _budget_sources.append(source)
+
+
+def spent_budgets(now: datetime) -> dict[int, str]:
+    """Every registered source's projects whose hard budget is spent, with the reason (the snapshot builder asks
+    once per cycle)."""
+    stops: dict[int, str] = {}
+    for source in _budget_sources:
+        stops.update(source(now))
+    return stops

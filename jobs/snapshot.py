@@ -2,7 +2,8 @@
 
 A handful of `values()` queries for the whole cycle (no per-job queries, no model instances: a cycle may read tens
 of thousands of queued jobs): nodes, quotas, projects with usage, the jobs holding or waiting for capacity, and
-their replica groups.
+their replica groups; and, through `ports.spent_budgets`, the projects whose hard budget is spent (the costs app
+answers with one report for all of them).
 
 Every replica's CPU and memory requests (its group's, what its pod requests) count against its node: a node's free
 CPU and memory are its allocatable (node sync leaves out what other pods request) minus the requests of the
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 
@@ -52,10 +53,12 @@ def load_quotas() -> tuple[core.Quota, ...]:
     return tuple(core.Quota(*row) for row in rows)
 
 
-def load_projects() -> tuple[core.Project, ...]:
-    rows = ProjectRow.objects.values_list("slug", "organization__slug", "max_running_jobs",
+def load_projects(budget_stops: Mapping[int, str] | None = None) -> tuple[core.Project, ...]:
+    """Every project; `budget_stops` (project id -> reason) marks those whose hard budget is spent."""
+    stops = budget_stops or {}
+    rows = ProjectRow.objects.values_list("id", "slug", "organization__slug", "max_running_jobs",
                                           "usage__decayed_device_seconds")
-    return tuple(core.Project(slug, org, cap, usage or 0.0) for slug, org, cap, usage in rows)
+    return tuple(core.Project(slug, org, cap, usage or 0.0, stops.get(pk, "")) for pk, slug, org, cap, usage in rows)
 
 
 def _groups_by_job(job_ids: Iterable[int]) -> dict[int, tuple[core.ReplicaGroup, ...]]:
@@ -143,6 +146,7 @@ def build_snapshot(now: float) -> CycleInput:
     running = _running(running_rows, groups)
     pending, queued = _pending(pending_rows, groups)
     inventory = ports.inventory()
+    projects = load_projects(ports.spent_budgets(datetime.fromtimestamp(now, tz=UTC)))
     snapshot = core.Snapshot(now=now, nodes=occupied(inventory.nodes, running), quotas=load_quotas(),
-                             projects=load_projects(), running=running, pending=pending)
+                             projects=projects, running=running, pending=pending)
     return CycleInput(snapshot, queued, inventory.cluster_ids)

@@ -233,6 +233,8 @@ CELERY_BEAT_SCHEDULE.update({
     "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
     # Closed usage segments cut into priced days (docs/costs.md).
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
+    # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).
+    "costs-check-budgets": {"task": "costs.tasks.check_budgets", "schedule": 60.0},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

@@ -3,7 +3,8 @@
 Phases:
   1. order     the next pending job by the policy (ordering.py): fifo and sjf sort once, priority-fairshare
                picks among the projects' head jobs by their share as the cycle admits and preempts
-  2. quota     guarantee, borrowing, lend limits, running-job caps (quota.py)
+  2. quota     a spent hard budget (only preemptible jobs of its project admitted), then guarantee, borrowing,
+               lend limits, running-job caps (quota.py)
   3. place     gang placement, every replica or none, best fit by topology (placement.py)
   4. preempt   when it does not fit: simulated removal and fill-back (preemption.py)
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start, the first job of a
@@ -82,6 +83,7 @@ class Cycle:
         self.outcomes: list[Outcome] = []
         self.structural: dict[tuple, tuple[str, str] | None] = {}
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
+        self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -117,6 +119,10 @@ class Cycle:
         if structural is not None:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
             out.entry = WaitEntry(job, info, *structural)
+            return out
+        if not job.preemptible and job.project in self.budget_stops:
+            # Never blocks a queue either: its project's preemptible jobs behind it are still admitted.
+            out.entry = WaitEntry(job, info, "budget", self.budget_stops[job.project])
             return out
         failure = state.quota.check_shape(job.project, info.shape_key, info.demand, job.preemptible)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).

@@ -118,6 +118,8 @@ class Project:
     cohort: str  # the organization: projects of one cohort lend and borrow among themselves
     max_running_jobs: int | None = None
     decayed_usage: float = 0.0  # device-seconds of past use, decayed by the caller; feeds fair share
+    # Why its non-preemptible jobs are not admitted: a hard budget spent (the caller words it). Empty: no such stop.
+    budget_stop: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +179,7 @@ class Preempt:
 class Wait:
     job_id: int
     reason: str  # a sentence a person can act on
-    code: str  # stable machine code: "quota", "capacity", "topology", "blocked", "max_running", ...
+    code: str  # stable machine code: "quota", "capacity", "topology", "blocked", "max_running", "budget", ...
     project_position: int  # 1-based position among the project's waiting jobs
     flavor_position: int  # 1-based position among waiting jobs asking for the same flavor
 

@@ -193,6 +193,10 @@ class Api:
         content = json.dumps(body, default=str).encode()
         return self.request("POST", path, content=content, headers={"Content-Type": "application/json"})
 
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        content = json.dumps(body, default=str).encode()
+        return self.request("PATCH", path, content=content, headers={"Content-Type": "application/json"})
+
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
 
