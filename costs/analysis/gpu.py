@@ -1,7 +1,7 @@
 """Device-seconds at low GPU utilization, read from the system metrics of jobs' runs (tracking).
 
 The SDK logs each GPU's utilization as `system/gpu.<i>.utilization` (percent, every 10 s by default); other
-loggers use keys like `system/gpu_util`: every key matching tracking's GPU utilization pattern counts. A point
+loggers use keys like `system/gpu_util`: every key tracking's GPU utilization rule watches counts. A point
 counts from its time until the next point of its series and attempt, at most `GAP_CAP` seconds, and only while its
 attempt held devices inside the window; the time of points under the threshold is low. Each series stands for an
 equal share of the job's devices (rank 0 logs its own node's GPUs; the other nodes are taken to behave alike), so a
@@ -14,13 +14,12 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from itertools import chain, groupby, pairwise
 
 from costs.analysis import Scope, chunks
 from costs.pricing import PriceBook, Usage
 from tracking.models import Point, Run, Series
-from tracking.series.anomaly import GPU_UTIL_PATTERN
+from tracking.series.anomaly import GPU_UTIL_COLLAPSE, rules_for_key
 
 GAP_CAP = 300  # seconds a point counts for at most: a longer silence is not known to be idle
 POINTS_CHUNK = 5000
@@ -50,10 +49,10 @@ def low_utilization(scope: Scope, held: Mapping[tuple[int, int], Held], below: f
         run_jobs.update(Run.objects.filter(job_id__in=batch).values_list("id", "job_id"))
     series_runs: dict[int, int] = {}
     for batch in chunks(run_jobs):
-        for series_id, run_id, key in (Series.objects.filter(run_id__in=batch, key__startswith="system/gpu",
+        for series_id, run_id, key in (Series.objects.filter(run_id__in=batch, key__istartswith="system/gpu",
                                                              raw_pruned=False)
                                        .values_list("id", "run_id", "key")):
-            if fnmatchcase(key, GPU_UTIL_PATTERN):
+            if GPU_UTIL_COLLAPSE in rules_for_key(key):  # tracking's own test of a GPU utilization key
                 series_runs[series_id] = run_id
     shares = Counter(series_runs.values())  # GPU series per run
     found: dict[int, Low] = defaultdict(Low)

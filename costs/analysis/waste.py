@@ -11,6 +11,7 @@ The three overlap (a failed attempt's lost work is part of it, and so may its id
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from costs.analysis import Scope, label, window_segments
 from costs.analysis.gpu import Held, low_utilization
@@ -68,20 +69,17 @@ def waste(scope: Scope, gpu_util_below: float = DEFAULT_GPU_UTIL_BELOW) -> Waste
         found = row(*used.keys)
         found.failed_seconds, found.failed_cost = used.device_seconds, used.cost
     book, held, jobs = price_book(), {}, {}
-    start, until = scope.window.start_ts, scope.until_ts
     for (_, job, number, project, flavor, cluster, klass, devices, cpu, first, last, outcome, started,
-         checkpoint) in window_segments(scope.projects, scope.window, scope.filters, until, SEGMENT_FIELDS):
+         checkpoint) in window_segments(scope.projects, scope.window, scope.filters, scope.until_ts, SEGMENT_FIELDS):
         usage = Usage(flavor, cluster, klass, devices, cpu)
         if job is not None and devices:
             held[job, number] = Held(usage, first, last)
             jobs[job] = (project, flavor)
-        if outcome in INTERRUPTED and started is not None:
-            since = max(int(started.timestamp()), int(checkpoint.timestamp()) if checkpoint else 0, start)
-            end = min(last, until)
-            if end > since:
-                found = row(job, project, flavor)
-                found.lost_seconds += devices * (end - since)
-                found.lost_cost += book.cost(usage, since, end)
+        lost = _since_checkpoint(scope, last, started, checkpoint) if outcome in INTERRUPTED else None
+        if lost is not None:
+            found = row(job, project, flavor)
+            found.lost_seconds += devices * (lost[1] - lost[0])
+            found.lost_cost += book.cost(usage, *lost)
     for job, low in low_utilization(scope, held, gpu_util_below, book).items():
         found = row(job, *jobs[job])
         found.low_seconds, found.low_cost = low.device_seconds, low.cost
@@ -89,3 +87,12 @@ def waste(scope: Scope, gpu_util_below: float = DEFAULT_GPU_UTIL_BELOW) -> Waste
     label(ordered, (("job", "job_id"), ("project", "project_id"), ("flavor", "flavor_id")))
     return Waste(gpu_util_below, ordered)
 
+
+def _since_checkpoint(scope: Scope, end: int, started: datetime | None,
+                      checkpoint: datetime | None) -> tuple[int, int] | None:
+    """The part inside the window of an ended attempt's work after its last checkpoint; None when there is none."""
+    if started is None:  # it never ran: no work to lose
+        return None
+    since = max(int(started.timestamp()), int(checkpoint.timestamp()) if checkpoint else 0, scope.window.start_ts)
+    until = min(end, scope.until_ts)
+    return (since, until) if until > since else None

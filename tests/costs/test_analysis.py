@@ -133,6 +133,17 @@ def test_a_member_sees_their_projects_rows_with_what_others_borrowed_and_a_roll_
     assert speech.borrowed_seconds == 8 * 5 * HOUR  # from the rolled days now
 
 
+def test_a_segment_caught_in_the_middle_of_a_roll_counts_once(tenant, lending):
+    """Its days written and the segment not yet marked rolled: both halves of the read see it, the union once."""
+    from costs.models import UsageSegment
+
+    before = by(quota_efficiency(scope()).rows, "project", "flavor")["speech", "nvidia-h100-80gb"]
+    roll_segments()
+    UsageSegment.objects.update(rolled=False)
+    during = by(quota_efficiency(scope()).rows, "project", "flavor")["speech", "nvidia-h100-80gb"]
+    assert during.borrowed_seconds == before.borrowed_seconds == 8 * 5 * HOUR
+
+
 def test_a_range_reaching_into_the_future_counts_the_guarantee_up_to_now(tenant, lending):
     found = quota_efficiency(scope(now=at(12)))
     vision = by(found.rows, "project", "flavor")["vision", "nvidia-h100-80gb"]
