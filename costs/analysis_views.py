@@ -53,7 +53,7 @@ EFFICIENCY = Page(
     analysis_api.AnalysisParamsSerializer, analysis_api.efficiency_of,
     (Column("project", "Project"), Column("flavor", "Flavor"), Column("guaranteed", "Guaranteed", "count"),
      Column("guaranteed_device_hours", "Guaranteed device-h", "hours"),
-     Column("within_guarantee_device_hours", "Used within", "hours"),
+     Column("used_device_hours", "Used", "hours"), Column("within_guarantee_device_hours", "Within guarantee", "hours"),
      Column("borrowed_device_hours", "Borrowed", "hours"), Column("idle_device_hours", "Idle", "hours"),
      Column("idle_cost", "Idle cost", "money"), Column("lent_device_hours", "Lent", "hours")),
     "-idle_cost")
