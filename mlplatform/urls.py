@@ -28,6 +28,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("costs.analysis_urls")),
     path("", include("tracking.urls")),
     path("", include("costs.urls")),
     path("", include("tenancy.urls")),
