@@ -80,7 +80,6 @@ QUEUEING = Page(
      Column("p90_wait_minutes", "p90 wait (min)", "minutes"), Column("waiting_jobs", "Waiting now", "count"),
      Column("waiting_device_hours", "Waiting device-h", "hours")),
     "-wait_device_hours")
-PAGES = (EFFICIENCY, WASTE, QUEUEING)
 
 
 def _text(value: Any, kind: str) -> str:
@@ -125,7 +124,7 @@ def _render(request: HttpRequest, page: Page) -> HttpResponse:
     sort = request.GET.get("sort", page.sort)
     if sort.lstrip("-") not in {c.key for c in page.columns}:
         sort = page.sort
-    context: dict[str, Any] = {"page": page, "pages": PAGES, "form": data, "query": urlencode(data),
+    context: dict[str, Any] = {"page": page, "form": data, "query": urlencode(data),
                                "currency": currency(),
                                "projects": projects_for_user(request.user).order_by("slug"),
                                "headers": [_header(c, sort) for c in page.columns], "errors": []}
