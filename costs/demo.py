@@ -1,4 +1,4 @@
-"""Demo prices, and five weeks of past usage for the demo projects replayed from the Philly trace (read in place;
+"""Demo prices, budgets, and five weeks of past usage for the demo projects replayed from the Philly trace (read in place;
 without it the demo has only what its jobs use from now on). Safe to run twice: nothing is added twice."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from decimal import Decimal
 from django.utils import timezone
 
 from costs import services
-from costs.models import ClassDiscount, CpuPrice, DevicePrice, UsageSegment
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, UsageSegment
 from costs.rollup import roll_segments
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from replay.importers import import_philly
 from replay.paths import trace_path
+from tenancy.models import Project
 
 ACTOR = "seed_demo"
 TRACE = "philly_week_2017-10-16.csv"
@@ -66,6 +67,7 @@ def seed_history(now: datetime) -> int:
             flavor_id=quota.flavor_id, priority_class=cheap if job.total_devices == 1 and begin % 3 == 0 else normal,
             stage="pretrain" if job.total_devices >= 8 else "sft", experiment=f"philly {job.project}",
             devices=job.total_devices, cpu_millis=4000 * max(1, job.replicas), start_ts=begin, end_ts=end,
+            borrowed=max(0, job.total_devices - quota.guaranteed),  # what one job alone would borrow
             outcome="succeeded"))
     UsageSegment.objects.bulk_create(segments, batch_size=2000)
     while roll_segments():
@@ -73,7 +75,20 @@ def seed_history(now: datetime) -> int:
     return len(segments)
 
 
+# Monthly budgets: vision's soft one crosses its first thresholds on the history; language's hard one is far off.
+BUDGETS = {"vision": ("3000", False), "language": ("20000", True)}
+
+
+def seed_budgets() -> None:
+    for slug, (amount, hard) in BUDGETS.items():
+        project = Project.objects.filter(slug=slug).first()
+        if project is not None and not Budget.objects.filter(project=project).exists():
+            services.budget_save(actor=ACTOR, budget=Budget(project=project),
+                                 values={"amount": Decimal(amount), "hard": hard})
+
+
 def seed_costs() -> int:
     now = timezone.now()
     seed_prices(datetime(now.year - 1, 1, 1, tzinfo=UTC))
+    seed_budgets()
     return seed_history(now)

@@ -2,9 +2,10 @@
 
 from django.urls import path
 
-from costs import views
+from costs import budget_views, views
 
 urlpatterns = [
     path("costs/", views.cost_report, name="costs"),
     path("costs/admin/", views.cost_admin, name="costs-admin"),
+    path("projects/<slug:slug>/budget/", budget_views.budget_edit, name="budget_edit"),
 ]
