@@ -1,5 +1,5 @@
-"""Demo prices, budgets, and five weeks of past usage for the demo projects replayed from the Philly trace (read in place;
-without it the demo has only what its jobs use from now on). Safe to run twice: nothing is added twice."""
+"""Demo prices, budgets, and five weeks of past usage of the demo projects replayed from the Philly trace (read in
+place; without it the demo has only what its jobs use from now on). Safe to run twice: nothing is added twice."""
 
 from __future__ import annotations
 
