@@ -41,6 +41,7 @@ test: install
 
 lint: install
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: install
 	@for script in bench/bench_*.py; do echo "== $$script"; $(TEST_ENV) $(PY) $$script || exit 1; done

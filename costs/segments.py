@@ -49,3 +49,12 @@ def follow_attempts(changes: Sequence[lifecycle.Change]) -> None:
             ended[change.outcome, epoch(change.at)].append(change.attempt_id)
     for (outcome, at), attempts in ended.items():  # one group: only single transitions end attempts
         UsageSegment.objects.filter(attempt_id__in=attempts, end_ts__isnull=True).update(end_ts=at, outcome=outcome)
+
+
+def restore_segment(attempt: Attempt) -> None:
+    """Write the segment an attempt should have had from its admission (and its end, if it ended): a repair of
+    `manage.py check_consistency` for attempts admitted before costs were metered or by a transaction that lost it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_open_sql(1), [epoch(attempt.admitted_at), False, attempt.pk])
+    if attempt.ended_at is not None:
+        UsageSegment.objects.filter(attempt=attempt).update(end_ts=epoch(attempt.ended_at), outcome=attempt.outcome)

@@ -207,6 +207,41 @@ def transition_many(admissions: Sequence[Admission], *, now: datetime, actor: st
     return [job_id for job_id, _, _ in rows]
 
 
+# ------------------------------------------------------------------------------------------------- repairs
+# Used only by `manage.py check_consistency` on rows a committed transition never leaves behind.
+
+def close_orphan_attempt(attempt: Attempt, *, ended_at: datetime, reason: str, actor: Any) -> str:
+    """End `attempt`, left open although its job no longer holds it (`attempt.job` loaded), as of `ended_at`: its
+    outcome follows the job's state (cancelled when the job is queued again), and, as when a transition ends an
+    attempt, its usage segment closes and the backend deletes what is left of it after commit. Returns the outcome,
+    or "" when the attempt had ended meanwhile."""
+    job = attempt.job
+    outcome = _OUTCOME_OF_TARGET.get(job.state, Outcome.CANCELLED)
+    with transaction.atomic():
+        if Attempt.objects.filter(pk=attempt.pk, ended_at__isnull=True).update(
+                ended_at=ended_at, outcome=outcome, reason=reason[:1000]) != 1:
+            return ""
+        JobEvent.objects.create(job=job, attempt=attempt.number, created_at=timezone.now(), kind="note",
+                                reason=reason[:1000], actor_name=actor_name(actor))
+        _announce([Change(job.pk, job.project_id, job.state, job.state, ended_at, actor_name(actor), attempt.pk,
+                          attempt.number, outcome)])
+    return outcome
+
+
+def repoint_current_attempt(job: Job, attempt: Attempt | None, *, reason: str, actor: Any) -> bool:
+    """Make `attempt` (one of the job's own, or none) the job's current attempt, if the job still points where it
+    was read pointing. Returns whether it changed."""
+    if attempt is not None and attempt.job_id != job.pk:
+        raise ValueError(f"attempt {attempt.pk} belongs to job {attempt.job_id}, not {job.pk}")
+    with transaction.atomic():
+        if Job.objects.filter(pk=job.pk, current_attempt=job.current_attempt_id).update(current_attempt=attempt) != 1:
+            return False
+        job.current_attempt = attempt
+        JobEvent.objects.create(job=job, attempt=job.attempt, created_at=timezone.now(), kind="note",
+                                reason=reason[:1000], actor_name=actor_name(actor))
+    return True
+
+
 # ----------------------------------------------------------------------------------------------- listeners
 
 def _announce(changes: list[Change]) -> None:

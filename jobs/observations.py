@@ -17,7 +17,7 @@ from jobs import failures
 from jobs.lifecycle import AttemptEnd, transition
 from jobs.models import Attempt, Job, Outcome
 from jobs.ports import Observation, Phase
-from jobs.states import State
+from jobs.states import HOLDING, State
 
 ACTOR = "backend"
 
@@ -63,6 +63,22 @@ def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | N
     except InvalidTransition:  # cancelled or preempted between the backend's read and this write
         return ""
     return ""
+
+
+def record_gone_placement(attempt: Attempt, nodes: Iterable[str], *, reason: str,
+                          now: datetime | None = None) -> str:
+    """`attempt` (loaded with its job and cluster) holds nodes that no longer exist: its cluster or nodes were
+    deleted, so no backend will ever report on it. The attempt is lost as if the nodes had gone away (rule 2: retried
+    away from them within the job's retry limit), whatever state its job is in while holding it. Returns the job's
+    new state, or "" when it is no longer the job's current, open attempt."""
+    job = attempt.job
+    if attempt.ended_at is not None or job.current_attempt_id != attempt.pk or job.state not in HOLDING:
+        return ""
+    seen = Observation(attempt.pk, Phase.VANISHED, message=reason, lost_nodes=tuple(nodes))
+    try:
+        return _fail(attempt, cause=failures.NODE_LOST, reason=reason, seen=seen, now=now or timezone.now())
+    except InvalidTransition:
+        return ""
 
 
 def record_all(attempts: Iterable[Attempt], observations: Iterable[Observation]) -> list[str]:

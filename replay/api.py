@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from jobs.scheduling.model import Policy, Quota
+from jobs.scheduling.model import Node, Policy, Quota
 from replay import cluster as _cluster
 from replay.cluster import ClusterShape, QuotaSet, uniform_cluster
 from replay.engine import EngineOptions, ProgressFn, ReplayResult, run_replay
@@ -64,7 +64,7 @@ def load_quotas(path: str | Path, *, quota_scale: float = 1.0, borrowing: bool =
 
 def cluster_for_quotas(quotas: QuotaSet, node_devices: int = 8) -> ClusterShape:
     """A pooled cluster exactly the size of the guarantees, per flavor (when no cluster file is given)."""
-    nodes = []
+    nodes: list[Node] = []
     for flavor in sorted({q.flavor for q in quotas.quotas}):
         total = sum(q.guaranteed for q in quotas.quotas if q.flavor == flavor)
         nodes.extend(uniform_cluster(-(-total // node_devices), node_devices, flavor, prefix=flavor).nodes)
@@ -79,10 +79,12 @@ def resolve_policy(policy: str | Policy, overrides: Mapping[str, Any] | None = N
 
 def with_quota(quotas: QuotaSet, project: str, flavor: str, **changes: int | None) -> QuotaSet:
     """The what-if edit: a copy of `quotas` with one project's quota changed (added when absent)."""
+    # `changes` are the quota's number fields (guaranteed, borrow_limit, lend_limit), which mypy cannot tell apart
+    # from its names in a **dict: hence the ignores.
     out, found = [], False
     for q in quotas.quotas:
         if q.project == project and q.flavor == flavor:
-            q, found = replace(q, **changes), True
+            q, found = replace(q, **changes), True  # type: ignore[arg-type]
         out.append(q)
     if not found:
         out.append(Quota(project, flavor, **{"guaranteed": 0, **changes}))  # type: ignore[arg-type]

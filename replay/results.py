@@ -73,7 +73,9 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     by_project: dict[str, list[JobOutcome]] = {}
     for j in result.jobs:
         by_project.setdefault(j.project, []).append(j)
-    projects: dict[str, dict[str, float]] = {}
+    projects: dict[str, dict[str, float | None]] = {}
+    under_total = starved_total = 0.0
+    projects_starved = 0
     for name in sorted(set(by_project) | {p for p, _ in result.accounts}):
         accs = [a for (p, _), a in result.accounts.items() if p == name]
         g = sum(a.guarantee for a in accs)
@@ -93,13 +95,14 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
             "guarantee_met": 1.0 - starved / under if under else 1.0,
         }
         projects[name] = row
-    under = sum(p["under_guarantee_seconds"] for p in projects.values())
-    starved = sum(p["starved_seconds"] for p in projects.values())
+        under_total += under
+        starved_total += starved
+        projects_starved += starved > 0
     overall |= {
         "share": overall["utilization"],
-        "starved_seconds": starved,
-        "guarantee_met": 1.0 - starved / under if under else 1.0,
-        "projects_starved": sum(1 for p in projects.values() if p["starved_seconds"] > 0),
+        "starved_seconds": starved_total,
+        "guarantee_met": 1.0 - starved_total / under_total if under_total else 1.0,
+        "projects_starved": projects_starved,
     }
     return {
         "name": result.name,
@@ -185,7 +188,7 @@ def summarize_by_flavor(result: ReplayResult) -> dict[str, Any]:
             "utilization": used / (devices * span) if devices and span else 0.0,
             "starved_seconds": sum(a.starved_seconds for a in accs),
         }
-    projects: dict[str, dict[str, dict[str, float]]] = {}
+    projects: dict[str, dict[str, dict[str, float | None]]] = {}
     for (project, flavor), acc in sorted(result.accounts.items()):
         devices = result.capacity.get(flavor, 0)
         denom = devices * span if devices and span else 1.0

@@ -2,8 +2,9 @@
 
 1. API, view, serializer and form modules never touch `<Model>.objects` directly: they read through selectors,
    which scope every query to what the caller may see.
-2. The scheduler core (`jobs/scheduling/`) and tracking's series code (`tracking/series/`) are pure: no Django, ORM
-   or Kubernetes imports.
+2. The scheduler core (`jobs/scheduling/`), the replay engine (`replay/`), tracking's series code (`tracking/series/`)
+   and cost pricing (`costs/pricing.py`) are pure: no Django, ORM or Kubernetes imports, not even through what they
+   import (mypy checks their types: `make lint`).
 3. Only one module imports the `kubernetes` client.
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
 5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <-
@@ -14,7 +15,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,13 +133,32 @@ def test_no_unscoped_queries_in_api_and_views():
     assert offenders == {}, f"use a selector instead of querying managers directly: {offenders}"
 
 
-@pytest.mark.parametrize("package", ["jobs/scheduling", "tracking/series"])
+FRAMEWORKS = {"django", "kubernetes", "rest_framework", "celery", "redis", "psycopg"}
+PURE_MODULES = ["jobs.scheduling", "replay", "tracking.series", "costs.pricing"]  # mypy checks these too
+
+
+@pytest.mark.parametrize("package", ["jobs/scheduling", "replay", "tracking/series"])
 def test_pure_packages_import_no_framework(package):
-    forbidden = {"django", "kubernetes", "rest_framework", "celery", "redis", "psycopg"}
     modules = sorted((ROOT / package).rglob("*.py"))
     assert modules, f"{package} is missing"
     for path in modules:
-        assert not imported_modules(path) & forbidden, f"{path} imports {imported_modules(path) & forbidden}"
+        assert not imported_modules(path) & FRAMEWORKS, f"{path} imports {imported_modules(path) & FRAMEWORKS}"
+
+
+def frameworks_loaded_by(modules: list[str]) -> list[str]:
+    """The frameworks a fresh interpreter has loaded after importing `modules` (and whatever they import)."""
+    probe = (f"import importlib, sys\nfor name in {modules!r}: importlib.import_module(name)\n"
+             f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(FRAMEWORKS)!r}))))")
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_pure_packages_load_no_framework_even_through_what_they_import():
+    """Whatever module of the project they go through (replay reaches jobs.scheduling and core), importing them pulls
+    in no framework; the probe itself sees one pulled in through a lower module."""
+    assert frameworks_loaded_by(PURE_MODULES) == []
+    assert frameworks_loaded_by(["core.redis"]) == ["django"]
 
 
 def test_only_one_module_imports_kubernetes():

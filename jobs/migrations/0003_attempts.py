@@ -24,6 +24,17 @@ def carry_over_attempts(apps, schema_editor):
         Job.objects.filter(pk=job.pk).update(current_attempt=attempt)
 
 
+def put_attempts_back(apps, schema_editor):
+    """Reverse: each job's current attempt goes back into the job's columns (re-added just before). The old schema
+    kept one attempt per job, so earlier attempts are dropped with the table."""
+    Job = apps.get_model("jobs", "Job")
+    for job in Job.objects.filter(current_attempt__isnull=False).select_related("current_attempt").iterator():
+        attempt = job.current_attempt
+        Job.objects.filter(pk=job.pk).update(
+            cluster_id=attempt.cluster_id, placement=attempt.placement, borrowed=attempt.borrowed,
+            admitted_at=attempt.admitted_at, started_at=attempt.started_at, failure_cause=attempt.cause)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -81,7 +92,7 @@ class Migration(migrations.Migration):
             model_name='attempt',
             constraint=models.UniqueConstraint(fields=('job', 'number'), name='one_attempt_per_number'),
         ),
-        migrations.RunPython(carry_over_attempts, migrations.RunPython.noop),
+        migrations.RunPython(carry_over_attempts, put_attempts_back),
         migrations.RemoveField(
             model_name='job',
             name='admitted_at',

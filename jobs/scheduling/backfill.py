@@ -93,6 +93,7 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
         release_until(start)
         taken = place(index, job, info)
         assert taken is not None  # fits_at(start) was True on this very state
+    assert start is not None  # found by counting, or by the search
     undo(index, taken)
     release_until(float("-inf"))
     need: dict[int, list[int]] = {}
@@ -177,9 +178,9 @@ def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
     the job's topology allows has room for R (whole replicas per node, summed, each node counting its scarcest
     resource): placement is exact for such jobs, so this is the time bisection over placements would find, in
     one pass over the sorted releases. None when it never fits or the job is not of that kind."""
-    if not info.single or len(info.flavors) != 1:
-        return None
     key = info.shape_key
+    if key is None or len(info.flavors) != 1:  # a shape key: identical replicas
+        return None
     flavor, devices, replicas, cpu, mem = key[0], key[1], key[2], key[5], key[6]
     if devices <= 0:
         return None
@@ -187,12 +188,12 @@ def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
     level = _LEVEL.get(job.topology, "cluster")
     domain_of: dict[int, int] = {}  # leaf -> position in room
     room: list[int] = []
-    for d in index.domains.get((flavor, level), ()):
-        if level != "cluster" and not d.labelled:
+    for domain in index.domains.get((flavor, level), ()):
+        if level != "cluster" and not domain.labelled:
             continue
-        for lid in d.leaves:
+        for lid in domain.leaves:
             domain_of[lid] = len(room)
-        room.append(index.replica_room(d.leaves, devices, cpu, mem))
+        room.append(index.replica_room(domain.leaves, devices, cpu, mem))
     if not room:
         return None
     avoid = {index.index_of[n] for n in job.avoid_nodes if n in index.index_of}

@@ -21,7 +21,18 @@ from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry, fmt_duration
 from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
-from .model import DEFAULT_POLICY, Admit, Assignment, CycleResult, PendingJob, Policy, Preempt, Reservation, Snapshot
+from .model import (
+    DEFAULT_POLICY,
+    Admit,
+    Assignment,
+    CycleResult,
+    PendingJob,
+    Policy,
+    Preempt,
+    Reservation,
+    Snapshot,
+    Wait,
+)
 from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims
@@ -53,7 +64,7 @@ def queue_of(job: PendingJob, policy: Policy) -> str:
     return job.project if policy.blocking_scope == "project" else "*"
 
 
-def assignments(job: PendingJob, taken: Taken, index) -> tuple[Assignment, ...]:
+def assignments(job: PendingJob, taken: Taken, index: CapacityIndex) -> tuple[Assignment, ...]:
     ordered = sorted(taken, key=lambda t: (t[0], t[1]))
     return tuple(Assignment(job.groups[gi].role, r, index.nodes[i].name, d, c, m) for gi, r, i, d, c, m in ordered)
 
@@ -238,7 +249,8 @@ class Cycle:
             state.neg_place.setdefault((key[:5], constrained), []).append((key[5], key[6]))
         return tentative
 
-    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool, constrained: bool):
+    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool,
+                    constrained: bool) -> list[RunRec] | None:
         state = self.state
         if state.simulations >= MAX_SIMULATIONS:
             return None  # this cycle's budget of simulated removals is spent
@@ -287,7 +299,7 @@ class Cycle:
         waits = explainer.explain(entries) if self.policy.explain else explainer.brief(entries)
         return self.assemble(waits)
 
-    def assemble(self, waits) -> CycleResult:
+    def assemble(self, waits: list[Wait]) -> CycleResult:
         state = self.state
         admits = []
         preempts = []

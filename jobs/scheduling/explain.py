@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .model import PendingJob, Topology, Wait
+from .model import PendingJob, ReplicaGroup, Topology, Wait
 from .placement import fits_by_count, group_room, max_room, place, undo
 from .quota import QuotaFailure
 from .quota_reasons import FREED, quota_reason, short_quota_reason
@@ -186,7 +186,7 @@ class Explainer:
                     f"replica{'s' if room != 1 else ''} in one cluster")
         return None
 
-    def _room(self, group, cpu: int, mem: int) -> int:
+    def _room(self, group: ReplicaGroup, cpu: int, mem: int) -> int:
         """Replicas of the group's devices with this CPU and memory that fit in the roomiest cluster (whatever
         the group's replica count: shapes that differ only in it share the count)."""
         key = (group.flavor, group.devices, cpu, mem)
@@ -213,9 +213,9 @@ class Explainer:
         """The reason of a quota or running-jobs wait, from the end-of-cycle state."""
         job, info = entry.job, entry.info
         key = (job.project, job.preemptible, tuple(sorted(info.demand.items())))
-        failure = self.quota_failures.get(key, False)
-        if failure is False:
-            failure = self.quota_failures[key] = self.state.quota.check(job.project, info.demand, job.preemptible)
+        if key not in self.quota_failures:
+            self.quota_failures[key] = self.state.quota.check(job.project, info.demand, job.preemptible)
+        failure = self.quota_failures[key]
         if failure is None:
             return FREED
         text_key = (job.project, failure.kind, failure.flavor, info.demand.get(failure.flavor, 0))

@@ -178,7 +178,7 @@ def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: 
     """Would `place` succeed, were the capacity reservations keep hidden on nodes `hidden` visible? Told by counting
     alone (some domain the topology allows has room for every replica), which is exact for identical replicas of
     one flavor and no nodes to avoid; None for other jobs. Changes nothing (no reservation lifted and settled)."""
-    if not info.single or len(info.flavors) != 1 or job.avoid_nodes:
+    if info.shape_key is None or len(info.flavors) != 1 or job.avoid_nodes:  # a shape key: single
         return None
     flavor, devices, replicas, _, _, cpu, mem = info.shape_key
     gain = _hidden_gain(index, hidden, flavor, devices, cpu, mem)

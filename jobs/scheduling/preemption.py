@@ -204,9 +204,9 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
             room += r.demand.get(flavor, 0)
         if room < need:
             return False
-    if not info.single:
-        return True  # mixed replica sizes: the per-flavor count above is all that is exact enough
     key = info.shape_key
+    if key is None:
+        return True  # mixed replica sizes: the per-flavor count above is all that is exact enough
     flavor, devices, replicas, cpu, mem = key[0], key[1], key[2], key[5], key[6]
     if devices <= 0:
         return True  # 0-device replicas: counts capped at ZERO_DEVICE_ROOM are no bound; simulation decides

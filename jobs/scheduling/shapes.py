@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from .model import PendingJob, ReplicaGroup
 
+# What makes two jobs of identical replicas place alike: flavor, devices, replicas, topology, nodes to avoid, CPU
+# millicores and memory MiB per replica.
+ShapeKey = tuple[str, int, int, str, frozenset[str], int, int]
+
 
 class JobInfo:
     """Demand per flavor, replica groups in placement order, and the key used to cache failures by shape."""
@@ -20,7 +24,7 @@ class JobInfo:
             self.groups: tuple[tuple[int, ReplicaGroup], ...] = ((0, group),)
             self.replicas = group.replicas
             self.single = group.replicas > 0
-            self.shape_key: tuple | None = (
+            self.shape_key: ShapeKey | None = (
                 (group.flavor, group.devices, group.replicas, str(job.topology), job.avoid_nodes, group.cpu_millis,
                  group.memory_mib)
                 if self.single else None

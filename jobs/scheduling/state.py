@@ -7,8 +7,10 @@ tried without copying the snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from .capacity import CapacityIndex
-from .model import Policy, RunningJob, Snapshot
+from .model import PendingJob, Policy, RunningJob, Snapshot
 from .placement import Taken, place, undo
 from .quota import QuotaState
 from .shapes import JobInfo
@@ -242,7 +244,7 @@ class CycleState:
 
     # -- reservations -----------------------------------------------------------------------------------------
 
-    def holds_for(self, flavors) -> list[Hold]:
+    def holds_for(self, flavors: Iterable[str]) -> list[Hold]:
         if not self.holds:
             return []
         found: list[Hold] = []
@@ -256,7 +258,7 @@ class CycleState:
         """Would a job starting now still run at the hold's start (so it must not use the held devices)?"""
         return self.is_long_for(max_runtime, hold.start)
 
-    def quota_holds_against(self, job, info: JobInfo) -> list[QuotaHold]:
+    def quota_holds_against(self, job: PendingJob, info: JobInfo) -> list[QuotaHold]:
         """The quota holds of the job's project whose start it would still be running at."""
         return [h for h in self.project_quota_holds.get(job.project, ()) if self.is_long_for(job.max_runtime, h.start)]
 
@@ -362,7 +364,7 @@ class CycleState:
             return h is not None and (max_runtime is None or self.now + max_runtime > h.start)
         return any(self.is_long(max_runtime, h) for h in self.holds_for(info.flavors))
 
-    def place_tentative(self, job, info: JobInfo) -> Tentative | None:
+    def place_tentative(self, job: PendingJob, info: JobInfo) -> Tentative | None:
         short = self.short_holds(job.max_runtime, info)
         if not short:
             taken = place(self.index, job, info)
@@ -398,7 +400,7 @@ class CycleState:
             rel[2] -= mem
         self.settle(holds)
 
-    def fits(self, job, info: JobInfo) -> bool:
+    def fits(self, job: PendingJob, info: JobInfo) -> bool:
         """Could the job be admitted right now (quota and a placement)? Leaves the state unchanged."""
         if self.quota.check(job.project, info.demand, job.preemptible) is not None:
             return False
@@ -415,7 +417,7 @@ class CycleState:
         self.neg_preempt.clear()
         self.live_pool.clear()
 
-    def live_runs(self):
+    def live_runs(self) -> Iterator[RunRec]:
         yield from self.runs.values()
         yield from self.new_runs
 

@@ -17,4 +17,6 @@ def create(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [("quotas", "0001_initial")]
+    # Reversing keeps the classes: by then jobs and prices may refer to them (PROTECT), and unapplying 0001 drops
+    # the table anyway.
     operations = [migrations.RunPython(create, migrations.RunPython.noop)]

@@ -15,7 +15,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 NON_FINITE = "non_finite"
 LOSS_SPIKE = "loss_spike"
@@ -286,7 +286,7 @@ def _window_stats(st: dict, size: int, *, spread: bool = False) -> tuple[float, 
 
 # A check returns a message (firing), False (the condition does not hold) or None (no judgement on this point: a
 # non-finite value for a value rule, too short a window), which keeps the rule's status as it was.
-Verdict = str | bool | None
+Verdict = str | Literal[False] | None
 
 
 def _non_finite(key: str, step: int, value: float, st: dict, params: Mapping[str, float]) -> Verdict:

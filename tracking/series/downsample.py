@@ -36,9 +36,8 @@ def downsample(series: Sequence[Point], max_points: int) -> Downsampled:
     if max_points < 2:
         raise ValueError("max_points must be at least 2")
     if len(series) <= max_points:
-        points = [p for p in series if math.isfinite(p[1])]
-        markers = [p for p in series if not math.isfinite(p[1])]
-        return Downsampled(points, markers, len(series))
+        return Downsampled([p for p in series if math.isfinite(p[1])],
+                           [p for p in series if not math.isfinite(p[1])], len(series))
     buckets = max_points // 2
     first, last = series[0][0], series[-1][0]
     width = (last - first + 1) / buckets

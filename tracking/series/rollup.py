@@ -50,7 +50,7 @@ def _of_group(chunk: int, group: list[Point]) -> Aggregate:
     last = max(group)
     low = min(finite, key=lambda p: (p[1], p[0])) if finite else (None, None)
     high = max(finite, key=lambda p: (p[1], -p[0])) if finite else (None, None)
-    odd = {"nan": None, "inf": None, "-inf": None}
+    odd: dict[str, int | None] = {"nan": None, "inf": None, "-inf": None}
     if len(finite) < len(group):
         for step, value in sorted(p for p in group if not math.isfinite(p[1])):
             kind = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -73,7 +73,9 @@ def merge(a: Aggregate, b: Aggregate) -> Aggregate:
     """The aggregate of both (same chunk)."""
     last = a if a.last_step > b.last_step else b
     low = min((x for x in (a, b) if x.min_value is not None), key=lambda x: (x.min_value, x.min_step), default=a)
-    high = max((x for x in (a, b) if x.max_value is not None), key=lambda x: (x.max_value, -x.max_step), default=a)
+    # A chunk with a max value has its step too.
+    high = max((x for x in (a, b) if x.max_value is not None), key=lambda x: (x.max_value, -(x.max_step or 0)),
+               default=a)
     return Aggregate(
         a.chunk, a.count + b.count, min(a.first_step, b.first_step), last.last_step, last.last_value,
         a.finite + b.finite, a.total + b.total, low.min_step, low.min_value, high.max_step, high.max_value,

@@ -68,7 +68,7 @@ def check_int(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_ST
         raise BatchError(field, f"must be at least {minimum}")
     if value > maximum:
         raise BatchError(field, f"must be at most {maximum}")
-    return value
+    return int(value)
 
 
 def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> list[CleanPoint]:
@@ -92,7 +92,8 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> list[Clea
             raise BatchError(f"{field}[{i}].{sorted(raw.keys() - POINT_FIELDS)[0]}", "is not a field of a point")
         key = raw.get("key")
         if type(key) is not str or key not in keys:
-            keys.add(check_key(key, f"{field}[{i}].key"))
+            key = check_key(key, f"{field}[{i}].key")
+            keys.add(key)
         value = raw.get("value", _MISSING)
         if type(value) is not float:
             if value is _MISSING:
