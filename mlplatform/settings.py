@@ -7,14 +7,14 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str
+from core.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 DEBUG = env_bool("DEBUG", False)
 _DEV_SECRET = "dev-only-insecure-secret-key-change-me-0123456789abcdef"
-SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET if DEBUG else None)
+SECRET_KEY = env_secret("SECRET_KEY", _DEV_SECRET if DEBUG else None)
 if not DEBUG and SECRET_KEY == _DEV_SECRET:
     raise ImproperlyConfigured("SECRET_KEY must be set to a real secret when DEBUG is off")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
@@ -76,7 +76,7 @@ TEMPLATES = [
 
 # SQLite under var/ unless DATABASE_URL says otherwise (PostgreSQL through psycopg 3 in production and CI).
 DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'tidal.sqlite3'}"
-DATABASE_URL = env_str("DATABASE_URL", DEFAULT_DATABASE_URL)
+DATABASE_URL = env_secret("DATABASE_URL", DEFAULT_DATABASE_URL)
 if DATABASE_URL == DEFAULT_DATABASE_URL:
     VAR_DIR.mkdir(exist_ok=True)  # a fresh clone has no var/ yet; SQLite cannot create the folder itself
 DATABASES = {
@@ -94,7 +94,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis is optional: without REDIS_URL Tidal runs embedded (tasks in-process, local-memory cache).
-REDIS_URL = env_str("REDIS_URL", "")
+REDIS_URL = env_secret("REDIS_URL", "")
 EMBEDDED = REDIS_URL == ""
 if EMBEDDED:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -126,7 +126,7 @@ LOGOUT_REDIRECT_URL = "login"
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
                         else "django.core.mail.backends.console.EmailBackend")
@@ -186,7 +186,7 @@ SPECTACULAR_SETTINGS = {
 
 # /metrics answers only these client addresses, or a request carrying METRICS_TOKEN as a Bearer token.
 METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
-METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
 
 # Scheduling and the simulated cluster (read by jobs/ and clusters/).
 TIDAL = {
@@ -206,7 +206,7 @@ TIDAL = {
         "usage_half_life": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 7 * 86400.0, minimum=1.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
-    "ENCRYPTION_KEY": env_str("TIDAL_ENCRYPTION_KEY", ""),
+    "ENCRYPTION_KEY": env_secret("TIDAL_ENCRYPTION_KEY", ""),
     "KUBE_INSTANCE": env_str("TIDAL_KUBE_INSTANCE", "default"),
     "KUBE_NODE_SYNC_INTERVAL": env_float("TIDAL_KUBE_NODE_SYNC_INTERVAL", 60.0, minimum=1.0),
     "KUBE_RESYNC_INTERVAL": env_float("TIDAL_KUBE_RESYNC_INTERVAL", 30.0, minimum=1.0),
