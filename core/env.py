@@ -113,3 +113,22 @@ def env_rate(name: str, default: str) -> str:
     if not count.isdigit() or period not in {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}:
         raise ImproperlyConfigured(f"{name} must look like 100/min (count/second|minute|hour|day), got {value!r}")
     return value
+
+
+# Fragments of the placeholders that examples, documentation and earlier versions of .env.example used, and
+# Django's own generated development keys: everyone knows them, so they protect nothing.
+PLACEHOLDER_FRAGMENTS = ("change-me", "changeme", "change_me", "replace-me", "your-secret", "django-insecure-",
+                         "dev-only-insecure", "build-only")
+MIN_SECRET_LENGTH = 32
+
+
+def require_strong_secret(name: str, value: str, *, min_length: int = MIN_SECRET_LENGTH) -> None:
+    """Refuse a known placeholder, or a value too short or too uniform to be random (ImproperlyConfigured naming
+    the variable, never the value)."""
+    how = "set a long random value, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    lowered = value.lower()
+    if any(fragment in lowered for fragment in PLACEHOLDER_FRAGMENTS):
+        raise ImproperlyConfigured(f"{name} is a placeholder from an example, not a secret: {how}")
+    if len(value) < min_length or len(set(value)) < 5:
+        raise ImproperlyConfigured(f"{name} is too short or too uniform to be a secret (at least {min_length} "
+                                   f"random characters): {how}")

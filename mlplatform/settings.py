@@ -7,16 +7,25 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_secret, env_str
+from core.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_rate,
+    env_secret,
+    env_str,
+    require_strong_secret,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 DEBUG = env_bool("DEBUG", False)
-_DEV_SECRET = "dev-only-insecure-secret-key-change-me-0123456789abcdef"
-SECRET_KEY = env_secret("SECRET_KEY", _DEV_SECRET if DEBUG else None)
-if not DEBUG and SECRET_KEY == _DEV_SECRET:
-    raise ImproperlyConfigured("SECRET_KEY must be set to a real secret when DEBUG is off")
+SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-secret-key-change-me-0123456789abcdef" if DEBUG else None)
+if not DEBUG:
+    require_strong_secret("SECRET_KEY", SECRET_KEY)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -206,6 +215,8 @@ TIDAL = {
         "usage_half_life": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 7 * 86400.0, minimum=1.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
+    # Kubeconfigs' Fernet key(s), apart from SECRET_KEY (rotating one must not lose the other); derived from
+    # SECRET_KEY only in development (clusters/crypto.py).
     "ENCRYPTION_KEY": env_secret("TIDAL_ENCRYPTION_KEY", ""),
     "KUBE_INSTANCE": env_str("TIDAL_KUBE_INSTANCE", "default"),
     "KUBE_NODE_SYNC_INTERVAL": env_float("TIDAL_KUBE_NODE_SYNC_INTERVAL", 60.0, minimum=1.0),
@@ -218,6 +229,11 @@ TIDAL = {
     # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.
     "TRACKING_RAW_RETENTION_DAYS": env_int("TIDAL_TRACKING_RAW_RETENTION_DAYS", 0, minimum=0),
 }
+if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
+    raise ImproperlyConfigured(
+        "TIDAL_ENCRYPTION_KEY (or TIDAL_ENCRYPTION_KEY_FILE) must be set when DEBUG is off: the key stored "
+        "kubeconfigs are encrypted with. Generate one with python -c \"from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())\" (docs/configuration.md: keeping kubeconfigs saved before readable)")
 # Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
 # the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.
 CELERY_BEAT_SCHEDULE.update({
