@@ -13,6 +13,7 @@ secrets are mounted as files, and a file keeps the secret out of the process env
 from __future__ import annotations
 
 import os
+from ipaddress import ip_network
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -97,6 +98,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of IP addresses and networks (CIDRs, e.g. ``10.0.0.0/8,::1``)."""
+    entries = env_list(name, default)
+    for entry in entries:
+        try:
+            ip_network(entry, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list IP addresses or networks (CIDR), got {entry!r}") from None
+    return entries
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:

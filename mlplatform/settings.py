@@ -13,6 +13,7 @@ from core.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_rate,
     env_secret,
     env_str,
@@ -168,9 +169,9 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttling.PerTokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttling.PerUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "token": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),
+        "user": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),  # per user, whichever of their tokens
         "anon": env_rate("TIDAL_API_ANON_THROTTLE_RATE", "60/min"),
         "run": env_rate("TIDAL_TRACKING_THROTTLE_RATE", "6000/min"),  # per run token: a job's own logging
     },
@@ -193,8 +194,12 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# Reverse proxies whose X-Forwarded-For is believed (core/addresses.py): addresses or CIDRs. Empty: none, the
+# client is REMOTE_ADDR.
+TIDAL_TRUSTED_PROXIES = env_networks("TIDAL_TRUSTED_PROXIES", [])
+
 # /metrics answers only these client addresses, or a request carrying METRICS_TOKEN as a Bearer token.
-METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
+METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
 METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
 
 # Scheduling and the simulated cluster (read by jobs/ and clusters/).

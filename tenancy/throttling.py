@@ -1,4 +1,5 @@
-"""Rate limits per API token (or per session user, or per address when anonymous).
+"""Rate limits per user (whichever of their tokens or their session they call with), or per client address when
+anonymous.
 
 A counter per caller and fixed window, one atomic increment in the cache (Redis in production), instead of DRF's
 SimpleRateThrottle, which reads and rewrites the list of every request's timestamp in the window on every request
@@ -15,7 +16,7 @@ from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
-from tenancy.models import ApiToken
+from core.addresses import client_address
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def parse_rate(rate: str) -> tuple[int, int]:
     return int(count), PERIODS[period[0]]
 
 
-class PerTokenRateThrottle(BaseThrottle):
+class PerUserRateThrottle(BaseThrottle):
     def allow_request(self, request, view) -> bool:
         scope = self.scope_of(request)
         # Read at request time so a changed setting (or a test's override) takes effect.
@@ -50,15 +51,14 @@ class PerTokenRateThrottle(BaseThrottle):
 
     def scope_of(self, request) -> str:
         """The DEFAULT_THROTTLE_RATES entry that limits this caller."""
-        return "token" if request.user and request.user.is_authenticated else "anon"
+        return "user" if request.user and request.user.is_authenticated else "anon"
 
     def ident_of(self, request) -> str:
-        """Who is counted: requests with the same identity share one allowance."""
-        if isinstance(request.auth, ApiToken):
-            return f"token-{request.auth.pk}"
+        """Who is counted: requests with the same identity share one allowance. A user, not a token: a second token
+        must not bring a fresh allowance. An address only as the proxies it came through are trusted to name it."""
         if request.user and request.user.is_authenticated:
             return f"user-{request.user.pk}"
-        return f"addr-{self.get_ident(request)}"
+        return f"addr-{client_address(request)}"
 
     @staticmethod
     def _count(key: str, duration: int) -> int:

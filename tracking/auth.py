@@ -9,7 +9,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from tenancy.auth import BearerTokenAuthentication
-from tenancy.throttling import PerTokenRateThrottle
+from tenancy.throttling import PerUserRateThrottle
 from tracking.tokens import PREFIX, run_id_from_token
 
 
@@ -60,7 +60,7 @@ class UserOrRunToken(permissions.BasePermission):
         return bool(run_credential(request) or (request.user and request.user.is_authenticated))
 
 
-class RunTokenThrottle(PerTokenRateThrottle):
+class RunTokenThrottle(PerUserRateThrottle):
     """A training job's logging has its own, higher allowance per run (TIDAL_TRACKING_THROTTLE_RATE), so the API
     limit never cuts it off; users keep theirs."""
 
