@@ -198,9 +198,10 @@ SPECTACULAR_SETTINGS = {
 # client is REMOTE_ADDR.
 TIDAL_TRUSTED_PROXIES = env_networks("TIDAL_TRUSTED_PROXIES", [])
 
-# /metrics answers only these client addresses, or a request carrying METRICS_TOKEN as a Bearer token.
+# /metrics (mlplatform/metrics.py): with a token, only requests bearing it; without, direct connections from these
+# addresses.
+TIDAL_METRICS_TOKEN = env_secret("TIDAL_METRICS_TOKEN", "")
 METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
-METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
 
 # Scheduling and the simulated cluster (read by jobs/ and clusters/).
 TIDAL = {
