@@ -194,6 +194,15 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# Brute-force protection (tenancy/throttling.py): this many failed sign-ins of one username from one client address,
+# or failed bearer tokens from one address, within the window lock them out for the cool-off (seconds).
+TIDAL_LOCKOUT = {
+    "LOGIN_FAILURES": env_int("TIDAL_LOGIN_FAILURE_LIMIT", 5, minimum=1),
+    "TOKEN_FAILURES": env_int("TIDAL_TOKEN_FAILURE_LIMIT", 20, minimum=1),
+    "WINDOW": env_int("TIDAL_FAILURE_WINDOW", 900, minimum=1),
+    "COOL_OFF": env_int("TIDAL_LOCKOUT_SECONDS", 900, minimum=1),
+}
+
 # Reverse proxies whose X-Forwarded-For is believed (core/addresses.py): addresses or CIDRs. Empty: none, the
 # client is REMOTE_ADDR.
 TIDAL_TRUSTED_PROXIES = env_networks("TIDAL_TRUSTED_PROXIES", [])

@@ -8,7 +8,7 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenancy import authcache
+from tenancy import authcache, throttling
 from tenancy.models import ApiToken, hash_token
 
 # Writing last_used_at on every request would turn every read into a write; once a minute is precise enough.
@@ -22,6 +22,21 @@ def _token_from_db(digest: str) -> ApiToken | None:
         return None
 
 
+def refuse_locked_out_client(request) -> None:
+    """429 for a client address locked out after too many failed bearer tokens, before its token is checked (a
+    right guess must not get through either)."""
+    wait = throttling.token_locked(request)
+    if wait is not None:
+        raise exceptions.Throttled(wait=wait, detail="Too many failed bearer tokens from your address; try again "
+                                   f"in {throttling.wait_text(wait)}.")
+
+
+def token_failure(request, message: str) -> exceptions.AuthenticationFailed:
+    """A failed bearer token, counted against the client address (tenancy.throttling)."""
+    throttling.token_failed(request)
+    return exceptions.AuthenticationFailed(message)
+
+
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -32,16 +47,17 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         keyword, _, secret = header.partition(" ")
         if keyword != self.keyword:
             return None
+        refuse_locked_out_client(request)
         secret = secret.strip()
         if not secret or " " in secret:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header; use: Bearer <token>.")
+            raise token_failure(request, "Malformed Authorization header; use: Bearer <token>.")
         digest = hash_token(secret)
         epoch = authcache.current_epoch()
         token = authcache.tokens.get(digest, epoch)
         changed = token is None
         token = token or _token_from_db(digest)
         if token is None or not token.is_active or not token.user.is_active:  # expiry is checked on every request
-            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            raise token_failure(request, "Invalid, expired or revoked token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
