@@ -54,6 +54,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "mlplatform.metrics.PrometheusMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -153,9 +154,30 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/htmx", BASE_DIR / "node_module
                     ("vendor/uplot", BASE_DIR / "node_modules" / "uplot" / "dist")]
 WHITENOISE_USE_FINDERS = True
 
+# HTTPS when DEBUG is off: redirect HTTP to it, tell browsers to use nothing else (HSTS), keep the cookies off plain
+# HTTP. Behind a proxy that terminates TLS, either let the proxy redirect (TIDAL_SSL_REDIRECT=0) or name the header
+# it marks HTTPS requests with (TIDAL_PROXY_SSL_HEADER=X-Forwarded-Proto; the proxy must set or strip it).
+SECURE_SSL_REDIRECT = env_bool("TIDAL_SSL_REDIRECT", not DEBUG)
+# Health probes and metric scrapes come over plain HTTP from inside the deployment (compose, kubelet, Prometheus).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("TIDAL_HSTS_SECONDS", 0 if DEBUG else 365 * 86400, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TIDAL_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("TIDAL_HSTS_PRELOAD", False)
+_PROXY_SSL_HEADER = env_str("TIDAL_PROXY_SSL_HEADER", "")
+SECURE_PROXY_SSL_HEADER = (f"HTTP_{_PROXY_SSL_HEADER.upper().replace('-', '_')}", "https") if _PROXY_SSL_HEADER \
+    else None
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
+# Preloading (security.W021) puts the domain in browsers' built-in HSTS lists: anyone may submit a domain whose
+# header says `preload`, so it stays the domain owner's decision (TIDAL_HSTS_PRELOAD=1), not a default.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+# The Content-Security-Policy header of every response (core/csp.py): scripts, styles, images and fonts from this
+# origin only.
+TIDAL_CONTENT_SECURITY_POLICY = env_str(
+    "TIDAL_CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -1,12 +1,18 @@
-"""A production start (DEBUG off) refuses what would make it unsafe: a placeholder or short SECRET_KEY, no key of
-its own for kubeconfigs."""
+"""A production start (DEBUG off) refuses what would make it unsafe (a placeholder or short SECRET_KEY, no key of
+its own for kubeconfigs) and is HTTPS-only with a Content-Security-Policy: `check --deploy` finds nothing."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
 
-from tests.envs import PRODUCTION_FERNET_KEY, PRODUCTION_SECRET, dotenv_example, load_settings
+from tests.envs import PRODUCTION_FERNET_KEY, PRODUCTION_SECRET, ROOT, dotenv_example, load_settings
 
 PRODUCTION = {"SECRET_KEY": PRODUCTION_SECRET, "TIDAL_ENCRYPTION_KEY": PRODUCTION_FERNET_KEY,
               "ALLOWED_HOSTS": "tidal.example.com"}
@@ -51,3 +57,53 @@ def test_development_derives_the_kubeconfig_key_and_needs_no_secret_key(monkeypa
     assert loaded.TIDAL["ENCRYPTION_KEY"] == ""
     settings.SECRET_KEY, settings.TIDAL = loaded.SECRET_KEY, loaded.TIDAL
     assert crypto.decrypt(crypto.encrypt("apiVersion: v1")) == "apiVersion: v1"
+
+
+def test_check_deploy_has_no_warnings_with_a_production_environment():
+    """`manage.py check --deploy` as production runs it: only the variables a deployment must set."""
+    env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "mlplatform.settings", **PRODUCTION}
+    done = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "System check identified no issues" in done.stdout, done.stdout
+
+
+def test_https_settings_follow_debug_and_can_be_turned_off_for_a_tls_terminating_proxy(monkeypatch):
+    production = load_settings(monkeypatch, PRODUCTION)
+    assert production.SECURE_SSL_REDIRECT and production.SECURE_HSTS_SECONDS == 365 * 86400
+    assert production.SESSION_COOKIE_SECURE and production.CSRF_COOKIE_SECURE
+    assert production.SECURE_PROXY_SSL_HEADER is None
+    proxied = load_settings(monkeypatch, {**PRODUCTION, "TIDAL_SSL_REDIRECT": "0",
+                                          "TIDAL_PROXY_SSL_HEADER": "X-Forwarded-Proto"})
+    assert not proxied.SECURE_SSL_REDIRECT and proxied.SECURE_PROXY_SSL_HEADER == ("HTTP_X_FORWARDED_PROTO", "https")
+    development = load_settings(monkeypatch, {"DEBUG": "1"})  # make run, on http://127.0.0.1:8000
+    assert not development.SECURE_SSL_REDIRECT and development.SECURE_HSTS_SECONDS == 0
+    assert not development.SESSION_COOKIE_SECURE and not development.CSRF_COOKIE_SECURE
+
+
+def test_plain_http_is_redirected_except_probes_and_https_gets_hsts(db, client, settings):
+    settings.SECURE_SSL_REDIRECT, settings.SECURE_HSTS_SECONDS = True, 3600
+    response = Client().get("/accounts/login/")
+    assert response.status_code == 301 and response["Location"] == "https://testserver/accounts/login/"
+    assert Client().get("/healthz").status_code == 200
+    secure = Client().get("/accounts/login/", secure=True)
+    assert secure.status_code == 200 and secure["Strict-Transport-Security"] == "max-age=3600; includeSubDomains"
+
+
+def test_pages_and_the_api_carry_the_content_security_policy(db, client):
+    for path in ("/accounts/login/", "/api/v1/me/", "/api/docs/"):
+        policy = client.get(path)["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "style-src 'self'" in policy and "unsafe-inline" not in policy
+
+
+INLINE = re.compile(r"<script>|<script\s+(?![^>]*\bsrc=)[^>]*>|<style\b|\sstyle=|\son[a-z]+=", re.IGNORECASE)
+
+
+def test_templates_hold_no_inline_script_style_or_event_handler():
+    """What the policy would refuse: scripts and styles come from /static."""
+    found = []
+    for path in sorted((ROOT / "templates").rglob("*.html")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if INLINE.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == []
