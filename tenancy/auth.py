@@ -23,16 +23,19 @@ def _token_from_db(digest: str) -> ApiToken | None:
 
 
 def refuse_locked_out_client(request) -> None:
-    """429 for a client address locked out after too many failed bearer tokens, before its token is checked (a
-    right guess must not get through either)."""
+    """429 for a client address locked out after too many failed bearer tokens. Called before a token that is not
+    already known to be valid is looked up, so that a right guess does not get through either; a token known valid
+    (cached, or a run token whose signature checks) skips it: a guess never is one, and the API's hot path keeps
+    its cache round trips."""
     wait = throttling.token_locked(request)
     if wait is not None:
         raise exceptions.Throttled(wait=wait, detail="Too many failed bearer tokens from your address; try again "
                                    f"in {throttling.wait_text(wait)}.")
 
 
-def token_failure(request, message: str) -> exceptions.AuthenticationFailed:
-    """A failed bearer token, counted against the client address (tenancy.throttling)."""
+def token_failure(request, message: str) -> exceptions.APIException:
+    """A failed bearer token: 429 from a locked-out address, else counted against it (tenancy.throttling), 401."""
+    refuse_locked_out_client(request)
     throttling.token_failed(request)
     return exceptions.AuthenticationFailed(message)
 
@@ -47,7 +50,6 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         keyword, _, secret = header.partition(" ")
         if keyword != self.keyword:
             return None
-        refuse_locked_out_client(request)
         secret = secret.strip()
         if not secret or " " in secret:
             raise token_failure(request, "Malformed Authorization header; use: Bearer <token>.")
@@ -55,7 +57,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         epoch = authcache.current_epoch()
         token = authcache.tokens.get(digest, epoch)
         changed = token is None
-        token = token or _token_from_db(digest)
+        if token is None:
+            refuse_locked_out_client(request)
+            token = _token_from_db(digest)
         if token is None or not token.is_active or not token.user.is_active:  # expiry is checked on every request
             raise token_failure(request, "Invalid, expired or revoked token.")
         now = timezone.now()

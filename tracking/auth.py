@@ -8,7 +8,7 @@ from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, permissions
 
-from tenancy.auth import BearerTokenAuthentication, refuse_locked_out_client, token_failure
+from tenancy.auth import BearerTokenAuthentication, token_failure
 from tenancy.throttling import PerUserRateThrottle
 from tracking.tokens import PREFIX, run_id_from_token
 
@@ -29,7 +29,6 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         secret = secret.strip()
         if keyword != "Bearer" or not secret.startswith(PREFIX):
             return None
-        refuse_locked_out_client(request)
         run_id = run_id_from_token(secret)
         if run_id is None:
             raise token_failure(request, "Invalid run token.")
