@@ -6,7 +6,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && r
 COPY requirements.txt package.json package-lock.json ./
 RUN pip install --no-cache-dir -r requirements.txt && npm ci --no-audit --no-fund
 COPY . .
+# collectstatic needs the settings, not the deployment's secrets: DEBUG=1 loads them without SECRET_KEY and
+# TIDAL_ENCRYPTION_KEY (the containers run with DEBUG off and refuse to start without both).
 RUN pip install --no-cache-dir --no-deps -e sdk \
-    && SECRET_KEY=build-only DEBUG=0 python manage.py collectstatic --noinput
+    && DEBUG=1 python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["gunicorn", "mlplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4"]

@@ -3,13 +3,16 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PORT ?= 8000
--include .env
-export
+
+# A `.env` file (see .env.example) fills in the variables the environment leaves unset, so `PORT=8010 make run`
+# wins over it. The recipes' shell reads it, not make: a makefile's assignments would override the environment.
+DOTENV := if [ -f .env ]; then while IFS= read -r line || [ -n "$$line" ]; do name=$${line%%=*}; \
+	if [[ $$line == *=* && $$name =~ ^[A-Za-z_][A-Za-z0-9_]*$$ && -z $${!name+set} ]]; then export "$$line"; fi; \
+	done < .env; fi;
 
 # Settings for local use; a real deployment sets its own (see .env.example).
-DEV_ENV := DEBUG=$${DEBUG:-1}
-TEST_ENV := SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
+DEV_ENV := $(DOTENV) DEBUG=$${DEBUG:-1}
+TEST_ENV := $(DOTENV) SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
 	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
 .PHONY: install run test lint bench migrate seed clean
@@ -34,7 +37,7 @@ seed: migrate
 	$(DEV_ENV) $(PY) manage.py seed_demo
 
 run: seed
-	$(DEV_ENV) $(PY) manage.py run_embedded --port $(PORT)
+	$(DEV_ENV) $(PY) manage.py run_embedded --port $${PORT:-8000}
 
 test: install
 	$(TEST_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS)

@@ -148,6 +148,7 @@ def main() -> int:
     env.update(DATABASE_URL=os.environ.get("BENCH_API_DATABASE_URL",
                                            "postgres://postgres@127.0.0.1:5432/tidal_bench_api"),
                SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
+               DJANGO_SETTINGS_MODULE="tests.settings",  # production's, on plain HTTP with throwaway keys
                TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
     if args.redis:
         env["REDIS_URL"] = args.redis

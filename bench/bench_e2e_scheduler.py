@@ -182,7 +182,7 @@ def main() -> int:
     prepare_database()
     import django
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlplatform.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")  # production's, with throwaway keys
     django.setup()
     from django.core.management import call_command
 

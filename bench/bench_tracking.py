@@ -290,6 +290,7 @@ def main() -> int:
     env.update(DATABASE_URL=os.environ.get("BENCH_TRACKING_DATABASE_URL",
                                            "postgres://postgres@127.0.0.1:5432/tidal_bench_tracking"),
                SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
+               DJANGO_SETTINGS_MODULE="tests.settings",  # production's, on plain HTTP with throwaway keys
                TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
     print("preparing: a 1,000,000-point series and 5,000 runs ...", flush=True)
     setup = prepare(env, max(args.clients))

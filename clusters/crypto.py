@@ -2,8 +2,9 @@
 
 The key comes from ``TIDAL_ENCRYPTION_KEY`` (``settings.TIDAL["ENCRYPTION_KEY"]``): one or more Fernet keys
 separated by commas; the first encrypts, every one decrypts, so a key can be rotated by prepending the new one
-(and re-saving the clusters). When it is unset the key is derived from ``SECRET_KEY`` (SHA-256), which means that
-changing SECRET_KEY makes stored kubeconfigs unreadable: set TIDAL_ENCRYPTION_KEY in production.
+(and re-saving the clusters). It is required when DEBUG is off (the settings refuse to start without it); in
+development it may be unset, and a key is derived from ``SECRET_KEY`` (SHA-256), so that changing SECRET_KEY makes
+the kubeconfigs stored so far unreadable.
 Generate a key with ``python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"``.
 """
 

@@ -16,10 +16,9 @@ from django.shortcuts import render
 from clusters import selectors
 from tenancy.selectors import projects_for_user
 
-# Distinct, readable on white, and not grey (grey means "other tenants").
-PALETTE = ["#1f77b4", "#e6550d", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-           "#3182bd"]
-OTHER_COLOUR = "#8d96a3"
+# CSS classes of the palette (static/css/tidal.css: distinct, readable on white, and not grey, which means "other
+# tenants"): a class, not a style attribute, which the Content-Security-Policy refuses.
+PALETTE = [f"pc-{slot}" for slot in range(10)]
 
 
 def _preferred(slug: str) -> int:
@@ -27,7 +26,7 @@ def _preferred(slug: str) -> int:
 
 
 def project_colours(slugs) -> dict[str, str]:
-    """A colour per project slug, stable across pages, restarts and processes (crc32, not hash()).
+    """A colour (its palette class) per project slug, stable across pages, restarts and processes (crc32, not hash()).
 
     Each slug starts from its preferred palette slot; slugs are taken in sorted order and a taken slot moves on to the
     next free one, so the caller's projects (up to the palette's size) never share a colour. Pass the same set of
@@ -43,14 +42,13 @@ def project_colours(slugs) -> dict[str, str]:
                 break
         taken.add(slot)
         colours[slug] = PALETTE[slot]
-    colours["other"] = OTHER_COLOUR
     return colours
 
 
 @dataclass
 class Cell:
     kind: str  # "project", "other", "external", "free"
-    colour: str = ""
+    colour: str = ""  # a project's palette class
     title: str = ""
     job: int | None = None
 
@@ -82,7 +80,7 @@ def node_cells(node, allocations: list[dict], colours: dict[str, str]) -> tuple[
     for a in sorted(allocations, key=lambda a: (a["project"] == "other", a["project"], a["job"] or 0)):
         slug = a["project"]
         if slug == "other":
-            cell = Cell("other", OTHER_COLOUR, "another tenant's job")
+            cell = Cell("other", "", "another tenant's job")
         else:
             colour = colours.get(slug) or PALETTE[_preferred(slug)]
             cell = Cell("project", colour, f"{slug} · job #{a['job']}", a["job"])
@@ -128,6 +126,5 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
     return render(request, "clusters/cluster_list.html", {
         "clusters": list(views.values()),
         "legend": [(slug, colours[slug]) for slug in sorted(on_screen)],
-        "other_colour": OTHER_COLOUR,
         "current_slug": current.slug if current else "",
     })

@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+from core.errors import DomainError
 
 
 class WritesThroughServices:
     """For a ModelAdmin whose `save_model` and `delete_model` call the app's service functions (which validate,
     audit and wake the scheduler, as from the API): the bulk "delete selected" action deletes one by one through
-    `delete_model` instead of one SQL DELETE that would skip them."""
+    `delete_model` instead of one SQL DELETE that would skip them. A rule a service enforces beyond the form (the
+    last owner of a project, a project with jobs) is shown as an error message on the page, not a server error; the
+    change page's transaction is rolled back."""
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for obj in queryset:
             self.delete_model(request, obj)
+
+    def changeform_view(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        return self._refusal_shown(request, super().changeform_view, *args, **kwargs)
+
+    def delete_view(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        return self._refusal_shown(request, super().delete_view, *args, **kwargs)
+
+    def changelist_view(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        return self._refusal_shown(request, super().changelist_view, *args, **kwargs)
+
+    def _refusal_shown(self, request: HttpRequest, view, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
 
 class InlineWrites:
@@ -32,4 +53,3 @@ class InlineWrites:
         for obj in formset.deleted_objects:
             delete(request, obj)
         formset.save_m2m()
-

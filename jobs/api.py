@@ -79,7 +79,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         services.job_cancel(actor=request.user, job=job)
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk)).data)
+        return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk), context=self.get_serializer_context())
+                        .data)
 
     @extend_schema(parameters=[
         OpenApiParameter("replica", str, description="<role>-<index>, e.g. worker-0 (default: the first replica)"),

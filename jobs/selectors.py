@@ -14,8 +14,11 @@ from jobs.models import Attempt, Job, JobEvent, Outcome, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas, policy_from_settings
 from jobs.states import HOLDING, State
 from quotas.models import PriorityClass
-from tenancy.models import Project
-from tenancy.selectors import project_ids_for_user
+from tenancy.models import ROLE_RANK, Project, Role
+from tenancy.selectors import project_ids_for_user, role_in_project
+
+# What everyone else sees of an env value (docs/security.md, "Who sees what").
+HIDDEN_VALUE = "••••"
 
 
 def jobs_for_user(user) -> QuerySet[Job]:
@@ -27,6 +30,24 @@ def job_detail_for_user(user) -> QuerySet[Job]:
     groups = Prefetch("groups", queryset=ReplicaGroup.objects.select_related("flavor"))
     attempts = Prefetch("attempts", queryset=Attempt.objects.select_related("cluster"))
     return jobs_for_user(user).prefetch_related(groups, attempts, "events")
+
+
+def may_read_env(user, job: Job) -> bool:
+    """Whether `user` reads the values of the job's env (which may hold secrets): its submitter, the project's
+    admins and owners, and platform staff (who act as owners). Everyone else who sees the job reads only the names."""
+    if not user.is_authenticated:
+        return False
+    if job.submitter_id == user.pk:
+        return True
+    role = role_in_project(user, job.project)
+    return role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]
+
+
+def env_shown_to(user, job: Job) -> dict[str, str]:
+    """The job's env as `user` may see it: the values, or every name with a hidden value."""
+    if may_read_env(user, job):
+        return dict(job.env)
+    return dict.fromkeys(job.env, HIDDEN_VALUE)
 
 
 def queue_for_user(user) -> QuerySet[Job]:

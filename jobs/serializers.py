@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import re
 
+from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.serializers import FieldsBuiltOnce, StrictSerializer
-from jobs import ports
+from jobs import ports, selectors
 from jobs.models import Attempt, Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
 from jobs.states import State
 from quotas import selectors as quota_selectors
@@ -206,9 +207,12 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 
 class JobDetailSerializer(JobSerializer):
     """Everything about a job. `context["related"]` may hold the groups, attempts and events just written (a new
-    job's), so it is rendered without reading them back."""
+    job's), so it is rendered without reading them back. The env's values only for those who may read them
+    (`jobs.selectors.may_read_env`; the caller is `context["request"].user`): others get its names with hidden
+    values."""
 
     placement = serializers.JSONField(source="current_attempt.placement", read_only=True, allow_null=True)
+    env = serializers.SerializerMethodField()
     groups = ReplicaGroupOutput(many=True, read_only=True)
     attempts = AttemptSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
@@ -218,6 +222,11 @@ class JobDetailSerializer(JobSerializer):
                   "placement", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
                   "checkpoint_path", "duration", "retry_at", "attempts", "events"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField(child=serializers.CharField()))
+    def get_env(self, job: Job) -> dict[str, str]:
+        request = self.context.get("request")
+        return selectors.env_shown_to(request.user if request else AnonymousUser(), job)
 
 
 class CheckpointSerializer(StrictSerializer):

@@ -96,7 +96,13 @@ GROUP_FIELDS = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_m
 
 
 def job_resubmit(*, actor: Any, job: Job) -> Submitted:
-    """Submit a new job with the same spec (the old one keeps its history)."""
+    """Submit a new job with the same spec, as `actor` (the old one keeps its history). It copies the env's values,
+    so only someone who may read them resubmits a job that has an env (the submitter, project admins): anyone else
+    is refused, naming env, rather than handed another user's secrets to run with."""
+    _require_project_role(actor, job.project, Role.MEMBER)
+    if job.env and not selectors.may_read_env(actor, job):
+        raise Forbidden("Resubmitting copies the job's environment variables, which only its submitter and the "
+                        "project's admins may read: submit a new job with your own env instead.", field="env")
     spec = {name: getattr(job, name) for name in SPEC_FIELDS}
     spec["groups"] = [{name: getattr(group, name) for name in GROUP_FIELDS} for group in job.groups.all()]
     return job_submit(actor=actor, project=job.project, spec=spec)

@@ -100,15 +100,25 @@ def job_list(request: HttpRequest) -> HttpResponse:
     })
 
 
+def can_resubmit(request: HttpRequest, job: Job) -> bool:
+    """Members and above resubmit a job they see, as their own, when they may read its env (as services)."""
+    role = _role(request, job.project)
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+        return False
+    return not job.env or selectors.may_read_env(request.user, job)
+
+
 def _detail_context(request: HttpRequest, job: Job) -> dict:
     return {
         "job": job,
+        "env": selectors.env_shown_to(request.user, job),
         "attempt": job.current_attempt,
         "attempts": list(job.attempts.all()),
         "groups": list(job.groups.all()),
         "events": list(job.events.all()),
         "final": job.state in FINAL,
         "can_manage": can_manage(request, job),
+        "can_resubmit": can_resubmit(request, job),
         "eta_text": humanize_eta(job.eta) if job.state == State.QUEUED else "",
         "poll_seconds": POLL_SECONDS,
     }
@@ -118,7 +128,7 @@ def _detail_context(request: HttpRequest, job: Job) -> dict:
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _job_or_404(request, pk, detail=True)
     context = _detail_context(request, job)
-    context["spec_yaml"] = spec_as_yaml(job, context["groups"])
+    context["spec_yaml"] = spec_as_yaml(job, context["groups"], context["env"])
     context["logs"] = _logs_context(request, job)
     return render(request, "jobs/job_detail.html", context)
 
@@ -154,9 +164,11 @@ def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "jobs/_logs.html", _logs_context(request, job))
 
 
-def spec_as_yaml(job: Job, groups) -> str:
-    """The job's spec in the submit form's format (to copy, or to edit and submit again)."""
+def spec_as_yaml(job: Job, groups, env: dict[str, str]) -> str:
+    """The job's spec in the submit form's format (to copy, or to edit and submit again), with `env` as the caller
+    may see it."""
     spec = {name: getattr(job, name) for name in services.SPEC_FIELDS}
+    spec["env"] = env
     spec["priority_class"] = job.priority_class.name
     spec["groups"] = [{"role": g.role, "replicas": g.replicas, "devices": g.devices, "flavor": g.flavor.name,
                        "cpu_millis": g.cpu_millis, "memory_mib": g.memory_mib, "rdma": g.rdma} for g in groups]
@@ -188,7 +200,8 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def job_resubmit(request: HttpRequest, pk: int) -> HttpResponse:
-    job = _manage_or_403(request, pk)
+    """A submission by the caller of a job they see (services decide: members and above, who may read its env)."""
+    job = _job_or_404(request, pk, detail=True)
     try:
         new = services.job_resubmit(actor=request.user, job=job).job
     except Forbidden as error:
@@ -253,7 +266,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
         source = request.GET.get("from", "")
         if source.isdigit():
             original = _job_or_404(request, int(source), detail=True)
-            initial = spec_as_yaml(original, list(original.groups.all()))
+            initial = spec_as_yaml(original, list(original.groups.all()),
+                                   selectors.env_shown_to(request.user, original))
         form = JobSpecForm(initial={"spec": initial}, request=request)
     chooser = LauncherForm(initial={"launcher": launcher})
     return render(request, "jobs/job_new.html", {"project": project, "form": form, "chooser": chooser})

@@ -7,16 +7,26 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str
+from core.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_rate,
+    env_secret,
+    env_str,
+    require_strong_secret,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 DEBUG = env_bool("DEBUG", False)
-_DEV_SECRET = "dev-only-insecure-secret-key-change-me-0123456789abcdef"
-SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET if DEBUG else None)
-if not DEBUG and SECRET_KEY == _DEV_SECRET:
-    raise ImproperlyConfigured("SECRET_KEY must be set to a real secret when DEBUG is off")
+SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-secret-key-change-me-0123456789abcdef" if DEBUG else None)
+if not DEBUG:
+    require_strong_secret("SECRET_KEY", SECRET_KEY)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -45,6 +55,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "mlplatform.metrics.PrometheusMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -77,7 +88,7 @@ TEMPLATES = [
 
 # SQLite under var/ unless DATABASE_URL says otherwise (PostgreSQL through psycopg 3 in production and CI).
 DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'tidal.sqlite3'}"
-DATABASE_URL = env_str("DATABASE_URL", DEFAULT_DATABASE_URL)
+DATABASE_URL = env_secret("DATABASE_URL", DEFAULT_DATABASE_URL)
 if DATABASE_URL == DEFAULT_DATABASE_URL:
     VAR_DIR.mkdir(exist_ok=True)  # a fresh clone has no var/ yet; SQLite cannot create the folder itself
 DATABASES = {
@@ -95,7 +106,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis is optional: without REDIS_URL Tidal runs embedded (tasks in-process, local-memory cache).
-REDIS_URL = env_str("REDIS_URL", "")
+REDIS_URL = env_secret("REDIS_URL", "")
 EMBEDDED = REDIS_URL == ""
 if EMBEDDED:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -127,7 +138,7 @@ LOGOUT_REDIRECT_URL = "login"
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
                         else "django.core.mail.backends.console.EmailBackend")
@@ -144,9 +155,30 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/htmx", BASE_DIR / "node_module
                     ("vendor/uplot", BASE_DIR / "node_modules" / "uplot" / "dist")]
 WHITENOISE_USE_FINDERS = True
 
+# HTTPS when DEBUG is off: redirect HTTP to it, tell browsers to use nothing else (HSTS), keep the cookies off plain
+# HTTP. Behind a proxy that terminates TLS, either let the proxy redirect (TIDAL_SSL_REDIRECT=0) or name the header
+# it marks HTTPS requests with (TIDAL_PROXY_SSL_HEADER=X-Forwarded-Proto; the proxy must set or strip it).
+SECURE_SSL_REDIRECT = env_bool("TIDAL_SSL_REDIRECT", not DEBUG)
+# Health probes and metric scrapes come over plain HTTP from inside the deployment (compose, kubelet, Prometheus).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("TIDAL_HSTS_SECONDS", 0 if DEBUG else 365 * 86400, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TIDAL_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("TIDAL_HSTS_PRELOAD", False)
+_PROXY_SSL_HEADER = env_str("TIDAL_PROXY_SSL_HEADER", "")
+SECURE_PROXY_SSL_HEADER = (f"HTTP_{_PROXY_SSL_HEADER.upper().replace('-', '_')}", "https") if _PROXY_SSL_HEADER \
+    else None
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SESSION_COOKIE_SECURE)
+# Preloading (security.W021) puts the domain in browsers' built-in HSTS lists: anyone may submit a domain whose
+# header says `preload`, so it stays the domain owner's decision (TIDAL_HSTS_PRELOAD=1), not a default.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+# The Content-Security-Policy header of every response (core/csp.py): scripts, styles, images and fonts from this
+# origin only.
+TIDAL_CONTENT_SECURITY_POLICY = env_str(
+    "TIDAL_CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -160,9 +192,9 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttling.PerTokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttling.PerUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "token": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),
+        "user": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),  # per user, whichever of their tokens
         "anon": env_rate("TIDAL_API_ANON_THROTTLE_RATE", "60/min"),
         "run": env_rate("TIDAL_TRACKING_THROTTLE_RATE", "6000/min"),  # per run token: a job's own logging
     },
@@ -185,9 +217,23 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
-# /metrics answers only these client addresses, or a request carrying METRICS_TOKEN as a Bearer token.
-METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
-METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Brute-force protection (tenancy/throttling.py): this many failed sign-ins of one username from one client address,
+# or failed bearer tokens from one address, within the window lock them out for the cool-off (seconds).
+TIDAL_LOCKOUT = {
+    "LOGIN_FAILURES": env_int("TIDAL_LOGIN_FAILURE_LIMIT", 5, minimum=1),
+    "TOKEN_FAILURES": env_int("TIDAL_TOKEN_FAILURE_LIMIT", 20, minimum=1),
+    "WINDOW": env_int("TIDAL_FAILURE_WINDOW", 900, minimum=1),
+    "COOL_OFF": env_int("TIDAL_LOCKOUT_SECONDS", 900, minimum=1),
+}
+
+# Reverse proxies whose X-Forwarded-For is believed (core/addresses.py): addresses or CIDRs. Empty: none, the
+# client is REMOTE_ADDR.
+TIDAL_TRUSTED_PROXIES = env_networks("TIDAL_TRUSTED_PROXIES", [])
+
+# /metrics (mlplatform/metrics.py): with a token, only requests bearing it; without, direct connections from these
+# addresses.
+TIDAL_METRICS_TOKEN = env_secret("TIDAL_METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
 
 # Scheduling and the simulated cluster (read by jobs/ and clusters/).
 TIDAL = {
@@ -207,7 +253,9 @@ TIDAL = {
         "usage_half_life": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 7 * 86400.0, minimum=1.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
-    "ENCRYPTION_KEY": env_str("TIDAL_ENCRYPTION_KEY", ""),
+    # Kubeconfigs' Fernet key(s), apart from SECRET_KEY (rotating one must not lose the other); derived from
+    # SECRET_KEY only in development (clusters/crypto.py).
+    "ENCRYPTION_KEY": env_secret("TIDAL_ENCRYPTION_KEY", ""),
     "KUBE_INSTANCE": env_str("TIDAL_KUBE_INSTANCE", "default"),
     "KUBE_NODE_SYNC_INTERVAL": env_float("TIDAL_KUBE_NODE_SYNC_INTERVAL", 60.0, minimum=1.0),
     "KUBE_RESYNC_INTERVAL": env_float("TIDAL_KUBE_RESYNC_INTERVAL", 30.0, minimum=1.0),
@@ -222,6 +270,11 @@ TIDAL = {
     "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
     "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
 }
+if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
+    raise ImproperlyConfigured(
+        "TIDAL_ENCRYPTION_KEY (or TIDAL_ENCRYPTION_KEY_FILE) must be set when DEBUG is off: the key stored "
+        "kubeconfigs are encrypted with. Generate one with python -c \"from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())\" (docs/configuration.md: keeping kubeconfigs saved before readable)")
 # Kubernetes clusters: full status resync (the watch runs in `manage.py run_reconciler`), node inventory sync and
 # the orphan sweep. Each is a no-op while no cluster has backend = kubernetes.
 CELERY_BEAT_SCHEDULE.update({

@@ -1,13 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from costs.api import CostReportCsvView, CostReportView
 from mlplatform import health, metrics
 from mlplatform.api_router import router
 from tenancy.api import MeView
+from tenancy.forms import AdminLoginForm, LoginForm
 from tracking.api import RunLogBatchView
+
+# Both sign-in doors lock a username out for a client after repeated wrong passwords (tenancy/throttling.py).
+admin.site.login_form = AdminLoginForm
 
 api_v1 = [
     path("me/", MeView.as_view(), name="me"),
@@ -25,8 +29,10 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("mlflow/<slug:project>/api/2.0/mlflow/", include("tracking.mlflow.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    # The split view serves Swagger UI's set-up script as a file: the Content-Security-Policy runs no inline one.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True,
+                                                         authentication_form=LoginForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("costs.analysis_urls")),
     path("", include("tracking.urls")),

@@ -17,8 +17,19 @@ def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
 
 
+def _laid_out(scale: int, segments: list[tuple[str, int, str]]) -> list[tuple[str, int, float, float, str]]:
+    """Segments side by side: each starts where the ones before it end (the bar is an SVG, positioned by
+    attributes: the Content-Security-Policy refuses style attributes)."""
+    laid, before = [], 0
+    for kind, count, label in segments:
+        laid.append((kind, count, _pct(before, scale), _pct(count, scale), label))
+        before += count
+    return laid
+
+
 def quota_bars(user, project: Project) -> list[dict]:
-    """Per flavor: guaranteed, used, borrowed, lent, and the bar's segments as percentages of its scale.
+    """Per flavor: guaranteed, used, borrowed, lent, and the bar's segments as (kind, count, start, width, label),
+    start and width in percent of its scale.
 
     The scale is guarantee + borrow limit (or the usage, when a quota was lowered below it), so a full bar means
     the project uses everything it may. Segments: used within the guarantee, lent (idle guarantee others use now),
@@ -37,13 +48,13 @@ def quota_bars(user, project: Project) -> list[dict]:
         rows.append({
             "quota": quota, "used": live.used, "borrowed": live.borrowed, "lent": live.lent,
             "over": live.used > quota.guaranteed + quota.borrow_limit,
-            "segments": [
-                ("within", within, _pct(within, scale), "used within the guarantee"),
-                ("lent", lent, _pct(lent, scale), "guarantee lent to other projects"),
-                ("idle", idle, _pct(idle, scale), "idle guarantee"),
-                ("borrowed", live.borrowed, _pct(live.borrowed, scale), "borrowed above the guarantee"),
-                ("headroom", headroom, _pct(headroom, scale), "may still borrow"),
-            ],
+            "segments": _laid_out(scale, [
+                ("within", within, "used within the guarantee"),
+                ("lent", lent, "guarantee lent to other projects"),
+                ("idle", idle, "idle guarantee"),
+                ("borrowed", live.borrowed, "borrowed above the guarantee"),
+                ("headroom", headroom, "may still borrow"),
+            ]),
             "guarantee_at": _pct(quota.guaranteed, scale),
         })
     return rows

@@ -1,4 +1,5 @@
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 
 from core.admin import InlineWrites, WritesThroughServices
 from tenancy import services
@@ -19,6 +20,14 @@ def _delete_project(request, project: Project) -> None:
     services.project_delete(actor=request.user, project=project)
 
 
+def _save_membership(request, membership: Membership) -> None:
+    services.membership_save(actor=request.user, membership=membership)
+
+
+def _remove_membership(request, membership: Membership) -> None:
+    services.membership_remove(actor=request.user, membership=membership)
+
+
 class ProjectInline(admin.TabularInline):
     model = Project
     extra = 0
@@ -27,26 +36,43 @@ class ProjectInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(InlineWrites, admin.ModelAdmin):
+class OrganizationAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [ProjectInline]
     inline_writes = {Project: (_save_project, _delete_project)}
 
+    def save_model(self, request, obj, form, change):
+        services.organization_save(actor=request.user, organization=obj)
+
+    def delete_model(self, request, obj):
+        services.organization_delete(actor=request.user, organization=obj)
+
+
+class MembershipInlineForm(forms.ModelForm):
+    """A member's user is fixed once added (another user is another membership): only the role changes."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["user"].disabled = True
+
 
 class MembershipInline(admin.TabularInline):
     model = Membership
+    form = MembershipInlineForm
     extra = 0
     autocomplete_fields = ["user"]
 
 
 @admin.register(Project)
-class ProjectAdmin(WritesThroughServices, admin.ModelAdmin):
+class ProjectAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
     list_display = ["slug", "name", "organization", "archived", "max_running_jobs", "created_at"]
     list_filter = ["organization", "archived"]
     search_fields = ["slug", "name", "organization__name"]
     inlines = [MembershipInline]
+    inline_writes = {Membership: (_save_membership, _remove_membership)}
 
     def save_model(self, request, obj, form, change):
         _save_project(request, obj)
@@ -56,25 +82,48 @@ class ProjectAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(WritesThroughServices, admin.ModelAdmin):
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project__organization", "project"]
     search_fields = ["user__username", "user__email", "project__slug"]
     autocomplete_fields = ["user", "project"]
 
+    def get_readonly_fields(self, request, obj=None):
+        return ["project", "user"] if obj is not None else []  # another project or user is another membership
+
+    def save_model(self, request, obj, form, change):
+        _save_membership(request, obj)
+
+    def delete_model(self, request, obj):
+        _remove_membership(request, obj)
+
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens without their secret: only the prefix is shown, and nothing about them can be edited but revocation."""
+class ApiTokenAdmin(WritesThroughServices, admin.ModelAdmin):
+    """Tokens without their secret: only the prefix is shown. Nothing about them can be edited; the "revoke" action
+    revokes them (audited, as from the UI or API)."""
 
     list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at", "expires_at"]
     search_fields = ["name", "user__username", "prefix"]
     exclude = ["digest"]
-    readonly_fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at"]
+    readonly_fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
 
     def has_add_permission(self, request):
         return False  # a token's secret must be shown to its owner once; create tokens in the UI or API
+
+    def has_change_permission(self, request, obj=None):
+        return False  # view only; revocation is an action
+
+    def delete_model(self, request, obj):
+        services.token_delete(actor=request.user, token=obj)
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            services.token_revoke(actor=request.user, token=token)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
 @admin.register(AuditEntry)

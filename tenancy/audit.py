@@ -20,19 +20,22 @@ def audit_record(
     *,
     actor: Any,
     action: str,
-    target: models.Model,
+    target: models.Model | None,
     project: Project | None = None,
     changes: dict[str, Any] | None = None,
+    about: str = "",
 ) -> AuditEntry:
+    """Record `action` on `target`; with no row to name (a sign-in lockout of a username nobody has, an address),
+    `about` says what it was about."""
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
     return AuditEntry.objects.create(
         actor=actor if authenticated else None,
         actor_name=actor_name(actor),
         project=project,
         action=action,
-        target_type=target._meta.label,
-        target_id=str(target.pk),
-        target_repr=str(target)[:200],
+        target_type=target._meta.label if target is not None else "",
+        target_id=str(target.pk) if target is not None else "",
+        target_repr=(str(target) if target is not None else about)[:200],
         changes=changes or {},
     )
 

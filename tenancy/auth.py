@@ -8,7 +8,7 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenancy import authcache
+from tenancy import authcache, throttling
 from tenancy.models import ApiToken, hash_token
 
 # Writing last_used_at on every request would turn every read into a write; once a minute is precise enough.
@@ -20,6 +20,24 @@ def _token_from_db(digest: str) -> ApiToken | None:
         return ApiToken.objects.select_related("user").get(digest=digest)
     except ApiToken.DoesNotExist:
         return None
+
+
+def refuse_locked_out_client(request) -> None:
+    """429 for a client address locked out after too many failed bearer tokens. Called before a token that is not
+    already known to be valid is looked up, so that a right guess does not get through either; a token known valid
+    (cached, or a run token whose signature checks) skips it: a guess never is one, and the API's hot path keeps
+    its cache round trips."""
+    wait = throttling.token_locked(request)
+    if wait is not None:
+        raise exceptions.Throttled(wait=wait, detail="Too many failed bearer tokens from your address; try again "
+                                   f"in {throttling.wait_text(wait)}.")
+
+
+def token_failure(request, message: str) -> exceptions.APIException:
+    """A failed bearer token: 429 from a locked-out address, else counted against it (tenancy.throttling), 401."""
+    refuse_locked_out_client(request)
+    throttling.token_failed(request)
+    return exceptions.AuthenticationFailed(message)
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -34,14 +52,16 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         secret = secret.strip()
         if not secret or " " in secret:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header; use: Bearer <token>.")
+            raise token_failure(request, "Malformed Authorization header; use: Bearer <token>.")
         digest = hash_token(secret)
         epoch = authcache.current_epoch()
         token = authcache.tokens.get(digest, epoch)
         changed = token is None
-        token = token or _token_from_db(digest)
+        if token is None:
+            refuse_locked_out_client(request)
+            token = _token_from_db(digest)
         if token is None or not token.is_active or not token.user.is_active:  # expiry is checked on every request
-            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            raise token_failure(request, "Invalid, expired or revoked token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -3,10 +3,49 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
 from django.utils import timezone
 
-from tenancy import selectors
+from tenancy import selectors, throttling
 from tenancy.models import Role
+
+
+class LockoutMixin:
+    """For a sign-in form: refuse a username locked out for this client after too many wrong passwords (checked
+    before the password, so the right one does not get through either), count wrong passwords, and forget them on
+    a right one."""
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        wait = throttling.login_locked(self.request, username)
+        if wait is not None:
+            raise self.locked_out(wait)
+        try:
+            cleaned = super().clean()
+        except forms.ValidationError:
+            # A right password the form refuses anyway (an inactive account, no staff status) is no guess.
+            if self.user_cache is None and username:
+                locked = throttling.login_failed(self.request, username)
+                if locked is not None:
+                    raise self.locked_out(locked) from None
+            raise
+        throttling.login_succeeded(self.request, username)
+        return cleaned
+
+    @staticmethod
+    def locked_out(wait: float) -> forms.ValidationError:
+        return forms.ValidationError(
+            "Too many failed sign-ins for this username from your address. Try again in %(wait)s.",
+            code="locked_out", params={"wait": throttling.wait_text(wait)})
+
+
+class LoginForm(LockoutMixin, AuthenticationForm):
+    """The login page's form."""
+
+
+class AdminLoginForm(LockoutMixin, AdminAuthenticationForm):
+    """The admin console's login form (staff only, as Django's)."""
 
 
 class MemberAddForm(forms.Form):

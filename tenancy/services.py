@@ -1,4 +1,5 @@
-"""Writes for tenancy: projects, memberships and API tokens. Each is atomic and audited."""
+"""Writes for tenancy: organizations, projects, memberships and API tokens. Each is atomic and audited, whichever
+door it came in by (API, pages, admin console)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from core import wakeup
 from core.errors import Conflict, DomainError, Forbidden
-from tenancy.audit import audit_record, save_audited
+from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import ROLE_RANK, ApiToken, Membership, Organization, Project, Role, hash_token
 from tenancy.selectors import role_in_project
 
@@ -26,8 +27,24 @@ def _require_role(actor: AbstractBaseUser, project: Project, role: str) -> str:
     return actual
 
 
+ORGANIZATION_FIELDS = ("name", "slug")
 PROJECT_FIELDS = ("organization", "name", "slug", "description", "max_running_jobs")
 SCHEDULING_FIELDS = frozenset({"max_running_jobs"})  # what the scheduler reads of a project
+
+
+@transaction.atomic
+def organization_save(*, actor: Any, organization: Organization, values: dict[str, Any] | None = None) -> Organization:
+    """Create or rename an organization (platform staff, in the admin console)."""
+    for name, value in (values or {}).items():
+        setattr(organization, name, value)
+    save_audited(actor=actor, obj=organization, fields=ORGANIZATION_FIELDS)
+    return organization
+
+
+@transaction.atomic
+def organization_delete(*, actor: Any, organization: Organization) -> None:
+    """Delete an organization without projects (its projects protect it: a 409)."""
+    delete_audited(actor=actor, obj=organization, fields=ORGANIZATION_FIELDS)
 
 
 @transaction.atomic
@@ -89,31 +106,40 @@ def _check_not_last_owner(membership: Membership) -> None:
         raise Conflict("A project must keep at least one owner.", code="last_owner")
 
 
-@transaction.atomic
 def membership_add(*, actor: AbstractBaseUser, project: Project, user: AbstractBaseUser, role: str) -> Membership:
-    actor_role = _require_role(actor, project, Role.ADMIN)
-    _check_owner_change(actor_role, None, role)
-    if Membership.objects.filter(project=project, user=user).exists():
-        raise Conflict(f"{user.get_username()} is already a member of {project.slug}.", field="user",
-                       code="already_member")
-    membership = Membership.objects.create(project=project, user=user, role=role)
-    audit_record(actor=actor, action="membership.add", target=membership, project=project,
-                 changes={"user": user.get_username(), "role": role})
-    return membership
+    return membership_save(actor=actor, membership=Membership(project=project, user=user, role=role))
+
+
+def membership_change_role(*, actor: AbstractBaseUser, membership: Membership, role: str) -> Membership:
+    membership.role = role
+    return membership_save(actor=actor, membership=membership)
 
 
 @transaction.atomic
-def membership_change_role(*, actor: AbstractBaseUser, membership: Membership, role: str) -> Membership:
-    membership = Membership.objects.select_for_update().select_related("project", "user").get(pk=membership.pk)
-    actor_role = _require_role(actor, membership.project, Role.ADMIN)
-    _check_owner_change(actor_role, membership.role, role)
-    if membership.role == Role.OWNER and role != Role.OWNER:
-        _check_not_last_owner(membership)
-    old = membership.role
-    membership.role = role
-    membership.save(update_fields=["role"])
-    audit_record(actor=actor, action="membership.change_role", target=membership, project=membership.project,
-                 changes={"user": membership.user.get_username(), "role": [old, role]})
+def membership_save(*, actor: AbstractBaseUser, membership: Membership) -> Membership:
+    """Add `membership` (not saved yet) or give it the role it now holds. Its project and user never change: that
+    is another membership (remove this one, add that one)."""
+    project, user = membership.project, membership.user
+    actor_role = _require_role(actor, project, Role.ADMIN)
+    if membership.pk is None:
+        _check_owner_change(actor_role, None, membership.role)
+        if Membership.objects.filter(project=project, user=user).exists():
+            raise Conflict(f"{user.get_username()} is already a member of {project.slug}.", field="user",
+                           code="already_member")
+        membership.save()
+        audit_record(actor=actor, action="membership.add", target=membership, project=project,
+                     changes={"user": user.get_username(), "role": membership.role})
+        return membership
+    stored = Membership.objects.select_for_update().get(pk=membership.pk)
+    if (stored.project_id, stored.user_id) != (membership.project_id, membership.user_id):
+        raise DomainError("A membership's project and user do not change: remove it and add another.", field="user")
+    _check_owner_change(actor_role, stored.role, membership.role)
+    if stored.role == Role.OWNER and membership.role != Role.OWNER:
+        _check_not_last_owner(stored)
+    if stored.role != membership.role:
+        membership.save(update_fields=["role"])
+        audit_record(actor=actor, action="membership.change_role", target=membership, project=project,
+                     changes={"user": user.get_username(), "role": [stored.role, membership.role]})
     return membership
 
 
@@ -152,3 +178,9 @@ def token_revoke(*, actor: AbstractBaseUser, token: ApiToken) -> ApiToken:
         token.save(update_fields=["revoked_at"])
         audit_record(actor=actor, action="token.revoke", target=token, changes={"name": token.name})
     return token
+
+
+@transaction.atomic
+def token_delete(*, actor: AbstractBaseUser, token: ApiToken) -> None:
+    """Delete a token and its row (platform staff, in the admin console); revoking keeps the row."""
+    delete_audited(actor=actor, obj=token, fields=("name", "prefix", "user"))

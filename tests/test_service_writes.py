@@ -1,6 +1,6 @@
-"""Every write of a flavor, priority class, cluster, node, quota or project goes through its service, whatever the
-door (API, admin console, what-if apply, management command): it is validated, audited, and wakes the scheduler only
-once the transaction committed."""
+"""Every write of a flavor, priority class, cluster, node, quota, organization, project, membership or token goes
+through its service, whatever the door (API, admin console, what-if apply, management command): it is validated,
+audited, and (catalog and quota writes) wakes the scheduler only once the transaction committed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.test import Client
 from clusters.models import Cluster, Node
 from core import wakeup
 from quotas.models import PriorityClass, Quota, ResourceFlavor
-from tenancy.models import AuditEntry, Project
+from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -178,3 +178,78 @@ def test_the_demo_command_writes_through_the_services(db, wakes):
     created = AuditEntry.objects.count()
     call_command("seed_demo", verbosity=0)  # again: nothing is written twice
     assert AuditEntry.objects.count() == created
+
+
+def test_organizations_through_the_console(db, console):
+    assert console.post("/admin/tenancy/organization/add/", {
+        "name": "Initech", "slug": "initech", "projects-TOTAL_FORMS": "0", "projects-INITIAL_FORMS": "0",
+    }).status_code == 302
+    initech = Organization.objects.get(slug="initech")
+    assert console.post(f"/admin/tenancy/organization/{initech.pk}/change/", {
+        "name": "Initech Labs", "slug": "initech", "projects-TOTAL_FORMS": "0", "projects-INITIAL_FORMS": "0",
+    }).status_code == 302
+    assert console.post(f"/admin/tenancy/organization/{initech.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert actions() == ["organization.create", "organization.change", "organization.delete"]
+    assert AuditEntry.objects.get(action="organization.change").changes == {"name": ["Initech", "Initech Labs"]}
+
+
+def test_memberships_through_the_console_and_the_projects_inline(tenant, console):
+    newcomer, other = make_user("newcomer"), make_user("other")
+    assert console.post("/admin/tenancy/membership/add/", {
+        "project": tenant.project.pk, "user": newcomer.pk, "role": "viewer"}).status_code == 302
+    added = Membership.objects.get(user=newcomer)
+    assert console.post(f"/admin/tenancy/membership/{added.pk}/change/", {"role": "member"}).status_code == 302
+    assert console.post(f"/admin/tenancy/membership/{added.pk}/delete/", {"post": "yes"}).status_code == 302
+    rows = list(tenant.project.memberships.order_by("pk"))
+    inline = {"organization": tenant.organization.pk, "name": "Vision", "slug": "vision", "description": "",
+              "max_running_jobs": "", "memberships-TOTAL_FORMS": str(len(rows) + 1),
+              "memberships-INITIAL_FORMS": str(len(rows))}
+    for n, row in enumerate(rows):
+        inline.update({f"memberships-{n}-id": row.pk, f"memberships-{n}-project": tenant.project.pk,
+                       f"memberships-{n}-user": row.user_id, f"memberships-{n}-role": row.role})
+        if row.role == "viewer":
+            inline[f"memberships-{n}-role"] = "member"
+        if row.role == "member":
+            inline[f"memberships-{n}-DELETE"] = "on"
+    inline.update({f"memberships-{len(rows)}-project": tenant.project.pk,
+                   f"memberships-{len(rows)}-user": other.pk, f"memberships-{len(rows)}-role": "admin"})
+    response = console.post(f"/admin/tenancy/project/{tenant.project.pk}/change/", inline)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert actions() == ["membership.add", "membership.change_role", "membership.remove",
+                         "membership.change_role", "membership.add", "membership.remove"]
+    assert all(entry.project == tenant.project for entry in AuditEntry.objects.filter(action__startswith="member"))
+
+
+def test_a_rule_a_service_enforces_is_a_message_in_the_console_not_a_server_error(tenant, console):
+    owner = Membership.objects.get(project=tenant.project, role="owner")
+    response = console.post(f"/admin/tenancy/membership/{owner.pk}/change/", {"role": "viewer"}, follow=True)
+    assert response.status_code == 200 and "A project must keep at least one owner." in response.content.decode()
+    owner.refresh_from_db()
+    assert owner.role == "owner" and actions() == []
+
+
+def test_tokens_through_the_console_revoked_and_deleted(tenant, console):
+    from tenancy.services import token_create
+
+    tokens = [token_create(user=tenant.users["member"], name=f"laptop-{n}")[0] for n in range(3)]
+    AuditEntry.objects.all().delete()
+    console.post("/admin/tenancy/apitoken/", {"action": "revoke", "_selected_action": [tokens[0].pk]})
+    tokens[0].refresh_from_db()
+    assert tokens[0].revoked_at is not None
+    assert console.post(f"/admin/tenancy/apitoken/{tokens[1].pk}/delete/", {"post": "yes"}).status_code == 302
+    console.post("/admin/tenancy/apitoken/", {"action": "delete_selected", "_selected_action": [tokens[2].pk],
+                                              "post": "yes"})
+    assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
+        "token.revoke", "apitoken.delete", "apitoken.delete"]
+    assert not ApiToken.objects.filter(pk__in=[tokens[1].pk, tokens[2].pk]).exists()
+
+
+def test_console_deletes_of_flavors_clusters_and_nodes(db, console, committed):
+    h100 = flavor()
+    spare = flavor("nvidia-l4")
+    cluster = Cluster.objects.create(name="sim")
+    node = Node.objects.create(cluster=cluster, name="n1", flavor=h100, devices=8)
+    for path in (f"/admin/clusters/node/{node.pk}/delete/", f"/admin/clusters/cluster/{cluster.pk}/delete/",
+                 f"/admin/quotas/resourceflavor/{spare.pk}/delete/"):
+        assert committed(lambda path=path: console.post(path, {"post": "yes"})).status_code == 302
+    assert actions() == ["node.delete", "cluster.delete", "resourceflavor.delete"]

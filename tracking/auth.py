@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions, permissions
+from rest_framework import authentication, permissions
 
-from tenancy.auth import BearerTokenAuthentication
-from tenancy.throttling import PerTokenRateThrottle
+from tenancy.auth import BearerTokenAuthentication, token_failure
+from tenancy.throttling import PerUserRateThrottle
 from tracking.tokens import PREFIX, run_id_from_token
 
 
@@ -31,7 +31,7 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
             return None
         run_id = run_id_from_token(secret)
         if run_id is None:
-            raise exceptions.AuthenticationFailed("Invalid run token.")
+            raise token_failure(request, "Invalid run token.")
         return AnonymousUser(), RunCredential(run_id)
 
     def authenticate_header(self, request) -> str:
@@ -60,7 +60,7 @@ class UserOrRunToken(permissions.BasePermission):
         return bool(run_credential(request) or (request.user and request.user.is_authenticated))
 
 
-class RunTokenThrottle(PerTokenRateThrottle):
+class RunTokenThrottle(PerUserRateThrottle):
     """A training job's logging has its own, higher allowance per run (TIDAL_TRACKING_THROTTLE_RATE), so the API
     limit never cuts it off; users keep theirs."""
 

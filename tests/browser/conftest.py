@@ -6,6 +6,7 @@ The whole directory is skipped, with the reason, where /usr/bin/chromium is miss
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,19 @@ def browser_page(chromium, live_server):
     page = context.new_page()
     yield page
     context.close()
+
+
+def wait_until(page, expression: str, timeout: float = 15_000) -> None:
+    """Wait until the JavaScript `expression` is true in the page.
+
+    Not page.wait_for_function: Playwright evaluates its predicate with eval(), which the pages'
+    Content-Security-Policy refuses. The browser tests keep the policy on, so a page that breaks it fails them;
+    page.evaluate goes through the DevTools protocol, which the policy does not govern."""
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout / 1000:.0f} s: {expression}")
+        page.wait_for_timeout(50)
 
 
 def sign_in(page, user) -> None:

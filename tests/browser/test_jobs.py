@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.services import job_submit
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until
 from tests.jobs.conftest import run
 from tests.ui.conftest import spec
 
@@ -31,7 +31,7 @@ def test_submit_from_template_then_see_it_queued(tenant, infra, browser_page):
 
     page.select_option("#launcher-select", "command")  # htmx swaps the editor for the command template
     editor = page.locator("#spec-editor")
-    page.wait_for_function("document.querySelector('#spec-editor').value.includes('launcher: command')")
+    wait_until(page, "document.querySelector('#spec-editor').value.includes('launcher: command')")
     text = editor.input_value()
     assert "name: my-command-job" in text
     editor.fill(text.replace("name: my-command-job", "name: browser-job-1"))

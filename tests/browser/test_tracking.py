@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import sign_in, wait_until
 from tracking import services
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -55,7 +55,7 @@ def plot(page, selector: str, expression: str):
 
 
 def wait_drawn(page, selector: str) -> None:
-    page.wait_for_function(f"document.querySelector('{selector}')?.chart?.plot?.data[0].length > 0")
+    wait_until(page, f"document.querySelector('{selector}')?.chart?.plot?.data[0].length > 0")
 
 
 def test_run_charts_are_drawn_and_a_drag_zooms_at_full_resolution(tenant, browser_page):
@@ -79,7 +79,7 @@ def test_run_charts_are_drawn_and_a_drag_zooms_at_full_resolution(tenant, browse
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2, steps=8)
     page.mouse.up()
-    page.wait_for_function(f"document.querySelector('{LOSS}').chart.plot.scales.x.max < {before[1] * 0.7}")
+    wait_until(page, f"document.querySelector('{LOSS}').chart.plot.scales.x.max < {before[1] * 0.7}")
     zoomed = [url for url in requests if "min_step=" in url and "train%2Floss" in url]
     assert zoomed, requests
     low, high = (int(re.search(rf"{name}=(\d+)", zoomed[-1])[1]) for name in ("min_step", "max_step"))
@@ -88,7 +88,7 @@ def test_run_charts_are_drawn_and_a_drag_zooms_at_full_resolution(tenant, browse
     assert plot(page, LOSS, "u.data[0].length") == high - low + 1
     assert page.locator("#reset-zoom").is_visible()
     page.click("#reset-zoom")
-    page.wait_for_function(f"document.querySelector('{LOSS}').chart.plot.scales.x.max > {STEPS * 0.9}")
+    wait_until(page, f"document.querySelector('{LOSS}').chart.plot.scales.x.max > {STEPS * 0.9}")
 
 
 def test_compare_two_runs_overlays_them_and_shows_the_params_diff(tenant, browser_page):
@@ -119,11 +119,9 @@ def test_live_mode_appends_new_points_and_stops_when_the_run_ends(tenant, browse
     assert page.locator("#live").is_checked()
     while_the_page_polls(lambda: services.run_log_batch(
         run_id=run.pk, metrics=[{"key": "train/loss", "value": 0.01, "step": STEPS + s} for s in range(1, 11)]))
-    page.wait_for_function(f"document.querySelector('{LOSS}').chart.plot.data[0].at(-1) === {STEPS + 10}",
-                           timeout=20_000)
+    wait_until(page, f"document.querySelector('{LOSS}').chart.plot.data[0].at(-1) === {STEPS + 10}", timeout=20_000)
     while_the_page_polls(lambda: services.run_update(run=run, status="FINISHED"))
-    page.wait_for_function("document.querySelector('#live-state').textContent === 'the run has ended'",
-                           timeout=20_000)
+    wait_until(page, "document.querySelector('#live-state').textContent === 'the run has ended'", timeout=20_000)
     assert page.locator("#run-status").inner_text() == "Finished"
 
 

@@ -195,7 +195,7 @@ class TestMeAndAudit:
 class TestThrottling:
     def test_429_with_retry_after(self, tenant):
         cache.clear()
-        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "token": "3/min"}
+        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "user": "3/min"}
         client = client_for(tenant.users["member"])
         with override_settings(REST_FRAMEWORK={**_rest_settings(), "DEFAULT_THROTTLE_RATES": rates}):
             codes = [client.get("/api/v1/me/").status_code for _ in range(4)]
@@ -205,19 +205,23 @@ class TestThrottling:
         assert int(response["Retry-After"]) > 0
         assert error_of(response)["code"] == "throttled"
 
-    def test_each_token_has_its_own_count_and_a_new_window_starts_afresh(self, tenant, monkeypatch):
+    def test_a_users_tokens_and_session_share_one_count_and_a_new_window_starts_afresh(self, tenant, monkeypatch):
         import tenancy.throttling
 
-        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "token": "2/min"}
+        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "user": "2/min"}
         first, second = client_for(tenant.users["member"]), client_for(tenant.users["member"])
+        session = APIClient()
+        session.force_login(tenant.users["member"])
         now = 1_000_000 * 60.0 + 1  # the start of a window
         monkeypatch.setattr(tenancy.throttling.time, "time", lambda: now)
         with override_settings(REST_FRAMEWORK={**_rest_settings(), "DEFAULT_THROTTLE_RATES": rates}):
             assert [first.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 429]
-            assert second.get("/api/v1/me/").status_code == 200  # another token of the same user
+            assert second.get("/api/v1/me/").status_code == 429  # another token of the same user: no new allowance
+            assert session.get("/api/v1/me/").status_code == 429
+            assert client_for(tenant.users["viewer"]).get("/api/v1/me/").status_code == 200  # another user
             blocked = first.get("/api/v1/me/")
             now += 60
-            assert first.get("/api/v1/me/").status_code == 200
+            assert second.get("/api/v1/me/").status_code == 200
         assert int(blocked["Retry-After"]) == 59  # until the window ends
 
     def test_an_unreachable_counter_lets_requests_through(self, tenant, monkeypatch):
@@ -227,7 +231,7 @@ class TestThrottling:
             raise ConnectionError("redis down")
 
         monkeypatch.setattr(tenancy.throttling.cache, "incr", down)
-        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "token": "1/min"}
+        rates = {**api_settings.DEFAULT_THROTTLE_RATES, "user": "1/min"}
         client = client_for(tenant.users["member"])
         with override_settings(REST_FRAMEWORK={**_rest_settings(), "DEFAULT_THROTTLE_RATES": rates}):
             assert [client.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 200]

@@ -112,8 +112,8 @@ class TestPagesRender:
         body = ui["member"].get(reverse("project_detail", args=[tenant.project.slug])).content.decode()
         assert 'id="quotas"' in body and "nvidia-h100-80gb" in body
         assert "12 used of 8 guaranteed + 8 borrowable" in body
-        assert 'class="seg within" style="width: 50.0%"' in body  # 8 of a 16-device scale
-        assert 'class="seg borrowed" style="width: 25.0%"' in body
+        assert '<rect class="seg within" x="0.0%" width="50.0%"' in body  # 8 of a 16-device scale
+        assert '<rect class="seg borrowed" x="50.0%" width="25.0%"' in body
 
     def test_submit_form_renders_templates(self, tenant, infra, ui):
         page = ui["member"].get(reverse("job_new"))
