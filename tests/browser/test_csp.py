@@ -32,7 +32,8 @@ def test_no_page_breaks_the_policy(tenant, infra, browser_page):
     sign_in(page, tenant.users["member"])
     for path in ("/jobs/", "/queue/", "/clusters/", f"/jobs/{job.pk}/", "/jobs/new/",
                  f"/projects/{tenant.project.slug}/", f"/projects/{tenant.project.slug}/settings/",
-                 "/experiments/", "/api/v1/jobs/", "/api/docs/"):
+                 "/experiments/", "/costs/", "/costs/efficiency/", "/costs/waste/", "/costs/queueing/",
+                 "/api/v1/jobs/", "/api/docs/"):
         page.goto(path)
         page.wait_for_load_state("networkidle")
     assert page.locator(".swagger-ui").count() == 1  # its set-up script came as a file and ran
@@ -43,7 +44,7 @@ def test_no_page_breaks_the_policy(tenant, infra, browser_page):
     page.fill("#id_password", "pw-root-123")
     page.click("input[type=submit]")
     for path in ("/admin/", "/admin/clusters/cluster/add/", f"/admin/clusters/cluster/{infra['cluster'].pk}/change/",
-                 "/admin/replays/replayrun/what-if/"):
+                 "/admin/replays/replayrun/what-if/", "/costs/admin/", "/admin/costs/deviceprice/add/"):
         page.goto(path)
         page.wait_for_load_state("networkidle")
     assert refused == [], "\n".join(refused)
