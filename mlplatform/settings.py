@@ -147,6 +147,10 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+# Request bodies (core/parsers.py, docs/security.md): JSON or YAML nesting lists and mappings deeper than this is
+# refused with a 400. The size limit of JSON bodies is Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB).
+TIDAL_MAX_BODY_DEPTH = env_int("TIDAL_MAX_BODY_DEPTH", 32, minimum=1)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenancy.auth.BearerTokenAuthentication",
@@ -154,6 +158,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.PageNumberPagination",
+    # DRF's JSON parser reads any size and depth; this one refuses what is over the limits below.
+    "DEFAULT_PARSER_CLASSES": [
+        "core.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
