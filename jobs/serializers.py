@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import k8snames
-from core.serializers import FieldsBuiltOnce, StrictSerializer
+from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer
 from jobs import ports
 from jobs.models import Attempt, Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
 from jobs.states import State
@@ -68,8 +68,9 @@ class JobSubmitSerializer(StrictSerializer):
     image = serializers.CharField(max_length=500)
     command = serializers.ListField(child=serializers.CharField(max_length=4096), min_length=1, max_length=100)
     args = serializers.ListField(child=serializers.CharField(max_length=4096), max_length=500, default=list)
-    env = serializers.DictField(child=serializers.CharField(max_length=32768, allow_blank=True), default=dict)
-    launcher_options = serializers.DictField(default=dict, help_text=(
+    env = serializers.DictField(child=serializers.CharField(max_length=32768, allow_blank=True), default=dict,
+                                validators=[FreeFormJSON()])
+    launcher_options = serializers.DictField(default=dict, validators=[FreeFormJSON()], help_text=(
         "megatron: tensor_parallel, pipeline_parallel; ray: entrypoint; pytorch: nproc_per_node."))
     groups = ReplicaGroupInput(many=True, allow_empty=False, max_length=8)
     topology = serializers.ChoiceField(choices=Topology.choices, default=Topology.NONE)
@@ -81,7 +82,8 @@ class JobSubmitSerializer(StrictSerializer):
     permanent_exit_codes = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=255),
                                                  max_length=50, default=list)
     checkpoint_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-    labels = serializers.DictField(child=serializers.CharField(max_length=63, allow_blank=True), default=dict)
+    labels = serializers.DictField(child=serializers.CharField(max_length=63, allow_blank=True), default=dict,
+                                   validators=[FreeFormJSON()])
     experiment = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     duration = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True,
                                         help_text="Simulated clusters only: how long the job runs.")

@@ -89,3 +89,36 @@ def test_anchors_and_merge_keys_within_the_limits_still_work(tenant, clients):
     response = post_yaml(clients["member"], document)
     assert response.status_code == 201, response.content
     assert [g["role"] for g in response.json()["groups"]] == ["a", "b"]
+
+
+def nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"in": value}
+    return value
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    ({"launcher_options": {"blob": "x" * 70_000}}, "launcher_options", "At most 65,536 bytes"),
+    ({"launcher_options": {"deep": nested(10)}}, "launcher_options", "Nested more than 10 levels"),
+    ({"env": {f"V{i}": "x" * 30_000 for i in range(3)}}, "env", "At most 65,536 bytes"),
+])
+def test_free_form_fields_are_bounded_and_the_400_names_the_field(tenant, clients, change, field, words):
+    error = error_of(clients["member"].post("/api/v1/jobs/", {**api_body(), **change}, format="json"), 400)
+    assert any(words in reason for reason in error["fields"][field]), error
+    assert not Job.objects.exists()
+
+
+def test_a_number_json_cannot_hold_is_a_400_not_a_500(tenant, clients):
+    """1e999 parses to infinity, which neither SQLite's JSON check nor PostgreSQL's jsonb stores."""
+    body = json.dumps(api_body())[:-1] + ', "launcher_options": {"lr": 1e999}}'
+    error = error_of(clients["member"].post("/api/v1/jobs/", body, content_type="application/json"), 400)
+    assert "finite" in error["fields"]["launcher_options"][0]
+    assert not Job.objects.exists()
+
+
+def test_free_form_fields_within_the_bounds_are_kept(tenant, clients):
+    options = {"deep": nested(9), "blob": "x" * 60_000}  # ten levels with the options themselves
+    response = clients["member"].post("/api/v1/jobs/", api_body(launcher_options=options), format="json")
+    assert response.status_code == 201, response.content
+    assert Job.objects.get().launcher_options == options
