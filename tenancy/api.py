@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import DomainError
-from core.filters import name_filter
+from core.filters import MomentFilter, name_filter
 from tenancy import selectors, services
 from tenancy.filters import project_filter
 from tenancy.models import AuditEntry, Membership, Project, Role
@@ -168,7 +168,7 @@ class AuditFilter(django_filters.FilterSet):
     # Any project of the caller: a viewer naming her own project gets an empty page (its audit is for admins),
     # not "no such project".
     project = project_filter()
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    since = MomentFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:
         model = AuditEntry

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from core.filters import IdFilter
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
@@ -80,8 +81,8 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
 
 class RunFilter(django_filters.FilterSet):
     project = project_filter()
-    experiment = django_filters.NumberFilter(field_name="experiment_id")
-    job = django_filters.NumberFilter(field_name="job_id")
+    experiment = IdFilter(field_name="experiment_id")
+    job = IdFilter(field_name="job_id")
 
     class Meta:
         model = Run
