@@ -10,7 +10,7 @@ A body is refused, never half-parsed, when it is:
   names: 400 (420 bytes of nested aliases once expanded to 39 MB of stored JSON);
 - holding an integer of more than `MAX_INTEGER_DIGITS` (4,300) digits: 400 (converting one costs time quadratic
   in its length, and YAML's base-60 integers multiply it; a 5,000-digit one answered 500);
-- holding a NUL character: 400 (PostgreSQL stores none in text or jsonb).
+- holding a NUL character: 400 (PostgreSQL stores none in text or jsonb, nor compares one; form bodies too).
 
 YAML bodies carry JSON's values only: strings, numbers, booleans, null, lists and mappings with string keys (a date
 stays a string, `!!binary` or `!!set` are refused), so a YAML job and a JSON job are the same data. The errors are
@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import yaml
 from django.conf import settings
-from rest_framework import exceptions, status
+from rest_framework import exceptions, parsers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
@@ -256,3 +256,28 @@ class YAMLParser(BaseParser):
         if not isinstance(data, dict):
             raise ParseError("The YAML document must be a mapping of field names to values.")
         return data
+
+
+def _refuse_nul(data: Any) -> None:
+    """Form fields are text only; one holding a NUL (%00) is refused as a JSON string holding one is."""
+    for key, values in data.lists():
+        if "\x00" in key or any("\x00" in value for value in values):
+            raise ParseError("A field holds a NUL character (%00), which cannot be stored.")
+
+
+class FormParser(parsers.FormParser):
+    """DRF's form parser, refusing NUL characters (DEFAULT_PARSER_CLASSES)."""
+
+    def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: dict | None = None) -> Any:
+        data = super().parse(stream, media_type, parser_context)
+        _refuse_nul(data)
+        return data
+
+
+class MultiPartParser(parsers.MultiPartParser):
+    """DRF's multipart parser, refusing NUL characters in its fields (DEFAULT_PARSER_CLASSES)."""
+
+    def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: dict | None = None) -> Any:
+        parsed = super().parse(stream, media_type, parser_context)
+        _refuse_nul(parsed.data)
+        return parsed

@@ -1,5 +1,5 @@
 """Django's error handlers (`handler400`, `handler403`, `handler404`, `handler500` in `mlplatform.urls`) and the
-limit on an address's length.
+limits on an address (its length, NUL characters).
 
 Every page that refuses access or finds nothing answers inside the normal page frame, with the reason the code gave
 and a way back; a bad request or a server error gets Django's own plain page.
@@ -8,7 +8,8 @@ Under /api/ every error is the API's JSON body, `{"error": {"code", "message", "
 their own errors (DRF turns `Http404` and `PermissionDenied` into it inside the view); these handlers give it for
 what happens outside a view or escapes one: an address that matches no view, what Django refuses before any view
 runs (a Host header not in ALLOWED_HOSTS, a form body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many parameters), an
-address too long, and a server error. /mlflow/ keeps MLflow's own error shape (tracking.mlflow.errors).
+address too long or holding a NUL character, and a server error. /mlflow/ keeps MLflow's own error shape
+(tracking.mlflow.errors); only the address limits answer there, in plain text, as on pages.
 
 Django shows its technical pages instead of these handlers while DEBUG is on.
 """
@@ -16,6 +17,7 @@ Django shows its technical pages instead of these handlers while DEBUG is on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import unquote_plus
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig, TooManyFieldsSent
@@ -119,17 +121,25 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return defaults.server_error(request)
 
 
-class UriLengthLimit:
-    """Refuses an address (path and query) over MAX_URI_BYTES with a 414 before any other work."""
+class AddressLimits:
+    """Refuses an address Tidal cannot use before any other work: over MAX_URI_BYTES (414), or holding a NUL
+    character in its path or query (400: PostgreSQL compares no text holding one, so a slug, a name or a filter
+    with one answered 500 wherever it reached a query)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         length = len(request.get_full_path())
-        if length <= MAX_URI_BYTES:
-            return self.get_response(request)
-        message = f"The address is {length:,} bytes long; at most {MAX_URI_BYTES:,}."
-        if _is_api(request):
-            return _api_error("uri_too_long", message, 414)
-        return HttpResponse(message, status=414, content_type="text/plain; charset=utf-8")
+        if length > MAX_URI_BYTES:
+            return _refuse(request, "uri_too_long", f"The address is {length:,} bytes long; at most {MAX_URI_BYTES:,}.",
+                           414)
+        if "\x00" in request.path or "\x00" in unquote_plus(request.META.get("QUERY_STRING", "")):
+            return _refuse(request, "nul_character", "The address holds a NUL character (%00).", 400)
+        return self.get_response(request)
+
+
+def _refuse(request: HttpRequest, code: str, message: str, status: int) -> HttpResponse:
+    if _is_api(request):
+        return _api_error(code, message, status)
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")

@@ -43,7 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "mlplatform.metrics.PrometheusMiddleware",
-    "mlplatform.errorpages.UriLengthLimit",
+    "mlplatform.errorpages.AddressLimits",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -159,11 +159,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.PageNumberPagination",
-    # DRF's JSON parser reads any size and depth; this one refuses what is over the limits below.
+    # DRF's JSON parser reads any size and depth; these refuse what is over the limits above (and NUL characters).
     "DEFAULT_PARSER_CLASSES": [
         "core.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "core.parsers.FormParser",
+        "core.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [

@@ -15,6 +15,12 @@ slug_validator = RegexValidator(
 )
 
 
+def is_slug(text: str) -> bool:
+    """Whether `text` can be a project's or organization's slug: one that cannot names nothing, and is never sent
+    to the database (PostgreSQL refuses to compare text holding a NUL)."""
+    return slug_validator.regex.fullmatch(text) is not None
+
+
 class Role(models.TextChoices):
     OWNER = "owner", "Owner"
     ADMIN = "admin", "Admin"
