@@ -66,7 +66,9 @@ class ProjectViewSet(
 
     def perform_create(self, serializer: ProjectSerializer) -> None:
         # New projects go into an organization where the caller already owns a project (or staff).
-        slug = serializer.validated_data.pop("organization_slug", None)
+        values = dict(serializer.validated_data)
+        slug = values.pop("organization_slug", None)
+        archived = values.pop("archived", False)  # archiving is a service of its own, as in perform_update
         organization = selectors.organizations_for_user(self.request.user).filter(slug=slug).first()
         if organization is None:
             raise DomainError("Unknown organization.", field="organization_slug")
@@ -75,8 +77,10 @@ class ProjectViewSet(
         ).filter(organization=organization).exists()
         if not owns_one:
             raise PermissionDenied("Only owners of a project in this organization can create projects in it.")
-        serializer.instance = services.project_create(actor=self.request.user, organization=organization,
-                                                      **serializer.validated_data)
+        project = services.project_create(actor=self.request.user, organization=organization, **values)
+        if archived:
+            project = services.project_archive(actor=self.request.user, project=project)
+        serializer.instance = project
 
     def perform_update(self, serializer: ProjectSerializer) -> None:
         values = dict(serializer.validated_data)
