@@ -140,6 +140,9 @@ def member_update(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
     membership = selectors.memberships_for_user(request.user).filter(project=project, pk=membership_id).first()
     if membership is None:
         raise Http404("No such member.")
+    leaving = bool(request.POST.get("remove")) and membership.user_id == request.user.pk  # needs no role
+    if not leaving and not _role_at_least(request, project, Role.ADMIN):
+        raise PermissionDenied("Changing or removing members needs the admin role.")
     try:
         if request.POST.get("remove"):
             services.membership_remove(actor=request.user, membership=membership)
