@@ -17,6 +17,7 @@ from clusters.kube.errors import RenderError
 from clusters.kube.nodes import InventorySettings, NodeRow
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement, Toleration
 from clusters.models import Cluster
+from core.k8snames import is_dns1123_label
 from jobs import ports
 
 MIB = 1024 * 1024
@@ -36,7 +37,7 @@ def namespace_for(cluster: Cluster, project_slug: str, organization_slug: str = 
         raise RenderError(f"namespace pattern {pattern!r} of cluster {cluster.name} is invalid: {exc}",
                           field="namespace") from None
     namespace = names.slug(raw)[: names.MAX_NAME].strip("-")
-    if not names.is_dns1123_label(namespace):
+    if not is_dns1123_label(namespace):
         raise RenderError(f"namespace {namespace!r} is not a DNS-1123 label", field="namespace")
     return namespace
 

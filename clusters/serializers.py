@@ -6,7 +6,7 @@ from clusters import services
 from clusters.kube.envvars import is_reserved
 from clusters.models import KUBERNETES_FIELDS, Cluster, Node
 from core.errors import DomainError
-from core.serializers import StrictModelSerializer
+from core.serializers import FreeFormJSON, StrictModelSerializer
 
 
 class ClusterSerializer(StrictModelSerializer):
@@ -22,6 +22,8 @@ class ClusterSerializer(StrictModelSerializer):
         fields = ["id", "name", "backend", "description", "enabled", "created_at", *KUBERNETES_FIELDS, "kubeconfig",
                   "has_kubeconfig", "last_sync_at", "last_sync_error", "last_sync_skipped"]
         read_only_fields = ["id", "created_at", "last_sync_at", "last_sync_error", "last_sync_skipped"]
+        extra_kwargs = {"nccl_extra_env": {"validators": [FreeFormJSON()]},
+                        "gpu_tolerations": {"validators": [FreeFormJSON()]}}
 
     def validate_kubeconfig(self, text: str) -> str:
         if text:

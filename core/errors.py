@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.db.models import ProtectedError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+from core.parsers import BodyTooLarge
 
 
 class DomainError(Exception):
@@ -91,7 +95,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             error_body("protected", "This object is still referenced (for example by jobs) and cannot be deleted."),
             status=status.HTTP_409_CONFLICT,
         )
-    if isinstance(exc, Http404):
+    if isinstance(exc, RequestDataTooBig):
+        exc = BodyTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()

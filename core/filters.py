@@ -1,4 +1,6 @@
-"""List filters that name a related object ("?flavor=nvidia-h100-80gb") and refuse a name the caller cannot see.
+"""List filters every endpoint shares: names of related objects, ids, and moments in time.
+
+Names ("?flavor=nvidia-h100-80gb") are refused when the caller cannot see them.
 
 A plain CharFilter on `flavor__name` answers an unknown name with an empty page, which reads as "nothing there" when
 the truth is a typo. These filters validate the name against the caller's scoped selector instead, so the request
@@ -9,11 +11,14 @@ lookup goes through the selector, a project of another tenant gets the same answ
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import django_filters
+from django import forms
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
+from django_filters.fields import IsoDateTimeField
 from rest_framework.exceptions import ValidationError
 
 # One wording for every endpoint; Django fills in %(value)s itself, so a name containing "%" is safe.
@@ -42,3 +47,48 @@ def name_filter(field_name: str, *, noun: str, visible: Callable[[Any], QuerySet
         error_messages={"invalid_choice": UNKNOWN_NAME.format(noun=noun)},
         help_text=f"the {noun}'s {to_field_name}; one that does not exist or that you cannot see is a 400",
     )
+
+
+# The offsets time zones use (UTC-12:00 to UTC+14:00). Python takes any under a day; PostgreSQL refuses one past
+# 15:59 (a 500), and SQLite's backend overflows converting year 1 or 9999 to UTC with one.
+UTC_OFFSETS = (timedelta(hours=-12), timedelta(hours=14))
+
+
+class MomentField(IsoDateTimeField):
+    """An ISO 8601 moment, in UTC once read: one with an offset no time zone has, or beyond the calendar once in UTC,
+    is a 400 naming the parameter."""
+
+    default_error_messages = {
+        "offset": "The time-zone offset must be between -12:00 and +14:00.",
+        "range": "The moment is outside the years 1 to 9999 in UTC.",
+    }
+
+    def to_python(self, value: Any) -> datetime | None:
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        if not UTC_OFFSETS[0] <= moment.utcoffset() <= UTC_OFFSETS[1]:
+            raise forms.ValidationError(self.error_messages["offset"], code="offset")
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError(self.error_messages["range"], code="range") from None
+
+
+class MomentFilter(django_filters.IsoDateTimeFilter):
+    """`?submitted_after=2026-01-01T00:00:00+02:00`: every date-time filter of the API."""
+
+    field_class = MomentField
+
+
+class IdFilter(django_filters.NumberFilter):
+    """`?job=42`: a row's id, a whole number a BigAutoField can hold. Anything else is a 400 naming the parameter;
+    NumberFilter took 1e30 or a 23-digit number, which SQLite cannot compare (a 500)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, min_value=1, max_value=2**63 - 1, **kwargs)
+
+    def get_max_validator(self) -> None:
+        return None  # the field's own max_value, above, is the bound

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rest_framework import serializers
+
+from core.parsers import nested_deeper_than
+
+FREE_FORM_MAX_BYTES = 64 * 1024
+FREE_FORM_MAX_DEPTH = 10
 
 
 def copy_fields(fields: dict[str, serializers.Field]) -> dict[str, serializers.Field]:
@@ -60,3 +66,25 @@ class StrictSerializer(FieldsBuiltOnce, serializers.Serializer):
 
 class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
     pass
+
+
+class FreeFormJSON:
+    """The validator of every free-form JSON value a user stores (a job's launcher options, labels and env, a
+    cluster's extra env and tolerations): at most `max_bytes` as JSON and `max_depth` levels of lists and mappings,
+    and JSON's own values (no NaN or infinity, which PostgreSQL's jsonb and SQLite's JSON check refuse: a 500).
+
+    A body's own limits (core.parsers) are far wider; this is what one field may keep. The 400 names the field."""
+
+    def __init__(self, max_bytes: int = FREE_FORM_MAX_BYTES, max_depth: int = FREE_FORM_MAX_DEPTH) -> None:
+        self.max_bytes = max_bytes
+        self.max_depth = max_depth
+
+    def __call__(self, value: Any) -> None:
+        if nested_deeper_than(value, self.max_depth):
+            raise serializers.ValidationError(f"Nested more than {self.max_depth} levels deep.")
+        try:
+            size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+        except ValueError:
+            raise serializers.ValidationError("Numbers must be finite: JSON has no NaN or infinity.") from None
+        if size > self.max_bytes:
+            raise serializers.ValidationError(f"At most {self.max_bytes:,} bytes as JSON; this is {size:,}.")

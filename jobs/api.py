@@ -8,12 +8,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.filters import name_filter, unknown_name
-from core.parsers import YAMLParser
+from core.filters import MomentFilter, name_filter, unknown_name
+from core.parsers import JSONParser, YAMLParser
 from jobs import selectors, services
 from jobs.logs import job_log_stream, job_logs
 from jobs.models import Job
@@ -44,7 +43,7 @@ class JobFilter(django_filters.FilterSet):
     # Free text, not names of objects: a submitter's name outlives a deleted account, experiments have no catalog.
     submitter = django_filters.CharFilter(field_name="submitter_name")
     state = django_filters.MultipleChoiceFilter(choices=State.choices)
-    submitted_after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_after = MomentFilter(field_name="submitted_at", lookup_expr="gte")
 
     class Meta:
         model = Job

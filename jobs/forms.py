@@ -8,17 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from django import forms
 from django.http import HttpRequest
 
 from core.errors import flatten_errors
+from core.parsers import YAML_MAX_BYTES, BodyProblem, load_yaml
 from jobs.models import Launcher, Stage
 from jobs.serializers import JobSubmitSerializer
 from jobs.states import State
 from quotas import selectors as quota_selectors
-
-MAX_SPEC_CHARS = 200_000
 
 
 def _blank(choices) -> list[tuple[str, str]]:
@@ -59,7 +57,7 @@ class JobSpecForm(forms.Form):
 
     spec = forms.CharField(widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false", "autocapitalize": "off",
                                                         "autocomplete": "off", "id": "spec-editor"}),
-                           max_length=MAX_SPEC_CHARS, strip=False, label="Job spec (YAML)")
+                           max_length=YAML_MAX_BYTES, strip=False, label="Job spec (YAML)")
 
     def __init__(self, *args, request: HttpRequest, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,9 +74,10 @@ class JobSpecForm(forms.Form):
         text = cleaned.get("spec")
         if text is None:
             return cleaned
-        data = parse_yaml(text)
-        if isinstance(data, YamlProblem):
-            self.add_spec_error("yaml", data.message)
+        try:  # with an API body's limits: depth, aliases, integers, JSON's values only
+            data = load_yaml(text)
+        except BodyProblem as problem:
+            self.add_spec_error("yaml", str(problem))
             return cleaned
         if not isinstance(data, dict):
             self.add_spec_error("yaml", "The spec must be a mapping of fields (name: ..., image: ..., groups: ...).")
@@ -94,22 +93,3 @@ class JobSpecForm(forms.Form):
             return cleaned
         self.validated = dict(serializer.validated_data)
         return cleaned
-
-
-class YamlProblem:
-    def __init__(self, message: str):
-        self.message = message
-
-
-def parse_yaml(text: str) -> Any:
-    """The parsed document, or a YamlProblem naming the line and column of the first syntax error."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        what = error.problem or error.context or "invalid YAML"
-        if mark is not None:
-            return YamlProblem(f"Invalid YAML on line {mark.line + 1}, column {mark.column + 1}: {what}.")
-        return YamlProblem(f"Invalid YAML: {what}.")
-    except yaml.YAMLError as error:
-        return YamlProblem(f"Invalid YAML: {error}.")

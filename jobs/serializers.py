@@ -1,21 +1,17 @@
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.serializers import FieldsBuiltOnce, StrictSerializer
+from core import k8snames
+from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer
 from jobs import ports, selectors
 from jobs.models import Attempt, Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
 from jobs.states import State
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
-
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -42,7 +38,7 @@ class CatalogNameField(serializers.Field):
 
 
 class ReplicaGroupInput(StrictSerializer):
-    role = serializers.RegexField(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$", max_length=20, default="worker",
+    role = serializers.RegexField(r"\A[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?\Z", max_length=20, default="worker",
                                   error_messages={"invalid": "Use 1-20 lowercase letters, digits and dashes."})
     replicas = serializers.IntegerField(min_value=1, max_value=1024)
     devices = serializers.IntegerField(min_value=0, max_value=64, help_text="Devices per replica.")
@@ -66,15 +62,16 @@ class JobSubmitSerializer(StrictSerializer):
     """The job spec, from JSON or a YAML file with the same fields."""
 
     project = ScopedProjectField()
-    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._ -]*$", max_length=200,
+    name = serializers.RegexField(r"\A[A-Za-z0-9][A-Za-z0-9._ -]*\Z", max_length=200,
                                   error_messages={"invalid": "Use letters, digits, spaces, dots, dashes, underscores."})
     stage = serializers.ChoiceField(choices=Stage.choices, default=Stage.OTHER)
     launcher = serializers.ChoiceField(choices=Launcher.choices, default=Launcher.PYTORCH)
     image = serializers.CharField(max_length=500)
     command = serializers.ListField(child=serializers.CharField(max_length=4096), min_length=1, max_length=100)
     args = serializers.ListField(child=serializers.CharField(max_length=4096), max_length=500, default=list)
-    env = serializers.DictField(child=serializers.CharField(max_length=32768, allow_blank=True), default=dict)
-    launcher_options = serializers.DictField(default=dict, help_text=(
+    env = serializers.DictField(child=serializers.CharField(max_length=32768, allow_blank=True), default=dict,
+                                validators=[FreeFormJSON()])
+    launcher_options = serializers.DictField(default=dict, validators=[FreeFormJSON()], help_text=(
         "megatron: tensor_parallel, pipeline_parallel; ray: entrypoint; pytorch: nproc_per_node."))
     groups = ReplicaGroupInput(many=True, allow_empty=False, max_length=8)
     topology = serializers.ChoiceField(choices=Topology.choices, default=Topology.NONE)
@@ -86,7 +83,8 @@ class JobSubmitSerializer(StrictSerializer):
     permanent_exit_codes = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=255),
                                                  max_length=50, default=list)
     checkpoint_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-    labels = serializers.DictField(child=serializers.CharField(max_length=63, allow_blank=True), default=dict)
+    labels = serializers.DictField(child=serializers.CharField(max_length=63, allow_blank=True), default=dict,
+                                   validators=[FreeFormJSON()])
     experiment = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     duration = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True,
                                         help_text="Simulated clusters only: how long the job runs.")
@@ -94,23 +92,34 @@ class JobSubmitSerializer(StrictSerializer):
     def validate_env(self, env: dict) -> dict:
         if len(env) > 200:
             raise serializers.ValidationError("At most 200 variables.")
-        bad = sorted(name for name in env if not ENV_NAME.match(name))
+        bad = sorted(name for name in env if not k8snames.is_env_name(name))
         if bad:
-            raise serializers.ValidationError(f"Not valid variable names: {', '.join(bad)}.")
+            raise serializers.ValidationError(
+                f"Not valid variable names: {', '.join(map(repr, bad))}. Use letters, digits, '_', '-' and '.', "
+                "not starting with a digit.")
         reserved = sorted(name for name in env if ports.is_reserved_env(name))
         if reserved:
             raise serializers.ValidationError(f"Set by the platform, cannot be overridden: {', '.join(reserved)}.")
         return env
 
     def validate_labels(self, labels: dict) -> dict:
-        bad = sorted(key for key in labels if not LABEL_KEY.match(key))
-        if bad or len(labels) > 64:
-            raise serializers.ValidationError(f"Not valid label keys: {', '.join(bad)}." if bad else "At most 64.")
+        if len(labels) > 64:
+            raise serializers.ValidationError("At most 64.")
+        for key, value in sorted(labels.items()):
+            problem = k8snames.label_key_problem(key)
+            if problem:
+                raise serializers.ValidationError(f"Label key {key!r} is not valid: {problem}.")
+            if not k8snames.is_label_value(value):
+                raise serializers.ValidationError(
+                    f"Label {key!r}: the value {value!r} is not valid: at most 63 letters, digits, '-', '_' or '.', "
+                    "starting and ending with a letter or digit (or empty).")
         return labels
 
     def validate_image(self, image: str) -> str:
-        if not image.strip() or any(c.isspace() for c in image):
-            raise serializers.ValidationError("An image reference without spaces is required.")
+        if not k8snames.is_image_reference(image):
+            raise serializers.ValidationError(
+                "Not an image reference: [registry/]repository[:tag][@digest], the repository in lowercase, "
+                "without spaces (e.g. ghcr.io/acme/train:1).")
         return image
 
     def validate(self, attrs):

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "mlplatform.metrics.PrometheusMiddleware",
+    "mlplatform.errorpages.AddressLimits",
     "django.middleware.security.SecurityMiddleware",
     "core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -180,6 +181,10 @@ TIDAL_CONTENT_SECURITY_POLICY = env_str(
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
 
+# Request bodies (core/parsers.py, docs/security.md): JSON or YAML nesting lists and mappings deeper than this is
+# refused with a 400. The size limit of JSON bodies is Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB).
+TIDAL_MAX_BODY_DEPTH = env_int("TIDAL_MAX_BODY_DEPTH", 32, minimum=1)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tenancy.auth.BearerTokenAuthentication",
@@ -187,6 +192,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.PageNumberPagination",
+    # DRF's JSON parser reads any size and depth; these refuse what is over the limits above (and NUL characters).
+    "DEFAULT_PARSER_CLASSES": [
+        "core.parsers.JSONParser",
+        "core.parsers.FormParser",
+        "core.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",

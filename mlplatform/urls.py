@@ -40,6 +40,8 @@ urlpatterns = [
     path("", include("tenancy.urls")),
 ]
 
-# Refusals and missing pages inside the page frame, with the reason; API addresses keep the JSON error body.
+# Refusals and missing pages inside the page frame, with the reason; every error under /api/ is the JSON error body.
+handler400 = "mlplatform.errorpages.bad_request"
 handler403 = "mlplatform.errorpages.permission_denied"
 handler404 = "mlplatform.errorpages.page_not_found"
+handler500 = "mlplatform.errorpages.server_error"

@@ -12,10 +12,10 @@ from django.http import FileResponse
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
+from core.parsers import FormParser, JSONParser, MultiPartParser
 from replays import runs, selectors, services
 from replays.serializers import ReplayCreateSerializer, ReplayRunSerializer
 from tenancy.scoping import ScopedViewSet

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import DomainError
-from core.filters import name_filter
+from core.filters import MomentFilter, name_filter
 from tenancy import selectors, services
 from tenancy.filters import project_filter
 from tenancy.models import AuditEntry, Membership, Project, Role
@@ -66,7 +66,9 @@ class ProjectViewSet(
 
     def perform_create(self, serializer: ProjectSerializer) -> None:
         # New projects go into an organization where the caller already owns a project (or staff).
-        slug = serializer.validated_data.pop("organization_slug", None)
+        values = dict(serializer.validated_data)
+        slug = values.pop("organization_slug", None)
+        archived = values.pop("archived", False)  # archiving is a service of its own, as in perform_update
         organization = selectors.organizations_for_user(self.request.user).filter(slug=slug).first()
         if organization is None:
             raise DomainError("Unknown organization.", field="organization_slug")
@@ -75,8 +77,10 @@ class ProjectViewSet(
         ).filter(organization=organization).exists()
         if not owns_one:
             raise PermissionDenied("Only owners of a project in this organization can create projects in it.")
-        serializer.instance = services.project_create(actor=self.request.user, organization=organization,
-                                                      **serializer.validated_data)
+        project = services.project_create(actor=self.request.user, organization=organization, **values)
+        if archived:
+            project = services.project_archive(actor=self.request.user, project=project)
+        serializer.instance = project
 
     def perform_update(self, serializer: ProjectSerializer) -> None:
         values = dict(serializer.validated_data)
@@ -168,7 +172,7 @@ class AuditFilter(django_filters.FilterSet):
     # Any project of the caller: a viewer naming her own project gets an empty page (its audit is for admins),
     # not "no such project".
     project = project_filter()
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    since = MomentFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:
         model = AuditEntry

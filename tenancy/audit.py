@@ -7,10 +7,10 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import IntegrityError, models, transaction
 
 from core.actors import actor_name
-from core.errors import DomainError
+from core.errors import Conflict, DomainError
 from tenancy.models import AuditEntry, Project
 
 HIDDEN = "(replaced, not shown)"
@@ -53,6 +53,15 @@ def stored_values(obj: models.Model, fields: Iterable[str]) -> dict[str, Any]:
     return {} if stored is None else {name: getattr(stored, name) for name in fields}
 
 
+def _validate(obj: models.Model) -> None:
+    """The model's rules, a broken one as a DomainError naming the field."""
+    try:
+        obj.full_clean()
+    except ValidationError as error:
+        field, messages = next(iter(error.message_dict.items()))
+        raise DomainError(messages[0], field=None if field == "__all__" else field) from None
+
+
 def save_audited(*, actor: Any, obj: models.Model, fields: Collection[str], project: Project | None = None,
                  hidden: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Validate and save `obj` (its new values already set) and record `<model>.create` or `<model>.change` with
@@ -61,12 +70,16 @@ def save_audited(*, actor: Any, obj: models.Model, fields: Collection[str], proj
     A broken model rule (a unique name taken, a value out of range) is a DomainError naming the field."""
     before = stored_values(obj, fields)
     created = not before
+    _validate(obj)
     try:
-        obj.full_clean()
-    except ValidationError as error:
-        field, messages = next(iter(error.message_dict.items()))
-        raise DomainError(messages[0], field=None if field == "__all__" else field) from None
-    obj.save()
+        with transaction.atomic():  # a savepoint: the failed write below must not spoil the caller's transaction
+            obj.save()
+    except IntegrityError:
+        # A concurrent write took a unique value after the check above: checked again, now that it is visible, it
+        # is the same 400 naming the field.
+        _validate(obj)
+        raise Conflict(f"This {obj._meta.verbose_name} conflicts with a change made at the same time; try again.",
+                       code="concurrent_change") from None
     hidden = hidden or {}
     changes: dict[str, Any] = {}
     for name in fields:

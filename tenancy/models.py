@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -13,6 +14,12 @@ slug_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
     "Use 1-40 lowercase letters, digits and dashes, starting and ending with a letter or digit.",
 )
+
+
+def is_slug(text: str) -> bool:
+    """Whether `text` can be a project's or organization's slug: one that cannot names nothing, and is never sent
+    to the database (PostgreSQL refuses to compare text holding a NUL)."""
+    return slug_validator.regex.fullmatch(text) is not None
 
 
 class Role(models.TextChoices):
@@ -61,6 +68,21 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def validate_constraints(self, exclude: set[str] | None = None) -> None:
+        """The one name per organization rule is about the name (the organization is where the project is, not a
+        choice): its error names `name`, where Django's names no field."""
+        try:
+            super().validate_constraints(exclude=exclude)
+        except ValidationError as error:
+            errors = error.update_error_dict({})
+            general = errors.pop(NON_FIELD_ERRORS, [])
+            if any(e.code == "unique_together" for e in general):  # this model's only constraint on two fields
+                errors.setdefault("name", []).append(ValidationError(
+                    f"{self.organization} already has a project named {self.name}.", code="name_taken"))
+            if remaining := [e for e in general if e.code != "unique_together"]:
+                errors[NON_FIELD_ERRORS] = remaining
+            raise ValidationError(errors) from None
 
 
 class Membership(models.Model):

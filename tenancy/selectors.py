@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from tenancy import authcache
-from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role, roles_at_least
+from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role, is_slug, roles_at_least
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -29,7 +29,7 @@ def project_ids_for_user(user: User, *, min_role: str = Role.VIEWER) -> QuerySet
 def project_for_user(user: User, slug: str) -> Project | None:
     """The project of that slug if the user may see it, else None; found through the user's membership in one query,
     it remembers the user's role, so the role checks of this request need no second query."""
-    if not user.is_authenticated:
+    if not user.is_authenticated or not is_slug(slug):
         return None
     if user.is_staff:
         return Project.objects.filter(slug=slug).first()

@@ -15,13 +15,13 @@ from core.errors import DomainError
 from tenancy import selectors, services
 from tenancy.forms import MemberAddForm, RoleForm, TokenCreateForm
 from tenancy.middleware import SESSION_KEY
-from tenancy.models import ROLE_RANK, Project, Role
+from tenancy.models import ROLE_RANK, Project, Role, is_slug
 from tenancy.panels import project_panels
 
 
 def project_or_404(request: HttpRequest, slug: str) -> Project:
     """The caller's project by slug, whatever their role; a missing project and another tenant's answer alike (404)."""
-    project = selectors.projects_for_user(request.user).filter(slug=slug).first()
+    project = selectors.projects_for_user(request.user).filter(slug=slug).first() if is_slug(slug) else None
     if project is None:
         raise Http404("No such project.")
     return project
@@ -140,6 +140,9 @@ def member_update(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
     membership = selectors.memberships_for_user(request.user).filter(project=project, pk=membership_id).first()
     if membership is None:
         raise Http404("No such member.")
+    leaving = bool(request.POST.get("remove")) and membership.user_id == request.user.pk  # needs no role
+    if not leaving and not _role_at_least(request, project, Role.ADMIN):
+        raise PermissionDenied("Changing or removing members needs the admin role.")
     try:
         if request.POST.get("remove"):
             services.membership_remove(actor=request.user, membership=membership)

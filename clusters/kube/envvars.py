@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+
+from core.k8snames import is_env_name
 
 from .errors import RenderError, ReservedEnvError
 
@@ -28,9 +29,6 @@ RESERVED_ENV: frozenset[str] = COMMON_ENV | RENDEZVOUS_ENV | MEGATRON_ENV | DEEP
 #: Whole namespaces the platform keeps for itself.
 RESERVED_ENV_PREFIXES: tuple[str, ...] = ("TIDAL_", "PET_")
 
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
-
 def is_reserved(name: str) -> bool:
     return name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES)
 
@@ -38,7 +36,7 @@ def is_reserved(name: str) -> bool:
 def check_user_env(env: Mapping[str, str]) -> None:
     """Raise :class:`ReservedEnvError` naming every reserved variable in ``env``, or
     :class:`RenderError` for a name Kubernetes would reject. The API serializer calls this at submission."""
-    bad = [name for name in env if not _ENV_NAME.match(name)]
+    bad = [name for name in env if not is_env_name(name)]
     if bad:
         raise RenderError(f"invalid environment variable name(s): {', '.join(sorted(bad))}", field="env")
     reserved = [name for name in env if is_reserved(name)]

@@ -6,9 +6,6 @@ import hashlib
 import re
 
 MAX_NAME = 63
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 PREFIX = "tidal.dev/"
 LABEL_MANAGED = PREFIX + "managed"  # "true" on every object the platform creates
@@ -67,10 +64,6 @@ def label_value(text: str) -> str:
     if len(value) > MAX_NAME:
         value = value[: MAX_NAME - 9].rstrip("-_.") + "-" + _hash(str(text))
     return value
-
-
-def is_dns1123_label(name: str) -> bool:
-    return len(name) <= MAX_NAME and bool(DNS1123_LABEL.match(name))
 
 
 def attempt_selector(job_id: int | str, attempt: int, instance: str) -> dict[str, str]:

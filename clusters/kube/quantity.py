@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[KMGTPE]i|[mkMGTPE]|)$")
+_QUANTITY = re.compile(r"([+-]?[0-9.]+)([eE][+-]?[0-9]+|[KMGTPE]i|[mkMGTPE]|)")
 _SUFFIX = {
     "": Decimal(1),
     "m": Decimal("0.001"),
@@ -25,7 +25,7 @@ _SUFFIX = {
 
 
 def is_quantity(text: str) -> bool:
-    match = _QUANTITY.match(str(text))
+    match = _QUANTITY.fullmatch(str(text))
     if not match:
         return False
     try:
@@ -39,7 +39,7 @@ def parse_quantity(text: str | int | float) -> Decimal:
     """The value of a quantity in base units (cores, bytes, devices). Raises ``ValueError``."""
     if isinstance(text, int | float):
         return Decimal(str(text))
-    match = _QUANTITY.match(text.strip())
+    match = _QUANTITY.fullmatch(text.strip())
     if not match:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
     try:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from core.k8snames import is_dns1123_label, is_image_reference
+
 from . import launchers, names
 from .envvars import check_user_env
 from .errors import PlacementError, RenderError
@@ -59,9 +61,9 @@ def validate(job: RenderJob, settings: ClusterSettings) -> None:
     if job.launcher not in LAUNCHERS:
         raise RenderError(f"unknown launcher {job.launcher!r}; expected one of {', '.join(LAUNCHERS)}",
                           field="launcher")
-    if not job.image.strip():
-        raise RenderError("image is required", field="image")
-    if not names.is_dns1123_label(job.namespace):
+    if not is_image_reference(job.image):
+        raise RenderError(f"image {job.image!r} is not an image reference", field="image")
+    if not is_dns1123_label(job.namespace):
         raise RenderError(f"namespace {job.namespace!r} is not a DNS-1123 label", field="namespace")
     if job.attempt < 0:
         raise RenderError("attempt must be >= 0", field="attempt")
@@ -73,7 +75,7 @@ def validate(job: RenderJob, settings: ClusterSettings) -> None:
     if len(set(roles)) != len(roles):
         raise RenderError("replica group roles must be distinct", field="replica_groups")
     for group in job.replica_groups:
-        if not names.is_dns1123_label(group.role) or len(group.role) > MAX_ROLE_LENGTH:
+        if not is_dns1123_label(group.role) or len(group.role) > MAX_ROLE_LENGTH:
             raise RenderError(f"role {group.role!r} must be a lowercase DNS label of at most "
                               f"{MAX_ROLE_LENGTH} characters", field="replica_groups")
         if group.replicas < 1 or group.devices < 0 or group.rdma < 0:

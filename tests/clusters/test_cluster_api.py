@@ -157,3 +157,12 @@ def test_admin_actions_test_connection_and_sync_nodes(kube_inventory, kube, clie
         response = client.post("/admin/clusters/cluster/", {"action": action, "_selected_action": [cluster.pk]},
                                follow=True)
         assert expected in response.content.decode()
+
+
+def test_free_form_fields_are_bounded(staff_client):
+    deep: dict = {"key": "a"}
+    for _ in range(10):
+        deep = {"key": "a", "more": deep}
+    response = staff_client.post("/api/v1/clusters/", {"name": "y", "gpu_tolerations": [deep]}, format="json")
+    assert response.status_code == 400, response.content
+    assert "Nested more than 10" in response.json()["error"]["fields"]["gpu_tolerations"][0]

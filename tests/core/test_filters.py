@@ -114,3 +114,42 @@ def test_a_viewer_naming_a_project_without_audit_rights_gets_an_empty_page(world
 def test_odd_names_are_quoted_back_not_a_500(world, clients, name):
     assert error(clients["member"].get("/api/v1/jobs/", {"flavor": name}))["fields"] == {
         "flavor": [f"No flavor named '{name}'."]}
+
+
+DATE_FILTERS = [("/api/v1/jobs/", "submitted_after"), ("/api/v1/audit/", "since")]
+
+
+@pytest.mark.parametrize(("url", "param"), DATE_FILTERS, ids=[label(*f) for f in DATE_FILTERS])
+@pytest.mark.parametrize(("moment", "reason"), [
+    ("2026-01-01T00:00:00+22:00", "offset must be between -12:00 and +14:00"),  # PostgreSQL: a 500
+    ("2026-01-01T00:00:00-13:00", "offset must be between -12:00 and +14:00"),
+    ("0001-01-01T00:00:00+01:00", "outside the years 1 to 9999"),  # SQLite: a 500
+    ("9999-12-31T23:30:00-01:00", "outside the years 1 to 9999"),
+    ("yesterday", "Enter a valid date/time."),
+])
+def test_a_moment_out_of_range_is_a_400_naming_the_field(world, clients, url, param, moment, reason):
+    assert reason in error(clients["owner"].get(url, {param: moment}))["fields"][param][0]
+
+
+@pytest.mark.parametrize(("url", "param"), DATE_FILTERS, ids=[label(*f) for f in DATE_FILTERS])
+def test_a_moment_is_compared_in_utc(world, clients, tenant, url, param):
+    from datetime import UTC, datetime, timedelta
+
+    from tenancy.services import project_save
+
+    project_save(actor=tenant.users["owner"], project=tenant.project, values={"description": "audited"})
+    after = datetime.now(UTC) + timedelta(hours=1)
+    for offset in ("+14:00", "-12:00", "Z"):
+        hours = {"+14:00": 14, "-12:00": -12, "Z": 0}[offset]
+        local = (after + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%S") + offset
+        assert clients["owner"].get(url, {param: local}).json()["results"] == [], offset
+    earlier = (after - timedelta(days=1) + timedelta(hours=14)).strftime("%Y-%m-%dT%H:%M:%S") + "+14:00"
+    assert clients["owner"].get(url, {param: earlier}).json()["results"]
+
+
+@pytest.mark.parametrize("param", ["job", "experiment"])
+@pytest.mark.parametrize("value", ["99999999999999999999999", "1e30", "-1.5", "0"])
+def test_an_id_that_cannot_be_one_is_a_400_naming_the_field(world, clients, param, value):
+    """NumberFilter took these; SQLite cannot compare an integer past 64 bits (a 500)."""
+    assert param in error(clients["member"].get("/api/v1/runs/", {param: value}))["fields"]
+    assert clients["member"].get("/api/v1/runs/", {param: "1"}).status_code == 200

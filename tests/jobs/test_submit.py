@@ -75,6 +75,32 @@ def test_bad_input_names_the_field(tenant, clients, change, field):
     assert Job.objects.count() == 0
 
 
+@pytest.mark.parametrize("change, field", [
+    ({"env": {"LR\n": "x"}}, "env"),
+    ({"env": {"..": "x"}}, "env"),
+    ({"labels": {"team\n": "x"}}, "labels"),
+    ({"labels": {"Example.com/team": "x"}}, "labels"),
+    ({"labels": {"team": "not valid!"}}, "labels"),
+    ({"labels": {"team": "-x"}}, "labels"),
+    ({"image": "ghcr.io/Acme/train:1"}, "image"),
+    ({"image": "ghcr.io/acme/train:"}, "image"),
+    ({"image": "ghcr.io/acme/train:1@sha256:short"}, "image"),
+])
+def test_names_kubernetes_would_refuse_are_refused_at_submission(tenant, clients, change, field):
+    """Checked with Kubernetes' own rules, whole: a trailing newline used to pass (`$` matches before it) and the
+    job failed only at dispatch."""
+    assert field in fields_of(clients["member"].post("/api/v1/jobs/", {**api_body(), **change}, format="json"))
+    assert Job.objects.count() == 0
+
+
+def test_names_kubernetes_accepts_are_accepted(tenant, clients):
+    body = api_body(env={"my.env-name": "1", "_X": ""}, labels={"app.kubernetes.io/name": "bert", "tier": ""},
+                    image="registry.example.com:5000/team/train@sha256:" + "ab" * 32)
+    response = clients["member"].post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["labels"] == {"app.kubernetes.io/name": "bert", "tier": ""}
+
+
 def test_missing_required_fields(tenant, clients):
     fields = fields_of(clients["member"].post("/api/v1/jobs/", {"project": "vision"}, format="json"))
     assert {"name", "image", "command", "groups"} <= set(fields)

@@ -175,6 +175,44 @@ class TestProjects:
         assert response.status_code == 200 and response.json()["archived"] is True
         assert AuditEntry.objects.filter(action="project.archive").exists()
 
+    @pytest.mark.parametrize("archived", [False, True])
+    def test_creating_with_archived_given(self, tenant, clients, archived):
+        """`archived` is a field of the project: given on creation it was passed to a service that takes none (500)."""
+        body = {"organization_slug": "acme", "name": "Speech", "slug": "speech", "archived": archived}
+        response = clients["owner"].post("/api/v1/projects/", body, format="json")
+        assert response.status_code == 201, response.content
+        assert response.json()["archived"] is archived
+        assert AuditEntry.objects.filter(action="project.archive").exists() is archived
+
+    def test_a_name_the_organization_has_is_a_400_naming_it(self, tenant, clients):
+        taken = {"organization_slug": "acme", "name": "Vision", "slug": "vision-2"}
+        error = error_of(clients["owner"].post("/api/v1/projects/", taken, format="json"))
+        assert error["fields"] == {"name": ["Acme already has a project named Vision."]}
+        clients["owner"].post("/api/v1/projects/", {**taken, "name": "Speech", "slug": "speech"}, format="json")
+        renamed = clients["owner"].patch("/api/v1/projects/speech/", {"name": "Vision"}, format="json")
+        assert renamed.status_code == 400 and error_of(renamed)["fields"] == {
+            "name": ["Acme already has a project named Vision."]}
+        other_org = clients["outsider"].patch("/api/v1/projects/secret/", {"name": "Vision"}, format="json")
+        assert other_org.status_code == 200  # the name is per organization
+
+    def test_a_name_taken_between_the_check_and_the_write_is_the_same_400(self, tenant, clients, monkeypatch):
+        """Two requests racing for one name: the loser's insert breaks the constraint (IntegrityError, a 500)."""
+        from tenancy.models import Project
+
+        validate = Project.validate_constraints
+        raced = []
+
+        def taken_meanwhile(project, exclude=None):
+            validate(project, exclude=exclude)
+            if not raced:  # the other request commits the name just after this one checked it
+                raced.append(Project.objects.create(organization=tenant.organization, name="Speech", slug="other"))
+
+        monkeypatch.setattr(Project, "validate_constraints", taken_meanwhile)
+        body = {"organization_slug": "acme", "name": "Speech", "slug": "speech"}
+        error = error_of(clients["owner"].post("/api/v1/projects/", body, format="json"))
+        assert error["fields"] == {"name": ["Acme already has a project named Speech."]}
+        assert not Project.objects.filter(slug="speech").exists()
+
     def test_only_owner_deletes(self, tenant, clients):
         assert clients["admin"].delete("/api/v1/projects/vision/").status_code == 403
         assert clients["owner"].delete("/api/v1/projects/vision/").status_code == 204

@@ -141,11 +141,19 @@ class TestMemberActionsShowTheirMessagesInTheFragment:
         assert Membership.objects.get(project=tenant.project, user=tenant.users["owner"]).role == Role.OWNER
         assert "Only an owner" not in later_page(admin)
 
-    def test_viewer_cannot_change_roles_and_is_told_so(self, tenant):
+    @pytest.mark.parametrize("change", [{"role": Role.OWNER}, {"remove": "1"}])
+    def test_a_viewer_changing_members_is_refused_with_a_403(self, tenant, change):
+        """Refused like every page action a role does not allow (it answered 200 with a message)."""
         viewer = login(tenant.users["viewer"])
-        response = viewer.post(member_url(tenant, "member"), {"role": Role.OWNER}, **HTMX)
-        assert "needs the admin role" in fragment_messages(response)
+        response = viewer.post(member_url(tenant, "member"), change, **HTMX)
+        assert response.status_code == 403
+        assert "Changing or removing members needs the admin role." in response.content.decode()
         assert Membership.objects.get(project=tenant.project, user=tenant.users["member"]).role == Role.MEMBER
+
+    def test_a_viewer_may_still_leave(self, tenant):
+        viewer = login(tenant.users["viewer"])
+        assert viewer.post(member_url(tenant, "viewer"), {"remove": "1"}, **HTMX).status_code == 200
+        assert not Membership.objects.filter(project=tenant.project, user=tenant.users["viewer"]).exists()
 
     def test_adding_a_member_confirms_in_the_fragment(self, tenant):
         make_user("newcomer")

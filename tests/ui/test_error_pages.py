@@ -3,6 +3,8 @@ reason the code gave and a way back; the API keeps its JSON error body."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -110,3 +112,60 @@ class TestApiKeepsItsJsonErrors:
         assert response.status_code == 404 and response["Content-Type"] == "application/json"
         assert response.json() == {"error": {"code": "not_found", "message": "Not found.", "fields": {}}}
         assert b"topbar" not in response.content
+
+
+def api_error(response, status: int, code: str) -> str:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json"
+    error = json.loads(response.content)["error"]  # a handler's response, called directly, has no .json()
+    assert error["code"] == code and b"<html" not in response.content
+    return error["message"]
+
+
+class TestEveryApiErrorIsJson:
+    """What Django answers before a view, or after one fails, had its HTML pages under /api/ too."""
+
+    def test_the_bare_api_prefix(self, tenant):
+        api_error(client_for(tenant.users["member"]).get("/api"), 404, "not_found")
+
+    def test_a_host_not_allowed(self, tenant):
+        message = api_error(Client().get("/api/v1/jobs/", HTTP_HOST="evil.example"), 400, "disallowed_host")
+        assert "evil.example" not in message
+        page = Client().get("/jobs/", HTTP_HOST="evil.example")
+        assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+
+    def test_a_form_body_over_the_upload_limit_is_a_413(self, tenant, settings):
+        settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000
+        response = client_for(tenant.users["member"]).post("/api/v1/experiments/", {"project": "vision",
+                                                                                    "name": "x" * 2_000})
+        assert "1,000 bytes" in api_error(response, 413, "too_large")
+
+    def test_what_django_refuses_before_a_view(self, rf, settings):
+        from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+
+        from mlplatform.errorpages import bad_request
+
+        settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000
+        assert "1,000 bytes" in api_error(bad_request(rf.post("/api/v1/jobs/"), RequestDataTooBig()), 413, "too_large")
+        api_error(bad_request(rf.get("/api/v1/jobs/"), TooManyFieldsSent()), 400, "too_many_fields")
+        page = bad_request(rf.get("/jobs/"), TooManyFieldsSent())
+        assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+
+    def test_an_address_too_long(self, tenant):
+        member = client_for(tenant.users["member"])
+        message = api_error(member.get("/api/v1/jobs/", {"submitter": "x" * 5_000}), 414, "uri_too_long")
+        assert "at most 4,096" in message
+        assert member.get("/api/v1/jobs/", {"submitter": "x" * 3_000}).status_code == 200
+        assert Client().get("/jobs/", {"q": "x" * 5_000}).status_code == 414
+
+    def test_a_server_error(self, tenant, monkeypatch):
+        from jobs.api import JobViewSet
+
+        def fail(*args, **kwargs):
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(JobViewSet, "list", fail)
+        member = client_for(tenant.users["member"])
+        member.raise_request_exception = False
+        message = api_error(member.get("/api/v1/jobs/"), 500, "server_error")
+        assert "a bug" not in message

@@ -240,6 +240,15 @@ class TestSubmitForm:
         assert text.split("\n")[1] in body  # the editor keeps the user's text
         assert not Job.objects.exists()
 
+    def test_the_submit_page_parses_with_an_api_bodys_limits(self, tenant, infra, ui):
+        """The page's YAML is parsed as a YAML body is: nested aliases are refused, not expanded."""
+        from tests.core.test_parsers import laughs
+
+        options = "\n".join("  " + line for line in laughs().splitlines())
+        page = self.post(ui["member"], VALID_YAML + "launcher_options:\n" + options + "\n")
+        assert page.status_code == 200 and "aliases repeat more than" in page.content.decode()
+        assert not Job.objects.exists()
+
     def test_not_a_mapping(self, tenant, infra, ui):
         assert "must be a mapping" in self.post(ui["member"], "- a\n- b\n").content.decode()
 

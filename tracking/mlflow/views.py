@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.parsers import JSONParser
 from tracking import services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken
 from tracking.bodies import body_of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import replace
 
 import kubernetes_validate
@@ -14,6 +15,7 @@ from clusters.kube.errors import ParallelismError, PlacementError, RenderError, 
 from clusters.kube.quantity import is_quantity, parse_quantity
 from clusters.kube.render import PARENT_UID_PLACEHOLDER, bind_owner, render
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement
+from core.k8snames import is_dns1123_label, is_label_value, label_key_problem
 
 K8S_VERSION = "1.37.0"  # newest schema set kubernetes-validate 1.37 ships with a -strict variant
 LONG_NAME = "Fine-tune Llama 3.1 405B Instruct on the complete multilingual corpus, v2 (final!!)"
@@ -52,14 +54,14 @@ def env_of(pod: dict) -> dict[str, str]:
 
 def check_names_and_quantities(manifest: dict) -> None:
     meta = manifest["metadata"]
-    assert names.is_dns1123_label(meta["name"]), meta["name"]
+    assert is_dns1123_label(meta["name"]), meta["name"]
     if manifest["kind"] == "Service":
-        assert names.DNS1035_LABEL.match(meta["name"])
+        assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", meta["name"])  # a Service's name is a DNS-1035 label
     for key, value in meta["labels"].items():
-        assert len(key.split("/")[-1]) <= 63 and names.LABEL_VALUE.match(value) and len(value) <= 63, (key, value)
+        assert label_key_problem(key) is None and is_label_value(value), (key, value)
     if manifest["kind"] == "Pod":
         spec = manifest["spec"]
-        assert names.is_dns1123_label(spec["hostname"])
+        assert is_dns1123_label(spec["hostname"])
         for container in spec["containers"]:
             for section in ("requests", "limits"):
                 for resource, quantity in container["resources"][section].items():
@@ -303,8 +305,9 @@ def test_reserved_env_is_exposed_for_the_serializer() -> None:
     check_user_env({"HF_HOME": "/cache", "NCCL_DEBUG": "INFO"})
     with pytest.raises(ReservedEnvError, match="MASTER_PORT, RANK"):
         check_user_env({"RANK": "0", "MASTER_PORT": "1"})
-    with pytest.raises(RenderError, match="invalid environment variable"):
-        check_user_env({"1BAD": "x"})
+    for bad in ("1BAD", "OK\n"):
+        with pytest.raises(RenderError, match="invalid environment variable"):
+            check_user_env({bad: "x"})
 
 
 def test_long_names_are_deterministic_unique_and_short() -> None:
@@ -329,13 +332,16 @@ def test_long_names_are_deterministic_unique_and_short() -> None:
 def test_names_module_helpers() -> None:
     assert names.object_name("tidal-1", "Hello World!", "a1") == "tidal-1-hello-world-a1"
     long = names.object_name("tidal-1", "x" * 100, "a1-worker-3")
-    assert len(long) == 63 and long.endswith("-a1-worker-3") and names.is_dns1123_label(long)
+    assert len(long) == 63 and long.endswith("-a1-worker-3") and is_dns1123_label(long)
     assert names.label_value("a" * 100) == names.label_value("a" * 100)
     assert len(names.label_value("a" * 100)) <= 63
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
     ("image", " ", "image"),
+    ("image", "ghcr.io/Acme/train:1", "image"),
+    ("image", "train:1\n", "image"),
+    ("namespace", "ns\n", "namespace"),
     ("namespace", "Bad_NS", "namespace"),
     ("launcher", "horovod", "unknown launcher"),
     ("shm_size", "lots", "shm size"),
@@ -376,6 +382,7 @@ def test_quantity_parsing() -> None:
     assert parse_quantity("16Gi") == 16 * 2**30
     assert parse_quantity("1e3") == 1000
     assert not is_quantity("4 GB") and not is_quantity("") and is_quantity("+1.5k")
+    assert not is_quantity("16Gi\n")
 
 
 def test_retry_attempt_gets_new_names_same_checkpoint() -> None:
