@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from datetime import timedelta
+from itertools import islice
 
 from django.http import StreamingHttpResponse
 from django.utils import timezone
@@ -14,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from costs import selectors, services
-from costs.reports import Report, ReportQuery, Row, report_rows, usage_report
+from costs.reports import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
     ClassDiscountSerializer,
     CpuPriceSerializer,
@@ -64,11 +65,14 @@ class _Echo:
 
 
 def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
+    """The header, then the rows in blocks of CHUNK lines: the response writes once a block, not once a line (a
+    third of the time of a million-row export went into writing lines one by one)."""
     writer = csv.writer(_Echo())
     yield writer.writerow(["period", *query.group_by, "device_hours", "cpu_hours", f"cost_{currency().lower()}"])
-    for row in rows:
-        yield writer.writerow([row.period or "", *(row.labels.get(name, "") for name in query.group_by),
-                               f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}", f"{row.cost:.4f}"])
+    while block := list(islice(rows, CHUNK)):
+        yield "".join(writer.writerow([row.period or "", *(row.labels.get(name, "") for name in query.group_by),
+                                       f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}", f"{row.cost:.4f}"])
+                      for row in block)
 
 
 class CostReportCsvView(APIView):

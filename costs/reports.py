@@ -91,7 +91,9 @@ class ReportQuery:
         return [GROUPS[name] for name in self.group_by]
 
 
-def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
+def rolled_values(projects: QuerySet, query: ReportQuery) -> QuerySet:
+    """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
+    CPU core-seconds, cost) in period order."""
     days = UsageDay.objects.filter(day__gte=query.window.start, day__lt=query.window.end,
                                    project_id__in=projects, **query.filters)
     names = list(query.columns)
@@ -100,10 +102,13 @@ def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
     elif query.step:
         days = days.annotate(period=(TruncWeek if query.step == "week" else TruncMonth)("day"))
         names.append("period")
-    rows = (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
+    return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
             .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
+
+
+def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
     width = len(query.columns)
-    for values in rows.iterator(chunk_size=CHUNK):
+    for values in rolled_values(projects, query).iterator(chunk_size=CHUNK):
         period = values[width] if query.step else None
         if isinstance(period, datetime):
             period = period.date()
