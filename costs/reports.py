@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum, Value
 from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
@@ -102,6 +102,8 @@ def rolled_values(projects: QuerySet, query: ReportQuery) -> QuerySet:
     elif query.step:
         days = days.annotate(period=(TruncWeek if query.step == "week" else TruncMonth)("day"))
         names.append("period")
+    if not names:  # totals only: values() of no field would group by every column, a constant groups nothing
+        days, names = days.annotate(everything=Value(0)), ["everything"]
     return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
             .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
 
@@ -109,6 +111,8 @@ def rolled_values(projects: QuerySet, query: ReportQuery) -> QuerySet:
 def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
     width = len(query.columns)
     for values in rolled_values(projects, query).iterator(chunk_size=CHUNK):
+        if values[-3] is None:  # the totals of no day at all
+            continue
         period = values[width] if query.step else None
         if isinstance(period, datetime):
             period = period.date()
@@ -125,6 +129,8 @@ def _unrolled(projects: QuerySet, query: ReportQuery, now: datetime) -> dict[tup
     for segment in segments:
         usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
         first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
+        if first >= last:  # nothing held inside the window (a segment of no time): no row, as once rolled
+            continue
         for day, a, b in (day_pieces(first, last) if query.step else [(first // DAY, first, last)]):
             period = period_of(EPOCH_DAY + timedelta(days=day), query.step)
             row = found.setdefault((period, keys), Row(period, keys))
