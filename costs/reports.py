@@ -15,7 +15,9 @@ from itertools import islice
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Q, QuerySet, Sum, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
@@ -169,8 +171,17 @@ def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
             row.labels[name] = names.get(key, "") if name in LABELS else (key or "")
 
 
+def _of_ids(model, ids: set) -> QuerySet:
+    """`model`'s rows of these ids. On PostgreSQL the ids travel as one array parameter: a block's 2,000 job ids as
+    2,000 placeholders cost the driver ~20 ms to parse, a third of the time of a year's CSV per job."""
+    ids = [pk for pk in ids if pk is not None]
+    if connection.vendor == "postgresql":
+        return model.objects.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
+    return model.objects.filter(pk__in=ids)
+
+
 def _names(model, field: str) -> Any:
-    return lambda ids: dict(model.objects.filter(pk__in=ids - {None}).values_list("pk", field))
+    return lambda ids: dict(_of_ids(model, ids).values_list("pk", field))
 
 
 LABELS = {
@@ -178,7 +189,7 @@ LABELS = {
     "project": _names(Project, "slug"),
     "user": _names(get_user_model(), "username"),
     "job": lambda ids: {pk: f"#{pk} {name}" for pk, name in
-                        Job.objects.filter(pk__in=ids - {None}).values_list("pk", "name")},
+                        _of_ids(Job, ids).values_list("pk", "name")},
     "flavor": _names(ResourceFlavor, "name"),
     "cluster": _names(Cluster, "name"),
     "priority_class": _names(PriorityClass, "name"),

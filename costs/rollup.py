@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from costs.models import UsageDay, UsageSegment
 from costs.prices import price_book
 from costs.pricing import PriceBook, Usage, day_pieces
+from jobs.bulk import bulk_set
 
 EPOCH_DAY = date(1970, 1, 1)
 # What a day copies from its segment, and a day's columns in the order rows are written.
@@ -61,5 +62,5 @@ def roll_segments(batch: int = 5000) -> int:
                         .filter(rolled=False, end_ts__isnull=False).order_by("start_ts")
                         .values_list("id", "start_ts", "end_ts", "devices", "cpu_millis", *COPIED, named=True)[:batch])
         _write_days([row for segment in segments for row in day_rows(segment, book)])
-        UsageSegment.objects.filter(pk__in=[s.id for s in segments]).update(rolled=True)
+        bulk_set(UsageSegment, ["rolled"], [(segment.id, True) for segment in segments])
     return len(segments)
