@@ -65,8 +65,8 @@ class _Echo:
 
 
 def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
-    """The header, then the rows in blocks of CHUNK lines: the response writes once a block, not once a line (a
-    29% of the time of a large export went into writing lines one by one)."""
+    """The header, then the rows in blocks of CHUNK lines: the response writes once a block, not once a line (29%
+    of the time of a large export went into writing lines one by one)."""
     writer = csv.writer(_Echo())
     yield writer.writerow(["period", *query.group_by, "device_hours", "cpu_hours", f"cost_{currency().lower()}"])
     while block := list(islice(rows, CHUNK)):

@@ -55,7 +55,7 @@ def _write_days(rows: list[tuple]) -> None:
 
 def roll_segments(batch: int = 5000) -> int:
     """Roll up to `batch` closed segments; returns how many. Segments are read as plain rows, not models: a backlog
-    of a million rolls at tens of thousands a second (bench/bench_costs.py)."""
+    of a million rolls at about 20,000 a second (bench/bench_costs.py)."""
     book = price_book()
     with transaction.atomic():
         segments = list(UsageSegment.objects.select_for_update(skip_locked=True)
