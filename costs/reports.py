@@ -15,7 +15,9 @@ from itertools import islice
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet, Sum
+from django.db import connection
+from django.db.models import Q, QuerySet, Sum, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
@@ -91,7 +93,9 @@ class ReportQuery:
         return [GROUPS[name] for name in self.group_by]
 
 
-def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
+def rolled_values(projects: QuerySet, query: ReportQuery) -> QuerySet:
+    """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
+    CPU core-seconds, cost) in period order."""
     days = UsageDay.objects.filter(day__gte=query.window.start, day__lt=query.window.end,
                                    project_id__in=projects, **query.filters)
     names = list(query.columns)
@@ -100,10 +104,17 @@ def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
     elif query.step:
         days = days.annotate(period=(TruncWeek if query.step == "week" else TruncMonth)("day"))
         names.append("period")
-    rows = (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
+    if not names:  # totals only: values() of no field would group by every column, a constant groups nothing
+        days, names = days.annotate(everything=Value(0)), ["everything"]
+    return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
             .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
+
+
+def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
     width = len(query.columns)
-    for values in rows.iterator(chunk_size=CHUNK):
+    for values in rolled_values(projects, query).iterator(chunk_size=CHUNK):
+        if values[-3] is None:  # the totals of no day at all
+            continue
         period = values[width] if query.step else None
         if isinstance(period, datetime):
             period = period.date()
@@ -120,6 +131,8 @@ def _unrolled(projects: QuerySet, query: ReportQuery, now: datetime) -> dict[tup
     for segment in segments:
         usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
         first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
+        if first >= last:  # nothing held inside the window (a segment of no time): no row, as once rolled
+            continue
         for day, a, b in (day_pieces(first, last) if query.step else [(first // DAY, first, last)]):
             period = period_of(EPOCH_DAY + timedelta(days=day), query.step)
             row = found.setdefault((period, keys), Row(period, keys))
@@ -158,8 +171,17 @@ def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
             row.labels[name] = names.get(key, "") if name in LABELS else (key or "")
 
 
+def _of_ids(model, ids: set) -> QuerySet:
+    """`model`'s rows of these ids. On PostgreSQL the ids travel as one array parameter: a block's 2,000 job ids as
+    2,000 placeholders cost the driver ~20 ms to parse, a quarter of the time of a year's CSV per job."""
+    ids = [pk for pk in ids if pk is not None]
+    if connection.vendor == "postgresql":
+        return model.objects.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
+    return model.objects.filter(pk__in=ids)
+
+
 def _names(model, field: str) -> Any:
-    return lambda ids: dict(model.objects.filter(pk__in=ids - {None}).values_list("pk", field))
+    return lambda ids: dict(_of_ids(model, ids).values_list("pk", field))
 
 
 LABELS = {
@@ -167,7 +189,7 @@ LABELS = {
     "project": _names(Project, "slug"),
     "user": _names(get_user_model(), "username"),
     "job": lambda ids: {pk: f"#{pk} {name}" for pk, name in
-                        Job.objects.filter(pk__in=ids - {None}).values_list("pk", "name")},
+                        _of_ids(Job, ids).values_list("pk", "name")},
     "flavor": _names(ResourceFlavor, "name"),
     "cluster": _names(Cluster, "name"),
     "priority_class": _names(PriorityClass, "name"),

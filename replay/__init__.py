@@ -15,7 +15,7 @@ from replay.api import (
 )
 from replay.cluster import ClusterShape, ConfigError, QuotaSet
 from replay.compare import compare, format_compare
-from replay.engine import EngineError, EngineOptions, JobOutcome, ReplayResult, run_replay
+from replay.engine import EngineError, EngineOptions, JobOutcome, ReplayResult, Segment, run_replay
 from replay.export import JobRecord, export_trace
 from replay.policies import POLICIES, get_policy
 from replay.report import format_table, write_outputs
@@ -24,7 +24,7 @@ from replay.trace import SkipReport, Trace, TraceError, TraceJob, read_trace, wr
 
 __all__ = [
     "POLICIES", "ClusterShape", "ConfigError", "EngineError", "EngineOptions", "JobOutcome", "JobRecord",
-    "QuotaSet", "ReplayResult", "SkipReport", "Trace", "TraceError", "TraceJob", "cluster_for_quotas",
+    "QuotaSet", "ReplayResult", "Segment", "SkipReport", "Trace", "TraceError", "TraceJob", "cluster_for_quotas",
     "compare", "export_trace", "format_compare", "format_table", "get_policy", "load_cluster", "load_quotas",
     "load_trace", "read_trace", "resolve_policy", "run", "run_many", "run_replay", "summarize", "with_quota",
     "write_outputs", "write_trace",

@@ -87,6 +87,29 @@ class JobOutcome:
         return None if self.end is None else self.end - self.submit
 
 
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One attempt of a replayed job holding its devices, as the platform meters a real one (a usage segment):
+    plain data that a caller can price. An attempt still holding when the replay ended closes at that moment as
+    `unfinished`; a preempted attempt is `preempted`, one stopped at its max runtime `failed`."""
+
+    job_id: str
+    attempt: int  # 1 for the first
+    project: str
+    flavor: str
+    cluster: str  # the cluster of its nodes
+    devices: int
+    priority: str  # the priority class's name
+    preemptible: bool
+    start: float
+    end: float
+    outcome: str  # "succeeded", "failed", "preempted" or "unfinished"
+
+
+def _segment_order(segment: Segment) -> tuple[float, str, int]:
+    return segment.start, segment.job_id, segment.attempt
+
+
 @dataclass
 class ProjectAccount:
     """Per (project, flavor) integrals over virtual time, the basis of share-vs-guarantee results."""
@@ -114,6 +137,7 @@ class ReplayResult:
     wall_seconds: float = 0.0
     skipped: dict[str, int] = field(default_factory=dict)
     label: str = ""
+    segments: list[Segment] = field(default_factory=list)  # every attempt, by start
 
     @property
     def name(self) -> str:
@@ -127,6 +151,7 @@ class _Run:
     progress0: float  # work checkpointed before this attempt
     overhead: float  # restart overhead of this attempt
     attempt: int
+    cluster: str
 
 
 def _groups(j: TraceJob) -> tuple[ReplicaGroup, ...]:
@@ -183,6 +208,7 @@ def _run_split(
     jobs: list[JobOutcome | None] = [None] * total
     accounts: dict[tuple[str, str], ProjectAccount] = {}
     deltas: list[tuple[float, int]] = []
+    segments: list[Segment] = []
     cycles, wall, offset = 0, 0.0, 0
     for flavors in parts:
         idx, sub_trace, sub_cluster, sub_quotas = restrict(trace, cluster, quotas, flavors)
@@ -198,6 +224,7 @@ def _run_split(
             out.id = i + 1
             jobs[i] = out
         accounts.update(r.accounts)
+        segments.extend(r.segments)
         prev = 0
         for t, used in zip(r.util_times, r.util_used, strict=True):
             deltas.append((t, used - prev))
@@ -232,6 +259,7 @@ def _run_split(
         cycles=cycles,
         wall_seconds=wall,
         skipped=dict(trace.skipped.counts),
+        segments=sorted(segments, key=_segment_order),
     )
 
 
@@ -281,6 +309,7 @@ class _Engine:
         self.pending: dict[int, PendingJob] = {}
         self.running: dict[int, RunningJob] = {}
         self.runs: dict[int, _Run] = {}
+        self.segments: list[Segment] = []
         self.progress_work: dict[int, float] = {}  # checkpointed work per job
         self.completions: list[tuple[float, int, int, int]] = []  # (time, seq, job id, attempt)
         self.seq = 0
@@ -371,7 +400,8 @@ class _Engine:
         if out.first_start is None:
             out.first_start = self.now
         attempt = out.preemptions
-        self.runs[jid] = _Run(self.now, end, done, overhead, attempt)
+        cluster = self.nodes[self.node_index[placement[0].node]].cluster if placement else ""
+        self.runs[jid] = _Run(self.now, end, done, overhead, attempt, cluster)
         self.running[jid] = RunningJob(
             id=jid,
             project=j.project,
@@ -386,6 +416,11 @@ class _Engine:
         self.seq += 1
         heapq.heappush(self.completions, (end, self.seq, jid, attempt))
 
+    def _segment(self, jid: int, run: _Run, outcome: str) -> None:
+        j = self.jobs[jid - 1]
+        self.segments.append(Segment(j.job_id, run.attempt + 1, j.project, j.flavor, run.cluster, j.total_devices,
+                                     j.priority, j.priority == "preemptible", run.attempt_start, self.now, outcome))
+
     def _preempt(self, jid: int) -> None:
         if jid not in self.running:
             raise EngineError(f"preemption of job {jid}, which is not running at t={self.now:g}")
@@ -394,6 +429,7 @@ class _Engine:
         run = self.runs.pop(jid)
         self._take(rj.placement, jid, +1)
         self._set_used(j, -j.total_devices)
+        self._segment(jid, run, "preempted")
         # Work done in this attempt; the restart overhead comes first and produces nothing.
         worked = max(0.0, self.now - run.attempt_start - run.overhead)
         ci = self.opts.checkpoint_interval
@@ -415,6 +451,7 @@ class _Engine:
         out.end = self.now
         out.overhead += run.overhead * j.total_devices
         out.state = "timed_out" if j.max_runtime is not None and j.max_runtime < j.duration else "done"
+        self._segment(jid, run, "failed" if out.state == "timed_out" else "succeeded")
         self.finished += 1
 
     # -- accounting ---------------------------------------------------------------------------------------
@@ -541,6 +578,8 @@ class _Engine:
                 last_reported = self.finished
                 self.progress(self.finished, total, self.now)
         self._advance(self.now)
+        for jid, run in self.runs.items():  # still holding when nothing more could happen
+            self._segment(jid, run, "unfinished")
         for out in self.outcomes:
             if out.end is None:
                 out.state = "never_started" if out.first_start is None else "unfinished"
@@ -558,4 +597,5 @@ class _Engine:
             cycles=self.cycles,
             wall_seconds=time.perf_counter() - wall0,
             skipped=dict(self.trace.skipped.counts),
+            segments=sorted(self.segments, key=_segment_order),
         )

@@ -19,6 +19,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.errors import DomainError
+from costs.prices import price_book
+from costs.serializers import currency
 from jobs import scheduling as core
 from jobs.snapshot import policy_from_settings
 from replay import (
@@ -41,6 +43,7 @@ from replay.compare import compare_by_flavor
 from replay.engine import DEFAULT_PRIORITIES, ReplayResult
 from replay.results import summarize_by_flavor
 from replays import selectors
+from replays.costing import cost_difference, format_cost, replay_cost
 from replays.models import ReplayRun, RunKind, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -185,14 +188,18 @@ def replay_execute(run_id: int) -> ReplayRun | None:
         results = []
         for step, (label, pol, qs, opts) in enumerate(plan):
             results.append(run(trace, cluster, qs, pol, options=opts, progress=progress(step), label=label))
-        comparisons = [compare(results[0], r) for r in results[1:]]
+        book, catalog, priced_at = price_book(), selectors.pricing_catalog(), timezone.now()
+        summaries = [{**_summary(r), "cost": replay_cost(r.segments, book, catalog, priced_at, currency())}
+                     for r in results]
+        comparisons = [{**compare(results[0], r), "by_flavor": compare_by_flavor(results[0], r),
+                        "cost": cost_difference(summaries[0]["cost"], summary["cost"])}
+                       for r, summary in zip(results[1:], summaries[1:], strict=True)]
         out = output_dir(run_id)
-        files = write_outputs(results, out, extra_text="\n\n".join(format_compare(c) for c in comparisons))
+        text = [*(format_compare(c) for c in comparisons), format_cost(summaries, comparisons)]
+        files = write_outputs(results, out, extra_text="\n\n".join(text))
         ReplayRun.objects.filter(pk=run_id).update(
             status=RunStatus.SUCCEEDED, finished_at=timezone.now(), progress=1.0, eta_seconds=0.0,
-            summary=_jsonable([_summary(r) for r in results]),
-            comparison=_jsonable([{**c, "by_flavor": compare_by_flavor(results[0], r)}
-                                  for c, r in zip(comparisons, results[1:], strict=True)]),
+            summary=_jsonable(summaries), comparison=_jsonable(comparisons),
             files=sorted(p.name for p in files.values()),
             message=f"replayed {len(trace.jobs)} jobs under {', '.join(r.name for r in results)}")
     except Exception as exc:  # a failed run is a result to show, not a crashed worker

@@ -9,12 +9,14 @@ from typing import Any
 
 from django.db.models import Min, Q, QuerySet
 
+from clusters.models import Cluster
 from jobs.models import Job, ReplicaGroup
 from jobs.snapshot import load_nodes, load_projects, load_quotas
 from jobs.states import ACTIVE
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from replay.cluster import ClusterShape, QuotaSet
 from replay.trace import PRIORITY_CLASSES
+from replays.costing import Catalog
 from replays.models import ReplayRun
 from tenancy.models import Project
 
@@ -51,6 +53,12 @@ def priority_values() -> dict[str, int]:
     """The configured values of the priority classes a trace can name (high, normal, low, preemptible)."""
     rows = PriorityClass.objects.filter(name__in=PRIORITY_CLASSES).values_list("name", "value")
     return dict(rows)
+
+
+def pricing_catalog() -> Catalog:
+    """The ids of flavors, clusters and priority classes by name: where a replay's names meet the price book."""
+    return Catalog(*(dict(model.objects.values_list("name", "pk")) for model in (ResourceFlavor, Cluster,
+                                                                                 PriorityClass)))
 
 
 def priority_class(name: str) -> PriorityClass | None:

@@ -6,6 +6,7 @@ Mounted under the ReplayRun admin (see replays/admin.py), so every view is staff
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -68,6 +69,18 @@ def flavor_groups(run: ReplayRun) -> list[dict[str, Any]]:
     return groups
 
 
+def cost_table(run: ReplayRun) -> dict[str, Any] | None:
+    """What the replayed jobs cost per project (then ALL) at today's prices, current and proposed and the
+    difference; None for a run stored before replays were priced."""
+    cost = run.comparison[0].get("cost") if run.comparison else None
+    if not cost:
+        return None
+    rows = [{"project": name, **row} for name, row in [*cost["projects"].items(), ("ALL", cost["total"])]]
+    unpriced = {side["name"]: side["cost"] for side in run.summary if side["cost"]["unpriced_device_hours"]}
+    return {"currency": cost["currency"], "priced_at": datetime.fromisoformat(cost["priced_at"]), "rows": rows,
+            "unpriced": unpriced}
+
+
 def whatif(request: HttpRequest, site: AdminSite) -> HttpResponse:
     form = WhatIfForm(request.POST or None)
     # A change with warnings (a guarantee above the hardware) is shown again with them until "replay it anyway".
@@ -88,7 +101,7 @@ def whatif_result(request: HttpRequest, pk: int, site: AdminSite) -> HttpRespons
     can_apply = (run.status == "succeeded" and run.applied_at is None and kind in APPLY_PERMISSION
                  and request.user.has_perm(APPLY_PERMISSION[kind]))
     context = _context(
-        site, request, run=run, rows=difference_rows(run), flavors=flavor_groups(run),
+        site, request, run=run, rows=difference_rows(run), flavors=flavor_groups(run), costs=cost_table(run),
         cmp=run.comparison[0] if run.comparison else None,
         can_apply=can_apply, percent=round(run.progress * 100),
         env_setting=services.env_setting(run.change["field"], run.change["value"]) if kind == "policy" else "",
