@@ -67,11 +67,11 @@ class MembershipAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens without their secret: only the prefix is shown, and nothing about them can be edited but revocation."""
 
-    list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
-    list_filter = ["revoked_at", "expires_at"]
+    list_display = ["name", "user", "prefix", "read_only", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["read_only", "revoked_at", "expires_at"]
     search_fields = ["name", "user__username", "prefix"]
     exclude = ["digest"]
-    readonly_fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at"]
+    readonly_fields = ["user", "name", "prefix", "read_only", "created_at", "expires_at", "last_used_at"]
 
     def has_add_permission(self, request):
         return False  # a token's secret must be shown to its owner once; create tokens in the UI or API

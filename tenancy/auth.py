@@ -6,13 +6,14 @@ from datetime import timedelta
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 
 from tenancy import authcache
 from tenancy.models import ApiToken, hash_token
 
 # Writing last_used_at on every request would turn every read into a write; once a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+READ_ONLY_MESSAGE = "This token is read-only."
 
 
 def _token_from_db(digest: str) -> ApiToken | None:
@@ -48,6 +49,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token.last_used_at, changed = now, True
         if changed:
             authcache.tokens.put(digest, epoch, token)
+        # Here rather than in a permission class: every view that accepts these tokens authenticates through this
+        # class, while views may replace the permission classes (the tracking ones do).
+        if token.read_only and request.method not in permissions.SAFE_METHODS:
+            raise exceptions.PermissionDenied(READ_ONLY_MESSAGE, code="read_only_token")
         return token.user, token
 
     def authenticate_header(self, request) -> str:
