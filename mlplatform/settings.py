@@ -183,6 +183,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The enum hook is drf-spectacular's default; core.openapi documents every operation's refusals.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.openapi.document_errors"],
 }
 
 # /metrics answers only these client addresses, or a request carrying METRICS_TOKEN as a Bearer token.
