@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import django_filters
+from django import forms
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
 # One wording for every endpoint; Django fills in %(value)s itself, so a name containing "%" is safe.
@@ -42,3 +44,21 @@ def name_filter(field_name: str, *, noun: str, visible: Callable[[Any], QuerySet
         error_messages={"invalid_choice": UNKNOWN_NAME.format(noun=noun)},
         help_text=f"the {noun}'s {to_field_name}; one that does not exist or that you cannot see is a 400",
     )
+
+
+# The largest id a 64-bit key holds. A larger number in a filter reached the database and failed there (SQLite's
+# OverflowError, a 500) instead of being refused as input.
+MAX_ID = 2**63 - 1
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
+class IdFilter(django_filters.NumberFilter):
+    """Filter on a related object's id ("?experiment=12"): a whole number from 1 to MAX_ID, else a 400 naming the
+    parameter. NumberFilter takes any decimal ("1.5", "-1e284")."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)

@@ -18,6 +18,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from core.csvstream import line_writer
+from core.filters import IdFilter
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
@@ -81,8 +82,8 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
 
 class RunFilter(django_filters.FilterSet):
     project = project_filter()
-    experiment = django_filters.NumberFilter(field_name="experiment_id")
-    job = django_filters.NumberFilter(field_name="job_id")
+    experiment = IdFilter(field_name="experiment_id")
+    job = IdFilter(field_name="job_id")
 
     class Meta:
         model = Run

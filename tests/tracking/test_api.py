@@ -133,6 +133,23 @@ def test_bad_run_filters_are_a_400_naming_them(tenant, clients, query):
     assert set(response.json()["error"]["fields"]) & {"param", "sort"}
 
 
+@pytest.mark.parametrize("query", ["?experiment=-1.26e284", "?job=53846664287801350000", "?experiment=1.5",
+                                   "?job=0"])
+def test_an_id_filter_takes_only_an_id(tenant, clients, query):
+    """Found by the API fuzz test: a huge number reached SQLite and failed there, a 500."""
+    response = clients["viewer"].get(reverse("run-list") + query)
+    assert response.status_code == 400
+    assert set(response.json()["error"]["fields"]) == {query[1:].split("=")[0]}
+
+
+def test_an_id_filter_finds_the_runs_of_that_experiment(tenant, clients):
+    mine = services.run_create(project=tenant.project, name="mine",
+                               experiment=services.experiment_get_or_create(project=tenant.project, name="a"))
+    services.run_create(project=tenant.project, name="other")
+    rows = clients["viewer"].get(reverse("run-list") + f"?experiment={mine.experiment_id}").json()["results"]
+    assert [row["name"] for row in rows] == ["mine"]
+
+
 def test_a_series_is_downsampled_on_the_server_keeping_the_spike_and_the_nan(tenant, clients):
     run = make_run(tenant, tenant.project)
     values = [1.0] * 5000
