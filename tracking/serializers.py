@@ -13,7 +13,8 @@ from tracking.webhooks import Refused, check_url
 
 class ExperimentSerializer(StrictModelSerializer):
     project = ScopedProjectField()
-    run_count = serializers.IntegerField(read_only=True, default=None, help_text="Runs in the experiment.")
+    # Annotated by the viewset (set on create): an unannotated experiment fails loudly instead of reading null.
+    run_count = serializers.IntegerField(read_only=True, help_text="Runs in the experiment.")
 
     class Meta:
         model = Experiment

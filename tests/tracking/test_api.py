@@ -33,6 +33,18 @@ class TestExperiments(CrossTenantMixin):
     def update_payload(self, tenant, obj):
         return {"description": "changed"}
 
+    def test_every_answer_counts_the_runs(self, tenant, clients):
+        """Found by the API fuzz test: the create answered `run_count: null`, which the schema says is an integer."""
+        owner = clients["owner"]
+        created = owner.post("/api/v1/experiments/", {"project": "vision", "name": "new"}, format="json").json()
+        assert created["run_count"] == 0
+        make_run(tenant, tenant.project, name="r", experiment=services.experiment_get_or_create(
+            project=tenant.project, name="new"))
+        url = f"/api/v1/experiments/{created['id']}/"
+        assert owner.get(url).json()["run_count"] == 1
+        assert owner.patch(url, {"description": "changed"}, format="json").json()["run_count"] == 1
+        assert [row["run_count"] for row in owner.get("/api/v1/experiments/").json()["results"]] == [1]
+
 
 class TestRuns(CrossTenantMixin):
     basename = "run"
