@@ -13,7 +13,8 @@ from tracking.webhooks import Refused, check_url
 
 class ExperimentSerializer(StrictModelSerializer):
     project = ScopedProjectField()
-    # Annotated by the viewset (set on create): an unannotated experiment fails loudly instead of reading null.
+    # Annotated by the viewset (set on create); without a default, an unannotated one leaves the key out rather than
+    # answering null, which the schema does not allow.
     run_count = serializers.IntegerField(read_only=True, help_text="Runs in the experiment.")
 
     class Meta:
