@@ -12,7 +12,7 @@ DEV_ENV := DEBUG=$${DEBUG:-1}
 TEST_ENV := SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
 	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
-.PHONY: install run test lint bench migrate seed clean
+.PHONY: install run test fuzz lint bench migrate seed clean
 
 $(VENV)/.installed: requirements.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ run: seed
 
 test: install
 	$(TEST_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+
+# The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5).
+fuzz: install
+	$(TEST_ENV) TIDAL_FUZZ_EXAMPLES=$${TIDAL_FUZZ_EXAMPLES:-100} $(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .
