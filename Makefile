@@ -39,9 +39,11 @@ run: seed
 test: install
 	$(TEST_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
-# The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5).
+# The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5), and
+# schemathesis' coverage cases (boundaries, missing and mistyped fields): about 10 minutes.
 fuzz: install
-	$(TEST_ENV) TIDAL_FUZZ_EXAMPLES=$${TIDAL_FUZZ_EXAMPLES:-100} $(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) TIDAL_FUZZ_EXAMPLES=$${TIDAL_FUZZ_EXAMPLES:-100} TIDAL_FUZZ_COVERAGE=$${TIDAL_FUZZ_COVERAGE:-1} \
+		$(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .

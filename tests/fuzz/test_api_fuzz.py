@@ -10,7 +10,8 @@ example runs in a savepoint rolled back after it, so every one starts from the s
 project or revoking their own token does not blind the examples after it).
 
 `make test` runs TIDAL_FUZZ_EXAMPLES (default 5) examples per operation and role, derandomized; `make fuzz` runs
-more. A failure lists every operation that failed, with a curl command that repeats it and the server's traceback.
+100 and, first, schemathesis' coverage cases (TIDAL_FUZZ_COVERAGE=1). A failure lists every operation that failed,
+with a curl command that repeats it and the server's traceback.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.fuzz.conftest import MARKERS
 
 EXAMPLES = int(os.environ.get("TIDAL_FUZZ_EXAMPLES", "5"))
+COVERAGE = os.environ.get("TIDAL_FUZZ_COVERAGE", "") == "1"  # `make fuzz`: some 8,000 more requests per role
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # Whose data each role may see: its own tenant's; the other tenant's marker must never reach it.
 TENANT_OF = {"owner": "vision", "viewer": "vision", "outsider": "secret"}
@@ -99,11 +101,7 @@ def failures_of(operation, strategy, *, headers: dict[str, str], forbidden: str,
     """Run the examples of one operation; the first failure, described, or None."""
     found: list[str] = []
 
-    @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                         phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
-                         suppress_health_check=list(HealthCheck))
-    @given(case=strategy)
-    def examples(case) -> None:
+    def check(case) -> None:
         del tracebacks[:]
         with transaction.atomic():
             response = case.call(headers=headers)
@@ -117,13 +115,35 @@ def failures_of(operation, strategy, *, headers: dict[str, str], forbidden: str,
                          f"{response.text[:300]}\n{error}\n{''.join(tracebacks)}")
             raise
 
+    @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                         phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
+                         suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def examples(case) -> None:
+        check(case)
+
     try:
+        for case in coverage_cases(operation) if COVERAGE else ():
+            check(case)
         examples()
     except BaseException:
         if not found:
             raise
         return found[-1]
     return None
+
+
+def coverage_cases(operation) -> Iterator:
+    """Schemathesis' coverage phase: deterministic cases at the edges of the schema (boundary values, each field
+    missing, of the wrong type, null...), valid and invalid. About 70 per operation."""
+    from schemathesis.generation.drivers import CoverageGenerator
+    from schemathesis.generation.feedback import FeedbackSources
+    from schemathesis.generation.hypothesis.builder import Override
+
+    generation = operation.schema.config.generation_for(operation=operation, phase="coverage")
+    yield from CoverageGenerator(operation=operation, generation_modes=list(GenerationMode),
+                                 generation_config=generation, auth_storage=None, override=Override(),
+                                 feedback=FeedbackSources())
 
 
 def without_echoes(text: str, case, marker: str) -> str:
