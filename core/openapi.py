@@ -44,8 +44,8 @@ def refusals(method: str, path: str, operation: dict[str, Any]) -> dict[str, str
         statuses["404"] = "Nothing there that the caller may see (another tenant's object reads as missing), or " \
                           "a page past the last."
     if method in WRITES:
-        statuses["409"] = "Conflicts with the object's state (a finished job, an object still referenced, a name " \
-                          "taken)."
+        statuses["409"] = "Conflicts with the object's state (a job that already finished, an object still " \
+                          "referenced by others)."
     return statuses
 
 
