@@ -15,7 +15,7 @@ DEV_ENV := $(DOTENV) DEBUG=$${DEBUG:-1}
 TEST_ENV := $(DOTENV) SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
 	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
-.PHONY: install run test lint bench migrate seed clean
+.PHONY: install run test fuzz lint bench migrate seed clean
 
 $(VENV)/.installed: requirements.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ run: seed
 
 test: install
 	$(TEST_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+
+# The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5), and
+# schemathesis' coverage cases (boundaries, missing and mistyped fields): about 10 minutes.
+fuzz: install
+	$(TEST_ENV) TIDAL_FUZZ_EXAMPLES=$${TIDAL_FUZZ_EXAMPLES:-100} TIDAL_FUZZ_COVERAGE=$${TIDAL_FUZZ_COVERAGE:-1} \
+		$(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .

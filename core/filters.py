@@ -19,6 +19,7 @@ from django import forms
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
 # One wording for every endpoint; Django fills in %(value)s itself, so a name containing "%" is safe.
@@ -81,14 +82,19 @@ class MomentFilter(django_filters.IsoDateTimeFilter):
     field_class = MomentField
 
 
+# The largest id a 64-bit key holds. A larger number in a filter reached the database and failed there (SQLite's
+# OverflowError, a 500) instead of being refused as input.
+MAX_ID = 2**63 - 1
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
 class IdFilter(django_filters.NumberFilter):
-    """`?job=42`: a row's id, a whole number a BigAutoField can hold. Anything else is a 400 naming the parameter;
-    NumberFilter took 1e30 or a 23-digit number, which SQLite cannot compare (a 500)."""
+    """Filter on a related object's id ("?experiment=12"): a whole number from 1 to MAX_ID, else a 400 naming the
+    parameter. NumberFilter takes any decimal ("1.5", "-1e284")."""
 
     field_class = forms.IntegerField
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, min_value=1, max_value=2**63 - 1, **kwargs)
-
-    def get_max_validator(self) -> None:
-        return None  # the field's own max_value, above, is the bound
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from core import k8snames
 from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer
 from jobs import ports, selectors
-from jobs.models import Attempt, Job, JobEvent, Launcher, ReplicaGroup, Stage, Topology
+from jobs.models import Attempt, Job, JobEvent, Launcher, Outcome, ReplicaGroup, Stage, Topology
 from jobs.states import State
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
@@ -173,6 +173,9 @@ class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     devices = serializers.IntegerField(read_only=True)
+    # Declared: a read-only model field loses allow_blank, and the schema then left out the open attempt's "".
+    outcome = serializers.ChoiceField(choices=Outcome.choices, allow_blank=True, read_only=True,
+                                      help_text="Empty while the attempt is open.")
 
     class Meta:
         model = Attempt

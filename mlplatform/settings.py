@@ -226,6 +226,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The enum hook is drf-spectacular's default; core.openapi documents every operation's refusals.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.openapi.document_errors"],
 }
 
 # Brute-force protection (tenancy/throttling.py): this many failed sign-ins of one username from one client address,

@@ -9,10 +9,13 @@
 from __future__ import annotations
 
 from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from core.parsers import FormParser, JSONParser, MultiPartParser
@@ -21,17 +24,15 @@ from replays.serializers import ReplayCreateSerializer, ReplayRunSerializer
 from tenancy.scoping import ScopedViewSet
 
 
-class HTMLFileRenderer(BaseRenderer):
-    """Lets `Accept: text/html` reach the report action; the body is a FileResponse, not rendered data."""
+class FileWhateverAccepted(BaseContentNegotiation):
+    """The report is an HTML file whatever the client accepts (a browser asks for text/html, a script for anything),
+    and a refusal stays JSON. Negotiating between a JSON and an HTML renderer sent refusals as text/html."""
 
-    media_type = "text/html"
-    format = "html"
-    charset = "utf-8"
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
 
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        if isinstance(data, bytes | str):
-            return data
-        return JSONRenderer().render(data)  # an error body stays readable
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
 
 
 class ReplayRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, ScopedViewSet):
@@ -62,7 +63,9 @@ class ReplayRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         body = ReplayRunSerializer(run, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED)
 
-    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, HTMLFileRenderer])
+    @extend_schema(responses={(200, "text/html"): OpenApiTypes.STR})
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer],
+            content_negotiation_class=FileWhateverAccepted)
     def report(self, request, pk=None):
         run = self.get_object()
         path = runs.report_path(run)

@@ -103,11 +103,11 @@ class ApiTokenAdmin(WritesThroughServices, admin.ModelAdmin):
     """Tokens without their secret: only the prefix is shown. Nothing about them can be edited; the "revoke" action
     revokes them (audited, as from the UI or API)."""
 
-    list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
-    list_filter = ["revoked_at", "expires_at"]
+    list_display = ["name", "user", "prefix", "read_only", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["read_only", "revoked_at", "expires_at"]
     search_fields = ["name", "user__username", "prefix"]
     exclude = ["digest"]
-    readonly_fields = ["user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["user", "name", "prefix", "read_only", "created_at", "expires_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request):

@@ -14,7 +14,7 @@ from core.errors import DomainError
 from core.filters import MomentFilter, name_filter
 from tenancy import selectors, services
 from tenancy.filters import project_filter
-from tenancy.models import AuditEntry, Membership, Project, Role
+from tenancy.models import ApiToken, AuditEntry, Membership, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.serializers import (
     ApiTokenCreatedSerializer,
@@ -197,6 +197,7 @@ class MeView(APIView):
             "username": user.get_username(),
             "email": user.email,
             "is_staff": user.is_staff,
+            "read_only": isinstance(request.auth, ApiToken) and request.auth.read_only,
             "memberships": selectors.memberships_for_user(user).filter(user=user).select_related(
                 "project__organization"
             ),

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 
 from tenancy import authcache, throttling
 from tenancy.models import ApiToken, hash_token
 
 # Writing last_used_at on every request would turn every read into a write; once a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+READ_ONLY_MESSAGE = "This token is read-only."
+
+
+# Credentials of other doors that apps above register (tracking's run tokens): a valid one used here is refused
+# as the wrong kind of token, not counted as a guess against the client's address.
+_other_credentials: list[tuple[Callable[[str], bool], str]] = []
+
+
+def register_other_credential(is_valid: Callable[[str], bool], refusal: str) -> None:
+    """`is_valid(secret)` tells a genuine credential of another kind; `refusal` is what this API answers it."""
+    _other_credentials.append((is_valid, refusal))
+
+
+def _other_credential_refusal(secret: str) -> str | None:
+    return next((refusal for is_valid, refusal in _other_credentials if is_valid(secret)), None)
 
 
 def _token_from_db(digest: str) -> ApiToken | None:
@@ -58,6 +74,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = authcache.tokens.get(digest, epoch)
         changed = token is None
         if token is None:
+            refusal = _other_credential_refusal(secret)
+            if refusal is not None:
+                raise exceptions.AuthenticationFailed(refusal)
             refuse_locked_out_client(request)
             token = _token_from_db(digest)
         if token is None or not token.is_active or not token.user.is_active:  # expiry is checked on every request
@@ -68,6 +87,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token.last_used_at, changed = now, True
         if changed:
             authcache.tokens.put(digest, epoch, token)
+        # Here rather than in a permission class: every view that accepts these tokens authenticates through this
+        # class, while views may replace the permission classes (the tracking ones do).
+        if token.read_only and request.method not in permissions.SAFE_METHODS:
+            raise exceptions.PermissionDenied(READ_ONLY_MESSAGE, code="read_only_token")
         return token.user, token
 
     def authenticate_header(self, request) -> str:

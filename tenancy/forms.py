@@ -69,6 +69,7 @@ class TokenCreateForm(forms.Form):
     expires_in_days = forms.IntegerField(
         min_value=1, max_value=3650, required=False, help_text="Leave empty for a token that does not expire."
     )
+    read_only = forms.BooleanField(required=False, help_text="It can read but never write (any write answers 403).")
 
     def expires_at(self):
         days = self.cleaned_data.get("expires_in_days")

@@ -114,6 +114,9 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    read_only = models.BooleanField(
+        default=False, help_text="Only reads (GET, HEAD, OPTIONS): for dashboards, notebooks and CI that only look."
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

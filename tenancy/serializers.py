@@ -75,7 +75,7 @@ class MembershipSerializer(StrictModelSerializer):
 class ApiTokenSerializer(StrictModelSerializer):
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+        fields = ["id", "name", "prefix", "read_only", "created_at", "expires_at", "last_used_at", "revoked_at"]
         read_only_fields = ["id", "prefix", "created_at", "last_used_at", "revoked_at"]
 
 
@@ -106,4 +106,5 @@ class MeSerializer(StrictSerializer):
     username = serializers.CharField(read_only=True)
     email = serializers.EmailField(read_only=True)
     is_staff = serializers.BooleanField(read_only=True)
+    read_only = serializers.BooleanField(read_only=True, help_text="The token of this request can only read.")
     memberships = MeMembershipSerializer(many=True, read_only=True)

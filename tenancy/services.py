@@ -158,16 +158,18 @@ def membership_remove(*, actor: AbstractBaseUser, membership: Membership) -> Non
 
 @transaction.atomic
 def token_create(
-    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None
+    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None, read_only: bool = False
 ) -> tuple[ApiToken, str]:
-    """Create a personal token. Returns the secret once; only its hash is stored."""
+    """Create a personal token (a read-only one answers every write with 403). Returns the secret once; only its
+    hash is stored."""
     if expires_at is not None and expires_at <= timezone.now():
         raise DomainError("The expiry must be in the future.", field="expires_at")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name, prefix=secret[:12], digest=hash_token(secret), expires_at=expires_at
+        user=user, name=name, prefix=secret[:12], digest=hash_token(secret), expires_at=expires_at,
+        read_only=read_only,
     )
-    audit_record(actor=user, action="token.create", target=token, changes={"name": name})
+    audit_record(actor=user, action="token.create", target=token, changes={"name": name, "read_only": read_only})
     return token, secret
 
 

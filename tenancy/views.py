@@ -166,7 +166,7 @@ def token_create(request: HttpRequest, slug: str) -> HttpResponse:
     context = {}
     if form.is_valid():
         token, secret = services.token_create(user=request.user, name=form.cleaned_data["name"],
-                                              expires_at=form.expires_at())
+                                              expires_at=form.expires_at(), read_only=form.cleaned_data["read_only"])
         context = {"new_token": token, "new_secret": secret}
         form = TokenCreateForm()
     return _partial(request, "tenancy/_tokens.html", _settings_context(request, project, token_form=form, **context))

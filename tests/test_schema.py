@@ -66,3 +66,19 @@ def test_job_answers_are_null_only_where_the_schema_says_so(tenant, clients, tmp
     check("get", f"/api/v1/jobs/{job_id}/", "/api/v1/jobs/{id}/", 200)
     check("post", f"/api/v1/jobs/{job_id}/cancel/", "/api/v1/jobs/{id}/cancel/", 200)
     check("post", f"/api/v1/jobs/{job_id}/resubmit/", "/api/v1/jobs/{id}/resubmit/", 201)
+def test_every_operation_documents_its_refusals_with_the_error_body():
+    """core.openapi: clients (and tests/fuzz/) learn from the schema that refusals are `{"error": ...}` 4xx."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(public=True)
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    assert schema["components"]["schemas"]["Error"]["required"] == ["error"]
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for status in ("401", "403", "429"):
+                assert operation["responses"][status]["content"] == error, (method, path, status)
+    jobs, me = schema["paths"]["/api/v1/jobs/"], schema["paths"]["/api/v1/me/"]["get"]
+    assert {"400", "409"} <= set(jobs["post"]["responses"]) and "409" not in jobs["get"]["responses"]
+    assert "404" in jobs["get"]["responses"]  # a page past the last
+    assert not {"400", "404", "409"} & set(me["responses"])
+    assert "404" in schema["paths"]["/api/v1/jobs/{id}/"]["get"]["responses"]

@@ -70,9 +70,11 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
     def perform_create(self, serializer: ExperimentSerializer) -> None:
         project = serializer.validated_data["project"]
         self.require_role(project)
-        serializer.instance = services.experiment_create(
+        experiment = services.experiment_create(
             project=project, name=serializer.validated_data["name"],
             description=serializer.validated_data.get("description", ""))
+        experiment.run_count = 0  # what the list's annotation gives; a new experiment has no runs yet
+        serializer.instance = experiment
 
     def perform_update(self, serializer: ExperimentSerializer) -> None:
         if "project" in serializer.validated_data:

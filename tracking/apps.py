@@ -9,12 +9,17 @@ class TrackingConfig(AppConfig):
     def ready(self) -> None:
         from core.embedded import EMBEDDED_LOOPS
         from jobs import ports
+        from tenancy.auth import register_other_credential
         from tenancy.panels import Panel, register_project_panel
         from tracking import alerts, demo, listeners, services  # noqa: F401  (listeners connects to the job state machine)
         from tracking.env import run_env
+        from tracking.tokens import run_id_from_token
         from tracking.views import project_alerts_panel
 
         ports.register_env_source(run_env)
+        # A job's run token on any other endpoint is the wrong kind of token, not a guess to count against its address.
+        register_other_credential(lambda secret: run_id_from_token(secret) is not None,
+                                  "A run token only logs to its own run; use an API token here.")
         register_project_panel(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))
         # Embedded mode (no Celery beat): the hung-run check as beat runs it, and the simulated jobs' curves (only
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).

@@ -13,7 +13,9 @@ from tracking.webhooks import Refused, check_url
 
 class ExperimentSerializer(StrictModelSerializer):
     project = ScopedProjectField()
-    run_count = serializers.IntegerField(read_only=True, default=None, help_text="Runs in the experiment.")
+    # Annotated by the viewset (set on create); without a default, an unannotated one leaves the key out rather than
+    # answering null, which the schema does not allow.
+    run_count = serializers.IntegerField(read_only=True, help_text="Runs in the experiment.")
 
     class Meta:
         model = Experiment

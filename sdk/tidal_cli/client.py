@@ -112,6 +112,8 @@ def error_from_response(response: httpx.Response) -> ApiError:
                         code="server_error" if status >= 500 else "bad_response")
     if status == 401:
         message = f"The server rejected your token ({message}). Log in again: tidal login --token TOKEN"
+    elif code == "read_only_token":
+        message += " Log in with a token that can write: tidal login --token TOKEN"
     return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields)
 
 

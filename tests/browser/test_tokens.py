@@ -41,3 +41,20 @@ def test_switch_project_create_token_and_use_it(tenant, browser_page, live_serve
     assert response.json()["username"] == "member"
     wrong = httpx.get(f"{live_server.url}/api/v1/me/", headers={"Authorization": f"Bearer {secret}x"})
     assert wrong.status_code == 401
+
+
+def test_a_read_only_token_from_settings_reads_and_cannot_write(tenant, browser_page, live_server):
+    page = browser_page
+    sign_in(page, tenant.users["owner"])
+    page.goto("/projects/vision/settings/")
+    page.fill("input[name=name]", "dashboard")
+    page.check("input[name=read_only]")
+    page.click("#create-token")
+    secret = page.locator("#new-token-secret").inner_text().strip()
+    row = page.locator("#tokens tr", has_text="dashboard")
+    assert "read-only" in row.inner_text()
+
+    headers = {"Authorization": f"Bearer {secret}"}
+    assert httpx.get(f"{live_server.url}/api/v1/me/", headers=headers).json()["read_only"] is True
+    refused = httpx.patch(f"{live_server.url}/api/v1/projects/vision/", headers=headers, json={"name": "Renamed"})
+    assert refused.status_code == 403 and refused.json()["error"]["message"] == "This token is read-only."

@@ -139,6 +139,20 @@ def test_login_stores_the_config_and_later_commands_use_it(cli, live_server, tok
     assert bad.code == 1 and "rejected your token" in bad.err
 
 
+def test_a_read_only_token_logs_in_reads_and_says_why_a_write_is_refused(cli, live_server, tenant, job_file):
+    from tenancy.services import token_create
+
+    secret = token_create(user=tenant.users["owner"], name="dashboard", read_only=True)[1]
+    result = cli("login", "--url", live_server.url, "--token", secret)
+    assert result.code == 0 and "as owner with a read-only token" in result.out
+    assert cli("login", "--url", live_server.url, "--token", secret, "--json").json()["read_only"] is True
+    assert cli("jobs", token=secret).code == 0
+    refused = cli("submit", str(job_file()), "--project", "vision", token=secret)
+    assert refused.code == 1
+    assert one_line(refused.err) == ("tidal: This token is read-only. Log in with a token that can write: "
+                                     "tidal login --token TOKEN")
+
+
 @pytest.mark.parametrize(("argv", "reason"), [
     (("jobs", "--flavor", "bogus"), "flavor: No flavor named 'bogus'. (`tidal flavors` lists them)"),
     (("jobs", "--project", "nope", "--all"), "project: No project named 'nope'. (`tidal projects` lists yours)"),

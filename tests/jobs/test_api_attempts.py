@@ -38,3 +38,16 @@ def test_the_running_attempt_records_the_reported_checkpoint(tenant, inventory, 
     assert clients["viewer"].post(url, {"checkpoint": "step 1"}, format="json").status_code == 403
     detail = clients["viewer"].get(f"/api/v1/jobs/{job.pk}/").json()
     assert detail["attempts"][0]["checkpoint"] == "step 1200 s3://ckpt/run/1200"
+
+
+def test_an_open_attempts_outcome_is_empty_and_the_schema_allows_it(tenant, inventory, clients):
+    """Found by the API fuzz test: the schema listed only the five outcomes of an ended attempt."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    job = run(submit(tenant, inventory["a100"], devices=8), inventory["cluster"], ["a-n1"])
+    [attempt] = clients["member"].get(f"/api/v1/jobs/{job.pk}/").json()["attempts"]
+    assert attempt["outcome"] == ""
+    components = SchemaGenerator().get_schema(public=True)["components"]["schemas"]
+    choices = components["Attempt"]["properties"]["outcome"]["oneOf"]
+    allowed = {value for choice in choices for value in components[choice["$ref"].rsplit("/", 1)[1]]["enum"]}
+    assert allowed == {"", "succeeded", "failed", "preempted", "cancelled", "lost"}

@@ -125,6 +125,11 @@ def test_a_failing_replay_ends_failed_with_a_message(inventory, staff_client, dj
     run = staff_client.get(f"{URL}{response.json()['id']}/").json()
     assert run["status"] == "failed" and run["message"] == "RuntimeError: core exploded"
     assert staff_client.get(f"{URL}{run['id']}/report/").status_code == 404
+    # Found by the API fuzz test: asked for HTML, the refusal came as text/html; it is the API's JSON error.
+    for asked in ({"HTTP_ACCEPT": "text/html"}, {"data": {"format": "html"}}):
+        missing = staff_client.get(f"{URL}{run['id']}/report/", **asked)
+        assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
+        assert missing.json()["error"]["code"] == "not_found"
 
 
 def test_progress_and_eta_are_written_while_running(inventory, staff_client, monkeypatch):

@@ -24,8 +24,11 @@ def cmd_login(args: argparse.Namespace) -> None:
         config["project"] = args.project
     save_config(config)
     if args.json:
-        return emit_json({"url": url, "username": me["username"], "project": config.get("project")})
-    print(f"Logged in to {url} as {me['username']}." + (f" Default project: {args.project}." if args.project else ""))
+        return emit_json({"url": url, "username": me["username"], "project": config.get("project"),
+                          "read_only": bool(me.get("read_only"))})
+    access = " with a read-only token" if me.get("read_only") else ""
+    print(f"Logged in to {url} as {me['username']}{access}."
+          + (f" Default project: {args.project}." if args.project else ""))
 
 
 def cmd_whoami(args: argparse.Namespace) -> None:
