@@ -3,6 +3,7 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*
+# requirements.txt is what runs; tests, lint and fuzzing (requirements-dev.txt) stay out of the image.
 COPY requirements.txt package.json package-lock.json ./
 RUN pip install --no-cache-dir -r requirements.txt && npm ci --no-audit --no-fund
 COPY . .

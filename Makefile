@@ -17,10 +17,10 @@ TEST_ENV := $(DOTENV) SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789a
 
 .PHONY: install run test fuzz lint bench migrate seed clean
 
-$(VENV)/.installed: requirements.txt sdk/pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-dev.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps -e sdk
 	touch $@
 

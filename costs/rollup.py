@@ -50,7 +50,7 @@ def _write_days(rows: list[tuple]) -> None:
                     copy.write_row(row)
         elif rows:
             marks = ", ".join(["%s"] * len(DAY_COLUMNS))
-            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)  # noqa: S608
 
 
 def roll_segments(batch: int = 5000) -> int:

@@ -26,7 +26,7 @@ def _open_sql(count: int) -> str:
                                              (UsageSegment, Attempt, Job, Project, ReplicaGroup))
     marks = ", ".join(["%s"] * count)
     return (
-        f'INSERT INTO {segment} (attempt_id, attempt_number, job_id, organization_id, project_id, user_id, '
+        f'INSERT INTO {segment} (attempt_id, attempt_number, job_id, organization_id, project_id, user_id, '  # noqa: S608
         f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, borrowed, start_ts, '
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '

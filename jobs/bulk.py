@@ -51,7 +51,7 @@ def _unnest_update(table: str, columns: Sequence[Field], rows: Sequence[tuple[An
     quote = connection.ops.quote_name
     arrays = ", ".join(f"%s::{c.db_type(connection)}[]" for c in columns)
     names = ", ".join(f"c{i}" for i in range(len(columns)))
-    sql = (f"UPDATE {quote(table)} SET {_assignments(columns)} FROM unnest({arrays}) AS v({names}) "
+    sql = (f"UPDATE {quote(table)} SET {_assignments(columns)} FROM unnest({arrays}) AS v({names}) "  # noqa: S608
            f"WHERE {quote(table)}.{quote(columns[0].column)} = v.c0")
     return sql, _prepared(columns, rows)
 
@@ -61,7 +61,7 @@ def _values_update(table: str, columns: Sequence[Field], rows: Sequence[tuple[An
     placeholder = "(" + ", ".join(["%s"] * len(columns)) + ")"
     aliases = ", ".join(f"column{i + 1} AS c{i}" for i in range(len(columns)))
     values = ", ".join([placeholder] * len(rows))
-    sql = (f"UPDATE {quote(table)} SET {_assignments(columns)} FROM (SELECT {aliases} FROM (VALUES {values}) AS t) "
+    sql = (f"UPDATE {quote(table)} SET {_assignments(columns)} FROM (SELECT {aliases} FROM (VALUES {values}) AS t) "  # noqa: S608
            f"AS v WHERE {quote(table)}.{quote(columns[0].column)} = v.c0")
     by_column = _prepared(columns, rows)
     return sql, [by_column[i][r] for r in range(len(rows)) for i in range(len(columns))]

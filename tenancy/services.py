@@ -17,7 +17,7 @@ from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import ROLE_RANK, ApiToken, Membership, Organization, Project, Role, hash_token
 from tenancy.selectors import role_in_project
 
-TOKEN_PREFIX = "tdl_"
+TOKEN_PREFIX = "tdl_"  # noqa: S105  (the visible prefix of every token, not a secret)
 
 
 def _require_role(actor: AbstractBaseUser, project: Project, role: str) -> str:

@@ -239,3 +239,16 @@ def test_dependencies_between_apps_run_one_way():
         if wrong:
             offenders[path.relative_to(ROOT).as_posix()] = sorted(wrong)
     assert offenders == {}, f"an app imports one above it (or a sibling): {offenders}"
+
+
+def test_the_production_requirements_hold_no_test_lint_or_fuzz_package():
+    """The Dockerfile installs requirements.txt only: what tests, lint and fuzzing need lives in
+    requirements-dev.txt, which adds to it (and `make install` installs)."""
+    def names(path: str) -> set[str]:
+        lines = (ROOT / path).read_text().splitlines()
+        return {line.split("==")[0].lower() for line in lines if line and not line.startswith(("#", "-r"))}
+
+    dev_only = {"pytest", "pytest-django", "playwright", "hypothesis", "schemathesis", "mypy", "ruff", "mlflow-skinny"}
+    assert names("requirements.txt") & dev_only == set()
+    assert dev_only <= names("requirements-dev.txt")
+    assert "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text().splitlines()

@@ -45,7 +45,7 @@ def write_points(run_id: int, attempt: int, points: Sequence[CleanPoint]) -> Non
         if connection.vendor == "postgresql":
             _copy(cursor, attempt, rows)
         else:
-            cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "
+            cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "  # noqa: S608
                                f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", rows)
     update_rollups(ids, points)
 
@@ -105,6 +105,6 @@ def _copy_then_upsert(cursor, attempt: int, rows: list[tuple]) -> None:
     with cursor.connection.cursor().copy(f"COPY {_STAGING} (series_id, step, timestamp, value) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
-    cursor.execute(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) SELECT %s, series_id, step, "
+    cursor.execute(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) SELECT %s, series_id, step, "  # noqa: S608
                    f"timestamp, value FROM {_STAGING} {_UPSERT}", [attempt])
-    cursor.execute(f"DELETE FROM {_STAGING}")
+    cursor.execute(f"DELETE FROM {_STAGING}")  # noqa: S608

@@ -269,7 +269,7 @@ def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
         "env": _env(job, settings, replica, master, rdma),
         "resources": {"requests": requests, "limits": limits},
         "securityContext": _container_security(rdma),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # noqa: S108  (a pod's shared memory, not a temp file)
     }
     if args:
         container["args"] = args

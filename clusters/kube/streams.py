@@ -30,7 +30,7 @@ def bounded_lines(chunks: Iterator[bytes], *, max_seconds: float, stop: Callable
         try:
             for chunk in chunks:
                 pipe.put(chunk)
-        except Exception:  # stopped by us, or the connection dropped: either way the stream is over
+        except Exception:  # noqa: S110  (stopped by us, or the connection dropped: either way the stream is over)
             pass
         finally:
             pipe.put(_END)

@@ -45,7 +45,7 @@ class _Gpus:
             for name, read in readers:
                 try:
                     values[prefix + name] = float(read())
-                except Exception:  # a reading this GPU does not support
+                except Exception:  # noqa: S112  (a reading this GPU does not support)
                     continue
         return values
 
