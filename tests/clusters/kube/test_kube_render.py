@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import kubernetes_validate
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusters.kube import names
 from clusters.kube.envvars import RESERVED_ENV, check_user_env
@@ -413,3 +415,17 @@ def test_a_deepspeed_job_command_that_is_not_the_launcher_runs_as_given() -> Non
     job = make_job("deepspeed", replicas=2, command=("python", "finetune.py"))
     pod = pods(render(job, place(job), ClusterSettings()))[0]
     assert pod["spec"]["containers"][0]["command"] == ["python", "finetune.py"]  # one process per pod
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(name=st.text(min_size=1, max_size=300), project=st.text(min_size=1, max_size=60),
+       job_id=st.integers(min_value=1, max_value=2**63 - 1), attempt=st.integers(min_value=1, max_value=999))
+def test_no_user_string_reaches_an_object_name_or_a_label_unescaped(name, project, job_id, attempt):
+    """Whatever a job is called (emoji, newlines, quotes, 300 characters) and whatever its project's name holds, every
+    object name, hostname and label the renderer writes is valid for Kubernetes; the raw text survives only in
+    annotations, which take any string."""
+    job = make_job("deepspeed", name=name, project=project, job_id=job_id, attempt=attempt)
+    manifests = render(job, place(job), ClusterSettings())
+    for manifest in manifests:
+        check_names_and_quantities(manifest)
+        assert manifest["metadata"]["annotations"][names.ANNOTATION_JOB_NAME] == name
