@@ -226,10 +226,11 @@ def _quiet_run(todo: list[tuple[int, float]], start: int, st: dict, checks: list
     window's statistics, so every point of the run is held to the same baseline as it would be alone."""
     end = min(len(todo), start + MAX_RUN)
     bounds = []
+    plateau = None
     for rule, _, params, on_window in checks:
         if rule == LOSS_PLATEAU:
-            return 0  # its best value moves with every point
-        if on_window:
+            plateau = params
+        elif on_window:
             window_size = int(params["window"])
             if min(window_size, len(st["w"])) < params["min_points"]:
                 return 0
@@ -241,6 +242,8 @@ def _quiet_run(todo: list[tuple[int, float]], start: int, st: dict, checks: list
         return 0
     low, high = min(values), max(values)
     if any(_may_fire(rule, params, median, mad, low, high) for rule, params, median, mad in bounds):
+        return 0
+    if plateau is not None and not _plateau_quiet(todo[start:end], st, plateau):
         return 0
     gpu = next((params for rule, _, params, _ in checks if rule == GPU_UTIL_COLLAPSE), None)
     if gpu is not None:
@@ -256,6 +259,20 @@ def _quiet_run(todo: list[tuple[int, float]], start: int, st: dict, checks: list
             del window[:-size]
         st["_n"] += len(values)
     return len(values)
+
+
+def _plateau_quiet(run: list[tuple[int, float]], st: dict, params: Mapping[str, float]) -> bool:
+    """Follow the plateau rule's best value through a run of finite points, as `_loss_plateau` would one by one;
+    False (the state untouched) when some point of it would fire."""
+    best, since = st.get("best"), int(st.get("bs", 0))  # "bs" is set with "best"
+    min_delta, patience = params["min_delta"], params["steps"]
+    for step, value in run:
+        if best is None or value < best - min_delta * abs(best):
+            best, since = value, step
+        elif step - since >= patience:
+            return False
+    st["best"], st["bs"] = best, since
+    return True
 
 
 def _may_fire(rule: str, params: Mapping[str, float], median: float, mad: float | None, low: float,
