@@ -73,7 +73,7 @@ def prepare_database(url: str) -> bool:
         print(f"bench_costs: skipped, PostgreSQL is unreachable at {base}: {str(error).strip()}")
         return False
     # One connection for the whole run (its backend's CPU is measured), however long the CSV exports take.
-    os.environ.update(DATABASE_URL=url, DATABASE_CONN_MAX_AGE="86400", DJANGO_SETTINGS_MODULE="mlplatform.settings")
+    os.environ.update(DATABASE_URL=url, DATABASE_CONN_MAX_AGE="86400", DJANGO_SETTINGS_MODULE="tests.settings")
     os.environ.pop("REDIS_URL", None)
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0123456789abcdef0123")
     return True
