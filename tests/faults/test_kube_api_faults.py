@@ -6,6 +6,7 @@ API answers again."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -116,13 +117,14 @@ def test_timeouts_leave_jobs_as_they_are_and_a_create_that_timed_out_is_adopted(
     job = dispatched(replicas=1)
     kubelet(kube, job, running())
     resync()
-    kube.gate.outage = Outage(delay=0.6)  # twice the client's timeout: every call times out, is retried, gives up
+    kube.gate.outage = outage = Outage(delay=0.6)  # twice the client's timeout: every call times out, is retried
     with pytest.raises(TransientError):
         resync()
     assert state(job) == State.RUNNING
     late = dispatched(replicas=1)  # its creates time out on the client, and are served by the API server afterwards
     assert state(late) == State.DISPATCHING
     kube.gate.outage = None
+    time.sleep(outage.delay)  # the requests still held are served
     later(time_machine)
     resync()  # the redispatch meets what the timed-out creates left: 409, adopted
     assert len(pods_of(kube, late)) == 1
