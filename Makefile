@@ -15,7 +15,7 @@ DEV_ENV := $(DOTENV) DEBUG=$${DEBUG:-1}
 TEST_ENV := $(DOTENV) SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
 	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
-.PHONY: install run test fuzz lint bench migrate seed clean
+.PHONY: install run test fuzz lint bench chaos migrate seed clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ lint: install
 
 bench: install
 	@for script in bench/bench_*.py; do echo "== $$script"; $(TEST_ENV) $(PY) $$script || exit 1; done
+
+# Fault injection against the whole stack on a PostgreSQL and Redis of its own (docs/reliability.md#faults);
+# FAULTS="leader redis" runs only those.
+chaos: install
+	scripts/chaos.sh $(FAULTS)
 
 clean:
 	rm -rf $(VENV) node_modules var staticfiles

@@ -115,6 +115,8 @@ def transition(job: Job, target: str, *, reason: str, actor: Any, now: datetime 
     if not can_transition(source, target):
         raise InvalidTransition(f"Job {job.pk} cannot go from {source} to {target}.", field="state")
     now = now or timezone.now()
+    if job.current_attempt_id is not None and (target == State.RUNNING or ends_attempt(source, target)):
+        now = _not_before_attempt(job.current_attempt_id, now)
     changes = {"state": target, **fields}
     if target == State.QUEUED:  # queued again: the next attempt will open at its admission
         changes.update(queued_at=now, attempt=job.attempt + 1, current_attempt=None, retry_at=None)
@@ -144,6 +146,13 @@ def transition(job: Job, target: str, *, reason: str, actor: Any, now: datetime 
         _announce([Change(job.pk, job.project_id, source, target, now, actor_name(actor), attempt_id, number,
                           outcome)])
     return job
+
+
+def _not_before_attempt(attempt_id: int, now: datetime) -> datetime:
+    """`now`, or the attempt's admission or start if later: a clock turned back since (an NTP step, another host's
+    clock) must not end an attempt, and close its usage segment, before it began."""
+    times = Attempt.objects.filter(pk=attempt_id).values_list("admitted_at", "started_at").first()
+    return max([now, *(at for at in times or () if at is not None)])
 
 
 def _end_attempt(attempt_id: int, target: str, reason: str, end: AttemptEnd, now: datetime) -> str:

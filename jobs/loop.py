@@ -38,6 +38,7 @@ from tenancy.models import Project
 logger = logging.getLogger(__name__)
 
 ADVISORY_LOCK_KEY = 0x7D1A1  # any constant shared by every scheduler process
+CLOCK_JUMP_SECONDS = 1.0
 _process_lock = threading.Lock()
 
 
@@ -84,10 +85,19 @@ def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> 
 
 class _Forecasts:
     """The last forecast and what it was made from: a cycle that finds the same jobs, nodes and quotas (nothing
-    submitted, started, ended or changed since) keeps its estimates instead of simulating again."""
+    submitted, started, ended or changed since) keeps its estimates instead of simulating again, unless the wall
+    clock jumped since (its estimates are wall-clock times: they would be left in the past, or pushed out)."""
 
     fingerprint: tuple | None = None
     starts: dict[int, float] = {}
+    clock: tuple[float, float] = (0.0, 0.0)  # (wall, monotonic) seconds when it was made
+
+    @classmethod
+    def clock_jumped(cls) -> bool:
+        """The wall clock moved more than a second away from the monotonic one since the forecast was made (an NTP
+        step, a VM resumed from a snapshot, an operator setting the time)."""
+        wall, monotonic = cls.clock
+        return abs((time.time() - wall) - (time.monotonic() - monotonic)) > CLOCK_JUMP_SECONDS
 
 
 def _fingerprint(snapshot: core.Snapshot, policy: core.Policy, runtime_ratio: float) -> tuple:
@@ -108,11 +118,12 @@ def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy, result: core
         return {}
     ratio = runtime_share()
     fingerprint = _fingerprint(snapshot, policy, ratio)
-    if fingerprint != _Forecasts.fingerprint:
+    if fingerprint != _Forecasts.fingerprint or _Forecasts.clock_jumped():
         deadline = time.perf_counter() + seconds
         _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result, runtime_ratio=ratio,
                                           stop=lambda: time.perf_counter() > deadline)
         _Forecasts.fingerprint = fingerprint
+        _Forecasts.clock = (time.time(), time.monotonic())
     return _Forecasts.starts
 
 

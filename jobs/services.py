@@ -124,8 +124,16 @@ def job_claim_for_dispatch(attempt: Attempt, *, actor: str = "backend", log_loca
 
 
 def job_requeue_due_retries(now: datetime | None = None) -> int:
-    """Move retrying jobs whose backoff has passed back into the queue for their next attempt."""
+    """Move retrying jobs whose backoff has passed back into the queue for their next attempt.
+
+    A failure recorded after `now` means the clock was turned back since: its backoff then counts from now, not
+    from the failure, else the retry would wait the jump on top of it."""
     now = now or timezone.now()
+    for job in Job.objects.filter(state=State.RETRYING, retry_at__gt=now, current_attempt__ended_at__gt=now).values(
+            "pk", "retry_at", "current_attempt__ended_at"):
+        backoff = job["retry_at"] - job["current_attempt__ended_at"]
+        Job.objects.filter(pk=job["pk"], state=State.RETRYING, retry_at=job["retry_at"]).update(
+            retry_at=now + backoff)
     count = 0
     for job in Job.objects.filter(state=State.RETRYING, retry_at__lte=now):
         try:

@@ -80,9 +80,11 @@ def _running_rows() -> list[tuple]:
         "current_attempt__admitted_at", "min_runtime"))
 
 
-def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]]) -> tuple[core.RunningJob, ...]:
+def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]],
+             now: float) -> tuple[core.RunningJob, ...]:
     """Jobs holding capacity; each replica carries its group's CPU and memory requests (the placement stored with
-    the attempt names only node and devices)."""
+    the attempt names only node and devices). A start after `now` (the clock was turned back since) counts as now:
+    the forecast would otherwise add the jump to every estimate."""
     running = []
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
             min_runtime in rows:
@@ -91,7 +93,7 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
                                             *requests.get(a["role"], (0, 0)))
                             for a in placement)
         running.append(core.RunningJob(
-            id=job_id, project=project, priority=priority, started_at=(started or admitted).timestamp(),
+            id=job_id, project=project, priority=priority, started_at=min((started or admitted).timestamp(), now),
             placement=assignments, flavor=flavor, preemptible=preemptible, min_runtime=float(min_runtime),
             max_runtime=float(max_runtime) if max_runtime else None))
     return tuple(running)
@@ -143,7 +145,7 @@ class CycleInput:
 def build_snapshot(now: float) -> CycleInput:
     running_rows, pending_rows = _running_rows(), _pending_rows()
     groups = _groups_by_job([row[0] for row in running_rows] + [row[0] for row in pending_rows])
-    running = _running(running_rows, groups)
+    running = _running(running_rows, groups, now)
     pending, queued = _pending(pending_rows, groups)
     inventory = ports.inventory()
     projects = load_projects(ports.spent_budgets(datetime.fromtimestamp(now, tz=UTC)))

@@ -254,6 +254,9 @@ TIDAL = {
     "SCHEDULER_INTERVAL": env_float("TIDAL_SCHEDULER_INTERVAL", 5.0, minimum=0.1),
     "EMBEDDED_LOOP": env_bool("TIDAL_EMBEDDED_LOOP", False),
     "SIM_START_DELAY": env_float("TIDAL_SIM_START_DELAY", 2.0, minimum=0.0),
+    # An attempt still admitted (or dispatching with objects missing) this long after its admission lost its
+    # dispatch task (its worker died, Redis lost the queue): the periodic observation dispatches it again.
+    "REDISPATCH_AFTER": env_float("TIDAL_REDISPATCH_AFTER", 60.0, minimum=1.0),
     # Estimated starts: the scheduler run forward after each cycle, at most this many simulated cycles and seconds.
     "ETA_STEPS": env_int("TIDAL_ETA_STEPS", 200, minimum=0),
     "ETA_SECONDS": env_float("TIDAL_ETA_SECONDS", 1.0, minimum=0.0),

@@ -3,6 +3,11 @@ places on: the clusters' side of the dispatch port, registered at start-up by `C
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
 from clusters.models import Cluster, Node
 from jobs import ports
 from jobs import scheduling as core
@@ -17,6 +22,14 @@ def backend_for_cluster(cluster: Cluster) -> ports.Backend:
     from clusters.backends.kubernetes import KubernetesBackend
 
     return KubernetesBackend(cluster)
+
+
+def redispatch_before() -> datetime:
+    """Attempts admitted before this moment and still not claimed (or, on Kubernetes, with objects missing) lost
+    their dispatch task: a worker killed while running it (Celery acks such a task, so it never comes back) or a
+    queue Redis lost. Each backend's periodic observation dispatches them again; the conditional claim keeps a
+    task that was merely slow from dispatching twice."""
+    return timezone.now() - timedelta(seconds=settings.TIDAL["REDISPATCH_AFTER"])
 
 
 def backend_for_attempt(attempt: Attempt) -> ports.Backend:

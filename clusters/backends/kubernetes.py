@@ -21,7 +21,6 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters import kubemap
+from clusters.backends import redispatch_before
 from clusters.kube import names
 from clusters.kube.client import KubeClient
 from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
@@ -50,7 +50,6 @@ from jobs.states import State
 logger = logging.getLogger(__name__)
 
 ACTOR = "backend"
-REDISPATCH_AFTER = timedelta(seconds=60)  # the resync re-creates missing objects of jobs admitted this long ago
 BUCKET_KEY_PREFIX = "tidal:kube-qps:"  # + cluster id: the Redis hash of the cluster's shared token bucket
 PENDING_GRACE_MARGIN = 60  # seconds beyond the termination grace period before a Pending replica counts as stuck
 # When several replicas fail, the most specific cause wins: NCCL errors are usually the echo of a peer's crash.
@@ -237,7 +236,7 @@ class KubernetesBackend:
         pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(kubemap.instance()))
         by_attempt = group_pods(pods)
         not_ready = self.not_ready_nodes()
-        stale = timezone.now() - REDISPATCH_AFTER
+        stale = redispatch_before()
         for attempt in attempts:
             if attempt.job.state == State.ADMITTED:
                 if attempt.admitted_at <= stale:
@@ -274,7 +273,7 @@ class KubernetesBackend:
         if len(status.replicas) < expected:
             if job.state == State.RUNNING:
                 return self._vanished(attempt, status, expected)
-            if redispatch and attempt.admitted_at <= timezone.now() - REDISPATCH_AFTER:
+            if redispatch and attempt.admitted_at <= redispatch_before():
                 self.create(attempt)
             return None
         phase = Phase.RUNNING if status.state == "running" else Phase.PENDING

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.backends import redispatch_before
 from clusters.models import Cluster
 from jobs.models import Attempt
 from jobs.ports import Observation, Phase
@@ -50,10 +51,15 @@ class SimulatedBackend:
         logger.info("simulated stop of job %s attempt %s (%s)", attempt.job_id, attempt.number, reason)
 
     def observe(self, attempts: Iterable[Attempt]) -> Iterator[Observation]:
+        """What each open attempt's clock says; an attempt admitted long ago and never claimed lost its dispatch
+        task, and is dispatched now."""
         now = timezone.now()
+        stale = redispatch_before()
         lost_nodes = set(self.cluster.nodes.filter(ready=False).values_list("name", flat=True))
         for attempt in attempts:
-            if attempt.job.state in (State.DISPATCHING, State.RUNNING):
+            if attempt.job.state == State.ADMITTED and attempt.admitted_at <= stale:
+                self.dispatch(attempt)
+            elif attempt.job.state in (State.DISPATCHING, State.RUNNING):
                 yield self._observe(attempt, lost_nodes, now)
 
     def _observe(self, attempt: Attempt, lost_nodes: set[str], now: datetime) -> Observation:

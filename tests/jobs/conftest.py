@@ -81,11 +81,11 @@ def admit(job, cluster, nodes, *, devices=None, now=None):
 
 
 def run(job, cluster, nodes, **kwargs):
-    """Admit, dispatch and run `job` through the state machine."""
+    """Admit, dispatch and run `job` through the state machine (all at `now` when given)."""
     from jobs.lifecycle import transition
     from jobs.states import State
 
     job = admit(job, cluster, nodes, **kwargs)  # with on-commit callbacks running, the dispatch claimed it already
     for state in (State.DISPATCHING, State.RUNNING)[1 if job.state == State.DISPATCHING else 0:]:
-        transition(job, state, reason="test", actor="system")
+        transition(job, state, reason="test", actor="system", now=kwargs.get("now"))
     return job

@@ -8,6 +8,10 @@
   caller's Roles/ClusterRoles, bound by a RoleBinding in that namespace or a ClusterRoleBinding, allows it; a
   cluster-wide request (no namespace) is allowed only by a ClusterRoleBinding. SelfSubjectAccessReviews are
   answered from the same rules. The gate records what it authorized and what it refused.
+* **Outages** (when a test or `make chaos` sets ``gate.outage``): every n-th request is held for a while (a client
+  with a shorter timeout sees a timeout; the request is still served afterwards, as an API server finishes a create
+  its client gave up on) and/or answered with an error status (429 with ``Retry-After``, 500, 503) instead of being
+  served.
 
 :class:`ApiServerGate` wraps kmock's handler: kmock's ``Server`` builds its HTTP server through ``server_cls``, and
 :class:`GatedServer` is that class with the gate in front, so every request of every test goes through it.
@@ -15,6 +19,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +189,26 @@ def documented_rbac(namespaces: Iterable[str], *, markdown: Path = DOCS) -> list
     return out
 
 
+# ---------------------------------------------------------------------------------------------------- outages
+
+@dataclass(frozen=True)
+class Outage:
+    """A scripted fault: every ``every``-th request is held ``delay`` seconds, then answered ``status`` (0: served
+    as usual after the delay)."""
+
+    status: int = 0
+    delay: float = 0.0
+    every: int = 1
+    retry_after: int = 1  # seconds, on a 429
+
+    def answer(self) -> aiohttp.web.Response:
+        reasons = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+        response = status_response(self.status, reasons.get(self.status, "InternalError"), "injected outage")
+        if self.status == 429:
+            response.headers["Retry-After"] = str(self.retry_after)
+        return response
+
+
 # ------------------------------------------------------------------------------------------------------ gate
 
 class ApiServerGate:
@@ -193,15 +218,35 @@ class ApiServerGate:
         self.policy: Policy | None = None
         self.authorized: list[Attributes] = []  # resource requests the policy allowed
         self.denied: list[Attributes] = []
+        self.outage: Outage | None = None
+        self.seen = 0  # requests that reached the gate
+        self.faulted = 0  # requests an outage held or answered
 
     def wrap(self, handler: Handler) -> Handler:
         async def serve(request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-            refusal = await self._authorize(request)
-            if refusal is not None:
-                return refusal
-            return negotiate(request, await handler(request))
+            outage = self.outage
+            self.seen += 1
+            if outage is None or self.seen % outage.every:
+                return await self._serve(handler, request)
+            self.faulted += 1
+            if outage.status:
+                await asyncio.sleep(outage.delay)
+                return outage.answer()
+            # Held, then served even if the client gave up meanwhile (its disconnection cancels this handler, not
+            # the shielded work, which read the body first), as an API server completes a create whose client timed
+            # out.
+            await request.read()
+            return await asyncio.shield(self._serve(handler, request, delay=outage.delay))
 
         return serve
+
+    async def _serve(self, handler: Handler, request: aiohttp.web.BaseRequest, *,
+                     delay: float = 0.0) -> aiohttp.web.StreamResponse:
+        await asyncio.sleep(delay)
+        refusal = await self._authorize(request)
+        if refusal is not None:
+            return refusal
+        return negotiate(request, await handler(request))
 
     async def _authorize(self, request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse | None:
         """None to serve the request; else the API server's own answer (a 403, or a SelfSubjectAccessReview)."""
