@@ -1,5 +1,7 @@
 """Concurrent submissions, cancellations and two scheduler loops on PostgreSQL never over-allocate a node, never
-put a project above guarantee + borrow limit, and never admit a job twice."""
+put a project above guarantee + borrow limit, and never admit a job twice; a victim a backend claims while the
+cycle preempts it is still preempted; quota edits racing the scheduler never let a cycle admit beyond the quota it
+read, checked inside the transaction of every admission (`AdmissionAudit`)."""
 
 from __future__ import annotations
 
@@ -166,3 +168,171 @@ def test_a_victim_claimed_by_its_backend_while_the_cycle_preempts_it_is_still_pr
     assert all(used <= 8 for used in node_usage().values()), node_usage()
     preempted = Job.objects.filter(pk__in=[p.victim_id for p in result.preemptions])
     assert {job.state for job in preempted} == {State.QUEUED}
+
+
+class AdmissionAudit:
+    """Checks every scheduler admission, inside the transaction that makes it, against the quotas the same cycle
+    read: after the admission, no project may hold more of a flavor it was admitted on than that cycle's guarantee
+    + borrow limit (borrowing is on), and no node more than its devices. A project may stay above a quota lowered
+    under its running jobs; it may not be admitted more there.
+
+    `read` wraps `jobs.loop.build_snapshot` (it keeps the limits the cycle read); the instance itself is an
+    `on_change` listener."""
+
+    def __init__(self) -> None:
+        self.limits: dict[tuple[str, str], int] = {}
+        self.cycles: list[dict] = []  # per admitting cycle: the limits read, the quota rows as of the admission
+        self.violations: list[str] = []
+
+    def read(self, build):
+        def snapshot(now):
+            cycle_input = build(now)
+            self.limits = {(q.project, q.flavor): q.guaranteed + q.borrow_limit for q in cycle_input.snapshot.quotas}
+            return cycle_input
+        return snapshot
+
+    def __call__(self, changes) -> None:
+        from clusters.models import Node
+        from jobs.states import State
+
+        admitted = {c.job_id for c in changes if c.target == State.ADMITTED and c.actor == "scheduler"}
+        if not admitted:
+            return
+        nodes = {name: (devices, flavor) for name, devices, flavor in
+                 Node.objects.values_list("name", "devices", "flavor__name")}
+        held: Counter = Counter()
+        on_node: Counter = Counter()
+        touched = set()
+        for job_id, project, placement in Job.objects.filter(state__in=HOLDING).values_list(
+                "id", "project__slug", "current_attempt__placement"):
+            for replica in placement:
+                flavor = nodes[replica["node"]][1]
+                held[project, flavor] += replica["devices"]
+                on_node[replica["node"]] += replica["devices"]
+                if job_id in admitted:
+                    touched.add((project, flavor))
+        now = {(p, f): g + b for p, f, g, b in Quota.objects.values_list(
+            "project__slug", "flavor__name", "guaranteed", "borrow_limit")}
+        self.cycles.append({"read": dict(self.limits), "now": now, "admitted": len(admitted)})
+        for key in sorted(touched):
+            if held[key] > self.limits.get(key, 0):
+                self.violations.append(f"{key} holds {held[key]} after an admission; the cycle read a limit of "
+                                       f"{self.limits.get(key, 0)}")
+        self.violations += [f"node {node} holds {used} of {nodes[node][0]}" for node, used in on_node.items()
+                            if used > nodes[node][0]]
+
+
+@pytest.fixture
+def audit(monkeypatch) -> AdmissionAudit:
+    from jobs import lifecycle, loop
+
+    checker = AdmissionAudit()
+    monkeypatch.setattr(loop, "build_snapshot", checker.read(loop.build_snapshot))
+    monkeypatch.setattr(lifecycle, "_in_transaction", [*lifecycle._in_transaction, checker])
+    return checker
+
+
+def test_the_audit_catches_an_admission_over_the_quota_the_cycle_read(tenant, inventory, audit):
+    from jobs.loop import build_snapshot
+    from tests.jobs.conftest import admit
+
+    build_snapshot(time.time())  # vision may hold 16 + 8 h100
+    admit(submit(tenant, inventory["h100"], replicas=3, devices=8), inventory["cluster"], ["r1-n1", "r1-n2", "r2-n1"])
+    assert audit.violations == []
+    admit(submit(tenant, inventory["h100"], devices=8), inventory["cluster"], ["r1-n1"])  # a node and the quota
+    assert audit.violations == ["('vision', 'nvidia-h100-80gb') holds 32 after an admission; the cycle read a limit "
+                                "of 24", "node r1-n1 holds 16 of 8"]
+
+
+def test_quota_edits_and_cancellations_racing_the_scheduler_never_over_admit(tenant, inventory, staff_client,
+                                                                              audit, settings):
+    """A staff client lowers and raises vision's h100 guarantee and borrow limit while jobs are submitted, cancelled,
+    dispatched, run and finish, and the scheduler cycles: every admission is within the quota its cycle read, no
+    attempt is admitted twice, no cancelled job moves on."""
+    from clusters.services import observe_simulated
+    from core.errors import DomainError
+
+    settings.TIDAL = {**settings.TIDAL, "SIM_START_DELAY": 0.0}
+    quota = Quota.objects.get(project=tenant.project, flavor=inventory["h100"])
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    cancelled: list[int] = []
+    edits: list[tuple[int, int]] = []
+
+    def guard(func):
+        def wrapped(*args):
+            try:
+                func(*args)
+            except BaseException as error:  # surfaced below: a thread's failure must fail the test
+                errors.append(error)
+                stop.set()
+        return wrapped
+
+    @guard
+    def submitter(seed: int):
+        local = random.Random(seed)
+        while not stop.is_set():
+            project, user = (tenant.project, "member") if local.random() < 0.7 else (inventory["speech"], "owner")
+            with contextlib.suppress(DomainError):  # a job bigger than a lowered quota can never run: refused
+                submit(tenant, inventory["h100"], project=project, user=user, name=f"s{seed}",
+                       devices=local.choice([1, 2, 4, 8]), duration=local.choice([1, 2]),
+                       priority=local.choice(["normal", "normal", "high", "preemptible"]))
+            time.sleep(0.02)
+
+    @guard
+    def editor():
+        local = random.Random(11)
+        while not stop.is_set():
+            values = {"guaranteed": local.choice([0, 4, 8, 16, 24]), "borrow_limit": local.choice([0, 4, 8, 16])}
+            response = staff_client.patch(f"/api/v1/quotas/{quota.pk}/", values, format="json")
+            assert response.status_code == 200, response.content
+            edits.append((values["guaranteed"], values["borrow_limit"]))
+            time.sleep(0.03)
+
+    @guard
+    def canceller():
+        local = random.Random(13)
+        while not stop.is_set():
+            ids = list(Job.objects.filter(state__in=["queued", *HOLDING]).values_list("id", flat=True))
+            if ids:
+                job = Job.objects.select_related("project").get(pk=local.choice(ids))
+                with contextlib.suppress(InvalidTransition):
+                    job_cancel(actor=tenant.users["owner"], job=job)
+                    cancelled.append(job.pk)
+            time.sleep(0.05)
+
+    @guard
+    def scheduler():
+        while not stop.is_set():
+            run_once()  # dispatches what it admitted after commit (tasks run in-process)
+
+    @guard
+    def cluster():
+        while not stop.is_set():
+            observe_simulated()  # dispatching -> running -> succeeded, as the beat task does
+            time.sleep(0.05)
+
+    threads = [in_thread(scheduler), in_thread(cluster), in_thread(editor), in_thread(canceller),
+               *(in_thread(submitter, seed) for seed in range(3))]
+    stop.wait(timeout=8)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+
+    assert audit.violations == []
+    admitting = [cycle for cycle in audit.cycles if cycle["admitted"]]
+    limits_read = {cycle["read"].get(("vision", "nvidia-h100-80gb")) for cycle in admitting}
+    assert len(admitting) >= 10 and len(limits_read) >= 3, (len(admitting), limits_read)  # the edits did race
+    assert len(edits) >= 20 and cancelled
+
+    admissions = Counter(JobEvent.objects.filter(to_state="admitted").values_list("job_id", "attempt"))
+    assert set(admissions.values()) == {1}, "an attempt was admitted twice"
+    assert Counter(Attempt.objects.values_list("job_id", "number")) == admissions
+    cancel_events = dict(JobEvent.objects.filter(to_state="cancelled").values_list("job_id", "id"))
+    assert set(cancelled) <= set(cancel_events)
+    moved_on = JobEvent.objects.filter(job_id__in=cancel_events, to_state__in=[*HOLDING, "queued"]).values_list(
+        "job_id", "id")
+    assert [(job, event) for job, event in moved_on if event > cancel_events[job]] == []
+    assert not Attempt.objects.filter(job_id__in=cancel_events, ended_at__isnull=True).exists()
+    assert set(Job.objects.filter(pk__in=cancel_events).values_list("state", flat=True)) == {"cancelled"}
