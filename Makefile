@@ -12,7 +12,7 @@ DEV_ENV := DEBUG=$${DEBUG:-1}
 TEST_ENV := SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
 	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
-.PHONY: install run test lint bench migrate seed clean
+.PHONY: install run test lint bench soak migrate seed clean
 
 $(VENV)/.installed: requirements.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ lint: install
 
 bench: install
 	@for script in bench/bench_*.py; do echo "== $$script"; $(TEST_ENV) $(PY) $$script || exit 1; done
+
+# The production-like stack under the load test's mix for 10 minutes (SOAK_SECONDS); `make bench` runs it for 60 s.
+soak: install
+	$(TEST_ENV) $(PY) bench/bench_load.py --seconds $${SOAK_SECONDS:-600}
 
 clean:
 	rm -rf $(VENV) node_modules var staticfiles
