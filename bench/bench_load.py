@@ -497,12 +497,15 @@ def main() -> int:
     try:
         wait_up(f"http://127.0.0.1:{port}/healthz")
         samples, cpu, wall = asyncio.run(load())
-        died = [name for name, service in services.items() if service.poll() is not None]
+        died = {name: service.returncode for name, service in services.items() if service.poll() is not None}
     finally:
         for service in reversed(services.values()):
             stop(service)
     passed = report(driver, samples, cpu, wall, args) and not died
-    print(f"services that died during the run: {', '.join(died) or 'none'}  {'ok' if not died else 'FAIL'}")
+    gone = {name: next((s.at for s in samples if not s.rss[name]), None) for name in died}
+    print("services that died during the run: " + (", ".join(
+        f"{name} (exit {code}, gone at {gone[name]:.0f} s)" if gone[name] is not None else f"{name} (exit {code})"
+        for name, code in died.items()) or "none") + f"  {'ok' if not died else 'FAIL'}")
     print(f"jobs by state: {dict(sorted(job_counts(database_url).items()))}")
     errors = logged_errors()
     for line in errors[:10]:
