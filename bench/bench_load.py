@@ -92,9 +92,13 @@ class Endpoint:
     errors: list[str] = field(default_factory=list)  # every phase
     sent: int = 0  # measured phase
 
+    def accepts(self, status: int) -> bool:
+        return 200 <= status < 300 or status in self.expected
+
     def record(self, seconds: float, status: int | None, problem: str, measured: bool) -> None:
-        if status is None or not (200 <= status < 300 or status in self.expected):
-            self.errors.append(problem or f"HTTP {status}")
+        """One answer (`status` None: none came; `problem` says what went wrong, empty when nothing did)."""
+        if problem:
+            self.errors.append(problem)
         if measured:
             self.latencies.append(seconds)
             self.answered[status] += 1
@@ -150,8 +154,10 @@ class Driver:
         except httpx.HTTPError as error:
             endpoint.record(time.perf_counter() - started, None, f"{url}: {type(error).__name__} {error}", measured)
             return None
-        problem = f"{method} {url} as {user}: {response.status_code} {response.text[:200]}"
-        endpoint.record(time.perf_counter() - started, response.status_code, problem, measured)
+        seconds = time.perf_counter() - started
+        problem = "" if endpoint.accepts(response.status_code) else \
+            f"{method} {url} as {user}: {response.status_code} {response.text[:200]}"
+        endpoint.record(seconds, response.status_code, problem, measured)
         return response
 
     def _pick_job(self) -> tuple[int, str] | None:
