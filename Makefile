@@ -15,7 +15,7 @@ DEV_ENV := $(DOTENV) DEBUG=$${DEBUG:-1}
 TEST_ENV := $(DOTENV) SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789abcdef0123456789} DEBUG=0 \
 	DATABASE_CONN_MAX_AGE=$${DATABASE_CONN_MAX_AGE:-0}
 
-.PHONY: install run test fuzz lint bench chaos migrate seed clean
+.PHONY: install run test fuzz lint bench chaos soak migrate seed clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ bench: install
 # FAULTS="leader redis" runs only those.
 chaos: install
 	scripts/chaos.sh $(FAULTS)
+
+# The production-like stack under the load test's mix for 10 minutes (SOAK_SECONDS); `make bench` runs it for 60 s.
+soak: install
+	$(TEST_ENV) $(PY) bench/bench_load.py --seconds $${SOAK_SECONDS:-600}
 
 clean:
 	rm -rf $(VENV) node_modules var staticfiles

@@ -13,31 +13,35 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
-import psycopg
-
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stack import (  # noqa: E402
+    BENCH_SECRET_KEY,
+    free_port,
+    machine_busy_seconds,
+    manage,
+    postgres_process,
+    process_cpu_seconds,
+    process_group_of,
+    recreate_database,
+    start_gunicorn,
+    stop,
+    wait_up,
+)
 
 
 def prepare(env: dict) -> str:
-    base, _, name = env["DATABASE_URL"].rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    for args in (["migrate", "-v0"], ["seed_demo", "--without-jobs"]):
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
+    recreate_database(env["DATABASE_URL"])
+    manage(env, "migrate", "-v0")
+    manage(env, "seed_demo", "--without-jobs")
     code = ("from django.contrib.auth.models import User; from tenancy.services import token_create; "
             "print(token_create(user=User.objects.get(username='carol'), name='bench')[1])")
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return out.split()[-1]
+    return manage(env, "shell", "-c", code).split()[-1]
 
 
 BODY = json.dumps({"project": "vision", "name": "bench", "image": "ghcr.io/acme/train:1", "command": ["python", "t.py"],
@@ -87,38 +91,10 @@ async def load(port: int, token: str, clients: int, seconds: float) -> tuple[lis
     return latencies, errors, time.perf_counter() - started
 
 
-def process_cpu_seconds(matches) -> float:
-    """CPU seconds (user + system) of the live processes `matches(pid, ppid, name)` accepts, read from /proc."""
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, rest = stat.read_text().split(" (", 1)
-            name, fields = rest.rsplit(") ", 1)
-        except OSError:
-            continue
-        values = fields.split()
-        if matches(int(pid), int(values[1]), name):
-            total += int(values[11]) + int(values[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_seconds() -> float:
-    user, nice, system, idle, iowait, *_ = (int(v) for v in Path("/proc/stat").read_text().split()[1:8])
-    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
-
-
-def server_process_of(server: subprocess.Popen):
-    return lambda pid, ppid, name: server.pid in (pid, ppid)
-
-
-def postgres_process(pid: int, ppid: int, name: str) -> bool:
-    return name.startswith("postgres")
-
-
 def measure(server: subprocess.Popen, port: int, token: str, clients: int, seconds: float) -> str:
     """One row of the table: throughput, latency and CPU per request of the server, PostgreSQL and the machine."""
     meters = (process_cpu_seconds, process_cpu_seconds, lambda _: machine_busy_seconds())
-    owners = (server_process_of(server), postgres_process, None)
+    owners = (process_group_of(server), postgres_process, None)
     before = [meter(owner) for meter, owner in zip(meters, owners, strict=True)]
     latencies, errors, elapsed = asyncio.run(load(port, token, clients, seconds))
     after = [meter(owner) for meter, owner in zip(meters, owners, strict=True)]
@@ -141,42 +117,31 @@ def main() -> int:
     parser.add_argument("--redis", metavar="URL", help="run as deployed with Redis (cache, throttle counters and "
                         "scheduler wake-ups), e.g. redis://127.0.0.1:6379/15; default: embedded, no Redis")
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=os.environ.get("BENCH_API_DATABASE_URL",
                                            "postgres://postgres@127.0.0.1:5432/tidal_bench_api"),
-               SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
+               SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0",
                DJANGO_SETTINGS_MODULE="tests.settings",  # production's, on plain HTTP with throwaway keys
                TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
     if args.redis:
         env["REDIS_URL"] = args.redis
     token = prepare(env)
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind",
-                               f"127.0.0.1:{port}", "--workers", str(args.workers), "--log-level", "warning"],
-                              cwd=ROOT, env=env)
+    server = start_gunicorn(env, port, args.workers)
     print(f"POST /api/v1/jobs/ on gunicorn ({args.workers} sync workers), PostgreSQL"
           f"{' and Redis' if args.redis else ''}; CPU is milliseconds per "
           f"request;\ntarget at 16 clients: >= 200 req/s with p99 < 100 ms")
     print(f"{'clients':>8}{'requests':>9}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>7}{'server':>9}{'PG':>6}"
           f"{'machine':>9}  target")
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                httpx.get(f"{base}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_up(f"http://127.0.0.1:{port}/healthz")
         # Every worker imports Django after the fork and builds its caches on its first requests: warm them all up
         # unmeasured, as a server that has been up for a while would be.
         asyncio.run(load(port, token, max(args.clients), 3))
         for clients in args.clients:
             print(measure(server, port, token, clients, args.seconds), flush=True)
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        stop(server)
     print(f"  {os.cpu_count()} cores shared by the load client, gunicorn and PostgreSQL")
     return 0
 

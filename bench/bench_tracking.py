@@ -18,8 +18,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,12 +27,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import postgres_process, process_cpu_seconds  # noqa: E402
+from _stack import (  # noqa: E402
+    BENCH_SECRET_KEY,
+    ROOT,
+    free_port,
+    manage,
+    postgres_cpu_seconds,
+    process_cpu_seconds,
+    process_group_of,
+    recreate_database,
+    start,
+    start_gunicorn,
+    stop,
+    wait_up,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 BATCH = 10_000
 MLFLOW_BATCH = 1_000  # MLflow's log-batch limit
 MLFLOW_ENV = ROOT / "var" / "bench-mlflow"
@@ -99,8 +108,7 @@ print(json.dumps({{name: statistics.median(values[4:]) * 1000 for name, values i
 
 
 def anomaly_share(env: dict) -> str:
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", ANOMALY_SHARE.format()], cwd=ROOT,
-                         env=env, check=True, capture_output=True, text=True).stdout
+    out = manage(env, "shell", "-c", ANOMALY_SHARE.format())
     cpu = json.loads(out.strip().splitlines()[-1])
     share = cpu["with"] / cpu["without"] - 1
     return (f"{cpu['without']:>12.1f}{cpu['with']:>12.1f}{share:>10.1%}  "
@@ -108,42 +116,10 @@ def anomaly_share(env: dict) -> str:
 
 
 def prepare(env: dict, clients: int) -> dict:
-    base, _, name = env["DATABASE_URL"].rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    code = SETUP.format(clients=clients, keys=KEYS)
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout
+    recreate_database(env["DATABASE_URL"])
+    manage(env, "migrate", "-v0")
+    out = manage(env, "shell", "-c", SETUP.format(clients=clients, keys=KEYS))
     return json.loads(out.strip().splitlines()[-1])
-
-
-def postgres_cpu_seconds() -> float:
-    """PostgreSQL's CPU seconds: its live processes, plus what its backends that exited (a client disconnecting)
-    spent, which the kernel adds to their parent's children times."""
-    total = process_cpu_seconds(postgres_process)
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, rest = stat.read_text().split(" (", 1)
-            name, fields = rest.rsplit(") ", 1)
-            values = fields.split()
-            parent = Path(f"/proc/{values[1]}/comm").read_text() if name.startswith("postgres") else ""
-        except OSError:
-            continue
-        if name.startswith("postgres") and not parent.startswith("postgres"):
-            total += (int(values[13]) + int(values[14])) / os.sysconf("SC_CLK_TCK")  # the postmaster's cutime, cstime
-    return total
-
-
-def process_group_of(server: subprocess.Popen) -> Callable[[int, int, str], bool]:
-    """The server's processes, however deep it forks its workers (started in a session of its own)."""
-    def matches(pid: int, ppid: int, name: str) -> bool:
-        try:
-            return os.getpgid(pid) == server.pid
-        except OSError:  # gone meanwhile
-            return False
-    return matches
 
 
 @dataclass(frozen=True)
@@ -232,16 +208,6 @@ def sign_in(browser: httpx.Client) -> None:
         raise SystemExit(f"could not sign in to the bench server ({response.status_code})")
 
 
-def wait_up(url: str) -> None:
-    for _ in range(300):
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not come up")
-
-
 def start_mlflow(port: int, workers: int) -> subprocess.Popen | None:
     """MLflow's tracking server on PostgreSQL, from its own environment (var/bench-mlflow, created on first use from
     bench/mlflow-requirements.txt: its dependencies are not Tidal's). None when it cannot be installed here."""
@@ -255,27 +221,12 @@ def start_mlflow(port: int, workers: int) -> subprocess.Popen | None:
             print(f"MLflow could not be installed, its figures are left out:\n{done.stderr[-500:]}")
             shutil.rmtree(MLFLOW_ENV, ignore_errors=True)
             return None
-    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "mlflow_bench"')
-        conn.execute('CREATE DATABASE "mlflow_bench"')
-    server = subprocess.Popen([str(MLFLOW_ENV / "bin" / "mlflow"), "server", "--backend-store-uri",
-                               "postgresql+psycopg2://postgres@127.0.0.1:5432/mlflow_bench", "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", str(workers)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_up(f"http://127.0.0.1:{port}/health")
+    recreate_database("postgres://postgres@127.0.0.1:5432/mlflow_bench")
+    server = start([str(MLFLOW_ENV / "bin" / "mlflow"), "server", "--backend-store-uri",
+                    "postgresql+psycopg2://postgres@127.0.0.1:5432/mlflow_bench", "--host", "127.0.0.1",
+                    "--port", str(port), "--workers", str(workers)], dict(os.environ), Path(os.devnull))
+    wait_up(f"http://127.0.0.1:{port}/health", seconds=120)
     return server
-
-
-def stop(server: subprocess.Popen | None) -> None:
-    if server is not None:
-        os.killpg(server.pid, signal.SIGTERM)  # MLflow's server runs its workers in children of its own
-        server.wait(timeout=30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def main() -> int:
@@ -289,14 +240,12 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=os.environ.get("BENCH_TRACKING_DATABASE_URL",
                                            "postgres://postgres@127.0.0.1:5432/tidal_bench_tracking"),
-               SECRET_KEY="bench-only-secret-key-0123456789abcdef0123", DEBUG="0",
+               SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0",
                DJANGO_SETTINGS_MODULE="tests.settings",  # production's, on plain HTTP with throwaway keys
                TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
     print("preparing: a 1,000,000-point series and 5,000 runs ...", flush=True)
     setup = prepare(env, max(args.clients))
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind",
-                               f"127.0.0.1:{port}", "--workers", str(args.workers), "--log-level", "warning"],
-                              cwd=ROOT, env=env, start_new_session=True)
+    server = start_gunicorn(env, port, args.workers)
     mlflow = None
     base, mlflow_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{mlflow_port}"
     auth = {"Authorization": f"Bearer {setup['token']}", "Content-Type": "application/json"}

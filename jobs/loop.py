@@ -22,7 +22,6 @@ from django.utils import timezone
 
 from core import wakeup
 from core.collector import collector_paused
-from core.errors import InvalidTransition
 from jobs import lifecycle, metrics, services
 from jobs import scheduling as core
 from jobs.bulk import bulk_set
@@ -60,18 +59,21 @@ def _admission(admit: core.Admit, cluster_ids: dict[str, int]) -> Admission:
 
 
 def _apply_preemptions(result: core.CycleResult, now: datetime) -> None:
-    """Requeue victims, which resume from their checkpoint; the state machine stops their attempts after commit."""
+    """Requeue victims, which resume from their checkpoint; the state machine stops their attempts after commit.
+
+    The victims' rows are locked first, in id order, and read as they are then: a victim its backend moved on
+    since the snapshot (admitted -> dispatching -> running, committed or about to be) still holds its devices and
+    is preempted from its new state; skipping it would put the jobs admitted in its place on devices it holds.
+    A victim that stopped holding meanwhile (cancelled, finished, failed) has freed them already."""
     victims = {p.victim_id: p for p in result.preemptions}
-    for job in Job.objects.filter(pk__in=victims, state__in=HOLDING).select_related("project", "flavor"):
+    holding = (Job.objects.select_for_update(of=("self",)).filter(pk__in=victims, state__in=HOLDING)
+               .select_related("project", "flavor").order_by("pk"))
+    for job in holding:
         decision = victims[job.pk]
-        try:
-            with transaction.atomic():  # a savepoint: a job that moved meanwhile is skipped, not the whole cycle
-                lifecycle.transition(job, State.PREEMPTED, reason=decision.reason, actor="scheduler", now=now,
-                                     details={"for_job": decision.for_job_id})
-                lifecycle.transition(job, State.QUEUED, reason="requeued after preemption; resumes from its "
-                                     "checkpoint", actor="scheduler", now=now)
-        except InvalidTransition:
-            continue
+        lifecycle.transition(job, State.PREEMPTED, reason=decision.reason, actor="scheduler", now=now,
+                             details={"for_job": decision.for_job_id})
+        lifecycle.transition(job, State.QUEUED, reason="requeued after preemption; resumes from its checkpoint",
+                             actor="scheduler", now=now)
         metrics.PREEMPTIONS.labels(job.project.slug, job.flavor.name).inc()
 
 

@@ -1,15 +1,18 @@
 """Concurrent submissions, cancellations and two scheduler loops on PostgreSQL never over-allocate a node, never
-put a project above guarantee + borrow limit, and never admit a job twice."""
+put a project above guarantee + borrow limit, and never admit a job twice; a victim a backend claims while the
+cycle preempts it is still preempted; quota edits racing the scheduler never let a cycle admit beyond the quota it
+read, checked inside the transaction of every admission (`AdmissionAudit`)."""
 
 from __future__ import annotations
 
 import contextlib
 import random
 import threading
+import time
 from collections import Counter
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from core.errors import InvalidTransition
 from jobs.loop import run_once
@@ -105,3 +108,231 @@ def test_parallel_submissions_cancellations_and_two_schedulers(tenant, inventory
     assert opened == admissions, "every admission opened exactly one attempt"
     assert Attempt.objects.filter(ended_at__isnull=True).count() == Job.objects.filter(state__in=HOLDING).count()
     assert sum(admissions.values()) > 0
+
+
+def node_usage() -> Counter:
+    """Devices each node holds for the jobs holding capacity, read from their current attempts."""
+    used: Counter = Counter()
+    for job in Job.objects.filter(state__in=HOLDING).select_related("current_attempt"):
+        for replica in job.current_attempt.placement:
+            used[replica["node"]] += replica["devices"]
+    return used
+
+
+def test_a_victim_claimed_by_its_backend_while_the_cycle_preempts_it_is_still_preempted(tenant, inventory,
+                                                                                        monkeypatch):
+    """The cycle reads a victim as admitted; before it preempts it, a backend's claim (admitted -> dispatching)
+    commits. The victim still holds its devices, so it must still be preempted: skipping it would put the job it
+    makes room for on devices it holds."""
+    from jobs import lifecycle
+    from jobs.lifecycle import transition
+    from jobs.states import State
+    from tests.jobs.conftest import admit
+
+    monkeypatch.setattr(lifecycle.ports, "dispatch", lambda attempt_id: None)  # the test claims, when it chooses
+    nodes = ["r1-n1", "r1-n2", "r2-n1", "r2-n2"]
+    victims = [admit(submit(tenant, inventory["h100"], project=inventory["speech"], user="owner", devices=8,
+                            priority="preemptible", name=f"spare-{node}"), inventory["cluster"], [node])
+               for node in nodes]
+    urgent = submit(tenant, inventory["h100"], devices=8, name="urgent")  # inside vision's idle guarantee
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        scheduler_pid = cursor.fetchone()[0]
+    claimed, errors = threading.Event(), []
+
+    def backend_claims():
+        """Claim every victim in one transaction, and commit only once the cycle waits for those rows."""
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                for job in victims:
+                    transition(Job.objects.get(pk=job.pk), State.DISPATCHING, reason="claimed", actor="backend")
+                claimed.set()
+                for _ in range(200):
+                    cursor.execute("SELECT pg_stat_clear_snapshot()")  # else the view is read once per transaction
+                    cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [scheduler_pid])
+                    if cursor.fetchone()[0] == "Lock":
+                        break
+                    time.sleep(0.05)
+                else:
+                    errors.append("the cycle never waited for the claimed rows")
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+            claimed.set()
+
+    claimer = in_thread(backend_claims)
+    assert claimed.wait(timeout=30)
+    result = run_once()
+    claimer.join(timeout=30)
+    assert errors == []
+    assert result.preemptions and urgent.pk in {a.job_id for a in result.admits}
+    assert all(used <= 8 for used in node_usage().values()), node_usage()
+    preempted = Job.objects.filter(pk__in=[p.victim_id for p in result.preemptions])
+    assert {job.state for job in preempted} == {State.QUEUED}
+
+
+class AdmissionAudit:
+    """Checks every scheduler admission, inside the transaction that makes it, against the quotas the same cycle
+    read: after the admission, no project may hold more of a flavor it was admitted on than that cycle's guarantee
+    + borrow limit (borrowing is on), and no node more than its devices. A project may stay above a quota lowered
+    under its running jobs; it may not be admitted more there.
+
+    `read` wraps `jobs.loop.build_snapshot` (it keeps the limits the cycle read); the instance itself is an
+    `on_change` listener."""
+
+    def __init__(self) -> None:
+        self.limits: dict[tuple[str, str], int] = {}
+        self.cycles: list[dict] = []  # per admitting cycle: the limits read, the quota rows as of the admission
+        self.violations: list[str] = []
+
+    def read(self, build):
+        def snapshot(now):
+            cycle_input = build(now)
+            self.limits = {(q.project, q.flavor): q.guaranteed + q.borrow_limit for q in cycle_input.snapshot.quotas}
+            return cycle_input
+        return snapshot
+
+    def __call__(self, changes) -> None:
+        from clusters.models import Node
+        from jobs.states import State
+
+        admitted = {c.job_id for c in changes if c.target == State.ADMITTED and c.actor == "scheduler"}
+        if not admitted:
+            return
+        nodes = {name: (devices, flavor) for name, devices, flavor in
+                 Node.objects.values_list("name", "devices", "flavor__name")}
+        held: Counter = Counter()
+        on_node: Counter = Counter()
+        touched = set()
+        for job_id, project, placement in Job.objects.filter(state__in=HOLDING).values_list(
+                "id", "project__slug", "current_attempt__placement"):
+            for replica in placement:
+                flavor = nodes[replica["node"]][1]
+                held[project, flavor] += replica["devices"]
+                on_node[replica["node"]] += replica["devices"]
+                if job_id in admitted:
+                    touched.add((project, flavor))
+        now = {(p, f): g + b for p, f, g, b in Quota.objects.values_list(
+            "project__slug", "flavor__name", "guaranteed", "borrow_limit")}
+        self.cycles.append({"read": dict(self.limits), "now": now, "admitted": len(admitted)})
+        for key in sorted(touched):
+            if held[key] > self.limits.get(key, 0):
+                self.violations.append(f"{key} holds {held[key]} after an admission; the cycle read a limit of "
+                                       f"{self.limits.get(key, 0)}")
+        self.violations += [f"node {node} holds {used} of {nodes[node][0]}" for node, used in on_node.items()
+                            if used > nodes[node][0]]
+
+
+@pytest.fixture
+def audit(monkeypatch) -> AdmissionAudit:
+    from jobs import lifecycle, loop
+
+    checker = AdmissionAudit()
+    monkeypatch.setattr(loop, "build_snapshot", checker.read(loop.build_snapshot))
+    monkeypatch.setattr(lifecycle, "_in_transaction", [*lifecycle._in_transaction, checker])
+    return checker
+
+
+def test_the_audit_catches_an_admission_over_the_quota_the_cycle_read(tenant, inventory, audit):
+    from jobs.loop import build_snapshot
+    from tests.jobs.conftest import admit
+
+    build_snapshot(time.time())  # vision may hold 16 + 8 h100
+    admit(submit(tenant, inventory["h100"], replicas=3, devices=8), inventory["cluster"], ["r1-n1", "r1-n2", "r2-n1"])
+    assert audit.violations == []
+    admit(submit(tenant, inventory["h100"], devices=8), inventory["cluster"], ["r1-n1"])  # a node and the quota
+    assert audit.violations == ["('vision', 'nvidia-h100-80gb') holds 32 after an admission; the cycle read a limit "
+                                "of 24", "node r1-n1 holds 16 of 8"]
+
+
+def test_quota_edits_and_cancellations_racing_the_scheduler_never_over_admit(tenant, inventory, staff_client,
+                                                                              audit, settings):
+    """A staff client lowers and raises vision's h100 guarantee and borrow limit while jobs are submitted, cancelled,
+    dispatched, run and finish, and the scheduler cycles: every admission is within the quota its cycle read, no
+    attempt is admitted twice, no cancelled job moves on."""
+    from clusters.services import observe_simulated
+    from core.errors import DomainError
+
+    settings.TIDAL = {**settings.TIDAL, "SIM_START_DELAY": 0.0}
+    quota = Quota.objects.get(project=tenant.project, flavor=inventory["h100"])
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    cancelled: list[int] = []
+    edits: list[tuple[int, int]] = []
+
+    def guard(func):
+        def wrapped(*args):
+            try:
+                func(*args)
+            except BaseException as error:  # surfaced below: a thread's failure must fail the test
+                errors.append(error)
+                stop.set()
+        return wrapped
+
+    @guard
+    def submitter(seed: int):
+        local = random.Random(seed)
+        while not stop.is_set():
+            project, user = (tenant.project, "member") if local.random() < 0.7 else (inventory["speech"], "owner")
+            with contextlib.suppress(DomainError):  # a job bigger than a lowered quota can never run: refused
+                submit(tenant, inventory["h100"], project=project, user=user, name=f"s{seed}",
+                       devices=local.choice([1, 2, 4, 8]), duration=local.choice([1, 2]),
+                       priority=local.choice(["normal", "normal", "high", "preemptible"]))
+            time.sleep(0.02)
+
+    @guard
+    def editor():
+        local = random.Random(11)
+        while not stop.is_set():
+            values = {"guaranteed": local.choice([0, 4, 8, 16, 24]), "borrow_limit": local.choice([0, 4, 8, 16])}
+            response = staff_client.patch(f"/api/v1/quotas/{quota.pk}/", values, format="json")
+            assert response.status_code == 200, response.content
+            edits.append((values["guaranteed"], values["borrow_limit"]))
+            time.sleep(0.03)
+
+    @guard
+    def canceller():
+        local = random.Random(13)
+        while not stop.is_set():
+            ids = list(Job.objects.filter(state__in=["queued", *HOLDING]).values_list("id", flat=True))
+            if ids:
+                job = Job.objects.select_related("project").get(pk=local.choice(ids))
+                with contextlib.suppress(InvalidTransition):
+                    job_cancel(actor=tenant.users["owner"], job=job)
+                    cancelled.append(job.pk)
+            time.sleep(0.05)
+
+    @guard
+    def scheduler():
+        while not stop.is_set():
+            run_once()  # dispatches what it admitted after commit (tasks run in-process)
+
+    @guard
+    def cluster():
+        while not stop.is_set():
+            observe_simulated()  # dispatching -> running -> succeeded, as the beat task does
+            time.sleep(0.05)
+
+    threads = [in_thread(scheduler), in_thread(cluster), in_thread(editor), in_thread(canceller),
+               *(in_thread(submitter, seed) for seed in range(3))]
+    stop.wait(timeout=8)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+
+    assert audit.violations == []
+    admitting = [cycle for cycle in audit.cycles if cycle["admitted"]]
+    limits_read = {cycle["read"].get(("vision", "nvidia-h100-80gb")) for cycle in admitting}
+    assert len(admitting) >= 10 and len(limits_read) >= 3, (len(admitting), limits_read)  # the edits did race
+    assert len(edits) >= 20 and cancelled
+
+    admissions = Counter(JobEvent.objects.filter(to_state="admitted").values_list("job_id", "attempt"))
+    assert set(admissions.values()) == {1}, "an attempt was admitted twice"
+    assert Counter(Attempt.objects.values_list("job_id", "number")) == admissions
+    cancel_events = dict(JobEvent.objects.filter(to_state="cancelled").values_list("job_id", "id"))
+    assert set(cancelled) <= set(cancel_events)
+    moved_on = JobEvent.objects.filter(job_id__in=cancel_events, to_state__in=[*HOLDING, "queued"]).values_list(
+        "job_id", "id")
+    assert [(job, event) for job, event in moved_on if event > cancel_events[job]] == []
+    assert not Attempt.objects.filter(job_id__in=cancel_events, ended_at__isnull=True).exists()
+    assert set(Job.objects.filter(pk__in=cancel_events).values_list("state", flat=True)) == {"cancelled"}

@@ -1,0 +1,150 @@
+"""What the benchmarks that run Tidal's own processes share: a scratch PostgreSQL database, `manage.py` commands,
+gunicorn and other services started in sessions of their own (so a whole process tree is measured and stopped
+together), and the CPU seconds and memory of those trees read from /proc.
+
+Not a benchmark itself (the Makefile's loop runs bench/bench_*.py only).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_SECRET_KEY = "bench-only-secret-key-0123456789abcdef0123"
+
+Matcher = Callable[[int, int, str], bool]  # (pid, parent pid, command name) -> is it one of ours
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the database `url` names, on its server (connecting to its `postgres` database)."""
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def manage(env: dict, *args: str) -> str:
+    """Run `manage.py <args>` with `env`; returns its standard output (raises with its output when it fails)."""
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"manage.py {' '.join(args)[:80]} failed ({done.returncode}):\n{done.stdout[-2000:]}"
+                         f"{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_up(url: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up within {seconds:.0f} s")
+
+
+def start(command: list[str], env: dict, log: Path | None = None) -> subprocess.Popen:
+    """A service in a session of its own: its pid is its process group, which holds every process it forks."""
+    out = open(log, "ab") if log is not None else None  # noqa: SIM115 (the child keeps it; closed with the child)
+    try:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                start_new_session=True)
+    finally:
+        if out is not None:
+            out.close()
+
+
+def start_gunicorn(env: dict, port: int, workers: int, log: Path | None = None) -> subprocess.Popen:
+    return start([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind", f"127.0.0.1:{port}",
+                  "--workers", str(workers), "--log-level", "warning"], env, log)
+
+
+def stop(service: subprocess.Popen | None, timeout: float = 30) -> int | None:
+    """SIGTERM to the service's whole process group (workers included), then wait; SIGKILL after `timeout`."""
+    if service is None:
+        return None
+    try:
+        os.killpg(service.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return service.wait()
+    try:
+        return service.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(service.pid, signal.SIGKILL)
+        return service.wait()
+
+
+def _proc_stats() -> list[tuple[int, int, str, list[str]]]:
+    """(pid, parent pid, name, the fields after the name) of every live process."""
+    stats = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" (", 1)
+        except OSError:  # gone meanwhile
+            continue
+        name, fields = rest.rsplit(") ", 1)
+        values = fields.split()
+        stats.append((int(pid), int(values[1]), name, values))
+    return stats
+
+
+def process_cpu_seconds(matches: Matcher) -> float:
+    """CPU seconds (user + system) of the live processes `matches(pid, ppid, name)` accepts, read from /proc."""
+    total = sum(int(values[11]) + int(values[12]) for pid, ppid, name, values in _proc_stats()
+                if matches(pid, ppid, name))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def process_rss_bytes(matches: Matcher) -> int:
+    """Resident memory of the processes `matches` accepts, summed (pages shared between them count once each)."""
+    return sum(int(values[21]) for pid, ppid, name, values in _proc_stats()
+               if matches(pid, ppid, name)) * os.sysconf("SC_PAGE_SIZE")
+
+
+def machine_busy_seconds() -> float:
+    user, nice, system, idle, iowait, *_ = (int(v) for v in Path("/proc/stat").read_text().split()[1:8])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_process(pid: int, ppid: int, name: str) -> bool:
+    return name.startswith("postgres")
+
+
+def postgres_cpu_seconds() -> float:
+    """PostgreSQL's CPU seconds: its live processes, plus what its backends that exited (a client disconnecting)
+    spent, which the kernel adds to their parent's children times."""
+    stats = _proc_stats()
+    names = {pid: name for pid, _, name, _ in stats}
+    total = 0
+    for _, ppid, name, values in stats:
+        if name.startswith("postgres"):
+            total += int(values[11]) + int(values[12])
+            if not names.get(ppid, "").startswith("postgres"):  # the postmaster: its exited children's times
+                total += int(values[13]) + int(values[14])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def process_group_of(service: subprocess.Popen) -> Matcher:
+    """The service's processes, however deep it forks its workers (started in a session of its own)."""
+    def matches(pid: int, ppid: int, name: str) -> bool:
+        try:
+            return os.getpgid(pid) == service.pid
+        except OSError:  # gone meanwhile
+            return False
+    return matches
