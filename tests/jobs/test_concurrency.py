@@ -336,3 +336,48 @@ def test_quota_edits_and_cancellations_racing_the_scheduler_never_over_admit(ten
     assert [(job, event) for job, event in moved_on if event > cancel_events[job]] == []
     assert not Attempt.objects.filter(job_id__in=cancel_events, ended_at__isnull=True).exists()
     assert set(Job.objects.filter(pk__in=cancel_events).values_list("state", flat=True)) == {"cancelled"}
+
+
+def test_two_hundred_concurrent_api_submissions_with_two_schedulers_never_over_admit(tenant, inventory, audit):
+    """200 submissions through the API from 8 clients at once (two projects of one organization, sizes drawn at
+    random) while two schedulers cycle: every admission is checked at its instant against the quota its cycle read
+    and the nodes' sizes, every submission is stored once, and no job is admitted twice."""
+    from tests.conftest import client_for
+    from tests.jobs.conftest import api_body
+
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    statuses: list[int] = []  # list.append is atomic under the GIL; a Counter's += is not
+    clients = {"vision": client_for(tenant.users["member"]), "speech": client_for(tenant.users["owner"])}
+
+    def submitter(seed: int) -> None:
+        local = random.Random(seed)
+        try:
+            for i in range(25):
+                project = "vision" if local.random() < 0.6 else "speech"
+                body = api_body(project=project, name=f"c{seed}-{i}", replicas=local.choice([1, 1, 2]),
+                                devices=local.choice([2, 4, 8]))
+                statuses.append(clients[project].post("/api/v1/jobs/", body, format="json").status_code)
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    def scheduler() -> None:
+        try:
+            while not stop.is_set():
+                run_once()
+        except BaseException as error:
+            errors.append(error)
+
+    schedulers = [in_thread(scheduler) for _ in range(2)]
+    submitters = [in_thread(submitter, seed) for seed in range(8)]
+    for thread in submitters:
+        thread.join(timeout=180)
+    run_once()
+    stop.set()
+    for thread in schedulers:
+        thread.join(timeout=60)
+    assert errors == [] and Counter(statuses) == Counter({201: 200})
+    assert Job.objects.count() == 200
+    assert audit.violations == [] and len(audit.cycles) >= 1
+    admissions = Counter(JobEvent.objects.filter(to_state="admitted").values_list("job_id", flat=True))
+    assert admissions and max(admissions.values()) == 1, "a job was admitted twice"
