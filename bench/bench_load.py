@@ -1,7 +1,7 @@
 """Load: Tidal as deployed (gunicorn, a Celery worker and beat, the scheduler loop, on PostgreSQL and Redis, with
 the demo's tenants, simulated cluster and quotas) under a steady mix of API traffic from several users' tokens.
 
-    .venv/bin/python bench/bench_load.py [--seconds 60] [--warmup 15] [--scale 1.0] [--workers 3]
+    .venv/bin/python bench/bench_load.py [--seconds 60] [--warmup 15] [--scale 1.0] [--workers 3] [--no-surges]
     make soak                                      # the same for 10 minutes
 
 The mix (requests per second, times --scale; arrivals at random, at most --in-flight requests at once):
@@ -11,6 +11,13 @@ from notebooks, whose series grow all along), cost reports 0.5. The jobs (1 to 1
 seconds, a tenth of them preemptible, a tenth of high priority) finish, are cancelled or preempted at about the
 rate they arrive, so the queue stays short and what grows over a run is history (jobs, events, points, usage), as
 in production.
+
+On top of the mix, surges in turn (--no-surges to leave them out): each kind at the rate its benchmark drives it,
+closed-loop clients sending their next request as soon as the last one answered, for a third of the memory rule's
+window each (20 s in a soak): submissions from 16 users (bench_api.py's 16 clients, target 200 jobs/s), each job
+cancelled by its submitter as soon as it is created so the queue stays bounded; the mix's reads from 16 users (the
+same 200 requests/s); 10,000-point batches from one client (bench_tracking.py, target 100,000 points/s). Printed:
+the rate each reached beside its benchmark's target.
 
 Printed: p50 and p99 per endpoint, errors, CPU seconds of each service, PostgreSQL and the load client beside the
 wall time, and the resident memory (RSS) of each service over time. The run fails (exit 1) when:
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -39,6 +47,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,10 +81,17 @@ USERS = ("admin", "alice", "bob", "carol", "dave", "erin")  # the demo's staff, 
 PROJECT_FLAVORS = {"language": ("nvidia-h100-80gb",), "vision": ("nvidia-h100-80gb", "nvidia-a100-40gb"),
                    "robotics": ("nvidia-h100-80gb", "nvidia-a100-40gb")}
 HOLDING = ("admitted", "dispatching", "running")
+SURGE_USERS = tuple(f"surge-{n:02d}" for n in range(1, 17))  # one user per surging client, as 16 engineers
 TOKENS = """
 import json
 from django.contrib.auth.models import User
-from tenancy.services import token_create
+from tenancy.models import Project
+from tenancy.services import membership_add, token_create
+admin = User.objects.get(username="admin")
+for name in %r:
+    user = User.objects.create_user(name)
+    for project in Project.objects.filter(slug__in=%r):
+        membership_add(actor=admin, project=project, user=user, role="member")
 print(json.dumps({name: token_create(user=User.objects.get(username=name), name="load")[1] for name in %r}))
 """
 
@@ -102,6 +118,22 @@ class Endpoint:
         if measured:
             self.latencies.append(seconds)
             self.answered[status] += 1
+
+
+@dataclass
+class Surge:
+    """One kind of traffic driven as its benchmark drives it, for a phase at a time on top of the mix: closed-loop
+    clients, each sending its next request as soon as the last one answered."""
+
+    name: str
+    clients: int
+    target: float  # units per second its benchmark asks for
+    unit: str  # what is counted
+    benchmark: str  # where the target comes from
+    action: Callable[[str], Awaitable[int]]  # one iteration of one client (its user); returns the units done
+    done: int = 0  # units, measured phase
+    seconds: float = 0.0  # measured seconds spent surging
+    latencies: list[float] = field(default_factory=list)  # seconds per iteration, measured phase
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -133,6 +165,13 @@ class Driver:
         self.actions = {"POST jobs": self.submit, "POST jobs/<id>/cancel": self.cancel, "GET queue": self.queue,
                         "GET jobs": self.job_list, "GET jobs/<id>": self.job_read, "GET runs": self.run_list,
                         "POST runs/<id>/log-batch": self.log_batch, "GET costs": self.costs}
+        self.surges = (
+            Surge("submissions", 16, 200, "jobs/s", "bench_api.py: POST /api/v1/jobs/, 16 clients",
+                  self.submit_and_cancel),
+            Surge("reads", 16, 200, "requests/s", "the API benchmark's rate, 16 clients, the mix's reads",
+                  self.read),
+            Surge("ingestion", 1, 100_000, "points/s", "bench_tracking.py: 10,000-point batches, 1 client",
+                  self.log_big_batch))
 
     async def open_notebooks(self) -> None:
         for project in PROJECT_FLAVORS:
@@ -166,81 +205,134 @@ class Driver:
         recent = list(self.jobs.items())[-300:]
         return self.rng.choice(recent)
 
-    async def submit(self) -> None:
+    async def submit(self, user: str = "") -> int | None:
+        """Submit a job as `user` (by default one of the demo's members and admins); returns its id once created."""
         rng = self.rng
         project = rng.choices(list(PROJECT_FLAVORS), weights=(40, 45, 15))[0]
         replicas, devices = rng.choices([(1, 1), (1, 2), (1, 4), (1, 8), (2, 8)], weights=(40, 25, 20, 10, 5))[0]
-        user = rng.choices(["carol", "bob", "alice"], weights=(60, 20, 20))[0]
+        user = user or rng.choices(["carol", "bob", "alice"], weights=(60, 20, 20))[0]
         body = {"project": project, "name": f"load-{rng.randrange(10**6)}", "image": "ghcr.io/acme/train:1",
                 "command": ["python", "train.py"], "duration": rng.randint(2, 12), "max_runtime": 600,
                 "priority_class": rng.choices(["normal", "high", "preemptible"], weights=(80, 10, 10))[0],
                 "groups": [{"role": "worker", "replicas": replicas, "devices": devices,
                             "flavor": rng.choice(PROJECT_FLAVORS[project])}]}
         response = await self.call("POST jobs", user, "POST", "/api/v1/jobs/", json=body)
-        if response is not None and response.status_code == 201:
-            self.jobs[response.json()["id"]] = user
-            if len(self.jobs) > 2000:
-                del self.jobs[next(iter(self.jobs))]
+        if response is None or response.status_code != 201:
+            return None
+        job = response.json()["id"]
+        self.jobs[job] = user
+        if len(self.jobs) > 2000:
+            del self.jobs[next(iter(self.jobs))]
+        return job
 
     async def cancel(self) -> None:
         picked = self._pick_job()
         if picked is None:
             return
         job, submitter = picked
-        user = submitter if self.rng.random() < 0.5 else "bob"  # members cancel their own, admins any
+        await self.cancel_job(job, submitter if self.rng.random() < 0.5 else "bob")  # members their own, admins any
+
+    async def cancel_job(self, job: int, user: str) -> None:
         response = await self.call("POST jobs/<id>/cancel", user, "POST", f"/api/v1/jobs/{job}/cancel/")
         if response is not None and response.status_code in (200, 409):
             self.jobs.pop(job, None)
             if response.status_code == 200:
                 self.cancelled.add(job)
 
-    async def queue(self) -> None:
-        user = self.rng.choice(["carol", "dave", "erin"])
+    async def queue(self, user: str = "") -> None:
+        user = user or self.rng.choice(["carol", "dave", "erin"])
         project = self.rng.choice(["", "globex-llm"] if user == "erin" else ["", *PROJECT_FLAVORS])
         await self.call("GET queue", user, "GET", "/api/v1/queue/", params={"project": project} if project else {})
 
-    async def job_list(self) -> None:
+    async def job_list(self, user: str = "dave") -> None:
         project = self.rng.choice(list(PROJECT_FLAVORS))
-        await self.call("GET jobs", "dave", "GET", "/api/v1/jobs/", params={"project": project, "state": "running"})
+        await self.call("GET jobs", user, "GET", "/api/v1/jobs/", params={"project": project, "state": "running"})
 
-    async def job_read(self) -> None:
+    async def job_read(self, user: str = "bob") -> None:
         picked = self._pick_job()
         if picked is None:
             return
-        response = await self.call("GET jobs/<id>", "bob", "GET", f"/api/v1/jobs/{picked[0]}/")
+        response = await self.call("GET jobs/<id>", user, "GET", f"/api/v1/jobs/{picked[0]}/")
         if response is not None and response.status_code == 200 and response.json()["state"] in (
                 "succeeded", "failed", "cancelled"):
             self.jobs.pop(picked[0], None)
 
-    async def run_list(self) -> None:
+    async def run_list(self, user: str = "carol") -> None:
         project = self.rng.choice(list(PROJECT_FLAVORS))
-        response = await self.call("GET runs", "carol", "GET", "/api/v1/runs/",
+        response = await self.call("GET runs", user, "GET", "/api/v1/runs/",
                                    params={"project": project, "status": "RUNNING"})
         if response is not None and response.status_code == 200:
             listed = [run["id"] for run in response.json()["results"]]
             self.runs = [run for run in self.runs if run not in listed][-50:] + listed
 
-    async def log_batch(self) -> None:
-        """Half the batches to the runs of running jobs (which end: 409 once they did), half to notebooks' runs,
-        whose series grow all along."""
-        run = self.rng.choice(self.runs if self.runs and self.rng.random() < 0.5 else self.notebooks)
-        start, self.steps[run] = self.steps[run], self.steps[run] + 100
+    async def log_batch(self, steps: int = 100, notebooks_only: bool = False) -> bool:
+        """`steps` steps of five keys. Half the batches to the runs of running jobs (which end: 409 once they did),
+        half (or all) to notebooks' runs, whose series grow all along. Returns whether the batch was stored."""
+        jobs_too = self.runs and not notebooks_only and self.rng.random() < 0.5
+        run = self.rng.choice(self.runs if jobs_too else self.notebooks)
+        start, self.steps[run] = self.steps[run], self.steps[run] + steps
         now_ms = int(time.time() * 1000)
         metrics = [{"key": key, "value": 1.0 / (step + 1) + self.rng.random() * 0.01, "step": step,
                     "timestamp": now_ms} for key in ("train/loss", "train/lr", "train/tokens_per_s",
                                                      "system/gpu_util", "train/grad_norm")
-                   for step in range(start, start + 100)]
+                   for step in range(start, start + steps)]
         response = await self.call("POST runs/<id>/log-batch", "carol", "POST", f"/api/v1/runs/{run}/log-batch/",
                                    json={"metrics": metrics})
         if response is not None and response.status_code == 409 and run in self.runs:
             self.runs.remove(run)
+        return response is not None and 200 <= response.status_code < 300
 
-    async def costs(self) -> None:
-        user = self.rng.choice(["alice", "erin", "admin"])
+    async def costs(self, user: str = "") -> None:
+        user = user or self.rng.choice(["alice", "erin", "admin"])
         params = {"month": self.month, "group_by": self.rng.choice(["project", "project,flavor", "flavor", ""])}
         if self.rng.random() < 0.5:
             params["step"] = "day"
         await self.call("GET costs", user, "GET", "/api/v1/costs/", params=params)
+
+    async def submit_and_cancel(self, user: str) -> int:
+        """A job submitted and cancelled by its submitter at once (a sweep launched by mistake): submissions at the
+        API benchmark's rate without the queue growing past what the cluster runs."""
+        job = await self.submit(user)
+        if job is None:
+            return 0
+        await self.cancel_job(job, user)
+        return 1
+
+    async def read(self, user: str) -> int:
+        """One of the mix's reads, in the mix's proportions."""
+        reads = (self.queue, self.job_list, self.job_read, self.run_list, self.costs)
+        await self.rng.choices(reads, weights=(2, 1, 4, 0.5, 0.5))[0](user)
+        return 1
+
+    async def log_big_batch(self, user: str) -> int:
+        """10,000 points (2,000 steps of five keys) to a notebook's run, the tracking benchmark's batch."""
+        return 10_000 if await self.log_batch(steps=2000, notebooks_only=True) else 0
+
+    async def surge(self, surge: Surge, until: float) -> None:
+        """`surge.clients` closed-loop clients, one user each (the batches come from the notebooks' owner)."""
+        loop = asyncio.get_running_loop()
+        measured, started = self.measured, loop.time()
+
+        async def client(user: str) -> None:
+            while loop.time() < until:
+                sent = time.perf_counter()
+                done = await surge.action(user)
+                if measured:
+                    surge.done += done
+                    surge.latencies.append(time.perf_counter() - sent)
+
+        users = SURGE_USERS[:surge.clients] if surge.clients > 1 else ("carol",)
+        await asyncio.gather(*(client(user) for user in users))
+        if measured:
+            surge.seconds += loop.time() - started
+
+    async def surging(self, until: float, phase: float) -> None:
+        """Each surge in turn for `phase` seconds, until `until`."""
+        loop = asyncio.get_running_loop()
+        for surge in itertools.cycle(self.surges):
+            if loop.time() >= until:
+                return
+            await self.surge(surge, min(until, loop.time() + phase))
 
     async def _one(self, name: str) -> None:
         try:
@@ -267,9 +359,11 @@ class Driver:
             task.add_done_callback(tasks.discard)
         await asyncio.gather(*tasks)
 
-    async def drive(self, seconds: float, scale: float) -> None:
+    async def drive(self, seconds: float, scale: float, phase: float) -> None:
+        """The mix for `seconds`, with the surges in turn on top (`phase` seconds each; none when 0)."""
         until = asyncio.get_running_loop().time() + seconds
-        await asyncio.gather(*(self.paced(name, e.rate * scale, until) for name, e in self.endpoints.items()))
+        await asyncio.gather(*(self.paced(name, e.rate * scale, until) for name, e in self.endpoints.items()),
+                             *([self.surging(until, phase)] if phase else []))
 
 
 @dataclass
@@ -301,7 +395,8 @@ async def run_load(driver: Driver, services: dict[str, subprocess.Popen], args: 
     """Warm up unmeasured, then drive the measured phase while sampling memory; returns the samples, the CPU
     seconds each party spent in the measured phase and its wall seconds."""
     await driver.open_notebooks()
-    await driver.drive(args.warmup, args.scale)
+    phase = surge_phase(args)
+    await driver.drive(args.warmup, args.scale, phase)
     driver.measured = True
     groups = {name: process_group_of(service) for name, service in services.items()}
     meters = {name: (lambda group=group: process_cpu_seconds(group)) for name, group in groups.items()}
@@ -312,10 +407,16 @@ async def run_load(driver: Driver, services: dict[str, subprocess.Popen], args: 
     samples: list[Sample] = []
     sampler = asyncio.create_task(sample_memory(services, database_url, min(5.0, window / 6), started, samples,
                                                 started + args.seconds))
-    await driver.drive(args.seconds, args.scale)
+    await driver.drive(args.seconds, args.scale, phase)
     await sampler
     wall = time.monotonic() - started
     return samples, {name: meter() - before[name] for name, meter in meters.items()}, wall
+
+
+def surge_phase(args: argparse.Namespace) -> float:
+    """Seconds each surge lasts: a third of the memory rule's window, so that every window holds each surge once
+    and the first and last windows compare alike."""
+    return min(60.0, args.seconds / 4) / 3 if args.surges else 0.0
 
 
 def memory_verdicts(samples: list[Sample], seconds: float) -> list[tuple[str, float, float, bool]]:
@@ -449,6 +550,16 @@ def report(driver: Driver, samples: list[Sample], cpu: dict[str, float], wall: f
           + ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.items() if name != "machine")
           + f"; the machine was busy {cpu['machine']:.0f} of {wall * (os.cpu_count() or 1):.0f} core-seconds "
           f"({os.cpu_count()} cores, shared with other work)")
+    if any(surge.seconds for surge in driver.surges):
+        print(f"\nsurges: one kind at a time driven as its benchmark drives it, on top of the mix, "
+              f"{surge_phase(args):.0f} s each in turn")
+        print(f"{'surge':<12}{'clients':>8}{'seconds':>8}{'target':>10}{'reached':>10}  {'unit':<11}"
+              f"{'p50 ms':>7}{'p99 ms':>7}  benchmark")
+        for surge in driver.surges:
+            reached = surge.done / surge.seconds if surge.seconds else 0.0
+            print(f"{surge.name:<12}{surge.clients:>8}{surge.seconds:>8.0f}{surge.target:>10,.0f}{reached:>10,.0f}  "
+                  f"{surge.unit:<11}{percentile(surge.latencies, 0.5) * 1000:>7.0f}"
+                  f"{percentile(surge.latencies, 0.99) * 1000:>7.0f}  {surge.benchmark}")
     for error in [error for e in driver.endpoints.values() for error in e.errors][:10]:
         print(f"  error: {error}")
     window = min(60.0, args.seconds / 4)
@@ -475,7 +586,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=15, help="unmeasured traffic first")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every rate of the mix")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (the best on 2 cores)")
-    parser.add_argument("--in-flight", type=int, default=32, help="most requests outstanding at once")
+    parser.add_argument("--in-flight", type=int, default=32, help="most requests of the mix outstanding at once")
+    parser.add_argument("--surges", action=argparse.BooleanOptionalAction, default=True,
+                        help="drive submissions, reads and ingestion in turn as their benchmarks do, on top of the mix")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     database_url = os.environ.get("BENCH_LOAD_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tidal_load")
@@ -487,7 +600,8 @@ def main() -> int:
     redis.Redis.from_url(redis_url).flushdb()
     manage(env, "migrate", "-v0")
     manage(env, "seed_demo", "--without-jobs")
-    tokens = json.loads(manage(env, "shell", "-c", TOKENS % (USERS,)).strip().splitlines()[-1])
+    script = TOKENS % (SURGE_USERS, tuple(PROJECT_FLAVORS), USERS + SURGE_USERS)
+    tokens = json.loads(manage(env, "shell", "-c", script).strip().splitlines()[-1])
     port = free_port()
     services = start_services(env, port, args.workers)
     print(f"Tidal as deployed: gunicorn ({args.workers} workers), a Celery worker (2 processes) and beat, the "
