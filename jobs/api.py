@@ -42,7 +42,8 @@ class JobFilter(django_filters.FilterSet):
     flavor = flavor_filter()
     # Free text, not names of objects: a submitter's name outlives a deleted account, experiments have no catalog.
     submitter = django_filters.CharFilter(field_name="submitter_name")
-    state = django_filters.MultipleChoiceFilter(choices=State.choices)
+    # No join, so no duplicates: DISTINCT (the filter's default) would make PostgreSQL sort every column of the jobs.
+    state = django_filters.MultipleChoiceFilter(choices=State.choices, distinct=False)
     submitted_after = MomentFilter(field_name="submitted_at", lookup_expr="gte")
 
     class Meta:
@@ -55,6 +56,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     history stays."""
 
     selector = staticmethod(selectors.job_detail_for_user)
+    list_selector = staticmethod(selectors.jobs_for_user)  # a list row has no groups, attempts or events
     filterset_class = JobFilter
     ordering_fields = ["submitted_at", "id", "state", "total_devices"]
     parser_classes = [JSONParser, YAMLParser]

@@ -22,6 +22,8 @@ READ_ACTIONS = {"list", "retrieve", "metadata"}
 
 class ScopedViewSet(viewsets.GenericViewSet):
     selector: Callable[..., QuerySet]  # set with staticmethod(...) in subclasses
+    # The rows `list` reads when they need less than one object's page (no prefetched history), scoped alike.
+    list_selector: Callable[..., QuerySet] | None = None
     project_attr: str | None = "project"  # attribute path from an object to its Project; None: not project-owned
     write_role: str = Role.MEMBER  # least role for writes on objects of this endpoint
 
@@ -35,7 +37,8 @@ class ScopedViewSet(viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet:
         # Looked up on the class: a plain function and a staticmethod both come back unbound.
-        return type(self).selector(self.request.user)
+        selector = type(self).list_selector if self.action == "list" else None
+        return (selector or type(self).selector)(self.request.user)
 
     # Role checks ----------------------------------------------------------------------------------------------
     def project_of(self, obj: Model) -> Project | None:

@@ -51,3 +51,22 @@ def test_an_open_attempts_outcome_is_empty_and_the_schema_allows_it(tenant, inve
     choices = components["Attempt"]["properties"]["outcome"]["oneOf"]
     allowed = {value for choice in choices for value in components[choice["$ref"].rsplit("/", 1)[1]]["enum"]}
     assert allowed == {"", "succeeded", "failed", "preempted", "cancelled", "lost"}
+
+
+def test_the_job_list_reads_no_history_and_its_queries_do_not_grow_with_the_jobs(
+        tenant, inventory, clients, django_assert_max_num_queries):
+    """A list row shows the current attempt only: each job's groups, attempts and events are not read (they were
+    prefetched for every listed job), and a state filter adds no DISTINCT (PostgreSQL sorted every column)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for _ in range(3):
+        run(submit(tenant, inventory["a100"], devices=1), inventory["cluster"], ["a-n1"])
+    with CaptureQueriesContext(connection) as few:
+        assert len(clients["member"].get("/api/v1/jobs/?state=running").json()["results"]) == 3
+    for _ in range(6):
+        run(submit(tenant, inventory["a100"], devices=1), inventory["cluster"], ["a-n2"])
+    with django_assert_max_num_queries(len(few.captured_queries)) as many:
+        assert len(clients["member"].get("/api/v1/jobs/?state=running").json()["results"]) == 9
+    sql = " ".join(query["sql"] for query in many.captured_queries)
+    assert "jobs_jobevent" not in sql and "jobs_replicagroup" not in sql and "DISTINCT" not in sql
