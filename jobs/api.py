@@ -56,7 +56,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     history stays."""
 
     selector = staticmethod(selectors.job_detail_for_user)
-    list_selector = staticmethod(selectors.jobs_for_user)  # a list row has no groups, attempts or events
+    row_selector = staticmethod(selectors.jobs_for_user)  # lists and actions read no groups, attempts or events
     filterset_class = JobFilter
     ordering_fields = ["submitted_at", "id", "state", "total_devices"]
     parser_classes = [JSONParser, YAMLParser]
@@ -80,8 +80,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         services.job_cancel(actor=request.user, job=job)
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk), context=self.get_serializer_context())
-                        .data)
+        cancelled = selectors.job_detail_for_user(request.user).get(pk=job.pk)
+        return Response(JobDetailSerializer(cancelled, context=self.get_serializer_context()).data)
 
     @extend_schema(parameters=[
         OpenApiParameter("replica", str, description="<role>-<index>, e.g. worker-0 (default: the first replica)"),

@@ -22,8 +22,9 @@ READ_ACTIONS = {"list", "retrieve", "metadata"}
 
 class ScopedViewSet(viewsets.GenericViewSet):
     selector: Callable[..., QuerySet]  # set with staticmethod(...) in subclasses
-    # The rows `list` reads when they need less than one object's page (no prefetched history), scoped alike.
-    list_selector: Callable[..., QuerySet] | None = None
+    # Lighter rows, scoped alike, for every action but `retrieve`: a list row, or the object an action acts on,
+    # needs less than the object's whole page (e.g. no prefetched history). None: `selector` for all.
+    row_selector: Callable[..., QuerySet] | None = None
     project_attr: str | None = "project"  # attribute path from an object to its Project; None: not project-owned
     write_role: str = Role.MEMBER  # least role for writes on objects of this endpoint
 
@@ -37,7 +38,7 @@ class ScopedViewSet(viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet:
         # Looked up on the class: a plain function and a staticmethod both come back unbound.
-        selector = type(self).list_selector if self.action == "list" else None
+        selector = type(self).row_selector if self.action != "retrieve" else None
         return (selector or type(self).selector)(self.request.user)
 
     # Role checks ----------------------------------------------------------------------------------------------
