@@ -136,6 +136,7 @@ class CycleState:
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
+        self._counted: list[tuple[int, int]] = []  # count_heads: quota versions (before, after) counting heads in
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
         self.neg_place: dict[tuple, list[tuple[int, int]]] = {}  # (devices shape, constrained) -> (cpu, mem) failed
@@ -263,15 +264,24 @@ class CycleState:
         return [h for h in self.project_quota_holds.get(job.project, ()) if self.is_long_for(job.max_runtime, h.start)]
 
     def count_heads(self, holds: list[QuotaHold], sign: int) -> None:
-        """Count these heads into quota usage (sign=1) or out again (sign=-1)."""
-        for h in holds:
-            if sign > 0:
+        """Count these heads into quota usage (sign=1) or out again (sign=-1). Counted out with nothing changed
+        in between, the quota state takes back the version it had before, so its cached answers hold again."""
+        quota = self.quota
+        if sign > 0:
+            before = quota.version
+            for h in holds:
                 h.counted = h.extra()
-                self.quota.shift(h.project, *h.counted, 1)
-            else:
+                quota.shift(h.project, *h.counted, 1)
+            self._counted.append((before, quota.version))
+        else:
+            before, after = self._counted.pop()
+            unchanged = quota.version == after
+            for h in holds:
                 assert h.counted is not None
-                self.quota.shift(h.project, *h.counted, -1)
+                quota.shift(h.project, *h.counted, -1)
                 h.counted = None
+            if unchanged:
+                quota.restore(before)
 
     def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:
         """A running job whose release a quota hold counts is removed (sign=-1) or added back (sign=1)."""
