@@ -222,9 +222,9 @@ class Cycle:
             # A job of identical replicas that asks for no more CPU and memory per replica than one that could
             # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most jobs.
             cpu, mem = shape[5], shape[6]
-            fitting = self.fitting.get(shape[:4])
-            if fitting is not None and any(cpu <= c and mem <= m for c, m in fitting):
-                return None
+            for c, m in self.fitting.get(shape[:4], ()):
+                if cpu <= c and mem <= m:
+                    return None
             key: tuple = shape
         else:
             key = (tuple((g.flavor, g.devices, g.replicas, g.cpu_millis, g.memory_mib) for g in job.groups),
@@ -301,8 +301,8 @@ class Cycle:
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]
-        state.new_runs.append(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
-                                     usage, dict(info.demand), False))
+        state.admitted(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
+                              usage, dict(info.demand), False))
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
                           borrowed if state.quota.enabled else 0)
 

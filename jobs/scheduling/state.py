@@ -130,7 +130,8 @@ class CycleState:
         # Jobs running at start and not (yet) preempted, and per flavor (never edited): built on first use.
         self._runs: dict[int, RunRec] | None = None
         self._runs_by_flavor: dict[str, list[RunRec]] = {}
-        self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle
+        self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle (add with `admitted`)
+        self._new_by_project: dict[str, list[RunRec]] = {}
         self._load_running(snapshot.running)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
@@ -427,6 +428,11 @@ class CycleState:
         self.neg_preempt.clear()
         self.live_pool.clear()
 
+    def admitted(self, rec: RunRec) -> None:
+        """A job admitted this cycle now runs."""
+        self.new_runs.append(rec)
+        self._new_by_project.setdefault(rec.project, []).append(rec)
+
     def live_runs(self) -> Iterator[RunRec]:
         yield from self.runs.values()
         yield from self.new_runs
@@ -439,5 +445,5 @@ class CycleState:
                 self._project_runs.setdefault(rec.project, []).append(rec)
         runs = self.runs
         found = [rec for rec in self._project_runs.get(project, ()) if rec.id in runs]
-        found.extend(rec for rec in self.new_runs if rec.project == project)
+        found.extend(self._new_by_project.get(project, ()))
         return found
