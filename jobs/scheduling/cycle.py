@@ -145,11 +145,8 @@ class Cycle:
         held = None
         if failure is None and state.quota_holds:
             holds = state.quota_holds_against(job, info)
-            if holds:
-                state.count_heads(holds, 1)
-                if state.quota.check_demand(job.project, info.demand_key, info.demand) is not None:
-                    held = holds[0]
-                state.count_heads(holds, -1)
+            if holds and state.fails_beside(job, info, holds):
+                held = holds[0]
         tentative = None if held else self.decide(out, constrained, failure is not None)
         if tentative is not None:
             self.admit(out, tentative)
@@ -217,7 +214,7 @@ class Cycle:
         """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when
         it never can, "unavailable" when only nodes out of service (cordoned, not ready, a disabled cluster) or
         devices foreign pods hold keep it out. None when it could fit."""
-        shape = info.shape_key
+        shape = info.shape_key if self.state.use_cache else None
         if shape is not None:
             # A job of identical replicas that asks for no more CPU and memory per replica than one that could
             # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most jobs.

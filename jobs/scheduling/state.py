@@ -137,6 +137,7 @@ class CycleState:
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
+        self._beside: dict[tuple, tuple[int, bool]] = {}  # see fails_beside
         self._counted: list[tuple[int, int]] = []  # count_heads: quota versions (before, after) counting heads in
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
@@ -283,6 +284,21 @@ class CycleState:
                 h.counted = None
             if unchanged:
                 quota.restore(before)
+
+    def fails_beside(self, job: PendingJob, info: JobInfo, holds: list[QuotaHold]) -> bool:
+        """Would the job fail its quota with these heads counted in? Remembered per (project, demand, heads) while
+        the quota usage is the same (what the heads add moves only with it: see _rebase_quota_holds)."""
+        quota = self.quota
+        key = (job.project, info.demand_key, tuple(h.job_id for h in holds))
+        cached = self._beside.get(key)
+        if cached is not None and cached[0] == quota.version and self.use_cache:
+            return cached[1]
+        version = quota.version
+        self.count_heads(holds, 1)
+        fails = quota.check(job.project, info.demand, job.preemptible) is not None
+        self.count_heads(holds, -1)
+        self._beside[key] = (version, fails)
+        return fails
 
     def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:
         """A running job whose release a quota hold counts is removed (sign=-1) or added back (sign=1)."""
