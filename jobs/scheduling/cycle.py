@@ -90,9 +90,11 @@ class Cycle:
         self.policy = policy
         self.state = CycleState(snapshot, policy)
         self.state.use_cache = use_cache
+        self.state.quota.cache = use_cache
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
         self.outcomes: list[Outcome] = []
         self.structural: dict[tuple, tuple[str, str] | None] = {}
+        self.fitting: dict[tuple, list[tuple[int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
 
@@ -135,7 +137,7 @@ class Cycle:
             # Never blocks a queue either: its project's preemptible jobs behind it are still admitted.
             out.entry = WaitEntry(job, info, "budget", self.budget_stops[job.project])
             return out
-        failure = state.quota.check_shape(job.project, info.shape_key, info.demand, job.preemptible)  # phase 2
+        failure = state.quota.check_demand(job.project, info.demand_key, info.demand)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
         constrained = failure is None and state.constrained(job.max_runtime, info)
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
@@ -143,10 +145,8 @@ class Cycle:
         held = None
         if failure is None and state.quota_holds:
             holds = state.quota_holds_against(job, info)
-            state.count_heads(holds, 1)
-            if holds and state.quota.check(job.project, info.demand, job.preemptible) is not None:
+            if holds and state.fails_beside(job, info, holds):
                 held = holds[0]
-            state.count_heads(holds, -1)
         tentative = None if held else self.decide(out, constrained, failure is not None)
         if tentative is not None:
             self.admit(out, tentative)
@@ -214,10 +214,23 @@ class Cycle:
         """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when
         it never can, "unavailable" when only nodes out of service (cordoned, not ready, a disabled cluster) or
         devices foreign pods hold keep it out. None when it could fit."""
-        key = info.shape_key[:4] + info.shape_key[5:] if info.shape_key is not None else (
-            tuple((g.flavor, g.devices, g.replicas, g.cpu_millis, g.memory_mib) for g in job.groups), job.topology)
+        shape = info.shape_key if self.state.use_cache else None
+        if shape is not None:
+            # A job of identical replicas that asks for no more CPU and memory per replica than one that could
+            # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most jobs.
+            cpu, mem = shape[5], shape[6]
+            for c, m in self.fitting.get(shape[:4], ()):
+                if cpu <= c and mem <= m:
+                    return None
+            key: tuple = shape
+        else:
+            key = (tuple((g.flavor, g.devices, g.replicas, g.cpu_millis, g.memory_mib) for g in job.groups),
+                   job.topology)
         if key not in self.structural:
-            self.structural[key] = None if surely_fits(self.state.index, job) else self._structural(job, info)
+            found = None if surely_fits(self.state.index, job) else self._structural(job, info)
+            if found is None and shape is not None:
+                self.fitting.setdefault(shape[:4], []).append((cpu, mem))
+            self.structural[key] = found
         return self.structural[key]
 
     def _structural(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
@@ -285,8 +298,8 @@ class Cycle:
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]
-        state.new_runs.append(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
-                                     usage, dict(info.demand), False))
+        state.admitted(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
+                              usage, dict(info.demand), False))
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
                           borrowed if state.quota.enabled else 0)
 

@@ -63,8 +63,7 @@ class Explainer:
         self.now = state.now
         self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
         self.reasons: dict[tuple, tuple[str, str]] = {}
-        self.quota_failures: dict[tuple, QuotaFailure | None] = {}  # (project, preemptible, demand) -> at the end
-        self.quota_reasons: dict[tuple, str] = {}  # (project, kind, flavor, need) -> its reason
+        self.quota_reasons: dict[tuple, str] = {}  # (project, JobInfo.demand_key) -> its reason
         # (shape without CPU and memory, holds) -> ((cpu, mem) that fit, (cpu, mem) that did not), at the end
         self.fitted: dict[tuple, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
         self.rooms: dict[tuple[str, int, int, int], int] = {}  # (flavor, devices, cpu, mem) -> group_room
@@ -212,16 +211,12 @@ class Explainer:
     def quota_reason(self, entry: WaitEntry) -> str:
         """The reason of a quota or running-jobs wait, from the end-of-cycle state."""
         job, info = entry.job, entry.info
-        key = (job.project, job.preemptible, tuple(sorted(info.demand.items())))
-        if key not in self.quota_failures:
-            self.quota_failures[key] = self.state.quota.check(job.project, info.demand, job.preemptible)
-        failure = self.quota_failures[key]
-        if failure is None:
-            return FREED
-        text_key = (job.project, failure.kind, failure.flavor, info.demand.get(failure.flavor, 0))
-        text = self.quota_reasons.get(text_key)
+        key = (job.project, info.demand_key)  # the end-of-cycle state does not change: one text per demand
+        text = self.quota_reasons.get(key)
         if text is None:
-            text = self.quota_reasons[text_key] = quota_reason(self.state.quota, job.project, info.demand, failure)
+            failure = self.state.quota.check(job.project, info.demand, job.preemptible)
+            text = FREED if failure is None else quota_reason(self.state.quota, job.project, info.demand, failure)
+            self.quota_reasons[key] = text
         return text
 
     def finish(self, entry: WaitEntry) -> Wait:

@@ -55,8 +55,12 @@ class QuotaState:
         self.totals = flavor_totals  # devices of schedulable nodes per flavor
         self.flavors_of: dict[str, set[str]] = defaultdict(set)  # project -> flavors it is guaranteed or uses
         self.changes: dict[str, int] = defaultdict(int)  # project -> how many times its usage changed
-        self.version = 0  # how many times any usage (devices or running jobs) changed
-        self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_shape
+        # Names the current usage (devices and running jobs): a fresh number at every change, or the number of an
+        # earlier usage the state is back at (`restore`), so caches stamped with it stay exact.
+        self.version = 0
+        self._last_version = 0
+        self.cache = True  # check_demand remembers its answers (False: the plain check, to compare against)
+        self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_demand
         self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
@@ -108,7 +112,7 @@ class QuotaState:
         self.pre[key] += pre
         self.flavors_of[project].add(flavor)
         self.changes[project] += 1
-        self.version += 1
+        self._bump()
         delta = self.borrowed(project, flavor) - before_b
         self.borrowed_total[cohort_key] += delta
         self.lend[cohort_key] += self._lendable(project, flavor) - before_l
@@ -128,7 +132,7 @@ class QuotaState:
                 if at_start:
                     self.run_used[key] += sign * devices
         self.running[project] += sign
-        self.version += 1  # a job of no device changes the running count alone
+        self._bump()  # a job of no device changes the running count alone
         return delta_borrowed
 
     def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],
@@ -152,10 +156,20 @@ class QuotaState:
                 self._add(project, flavor, sign * d, 0)
         if jobs:
             self.running[project] += sign * jobs
-            self.version += 1
+            self._bump()
+
+    def _bump(self) -> None:
+        self._last_version += 1
+        self.version = self._last_version
+
+    def restore(self, version: int) -> None:
+        """The usage is back to what `version` named (every edit since was undone exactly and nothing else
+        changed): name it so again, so that answers cached then hold again."""
+        self.version = version
 
     def check(self, project: str, demand: dict[str, int], preemptible: bool) -> QuotaFailure | None:
-        """None when a job of this demand may be admitted now; quotas off means always."""
+        """None when a job of this demand may be admitted now; quotas off means always. Preemptible or not, the
+        same rules apply."""
         if not self.enabled:
             return None
         cap = self.max_running.get(project)
@@ -184,18 +198,17 @@ class QuotaState:
                 return QuotaFailure("cohort", flavor)
         return None
 
-    def check_shape(self, project: str, shape: tuple | None, demand: dict[str, int],
-                    preemptible: bool) -> QuotaFailure | None:
-        """check(), remembered per (project, job shape) until any usage changes: a cycle checks job after job of
-        the same shape that all wait, and the answer depends only on the demand and the usage. `shape` is
-        JobInfo.shape_key (None: not remembered)."""
-        if shape is None:
-            return self.check(project, demand, preemptible)
-        key = (project, shape)
+    def check_demand(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
+        """check(), remembered per (project, demand) while the usage is the same: a cycle checks job after job of
+        a project that all wait, and the answer depends only on the demand and the usage. `demand_key` is
+        JobInfo.demand_key."""
+        if not self.cache:
+            return self.check(project, demand, False)
+        key = (project, demand_key)
         cached = self._checked.get(key)
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        failure = self.check(project, demand, preemptible)
+        failure = self.check(project, demand, False)
         self._checked[key] = (self.version, failure)
         return failure
 

@@ -12,13 +12,14 @@ ShapeKey = tuple[str, int, int, str, frozenset[str], int, int]
 class JobInfo:
     """Demand per flavor, replica groups in placement order, and the key used to cache failures by shape."""
 
-    __slots__ = ("demand", "flavors", "primary", "groups", "replicas", "shape_key", "single")
+    __slots__ = ("demand", "demand_key", "flavors", "primary", "groups", "replicas", "shape_key", "single")
 
     def __init__(self, job: PendingJob) -> None:
         groups = job.groups
         if len(groups) == 1:  # the common case, kept cheap: trace replay builds one of these per job per cycle
             group = groups[0]
             self.demand = {group.flavor: group.replicas * group.devices}
+            self.demand_key: tuple = (group.flavor, group.replicas * group.devices)
             self.flavors: tuple[str, ...] = (group.flavor,)
             self.primary = group.flavor
             self.groups: tuple[tuple[int, ReplicaGroup], ...] = ((0, group),)
@@ -35,6 +36,8 @@ class JobInfo:
             demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
         self.demand = demand
         self.flavors = tuple(sorted(demand))
+        # What quotas see of the job: its devices per flavor (flattened, in flavor order).
+        self.demand_key = tuple(x for f in self.flavors for x in (f, demand[f]))
         # The flavor a job queues under (positions, ETA): the one it asks most devices of, first group on ties.
         self.primary = max(demand, key=lambda f: demand[f]) if demand else ""
         # Biggest replicas first: they are the hardest to place, small ones fill the gaps they leave.

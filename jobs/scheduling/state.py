@@ -130,12 +130,15 @@ class CycleState:
         # Jobs running at start and not (yet) preempted, and per flavor (never edited): built on first use.
         self._runs: dict[int, RunRec] | None = None
         self._runs_by_flavor: dict[str, list[RunRec]] = {}
-        self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle
+        self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle (add with `admitted`)
+        self._new_by_project: dict[str, list[RunRec]] = {}
         self._load_running(snapshot.running)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
+        self._beside: dict[tuple, tuple[int, bool]] = {}  # see fails_beside
+        self._counted: list[tuple[int, int]] = []  # count_heads: quota versions (before, after) counting heads in
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
         self.neg_place: dict[tuple, list[tuple[int, int]]] = {}  # (devices shape, constrained) -> (cpu, mem) failed
@@ -263,15 +266,39 @@ class CycleState:
         return [h for h in self.project_quota_holds.get(job.project, ()) if self.is_long_for(job.max_runtime, h.start)]
 
     def count_heads(self, holds: list[QuotaHold], sign: int) -> None:
-        """Count these heads into quota usage (sign=1) or out again (sign=-1)."""
-        for h in holds:
-            if sign > 0:
+        """Count these heads into quota usage (sign=1) or out again (sign=-1). Counted out with nothing changed
+        in between, the quota state takes back the version it had before, so its cached answers hold again."""
+        quota = self.quota
+        if sign > 0:
+            before = quota.version
+            for h in holds:
                 h.counted = h.extra()
-                self.quota.shift(h.project, *h.counted, 1)
-            else:
+                quota.shift(h.project, *h.counted, 1)
+            self._counted.append((before, quota.version))
+        else:
+            before, after = self._counted.pop()
+            unchanged = quota.version == after
+            for h in holds:
                 assert h.counted is not None
-                self.quota.shift(h.project, *h.counted, -1)
+                quota.shift(h.project, *h.counted, -1)
                 h.counted = None
+            if unchanged:
+                quota.restore(before)
+
+    def fails_beside(self, job: PendingJob, info: JobInfo, holds: list[QuotaHold]) -> bool:
+        """Would the job fail its quota with these heads counted in? Remembered per (project, demand, heads) while
+        the quota usage is the same (what the heads add moves only with it: see _rebase_quota_holds)."""
+        quota = self.quota
+        key = (job.project, info.demand_key, tuple(h.job_id for h in holds))
+        cached = self._beside.get(key)
+        if cached is not None and cached[0] == quota.version and self.use_cache:
+            return cached[1]
+        version = quota.version
+        self.count_heads(holds, 1)
+        fails = quota.check(job.project, info.demand, job.preemptible) is not None
+        self.count_heads(holds, -1)
+        self._beside[key] = (version, fails)
+        return fails
 
     def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:
         """A running job whose release a quota hold counts is removed (sign=-1) or added back (sign=1)."""
@@ -417,6 +444,11 @@ class CycleState:
         self.neg_preempt.clear()
         self.live_pool.clear()
 
+    def admitted(self, rec: RunRec) -> None:
+        """A job admitted this cycle now runs."""
+        self.new_runs.append(rec)
+        self._new_by_project.setdefault(rec.project, []).append(rec)
+
     def live_runs(self) -> Iterator[RunRec]:
         yield from self.runs.values()
         yield from self.new_runs
@@ -429,5 +461,5 @@ class CycleState:
                 self._project_runs.setdefault(rec.project, []).append(rec)
         runs = self.runs
         found = [rec for rec in self._project_runs.get(project, ()) if rec.id in runs]
-        found.extend(rec for rec in self.new_runs if rec.project == project)
+        found.extend(self._new_by_project.get(project, ()))
         return found
