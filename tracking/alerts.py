@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -26,7 +26,7 @@ from jobs.states import FINAL, HOLDING, State
 from tracking.models import Alert, AlertAction, AlertRule, Run, RunStatus
 from tracking.notifications import notify_alert_task
 from tracking.series import anomaly
-from tracking.series.validate import CleanPoint
+from tracking.series.validate import Batch
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +46,16 @@ def rule_settings(project_id: int) -> RuleSettings:
     return RuleSettings(AlertRule.objects.filter(project_id=project_id))
 
 
-def evaluate_points(run: Run, points: Sequence[CleanPoint], attempt: int, now: datetime | None = None) -> list[str]:
+def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None = None) -> list[str]:
     """Judge a batch just written to `run` (locked by the caller) and open or resolve its alerts. Sets the run's
     detector state and progress and returns the fields to save."""
-    if not points:
+    if not batch:
         return []
     now = now or timezone.now()
     settings = rule_settings(run.project_id)
-    events, state = anomaly.evaluate_batch(run.detector_state, ((p.key, p.step, p.value) for p in points),
-                                           settings.active, attempt)
-    highest = max(p.step for p in points)
+    series = {key: list(zip(group.steps, group.values, strict=True)) for key, group in batch.items()}
+    events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt)
+    highest = max(group.steps[-1] for group in batch.values())
     resumed = attempt != run.detector_state.get("attempt", attempt)
     if run.last_step is None or highest > run.last_step or resumed:
         run.last_step, run.last_step_at = highest, now

@@ -9,7 +9,6 @@ objects and SQL. On SQLite, one executemany upsert.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 
 from django.db import connection, transaction
@@ -17,8 +16,8 @@ from django.db.models import Q
 from psycopg.errors import UniqueViolation
 
 from tracking.models import Point, Rollup, Series
-from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate, coarser, merge
-from tracking.series.validate import CleanPoint
+from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate_ordered, coarser, merge
+from tracking.series.validate import Batch
 
 _TABLE = Point._meta.db_table
 _STAGING = "tracking_point_in"
@@ -35,33 +34,34 @@ def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
     return found
 
 
-def write_points(run_id: int, attempt: int, points: Sequence[CleanPoint]) -> None:
-    """Upsert `points` (unique on key and step: see validate.clean_points) inside the caller's transaction."""
-    if not points:
+def write_points(run_id: int, attempt: int, batch: Batch) -> None:
+    """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction."""
+    if not batch:
         return
-    ids = series_ids(run_id, {p.key for p in points})
-    rows = [(ids[p.key], p.step, p.timestamp, None if p.value != p.value else p.value) for p in points]  # NaN: NULL
+    ids = series_ids(run_id, set(batch))
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            _copy(cursor, attempt, rows)
+            _copy(cursor, copy_text(attempt, ids, batch))
         else:
             cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "  # noqa: S608
-                               f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", rows)
-    update_rollups(ids, points)
+                               f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", _rows(ids, batch))
+    update_rollups(ids, batch)
 
 
-def update_rollups(ids: dict[str, int], points: Sequence[CleanPoint]) -> None:
-    """Merge the batch into the rollups of every chunk it touches, at every level (three statements)."""
-    by_series: dict[int, list[tuple[int, float]]] = {}
-    for p in points:
-        by_series.setdefault(ids[p.key], []).append((p.step, p.value))
+def _rows(ids: dict[str, int], batch: Batch) -> list[tuple]:
+    return [(ids[key], step, ts, None if value != value else value)  # NaN: NULL
+            for key, group in batch.items() for step, ts, value in zip(*group, strict=True)]
+
+
+def update_rollups(ids: dict[str, int], batch: Batch) -> None:
+    """Merge the batch into the rollups of every chunk it touches, at every level (two statements)."""
     fresh: dict[tuple[int, int, int], Aggregate] = {}
-    for series_id, series_points in by_series.items():
-        chunks = aggregate(series_points, LEVEL_STEPS[0])
+    for key, group in batch.items():
+        chunks = aggregate_ordered(group.steps, group.values, LEVEL_STEPS[0])
         for level, width in enumerate(LEVEL_STEPS):
             if level:
                 chunks = coarser(chunks, width // LEVEL_STEPS[level - 1])
-            fresh.update({(series_id, level, chunk): agg for chunk, agg in chunks.items()})
+            fresh.update({(ids[key], level, chunk): agg for chunk, agg in chunks.items()})
     touched = Q()
     for series_id, level in {(s, lv) for s, lv, _ in fresh}:
         touched |= Q(series_id=series_id, level=level, chunk__in=[c for s, lv, c in fresh if (s, lv) == (
@@ -75,36 +75,38 @@ def update_rollups(ids: dict[str, int], points: Sequence[CleanPoint]) -> None:
 
 
 _NULL = "\\N"
+_COLUMNS = "(attempt, series_id, step, timestamp, value)"
 
 
-def copy_text(attempt: int, rows: list[tuple]) -> str:
-    """Rows in COPY's text format, written in one piece: a tenth of the CPU of writing them row by row. A float's
-    repr is its shortest exact decimal, which PostgreSQL reads back to the same double; NULL is `\\N`."""
-    prefix = f"{int(attempt)}\t"
-    return "".join(f"{prefix}{sid}\t{step}\t{ts}\t{_NULL if value is None else repr(value)}\n"
-                   for sid, step, ts, value in rows)
+def copy_text(attempt: int, ids: dict[str, int], batch: Batch) -> str:
+    """The batch's rows in COPY's text format, built in one piece per key (a tenth of the CPU of writing them row
+    by row). A float's repr is its shortest exact decimal, which PostgreSQL reads back to the same double; a NaN,
+    stored as NULL, is `\\N` (a value's repr is the only column that can read `nan`)."""
+    parts = []
+    for key, group in batch.items():
+        prefix = f"{int(attempt)}\t{ids[key]}\t"
+        parts.append("".join([f"{prefix}{step}\t{ts}\t{value!r}\n" for step, ts, value in zip(*group, strict=True)]))
+    return "".join(parts).replace("\tnan\n", f"\t{_NULL}\n")
 
 
-def _copy(cursor, attempt: int, rows: list[tuple]) -> None:
+def _copy(cursor, text: str) -> None:
     """New points (the common case) are COPied straight into the table, under a savepoint; when one exists already
     (a retried batch, an overlapping one) the COPY fails whole, is undone, and the batch is upserted instead."""
     try:
-        with transaction.atomic(), cursor.connection.cursor().copy(
-                f"COPY {_TABLE} (attempt, series_id, step, timestamp, value) FROM STDIN") as copy:
-            copy.write(copy_text(attempt, rows))
+        with transaction.atomic(), cursor.connection.cursor().copy(f"COPY {_TABLE} {_COLUMNS} FROM STDIN") as copy:
+            copy.write(text)
     except UniqueViolation:
-        _copy_then_upsert(cursor, attempt, rows)
+        _copy_then_upsert(cursor, text)
 
 
-def _copy_then_upsert(cursor, attempt: int, rows: list[tuple]) -> None:
-    # COPY costs the web worker a third of the CPU of passing the rows as arrays to INSERT ... unnest(), for the
-    # same time in PostgreSQL (measured side by side). The staging table lives as long as the connection; ON COMMIT
-    # DELETE ROWS empties it with the transaction, and the DELETE below for the next batch of the same one.
-    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (series_id bigint, step bigint, timestamp bigint, "
-                   "value double precision) ON COMMIT DELETE ROWS")
-    with cursor.connection.cursor().copy(f"COPY {_STAGING} (series_id, step, timestamp, value) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-    cursor.execute(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) SELECT %s, series_id, step, "  # noqa: S608
-                   f"timestamp, value FROM {_STAGING} {_UPSERT}", [attempt])
+def _copy_then_upsert(cursor, text: str) -> None:
+    # The same COPY into a staging table, then one INSERT ... SELECT ... ON CONFLICT. The staging table lives as
+    # long as the connection; ON COMMIT DELETE ROWS empties it with the transaction, and the DELETE below for the
+    # next batch of the same one.
+    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (attempt smallint, series_id bigint, step bigint, "
+                   "timestamp bigint, value double precision) ON COMMIT DELETE ROWS")
+    with cursor.connection.cursor().copy(f"COPY {_STAGING} {_COLUMNS} FROM STDIN") as copy:
+        copy.write(text)
+    cursor.execute(f"INSERT INTO {_TABLE} {_COLUMNS} SELECT attempt, series_id, step, timestamp, value "  # noqa: S608
+                   f"FROM {_STAGING} {_UPSERT}")
     cursor.execute(f"DELETE FROM {_STAGING}")  # noqa: S608

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
 NON_FINITE = "non_finite"
@@ -151,25 +153,33 @@ def evaluate_batch(state: Mapping[str, Any], points: Iterable[tuple[str, int, fl
     by_key: dict[str, list[tuple[int, float]]] = {}
     for key, step, value in points:
         by_key.setdefault(key, []).append((step, value))
+    return evaluate_series(state, {key: sorted(series) for key, series in by_key.items()}, rules, attempt)
+
+
+def evaluate_series(state: Mapping[str, Any], series: Mapping[str, Sequence[tuple[int, float]]],
+                    rules: Mapping[str, Mapping[str, float]], attempt: int) -> tuple[list[Event], dict[str, Any]]:
+    """`evaluate_batch` of points already grouped by key, each key's (step, value) in step order: what ingestion
+    holds, so nothing is regrouped or sorted again."""
     resumed = attempt != state.get("attempt", attempt)
     keys: dict[str, dict[str, Any]] = dict(state.get("keys", {}))
     events: list[Event] = []
-    for key, series in by_key.items():
-        found, keys[key] = evaluate_key(key, keys.get(key, {}), series, rules, resumed=resumed)
+    for key, points in series.items():
+        found, keys[key] = evaluate_key(key, keys.get(key, {}), points, rules, resumed=resumed, ordered=True)
         events += found
     events.sort(key=lambda e: -1 if e.step is None else e.step)
     return events, {**state, "attempt": attempt, "keys": keys}
 
 
-def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int, float]],
-                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False,
-                 fast: bool = True) -> tuple[list[Event], dict[str, Any]]:
+def evaluate_key(key: str, state: Mapping[str, Any], points: Sequence[tuple[int, float]],
+                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False, fast: bool = True,
+                 ordered: bool = False) -> tuple[list[Event], dict[str, Any]]:
     """One key: `state` holds "w" (the recent finite values, oldest first), "s" (the last step seen), "on" (the
     rules firing), and the plateau's "best"/"bs" and the GPU rule's "low"/"high" counters.
 
     While no rule fires, runs of points are first checked whole (`_quiet_run`: a few min/max over the run against
     the same baseline each point would be judged against); only a run that may change something is judged point
-    by point. `fast=False` judges every point (the tests compare the two)."""
+    by point. `fast=False` judges every point (the tests compare the two). `ordered`: `points` is a sequence in
+    step order already."""
     st: dict[str, Any] = {**state, "w": list(state.get("w", [])), "on": list(state.get("on", [])), "_stats": {},
                           "_n": 0}
     names = [rule for rule in rules_for_key(key) if rule in rules]
@@ -178,7 +188,10 @@ def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int,
     last = -1 if resumed else st.get("s", -1)
     events: list[Event] = []
     checks = [(rule, _CHECKS[rule], rules[rule], rule in WINDOW_RULES) for rule in names]
-    todo = [point for point in sorted(points) if point[0] > last]
+    if ordered:
+        todo = list(points[bisect_right(points, last, key=itemgetter(0)):])
+    else:
+        todo = [point for point in sorted(points) if point[0] > last]
     i = slow_until = 0
     while i < len(todo):
         quiet = _quiet_run(todo, i, st, checks, size) if fast and not firing and i >= slow_until else 0
