@@ -16,9 +16,12 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
 from core.errors import InvalidTransition
+from core.snapshots import KeyedSnapshot
 from jobs import lifecycle
 from jobs.models import Job
 from jobs.observations import failed_attempts
@@ -42,8 +45,20 @@ class RuleSettings:
         self.actions = {row.rule: row.action for row in rows if row.enabled}
 
 
+# Per process, read again after a few seconds: the rules are read by every batch ingested (a query was a third of
+# the anomaly checks' cost), and change rarely. A change is seen at once by the process that made it (the signals
+# below) and within the TTL by the others.
+_rules: KeyedSnapshot[int, RuleSettings] = KeyedSnapshot(
+    lambda project_id: RuleSettings(AlertRule.objects.filter(project_id=project_id)))
+
+
 def rule_settings(project_id: int) -> RuleSettings:
-    return RuleSettings(AlertRule.objects.filter(project_id=project_id))
+    return _rules.get(project_id)
+
+
+@receiver([post_save, post_delete], sender=AlertRule)
+def _forget_rules(sender: type, instance: AlertRule, **kwargs: object) -> None:
+    _rules.forget(instance.project_id)
 
 
 def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None = None) -> list[str]:
@@ -53,7 +68,7 @@ def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None =
         return []
     now = now or timezone.now()
     settings = rule_settings(run.project_id)
-    series = {key: list(zip(group.steps, group.values, strict=True)) for key, group in batch.items()}
+    series = {key: (group.steps, group.values) for key, group in batch.items()}
     events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt)
     highest = max(group.steps[-1] for group in batch.values())
     resumed = attempt != run.detector_state.get("attempt", attempt)
