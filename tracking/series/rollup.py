@@ -68,7 +68,8 @@ def _of_chunk(chunk: int, steps: Sequence[int], values: Sequence[float]) -> Aggr
             if not math.isfinite(value):
                 kind = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
                 odd[kind] = step if odd[kind] is None else odd[kind]
-    low = high = (None, None)
+    low: tuple[int | None, float | None] = (None, None)
+    high = low
     if finite:
         # The first of equal extremes is at the lowest step: the steps are in order.
         low_value, high_value = min(finite), max(finite)

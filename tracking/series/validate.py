@@ -95,7 +95,7 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> Batch:
     if len(metrics) > MAX_POINTS:
         raise BatchError(field, f"has {len(metrics)} points; at most {MAX_POINTS} per batch")
     batch: Batch = {}  # its keys are the keys of this batch already checked
-    unordered: set[str] = set()
+    unordered: dict[int, KeyPoints] = {}  # the groups whose steps came out of order, by identity
     for i, raw in enumerate(metrics):
         if type(raw) is not dict:
             raise BatchError(f"{field}[{i}]", "must be an object with key, value, step and timestamp")
@@ -104,8 +104,7 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> Batch:
         key = raw.get("key")
         group = batch.get(key) if type(key) is str else None
         if group is None:
-            key = check_key(key, f"{field}[{i}].key")
-            group = batch[key] = KeyPoints([], [], [])
+            group = batch[check_key(key, f"{field}[{i}].key")] = KeyPoints([], [], [])
         value = raw.get("value", _MISSING)
         if type(value) is not float:
             if value is _MISSING:
@@ -121,19 +120,20 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> Batch:
             ts = check_int(ts, f"{field}[{i}].timestamp")
         steps = group.steps
         if steps and step <= steps[-1]:
-            unordered.add(key)
+            unordered[id(group)] = group
         steps.append(step)
         group.timestamps.append(ts)
         group.values.append(value)
-    for key in unordered:
-        batch[key] = _in_step_order(batch[key])
+    for group in unordered.values():
+        _put_in_step_order(group)
     return batch
 
 
-def _in_step_order(group: KeyPoints) -> KeyPoints:
+def _put_in_step_order(group: KeyPoints) -> None:
     latest = dict(zip(group.steps, zip(group.timestamps, group.values, strict=True), strict=True))  # later wins
-    steps = sorted(latest)
-    return KeyPoints(steps, [latest[step][0] for step in steps], [latest[step][1] for step in steps])
+    group.steps[:] = sorted(latest)
+    group.timestamps[:] = [latest[step][0] for step in group.steps]
+    group.values[:] = [latest[step][1] for step in group.steps]
 
 
 def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str, str]:
