@@ -213,8 +213,8 @@ def load_yaml(text: str) -> Any:
         loader.dispose()
 
 
-def read_text(stream: IO[bytes], parser_context: dict | None, limit: int) -> str:
-    """The body as text, read no further than `limit` bytes."""
+def read_body(stream: IO[bytes], parser_context: dict | None, limit: int) -> bytes:
+    """The body, read no further than `limit` bytes."""
     request = (parser_context or {}).get("request")
     declared = request.META.get("CONTENT_LENGTH") if request is not None else None
     if declared and declared.isdigit() and int(declared) > limit:
@@ -222,6 +222,15 @@ def read_text(stream: IO[bytes], parser_context: dict | None, limit: int) -> str
     body = stream.read(limit + 1)
     if len(body) > limit:
         raise BodyTooLarge(limit)
+    return body
+
+
+def read_text(stream: IO[bytes], parser_context: dict | None, limit: int) -> str:
+    """The body as text, read no further than `limit` bytes."""
+    return decode(read_body(stream, parser_context, limit))
+
+
+def decode(body: bytes) -> str:
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
@@ -235,9 +244,12 @@ class JSONParser(BaseParser):
     renderer_class = JSONRenderer
 
     def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: dict | None = None) -> Any:
-        text = read_text(stream, parser_context, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        return self.load(read_body(stream, parser_context, settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+
+    def load(self, body: bytes) -> Any:
+        """The document in a body within the size limit (raises ParseError)."""
         try:
-            return load_json(text)
+            return load_json(decode(body))
         except BodyProblem as problem:
             raise ParseError(str(problem)) from None
 

@@ -52,3 +52,30 @@ def forget_all() -> None:
     """Drop every copy (tests that rebuild inventories and catalogs between requests)."""
     for snapshot in _registry:
         snapshot.forget()
+
+
+K = TypeVar("K")
+
+
+class KeyedSnapshot(Generic[K, T]):
+    """A Snapshot per key (e.g. one project's settings), each read again when older than the TTL."""
+
+    def __init__(self, load: Callable[[K], T], ttl: float = TTL_SECONDS) -> None:
+        self._load = load
+        self._ttl = ttl
+        self._values: dict[K, tuple[float, T]] = {}
+        register(self)
+
+    def get(self, key: K) -> T:
+        now = time.monotonic()
+        current = self._values.get(key)
+        if current is None or now - current[0] > self._ttl:
+            current = self._values[key] = (now, self._load(key))
+        return current[1]
+
+    def forget(self, key: K | None = None) -> None:
+        """Drop one key's copy, or every key's."""
+        if key is None:
+            self._values.clear()
+        else:
+            self._values.pop(key, None)

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
 from core.errors import InvalidTransition
+from core.snapshots import KeyedSnapshot
 from jobs import lifecycle
 from jobs.models import Job
 from jobs.observations import failed_attempts
@@ -26,7 +29,7 @@ from jobs.states import FINAL, HOLDING, State
 from tracking.models import Alert, AlertAction, AlertRule, Run, RunStatus
 from tracking.notifications import notify_alert_task
 from tracking.series import anomaly
-from tracking.series.validate import CleanPoint
+from tracking.series.validate import Batch
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +45,32 @@ class RuleSettings:
         self.actions = {row.rule: row.action for row in rows if row.enabled}
 
 
+# Per process, read again after a few seconds: the rules are read by every batch ingested (a query was a third of
+# the anomaly checks' cost), and change rarely. A change is seen at once by the process that made it (the signals
+# below) and within the TTL by the others.
+_rules: KeyedSnapshot[int, RuleSettings] = KeyedSnapshot(
+    lambda project_id: RuleSettings(AlertRule.objects.filter(project_id=project_id)))
+
+
 def rule_settings(project_id: int) -> RuleSettings:
-    return RuleSettings(AlertRule.objects.filter(project_id=project_id))
+    return _rules.get(project_id)
 
 
-def evaluate_points(run: Run, points: Sequence[CleanPoint], attempt: int, now: datetime | None = None) -> list[str]:
+@receiver([post_save, post_delete], sender=AlertRule)
+def _forget_rules(sender: type, instance: AlertRule, **kwargs: object) -> None:
+    _rules.forget(instance.project_id)
+
+
+def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None = None) -> list[str]:
     """Judge a batch just written to `run` (locked by the caller) and open or resolve its alerts. Sets the run's
     detector state and progress and returns the fields to save."""
-    if not points:
+    if not batch:
         return []
     now = now or timezone.now()
     settings = rule_settings(run.project_id)
-    events, state = anomaly.evaluate_batch(run.detector_state, ((p.key, p.step, p.value) for p in points),
-                                           settings.active, attempt)
-    highest = max(p.step for p in points)
+    series = {key: (group.steps, group.values) for key, group in batch.items()}
+    events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt)
+    highest = max(group.steps[-1] for group in batch.values())
     resumed = attempt != run.detector_state.get("attempt", attempt)
     if run.last_step is None or highest > run.last_step or resumed:
         run.last_step, run.last_step_at = highest, now

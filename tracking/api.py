@@ -19,13 +19,14 @@ from rest_framework.views import APIView
 
 from core.csvstream import line_writer
 from core.filters import IdFilter
+from core.parsers import FormParser, MultiPartParser
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import costing, selectors, services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
-from tracking.bodies import body_of
+from tracking.bodies import BatchJSONParser, body_of
 from tracking.models import AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
     AlertRuleSerializer,
@@ -337,6 +338,7 @@ class RunLogBatchView(APIView):
     authentication_classes = AUTHENTICATION_CLASSES
     permission_classes = [UserOrRunToken]
     throttle_classes = [RunTokenThrottle]
+    parser_classes = [BatchJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(request=LogBatchSerializer, responses={200: None})
     def post(self, request: Request, pk: int) -> Response:

@@ -1,15 +1,63 @@
-"""Reading a batch's body: one over the size limit is a 413 that names the limit and what to do about it, in Tidal's
-error shape on its API and in MLflow's on the MLflow endpoints."""
+"""Reading a batch's body: parsed by orjson on the ingestion endpoint, and one over the size limit is a 413 that
+names the limit and what to do about it, in Tidal's error shape on its API and in MLflow's on the MLflow endpoints."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 
-from core.parsers import BodyTooLarge
+from core.parsers import BodyTooLarge, JSONParser, max_depth, nested_deeper_than, too_deep
+
+# orjson reads an integer beyond 64 bits as a float, where Python's json keeps every digit.
+_EXACT_LIMIT = 2.0**63
+
+
+class BatchJSONParser(JSONParser):
+    """The API's JSON parser, with orjson in front: a third of the CPU on a 10,000-point batch (3.5 ms against
+    9.3). Where orjson's reading could differ from the standard parser's, the body is read again by it, so a batch
+    means the same and is refused alike (the same messages): a body orjson refuses, one that escapes a NUL, and one
+    with a param or tag holding an integer beyond 64 bits, which only there would keep its digits as text. In a
+    point such an integer means the same either way: a value becomes a float anyway, and a step or timestamp that
+    large is refused either way."""
+
+    def load(self, body: bytes) -> Any:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return super().load(body)
+        if b"\\u0000" in body or _holds_huge_pairs(data):
+            return super().load(body)
+        limit = max_depth()
+        if nested_deeper_than(_without_points(data, limit), limit):
+            raise ParseError(too_deep(limit))
+        return data
+
+
+def _without_points(data: Any, limit: int) -> Any:
+    """The body less its points, for the depth check: a point sits three levels deep (the body, its list of points,
+    the point) and holds no list or mapping, which clean_points refuses naming the point. Walking 10,000 points
+    cost as much as parsing them."""
+    if limit < 3 or type(data) is not dict or type(data.get("metrics")) is not list:
+        return data
+    return {**data, "metrics": []}
+
+
+def _holds_huge_pairs(data: Any) -> bool:
+    if type(data) is not dict:
+        return False
+    values: list[Any] = [data.get("attempt")]
+    for name in ("params", "tags"):
+        pairs = data.get(name)
+        if type(pairs) is dict:
+            values += pairs.values()
+        elif type(pairs) is list:
+            values += [pair.get("value") for pair in pairs if type(pair) is dict]
+    return any(type(value) is float and not -_EXACT_LIMIT < value < _EXACT_LIMIT for value in values)
 
 
 def body_of(request: Request) -> Any:

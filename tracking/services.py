@@ -27,6 +27,7 @@ from tracking.series.validate import (
     MAX_TAG_VALUE,
     MAX_TAGS,
     BatchError,
+    batch_size,
     clean_pairs,
     clean_points,
     summarize,
@@ -136,7 +137,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
     """Write a batch all or nothing; a retried batch changes nothing (points are unique on run, key, step and
     attempt). Returns the number of points. Raises BatchError (naming the bad field and point) before writing."""
     now_ms = int(time.time() * 1000)
-    points = clean_points(metrics, now_ms)
+    batch = clean_points(metrics, now_ms)
     clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
     clean_tags = clean_pairs(tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
     with transaction.atomic():
@@ -151,23 +152,23 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
         number = attempt or run.attempt
-        write_points(run.pk, number, points)
+        write_points(run.pk, number, batch)
         fields = []
-        if points:
-            run.summary, fields = summarize(points, run.summary), ["summary"]
-            first = min(points, key=lambda p: p.step)
+        if batch:
+            run.summary, fields = summarize(batch, run.summary), ["summary"]
+            first = min((group.steps[0], group.timestamps[0]) for group in batch.values())
             known = run.attempt_starts.get(str(number))
-            if known is None or first.step < known[0]:
-                run.attempt_starts = {**run.attempt_starts, str(number): [first.step, first.timestamp]}
+            if known is None or first[0] < known[0]:
+                run.attempt_starts = {**run.attempt_starts, str(number): list(first)}
                 fields.append("attempt_starts")
-            fields += alerts.evaluate_points(run, points, number)
+            fields += alerts.evaluate_points(run, batch, number)
         if clean_params:
             run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
         if clean_tags:
             run.tags, fields = {**run.tags, **clean_tags}, [*fields, "tags"]
         if fields:
             run.save(update_fields=fields)
-    return len(points)
+    return batch_size(batch)
 
 
 

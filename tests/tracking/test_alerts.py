@@ -69,6 +69,22 @@ def test_the_rolling_state_lives_on_the_run_and_a_disabled_rule_is_silent(run, t
     assert not Alert.objects.exists()
 
 
+def test_the_next_batch_sees_a_rule_changed_or_deleted_since_the_last(run, tenant):
+    """The project's rules are kept per process between batches: a write through the API's service (or the ORM)
+    is seen by the very next batch."""
+    rule = AlertRule.objects.create(project=tenant.project, rule="non_finite", enabled=False)
+    log(run.pk, "train/loss", 1, "NaN")
+    services.alert_rule_save(actor=tenant.users["owner"], rule=rule, values={"enabled": True})
+    log(run.pk, "train/loss", 2, 1.0)
+    log(run.pk, "train/loss", 3, "NaN")
+    assert Alert.objects.get(run=run).step == 3
+    services.alert_rule_save(actor=tenant.users["owner"], rule=rule, values={"enabled": False})
+    log(run.pk, "acc", 4, "NaN")
+    services.alert_rule_delete(actor=tenant.users["owner"], rule=rule)  # back to the default: enabled
+    log(run.pk, "acc", 5, "NaN")
+    assert list(Alert.objects.filter(key="acc").values_list("step", flat=True)) == [5]
+
+
 def test_a_spike_threshold_comes_from_the_project(run, tenant):
     AlertRule.objects.create(project=tenant.project, rule="loss_spike", params={"z": 500})
     services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "step": s, "value": 2.0 + (s % 3) / 100}

@@ -179,8 +179,9 @@ def test_keys_pick_their_rules():
        st.integers(0, 10_000), st.lists(st.tuples(st.integers(0, 599), st.sampled_from(
            ["spike", "drop", "nan", "inf", "zero", "low"])), max_size=6), st.integers(7, 300))
 def test_checking_quiet_runs_whole_finds_exactly_what_judging_every_point_finds(key, seed, faults, batch):
-    """The fast path (runs of points checked whole while nothing fires) against judging each point alone: the same
-    events at the same steps, and the same state after every batch."""
+    """The fast paths (runs of points checked whole while nothing fires, and whole batches as ingestion hands them
+    over) against judging each point alone: the same events at the same steps, and the same state after every
+    batch."""
     rng = random.Random(seed)
     level = 90.0 if "gpu" in key else 2.0
     values = [level * (1 + rng.gauss(0, 0.02)) for _ in range(600)]
@@ -189,12 +190,38 @@ def test_checking_quiet_runs_whole_finds_exactly_what_judging_every_point_finds(
                       "low": 1.0}[kind]
     points = [(step * 5, value) for step, value in enumerate(values)]
     rules = anomaly.active_rules([])
-    states = {True: {}, False: {}}
-    found = {True: [], False: []}
+    states: dict = {True: {}, False: {}, "batch": {}}
+    found: dict = {True: [], False: [], "batch": []}
     for start in range(0, len(points), batch):
+        chunk = points[start:start + batch]
         for fast in (True, False):
-            events, states[fast] = anomaly.evaluate_key(key, states[fast], points[start:start + batch], rules,
-                                                        fast=fast)
+            events, states[fast] = anomaly.evaluate_key(key, states[fast], chunk, rules, fast=fast)
             found[fast] += [(type(e).__name__, e.rule, e.step) for e in events]
-        assert states[True] == states[False]
-    assert found[True] == found[False]
+        events, states["batch"] = anomaly.evaluate_columns(key, states["batch"], [s for s, _ in chunk],
+                                                           [v for _, v in chunk], rules)
+        found["batch"] += [(type(e).__name__, e.rule, e.step) for e in events]
+        assert states[True] == states[False] == states["batch"]
+    assert found[True] == found[False] == found["batch"]
+
+
+@pytest.mark.parametrize("key", ["train/loss", "train/grad_norm", "train/tokens_per_s", "system/gpu_util"])
+def test_a_quiet_batch_with_a_full_window_is_judged_whole(key, monkeypatch):
+    """A healthy run's batch takes the whole-batch path (the property test above holds it to the same verdicts);
+    one with an anomaly in it goes point by point and finds it."""
+    level = 90.0 if "gpu" in key else 2.0
+    rng = random.Random(3)
+    points = [(step, level * (1 + rng.gauss(0, 0.01))) for step in range(400)]
+    rules = anomaly.active_rules([])
+    _, state = anomaly.evaluate_columns(key, {}, [s for s, _ in points], [v for _, v in points], rules)
+    judged_one_by_one = []
+    real = anomaly.evaluate_key
+    monkeypatch.setattr(anomaly, "evaluate_key", lambda *a, **k: judged_one_by_one.append(1) or real(*a, **k))
+    quiet = [(step, level * (1 + rng.gauss(0, 0.01))) for step in range(400, 2400)]
+    events, _ = anomaly.evaluate_columns(key, state, [s for s, _ in quiet], [v for _, v in quiet], rules)
+    assert events == [] and judged_one_by_one == []
+    quiet[1500] = (quiet[1500][0], {"system/gpu_util": 1.0, "train/tokens_per_s": 0.1}.get(key, 100.0) * level)
+    if "gpu" in key:
+        quiet[1500:1510] = [(s, 1.0) for s, _ in quiet[1500:1510]]
+    events, _ = anomaly.evaluate_columns(key, state, [s for s, _ in quiet], [v for _, v in quiet], rules)
+    assert judged_one_by_one and [e.step for e in events if isinstance(e, Finding)][:1] == [
+        quiet[1504 if "gpu" in key else 1500][0]]

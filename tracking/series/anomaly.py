@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 NON_FINITE = "non_finite"
 LOSS_SPIKE = "loss_spike"
@@ -151,25 +156,104 @@ def evaluate_batch(state: Mapping[str, Any], points: Iterable[tuple[str, int, fl
     by_key: dict[str, list[tuple[int, float]]] = {}
     for key, step, value in points:
         by_key.setdefault(key, []).append((step, value))
+    ordered = {key: sorted(series) for key, series in by_key.items()}
+    return evaluate_series(state, {key: ([p[0] for p in series], [p[1] for p in series])
+                                   for key, series in ordered.items()}, rules, attempt)
+
+
+def evaluate_series(state: Mapping[str, Any], series: Mapping[str, tuple[Sequence[int], Sequence[float]]],
+                    rules: Mapping[str, Mapping[str, float]], attempt: int) -> tuple[list[Event], dict[str, Any]]:
+    """`evaluate_batch` of points already grouped by key, each key's as columns (steps, values) in step order: what
+    ingestion holds, so nothing is regrouped or sorted again."""
     resumed = attempt != state.get("attempt", attempt)
     keys: dict[str, dict[str, Any]] = dict(state.get("keys", {}))
     events: list[Event] = []
-    for key, series in by_key.items():
-        found, keys[key] = evaluate_key(key, keys.get(key, {}), series, rules, resumed=resumed)
+    for key, (steps, values) in series.items():
+        found, keys[key] = evaluate_columns(key, keys.get(key, {}), steps, values, rules, resumed=resumed)
         events += found
     events.sort(key=lambda e: -1 if e.step is None else e.step)
     return events, {**state, "attempt": attempt, "keys": keys}
 
 
-def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int, float]],
-                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False,
-                 fast: bool = True) -> tuple[list[Event], dict[str, Any]]:
+def evaluate_columns(key: str, state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
+                     rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False) -> tuple[list[Event],
+                                                                                                dict[str, Any]]:
+    """`evaluate_key` of a key's points as columns in step order. A healthy run's batch is quiet from end to end,
+    so it is first judged whole (`_quiet_batch`); any other goes point by point through `evaluate_key`."""
+    last = -1 if resumed else state.get("s", -1)
+    start = bisect_right(steps, last)
+    names = [rule for rule in rules_for_key(key) if rule in rules]
+    quiet = _quiet_batch(state, steps[start:], values[start:], [(rule, rules[rule]) for rule in names])
+    if quiet is not None:
+        return [], quiet
+    return evaluate_key(key, state, list(zip(steps[start:], values[start:], strict=True)), rules, resumed=resumed,
+                        ordered=True)
+
+
+def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
+                 checks: list[tuple[str, Mapping[str, float]]]) -> dict[str, Any] | None:
+    """The state `evaluate_key` would leave after a batch in which nothing opens or clears, or None when that may
+    not be so (then the batch is judged point by point).
+
+    The same verdicts as `_quiet_run` applied run after run, computed for the whole batch at once: the window's
+    statistics at every STRIDE-th point (the points where `evaluate_key` computes them again, counted from the
+    batch's first point) in one numpy call over the windows they would be taken from, each stretch's minimum and
+    maximum held against them. Only with no rule firing and a full window (its length the same at every stretch)."""
+    if not values or state.get("on") or not all(map(math.isfinite, values)):
+        return None
+    windowed = [(rule, params) for rule, params in checks if rule in WINDOW_RULES]
+    size = max((int(params["window"]) for _, params in windowed), default=0)
+    old = list(state.get("w", []))
+    if size and len(old) < size:
+        return None
+    for rule, params in windowed:
+        if _may_fire_in_batch(rule, params, old, values):
+            return None
+    st: dict[str, Any] = {**state, "on": [], "s": steps[-1]}
+    for rule, params in checks:
+        if rule == GPU_UTIL_COLLAPSE:
+            if min(values) < params["below"]:
+                return None
+            st["low"] = 0
+            if max(values) >= params["above"]:
+                st["high"] = True
+        elif rule == LOSS_PLATEAU and not _plateau_quiet(list(zip(steps, values, strict=True)), st, params):
+            return None
+    if size:
+        st["w"] = (old + list(values))[-size:]
+    else:
+        st.pop("w", None)
+    return st
+
+
+def _may_fire_in_batch(rule: str, params: Mapping[str, float], old: list[float], values: Sequence[float]) -> bool:
+    """`_may_fire` for every STRIDE-point stretch of the batch, against the window as it stands at its start."""
+    size = int(params["window"])
+    history = np.array(old[-size:] + list(values))
+    starts = np.arange(0, len(values), STRIDE)
+    windows = sliding_window_view(history, size)[starts]  # the `size` values before each stretch
+    median = np.median(windows, axis=1)
+    low = np.minimum.reduceat(history[size:], starts)
+    high = np.maximum.reduceat(history[size:], starts)
+    if rule == LOSS_SPIKE:
+        mad = np.median(np.abs(windows - median[:, None]), axis=1)
+        scale = np.maximum(np.maximum(_MAD_TO_SIGMA * mad, 1e-3 * np.abs(median)), 1e-12)
+        return bool(np.any((high - median) / scale > params["z"]))
+    if rule == GRAD_NORM_EXPLOSION:
+        return bool(np.any((median > 0) & (high > params["factor"] * median)))
+    return bool(np.any((median > 0) & (low < params["fraction"] * median)))  # THROUGHPUT_DROP
+
+
+def evaluate_key(key: str, state: Mapping[str, Any], points: Sequence[tuple[int, float]],
+                 rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False, fast: bool = True,
+                 ordered: bool = False) -> tuple[list[Event], dict[str, Any]]:
     """One key: `state` holds "w" (the recent finite values, oldest first), "s" (the last step seen), "on" (the
     rules firing), and the plateau's "best"/"bs" and the GPU rule's "low"/"high" counters.
 
     While no rule fires, runs of points are first checked whole (`_quiet_run`: a few min/max over the run against
     the same baseline each point would be judged against); only a run that may change something is judged point
-    by point. `fast=False` judges every point (the tests compare the two)."""
+    by point. `fast=False` judges every point (the tests compare the two). `ordered`: `points` is a sequence in
+    step order already."""
     st: dict[str, Any] = {**state, "w": list(state.get("w", [])), "on": list(state.get("on", [])), "_stats": {},
                           "_n": 0}
     names = [rule for rule in rules_for_key(key) if rule in rules]
@@ -178,7 +262,10 @@ def evaluate_key(key: str, state: Mapping[str, Any], points: Iterable[tuple[int,
     last = -1 if resumed else st.get("s", -1)
     events: list[Event] = []
     checks = [(rule, _CHECKS[rule], rules[rule], rule in WINDOW_RULES) for rule in names]
-    todo = [point for point in sorted(points) if point[0] > last]
+    if ordered:
+        todo = list(points[bisect_right(points, last, key=itemgetter(0)):])
+    else:
+        todo = [point for point in sorted(points) if point[0] > last]
     i = slow_until = 0
     while i < len(todo):
         quiet = _quiet_run(todo, i, st, checks, size) if fast and not firing and i >= slow_until else 0

@@ -10,6 +10,7 @@ minimum and maximum are exactly those of its points.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -37,27 +38,46 @@ class Aggregate:
 
 
 def aggregate(points: Sequence[Point], width: int) -> dict[int, Aggregate]:
-    """Points (step, value) of one series, any order -> their aggregate per chunk of `width` steps. Plain loops
-    over each chunk's points: this runs for every point ingested."""
-    groups: dict[int, list[Point]] = {}
-    for point in points:
-        groups.setdefault(point[0] // width, []).append(point)
-    return {chunk: _of_group(chunk, group) for chunk, group in groups.items()}
+    """Points (step, value) of one series, any order -> their aggregate per chunk of `width` steps."""
+    ordered = sorted(points)
+    return aggregate_ordered([p[0] for p in ordered], [p[1] for p in ordered], width)
 
 
-def _of_group(chunk: int, group: list[Point]) -> Aggregate:
-    finite = [p for p in group if math.isfinite(p[1])]
-    last = max(group)
-    low = min(finite, key=lambda p: (p[1], p[0])) if finite else (None, None)
-    high = max(finite, key=lambda p: (p[1], -p[0])) if finite else (None, None)
-    odd: dict[str, int | None] = {"nan": None, "inf": None, "-inf": None}
-    if len(finite) < len(group):
-        for step, value in sorted(p for p in group if not math.isfinite(p[1])):
-            kind = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-            odd[kind] = step if odd[kind] is None else odd[kind]
-    return Aggregate(chunk, len(group), min(group)[0], last[0], None if math.isnan(last[1]) else last[1],
-                     len(finite), math.fsum(p[1] for p in finite), low[0], low[1], high[0], high[1],
-                     odd["nan"], odd["inf"], odd["-inf"])
+def aggregate_ordered(steps: Sequence[int], values: Sequence[float], width: int) -> dict[int, Aggregate]:
+    """`aggregate` of points given as columns in step order, as ingestion holds them: each chunk is a slice, and
+    its figures come from min, max, index and fsum over it (C loops: this runs for every point ingested)."""
+    out: dict[int, Aggregate] = {}
+    start = 0
+    while start < len(steps):
+        chunk = steps[start] // width
+        end = bisect_left(steps, (chunk + 1) * width, start)
+        out[chunk] = _of_chunk(chunk, steps[start:end], values[start:end])
+        start = end
+    return out
+
+
+def _of_chunk(chunk: int, steps: Sequence[int], values: Sequence[float]) -> Aggregate:
+    if all(map(math.isfinite, values)):
+        finite_steps, finite = steps, values
+        odd: dict[str, int | None] = {"nan": None, "inf": None, "-inf": None}
+    else:
+        finite_steps = [s for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+        finite = [v for v in values if math.isfinite(v)]
+        odd = {"nan": None, "inf": None, "-inf": None}
+        for step, value in zip(steps, values, strict=True):
+            if not math.isfinite(value):
+                kind = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+                odd[kind] = step if odd[kind] is None else odd[kind]
+    low: tuple[int | None, float | None] = (None, None)
+    high = low
+    if finite:
+        # The first of equal extremes is at the lowest step: the steps are in order.
+        low_value, high_value = min(finite), max(finite)
+        low = (finite_steps[finite.index(low_value)], low_value)
+        high = (finite_steps[finite.index(high_value)], high_value)
+    last = values[-1]
+    return Aggregate(chunk, len(steps), steps[0], steps[-1], None if math.isnan(last) else last, len(finite),
+                     math.fsum(finite), low[0], low[1], high[0], high[1], odd["nan"], odd["inf"], odd["-inf"])
 
 
 def coarser(chunks: dict[int, Aggregate], factor: int) -> dict[int, Aggregate]:

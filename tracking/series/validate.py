@@ -28,11 +28,20 @@ class BatchError(ValueError):
         self.message = message
 
 
-class CleanPoint(NamedTuple):
-    key: str
-    step: int
-    timestamp: int  # ms
-    value: float
+class KeyPoints(NamedTuple):
+    """One key's points of a batch, in step order with one point a step: the batch is grouped once, here, and the
+    COPY, the summary, the rollups and the anomaly checks all read these lists."""
+
+    steps: list[int]
+    timestamps: list[int]  # ms
+    values: list[float]
+
+
+Batch = dict[str, KeyPoints]
+
+
+def batch_size(batch: Batch) -> int:
+    return sum(len(group.steps) for group in batch.values())
 
 
 def check_key(key: Any, field: str) -> str:
@@ -71,29 +80,31 @@ def check_int(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_ST
     return int(value)
 
 
-def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> list[CleanPoint]:
-    """Points as {"key", "value", "step" (default 0), "timestamp" (ms, default now)}; of two points of one key
-    and step, the later in the batch wins (one row each: an upsert may not touch a row twice).
+def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> Batch:
+    """Points as {"key", "value", "step" (default 0), "timestamp" (ms, default now)}, grouped by key in step
+    order; of two points of one key and step, the later in the batch wins (one row each: an upsert may not touch a
+    row twice).
 
     The common case (a known key, a float value, int step and timestamp in range) is checked inline: this loop
-    runs for every point ingested, and a batch repeats a handful of keys thousands of times."""
+    runs for every point ingested, and a batch repeats a handful of keys thousands of times. Training logs steps in
+    increasing order, so a key's points are only sorted when they came otherwise."""
     if metrics is None:
-        return []
+        return {}
     if not isinstance(metrics, list):
         raise BatchError(field, "must be a list of points")
     if len(metrics) > MAX_POINTS:
         raise BatchError(field, f"has {len(metrics)} points; at most {MAX_POINTS} per batch")
-    out: dict[tuple[str, int], CleanPoint] = {}
-    keys: set[str] = set()  # keys of this batch already checked
+    batch: Batch = {}  # its keys are the keys of this batch already checked
+    unordered: dict[int, KeyPoints] = {}  # the groups whose steps came out of order, by identity
     for i, raw in enumerate(metrics):
         if type(raw) is not dict:
             raise BatchError(f"{field}[{i}]", "must be an object with key, value, step and timestamp")
         if not raw.keys() <= POINT_FIELDS:
             raise BatchError(f"{field}[{i}].{sorted(raw.keys() - POINT_FIELDS)[0]}", "is not a field of a point")
         key = raw.get("key")
-        if type(key) is not str or key not in keys:
-            key = check_key(key, f"{field}[{i}].key")
-            keys.add(key)
+        group = batch.get(key) if type(key) is str else None
+        if group is None:
+            group = batch[check_key(key, f"{field}[{i}].key")] = KeyPoints([], [], [])
         value = raw.get("value", _MISSING)
         if type(value) is not float:
             if value is _MISSING:
@@ -107,8 +118,22 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> list[Clea
             ts = now_ms
         elif type(ts) is not int or not 0 <= ts <= MAX_STEP:
             ts = check_int(ts, f"{field}[{i}].timestamp")
-        out[(key, step)] = CleanPoint(key, step, ts, value)
-    return list(out.values())
+        steps = group.steps
+        if steps and step <= steps[-1]:
+            unordered[id(group)] = group
+        steps.append(step)
+        group.timestamps.append(ts)
+        group.values.append(value)
+    for group in unordered.values():
+        _put_in_step_order(group)
+    return batch
+
+
+def _put_in_step_order(group: KeyPoints) -> None:
+    latest = dict(zip(group.steps, zip(group.timestamps, group.values, strict=True), strict=True))  # later wins
+    group.steps[:] = sorted(latest)
+    group.timestamps[:] = [latest[step][0] for step in group.steps]
+    group.values[:] = [latest[step][1] for step in group.steps]
 
 
 def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str, str]:
@@ -139,18 +164,15 @@ def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str,
     return out
 
 
-def summarize(points: list[CleanPoint], summary: dict[str, dict]) -> dict[str, dict]:
+def summarize(batch: Batch, summary: dict[str, dict]) -> dict[str, dict]:
     """The runs table's per-key figures merged with a batch: last (by step), min and max of finite values."""
     merged = {k: dict(v) for k, v in summary.items()}
-    by_key: dict[str, list[CleanPoint]] = {}
-    for p in points:
-        by_key.setdefault(p.key, []).append(p)
-    for key, mine in by_key.items():
+    for key, group in batch.items():
         entry = merged.setdefault(key, {"last": None, "step": -1, "min": None, "max": None})
-        latest = max(mine, key=lambda p: p.step)  # the first of equal steps: clean_points left one per step
-        if latest.step >= entry["step"]:
-            entry["step"], entry["last"] = latest.step, latest.value if math.isfinite(latest.value) else None
-        finite = [p.value for p in mine if math.isfinite(p.value)]
+        values = group.values
+        if group.steps[-1] >= entry["step"]:
+            entry["step"], entry["last"] = group.steps[-1], values[-1] if math.isfinite(values[-1]) else None
+        finite = values if all(map(math.isfinite, values)) else [v for v in values if math.isfinite(v)]
         if finite:
             low, high = min(finite), max(finite)
             entry["min"] = low if entry["min"] is None else min(entry["min"], low)
