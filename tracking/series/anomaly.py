@@ -199,23 +199,27 @@ def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequenc
     statistics at every STRIDE-th point (the points where `evaluate_key` computes them again, counted from the
     batch's first point) in one numpy call over the windows they would be taken from, each stretch's minimum and
     maximum held against them. Only with no rule firing and a full window (its length the same at every stretch)."""
-    if not values or state.get("on") or not all(map(math.isfinite, values)):
+    if not values or state.get("on"):
         return None
+    column = np.asarray(values, dtype=float)  # one pass for finiteness and the extremes every rule below needs
+    if not np.isfinite(column).all():
+        return None
+    lowest, highest = float(column.min()), float(column.max())
     windowed = [(rule, params) for rule, params in checks if rule in WINDOW_RULES]
     size = max((int(params["window"]) for _, params in windowed), default=0)
     old = list(state.get("w", []))
     if size and len(old) < size:
         return None
     for rule, params in windowed:
-        if _may_fire_in_batch(rule, params, old, values):
+        if _may_fire_in_batch(rule, params, old[-int(params["window"]):], column, lowest, highest):
             return None
     st: dict[str, Any] = {**state, "on": [], "s": steps[-1]}
     for rule, params in checks:
         if rule == GPU_UTIL_COLLAPSE:
-            if min(values) < params["below"]:
+            if lowest < params["below"]:
                 return None
             st["low"] = 0
-            if max(values) >= params["above"]:
+            if highest >= params["above"]:
                 st["high"] = True
         elif rule == LOSS_PLATEAU and not _plateau_quiet(list(zip(steps, values, strict=True)), st, params):
             return None
@@ -226,22 +230,50 @@ def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequenc
     return st
 
 
-def _may_fire_in_batch(rule: str, params: Mapping[str, float], old: list[float], values: Sequence[float]) -> bool:
-    """`_may_fire` for every STRIDE-point stretch of the batch, against the window as it stands at its start."""
+def _may_fire_in_batch(rule: str, params: Mapping[str, float], window: list[float], column: np.ndarray,
+                       lowest: float, highest: float) -> bool:
+    """`_may_fire` for every STRIDE-point stretch of the batch (`column`, whose extremes are `lowest` and
+    `highest`), against the window (`window`: the values before the batch) as it stands at its start."""
+    if _bounded_quiet(rule, params, window, lowest, highest):
+        return False
     size = int(params["window"])
-    history = np.array(old[-size:] + list(values))
-    starts = np.arange(0, len(values), STRIDE)
-    windows = sliding_window_view(history, size)[starts]  # the `size` values before each stretch
-    median = np.median(windows, axis=1)
+    history = np.concatenate((np.asarray(window, dtype=float), column))
+    starts = np.arange(0, len(column), STRIDE)
+    windows = sliding_window_view(history, size)[starts]  # the `size` values before each stretch (a copy)
+    median = _row_medians(windows)
     low = np.minimum.reduceat(history[size:], starts)
     high = np.maximum.reduceat(history[size:], starts)
     if rule == LOSS_SPIKE:
-        mad = np.median(np.abs(windows - median[:, None]), axis=1)
+        mad = _row_medians(np.abs(windows - median[:, None]))
         scale = np.maximum(np.maximum(_MAD_TO_SIGMA * mad, 1e-3 * np.abs(median)), 1e-12)
         return bool(np.any((high - median) / scale > params["z"]))
     if rule == GRAD_NORM_EXPLOSION:
         return bool(np.any((median > 0) & (high > params["factor"] * median)))
     return bool(np.any((median > 0) & (low < params["fraction"] * median)))  # THROUGHPUT_DROP
+
+
+def _row_medians(rows: np.ndarray) -> np.ndarray:
+    """Each row's median, as np.median computes it, partitioning `rows` in place (the caller's scratch copy)."""
+    middle = rows.shape[1] // 2
+    if rows.shape[1] % 2:
+        rows.partition(middle, axis=1)
+        return rows[:, middle].copy()
+    rows.partition((middle - 1, middle), axis=1)
+    medians: np.ndarray = (rows[:, middle - 1] + rows[:, middle]) / 2
+    return medians
+
+
+def _bounded_quiet(rule: str, params: Mapping[str, float], window: list[float], lowest: float,
+                   highest: float) -> bool:
+    """Whether a window rule of ratios cannot fire anywhere in the batch, from extremes alone: every stretch's
+    median lies between the lowest and the highest value of the window and the batch (`lowest`, `highest`), so a
+    steady series (a gradient norm, a throughput) is settled without computing a median."""
+    if rule == GRAD_NORM_EXPLOSION:  # fires when a value exceeds factor x a positive median
+        floor = min(lowest, min(window, default=math.inf))
+        return floor > 0 and highest <= params["factor"] * floor
+    if rule == THROUGHPUT_DROP:  # fires when a value falls below fraction x a positive median
+        return lowest >= params["fraction"] * max(highest, max(window, default=-math.inf))
+    return False
 
 
 def evaluate_key(key: str, state: Mapping[str, Any], points: Sequence[tuple[int, float]],
