@@ -7,6 +7,7 @@ Not a benchmark itself (the Makefile's loop runs bench/bench_*.py only).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -148,3 +149,27 @@ def process_group_of(service: subprocess.Popen) -> Matcher:
         except OSError:  # gone meanwhile
             return False
     return matches
+
+
+# The load clients share the server's two cores: raw HTTP/1.1 on asyncio streams costs them a few microseconds a
+# request where a full client library costs about a millisecond, so the cores go to the server being measured.
+def raw_request(method: str, path: str, port: int, headers: dict[str, str], body: bytes = b"") -> bytes:
+    """One HTTP/1.1 request as bytes, ready to send again and again."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items()),
+             f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def raw_send(port: int, request: bytes, conn: list) -> int:
+    """One request on a kept-alive connection (reopened when the server closes it); returns the status code."""
+    if not conn:
+        conn.extend(await asyncio.open_connection("127.0.0.1", port))
+    reader, writer = conn
+    writer.write(request)
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+    length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
+    await reader.readexactly(length)
+    if "connection: close" in head:
+        writer.close()
+        conn.clear()
+    return int(head.split(" ", 2)[1])

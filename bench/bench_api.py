@@ -28,6 +28,8 @@ from _stack import (  # noqa: E402
     postgres_process,
     process_cpu_seconds,
     process_group_of,
+    raw_request,
+    raw_send,
     recreate_database,
     start_gunicorn,
     stop,
@@ -49,33 +51,15 @@ BODY = json.dumps({"project": "vision", "name": "bench", "image": "ghcr.io/acme/
 
 
 def request_bytes(port: int, token: str) -> bytes:
-    # The load client shares the server's two cores: raw HTTP/1.1 on asyncio streams costs it a few microseconds a
-    # request where a full client library costs about a millisecond, so the cores go to the server being measured.
-    head = (f"POST /api/v1/jobs/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(BODY)}\r\n\r\n")
-    return head.encode() + BODY
-
-
-async def send(port: int, request: bytes, conn: list) -> int:
-    """One request on a kept-alive connection (reopened when the server closes it); returns the status code."""
-    if not conn:
-        conn.extend(await asyncio.open_connection("127.0.0.1", port))
-    reader, writer = conn
-    writer.write(request)
-    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-    length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
-    await reader.readexactly(length)
-    if "connection: close" in head:
-        writer.close()
-        conn.clear()
-    return int(head.split(" ", 2)[1])
+    return raw_request("POST", "/api/v1/jobs/", port,
+                       {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}, BODY)
 
 
 async def client_loop(port: int, request: bytes, deadline: float, latencies: list[float], errors: list[int]) -> None:
     conn: list = []
     while time.perf_counter() < deadline:
         started = time.perf_counter()
-        status = await send(port, request, conn)
+        status = await raw_send(port, request, conn)
         latencies.append(time.perf_counter() - started)
         if status != 201:
             errors.append(status)

@@ -37,6 +37,8 @@ from _stack import (  # noqa: E402
     postgres_cpu_seconds,
     process_cpu_seconds,
     process_group_of,
+    raw_request,
+    raw_send,
     recreate_database,
     start,
     start_gunicorn,
@@ -129,11 +131,14 @@ def prepare(env: dict, clients: int) -> dict:
 class Ingest:
     """One server's batch endpoint: where a run's batches go and what they look like."""
 
-    base: str
+    port: int
     headers: dict
     path: Callable[[str], str]
     body: Callable[[str, int], bytes]
     points: int  # per batch
+
+    def request(self, run: str, batch_no: int) -> bytes:
+        return raw_request("POST", self.path(run), self.port, self.headers, self.body(run, batch_no))
 
 
 def tidal_batch(run: str, batch_no: int) -> bytes:
@@ -157,18 +162,20 @@ def points_of(batch_no: int, size: int) -> list[dict]:
 async def client_loop(target: Ingest, run: str, deadline: float, latencies: list[float], errors: list[int]) -> None:
     """One client sending its batches one after the other; each next batch is encoded in a thread while the last
     one is on its way, as the SDK's background sender does (the encoding is the client's work, not the server's)."""
-    async with httpx.AsyncClient(base_url=target.base, headers=target.headers, timeout=60) as client:
-        batch_no = 0
-        body = target.body(run, batch_no)
-        while time.perf_counter() < deadline:
-            following = asyncio.create_task(asyncio.to_thread(target.body, run, batch_no + 1))
-            started = time.perf_counter()
-            response = await client.post(target.path(run), content=body)
-            latencies.append(time.perf_counter() - started)
-            if response.status_code != 200:
-                errors.append(response.status_code)
-            batch_no += 1
-            body = await following
+    conn: list = []
+    batch_no = 0
+    request = target.request(run, batch_no)
+    while time.perf_counter() < deadline:
+        following = asyncio.create_task(asyncio.to_thread(target.request, run, batch_no + 1))
+        started = time.perf_counter()
+        status = await raw_send(target.port, request, conn)
+        latencies.append(time.perf_counter() - started)
+        if status != 200:
+            errors.append(status)
+        batch_no += 1
+        request = await following
+    if conn:
+        conn[1].close()
 
 
 def ingest(server: subprocess.Popen, target: Ingest, runs: list[str], seconds: float, label: str,
@@ -256,7 +263,7 @@ def main() -> int:
     mlflow = None
     base, mlflow_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{mlflow_port}"
     auth = {"Authorization": f"Bearer {setup['token']}", "Content-Type": "application/json"}
-    tidal = Ingest(base, auth, lambda run: f"/api/v1/runs/{run}/log-batch/", tidal_batch, BATCH)
+    tidal = Ingest(port, auth, lambda run: f"/api/v1/runs/{run}/log-batch/", tidal_batch, BATCH)
     try:
         wait_up(f"{base}/healthz")
         mlflow = None if args.without_mlflow else start_mlflow(mlflow_port, args.workers)
@@ -275,7 +282,7 @@ def main() -> int:
         if mlflow is not None:
             mlflow_runs = [httpx.post(f"{mlflow_base}/api/2.0/mlflow/runs/create", json={"experiment_id": "0"})
                            .json()["run"]["info"]["run_id"] for _ in range(max(args.clients))]
-            target = Ingest(mlflow_base, {"Content-Type": "application/json"},
+            target = Ingest(mlflow_port, {"Content-Type": "application/json"},
                             lambda run: "/api/2.0/mlflow/runs/log-batch", mlflow_batch, MLFLOW_BATCH)
             for clients in args.clients:
                 row, rates["mlflow", clients] = ingest(mlflow, target, mlflow_runs[:clients], args.seconds, "MLflow")
