@@ -56,8 +56,9 @@ def role_in_project(user: User, project: Project) -> str | None:
     known = getattr(project, "known_roles", {})
     if user.pk in known:
         return known[user.pk]
-    membership = Membership.objects.filter(project=project, user=user).only("role").first()
-    return membership.role if membership else None
+    # One membership per (project, user): ordered by key, not by the model's ordering, which joins the project and
+    # the user to sort one row.
+    return Membership.objects.filter(project=project, user=user).order_by("pk").values_list("role", flat=True).first()
 
 
 def organizations_for_user(user: User) -> QuerySet[Organization]:

@@ -370,7 +370,7 @@ def writable_run(request: Request, run_id: int) -> Run:
         if run is None:
             raise NotFound("No such run.")
         return run
-    run = selectors.runs_for_user(request.user).filter(pk=run_id).first()
+    run = selectors.run_for_logging(request.user, run_id)
     if run is None:
         raise NotFound("No such run.")
     role = role_in_project(request.user, run.project)

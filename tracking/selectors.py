@@ -7,7 +7,17 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Count, DurationField, F, FloatField, Max, QuerySet, Sum, TextField, Value
+from django.db.models import (
+    Count,
+    DurationField,
+    F,
+    FloatField,
+    Max,
+    QuerySet,
+    Sum,
+    TextField,
+    Value,
+)
 from django.db.models.expressions import Combinable, ExpressionWrapper
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
@@ -15,7 +25,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 from tenancy.models import Role
-from tenancy.selectors import User, project_ids_for_user
+from tenancy.selectors import User, project_ids_for_user, role_in_project
 from tracking.auth import RunCredential
 from tracking.models import Alert, AlertRule, Experiment, Point, Rollup, Run, RunStatus, Series, Webhook
 from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
@@ -36,6 +46,20 @@ def experiments_with_counts(experiments: QuerySet[Experiment]) -> QuerySet[Exper
 
 def runs_for_user(user: User) -> QuerySet[Run]:
     return Run.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project", "experiment")
+
+
+def run_for_logging(user: User, run_id: int) -> Run | None:
+    """The run if the user may see it (staff, or a member of its project in any role), the role remembered on its
+    project so `role_in_project` asks nothing more: what ingestion checks before every batch. Two reads by key,
+    which Django builds in a fraction of the time of one query of the user's projects."""
+    run = Run.objects.select_related("project").filter(pk=run_id).first()
+    if run is None:
+        return None
+    role = role_in_project(user, run.project)
+    if role is None:
+        return None
+    run.project.known_roles = {user.pk: role}
+    return run
 
 
 def run_of_token(credential: RunCredential) -> Run | None:
