@@ -81,11 +81,12 @@ def held_reason(state: CycleState, job: PendingJob, hold: QuotaHold) -> str:
 
 def grace_reason(state: CycleState, job: PendingJob, victims: list[RunRec], end: float) -> str:
     others = [v for v in victims if v.project != job.project]
-    projects = ", ".join(sorted({v.project for v in others}))
+    names = sorted({v.project for v in others})
+    projects = f"project{'s' if len(names) > 1 else ''} {', '.join(names)}"
     # Another project's job that is not preemptible is a victim only of a reclaim (preemption.py, rule (a)).
     what = "preempt preemptible jobs of" if all(v.preemptible for v in others) else \
         "take back its guaranteed capacity from"
-    return (f"will {what} project {projects} in {fmt_duration(end - state.now)} unless capacity frees first "
+    return (f"will {what} {projects} in {fmt_duration(end - state.now)} unless capacity frees first "
             f"(a preemption waits {fmt_duration(state.policy.reclaim_grace)} after the job is queued)")
 
 
