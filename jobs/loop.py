@@ -202,9 +202,21 @@ def run_forever(interval: float | None = None, stop: threading.Event | None = No
     `run_scheduler` service): the pause is process-wide, and in embedded mode web requests share the process."""
     interval = interval or settings.TIDAL["SCHEDULER_INTERVAL"]
     while stop is None or not stop.is_set():
+        result = None
         try:
             with collector_paused(pause_collector):
-                run_once()
+                result = run_once()
         except Exception:
             logger.exception("scheduling cycle failed; retrying")
-        wakeup.wait_for_wakeup(interval)
+        wakeup.wait_for_wakeup(next_wait(result, interval, time.time()))
+
+
+def next_wait(result: core.CycleResult | None, interval: float, now: float) -> float:
+    """Seconds until the next cycle unless woken: the interval, or less when a waiting job's reclaim grace ends
+    sooner (it would preempt then)."""
+    if result is None or result.wake_at is None:
+        return interval
+    return min(interval, max(MIN_WAIT, result.wake_at - now))
+
+
+MIN_WAIT = 0.05  # seconds: a grace that ended while the cycle ran is not waited for in a busy loop

@@ -101,18 +101,20 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
 
 def _pending_rows() -> list[tuple]:
     return list(Job.objects.filter(state=State.QUEUED).values_list(
-        *_JOB_FIELDS, "submitted_at", "topology", "avoid_nodes", "wait_code", "wait_reason", "project_position",
-        "flavor_position", "eta"))
+        *_JOB_FIELDS, "submitted_at", "queued_at", "topology", "avoid_nodes", "wait_code", "wait_reason",
+        "project_position", "flavor_position", "eta"))
 
 
 def _pending(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]]
              ) -> tuple[tuple[core.PendingJob, ...], dict[int, QueuedRow]]:
     pending, queued = [], {}
-    for job_id, project, priority, preemptible, flavor, max_runtime, submitted, topology, avoid, *wait in rows:
+    for job_id, project, priority, preemptible, flavor, max_runtime, submitted, queued_at, topology, avoid, \
+            *wait in rows:
         pending.append(core.PendingJob(
             id=job_id, project=project, priority=priority, submitted_at=submitted.timestamp(),
             groups=groups.get(job_id, ()), preemptible=preemptible, topology=core.Topology(topology),
-            max_runtime=float(max_runtime) if max_runtime else None, avoid_nodes=frozenset(avoid)))
+            max_runtime=float(max_runtime) if max_runtime else None, avoid_nodes=frozenset(avoid),
+            queued_at=queued_at.timestamp()))
         queued[job_id] = QueuedRow(project, flavor, submitted, tuple(wait))
     return tuple(pending), queued
 

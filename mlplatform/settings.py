@@ -267,6 +267,8 @@ TIDAL = {
         "borrowing": env_bool("TIDAL_POLICY_BORROWING", True),
         # Fair share's memory, the same for the live scheduler and for replays of the current configuration.
         "usage_half_life": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 7 * 86400.0, minimum=1.0),
+        # Seconds a job waits before preempting other projects' jobs (capacity freeing meanwhile spares them).
+        "reclaim_grace": env_float("TIDAL_RECLAIM_GRACE", 0.0, minimum=0.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
     # Kubeconfigs' Fernet key(s), apart from SECRET_KEY (rotating one must not lose the other); derived from

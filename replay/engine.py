@@ -312,6 +312,7 @@ class _Engine:
         self.segments: list[Segment] = []
         self.progress_work: dict[int, float] = {}  # checkpointed work per job
         self.completions: list[tuple[float, int, int, int]] = []  # (time, seq, job id, attempt)
+        self.wakes: set[float] = set()  # moments a cycle asked to run again (CycleResult.wake_at)
         self.seq = 0
         self.total_used = 0
         self.util_times: list[float] = []
@@ -339,6 +340,7 @@ class _Engine:
             project=j.project,
             priority=prio,
             submitted_at=j.submit,  # a requeued job keeps its place in FIFO order
+            queued_at=self.now,  # but its reclaim grace (Policy.reclaim_grace) counts from now
             groups=_groups(j),
             preemptible=j.priority == "preemptible",
             max_runtime=overhead + max(0.0, declared - done),
@@ -523,6 +525,8 @@ class _Engine:
             for a in result.admits:
                 self._admit(a.job_id, a.placement)
             changed = changed or bool(result.preemptions or result.admits)
+            if result.wake_at is not None:
+                self.wakes.add(result.wake_at)
             # Only preemptions free capacity the same instant could use; otherwise the cycle is settled.
             if not result.preemptions:
                 break
@@ -544,10 +548,13 @@ class _Engine:
                 t = min(t, self.completions[0][0])
             if interval and self.pending:
                 t = min(t, next_tick)
+            elif self.wakes:  # without ticks, a cycle runs at each event and at each moment one asked for
+                t = min(t, min(self.wakes))
             if t == math.inf:
                 break  # nothing can happen any more (jobs left pending never fit)
             self._advance(t)
             self.now = t
+            self.wakes = {w for w in self.wakes if w > t}
             # Completions before arrivals: capacity freed at t is visible to jobs arriving at t. Unbatched,
             # one event is applied per cycle (completions first), which only changes who gets which node.
             batch = self.opts.batch_events

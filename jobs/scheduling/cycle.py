@@ -43,7 +43,7 @@ from .state import CycleState, QuotaHold, RunRec, Tentative
 class Outcome:
     """What evaluating one job decided: admitted (with its victims), or a wait entry for phase 6."""
 
-    __slots__ = ("job", "info", "considered", "victims", "admit", "entry")
+    __slots__ = ("job", "info", "considered", "victims", "admit", "entry", "grace_end", "deferred")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -52,6 +52,10 @@ class Outcome:
         self.victims: list[RunRec] = []
         self.admit: Admit | None = None
         self.entry: WaitEntry | None = None
+        # Preempting other projects' jobs would make room, but its reclaim grace ends only then (the victims it
+        # would take, kept running): see Cycle.decide.
+        self.grace_end: float | None = None
+        self.deferred: list[RunRec] = []
 
 
 # Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its
@@ -73,6 +77,17 @@ def held_reason(state: CycleState, job: PendingJob, hold: QuotaHold) -> str:
     when = "when jobs without a max runtime end" if hold.start is None else f"in {fmt_duration(hold.start - state.now)}"
     return (f"project {job.project}'s quota is held for its job {hold.job_id}, which can start {when}; this job "
             f"would still run then and the quota has no room for both")
+
+
+def grace_reason(state: CycleState, job: PendingJob, victims: list[RunRec], end: float) -> str:
+    others = [v for v in victims if v.project != job.project]
+    names = sorted({v.project for v in others})
+    projects = f"project{'s' if len(names) > 1 else ''} {', '.join(names)}"
+    # Another project's job that is not preemptible is a victim only of a reclaim (preemption.py, rule (a)).
+    what = "preempt preemptible jobs of" if all(v.preemptible for v in others) else \
+        "take back its guaranteed capacity from"
+    return (f"will {what} {projects} in {fmt_duration(end - state.now)} unless capacity frees first "
+            f"(a preemption waits {fmt_duration(state.policy.reclaim_grace)} after the job is queued)")
 
 
 def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
@@ -165,6 +180,8 @@ class Cycle:
             if (policy.blocking == "backfill" and not job.preemptible
                     and not any(f in state.head_flavors for f in info.flavors)):
                 self.reserve_for_capacity(out)  # phase 5
+        if out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
+            out.entry = WaitEntry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict:
             state.blocked[queue] = job.id
         return out
@@ -177,12 +194,24 @@ class Cycle:
             tentative = self.try_place(job, info, constrained)  # phase 3
         if tentative is None and self.policy.preemption and not job.preemptible:
             victims = self.try_preempt(job, info, quota_failed, constrained)  # phase 4
+            if victims is not None and self.in_grace(job, victims):
+                for rec in reversed(victims):  # they keep running until the grace ends
+                    state.add_run(rec)
+                out.grace_end, out.deferred = job.queued_since + self.policy.reclaim_grace, victims
+                victims = None
             if victims is not None:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
                 out.victims = victims
                 state.forget_failures()  # capacity grew: earlier failures may fit now
         return tentative
+
+    def in_grace(self, job: PendingJob, victims: list[RunRec]) -> bool:
+        """Preempting another project's job waits until the job has been queued for the reclaim grace: capacity
+        that frees meanwhile goes to it without throwing anyone's work away. Its own project's are not spared."""
+        grace = self.policy.reclaim_grace
+        return (grace > 0 and self.state.now < job.queued_since + grace
+                and any(rec.project != job.project for rec in victims))
 
     def reserve_for_quota(self, out: Outcome) -> None:
         """A job its own project's quota keeps out: the first of its project and flavors reserves that quota from
@@ -337,7 +366,8 @@ class Cycle:
             "waiting": pending - len(admits),
             "reservations": len(reservations),
         }
-        return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations)
+        wake_at = min((o.grace_end for o in self.outcomes if o.grace_end is not None), default=None)
+        return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations, wake_at)
 
     def _job(self, job_id: int) -> PendingJob:
         return next(o.job for o in self.outcomes if o.job.id == job_id)

@@ -1,11 +1,12 @@
 """Estimated starts: when each pending job would start if nothing new arrives, by running the scheduler forward.
 
-From a snapshot the cycle runs as the scheduler will run it (the same policy, explanations off); then time jumps
-to the next moment a running job reaches its max runtime (a job without one never ends), the jobs ending then
-leave, and the cycle runs again; and so on. A pending job's estimate is the time of the cycle that admits it, so
-quotas, reservations, preemption and the queue ahead count exactly as the scheduler will count them. Victims of a
-simulated preemption join the queue again, and a cycle that preempted is followed by one at the same moment (the
-scheduler is woken at once, and the victims' capacity may go to more than the job that took it).
+From a snapshot the cycle runs as the scheduler will run it (the same policy, explanations off); then time jumps to
+the next moment a running job reaches its max runtime (a job without one never ends) or a waiting job's reclaim
+grace ends (CycleResult.wake_at), the jobs ending then leave, and the cycle runs again; and so on. A pending job's
+estimate is the time of the cycle that admits it, so quotas, reservations, preemption and the queue ahead count
+exactly as the scheduler will count them. Victims of a simulated preemption join the queue again, and a cycle that
+preempted is followed by one at the same moment (the scheduler is woken at once, and the victims' capacity may go to
+more than the job that took it).
 
 Jobs usually end before their max runtime. `runtime_ratio` is the share of its max runtime a job is expected to
 use (the caller learns it from finished jobs; 1.0 plans with max runtimes): simulated jobs end at started_at +
@@ -70,7 +71,7 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | N
     for p in result.preemptions:
         victim = running.pop(p.victim_id)
         _give_back(nodes, victim)
-        pending[victim.id] = _requeued(victim, nodes)
+        pending[victim.id] = _requeued(victim, nodes, snap.now)
     for admit in result.admits:
         job = pending.pop(admit.job_id)
         _take(nodes, admit.placement, -1)
@@ -80,9 +81,10 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | N
     if runtime_ratio is not None:
         ends = {r.id: r.started_at + runtime_ratio * r.max_runtime for r in running.values()
                 if r.max_runtime is not None}
-        if not ends:
+        if not ends and result.wake_at is None:
             return None
-        now = max(min(ends.values()), snap.now)
+        # The next moment something changes: the first end, or a job's reclaim grace running out before it.
+        now = max(min([*ends.values(), result.wake_at or float("inf")]), snap.now)
         for job_id, end in ends.items():
             if end <= now:
                 _give_back(nodes, running.pop(job_id))
@@ -104,7 +106,7 @@ def _take(nodes: dict[str, Node], placement: tuple[Assignment, ...], sign: int) 
                                     free_memory_mib=node.free_memory_mib + sign * a.memory_mib)
 
 
-def _requeued(victim: RunningJob, nodes: dict[str, Node]) -> PendingJob:
+def _requeued(victim: RunningJob, nodes: dict[str, Node], now: float) -> PendingJob:
     """A preempted job as the queue sees it again: one replica group per role, as it was placed."""
     groups: dict[str, ReplicaGroup] = {}
     for a in victim.placement:
@@ -115,4 +117,4 @@ def _requeued(victim: RunningJob, nodes: dict[str, Node]) -> PendingJob:
                                  a.memory_mib)
         groups[a.role] = replace(group, replicas=group.replicas + 1, devices=max(group.devices, a.devices))
     return PendingJob(victim.id, victim.project, victim.priority, victim.started_at, tuple(groups.values()),
-                      victim.preemptible, max_runtime=victim.max_runtime)
+                      victim.preemptible, max_runtime=victim.max_runtime, queued_at=now)

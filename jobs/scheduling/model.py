@@ -88,6 +88,11 @@ class PendingJob:
     max_runtime: float | None = None  # seconds; used for backfill and ETA
     avoid_nodes: frozenset[str] = frozenset()  # e.g. the node a previous attempt lost
     duration_hint: float | None = None  # oracle duration, only trace replay's SJF baseline may read it
+    queued_at: float | None = None  # when it last entered the queue (requeued after preemption); None: submitted_at
+
+    @property
+    def queued_since(self) -> float:
+        return self.submitted_at if self.queued_at is None else self.queued_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +140,10 @@ class Policy:
     # Fair share's memory: past device-seconds decay with this half-life (ordering.decayed_usage), the same in the
     # live scheduler and in replay. Seven days, as Slurm's PriorityDecayHalfLife.
     usage_half_life: float = 7 * 24 * 3600.0
+    # Seconds a job must have waited before it preempts another project's jobs (taking back lent capacity, or
+    # evicting preemptible jobs): meanwhile capacity that frees by itself goes to it and nobody is preempted, as
+    # YARN's preemption monitor waits max_wait_before_kill. 0: at once. Preemption within a project is not delayed.
+    reclaim_grace: float = 0.0
     # Explain waits in full (reason, positions, ETA). False (trace replay and forecasts, which read only
     # admissions and preemptions): waiting jobs get a Wait with their code, but positions are 0, eta is None and
     # quota waits carry a short reason ("quota: <kind> <flavor>"); jobs behind a blocked head under strict
@@ -200,3 +209,6 @@ class CycleResult:
     waits: tuple[Wait, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     reservations: tuple[Reservation, ...] = ()  # backfill reservations held this cycle (one per flavor at most)
+    # The earliest moment a waiting job would preempt once its reclaim grace is over (Policy.reclaim_grace): the
+    # caller runs a cycle then, even if nothing else happens. None: no job waits for its grace.
+    wake_at: float | None = None

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from clusters.models import Node
 from clusters.services import observe_simulated
+from jobs.loop import MIN_WAIT, next_wait
 from jobs.models import Attempt, Job
+from jobs.scheduling import CycleResult
 from jobs.states import State
 from tests.jobs.conftest import submit
 
@@ -138,6 +140,29 @@ def test_owner_reclaims_its_guarantee_by_preemption(tenant, inventory, cycle):
     assert borrower.state == State.QUEUED and borrower.attempt == 2
     assert [e.to_state for e in borrower.events.all()][-2:] == ["preempted", "queued"]
     assert all(refreshed(job).state == State.DISPATCHING for job in owner_jobs)
+
+
+@override_settings(TIDAL={**INSTANT, "POLICY": {**settings.TIDAL["POLICY"], "reclaim_grace": 60.0}})
+def test_an_owner_waits_for_its_reclaim_grace_and_the_loop_wakes_when_it_ends(tenant, inventory, cycle):
+    borrower = submit(tenant, inventory["h100"], replicas=3, name="borrower")
+    cycle()
+    owner = submit(tenant, inventory["h100"], project=inventory["speech"], user="owner", replicas=2, name="owner")
+    result = cycle()
+    owner = refreshed(owner)
+    assert refreshed(borrower).state == State.DISPATCHING
+    assert owner.state == State.QUEUED and owner.wait_code == "reclaim"
+    assert "take back its guaranteed capacity from project vision in 1m unless capacity frees first" in \
+        owner.wait_reason
+    assert result.wake_at == owner.queued_at.timestamp() + 60.0
+    assert next_wait(result, 300.0, result.wake_at - 42.0) == 42.0  # the loop wakes when the grace ends
+    Job.objects.filter(pk=owner.pk).update(queued_at=owner.queued_at - timedelta(seconds=60))
+    cycle()
+    assert refreshed(borrower).state == State.QUEUED and refreshed(owner).state == State.DISPATCHING
+
+
+@pytest.mark.parametrize("wake_at,expected", [(None, 5.0), (102.0, 2.0), (200.0, 5.0), (99.0, MIN_WAIT)])
+def test_the_loop_waits_its_interval_or_until_a_grace_ends(wake_at, expected):
+    assert next_wait(CycleResult(wake_at=wake_at), 5.0, 100.0) == expected
 
 
 def test_min_runtime_protects_a_fresh_borrower(tenant, inventory, cycle):

@@ -75,6 +75,25 @@ def test_guaranteed_job_preempts_a_borrower_and_work_since_checkpoint_is_lost():
     assert victim.end == 350 + 10 + 800  # resumes when b1 ends, after the restart overhead
 
 
+GRACE_REPLAYS = [
+    # (name, Policy.reclaim_grace, duration of a's job started 5 s before b's, b's start, a's preemptions)
+    ("no grace: b reclaims at once", 0.0, 1000, 5, 1),
+    ("a ends within the grace: b starts then, nobody preempted", 30.0, 20, 20, 0),
+    ("nothing frees: b reclaims when its grace ends, a cycle of its own", 30.0, 1000, 35, 1),
+]
+
+
+@pytest.mark.parametrize("name,grace,a_runs,b_start,preemptions", GRACE_REPLAYS, ids=[c[0] for c in GRACE_REPLAYS])
+def test_a_reclaim_waits_for_its_grace_in_replay(name, grace, a_runs, b_start, preemptions):
+    quotas = QuotaSet((Quota("a", "gpu", 0, borrow_limit=8), Quota("b", "gpu", 8)),
+                      (Project("a", "org"), Project("b", "org")))
+    header = "job_id,submit_s,duration_s,devices_per_replica,replicas,flavor,project,priority,user,max_runtime_s\n"
+    trace = trace_from_text(header + f"a1,0,{a_runs},8,1,gpu,a,,,\nb1,5,100,8,1,gpu,b,,,\n")
+    r = run(trace, uniform_cluster(1, 8, "gpu"), quotas, Policy(reclaim_grace=grace))
+    a1, b1 = r.jobs
+    assert (b1.first_start, a1.preemptions) == (b_start, preemptions)
+
+
 def test_splitting_partitions_changes_nothing():
     scn = partition_by_project(Scenario(TRACE, CLUSTER, QUOTAS))
     for policy in (Policy(ordering="fifo", blocking="strict", borrowing=False, preemption=False), Policy()):

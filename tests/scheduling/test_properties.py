@@ -41,6 +41,7 @@ POLICIES = [
     Policy(borrowing=False),
     Policy(explain=False),
     Policy(ordering="fifo", blocking="strict", blocking_scope="project", explain=False),
+    Policy(reclaim_grace=30.0),  # pending jobs are 1 to 60 s old: some within their grace, some past it
 ]
 
 
@@ -349,7 +350,8 @@ def test_quota_reasons_quote_what_the_quota_table_shows(case):
 def test_a_job_starts_when_its_forecast_says_if_nothing_new_arrives(case):
     """Drive the scheduler forward the way the scheduler loop would, nothing submitted: a cycle, its decisions
     carried out (victims queue again), and the next cycle at once after a preemption (at most 4 at one moment)
-    or else when the next running job reaches its max runtime. Every job starts when the forecast said."""
+    or else when the next running job reaches its max runtime or a job's reclaim grace ends. Every job starts
+    when the forecast said."""
     snap, policy, _ = case
     assert forecast(snap, policy, 30) == _drive(snap, policy, 30)
 
@@ -374,6 +376,8 @@ def _drive(snap: Snapshot, policy: Policy, steps: int) -> dict[int, float]:
         still = list(after.running)
         if not at_once:
             ends = [r.started_at + r.max_runtime for r in still if r.max_runtime is not None]
+            if result.wake_at is not None:
+                ends.append(result.wake_at)
             if not ends:
                 break
             now = max(min(ends), snap.now)
@@ -391,7 +395,7 @@ def _as_pending(job: RunningJob, snap: Snapshot) -> PendingJob:
                                 flavor_of.get(parts[0].node, job.flavor), parts[0].cpu_millis, parts[0].memory_mib)
                    for role, parts in roles.items())
     return PendingJob(job.id, job.project, job.priority, job.started_at, groups, job.preemptible,
-                      max_runtime=job.max_runtime)
+                      max_runtime=job.max_runtime, queued_at=snap.now)
 
 @st.composite
 def capacity_edits(draw):

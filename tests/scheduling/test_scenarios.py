@@ -325,6 +325,50 @@ def test_reclaim_takes_young_jobs_on_one_node_rather_than_hours_of_work():
     assert victims(result) == [102, 104, 106] and admitted(result) == [1]
 
 
+GRACE_CASES = [
+    # (name, Policy.reclaim_grace, cycles: (seconds since the owner's job was queued, borrower jobs ended by
+    #  then), expected per cycle: (admitted, victims, wait code of the owner's job))
+    ("no grace: reclaims at once", 0.0, [(2.0, ())], [([1], [102], None)]),
+    ("within the grace: waits, nobody preempted", 30.0, [(2.0, ())], [([], [], "reclaim")]),
+    ("capacity freed within the grace goes to the owner without preempting", 30.0,
+     [(2.0, ()), (12.0, (101,))], [([], [], "reclaim"), ([1], [], None)]),
+    ("grace over with nothing freed: reclaims", 30.0, [(2.0, ()), (30.0, ())],
+     [([], [], "reclaim"), ([1], [102], None)]),
+    ("a preemptible job of another project is spared for the grace too", 30.0, [(2.0, ()), (30.0, ())],
+     [([], [], "reclaim"), ([1], [102], None)]),
+]
+
+
+@pytest.mark.parametrize("name,grace,steps,expect", GRACE_CASES, ids=[c[0] for c in GRACE_CASES])
+def test_reclaim_waits_for_its_grace(name, grace, steps, expect):
+    """nlp borrows vision's guarantee; its job 102 started 3 s before vision's job was queued (at NOW)."""
+    preemptible = "preemptible" in name
+    quotas = [Quota("vision", A100, 8), Quota("nlp", A100, 8, borrow_limit=8)]
+    busy = [running(101, "nlp", {"n0": 8}, started_at=NOW - 3600, max_runtime=7200.0),
+            running(102, "nlp", {"n1": 8}, started_at=NOW - 3, max_runtime=7200.0, preemptible=preemptible)]
+    owner = job(1, submitted_at=NOW - 600, queued_at=NOW)  # requeued at NOW: its grace counts from then
+    policy = Policy(reclaim_grace=grace)
+    for (after, ended), (expect_admits, expect_victims, code) in zip(steps, expect, strict=True):
+        snap = snapshot(nodes(2), [owner], [r for r in busy if r.id not in ended], quotas, now=NOW + after)
+        result = cycle(snap, policy)
+        assert (admitted(result), victims(result)) == (expect_admits, expect_victims)
+        assert (waits(result)[1].code if 1 in waits(result) else None) == code
+        if code == "reclaim":
+            assert result.wake_at == NOW + grace
+            assert f"project nlp in {int(grace - after)}s unless capacity frees first" in waits(result)[1].reason
+            # Its estimated start: the end of its grace, when it would preempt (nothing ends before).
+            assert forecast(snap, policy, 8) == {1: NOW + grace}
+        else:
+            assert result.wake_at is None
+
+
+def test_the_grace_does_not_delay_preemption_within_a_project():
+    busy = [running(100, "vision", {"n0": 8}, priority=100, started_at=NOW - 3)]
+    snap = snapshot(nodes(1), [job(1, submitted_at=NOW)], busy, [Quota("vision", A100, 8)], now=NOW + 1)
+    result = cycle(snap, Policy(reclaim_grace=60.0))
+    assert victims(result) == [100] and admitted(result) == [1] and result.wake_at is None
+
+
 def test_preemptible_jobs_never_preempt():
     node_list = nodes(1)
     jobs = [running(100, "vision", {"n0": 8}, priority=100)]
