@@ -10,7 +10,6 @@ objects and SQL. On SQLite, one executemany upsert.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import fields
 from itertools import repeat
 
@@ -44,12 +43,11 @@ def write_points(run_id: int, attempt: int, batch: Batch) -> None:
     ids = series_ids(run_id, set(batch))
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            fresh = _copy(cursor, copy_text(attempt, ids, batch), lambda: rollups_of(ids, batch))
+            _copy(cursor, copy_text(attempt, ids, batch))
         else:
             cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "  # noqa: S608
                                f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", _rows(ids, batch))
-            fresh = rollups_of(ids, batch)
-    store_rollups(fresh)
+    update_rollups(ids, batch)
 
 
 def _rows(ids: dict[str, int], batch: Batch) -> list[tuple]:
@@ -57,24 +55,17 @@ def _rows(ids: dict[str, int], batch: Batch) -> list[tuple]:
             for key, group in batch.items() for step, ts, value in zip(*group, strict=True)]
 
 
-Rollups = dict[tuple[int, int, int], Aggregate]  # (series id, level, chunk) -> the batch's aggregate there
-
-
-def rollups_of(ids: dict[str, int], batch: Batch) -> Rollups:
-    """The batch's aggregates of every chunk it touches, at every level."""
-    fresh: Rollups = {}
+def update_rollups(ids: dict[str, int], batch: Batch) -> None:
+    """Merge the batch into the rollups of every chunk it touches, at every level: one SELECT of those chunks and
+    one multi-row upsert, in plain SQL (some forty rows a batch; the ORM spent more building them than the
+    database storing them)."""
+    fresh: dict[tuple[int, int, int], Aggregate] = {}
     for key, group in batch.items():
         chunks = aggregate_ordered(group.steps, group.values, LEVEL_STEPS[0])
         for level, width in enumerate(LEVEL_STEPS):
             if level:
                 chunks = coarser(chunks, width // LEVEL_STEPS[level - 1])
             fresh.update({(ids[key], level, chunk): agg for chunk, agg in chunks.items()})
-    return fresh
-
-
-def store_rollups(fresh: Rollups) -> None:
-    """Merge a batch's aggregates into the stored rollups: one SELECT of those chunks and one multi-row upsert, in
-    plain SQL (some forty rows a batch; the ORM spent more building them than the database storing them)."""
     names = ", ".join(connection.ops.quote_name(name) for name in _ROLLUP_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {names} FROM {_ROLLUPS} WHERE (series_id, level, chunk) IN "  # noqa: S608
@@ -119,19 +110,14 @@ def _column(values: list) -> list[bytes]:
     return orjson.dumps(values)[1:-1].split(b",")
 
 
-def _copy(cursor, text: bytes, meanwhile: Callable[[], Rollups]) -> Rollups:
+def _copy(cursor, text: bytes) -> None:
     """New points (the common case) are COPied straight into the table, under a savepoint; when one exists already
-    (a retried batch, an overlapping one) the COPY fails whole, is undone, and the batch is upserted instead.
-    `meanwhile` runs once the rows are sent, while PostgreSQL stores them on the other core, and its result is
-    returned."""
-    done: list[Rollups] = []
+    (a retried batch, an overlapping one) the COPY fails whole, is undone, and the batch is upserted instead."""
     try:
         with transaction.atomic(), cursor.connection.cursor().copy(f"COPY {_TABLE} {_COLUMNS} FROM STDIN") as copy:
             copy.write(text)
-            done.append(meanwhile())
     except UniqueViolation:
         _copy_then_upsert(cursor, text)
-    return done[0] if done else meanwhile()
 
 
 def _copy_then_upsert(cursor, text: bytes) -> None:
