@@ -182,9 +182,12 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         services.job_requeue_due_retries(now)
         read = build_snapshot(now.timestamp())
         result = core.run_cycle(read.snapshot, policy)
+        # The forecast is pure work of up to TIDAL_ETA_SECONDS: done before the writes below lock the rows of the
+        # jobs they admit and preempt, so cancelling one of them does not wait for it.
+        starts = _estimated_starts(read.snapshot, policy, result)
         _apply_preemptions(result, now)
         _apply_admits(result, read, now)
-        _apply_waits(result, read.queued, _estimated_starts(read.snapshot, policy, result))
+        _apply_waits(result, read.queued, starts)
         _decay_usage(read.snapshot, policy, now)
         _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)

@@ -381,3 +381,34 @@ def test_two_hundred_concurrent_api_submissions_with_two_schedulers_never_over_a
     assert audit.violations == [] and len(audit.cycles) >= 1
     admissions = Counter(JobEvent.objects.filter(to_state="admitted").values_list("job_id", flat=True))
     assert admissions and max(admissions.values()) == 1, "a job was admitted twice"
+
+
+def test_cancelling_a_job_the_cycle_admits_does_not_wait_for_the_forecast(tenant, inventory, monkeypatch):
+    """The estimated starts (up to TIDAL_ETA_SECONDS of simulation) are computed before the cycle writes its
+    admissions: a cancellation of a job being admitted waited for the whole forecast on the row lock of the
+    admission. Now it goes through at once, and the admission then finds the job cancelled and skips it."""
+    import jobs.loop
+
+    admitted = submit(tenant, inventory["a100"], devices=8)
+    submit(tenant, inventory["a100"], devices=8, name="waits")  # a waiting job, so there is something to forecast
+    submit(tenant, inventory["a100"], devices=8, name="waits-too")
+    forecasting = threading.Event()
+    real = jobs.loop.core.forecast
+
+    def slow_forecast(*args, **kwargs):
+        forecasting.set()
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jobs.loop.core, "forecast", slow_forecast)
+    monkeypatch.setitem(jobs.loop.settings.TIDAL, "ETA_SECONDS", 5.0)
+    cycle = in_thread(run_once)
+    assert forecasting.wait(10)
+    started = time.perf_counter()
+    with transaction.atomic():
+        job_cancel(actor=tenant.users["member"], job=Job.objects.get(pk=admitted.pk))
+    waited = time.perf_counter() - started
+    cycle.join(30)
+    assert waited < 1.0, f"the cancellation waited {waited:.1f} s for the cycle's forecast"
+    admitted.refresh_from_db()
+    assert admitted.state == "cancelled" and not Attempt.objects.filter(job=admitted).exists()
