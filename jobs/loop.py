@@ -215,11 +215,11 @@ def run_forever(interval: float | None = None, stop: threading.Event | None = No
 
 
 def next_wait(result: core.CycleResult | None, interval: float, now: float) -> float:
-    """Seconds until the next cycle unless woken: the interval, or less when a waiting job's reclaim grace ends
-    sooner (it would preempt then)."""
+    """Seconds until the next cycle unless woken: the interval, or less when the cycle asked to run sooner
+    (CycleResult.wake_at: a waiting job's reclaim grace ends, or what the lend hold keeps from a borrower falls)."""
     if result is None or result.wake_at is None:
         return interval
     return min(interval, max(MIN_WAIT, result.wake_at - now))
 
 
-MIN_WAIT = 0.05  # seconds: a grace that ended while the cycle ran is not waited for in a busy loop
+MIN_WAIT = 0.05  # seconds: a wake-up that passed while the cycle ran is not waited for in a busy loop

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from jobs import ports
 from jobs import scheduling as core
-from jobs.models import Job, ReplicaGroup
+from jobs.models import Attempt, Job, ReplicaGroup
 from jobs.scheduling.model import node_key
 from jobs.states import HOLDING, State
 from quotas.models import Quota as QuotaRow
@@ -77,7 +77,7 @@ _JOB_FIELDS = ("id", "project__slug", "priority_class__value", "priority_class__
 def _running_rows() -> list[tuple]:
     return list(Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
         *_JOB_FIELDS, "current_attempt__cluster__name", "current_attempt__placement", "current_attempt__started_at",
-        "current_attempt__admitted_at", "min_runtime"))
+        "current_attempt__admitted_at", "min_runtime", "submitted_at"))
 
 
 def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]],
@@ -87,7 +87,7 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
     the forecast would otherwise add the jump to every estimate."""
     running = []
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
-            min_runtime in rows:
+            min_runtime, _ in rows:
         requests = {g.role: (g.cpu_millis, g.memory_mib) for g in groups.get(job_id, ())}
         assignments = tuple(core.Assignment(a["role"], a["index"], node_key(cluster, a["node"]), a["devices"],
                                             *requests.get(a["role"], (0, 0)))
@@ -135,6 +135,38 @@ def occupied(nodes: Iterable[core.Node], running: Iterable[core.RunningJob]) -> 
         for n in nodes)
 
 
+def _ended(since: float, cluster_ids: Iterable[int], nodes: Iterable[core.Node]) -> tuple[core.EndedUse, ...]:
+    """Attempts that ended after `since`, as devices per (project, flavor) of the nodes they held (the lend hold's
+    window: Policy.lend_hold). Served by the (cluster, ended_at) index."""
+    flavor_of = {n.name: n.flavor for n in nodes}
+    rows = Attempt.objects.filter(cluster_id__in=list(cluster_ids), ended_at__gt=datetime.fromtimestamp(since, UTC)) \
+        .values_list("job__project__slug", "job__flavor__name", "cluster__name", "placement", "started_at",
+                     "admitted_at", "ended_at")
+    ended = []
+    for project, flavor, cluster, placement, started, admitted, end in rows:
+        devices: dict[str, int] = defaultdict(int)
+        for a in placement:
+            devices[flavor_of.get(node_key(cluster, a["node"]), flavor)] += a["devices"]
+        begin = (started or admitted).timestamp()
+        ended += [core.EndedUse(project, f, d, begin, end.timestamp()) for f, d in devices.items() if d]
+    return tuple(ended)
+
+
+def _arrivals(since: float, rows: Iterable[tuple[int, str, float]],
+              groups: Mapping[int, tuple[core.ReplicaGroup, ...]]) -> tuple[core.Arrival, ...]:
+    """Jobs submitted after `since` that wait or hold capacity, (job id, project, submitted at) each, as devices per
+    (project, flavor). One submitted and gone within the window (cancelled, or ended: its attempt counts as ended)
+    is left out."""
+    arrivals = []
+    for job_id, project, at in rows:
+        if at > since:
+            devices: dict[str, int] = defaultdict(int)
+            for g in groups.get(job_id, ()):
+                devices[g.flavor] += g.replicas * g.devices
+            arrivals += [core.Arrival(project, f, d, at) for f, d in devices.items() if d]
+    return tuple(arrivals)
+
+
 @dataclass(frozen=True)
 class CycleInput:
     """A cycle's snapshot, what the adapter needs of each queued job (by id), and each cluster's id by name."""
@@ -151,6 +183,11 @@ def build_snapshot(now: float) -> CycleInput:
     pending, queued = _pending(pending_rows, groups)
     inventory = ports.inventory()
     projects = load_projects(ports.spent_budgets(datetime.fromtimestamp(now, tz=UTC)))
+    since = now - policy_from_settings().lend_hold
+    submitted = [(row[0], row[1], row[-1].timestamp()) for row in running_rows] + \
+        [(job.id, job.project, job.submitted_at) for job in pending]
     snapshot = core.Snapshot(now=now, nodes=occupied(inventory.nodes, running), quotas=load_quotas(),
-                             projects=projects, running=running, pending=pending)
+                             projects=projects, running=running, pending=pending,
+                             ended=_ended(since, inventory.cluster_ids.values(), inventory.nodes),
+                             arrivals=_arrivals(since, submitted, groups))
     return CycleInput(snapshot, queued, inventory.cluster_ids)

@@ -269,6 +269,8 @@ TIDAL = {
         "usage_half_life": env_float("TIDAL_FAIR_SHARE_HALF_LIFE", 7 * 86400.0, minimum=1.0),
         # Seconds a job waits before preempting other projects' jobs (capacity freeing meanwhile spares them).
         "reclaim_grace": env_float("TIDAL_RECLAIM_GRACE", 0.0, minimum=0.0),
+        # Seconds a project's recent use and submissions are kept from lending (borrow-then-reclaim churn). 0: off.
+        "lend_hold": env_float("TIDAL_LEND_HOLD", 5.0, minimum=0.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
     # Kubeconfigs' Fernet key(s), apart from SECRET_KEY (rotating one must not lose the other); derived from

@@ -16,13 +16,15 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from jobs.scheduling.model import (
+    Arrival,
     Assignment,
     CycleResult,
+    EndedUse,
     Node,
     PendingJob,
     Policy,
@@ -313,6 +315,9 @@ class _Engine:
         self.progress_work: dict[int, float] = {}  # checkpointed work per job
         self.completions: list[tuple[float, int, int, int]] = []  # (time, seq, job id, attempt)
         self.wakes: set[float] = set()  # moments a cycle asked to run again (CycleResult.wake_at)
+        # Attempts ended and jobs submitted within the last Policy.lend_hold seconds, oldest first (the lend hold).
+        self.ended: deque[EndedUse] = deque()
+        self.arrivals: deque[Arrival] = deque()
         self.seq = 0
         self.total_used = 0
         self.util_times: list[float] = []
@@ -418,6 +423,12 @@ class _Engine:
         self.seq += 1
         heapq.heappush(self.completions, (end, self.seq, jid, attempt))
 
+    def _release(self, rj: RunningJob, j: TraceJob) -> None:
+        """A running job gives its devices back now (it ended or was preempted)."""
+        self._take(rj.placement, rj.id, +1)
+        self._set_used(j, -j.total_devices)
+        self.ended.append(EndedUse(j.project, j.flavor, j.total_devices, rj.started_at, self.now))
+
     def _segment(self, jid: int, run: _Run, outcome: str) -> None:
         j = self.jobs[jid - 1]
         self.segments.append(Segment(j.job_id, run.attempt + 1, j.project, j.flavor, run.cluster, j.total_devices,
@@ -429,8 +440,7 @@ class _Engine:
         j = self.jobs[jid - 1]
         rj = self.running.pop(jid)
         run = self.runs.pop(jid)
-        self._take(rj.placement, jid, +1)
-        self._set_used(j, -j.total_devices)
+        self._release(rj, j)
         self._segment(jid, run, "preempted")
         # Work done in this attempt; the restart overhead comes first and produces nothing.
         worked = max(0.0, self.now - run.attempt_start - run.overhead)
@@ -447,8 +457,7 @@ class _Engine:
         j = self.jobs[jid - 1]
         rj = self.running.pop(jid)
         run = self.runs.pop(jid)
-        self._take(rj.placement, jid, +1)
-        self._set_used(j, -j.total_devices)
+        self._release(rj, j)
         out = self.outcomes[jid - 1]
         out.end = self.now
         out.overhead += run.overhead * j.total_devices
@@ -499,6 +508,11 @@ class _Engine:
 
     def _snapshot(self) -> Snapshot:
         projects = tuple(Project(p.name, p.cohort, p.max_running_jobs, self.usage[p.name]) for p in self.project_base)
+        since = self.now - self.policy.lend_hold
+        while self.ended and self.ended[0].ended_at <= since:
+            self.ended.popleft()
+        while self.arrivals and self.arrivals[0].at <= since:
+            self.arrivals.popleft()
         return Snapshot(
             now=self.now,
             nodes=tuple(self.nodes),
@@ -506,6 +520,8 @@ class _Engine:
             projects=projects,
             running=tuple(self.running.values()),
             pending=tuple(self.pending.values()),
+            ended=tuple(self.ended),
+            arrivals=tuple(self.arrivals),
         )
 
     def _cycle(self) -> bool:
@@ -566,6 +582,8 @@ class _Engine:
                     self._complete(jid)
                     applied += 1
             while nxt < total and self.jobs[nxt].submit <= t and (batch or not applied):
+                j = self.jobs[nxt]
+                self.arrivals.append(Arrival(j.project, j.flavor, j.total_devices, t))
                 self._enqueue(nxt + 1)
                 nxt += 1
                 applied += 1

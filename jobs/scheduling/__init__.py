@@ -9,8 +9,10 @@ from .feasibility import Feasibility, never_fits
 from .forecast import forecast, forecast_steps
 from .model import (
     Admit,
+    Arrival,
     Assignment,
     CycleResult,
+    EndedUse,
     Node,
     PendingJob,
     Policy,
@@ -29,8 +31,10 @@ from .model import (
 
 __all__ = [
     "Admit",
+    "Arrival",
     "Assignment",
     "CycleResult",
+    "EndedUse",
     "Node",
     "PendingJob",
     "Policy",

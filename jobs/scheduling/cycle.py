@@ -21,6 +21,7 @@ from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry, fmt_duration
 from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
+from .lending import expiry
 from .model import (
     DEFAULT_POLICY,
     Admit,
@@ -366,7 +367,11 @@ class Cycle:
             "waiting": pending - len(admits),
             "reservations": len(reservations),
         }
-        wake_at = min((o.grace_end for o in self.outcomes if o.grace_end is not None), default=None)
+        wakes = [o.grace_end for o in self.outcomes if o.grace_end is not None]
+        if state.quota.held and any(o.entry is not None and o.entry.quota_kind == "cohort" for o in self.outcomes):
+            # A borrower waits, maybe on what the lend hold keeps back: run again when that falls.
+            wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds()))
+        wake_at = min((w for w in wakes if w is not None), default=None)
         return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations, wake_at)
 
     def _job(self, job_id: int) -> PendingJob:

@@ -1,12 +1,12 @@
 """Estimated starts: when each pending job would start if nothing new arrives, by running the scheduler forward.
 
 From a snapshot the cycle runs as the scheduler will run it (the same policy, explanations off); then time jumps to
-the next moment a running job reaches its max runtime (a job without one never ends) or a waiting job's reclaim
-grace ends (CycleResult.wake_at), the jobs ending then leave, and the cycle runs again; and so on. A pending job's
-estimate is the time of the cycle that admits it, so quotas, reservations, preemption and the queue ahead count
-exactly as the scheduler will count them. Victims of a simulated preemption join the queue again, and a cycle that
-preempted is followed by one at the same moment (the scheduler is woken at once, and the victims' capacity may go to
-more than the job that took it).
+the next moment a running job reaches its max runtime (a job without one never ends) or the cycle asked to be woken
+(CycleResult.wake_at: a reclaim grace ends, what the lend hold keeps back falls), the jobs ending then leave, and
+the cycle runs again; and so on. A pending job's estimate is the time of the cycle that admits it, so quotas,
+reservations, preemption and the queue ahead count exactly as the scheduler will count them. Victims of a simulated
+preemption join the queue again, and a cycle that preempted is followed by one at the same moment (the scheduler is
+woken at once, and the victims' capacity may go to more than the job that took it).
 
 Jobs usually end before their max runtime. `runtime_ratio` is the share of its max runtime a job is expected to
 use (the caller learns it from finished jobs; 1.0 plans with max runtimes): simulated jobs end at started_at +
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from .cycle import run_cycle
-from .model import Assignment, CycleResult, Node, PendingJob, Policy, ReplicaGroup, RunningJob, Snapshot
+from .model import Assignment, CycleResult, EndedUse, Node, PendingJob, Policy, ReplicaGroup, RunningJob, Snapshot
 from .shapes import JobInfo
 
 
@@ -53,7 +53,7 @@ def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None
         waiting.difference_update(admitted)
         yield snap.now, admitted
         again = again + 1 if result.preemptions and again + 1 < MAX_CYCLES_AT_ONCE else 0
-        snap = _next_snapshot(snap, result, runtime_ratio if not again else None)
+        snap = _next_snapshot(snap, result, runtime_ratio if not again else None, policy.lend_hold)
         result = None
 
 
@@ -61,16 +61,20 @@ def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None
 MAX_CYCLES_AT_ONCE = 4
 
 
-def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | None) -> Snapshot | None:
+def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | None,
+                   hold: float) -> Snapshot | None:
     """The snapshot of the next simulated cycle: decisions carried out, then, unless `runtime_ratio` is None (the
     next cycle runs at the same moment), the jobs that end first gone; None when time should move on but no
-    running job will ever end."""
+    running job will ever end. The attempts that ended and the arrivals of the last `hold` seconds (the lend
+    hold's) come along, simulated ends and preemptions included."""
     nodes = {n.name: n for n in snap.nodes}
     pending = {j.id: j for j in snap.pending}
     running = {r.id: r for r in snap.running}
+    ended = list(snap.ended)
     for p in result.preemptions:
         victim = running.pop(p.victim_id)
         _give_back(nodes, victim)
+        ended += _ended(victim, nodes, snap.now)
         pending[victim.id] = _requeued(victim, nodes, snap.now)
     for admit in result.admits:
         job = pending.pop(admit.job_id)
@@ -83,13 +87,27 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | N
                 if r.max_runtime is not None}
         if not ends and result.wake_at is None:
             return None
-        # The next moment something changes: the first end, or a job's reclaim grace running out before it.
+        # The next moment something changes: the first end, or a wake-up (CycleResult.wake_at) before it.
         now = max(min([*ends.values(), result.wake_at or float("inf")]), snap.now)
         for job_id, end in ends.items():
             if end <= now:
-                _give_back(nodes, running.pop(job_id))
+                job = running.pop(job_id)
+                _give_back(nodes, job)
+                ended += _ended(job, nodes, end)
+    since = now - hold
     return Snapshot(now, tuple(nodes.values()), snap.quotas, snap.projects, tuple(running.values()),
-                    tuple(pending.values()))
+                    tuple(pending.values()), tuple(e for e in ended if e.ended_at > since),
+                    tuple(a for a in snap.arrivals if a.at > since))
+
+
+def _ended(job: RunningJob, nodes: dict[str, Node], at: float) -> list[EndedUse]:
+    """A job that stops holding its devices at `at`, one entry per flavor of its nodes."""
+    devices: dict[str, int] = {}
+    for a in job.placement:
+        node = nodes.get(a.node)
+        flavor = node.flavor if node else job.flavor
+        devices[flavor] = devices.get(flavor, 0) + a.devices
+    return [EndedUse(job.project, f, d, job.started_at, at) for f, d in devices.items()]
 
 
 def _give_back(nodes: dict[str, Node], job: RunningJob) -> None:

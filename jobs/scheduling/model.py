@@ -144,6 +144,11 @@ class Policy:
     # evicting preemptible jobs): meanwhile capacity that frees by itself goes to it and nobody is preempted, as
     # YARN's preemption monitor waits max_wait_before_kill. 0: at once. Preemption within a project is not delayed.
     reclaim_grace: float = 0.0
+    # Seconds a project's recent demand is kept from lending (lending.lend_holds): the most devices it held at any
+    # moment of that time, plus what it submitted then, are not lent to other projects. A team whose job just ended,
+    # or that is submitting jobs one after another, asks again within seconds; lending that capacity only to take
+    # it back by preemption is churn (the Philly week: 140 reclaims, most of 1-GPU jobs minutes old). 0: off.
+    lend_hold: float = 5.0
     # Explain waits in full (reason, positions, ETA). False (trace replay and forecasts, which read only
     # admissions and preemptions): waiting jobs get a Wait with their code, but positions are 0, eta is None and
     # quota waits carry a short reason ("quota: <kind> <flavor>"); jobs behind a blocked head under strict
@@ -161,6 +166,29 @@ DEFAULT_POLICY = Policy()  # what `run_cycle(snapshot)` uses when no policy is g
 
 
 @dataclass(frozen=True, slots=True)
+class EndedUse:
+    """Devices of one flavor a project's job held from `started_at` until `ended_at` (finished, failed or
+    preempted), for an attempt that ended within the last Policy.lend_hold seconds."""
+
+    project: str
+    flavor: str
+    devices: int
+    started_at: float
+    ended_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Devices of one flavor a job of a project asked for when it was submitted, at `at`, within the last
+    Policy.lend_hold seconds (whatever became of the job since)."""
+
+    project: str
+    flavor: str
+    devices: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
     nodes: tuple[Node, ...]
@@ -168,6 +196,10 @@ class Snapshot:
     projects: tuple[Project, ...]
     running: tuple[RunningJob, ...]
     pending: tuple[PendingJob, ...]
+    # The recent past that Policy.lend_hold keeps from lending; older entries are ignored, so a caller may pass
+    # more. Empty: nothing held beyond current use.
+    ended: tuple[EndedUse, ...] = ()
+    arrivals: tuple[Arrival, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +241,7 @@ class CycleResult:
     waits: tuple[Wait, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     reservations: tuple[Reservation, ...] = ()  # backfill reservations held this cycle (one per flavor at most)
-    # The earliest moment a waiting job would preempt once its reclaim grace is over (Policy.reclaim_grace): the
-    # caller runs a cycle then, even if nothing else happens. None: no job waits for its grace.
+    # The earliest moment the cycle's answer may change with nothing else happening: a waiting job's reclaim grace
+    # ends (Policy.reclaim_grace), or what the lend hold keeps from a waiting borrower falls (Policy.lend_hold).
+    # The caller runs a cycle then. None: no such moment.
     wake_at: float | None = None

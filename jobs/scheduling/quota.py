@@ -4,7 +4,8 @@ Per project p and flavor f (g = guaranteed, b = borrow_limit, l = lend_limit or 
     used(p, f)      devices of p's non-preemptible jobs (running, plus admitted this cycle)
     pre(p, f)       devices of p's preemptible jobs
     borrowed(p, f)  = max(0, used + pre - g)                     must stay <= b (0 when borrowing is off)
-    lendable(p, f)  = min(max(0, g - used - pre), l)             p's idle guarantee others may borrow
+    held(p, f)      what p held or asked for in the last Policy.lend_hold seconds (lending.py; 0 if none)
+    lendable(p, f)  = min(max(0, g - max(used + pre, held)), l)  p's idle guarantee others may borrow
 A preemptible job uses its own project's idle guarantee first, like any job, and borrows only above it; its
 project's non-preemptible jobs take the guarantee back by priority preemption.
 
@@ -44,6 +45,7 @@ class QuotaState:
                  flavor_totals: dict[str, int]) -> None:
         self.enabled = policy.quotas
         self.borrowing = policy.borrowing
+        self.hold = policy.lend_hold
         self.cohort: dict[str, str] = {p.name: p.cohort for p in projects}
         self.members: dict[str, list[str]] = {}  # cohort -> its projects
         for p in projects:
@@ -52,6 +54,7 @@ class QuotaState:
         self.guar: dict[tuple[str, str], int] = {}
         self.blimit: dict[tuple[str, str], int] = {}
         self.llimit: dict[tuple[str, str], float] = {}
+        self.held: dict[tuple[str, str], int] = {}  # (project, flavor) -> recent demand kept from lending
         self.totals = flavor_totals  # devices of schedulable nodes per flavor
         self.flavors_of: dict[str, set[str]] = defaultdict(set)  # project -> flavors it is guaranteed or uses
         self.changes: dict[str, int] = defaultdict(int)  # project -> how many times its usage changed
@@ -86,12 +89,30 @@ class QuotaState:
             self.lend[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
         self.unowned: dict[str, int] = {f: max(0, total - guaranteed[f]) for f, total in flavor_totals.items()}
 
+    def hold_back(self, held: dict[tuple[str, str], int]) -> None:
+        """Keep each (project, flavor)'s recent demand from lending (lending.lend_holds); call it on a fresh state,
+        before load_running."""
+        for key, devices in held.items():
+            cohort_key = (self.cohort_of(key[0]), key[1])
+            before = self._lendable(*key)
+            self.held[key] = devices
+            self.lend[cohort_key] += self._lendable(*key) - before
+
+    def binding_holds(self) -> set[tuple[str, str]]:
+        """(project, flavor) keys whose lend hold keeps back part of an idle guarantee right now."""
+        return {key for key, devices in self.held.items()
+                if devices > self.used[key] + self.pre[key] and self.guar.get(key, 0) > self.used[key] + self.pre[key]}
+
     def cohort_of(self, project: str) -> str:
         return self.cohort.get(project, project)
 
     def _lendable(self, project: str, flavor: str) -> float:
         key = (project, flavor)
-        idle = max(0, self.guar.get(key, 0) - self.used[key] - self.pre[key])
+        return self._lendable_at(key, self.used[key] + self.pre[key])
+
+    def _lendable_at(self, key: tuple[str, str], total: int) -> float:
+        """What (project, flavor) `key` lends when its jobs hold `total` devices."""
+        idle = max(0, self.guar.get(key, 0) - max(total, self.held.get(key, 0)))
         return min(idle, self.llimit.get(key, INF))
 
     def borrowed(self, project: str, flavor: str) -> int:
@@ -191,7 +212,7 @@ class QuotaState:
             if after_b > self.blimit.get(key, 0):
                 return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
             cohort_key = (cohort, flavor)
-            lendable_after = min(max(0, g - before_total - devices), self.llimit.get(key, INF))
+            lendable_after = self._lendable_at(key, before_total + devices)
             lend_after = self.lend[cohort_key] - self._lendable(project, flavor) + lendable_after
             excess_after = max(0.0, self.borrowed_total[cohort_key] - before_b + after_b - lend_after)
             if self.excess[flavor] - self._excess(cohort_key) + excess_after > self.unowned.get(flavor, 0):
@@ -246,13 +267,14 @@ class QuotaState:
     def idle_supply(self, project: str, flavor: str) -> float:
         """What the project's cohort could still lend it on this flavor: its lenders' idle guarantee, and the
         unowned capacity other cohorts' borrowing leaves (for explanations)."""
-        lenders, _, unowned = self.lending(project, flavor)
+        lenders, _, _, unowned = self.lending(project, flavor)
         return lenders + unowned
 
-    def lending(self, project: str, flavor: str) -> tuple[int, int, int]:
-        """(lenders, held back, unowned) for a project of this flavor, for explanations: the idle guarantee of the
-        other projects of its cohort not yet borrowed, the idle guarantee their lend limits keep back, and the
-        capacity nobody is guaranteed that other borrowing leaves."""
+    def lending(self, project: str, flavor: str) -> tuple[int, int, int, int]:
+        """(lenders, limited, held, unowned) for a project of this flavor, for explanations: the idle guarantee of
+        the other projects of its cohort not yet borrowed, the idle guarantee their lend limits keep back, what
+        the lend hold keeps back (their recent demand), and the capacity nobody is guaranteed that other
+        borrowing leaves."""
         cached = self._lending.get((project, flavor))
         if cached is not None and cached[0] == self.version:
             return cached[1]
@@ -260,9 +282,14 @@ class QuotaState:
         cohort_key = (cohort, flavor)
         others = self.lend[cohort_key] - self._lendable(project, flavor)
         lenders = max(0.0, others - self.borrowed_total[cohort_key])
-        idle = sum(max(0, self.guar.get((p, flavor), 0) - self.used[(p, flavor)] - self.pre[(p, flavor)])
-                   for p in self.members.get(cohort, ()) if p != project)
+        idle = unheld = 0
+        for p in self.members.get(cohort, ()):
+            if p != project:
+                key = (p, flavor)
+                total = self.used[key] + self.pre[key]
+                idle += max(0, self.guar.get(key, 0) - total)
+                unheld += max(0, self.guar.get(key, 0) - max(total, self.held.get(key, 0)))
         unowned = max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
-        found = int(lenders), int(idle - others), int(unowned)
+        found = int(lenders), int(unheld - others), int(idle - unheld), int(unowned)
         self._lending[(project, flavor)] = (self.version, found)
         return found

@@ -31,8 +31,11 @@ def quota_reason(quota: QuotaState, project: str, demand: dict[str, int], failur
     limit = quota.blimit.get(key, 0)
     if failure.kind == "borrow_limit":
         return f"{head}; {would}, over its borrow limit of {limit}"
-    lenders, held_back, unowned = quota.lending(project, f)
-    kept = f" (their lend limits keep back {held_back} more)" if held_back else ""
+    lenders, limited, held, unowned = quota.lending(project, f)
+    notes = [f"their lend limits keep back {limited} more"] if limited else []
+    if held:
+        notes.append(f"the lend hold keeps back {held} more, their use of the last {quota.hold:g} s")
+    kept = f" ({'; '.join(notes)})" if notes else ""
     return (f"{head}; {would} (borrow limit {limit}), but organization {quota.cohort_of(project)} has only "
             f"{lenders + unowned} {f} to lend: {lenders} of its projects' idle guarantee{kept} and {unowned} "
             f"that nobody is guaranteed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from .capacity import CapacityIndex
+from .lending import lend_holds
 from .model import PendingJob, Policy, RunningJob, Snapshot
 from .placement import Taken, place, undo
 from .quota import QuotaState
@@ -162,14 +163,23 @@ class CycleState:
         used: dict[tuple[str, str], int] = {}
         pre: dict[tuple[str, str], int] = {}
         count: dict[str, int] = {}
+        snapshot, hold = self.snapshot, self.policy.lend_hold
+        held = hold > 0 and self.policy.quotas and bool(snapshot.ended or snapshot.arrivals)
+        since = snapshot.now - hold
+        starts: list[tuple[tuple[str, str], float, int]] = []  # replicas that started within the lend hold
         for job in running:
             project = job.project
             sums = pre if job.preemptible else used
+            recent = held and job.started_at > since
             for a in job.placement:
                 i = index_of.get(a.node)
                 key = (project, job.flavor if i is None else node_flavor[i])
                 sums[key] = sums.get(key, 0) + a.devices
+                if recent:
+                    starts.append((key, job.started_at, a.devices))
             count[project] = count.get(project, 0) + 1
+        if held:
+            self.quota.hold_back(lend_holds(snapshot, hold, used, pre, starts))
         self.quota.load_running(used, pre, count)
         # Flavors any running job uses (runs_by_flavor's keys), from the sums' keys rather than per replica.
         self.running_flavors = {f for _, f in used} | {f for _, f in pre}

@@ -71,3 +71,29 @@ def test_a_replica_bigger_than_any_nodes_cpu_is_refused_at_submission(tenant, in
         refused.value)
     # Nodes that do not model CPU (h100 here) never refuse it.
     submit_with(tenant, inventory["h100"], devices=1, cpu=96_000, memory=16 * GIB)
+
+
+def test_the_lend_hold_reads_attempts_ended_and_jobs_submitted_within_its_window(tenant, inventory):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.lifecycle import transition
+    from tests.jobs.conftest import run
+
+    now = timezone.now()
+    cluster, a100 = inventory["cluster"], inventory["a100"]
+    recent = run(submit_with(tenant, a100, devices=4, cpu=0, memory=0, name="recent"), cluster, ["a-n1"],
+                 now=now - timedelta(seconds=60))
+    transition(recent, State.SUCCEEDED, reason="test", actor="system", now=now - timedelta(seconds=2))
+    old = run(submit_with(tenant, a100, devices=8, cpu=0, memory=0, name="old"), cluster, ["a-n2"],
+              now=now - timedelta(seconds=90))
+    transition(old, State.SUCCEEDED, reason="test", actor="system", now=now - timedelta(seconds=30))
+    queued = submit_with(tenant, a100, devices=2, cpu=0, memory=0, name="queued")
+
+    snap = build_snapshot(timezone.now().timestamp()).snapshot  # TIDAL_LEND_HOLD: 5 s
+
+    slug = tenant.project.slug
+    assert snap.ended == (core.EndedUse(slug, "nvidia-a100-40gb", 4, (now - timedelta(seconds=60)).timestamp(),
+                                        (now - timedelta(seconds=2)).timestamp()),)
+    assert snap.arrivals == (core.Arrival(slug, "nvidia-a100-40gb", 2, queued.submitted_at.timestamp()),)

@@ -21,7 +21,7 @@ QUOTAS = QuotaSet((Quota("a", "gpu", 8, borrow_limit=8), Quota("b", "gpu", 8, bo
 
 def test_a_preempted_job_is_two_segments_and_a_timed_out_one_failed():
     """a1 and a2 fill both nodes (a borrows b's); b1 comes at 250 and takes its guarantee back from one of them,
-    which resumes at 350, after b1, with 10 s of restart overhead and its work since the last checkpoint lost.
+    which resumes at 355, 5 s after b1 ended (b's lend hold), with 10 s of restart overhead and its work since the last checkpoint lost.
     a3 (preemptible) asks for 1,000 s but declared 100: stopped at its max runtime, failed."""
     trace = trace_from_text(HEADER + "a1,0,1000,8,1,gpu,a,,,\na2,0,1000,8,1,gpu,a,,,\nb1,250,100,8,1,gpu,b,,,\n"
                                      "a3,2000,1000,4,1,gpu,a,preemptible,,100\n")
@@ -35,7 +35,7 @@ def test_a_preempted_job_is_two_segments_and_a_timed_out_one_failed():
                  Segment(other, 1, "a", "gpu", cluster, 8, "normal", False, 0, 1000, "succeeded")],
                 key=lambda s: s.job_id),
         Segment("b1", 1, "b", "gpu", cluster, 8, "normal", False, 250, 350, "succeeded"),
-        Segment(victim, 2, "a", "gpu", cluster, 8, "normal", False, 350, 350 + 10 + 800, "succeeded"),
+        Segment(victim, 2, "a", "gpu", cluster, 8, "normal", False, 355, 355 + 10 + 800, "succeeded"),
         Segment("a3", 1, "a", "gpu", cluster, 4, "preemptible", True, 2000, 2100, "failed"),
     ]
 

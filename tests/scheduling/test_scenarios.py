@@ -8,7 +8,9 @@ from dataclasses import replace
 import pytest
 
 from jobs.scheduling import (
+    Arrival,
     Assignment,
+    EndedUse,
     Node,
     PendingJob,
     Policy,
@@ -926,3 +928,50 @@ def test_cpu_requests_of_zero_and_unmodelled_nodes_keep_the_old_placement():
                                         job(2, devices=2, cpu=4000, memory=GIB)], busy, quotas))
     assert [[a.node for a in adm.placement] for adm in asking.admits] == [
         [a.node for a in adm.placement] for adm in plain.admits]
+
+
+# -- lend hold ------------------------------------------------------------------------------------------------
+
+HOLD_QUOTAS = [Quota("vision", A100, 0, borrow_limit=16), Quota("nlp", A100, 16)]
+
+
+def nlp_ended(ago: float, devices: int = 8, ran: float = 600.0) -> EndedUse:
+    return EndedUse("nlp", A100, devices, NOW - ago - ran, NOW - ago)
+
+
+LEND_HOLD_CASES = [
+    # (name, Policy.lend_hold, nlp's ended attempts, nlp's arrivals, running (id, project, node, started ago),
+    #  pending (id, project, replicas), admitted, wake_at)
+    ("nlp's job ended 2 s ago: the 8 it held are kept from vision until 3 s from now", 5.0, [nlp_ended(2)], [], [],
+     [(1, "vision", 2)], [], NOW + 3),
+    ("it ended 6 s ago, before the hold's window: vision borrows all 16", 5.0, [nlp_ended(6)], [], [],
+     [(1, "vision", 2)], [1], None),
+    ("no hold (0): vision borrows at once", 0.0, [nlp_ended(2)], [], [], [(1, "vision", 2)], [1], None),
+    ("what nlp did not hold is lent: 8 of its 16", 5.0, [nlp_ended(2)], [], [], [(1, "vision", 1)], [1], None),
+    ("nlp submitted 8 a second ago and runs them: as much again is held, vision waits", 5.0, [],
+     [Arrival("nlp", A100, 8, NOW - 1)], [(50, "nlp", "n0", 1)], [(1, "vision", 1)], [], NOW + 4),
+    ("an ended job and its successor on the same devices count once", 5.0, [nlp_ended(2)], [],
+     [(50, "nlp", "n0", 2)], [(1, "vision", 1)], [1], None),
+    ("the hold never keeps a project from its own guarantee", 5.0, [nlp_ended(2)], [], [],
+     [(1, "nlp", 2)], [1], None),
+]
+
+
+@pytest.mark.parametrize("name,hold,ended,arrivals,busy,pending,expect,wake", LEND_HOLD_CASES,
+                         ids=[c[0] for c in LEND_HOLD_CASES])
+def test_a_projects_recent_demand_is_not_lent(name, hold, ended, arrivals, busy, pending, expect, wake):
+    busy_jobs = [running(i, p, {n: 8}, started_at=NOW - ago) for i, p, n, ago in busy]
+    snap = replace(snapshot(nodes(2), [job(i, project=p, replicas=r) for i, p, r in pending], busy_jobs,
+                            quotas=HOLD_QUOTAS), ended=tuple(ended), arrivals=tuple(arrivals))
+    result = cycle(snap, Policy(lend_hold=hold))
+    assert (admitted(result), result.wake_at) == (expect, wake)
+
+
+def test_a_borrower_waiting_on_the_hold_is_told_so_and_its_eta_is_when_it_lapses():
+    snap = replace(snapshot(nodes(2), [job(1, replicas=2)], quotas=HOLD_QUOTAS), ended=(nlp_ended(2),))
+    w = waits(cycle(snap))[1]
+    assert w.reason == (
+        "project vision uses 0 of its 0 guaranteed nvidia-a100-40gb; this job needs 16, so it would borrow 16 "
+        "(borrow limit 16), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its projects' idle "
+        "guarantee (the lend hold keeps back 8 more, their use of the last 5 s) and 0 that nobody is guaranteed")
+    assert forecast(snap, Policy(), 10) == {1: NOW + 3}

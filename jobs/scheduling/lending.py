@@ -1,0 +1,65 @@
+"""The lend hold: a project's recent demand is not lent to other projects (Policy.lend_hold seconds).
+
+On the Philly week every reclaim was churn: a borrower took a GPU seconds or minutes before the project that is
+guaranteed it asked again (its last job had just ended, or it was submitting jobs one after another), and was
+preempted for it. Holding back what a project held at any moment of the last few seconds, plus what it submitted
+in them, removes most of that churn at no cost to any guarantee (only borrowers wait, for seconds).
+
+    held(p, f) = max over t in [now - hold, now] of the devices of f p's jobs held at t
+                 + devices of f p's jobs submitted in (now - hold, now]
+
+QuotaState lends only a project's guarantee above max(used now, held). The hold changes only when an entry leaves
+the window, so the cycle asks to be woken then (`expiry`) if a job waits for what is held.
+"""
+
+from __future__ import annotations
+
+from .model import Snapshot
+
+Key = tuple[str, str]  # (project, flavor)
+
+
+def lend_holds(snapshot: Snapshot, hold: float, used: dict[Key, int], pre: dict[Key, int],
+               starts: list[tuple[Key, float, int]]) -> dict[Key, int]:
+    """held(p, f) for each (project, flavor) with an ended attempt or an arrival in the window (any other's
+    recent peak is its current use, which QuotaState counts anyway). `used` and `pre`: devices its jobs hold now
+    (non-preemptible, preemptible); `starts`: (key, started_at, devices) of running replicas that started within
+    the window, the only running ones whose holding changed in it."""
+    since = snapshot.now - hold
+    # Usage changes per key over the window from the level at its start: +devices at a start (an attempt that
+    # ended but started earlier counts from the window's start), -devices at an end.
+    changes: dict[Key, list[tuple[float, int]]] = {}
+    for e in snapshot.ended:
+        if e.ended_at > since and e.devices > 0:
+            steps = changes.setdefault((e.project, e.flavor), [])
+            steps.append((max(e.started_at, since), e.devices))
+            steps.append((e.ended_at, -e.devices))
+    arrived: dict[Key, int] = {}
+    for a in snapshot.arrivals:
+        if a.at > since:
+            key = (a.project, a.flavor)
+            arrived[key] = arrived.get(key, 0) + a.devices
+            changes.setdefault(key, [])
+    base = {key: used.get(key, 0) + pre.get(key, 0) for key in changes}  # usage now, less the recent starts
+    for key, at, devices in starts:
+        steps = changes.get(key)
+        if steps is not None:
+            steps.append((at, devices))
+            base[key] -= devices
+    held: dict[Key, int] = {}
+    for key, steps in changes.items():
+        level = peak = base[key]
+        for _, delta in sorted(steps):  # at one moment ends (negative) come first: a freed device reused
+            level += delta
+            peak = max(peak, level)
+        held[key] = peak + arrived.get(key, 0)
+    return held
+
+
+def expiry(snapshot: Snapshot, hold: float, binding: set[Key]) -> float | None:
+    """The next moment an entry of a `binding` key (one whose hold keeps back more than it uses) leaves the window:
+    only then can what is held fall; None when there is none."""
+    now = snapshot.now
+    ends = [e.ended_at + hold for e in snapshot.ended if (e.project, e.flavor) in binding and e.ended_at + hold > now]
+    ends += [a.at + hold for a in snapshot.arrivals if (a.project, a.flavor) in binding and a.at + hold > now]
+    return min(ends, default=None)
