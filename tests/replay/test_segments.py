@@ -21,7 +21,8 @@ QUOTAS = QuotaSet((Quota("a", "gpu", 8, borrow_limit=8), Quota("b", "gpu", 8, bo
 
 def test_a_preempted_job_is_two_segments_and_a_timed_out_one_failed():
     """a1 and a2 fill both nodes (a borrows b's); b1 comes at 250 and takes its guarantee back from one of them,
-    which resumes at 355, 5 s after b1 ended (b's lend hold), with 10 s of restart overhead and its work since the last checkpoint lost.
+    which resumes at 355, 5 s after b1 ended (b's lend hold), with 10 s of restart overhead and its work since the
+    last checkpoint lost.
     a3 (preemptible) asks for 1,000 s but declared 100: stopped at its max runtime, failed."""
     trace = trace_from_text(HEADER + "a1,0,1000,8,1,gpu,a,,,\na2,0,1000,8,1,gpu,a,,,\nb1,250,100,8,1,gpu,b,,,\n"
                                      "a3,2000,1000,4,1,gpu,a,preemptible,,100\n")
