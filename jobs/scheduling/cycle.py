@@ -367,7 +367,7 @@ class Cycle:
             "waiting": pending - len(admits),
             "reservations": len(reservations),
         }
-        wakes = [o.grace_end for o in self.outcomes if o.grace_end is not None]
+        wakes: list[float | None] = [o.grace_end for o in self.outcomes if o.grace_end is not None]
         if state.quota.held and any(o.entry is not None and o.entry.quota_kind == "cohort" for o in self.outcomes):
             # A borrower waits, maybe on what the lend hold keeps back: run again when that falls.
             wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds()))

@@ -91,9 +91,9 @@ def _next_snapshot(snap: Snapshot, result: CycleResult, runtime_ratio: float | N
         now = max(min([*ends.values(), result.wake_at or float("inf")]), snap.now)
         for job_id, end in ends.items():
             if end <= now:
-                job = running.pop(job_id)
-                _give_back(nodes, job)
-                ended += _ended(job, nodes, end)
+                done = running.pop(job_id)
+                _give_back(nodes, done)
+                ended += _ended(done, nodes, end)
     since = now - hold
     return Snapshot(now, tuple(nodes.values()), snap.quotas, snap.projects, tuple(running.values()),
                     tuple(pending.values()), tuple(e for e in ended if e.ended_at > since),

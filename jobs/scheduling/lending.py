@@ -42,9 +42,8 @@ def lend_holds(snapshot: Snapshot, hold: float, used: dict[Key, int], pre: dict[
             changes.setdefault(key, [])
     base = {key: used.get(key, 0) + pre.get(key, 0) for key in changes}  # usage now, less the recent starts
     for key, at, devices in starts:
-        steps = changes.get(key)
-        if steps is not None:
-            steps.append((at, devices))
+        if key in changes:
+            changes[key].append((at, devices))
             base[key] -= devices
     held: dict[Key, int] = {}
     for key, steps in changes.items():

@@ -64,7 +64,7 @@ class QuotaState:
         self._last_version = 0
         self.cache = True  # check_demand remembers its answers (False: the plain check, to compare against)
         self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_demand
-        self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int]]] = {}  # lending(), as of a version
+        self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
             key = (q.project, q.flavor)
