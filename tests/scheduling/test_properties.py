@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.scheduling import (
+    Arrival,
     Assignment,
+    EndedUse,
     Node,
     PendingJob,
     Policy,
@@ -109,7 +111,15 @@ def scenarios(draw):
                                   now - rnd.choice([1.0, 2.0, 50.0, 60.0]), tuple(groups), rnd.random() < 0.2,
                                   rnd.choice(list(Topology)), rnd.choice([None, 300.0, 900.0, 4000.0]), avoid,
                                   rnd.choice([None, 100.0, 1000.0])))
-    snap = Snapshot(now, tuple(node_list), tuple(quotas), tuple(projects), tuple(running), tuple(pending))
+    # The lend hold's recent past: attempts that ended and jobs submitted in the last seconds (some older).
+    ended = tuple(EndedUse(rnd.choice(projects).name, rnd.choice(FLAVORS), rnd.choice([1, 4, 8, 16]),
+                           now - rnd.choice([3.0, 100.0]), now - rnd.choice([0.0, 1.0, 4.0, 9.0]))
+                  for _ in range(draw(st.integers(0, 3))))
+    arrivals = tuple(Arrival(rnd.choice(projects).name, rnd.choice(FLAVORS), rnd.choice([1, 8]),
+                             now - rnd.choice([0.0, 2.0, 7.0]))
+                     for _ in range(draw(st.integers(0, 3))))
+    snap = Snapshot(now, tuple(node_list), tuple(quotas), tuple(projects), tuple(running), tuple(pending), ended,
+                    arrivals)
     return snap, draw(st.sampled_from(POLICIES)), rnd.random()
 
 
@@ -370,6 +380,7 @@ def _drive(snap: Snapshot, policy: Policy, steps: int) -> dict[int, float]:
             break
         gone = {p.victim_id for p in result.preemptions}
         requeued = [_as_pending(r, snap) for r in snap.running if r.id in gone]
+        ended = [*snap.ended, *(e for r in snap.running if r.id in gone for e in _ended(r, snap, snap.now))]
         after = carry_out(snap, result, snap.now)
         at_once = at_once + 1 if result.preemptions and at_once + 1 < 4 else 0
         now = snap.now
@@ -381,9 +392,23 @@ def _drive(snap: Snapshot, policy: Policy, steps: int) -> dict[int, float]:
             if not ends:
                 break
             now = max(min(ends), snap.now)
+            for r in still:
+                if r.max_runtime is not None and r.started_at + r.max_runtime <= now:
+                    ended += _ended(r, snap, r.started_at + r.max_runtime)
             still = [r for r in still if r.max_runtime is None or r.started_at + r.max_runtime > now]
-        snap = rebuilt(after, still, [*after.pending, *requeued], now)
+        # The attempts that ended come along, as the loop's snapshot reads them (the lend hold's window).
+        snap = replace(rebuilt(after, still, [*after.pending, *requeued], now), ended=tuple(ended),
+                       arrivals=snap.arrivals)
     return started
+
+
+def _ended(job: RunningJob, snap: Snapshot, at: float) -> list[EndedUse]:
+    flavor_of = {n.name: n.flavor for n in snap.nodes}
+    devices: dict[str, int] = {}
+    for a in job.placement:
+        flavor = flavor_of.get(a.node, job.flavor)
+        devices[flavor] = devices.get(flavor, 0) + a.devices
+    return [EndedUse(job.project, f, d, job.started_at, at) for f, d in devices.items()]
 
 
 def _as_pending(job: RunningJob, snap: Snapshot) -> PendingJob:
