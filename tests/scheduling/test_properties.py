@@ -205,9 +205,24 @@ def test_explain_off_changes_only_positions_and_quota_reasons(case):
             assert b.reason == f.reason
 
 
-def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str) -> tuple[int, int]:
-    """(what every organization borrows beyond its own lenders' idle guarantee within their lend limits, the
-    capacity nobody is guaranteed) on one flavor, after the cycle's admissions."""
+def _held(snap: Snapshot, project: str, flavor: str, hold: float) -> int:
+    """What the lend hold keeps of a project's guarantee, counted the plain way: its most devices held at any
+    moment of the last `hold` seconds (jobs running now and attempts that ended, each holding from its start until
+    its end), plus the devices of the jobs it submitted in them."""
+    if hold <= 0:
+        return 0
+    since = snap.now - hold
+    spans = [(r.started_at, snap.now + 1, sum(a.devices for a in r.placement))
+             for r in snap.running if (r.project, r.flavor) == (project, flavor)]
+    spans += [(e.started_at, e.ended_at, e.devices) for e in snap.ended if (e.project, e.flavor) == (project, flavor)]
+    moments = {since, *(start for start, _, _ in spans if since < start <= snap.now)}
+    peak = max(sum(d for start, end, d in spans if start <= t < end) for t in moments)
+    return peak + sum(a.devices for a in snap.arrivals if (a.project, a.flavor) == (project, flavor) and a.at > since)
+
+
+def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str, hold: float) -> tuple[int, int]:
+    """(what every organization borrows beyond its own lenders' idle guarantee within their lend limits and what
+    their lend holds keep, the capacity nobody is guaranteed) on one flavor, after the cycle's admissions."""
     guar: dict[str, int] = {}
     lend_limit: dict[str, int | None] = {}
     for q in snap.quotas:
@@ -228,7 +243,7 @@ def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str) -> t
     for p in set(guar) | set(use):
         c = cohort.get(p, p)
         borrowed[c] = borrowed.get(c, 0) + max(0, use.get(p, 0) - guar.get(p, 0))
-        idle = max(0, guar.get(p, 0) - use.get(p, 0))
+        idle = max(0, guar.get(p, 0) - max(use.get(p, 0), _held(snap, p, flavor, hold)))
         limit = lend_limit.get(p)
         lendable[c] = lendable.get(c, 0) + (idle if limit is None else min(idle, limit))
     excess = sum(max(0, borrowed[c] - lendable.get(c, 0)) for c in borrowed)
@@ -240,9 +255,10 @@ def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str) -> t
 @given(scenarios())
 def test_no_borrowing_across_organizations_or_beyond_lend_limits(case):
     """With nobody borrowing at the start and only projects without a guarantee of the flavor asking (so every
-    admission borrows), an organization borrows only its own lenders' idle guarantee, within their lend limits,
-    and capacity nobody is guaranteed: never another organization's guarantee."""
-    snap, policy, _ = case
+    admission borrows), an organization borrows only its own lenders' idle guarantee, within their lend limits and
+    less what their lend holds keep (their recent demand), and capacity nobody is guaranteed: never another
+    organization's guarantee."""
+    snap, policy, coin = case
     policy = replace(policy, quotas=True, borrowing=True, preemption=False)
     guaranteed = {(q.project, q.flavor) for q in snap.quotas if q.guaranteed > 0}
     running = tuple(r for r in snap.running if not r.preemptible and (r.project, r.flavor) in guaranteed)
@@ -257,11 +273,16 @@ def test_no_borrowing_across_organizations_or_beyond_lend_limits(case):
             within.append(r)
     pending = tuple(j for j in snap.pending if not j.preemptible
                     and all((j.project, g.flavor) not in guaranteed for g in j.groups))
-    snap = replace(snap, running=tuple(within), pending=pending, nodes=_freed(snap, within))
+    ended = snap.ended
+    if coin < 0.5:  # half the lenders' jobs just ended: the lend hold keeps their idle guarantee
+        idle = {(q.project, q.flavor): q.guaranteed - used.get((q.project, q.flavor), 0) for q in snap.quotas}
+        ended += tuple(EndedUse(q.project, q.flavor, idle[(q.project, q.flavor)], snap.now - 100, snap.now - 1)
+                       for k, q in enumerate(snap.quotas) if k % 2 and idle[(q.project, q.flavor)] > 0)
+    snap = replace(snap, running=tuple(within), pending=pending, nodes=_freed(snap, within), ended=ended)
     result = run_cycle(snap, policy)
     admitted = {a.job_id for a in result.admits}
     for flavor in FLAVORS:
-        excess, unowned = _excess_beyond_lenders(snap, admitted, flavor)
+        excess, unowned = _excess_beyond_lenders(snap, admitted, flavor, policy.lend_hold)
         assert excess <= unowned, f"{flavor}: {excess} borrowed beyond the organizations' lenders, {unowned} unowned"
 
 
