@@ -193,8 +193,10 @@ def documented_rbac(namespaces: Iterable[str], *, markdown: Path = DOCS) -> list
 
 @dataclass(frozen=True)
 class Outage:
-    """A scripted fault: every ``every``-th request is held ``delay`` seconds, then answered ``status`` (0: served
-    as usual after the delay)."""
+    """A scripted fault: of the requests for one thing (method, path and query, and a create's object name), the
+    first and then every ``every``-th is held ``delay`` seconds, then answered ``status`` (0: served as usual after
+    the delay). Counted per thing, not over all requests: the backend creates a job's objects in parallel, and a
+    count over all of them could land one create's every retry on a fault."""
 
     status: int = 0
     delay: float = 0.0
@@ -221,12 +223,13 @@ class ApiServerGate:
         self.outage: Outage | None = None
         self.seen = 0  # requests that reached the gate
         self.faulted = 0  # requests an outage held or answered
+        self.tries: dict[tuple[str, ...], int] = {}  # requests per thing (see Outage)
 
     def wrap(self, handler: Handler) -> Handler:
         async def serve(request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
             outage = self.outage
             self.seen += 1
-            if outage is None or self.seen % outage.every:
+            if outage is None or await self._try(request) % outage.every != 1 % outage.every:
                 return await self._serve(handler, request)
             self.faulted += 1
             if outage.status:
@@ -239,6 +242,15 @@ class ApiServerGate:
             return await asyncio.shield(self._serve(handler, request, delay=outage.delay))
 
         return serve
+
+    async def _try(self, request: aiohttp.web.BaseRequest) -> int:
+        """How many times this thing was asked for, this request included."""
+        key: tuple[str, ...] = (request.method, request.path_qs)
+        if request.method == "POST":
+            body = await request.read()  # kept: the handler reads it again
+            key += (str((yaml.safe_load(body) or {}).get("metadata", {}).get("name", "")),) if body else ()
+        self.tries[key] = self.tries.get(key, 0) + 1
+        return self.tries[key]
 
     async def _serve(self, handler: Handler, request: aiohttp.web.BaseRequest, *,
                      delay: float = 0.0) -> aiohttp.web.StreamResponse:
