@@ -276,7 +276,7 @@ class _Engine:
         cycle: CycleFn,
     ) -> None:
         self.trace, self.policy, self.opts = trace, policy, opts
-        self.cycle_policy = replace(policy, explain=False)  # replay never reads wait explanations
+        self.cycle_policy = replace(policy, explain=False, waits=False)  # replay never reads waits
         self.policy_name = policy_name or "custom"
         self.progress, self.cycle = progress, cycle
         self.oracle = opts.oracle_durations if opts.oracle_durations is not None else policy.ordering == "sjf"

@@ -10,12 +10,15 @@ Phases:
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start, the first job of a
                project its own quota keeps out reserves that quota (backfill.py)
   6. explain   reasons and positions for every job left waiting (explain.py); with Policy.explain=False
-               (trace replay) only codes and short reasons, positions 0, and no wait at all for the jobs behind
-               a blocked strict queue (they are not evaluated: see Cycle.run). Estimated starts: forecast.py
+               only codes and short reasons, positions 0, and no wait at all for the jobs behind a blocked
+               strict queue (they are not evaluated: see Cycle.run); with Policy.waits=False (trace replay,
+               forecasts) no wait at all. Estimated starts: forecast.py
 Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's decision is kept in an `Outcome`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
@@ -62,6 +65,11 @@ class Outcome:
 # start ("no_quota" never can; a job waiting for a running-job slot gets the first one freed, being first of its
 # project; what its organization can lend is not reserved, see backfill).
 RESERVABLE = ("borrow_limit", "borrowing_off")
+
+
+def no_entry(*args: object, **kwargs: object) -> None:
+    """A waiting job's entry when the cycle returns no Wait (Policy.waits=False): none."""
+    return None
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -112,6 +120,8 @@ class Cycle:
         self.fitting: dict[tuple, list[tuple[int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
+        # What a waiting job's outcome keeps for phase 6: nothing when no Wait is returned (Policy.waits).
+        self.wait_entry: Callable[..., WaitEntry | None] = WaitEntry if policy.waits else no_entry
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -140,17 +150,17 @@ class Cycle:
         if strict and queue in state.blocked:
             blocker = state.blocked[queue]
             order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
-            out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
+            out.entry = self.wait_entry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
             return out
         out.considered = True
         structural = self.structural_check(job, info)
         if structural is not None:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
-            out.entry = WaitEntry(job, info, *structural)
+            out.entry = self.wait_entry(job, info, *structural)
             return out
         if not job.preemptible and job.project in self.budget_stops:
             # Never blocks a queue either: its project's preemptible jobs behind it are still admitted.
-            out.entry = WaitEntry(job, info, "budget", self.budget_stops[job.project])
+            out.entry = self.wait_entry(job, info, "budget", self.budget_stops[job.project])
             return out
         failure = state.quota.check_demand(job.project, info.demand_key, info.demand)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
@@ -168,20 +178,20 @@ class Cycle:
             return out
         if held is not None:
             reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
-            out.entry = WaitEntry(job, info, "quota", reason, quota_kind="held")
+            out.entry = self.wait_entry(job, info, "quota", reason, quota_kind="held")
         elif failure is not None:
             # Phase 6 writes its reason from the state the cycle ends in (what the quota API will show).
             code = "max_running" if failure.kind == "max_running" else "quota"
-            out.entry = WaitEntry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
+            out.entry = self.wait_entry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
             if policy.blocking == "backfill" and not job.preemptible and failure.kind in RESERVABLE:
                 self.reserve_for_quota(out)  # phase 5
         else:
-            out.entry = WaitEntry(job, info, "place", constrained=constrained)
+            out.entry = self.wait_entry(job, info, "place", constrained=constrained)
             if (policy.blocking == "backfill" and not job.preemptible
                     and not any(f in state.head_flavors for f in info.flavors)):
                 self.reserve_for_capacity(out)  # phase 5
         if out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
-            out.entry = WaitEntry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
+            out.entry = self.wait_entry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict:
             state.blocked[queue] = job.id
         return out
@@ -296,7 +306,8 @@ class Cycle:
         state = self.state
         if state.simulations >= MAX_SIMULATIONS:
             return None  # this cycle's budget of simulated removals is spent
-        if not any(f in state.running_flavors for f in info.flavors):
+        running = state.running_flavors
+        if info.primary not in running and (len(info.flavors) == 1 or not any(f in running for f in info.flavors)):
             return None  # nothing was running on these flavors
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
         if quota_failed:
@@ -309,7 +320,7 @@ class Cycle:
             within = state.quota.within_guarantee(job.project, info.demand)
             flavor, devices, replicas, topology, avoid, cpu, mem = info.shape_key
             key = (job.project, quota_failed, within, constrained, flavor, topology, avoid,
-                   tuple(h.job_id for h in holds))
+                   tuple(h.job_id for h in holds) if holds else ())
             for priority, r, d, c, m in state.neg_preempt.get(key, ()):
                 if job.priority <= priority and replicas >= r and devices >= d and cpu >= c and mem >= m:
                     return None
@@ -335,6 +346,8 @@ class Cycle:
     # -- phase 6 and the result -------------------------------------------------------------------------------
 
     def result(self) -> CycleResult:
+        if not self.policy.waits:
+            return self.assemble([])
         state = self.state
         entries = [o.entry for o in self.outcomes if o.entry is not None]
         explainer = Explainer(state)

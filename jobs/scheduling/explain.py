@@ -240,10 +240,15 @@ class Explainer:
     def brief(self, entries: list[WaitEntry]) -> list[Wait]:
         """Waits with code and reason only (Policy.explain=False): positions 0."""
         waits = []
+        short: dict[tuple[str, str], str] = {}  # (kind, flavor) -> its reason: replay waits millions of times
         for entry in entries:
             if entry.placement_failed:
                 entry.code, entry.reason = self.placement_reason(entry)
             elif not entry.reason:
-                entry.reason = short_quota_reason(QuotaFailure(entry.quota_kind, entry.quota_flavor))
+                key = (entry.quota_kind, entry.quota_flavor)
+                reason = short.get(key)
+                if reason is None:
+                    reason = short[key] = short_quota_reason(QuotaFailure(*key))
+                entry.reason = reason
             waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0))
         return waits

@@ -42,7 +42,7 @@ def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None
                    runtime_ratio: float = 1.0) -> Iterator[tuple[float, tuple[int, ...]]]:
     """(time, ids of the originally pending jobs admitted then) per simulated cycle, the first at the snapshot's
     time, until nothing pending is left or no running job will ever end."""
-    policy = replace(policy, explain=False)
+    policy = replace(policy, explain=False, waits=False)  # only admissions and preemptions are read
     waiting = {j.id for j in snapshot.pending}
     snap: Snapshot | None = snapshot
     result = first

@@ -235,7 +235,12 @@ class QuotaState:
         project's preemptible jobs aside: priority preemption takes the guarantee back from them)?"""
         if not self.enabled:
             return False
-        return all(self.used[(project, f)] + d <= self.guar.get((project, f), 0) for f, d in demand.items())
+        used, guar = self.used, self.guar
+        for f, d in demand.items():  # a loop, not all() over a generator: asked for most waiting jobs
+            key = (project, f)
+            if used[key] + d > guar.get(key, 0):
+                return False
+        return True
 
     def run_borrowing(self, project: str, flavor: str) -> bool:
         """Is the project over its guarantee on this flavor with non-preemptible jobs that were running when the

@@ -157,18 +157,28 @@ class CycleState:
         """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) in one pass and
         loaded in one step (one QuotaState.change per job was most of a replay cycle). Their RunRecs are built
         only when first needed (`runs`): preemption, backfill and ETAs use them, most cycles of a replay never do."""
-        index_of = self.index.index_of
-        node_flavor = self.index.node_flavor
+        flavor_of = {n.name: n.flavor for n in self.snapshot.nodes}
         used: dict[tuple[str, str], int] = {}
         pre: dict[tuple[str, str], int] = {}
         count: dict[str, int] = {}
         for job in running:
             project = job.project
             sums = pre if job.preemptible else used
+            # A replica counts on its node's flavor (the job's own on a node no longer in the inventory); summed
+            # per job first: its replicas are nearly always all of one flavor, so one update per job.
+            flavor = job.flavor
+            devices = 0
+            on_flavor = False
             for a in job.placement:
-                i = index_of.get(a.node)
-                key = (project, job.flavor if i is None else node_flavor[i])
-                sums[key] = sums.get(key, 0) + a.devices
+                f = flavor_of.get(a.node, flavor)
+                if f == flavor:
+                    devices += a.devices
+                    on_flavor = True
+                else:
+                    sums[(project, f)] = sums.get((project, f), 0) + a.devices
+            if on_flavor:
+                key = (project, flavor)
+                sums[key] = sums.get(key, 0) + devices
             count[project] = count.get(project, 0) + 1
         self.quota.load_running(used, pre, count)
         # Flavors any running job uses (runs_by_flavor's keys), from the sums' keys rather than per replica.

@@ -195,6 +195,19 @@ def test_explain_off_changes_only_positions_and_quota_reasons(case):
             assert b.reason == f.reason
 
 
+@PROPS
+@given(scenarios())
+def test_waits_off_changes_only_waits(case):
+    """Policy.waits=False (trace replay, forecasts) takes the same decisions, reservations, stats and wake-up time,
+    and returns no Wait."""
+    snap, policy, _ = case
+    full = run_cycle(snap, policy)
+    bare = run_cycle(snap, replace(policy, waits=False))
+    assert bare.waits == ()
+    assert (bare.admits, bare.preemptions, bare.stats, bare.reservations, bare.wake_at) == (
+        full.admits, full.preemptions, full.stats, full.reservations, full.wake_at)
+
+
 def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str) -> tuple[int, int]:
     """(what every organization borrows beyond its own lenders' idle guarantee within their lend limits, the
     capacity nobody is guaranteed) on one flavor, after the cycle's admissions."""
