@@ -67,6 +67,9 @@ class Outcome:
 RESERVABLE = ("borrow_limit", "borrowing_off")
 
 
+UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
+
+
 def no_entry(*args: object, **kwargs: object) -> None:
     """A waiting job's entry when the cycle returns no Wait (Policy.waits=False): none."""
     return None
@@ -122,6 +125,7 @@ class Cycle:
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
         # What a waiting job's outcome keeps for phase 6: nothing when no Wait is returned (Policy.waits).
         self.wait_entry: Callable[..., WaitEntry | None] = WaitEntry if policy.waits else no_entry
+        self.strict = policy.blocking == "strict"
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -145,8 +149,8 @@ class Cycle:
     def evaluate(self, job: PendingJob, info: JobInfo) -> Outcome:
         state, policy = self.state, self.policy
         out = Outcome(job, info)
-        strict = policy.blocking == "strict"
-        queue = queue_of(job, policy)
+        strict = self.strict
+        queue = queue_of(job, policy) if strict else ""
         if strict and queue in state.blocked:
             blocker = state.blocked[queue]
             order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
@@ -255,8 +259,11 @@ class Cycle:
         devices foreign pods hold keep it out. None when it could fit."""
         shape = info.shape_key if self.state.use_cache else None
         if shape is not None:
+            known = self.structural.get(shape, UNKNOWN)  # the same shape seen before: most jobs
+            if known is not UNKNOWN:
+                return known  # type: ignore[return-value]
             # A job of identical replicas that asks for no more CPU and memory per replica than one that could
-            # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most jobs.
+            # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most others.
             cpu, mem = shape[5], shape[6]
             for c, m in self.fitting.get(shape[:4], ()):
                 if cpu <= c and mem <= m:

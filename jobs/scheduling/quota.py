@@ -175,26 +175,31 @@ class QuotaState:
         cap = self.max_running.get(project)
         if cap is not None and self.running[project] >= cap:
             return QuotaFailure("max_running")
-        cohort = self.cohort_of(project)
+        cohort = self.cohort.get(project, project)
+        guar, used, pre = self.guar, self.used, self.pre
         for flavor, devices in demand.items():
             key = (project, flavor)
-            g = self.guar.get(key, 0)
-            before_total = self.used[key] + self.pre[key]
+            g = guar.get(key, 0)
+            before_total = used[key] + pre[key]
             before_b = max(0, before_total - g)
             after_b = max(0, before_total + devices - g)
             if after_b <= before_b:
                 continue  # inside the guarantee: always allowed
-            if key not in self.guar and not self.borrowing:
+            if key not in guar and not self.borrowing:
                 return QuotaFailure("no_quota", flavor)
             if not self.borrowing:
                 return QuotaFailure("borrowing_off", flavor)
             if after_b > self.blimit.get(key, 0):
-                return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
+                return QuotaFailure("borrow_limit" if key in guar else "no_quota", flavor)
+            # The cohort's sums with this job in, its project's terms (_lendable, _excess) written out: most
+            # waiting jobs of a full cluster are checked up to here.
             cohort_key = (cohort, flavor)
-            lendable_after = min(max(0, g - before_total - devices), self.llimit.get(key, INF))
-            lend_after = self.lend[cohort_key] - self._lendable(project, flavor) + lendable_after
-            excess_after = max(0.0, self.borrowed_total[cohort_key] - before_b + after_b - lend_after)
-            if self.excess[flavor] - self._excess(cohort_key) + excess_after > self.unowned.get(flavor, 0):
+            lend_limit = self.llimit.get(key, INF)
+            lend, borrowed = self.lend[cohort_key], self.borrowed_total[cohort_key]
+            lend_after = lend - min(max(0, g - before_total), lend_limit) + min(max(0, g - before_total - devices),
+                                                                                lend_limit)
+            excess_after = max(0.0, borrowed - before_b + after_b - lend_after)
+            if self.excess[flavor] - max(0.0, borrowed - lend) + excess_after > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
 
