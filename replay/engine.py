@@ -164,9 +164,10 @@ def _groups(j: TraceJob) -> tuple[ReplicaGroup, ...]:
 
 
 def _default_cycle() -> CycleFn:
-    from jobs.scheduling import run_cycle  # imported late: the core may not exist while replay is built
+    from jobs.scheduling import RunningUsage, run_cycle  # imported late: the core may not exist while replay is built
 
-    return lambda snapshot, policy: run_cycle(snapshot, policy=policy)
+    usage = RunningUsage()  # consecutive cycles share most running jobs: each sums only what changed
+    return lambda snapshot, policy: run_cycle(snapshot, policy=policy, usage=usage)
 
 
 def run_replay(

@@ -26,6 +26,7 @@ from .model import (
     node_key,
     split_node_key,
 )
+from .state import RunningUsage
 
 __all__ = [
     "Admit",
@@ -40,6 +41,7 @@ __all__ = [
     "ReplicaGroup",
     "Reservation",
     "RunningJob",
+    "RunningUsage",
     "Snapshot",
     "Topology",
     "Wait",

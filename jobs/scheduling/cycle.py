@@ -40,7 +40,7 @@ from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims
 from .shapes import JobInfo, describe_shape
-from .state import CycleState, QuotaHold, RunRec, Tentative
+from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
 
 class Outcome:
@@ -70,8 +70,10 @@ RESERVABLE = ("borrow_limit", "borrowing_off")
 UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
 
 
-def no_entry(*args: object, **kwargs: object) -> None:
-    """A waiting job's entry when the cycle returns no Wait (Policy.waits=False): none."""
+def no_entry(job: PendingJob, info: JobInfo, code: str, reason: str = "", quota_kind: str = "",
+             quota_flavor: str = "", constrained: bool = False) -> None:
+    """A waiting job's entry when the cycle returns no Wait (Policy.waits=False): none. (WaitEntry's parameters,
+    so that a call packs nothing.)"""
     return None
 
 
@@ -112,9 +114,10 @@ def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: Ru
 
 
 class Cycle:
-    def __init__(self, snapshot: Snapshot, policy: Policy, use_cache: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, use_cache: bool = True,
+                 usage: RunningUsage | None = None) -> None:
         self.policy = policy
-        self.state = CycleState(snapshot, policy)
+        self.state = CycleState(snapshot, policy, usage)
         self.state.use_cache = use_cache
         self.state.quota.cache = use_cache
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
@@ -393,9 +396,12 @@ class Cycle:
         return next(o.job for o in self.outcomes if o.job.id == job_id)
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> CycleResult:
-    """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait."""
-    cycle = Cycle(snapshot, policy)
+def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY, usage: RunningUsage | None = None) -> CycleResult:
+    """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait.
+
+    `usage`: a RunningUsage the caller passes to every cycle it runs, when it runs many on nearly the same running
+    jobs (trace replay, forecasts); the decisions are the same without it."""
+    cycle = Cycle(snapshot, policy, usage=usage)
     cycle.run()
     return cycle.result()
 

@@ -120,8 +120,70 @@ def _job_id(job: RunningJob) -> int:
     return job.id
 
 
+
+class RunningUsage:
+    """The devices running jobs hold per (project, flavor) for quotas (preemptible ones apart) and how many jobs
+    each project runs, kept from one cycle to the next by a caller that runs cycle after cycle on nearly the same
+    running jobs (trace replay, forecasts: `run_cycle(..., usage=...)`): a cycle then adds only the jobs that
+    started since and takes out those that ended. Jobs are told apart by identity; they are kept here, so an id
+    cannot be reused while it counts. A replica counts on its node's flavor (the job's own on a node not in the
+    inventory), so a new inventory of flavors starts the sums afresh. Each sum keeps how many replicas it adds
+    up: one that no replica adds to any more is gone, as from a fresh sum."""
+
+    __slots__ = ("jobs", "flavor_of", "sums", "count")
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, RunningJob] = {}  # id -> job, the running jobs summed
+        self.flavor_of: dict[str, str] | None = None  # node name -> flavor, as the sums were made
+        self.sums: dict[tuple[bool, str, str], list[int]] = {}  # (preemptible, project, flavor) -> [devices, replicas]
+        self.count: dict[str, int] = {}  # project -> running jobs
+
+    def update(self, running: tuple[RunningJob, ...], flavor_of: dict[str, str]) -> tuple[
+            dict[tuple[str, str], int], dict[tuple[str, str], int], dict[str, int]]:
+        """(non-preemptible devices, preemptible devices per (project, flavor), jobs per project) of `running`."""
+        now = dict(zip(map(id, running), running, strict=True))
+        if flavor_of == self.flavor_of and len(now) == len(running):
+            before = self.jobs
+            for i in before.keys() - now.keys():
+                self._add(before[i], -1)
+            for i in now.keys() - before.keys():
+                self._add(now[i], 1)
+            self.jobs = now
+        else:
+            self.sums, self.count, self.flavor_of = {}, {}, flavor_of
+            for job in running:
+                self._add(job, 1)
+            if len(now) == len(running):
+                self.jobs = now
+            else:  # a job given twice counts twice, but could not be told apart next time: start afresh then
+                self.jobs, self.flavor_of = {}, None
+        used: dict[tuple[str, str], int] = {}
+        pre: dict[tuple[str, str], int] = {}
+        for (preemptible, project, flavor), (devices, _) in self.sums.items():
+            (pre if preemptible else used)[(project, flavor)] = devices
+        return used, pre, self.count
+
+    def _add(self, job: RunningJob, sign: int) -> None:
+        sums, flavor_of = self.sums, self.flavor_of
+        assert flavor_of is not None
+        for a in job.placement:
+            key = (job.preemptible, job.project, flavor_of.get(a.node, job.flavor))
+            total = sums.get(key)
+            if total is None:
+                total = sums[key] = [0, 0]
+            total[0] += sign * a.devices
+            total[1] += sign
+            if not total[1]:
+                del sums[key]
+        n = self.count.get(job.project, 0) + sign
+        if n:
+            self.count[job.project] = n
+        else:
+            del self.count[job.project]
+
+
 class CycleState:
-    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, usage: RunningUsage | None = None) -> None:
         self.snapshot = snapshot
         self.policy = policy
         self.now = snapshot.now
@@ -132,7 +194,7 @@ class CycleState:
         self._runs_by_flavor: dict[str, list[RunRec]] = {}
         self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle (add with `admitted`)
         self._new_by_project: dict[str, list[RunRec]] = {}
-        self._load_running(snapshot.running)
+        self._load_running(snapshot.running, usage)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
@@ -153,33 +215,13 @@ class CycleState:
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
 
-    def _load_running(self, running: tuple[RunningJob, ...]) -> None:
-        """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) in one pass and
-        loaded in one step (one QuotaState.change per job was most of a replay cycle). Their RunRecs are built
-        only when first needed (`runs`): preemption, backfill and ETAs use them, most cycles of a replay never do."""
+    def _load_running(self, running: tuple[RunningJob, ...], usage: RunningUsage | None) -> None:
+        """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) and loaded in
+        one step (one QuotaState.change per job was most of a replay cycle); with `usage` kept from the caller's
+        previous cycle, only the jobs that started or ended since are summed. Their RunRecs are built only when
+        first needed (`runs`): preemption, backfill and ETAs use them, most cycles of a replay never do."""
         flavor_of = {n.name: n.flavor for n in self.snapshot.nodes}
-        used: dict[tuple[str, str], int] = {}
-        pre: dict[tuple[str, str], int] = {}
-        count: dict[str, int] = {}
-        for job in running:
-            project = job.project
-            sums = pre if job.preemptible else used
-            # A replica counts on its node's flavor (the job's own on a node no longer in the inventory); summed
-            # per job first: its replicas are nearly always all of one flavor, so one update per job.
-            flavor = job.flavor
-            devices = 0
-            on_flavor = False
-            for a in job.placement:
-                f = flavor_of.get(a.node, flavor)
-                if f == flavor:
-                    devices += a.devices
-                    on_flavor = True
-                else:
-                    sums[(project, f)] = sums.get((project, f), 0) + a.devices
-            if on_flavor:
-                key = (project, flavor)
-                sums[key] = sums.get(key, 0) + devices
-            count[project] = count.get(project, 0) + 1
+        used, pre, count = (usage or RunningUsage()).update(running, flavor_of)
         self.quota.load_running(used, pre, count)
         # Flavors any running job uses (runs_by_flavor's keys), from the sums' keys rather than per replica.
         self.running_flavors = {f for _, f in used} | {f for _, f in pre}

@@ -18,6 +18,7 @@ from jobs.scheduling import (
     Quota,
     ReplicaGroup,
     RunningJob,
+    RunningUsage,
     Snapshot,
     Topology,
     forecast,
@@ -206,6 +207,27 @@ def test_waits_off_changes_only_waits(case):
     assert bare.waits == ()
     assert (bare.admits, bare.preemptions, bare.stats, bare.reservations, bare.wake_at) == (
         full.admits, full.preemptions, full.stats, full.reservations, full.wake_at)
+
+
+@PROPS
+@given(scenarios())
+def test_running_usage_carried_between_cycles_decides_the_same(case):
+    """A RunningUsage carried from cycle to cycle (trace replay, forecasts) sums only the running jobs that
+    changed: over cycles whose decisions are carried out, with a running job ending and one given twice between
+    them, and with the inventory's flavors changing, every cycle decides as one that sums its running jobs
+    afresh."""
+    snap, policy, _ = case
+    usage = RunningUsage()
+    for step in range(4):
+        fresh = run_cycle(snap, policy)
+        assert run_cycle(snap, policy, usage) == fresh
+        snap = carry_out(snap, fresh, snap.now + 1.0)
+        if step == 0 and snap.running:  # the first one ends
+            snap = rebuilt(snap, snap.running[1:], snap.pending, snap.now)
+        if step == 1 and snap.running:  # a caller that gives a job twice: it counts twice, as in a fresh sum
+            snap = replace(snap, running=snap.running + snap.running[:1])
+        if step == 2:  # nodes change flavor: every sum afresh
+            snap = replace(snap, nodes=tuple(replace(n, flavor=FLAVORS[0]) for n in snap.nodes))
 
 
 def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str) -> tuple[int, int]:
