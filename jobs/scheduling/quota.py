@@ -104,19 +104,24 @@ class QuotaState:
     def _add(self, project: str, flavor: str, used: int, pre: int) -> int:
         """Add usage to one (project, flavor), keeping the cohort's sums and the flavor's excess; returns the change
         in the project's borrowed devices."""
+        # borrowed(), _lendable() and _excess() written out, before and after: preemption's simulated removals
+        # and counting reserved heads in and out call this thousands of times a cycle.
         key = (project, flavor)
-        cohort_key = (self.cohort_of(project), flavor)
-        before_b, before_l, before_x = self.borrowed(project, flavor), self._lendable(project, flavor), \
-            self._excess(cohort_key)
+        cohort_key = (self.cohort.get(project, project), flavor)
+        g, lend_limit = self.guar.get(key, 0), self.llimit.get(key, INF)
+        total = self.used[key] + self.pre[key]
+        before_b, before_l = max(0, total - g), min(max(0, g - total), lend_limit)
+        before_x = max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key])
         self.used[key] += used
         self.pre[key] += pre
         self.flavors_of[project].add(flavor)
         self.changes[project] += 1
         self._bump()
-        delta = self.borrowed(project, flavor) - before_b
+        total += used + pre
+        delta = max(0, total - g) - before_b
         self.borrowed_total[cohort_key] += delta
-        self.lend[cohort_key] += self._lendable(project, flavor) - before_l
-        self.excess[flavor] += self._excess(cohort_key) - before_x
+        self.lend[cohort_key] += min(max(0, g - total), lend_limit) - before_l
+        self.excess[flavor] += max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key]) - before_x
         return delta
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
