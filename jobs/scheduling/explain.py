@@ -214,7 +214,8 @@ class Explainer:
         key = (job.project, info.demand_key)  # the end-of-cycle state does not change: one text per demand
         text = self.quota_reasons.get(key)
         if text is None:
-            failure = self.state.quota.check(job.project, info.demand, job.preemptible)
+            # Answered from the cycle's own check when nothing changed quotas after it (the jobs of a full cluster).
+            failure = self.state.quota.check_demand(job.project, info.demand_key, info.demand)
             text = FREED if failure is None else quota_reason(self.state.quota, job.project, info.demand, failure)
             self.quota_reasons[key] = text
         return text

@@ -29,6 +29,7 @@ from collections import defaultdict
 from .model import Policy, Project, Quota
 
 INF = float("inf")
+NOTHING: dict[str, int] = {}  # no extra usage (QuotaState.check); never written
 
 
 class QuotaFailure:
@@ -172,20 +173,25 @@ class QuotaState:
         changed): name it so again, so that answers cached then hold again."""
         self.version = version
 
-    def check(self, project: str, demand: dict[str, int], preemptible: bool) -> QuotaFailure | None:
+    def check(self, project: str, demand: dict[str, int], preemptible: bool,
+              extra: tuple[dict[str, int], int] | None = None) -> QuotaFailure | None:
         """None when a job of this demand may be admitted now; quotas off means always. Preemptible or not, the
-        same rules apply."""
+        same rules apply. `extra`: (non-preemptible devices per flavor, running jobs) the project is checked as
+        if it also held (its reserved heads: state.CycleState.fails_beside), the state left as it is."""
         if not self.enabled:
             return None
+        more, more_jobs = extra if extra is not None else (NOTHING, 0)
         cap = self.max_running.get(project)
-        if cap is not None and self.running[project] >= cap:
+        if cap is not None and self.running[project] + more_jobs >= cap:
             return QuotaFailure("max_running")
         cohort = self.cohort.get(project, project)
         guar, used, pre = self.guar, self.used, self.pre
         for flavor, devices in demand.items():
             key = (project, flavor)
             g = guar.get(key, 0)
-            before_total = used[key] + pre[key]
+            held = used[key] + pre[key]  # what the project holds
+            x = more.get(flavor, 0) if more else 0
+            before_total = held + x
             before_b = max(0, before_total - g)
             after_b = max(0, before_total + devices - g)
             if after_b <= before_b:
@@ -201,10 +207,14 @@ class QuotaState:
             cohort_key = (cohort, flavor)
             lend_limit = self.llimit.get(key, INF)
             lend, borrowed = self.lend[cohort_key], self.borrowed_total[cohort_key]
+            others_excess = self.excess[flavor] - max(0.0, borrowed - lend)  # the other cohorts' excess
+            if x:  # the extra usage moves the cohort's sums as _add would
+                borrowed += before_b - max(0, held - g)
+                lend += min(max(0, g - before_total), lend_limit) - min(max(0, g - held), lend_limit)
             lend_after = lend - min(max(0, g - before_total), lend_limit) + min(max(0, g - before_total - devices),
                                                                                 lend_limit)
             excess_after = max(0.0, borrowed - before_b + after_b - lend_after)
-            if self.excess[flavor] - max(0.0, borrowed - lend) + excess_after > self.unowned.get(flavor, 0):
+            if others_excess + excess_after > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
 

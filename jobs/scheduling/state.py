@@ -345,11 +345,15 @@ class CycleState:
         cached = self._beside.get(key)
         if cached is not None and cached[0] == quota.version and self.use_cache:
             return cached[1]
-        version = quota.version
-        self.count_heads(holds, 1)
-        fails = quota.check(job.project, info.demand, job.preemptible) is not None
-        self.count_heads(holds, -1)
-        self._beside[key] = (version, fails)
+        devices: dict[str, int] = {}
+        jobs = 0
+        for h in holds:  # what count_heads would add, added up without editing the quota state
+            more, n = h.extra()
+            for f, d in more.items():
+                devices[f] = devices.get(f, 0) + d
+            jobs += n
+        fails = quota.check(job.project, info.demand, job.preemptible, (devices, jobs)) is not None
+        self._beside[key] = (quota.version, fails)
         return fails
 
     def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:

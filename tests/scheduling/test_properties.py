@@ -529,3 +529,21 @@ def test_victim_outline_never_hides_a_candidate(case):
         for quota_failed in (False, True):
             if not may_have_candidates(state, job, info, quota_failed):
                 assert victim_candidates(state, job, info, quota_failed) == []
+
+
+@PROPS
+@given(scenarios(), st.integers(0, 2**32))
+def test_quota_check_with_extra_usage_is_the_check_with_that_usage_held(case, seed):
+    """QuotaState.check with `extra` (reserved heads, state.CycleState.fails_beside) answers as the plain check
+    once the project really holds that much more (quota.shift), the cohort's sums moved with it."""
+    snap, policy, _ = case
+    rnd = random.Random(seed)
+    quota = CycleState(snap, policy).quota
+    for job in snap.pending:
+        info = JobInfo(job)
+        extra = ({f: rnd.choice([0, 0, 1, 4, 8, 20]) for f in FLAVORS}, rnd.choice([0, 1]))
+        answer = quota.check(job.project, info.demand, job.preemptible, extra)
+        quota.shift(job.project, *extra, 1)
+        held = quota.check(job.project, info.demand, job.preemptible)
+        quota.shift(job.project, *extra, -1)
+        assert (answer and (answer.kind, answer.flavor)) == (held and (held.kind, held.flavor))
