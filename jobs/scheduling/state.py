@@ -374,17 +374,23 @@ class CycleState:
         """Would a job starting now still run at `start` (None: an unknown time, so yes)?"""
         return start is None or max_runtime is None or self.now + max_runtime > start
 
-    def lift(self, holds: list[Hold]) -> None:
+    def lift(self, holds: list[Hold], nodes: Iterable[int] | None = None) -> None:
+        """Make what these holds keep hidden visible: on all their nodes, or only on `nodes` (see settle)."""
         for h in holds:
-            for i in h.x:
+            for i in h.x if nodes is None else [i for i in nodes if i in h.x]:
                 self.index.set_hidden(i, 0, 0, 0)
 
-    def settle(self, holds: list[Hold]) -> None:
+    def settle(self, holds: list[Hold], nodes: Iterable[int] | None = None) -> None:
+        """Hide again what these holds keep: max(0, x - rel) of each node, at most what is free there. Every
+        node of a hold is settled at all times outside a lift, so an edit of some nodes (a running job removed
+        or put back, a tentative placement undone) needs to lift and settle only those (`nodes`)."""
         index = self.index
         free, cpu, mem = index.free, index.cpu, index.mem
         hidden, hidden_cpu, hidden_mem = index.hidden, index.hidden_cpu, index.hidden_mem
         for h in holds:
-            for i, (need, need_cpu, need_mem) in h.x.items():
+            x = h.x
+            for i in x if nodes is None else [i for i in nodes if i in x]:
+                need, need_cpu, need_mem = x[i]
                 rel, rel_cpu, rel_mem = h.rel[i]
                 index.set_hidden(i, min(free[i] + hidden[i], max(0, need - rel)),
                                  min(cpu[i] + hidden_cpu[i], max(0, need_cpu - rel_cpu)),
@@ -400,7 +406,8 @@ class CycleState:
     def remove_run(self, rec: RunRec) -> None:
         """Simulate (or commit) preempting a running job: its devices, CPU, memory and quota come back."""
         holds = self._holds_touching(rec)
-        self.lift(holds)
+        nodes = {u[0] for u in rec.usage} if holds else None
+        self.lift(holds, nodes)
         for i, devices, cpu, mem in rec.usage:
             self.index.give(i, devices, cpu, mem)
             for h in holds:
@@ -409,7 +416,7 @@ class CycleState:
                     rel[0] -= devices
                     rel[1] -= cpu
                     rel[2] -= mem
-        self.settle(holds)
+        self.settle(holds, nodes)
         self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
         if self.quota_holds:
             self._rebase_quota_holds(rec, -1)
@@ -418,7 +425,8 @@ class CycleState:
     def add_run(self, rec: RunRec) -> None:
         """Inverse of remove_run (fill-back)."""
         holds = self._holds_touching(rec)
-        self.lift(holds)
+        nodes = {u[0] for u in rec.usage} if holds else None
+        self.lift(holds, nodes)
         for i, devices, cpu, mem in rec.usage:
             self.index.take(i, devices, cpu, mem)
             for h in holds:
@@ -427,7 +435,7 @@ class CycleState:
                     rel[0] += devices
                     rel[1] += cpu
                     rel[2] += mem
-        self.settle(holds)
+        self.settle(holds, nodes)
         self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
         if self.quota_holds:
             self._rebase_quota_holds(rec, 1)
@@ -474,14 +482,15 @@ class CycleState:
 
     def undo_tentative(self, tentative: Tentative) -> None:
         holds = [added[0] for added in tentative.rel_added]
-        self.lift(holds)
+        nodes = {t[2] for t in tentative.taken} if holds else None
+        self.lift(holds, nodes)
         undo(self.index, tentative.taken)
         for h, i, devices, cpu, mem in tentative.rel_added:
             rel = h.rel[i]
             rel[0] -= devices
             rel[1] -= cpu
             rel[2] -= mem
-        self.settle(holds)
+        self.settle(holds, nodes)
 
     def fits(self, job: PendingJob, info: JobInfo) -> bool:
         """Could the job be admitted right now (quota and a placement)? Leaves the state unchanged."""
