@@ -119,6 +119,7 @@ class CapacityIndex:
         self.max_devices: dict[str, int] = {}  # largest schedulable node per flavor
         self.total_devices: dict[str, int] = {}  # allocatable devices of schedulable nodes per flavor
         self.domains: dict[tuple[str, str], list[Domain]] = {}  # (flavor, level) -> domains
+        self.views: dict[tuple[str, str], list] = {}  # (flavor, level) -> placement.DomainView of each domain
         self.whole_room: dict[tuple, int] = {}  # (leaf, devices, cpu, memory) -> replicas fitting when empty
         self.kinds: dict[int, list[tuple[int, int, int, int]]] = {}  # leaf -> its kinds of node (leaf_kinds)
         self.most_room: dict[tuple, int] = {}  # (flavor, topology, devices, cpu, mem) -> see feasibility.most_room

@@ -40,6 +40,18 @@ class QuotaFailure:
         self.flavor = flavor
 
 
+class Answers:
+    """check_demand's memory for one set of values check() reads: the most devices that passed, the fewest that
+    failed and how."""
+
+    __slots__ = ("passed", "failed", "failure")
+
+    def __init__(self) -> None:
+        self.passed = -1
+        self.failed = 0
+        self.failure: QuotaFailure | None = None
+
+
 class QuotaState:
     def __init__(self, projects: tuple[Project, ...], quotas: tuple[Quota, ...], policy: Policy,
                  flavor_totals: dict[str, int]) -> None:
@@ -62,6 +74,7 @@ class QuotaState:
         self._last_version = 0
         self.cache = True  # check_demand remembers its answers (False: the plain check, to compare against)
         self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_demand
+        self._answers: dict[tuple, Answers] = {}  # see check_demand
         self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
@@ -219,11 +232,44 @@ class QuotaState:
         return None
 
     def check_demand(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
-        """check(), remembered per (project, demand) while the usage is the same: a cycle checks job after job of
-        a project that all wait, and the answer depends only on the demand and the usage. `demand_key` is
-        JobInfo.demand_key."""
+        """check(), remembered: a cycle checks job after job of a project that all wait. `demand_key` is
+        JobInfo.demand_key.
+
+        A demand of one flavor f is answered from what check() reads of the state: the project's running jobs
+        and its usage of f, its cohort's lendable and borrowed f, and the excess over lenders on f. For those
+        values, the answers over the number of devices are monotone: what a demand that passed asks for or less
+        passes (inside the guarantee, or under the borrow limit and what the cohort can lend), and what a demand
+        that failed asks for or more fails, for the same reason but one: a cohort failure turns into the borrow
+        limit's once the project would borrow more than that. So each set of values keeps the largest demand
+        that passed and the smallest that failed, and most jobs of a waiting project need no check at all.
+        Demands of several flavors are remembered per (project, demand) while the usage is the same."""
         if not self.cache:
             return self.check(project, demand, False)
+        if len(demand_key) != 2:
+            return self._check_flavors(project, demand_key, demand)
+        flavor, devices = demand_key
+        key = (project, flavor)
+        cohort_key = (self.cohort.get(project, project), flavor)
+        values = (key, self.running[project], self.used[key] + self.pre[key], self.lend[cohort_key],
+                  self.borrowed_total[cohort_key], self.excess[flavor])
+        known = self._answers.get(values)
+        if known is None:
+            known = self._answers[values] = Answers()
+        elif devices <= known.passed:
+            return None
+        elif known.failure is not None and devices >= known.failed:
+            if known.failure.kind == "cohort" and max(0, values[2] + devices - self.guar.get(key, 0)) > \
+                    self.blimit.get(key, 0):
+                return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
+            return known.failure
+        answer = self.check(project, demand, False)
+        if answer is None:
+            known.passed = devices
+        elif known.failure is None or devices < known.failed:
+            known.failed, known.failure = devices, answer
+        return answer
+
+    def _check_flavors(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
         key = (project, demand_key)
         cached = self._checked.get(key)
         if cached is not None and cached[0] == self.version:

@@ -547,3 +547,25 @@ def test_quota_check_with_extra_usage_is_the_check_with_that_usage_held(case, se
         held = quota.check(job.project, info.demand, job.preemptible)
         quota.shift(job.project, *extra, -1)
         assert (answer and (answer.kind, answer.flavor)) == (held and (held.kind, held.flavor))
+
+
+@PROPS
+@given(scenarios(), st.integers(0, 2**32))
+def test_remembered_quota_answers_are_the_check(case, seed):
+    """QuotaState.check_demand (answers remembered per state and spread over larger and smaller demands) says what
+    check says, for demands of one flavor of every size and of several flavors, as usage grows and shrinks."""
+    snap, policy, _ = case
+    rnd = random.Random(seed)
+    quota = CycleState(snap, policy).quota
+    projects = [p.name for p in snap.projects]
+    for _ in range(12):
+        project = rnd.choice(projects)
+        demands = [{rnd.choice(FLAVORS): rnd.choice([0, 1, 2, 4, 8, 16, 40])} for _ in range(4)]
+        demands.append({FLAVORS[0]: rnd.randint(0, 20), FLAVORS[1]: rnd.randint(0, 20)})
+        for demand in demands:
+            key = tuple(x for f in sorted(demand) for x in (f, demand[f]))
+            remembered = quota.check_demand(project, key, demand)
+            plain = quota.check(project, demand, False)
+            assert (remembered and (remembered.kind, remembered.flavor)) == (plain and (plain.kind, plain.flavor))
+        quota.change(rnd.choice(projects), {rnd.choice(FLAVORS): rnd.randint(1, 12)}, rnd.random() < 0.3,
+                     rnd.choice([1, 1, -1]))
