@@ -166,9 +166,10 @@ def _groups(j: TraceJob) -> tuple[ReplicaGroup, ...]:
 
 
 def _default_cycle() -> CycleFn:
-    from jobs.scheduling import run_cycle  # imported late: the core may not exist while replay is built
+    from jobs.scheduling import RunningUsage, run_cycle  # imported late: the core may not exist while replay is built
 
-    return lambda snapshot, policy: run_cycle(snapshot, policy=policy)
+    usage = RunningUsage()  # consecutive cycles share most running jobs: each sums only what changed
+    return lambda snapshot, policy: run_cycle(snapshot, policy=policy, usage=usage)
 
 
 def run_replay(
@@ -278,7 +279,7 @@ class _Engine:
         cycle: CycleFn,
     ) -> None:
         self.trace, self.policy, self.opts = trace, policy, opts
-        self.cycle_policy = replace(policy, explain=False)  # replay never reads wait explanations
+        self.cycle_policy = replace(policy, explain=False, waits=False)  # replay never reads waits
         self.policy_name = policy_name or "custom"
         self.progress, self.cycle = progress, cycle
         self.oracle = opts.oracle_durations if opts.oracle_durations is not None else policy.ordering == "sjf"

@@ -28,6 +28,7 @@ from .model import (
     node_key,
     split_node_key,
 )
+from .state import RunningUsage
 
 __all__ = [
     "Admit",
@@ -44,6 +45,7 @@ __all__ = [
     "ReplicaGroup",
     "Reservation",
     "RunningJob",
+    "RunningUsage",
     "Snapshot",
     "Topology",
     "Wait",

@@ -12,7 +12,9 @@ around them); each bucket also keeps bounds of its nodes' free CPU and memory (`
 allow every node of this bucket as many replicas as its devices do" is one comparison, "they allow every node the
 same count" (nodes alike, as whole free machines of one kind) two, and the arithmetic above stays exact. Only a
 bucket where neither holds is counted node by node, which also makes its bounds exact again. A node that does not
-model CPU or memory (allocatable 0: old rows, trace replay) has UNMODELLED of it free: it never limits.
+model CPU or memory (allocatable 0: old rows, trace replay) has UNMODELLED of it free: it never limits. A leaf's
+room for a shape is remembered until its capacity changes (`leaf_room`): a cycle asks about the same racks for
+shape after shape, and an admission changes one or two of them.
 
 Two counters per node and resource: `free` (`cpu`, `mem`) is what placement may use (visible), `hidden`
 (`hidden_cpu`, `hidden_mem`) is free capacity a backfill reservation keeps for its head job. Visible plus hidden is
@@ -111,10 +113,13 @@ class CapacityIndex:
         self.hidden_mem: list[int] = [0] * len(nodes)
         self.leaf_of: list[int] = []
         self.leaves: list[Leaf] = []
+        self.leaf_version: list[int] = []  # per leaf: changes of its visible capacity so far (see leaf_room)
+        self.rooms: dict[tuple[int, int, int, int], tuple[int, int]] = {}  # (leaf, shape) -> (version, room)
         self.flavor_leaves: dict[str, list[int]] = {}
         self.max_devices: dict[str, int] = {}  # largest schedulable node per flavor
         self.total_devices: dict[str, int] = {}  # allocatable devices of schedulable nodes per flavor
         self.domains: dict[tuple[str, str], list[Domain]] = {}  # (flavor, level) -> domains
+        self.views: dict[tuple[str, str], list] = {}  # (flavor, level) -> placement.DomainView of each domain
         self.whole_room: dict[tuple, int] = {}  # (leaf, devices, cpu, memory) -> replicas fitting when empty
         self.kinds: dict[int, list[tuple[int, int, int, int]]] = {}  # leaf -> its kinds of node (leaf_kinds)
         self.most_room: dict[tuple, int] = {}  # (flavor, topology, devices, cpu, mem) -> see feasibility.most_room
@@ -139,6 +144,7 @@ class CapacityIndex:
             if lid is None:
                 lid = leaf_ids[key] = len(self.leaves)
                 self.leaves.append(Leaf(*key))
+                self.leaf_version.append(0)
                 self.flavor_leaves.setdefault(node.flavor, []).append(lid)
                 leaf_devices.append(0)
                 leaf_largest.append(0)
@@ -187,6 +193,7 @@ class CapacityIndex:
         lid = self.leaf_of[i]
         if lid < 0:
             return
+        self.leaf_version[lid] += 1
         leaf = self.leaves[lid]
         if old != value:
             buckets = leaf.buckets
@@ -255,21 +262,31 @@ class CapacityIndex:
         A 0-device replica (e.g. a CPU-only Ray head) needs a schedulable node of the flavor but no devices: as
         many fit as CPU and memory allow, any number where they do not limit.
         """
-        leaves = self.leaves
         if devices <= 0:
             return self._zero_device_room(leaf_ids, cpu, mem)
         room = 0
-        if cpu <= 0 and mem <= 0:  # devices alone: arithmetic over bucket sizes
-            for lid in leaf_ids:
-                buckets = leaves[lid].buckets
-                for k in range(devices, len(buckets)):
-                    n = len(buckets[k])
-                    if n:
-                        room += n * (k // devices)
-            return room
         for lid in leaf_ids:
-            leaf = leaves[lid]
-            buckets, all_bounds = leaf.buckets, leaf.bounds
+            room += self.leaf_room(lid, devices, cpu, mem)
+        return room
+
+    def leaf_room(self, lid: int, devices: int, cpu: int, mem: int) -> int:
+        """replica_room of one leaf (devices > 0), remembered until the leaf's capacity changes: a cycle asks
+        about the same racks for shape after shape, and an admission changes one or two of them."""
+        key = (lid, devices, cpu, mem)
+        version = self.leaf_version[lid]
+        cached = self.rooms.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        leaf = self.leaves[lid]
+        buckets = leaf.buckets
+        room = 0
+        if cpu <= 0 and mem <= 0:  # devices alone: arithmetic over bucket sizes
+            for k in range(devices, len(buckets)):
+                n = len(buckets[k])
+                if n:
+                    room += n * (k // devices)
+        else:
+            all_bounds = leaf.bounds
             for k in range(devices, len(buckets)):
                 n = len(buckets[k])
                 if n:
@@ -284,42 +301,20 @@ class CapacityIndex:
                         room += n * low
                     else:
                         room += self._bucket_room(leaf, k, per, cpu, mem)
+        self.rooms[key] = (version, room)
         return room
 
     def has_room(self, leaf_ids: list[int], devices: int, cpu: int, mem: int, need: int) -> bool:
-        """replica_room(leaf_ids, devices, cpu, mem) >= need, told from the buckets' bounds alone when they settle
-        it (what every node of a bucket holds lies between what its lowest and its highest free CPU and memory
-        allow), counting node by node only the buckets they leave open, and only until the answer is known."""
-        if devices <= 0 or (cpu <= 0 and mem <= 0):
+        """replica_room(leaf_ids, devices, cpu, mem) >= need, adding leaves' rooms only until the answer is
+        known."""
+        if devices <= 0:
             return self.replica_room(leaf_ids, devices, cpu, mem) >= need
-        low = high = 0
-        open_buckets: list[tuple[Leaf, int, int, int, int]] = []  # (leaf, k, per, n * low count, n * high count)
-        leaves = self.leaves
+        room = 0
         for lid in leaf_ids:
-            leaf = leaves[lid]
-            buckets, all_bounds = leaf.buckets, leaf.bounds
-            for k in range(devices, len(buckets)):
-                n = len(buckets[k])
-                if n:
-                    per = k // devices
-                    bounds = all_bounds[k]
-                    if bounds[CPU_LOW] >= cpu * per and bounds[MEM_LOW] >= mem * per:
-                        low += n * per
-                        high += n * per
-                        continue
-                    least = n * replicas_fitting(per, bounds[CPU_LOW], bounds[MEM_LOW], 1, cpu, mem)
-                    most = n * replicas_fitting(per, bounds[CPU_HIGH], bounds[MEM_HIGH], 1, cpu, mem)
-                    low += least
-                    high += most
-                    if least != most:
-                        open_buckets.append((leaf, k, per, least, most))
-        for leaf, k, per, least, most in open_buckets:
-            if low >= need or high < need:
-                break
-            exact = self._bucket_room(leaf, k, per, cpu, mem)
-            low += exact - least
-            high += exact - most
-        return low >= need
+            room += self.leaf_room(lid, devices, cpu, mem)
+            if room >= need:
+                return True
+        return room >= need
 
     def _bucket_room(self, leaf: Leaf, k: int, per: int, cpu: int, mem: int) -> int:
         """Replicas the nodes of bucket k hold, counted node by node (at most `per` each by devices); the bucket's

@@ -10,12 +10,15 @@ Phases:
   5. backfill  the first job of a flavor waiting for capacity reserves its earliest start, the first job of a
                project its own quota keeps out reserves that quota (backfill.py)
   6. explain   reasons and positions for every job left waiting (explain.py); with Policy.explain=False
-               (trace replay) only codes and short reasons, positions 0, and no wait at all for the jobs behind
-               a blocked strict queue (they are not evaluated: see Cycle.run). Estimated starts: forecast.py
+               only codes and short reasons, positions 0, and no wait at all for the jobs behind a blocked
+               strict queue (they are not evaluated: see Cycle.run); with Policy.waits=False (trace replay,
+               forecasts) no wait at all. Estimated starts: forecast.py
 Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's decision is kept in an `Outcome`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
@@ -38,7 +41,7 @@ from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims
 from .shapes import JobInfo, describe_shape
-from .state import CycleState, QuotaHold, RunRec, Tentative
+from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
 
 class Outcome:
@@ -63,6 +66,16 @@ class Outcome:
 # start ("no_quota" never can; a job waiting for a running-job slot gets the first one freed, being first of its
 # project; what its organization can lend is not reserved, see backfill).
 RESERVABLE = ("borrow_limit", "borrowing_off")
+
+
+UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
+
+
+def no_entry(job: PendingJob, info: JobInfo, code: str, reason: str = "", quota_kind: str = "",
+             quota_flavor: str = "", constrained: bool = False) -> None:
+    """A waiting job's entry when the cycle returns no Wait (Policy.waits=False): none. (WaitEntry's parameters,
+    so that a call packs nothing.)"""
+    return None
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -102,9 +115,10 @@ def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: Ru
 
 
 class Cycle:
-    def __init__(self, snapshot: Snapshot, policy: Policy, use_cache: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, use_cache: bool = True,
+                 usage: RunningUsage | None = None) -> None:
         self.policy = policy
-        self.state = CycleState(snapshot, policy)
+        self.state = CycleState(snapshot, policy, usage)
         self.state.use_cache = use_cache
         self.state.quota.cache = use_cache
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
@@ -113,6 +127,10 @@ class Cycle:
         self.fitting: dict[tuple, list[tuple[int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
+        # What a waiting job's outcome keeps for phase 6: nothing when no Wait is returned (Policy.waits).
+        self.wait_entry: Callable[..., WaitEntry | None] = WaitEntry if policy.waits else no_entry
+        self.strict = policy.blocking == "strict"
+        self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -136,22 +154,22 @@ class Cycle:
     def evaluate(self, job: PendingJob, info: JobInfo) -> Outcome:
         state, policy = self.state, self.policy
         out = Outcome(job, info)
-        strict = policy.blocking == "strict"
-        queue = queue_of(job, policy)
+        strict = self.strict
+        queue = queue_of(job, policy) if strict else ""
         if strict and queue in state.blocked:
             blocker = state.blocked[queue]
             order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
-            out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
+            out.entry = self.wait_entry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
             return out
         out.considered = True
         structural = self.structural_check(job, info)
         if structural is not None:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
-            out.entry = WaitEntry(job, info, *structural)
+            out.entry = self.wait_entry(job, info, *structural)
             return out
         if not job.preemptible and job.project in self.budget_stops:
             # Never blocks a queue either: its project's preemptible jobs behind it are still admitted.
-            out.entry = WaitEntry(job, info, "budget", self.budget_stops[job.project])
+            out.entry = self.wait_entry(job, info, "budget", self.budget_stops[job.project])
             return out
         failure = state.quota.check_demand(job.project, info.demand_key, info.demand)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
@@ -169,20 +187,21 @@ class Cycle:
             return out
         if held is not None:
             reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
-            out.entry = WaitEntry(job, info, "quota", reason, quota_kind="held")
+            out.entry = self.wait_entry(job, info, "quota", reason, quota_kind="held")
         elif failure is not None:
             # Phase 6 writes its reason from the state the cycle ends in (what the quota API will show).
             code = "max_running" if failure.kind == "max_running" else "quota"
-            out.entry = WaitEntry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
+            out.entry = self.wait_entry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
+            self.borrower_waits = self.borrower_waits or failure.kind == "cohort"
             if policy.blocking == "backfill" and not job.preemptible and failure.kind in RESERVABLE:
                 self.reserve_for_quota(out)  # phase 5
         else:
-            out.entry = WaitEntry(job, info, "place", constrained=constrained)
+            out.entry = self.wait_entry(job, info, "place", constrained=constrained)
             if (policy.blocking == "backfill" and not job.preemptible
                     and not any(f in state.head_flavors for f in info.flavors)):
                 self.reserve_for_capacity(out)  # phase 5
         if out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
-            out.entry = WaitEntry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
+            out.entry = self.wait_entry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict:
             state.blocked[queue] = job.id
         return out
@@ -246,8 +265,11 @@ class Cycle:
         devices foreign pods hold keep it out. None when it could fit."""
         shape = info.shape_key if self.state.use_cache else None
         if shape is not None:
+            known = self.structural.get(shape, UNKNOWN)  # the same shape seen before: most jobs
+            if known is not UNKNOWN:
+                return known  # type: ignore[return-value]
             # A job of identical replicas that asks for no more CPU and memory per replica than one that could
-            # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most jobs.
+            # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most others.
             cpu, mem = shape[5], shape[6]
             for c, m in self.fitting.get(shape[:4], ()):
                 if cpu <= c and mem <= m:
@@ -297,7 +319,8 @@ class Cycle:
         state = self.state
         if state.simulations >= MAX_SIMULATIONS:
             return None  # this cycle's budget of simulated removals is spent
-        if not any(f in state.running_flavors for f in info.flavors):
+        running = state.running_flavors
+        if info.primary not in running and (len(info.flavors) == 1 or not any(f in running for f in info.flavors)):
             return None  # nothing was running on these flavors
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
         if quota_failed:
@@ -310,7 +333,7 @@ class Cycle:
             within = state.quota.within_guarantee(job.project, info.demand)
             flavor, devices, replicas, topology, avoid, cpu, mem = info.shape_key
             key = (job.project, quota_failed, within, constrained, flavor, topology, avoid,
-                   tuple(h.job_id for h in holds))
+                   tuple(h.job_id for h in holds) if holds else ())
             for priority, r, d, c, m in state.neg_preempt.get(key, ()):
                 if job.priority <= priority and replicas >= r and devices >= d and cpu >= c and mem >= m:
                     return None
@@ -336,6 +359,8 @@ class Cycle:
     # -- phase 6 and the result -------------------------------------------------------------------------------
 
     def result(self) -> CycleResult:
+        if not self.policy.waits:
+            return self.assemble([])
         state = self.state
         entries = [o.entry for o in self.outcomes if o.entry is not None]
         explainer = Explainer(state)
@@ -368,7 +393,7 @@ class Cycle:
             "reservations": len(reservations),
         }
         wakes: list[float | None] = [o.grace_end for o in self.outcomes if o.grace_end is not None]
-        if state.quota.held and any(o.entry is not None and o.entry.quota_kind == "cohort" for o in self.outcomes):
+        if state.quota.held and self.borrower_waits:
             # A borrower waits, maybe on what the lend hold keeps back: run again when that falls.
             wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds()))
         wake_at = min((w for w in wakes if w is not None), default=None)
@@ -378,9 +403,12 @@ class Cycle:
         return next(o.job for o in self.outcomes if o.job.id == job_id)
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY) -> CycleResult:
-    """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait."""
-    cycle = Cycle(snapshot, policy)
+def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY, usage: RunningUsage | None = None) -> CycleResult:
+    """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait.
+
+    `usage`: a RunningUsage the caller passes to every cycle it runs, when it runs many on nearly the same running
+    jobs (trace replay, forecasts); the decisions are the same without it."""
+    cycle = Cycle(snapshot, policy, usage=usage)
     cycle.run()
     return cycle.result()
 

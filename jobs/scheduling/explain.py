@@ -214,7 +214,8 @@ class Explainer:
         key = (job.project, info.demand_key)  # the end-of-cycle state does not change: one text per demand
         text = self.quota_reasons.get(key)
         if text is None:
-            failure = self.state.quota.check(job.project, info.demand, job.preemptible)
+            # Answered from the cycle's own check when nothing changed quotas after it (the jobs of a full cluster).
+            failure = self.state.quota.check_demand(job.project, info.demand_key, info.demand)
             text = FREED if failure is None else quota_reason(self.state.quota, job.project, info.demand, failure)
             self.quota_reasons[key] = text
         return text
@@ -240,10 +241,15 @@ class Explainer:
     def brief(self, entries: list[WaitEntry]) -> list[Wait]:
         """Waits with code and reason only (Policy.explain=False): positions 0."""
         waits = []
+        short: dict[tuple[str, str], str] = {}  # (kind, flavor) -> its reason: replay waits millions of times
         for entry in entries:
             if entry.placement_failed:
                 entry.code, entry.reason = self.placement_reason(entry)
             elif not entry.reason:
-                entry.reason = short_quota_reason(QuotaFailure(entry.quota_kind, entry.quota_flavor))
+                key = (entry.quota_kind, entry.quota_flavor)
+                reason = short.get(key)
+                if reason is None:
+                    reason = short[key] = short_quota_reason(QuotaFailure(*key))
+                entry.reason = reason
             waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0))
         return waits

@@ -23,6 +23,7 @@ from dataclasses import replace
 from .cycle import run_cycle
 from .model import Assignment, CycleResult, EndedUse, Node, PendingJob, Policy, ReplicaGroup, RunningJob, Snapshot
 from .shapes import JobInfo
+from .state import RunningUsage
 
 
 def forecast(snapshot: Snapshot, policy: Policy, max_steps: int, *, first: CycleResult | None = None,
@@ -42,13 +43,14 @@ def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None
                    runtime_ratio: float = 1.0) -> Iterator[tuple[float, tuple[int, ...]]]:
     """(time, ids of the originally pending jobs admitted then) per simulated cycle, the first at the snapshot's
     time, until nothing pending is left or no running job will ever end."""
-    policy = replace(policy, explain=False)
+    policy = replace(policy, explain=False, waits=False)  # only admissions and preemptions are read
+    usage = RunningUsage()  # the running jobs change little from one simulated cycle to the next
     waiting = {j.id for j in snapshot.pending}
     snap: Snapshot | None = snapshot
     result = first
     again = 0  # cycles in a row at one moment
     while snap is not None and waiting:
-        result = result or run_cycle(snap, policy)
+        result = result or run_cycle(snap, policy, usage)
         admitted = tuple(a.job_id for a in result.admits if a.job_id in waiting)
         waiting.difference_update(admitted)
         yield snap.now, admitted

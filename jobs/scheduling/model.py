@@ -154,6 +154,10 @@ class Policy:
     # quota waits carry a short reason ("quota: <kind> <flavor>"); jobs behind a blocked head under strict
     # blocking get no Wait at all (they are not even evaluated). Decisions are the same either way.
     explain: bool = True
+    # Return a Wait per waiting job. False (trace replay and forecasts, which read only admissions, preemptions,
+    # reservations and wake_at): `CycleResult.waits` is empty, and no reason is written nor any position counted.
+    # Decisions, stats, reservations and wake_at are the same either way.
+    waits: bool = True
 
     @property
     def usage_window(self) -> float:

@@ -54,9 +54,8 @@ def key_sjf(job: PendingJob) -> tuple:
     return job.duration_hint is None, job.duration_hint or 0.0, job.submitted_at, job.id
 
 
-def key_in_project(job: PendingJob) -> tuple:
-    """A project's own queue under priority-fairshare: priority desc, then submitted_at, then id."""
-    return -job.priority, job.submitted_at, job.id
+_submitted_id = attrgetter("submitted_at", "id")
+_priority = attrgetter("priority")
 
 
 class StaticOrder:
@@ -106,7 +105,10 @@ class FairOrder:
         for job in pending:
             self.queues.setdefault(job.project, []).append(job)
         for queue in self.queues.values():
-            queue.sort(key=key_in_project, reverse=True)  # best last: pop() takes it
+            # A project's own queue: priority desc, then submitted_at, then id, kept best last (pop() takes it):
+            # latest first, then by priority ascending (stable), two sorts on keys built in C.
+            queue.sort(key=_submitted_id, reverse=True)
+            queue.sort(key=_priority)
         self.version = dict.fromkeys(self.queues, 0)
         self.shares: dict[str, tuple[int, float]] = {}  # project -> (quota.changes when computed, share)
         self.info: dict[int, JobInfo] = {}  # job id -> its JobInfo, built when the job first heads its queue

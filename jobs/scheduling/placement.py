@@ -99,7 +99,11 @@ def _domains(index: CapacityIndex, info: JobInfo, level: str) -> list[DomainView
     """Domains of this level that have nodes of every flavor the job asks for."""
     if len(info.flavors) == 1:
         flavor = info.flavors[0]
-        return [(d.key, {flavor: d.leaves}, d.labelled) for d in index.domains.get((flavor, level), ())]
+        views = index.views.get((flavor, level))
+        if views is None:  # built once per cycle: every placement of the flavor asks for them (not edited)
+            views = index.views[(flavor, level)] = [(d.key, {flavor: d.leaves}, d.labelled)
+                                                    for d in index.domains.get((flavor, level), ())]
+        return views
     merged: dict[tuple[str, ...], tuple[dict[str, list[int]], bool]] = {}
     for n, flavor in enumerate(info.flavors):
         for d in index.domains.get((flavor, level), ()):

@@ -30,6 +30,7 @@ from collections import defaultdict
 from .model import Policy, Project, Quota
 
 INF = float("inf")
+NOTHING: dict[str, int] = {}  # no extra usage (QuotaState.check); never written
 
 
 class QuotaFailure:
@@ -38,6 +39,18 @@ class QuotaFailure:
     def __init__(self, kind: str, flavor: str = "") -> None:
         self.kind = kind  # "max_running" | "no_quota" | "borrowing_off" | "borrow_limit" | "cohort"
         self.flavor = flavor
+
+
+class Answers:
+    """check_demand's memory for one set of values check() reads: the most devices that passed, the fewest that
+    failed and how."""
+
+    __slots__ = ("passed", "failed", "failure")
+
+    def __init__(self) -> None:
+        self.passed = -1
+        self.failed = 0
+        self.failure: QuotaFailure | None = None
 
 
 class QuotaState:
@@ -64,6 +77,7 @@ class QuotaState:
         self._last_version = 0
         self.cache = True  # check_demand remembers its answers (False: the plain check, to compare against)
         self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_demand
+        self._answers: dict[tuple, Answers] = {}  # see check_demand
         self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
         for q in quotas:
@@ -108,11 +122,7 @@ class QuotaState:
 
     def _lendable(self, project: str, flavor: str) -> float:
         key = (project, flavor)
-        return self._lendable_at(key, self.used[key] + self.pre[key])
-
-    def _lendable_at(self, key: tuple[str, str], total: int) -> float:
-        """What (project, flavor) `key` lends when its jobs hold `total` devices."""
-        idle = max(0, self.guar.get(key, 0) - max(total, self.held.get(key, 0)))
+        idle = max(0, self.guar.get(key, 0) - max(self.used[key] + self.pre[key], self.held.get(key, 0)))
         return min(idle, self.llimit.get(key, INF))
 
     def borrowed(self, project: str, flavor: str) -> int:
@@ -125,19 +135,24 @@ class QuotaState:
     def _add(self, project: str, flavor: str, used: int, pre: int) -> int:
         """Add usage to one (project, flavor), keeping the cohort's sums and the flavor's excess; returns the change
         in the project's borrowed devices."""
+        # borrowed(), _lendable() and _excess() written out, before and after: preemption's simulated removals
+        # and counting reserved heads in and out call this thousands of times a cycle.
         key = (project, flavor)
-        cohort_key = (self.cohort_of(project), flavor)
-        before_b, before_l, before_x = self.borrowed(project, flavor), self._lendable(project, flavor), \
-            self._excess(cohort_key)
+        cohort_key = (self.cohort.get(project, project), flavor)
+        g, lend_limit, hold = self.guar.get(key, 0), self.llimit.get(key, INF), self.held.get(key, 0)
+        total = self.used[key] + self.pre[key]
+        before_b, before_l = max(0, total - g), min(max(0, g - max(total, hold)), lend_limit)
+        before_x = max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key])
         self.used[key] += used
         self.pre[key] += pre
         self.flavors_of[project].add(flavor)
         self.changes[project] += 1
         self._bump()
-        delta = self.borrowed(project, flavor) - before_b
+        total += used + pre
+        delta = max(0, total - g) - before_b
         self.borrowed_total[cohort_key] += delta
-        self.lend[cohort_key] += self._lendable(project, flavor) - before_l
-        self.excess[flavor] += self._excess(cohort_key) - before_x
+        self.lend[cohort_key] += min(max(0, g - max(total, hold)), lend_limit) - before_l
+        self.excess[flavor] += max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key]) - before_x
         return delta
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
@@ -188,43 +203,91 @@ class QuotaState:
         changed): name it so again, so that answers cached then hold again."""
         self.version = version
 
-    def check(self, project: str, demand: dict[str, int], preemptible: bool) -> QuotaFailure | None:
+    def check(self, project: str, demand: dict[str, int], preemptible: bool,
+              extra: tuple[dict[str, int], int] | None = None) -> QuotaFailure | None:
         """None when a job of this demand may be admitted now; quotas off means always. Preemptible or not, the
-        same rules apply."""
+        same rules apply. `extra`: (non-preemptible devices per flavor, running jobs) the project is checked as
+        if it also held (its reserved heads: state.CycleState.fails_beside), the state left as it is."""
         if not self.enabled:
             return None
+        more, more_jobs = extra if extra is not None else (NOTHING, 0)
         cap = self.max_running.get(project)
-        if cap is not None and self.running[project] >= cap:
+        if cap is not None and self.running[project] + more_jobs >= cap:
             return QuotaFailure("max_running")
-        cohort = self.cohort_of(project)
+        cohort = self.cohort.get(project, project)
+        guar, used, pre = self.guar, self.used, self.pre
         for flavor, devices in demand.items():
             key = (project, flavor)
-            g = self.guar.get(key, 0)
-            before_total = self.used[key] + self.pre[key]
+            g = guar.get(key, 0)
+            held = used[key] + pre[key]  # what the project holds
+            x = more.get(flavor, 0) if more else 0
+            before_total = held + x
             before_b = max(0, before_total - g)
             after_b = max(0, before_total + devices - g)
             if after_b <= before_b:
                 continue  # inside the guarantee: always allowed
-            if key not in self.guar and not self.borrowing:
+            if key not in guar and not self.borrowing:
                 return QuotaFailure("no_quota", flavor)
             if not self.borrowing:
                 return QuotaFailure("borrowing_off", flavor)
             if after_b > self.blimit.get(key, 0):
-                return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
+                return QuotaFailure("borrow_limit" if key in guar else "no_quota", flavor)
+            # The cohort's sums with this job in, its project's terms (_lendable, _excess) written out: most
+            # waiting jobs of a full cluster are checked up to here.
             cohort_key = (cohort, flavor)
-            lendable_after = self._lendable_at(key, before_total + devices)
-            lend_after = self.lend[cohort_key] - self._lendable(project, flavor) + lendable_after
-            excess_after = max(0.0, self.borrowed_total[cohort_key] - before_b + after_b - lend_after)
-            if self.excess[flavor] - self._excess(cohort_key) + excess_after > self.unowned.get(flavor, 0):
+            lend_limit, hold = self.llimit.get(key, INF), self.held.get(key, 0)
+            lend, borrowed = self.lend[cohort_key], self.borrowed_total[cohort_key]
+            others_excess = self.excess[flavor] - max(0.0, borrowed - lend)  # the other cohorts' excess
+            if x:  # the extra usage moves the cohort's sums as _add would
+                borrowed += before_b - max(0, held - g)
+                lend += min(max(0, g - max(before_total, hold)), lend_limit) - \
+                    min(max(0, g - max(held, hold)), lend_limit)
+            lend_after = lend - min(max(0, g - max(before_total, hold)), lend_limit) + \
+                min(max(0, g - max(before_total + devices, hold)), lend_limit)
+            excess_after = max(0.0, borrowed - before_b + after_b - lend_after)
+            if others_excess + excess_after > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
 
     def check_demand(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
-        """check(), remembered per (project, demand) while the usage is the same: a cycle checks job after job of
-        a project that all wait, and the answer depends only on the demand and the usage. `demand_key` is
-        JobInfo.demand_key."""
+        """check(), remembered: a cycle checks job after job of a project that all wait. `demand_key` is
+        JobInfo.demand_key.
+
+        A demand of one flavor f is answered from what check() reads of the state: the project's running jobs
+        and its usage of f, its cohort's lendable and borrowed f, and the excess over lenders on f. For those
+        values, the answers over the number of devices are monotone: what a demand that passed asks for or less
+        passes (inside the guarantee, or under the borrow limit and what the cohort can lend), and what a demand
+        that failed asks for or more fails, for the same reason but one: a cohort failure turns into the borrow
+        limit's once the project would borrow more than that. So each set of values keeps the largest demand
+        that passed and the smallest that failed, and most jobs of a waiting project need no check at all.
+        Demands of several flavors are remembered per (project, demand) while the usage is the same."""
         if not self.cache:
             return self.check(project, demand, False)
+        if len(demand_key) != 2:
+            return self._check_flavors(project, demand_key, demand)
+        flavor, devices = demand_key
+        key = (project, flavor)
+        cohort_key = (self.cohort.get(project, project), flavor)
+        values = (key, self.running[project], self.used[key] + self.pre[key], self.lend[cohort_key],
+                  self.borrowed_total[cohort_key], self.excess[flavor])
+        known = self._answers.get(values)
+        if known is None:
+            known = self._answers[values] = Answers()
+        elif devices <= known.passed:
+            return None
+        elif known.failure is not None and devices >= known.failed:
+            if known.failure.kind == "cohort" and max(0, values[2] + devices - self.guar.get(key, 0)) > \
+                    self.blimit.get(key, 0):
+                return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
+            return known.failure
+        answer = self.check(project, demand, False)
+        if answer is None:
+            known.passed = devices
+        elif known.failure is None or devices < known.failed:
+            known.failed, known.failure = devices, answer
+        return answer
+
+    def _check_flavors(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
         key = (project, demand_key)
         cached = self._checked.get(key)
         if cached is not None and cached[0] == self.version:
@@ -256,7 +319,12 @@ class QuotaState:
         project's preemptible jobs aside: priority preemption takes the guarantee back from them)?"""
         if not self.enabled:
             return False
-        return all(self.used[(project, f)] + d <= self.guar.get((project, f), 0) for f, d in demand.items())
+        used, guar = self.used, self.guar
+        for f, d in demand.items():  # a loop, not all() over a generator: asked for most waiting jobs
+            key = (project, f)
+            if used[key] + d > guar.get(key, 0):
+                return False
+        return True
 
     def run_borrowing(self, project: str, flavor: str) -> bool:
         """Is the project over its guarantee on this flavor with non-preemptible jobs that were running when the

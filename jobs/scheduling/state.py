@@ -121,8 +121,70 @@ def _job_id(job: RunningJob) -> int:
     return job.id
 
 
+
+class RunningUsage:
+    """The devices running jobs hold per (project, flavor) for quotas (preemptible ones apart) and how many jobs
+    each project runs, kept from one cycle to the next by a caller that runs cycle after cycle on nearly the same
+    running jobs (trace replay, forecasts: `run_cycle(..., usage=...)`): a cycle then adds only the jobs that
+    started since and takes out those that ended. Jobs are told apart by identity; they are kept here, so an id
+    cannot be reused while it counts. A replica counts on its node's flavor (the job's own on a node not in the
+    inventory), so a new inventory of flavors starts the sums afresh. Each sum keeps how many replicas it adds
+    up: one that no replica adds to any more is gone, as from a fresh sum."""
+
+    __slots__ = ("jobs", "flavor_of", "sums", "count")
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, RunningJob] = {}  # id -> job, the running jobs summed
+        self.flavor_of: dict[str, str] | None = None  # node name -> flavor, as the sums were made
+        self.sums: dict[tuple[bool, str, str], list[int]] = {}  # (preemptible, project, flavor) -> [devices, replicas]
+        self.count: dict[str, int] = {}  # project -> running jobs
+
+    def update(self, running: tuple[RunningJob, ...], flavor_of: dict[str, str]) -> tuple[
+            dict[tuple[str, str], int], dict[tuple[str, str], int], dict[str, int]]:
+        """(non-preemptible devices, preemptible devices per (project, flavor), jobs per project) of `running`."""
+        now = dict(zip(map(id, running), running, strict=True))
+        if flavor_of == self.flavor_of and len(now) == len(running):
+            before = self.jobs
+            for i in before.keys() - now.keys():
+                self._add(before[i], -1)
+            for i in now.keys() - before.keys():
+                self._add(now[i], 1)
+            self.jobs = now
+        else:
+            self.sums, self.count, self.flavor_of = {}, {}, flavor_of
+            for job in running:
+                self._add(job, 1)
+            if len(now) == len(running):
+                self.jobs = now
+            else:  # a job given twice counts twice, but could not be told apart next time: start afresh then
+                self.jobs, self.flavor_of = {}, None
+        used: dict[tuple[str, str], int] = {}
+        pre: dict[tuple[str, str], int] = {}
+        for (preemptible, project, flavor), (devices, _) in self.sums.items():
+            (pre if preemptible else used)[(project, flavor)] = devices
+        return used, pre, self.count
+
+    def _add(self, job: RunningJob, sign: int) -> None:
+        sums, flavor_of = self.sums, self.flavor_of
+        assert flavor_of is not None
+        for a in job.placement:
+            key = (job.preemptible, job.project, flavor_of.get(a.node, job.flavor))
+            total = sums.get(key)
+            if total is None:
+                total = sums[key] = [0, 0]
+            total[0] += sign * a.devices
+            total[1] += sign
+            if not total[1]:
+                del sums[key]
+        n = self.count.get(job.project, 0) + sign
+        if n:
+            self.count[job.project] = n
+        else:
+            del self.count[job.project]
+
+
 class CycleState:
-    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, usage: RunningUsage | None = None) -> None:
         self.snapshot = snapshot
         self.policy = policy
         self.now = snapshot.now
@@ -133,7 +195,7 @@ class CycleState:
         self._runs_by_flavor: dict[str, list[RunRec]] = {}
         self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle (add with `admitted`)
         self._new_by_project: dict[str, list[RunRec]] = {}
-        self._load_running(snapshot.running)
+        self._load_running(snapshot.running, usage)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
@@ -154,35 +216,28 @@ class CycleState:
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
 
-    def _load_running(self, running: tuple[RunningJob, ...]) -> None:
-        """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) in one pass and
-        loaded in one step (one QuotaState.change per job was most of a replay cycle). Their RunRecs are built
-        only when first needed (`runs`): preemption, backfill and ETAs use them, most cycles of a replay never do."""
-        index_of = self.index.index_of
-        node_flavor = self.index.node_flavor
-        used: dict[tuple[str, str], int] = {}
-        pre: dict[tuple[str, str], int] = {}
-        count: dict[str, int] = {}
-        snapshot, hold = self.snapshot, self.policy.lend_hold
-        held = hold > 0 and self.policy.quotas and bool(snapshot.ended or snapshot.arrivals)
-        since = snapshot.now - hold
-        starts: list[tuple[tuple[str, str], float, int]] = []  # replicas that started within the lend hold
-        for job in running:
-            project = job.project
-            sums = pre if job.preemptible else used
-            recent = held and job.started_at > since
-            for a in job.placement:
-                i = index_of.get(a.node)
-                key = (project, job.flavor if i is None else node_flavor[i])
-                sums[key] = sums.get(key, 0) + a.devices
-                if recent:
-                    starts.append((key, job.started_at, a.devices))
-            count[project] = count.get(project, 0) + 1
-        if held:
-            self.quota.hold_back(lend_holds(snapshot, hold, used, pre, starts))
+    def _load_running(self, running: tuple[RunningJob, ...], usage: RunningUsage | None) -> None:
+        """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) and loaded in
+        one step (one QuotaState.change per job was most of a replay cycle); with `usage` kept from the caller's
+        previous cycle, only the jobs that started or ended since are summed. Their RunRecs are built only when
+        first needed (`runs`): preemption, backfill and ETAs use them, most cycles of a replay never do."""
+        flavor_of = {n.name: n.flavor for n in self.snapshot.nodes}
+        used, pre, count = (usage or RunningUsage()).update(running, flavor_of)
+        self._hold_back(running, used, pre, flavor_of)
         self.quota.load_running(used, pre, count)
         # Flavors any running job uses (runs_by_flavor's keys), from the sums' keys rather than per replica.
         self.running_flavors = {f for _, f in used} | {f for _, f in pre}
+
+    def _hold_back(self, running: tuple[RunningJob, ...], used: dict[tuple[str, str], int],
+                   pre: dict[tuple[str, str], int], flavor_of: dict[str, str]) -> None:
+        """The lend hold (lending.py): each project's recent demand is kept from lending."""
+        snapshot, hold = self.snapshot, self.policy.lend_hold
+        if hold <= 0 or not self.policy.quotas or not (snapshot.ended or snapshot.arrivals):
+            return
+        since = snapshot.now - hold
+        starts = [((job.project, flavor_of.get(a.node, job.flavor)), job.started_at, a.devices)
+                  for job in running if job.started_at > since for a in job.placement]
+        self.quota.hold_back(lend_holds(snapshot, hold, used, pre, starts))
 
     @property
     def runs(self) -> dict[int, RunRec]:
@@ -303,11 +358,15 @@ class CycleState:
         cached = self._beside.get(key)
         if cached is not None and cached[0] == quota.version and self.use_cache:
             return cached[1]
-        version = quota.version
-        self.count_heads(holds, 1)
-        fails = quota.check(job.project, info.demand, job.preemptible) is not None
-        self.count_heads(holds, -1)
-        self._beside[key] = (version, fails)
+        devices: dict[str, int] = {}
+        jobs = 0
+        for h in holds:  # what count_heads would add, added up without editing the quota state
+            more, n = h.extra()
+            for f, d in more.items():
+                devices[f] = devices.get(f, 0) + d
+            jobs += n
+        fails = quota.check(job.project, info.demand, job.preemptible, (devices, jobs)) is not None
+        self._beside[key] = (quota.version, fails)
         return fails
 
     def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:
@@ -328,17 +387,23 @@ class CycleState:
         """Would a job starting now still run at `start` (None: an unknown time, so yes)?"""
         return start is None or max_runtime is None or self.now + max_runtime > start
 
-    def lift(self, holds: list[Hold]) -> None:
+    def lift(self, holds: list[Hold], nodes: Iterable[int] | None = None) -> None:
+        """Make what these holds keep hidden visible: on all their nodes, or only on `nodes` (see settle)."""
         for h in holds:
-            for i in h.x:
+            for i in h.x if nodes is None else [i for i in nodes if i in h.x]:
                 self.index.set_hidden(i, 0, 0, 0)
 
-    def settle(self, holds: list[Hold]) -> None:
+    def settle(self, holds: list[Hold], nodes: Iterable[int] | None = None) -> None:
+        """Hide again what these holds keep: max(0, x - rel) of each node, at most what is free there. Every
+        node of a hold is settled at all times outside a lift, so an edit of some nodes (a running job removed
+        or put back, a tentative placement undone) needs to lift and settle only those (`nodes`)."""
         index = self.index
         free, cpu, mem = index.free, index.cpu, index.mem
         hidden, hidden_cpu, hidden_mem = index.hidden, index.hidden_cpu, index.hidden_mem
         for h in holds:
-            for i, (need, need_cpu, need_mem) in h.x.items():
+            x = h.x
+            for i in x if nodes is None else [i for i in nodes if i in x]:
+                need, need_cpu, need_mem = x[i]
                 rel, rel_cpu, rel_mem = h.rel[i]
                 index.set_hidden(i, min(free[i] + hidden[i], max(0, need - rel)),
                                  min(cpu[i] + hidden_cpu[i], max(0, need_cpu - rel_cpu)),
@@ -354,7 +419,8 @@ class CycleState:
     def remove_run(self, rec: RunRec) -> None:
         """Simulate (or commit) preempting a running job: its devices, CPU, memory and quota come back."""
         holds = self._holds_touching(rec)
-        self.lift(holds)
+        nodes = {u[0] for u in rec.usage} if holds else None
+        self.lift(holds, nodes)
         for i, devices, cpu, mem in rec.usage:
             self.index.give(i, devices, cpu, mem)
             for h in holds:
@@ -363,7 +429,7 @@ class CycleState:
                     rel[0] -= devices
                     rel[1] -= cpu
                     rel[2] -= mem
-        self.settle(holds)
+        self.settle(holds, nodes)
         self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
         if self.quota_holds:
             self._rebase_quota_holds(rec, -1)
@@ -372,7 +438,8 @@ class CycleState:
     def add_run(self, rec: RunRec) -> None:
         """Inverse of remove_run (fill-back)."""
         holds = self._holds_touching(rec)
-        self.lift(holds)
+        nodes = {u[0] for u in rec.usage} if holds else None
+        self.lift(holds, nodes)
         for i, devices, cpu, mem in rec.usage:
             self.index.take(i, devices, cpu, mem)
             for h in holds:
@@ -381,7 +448,7 @@ class CycleState:
                     rel[0] += devices
                     rel[1] += cpu
                     rel[2] += mem
-        self.settle(holds)
+        self.settle(holds, nodes)
         self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
         if self.quota_holds:
             self._rebase_quota_holds(rec, 1)
@@ -428,14 +495,15 @@ class CycleState:
 
     def undo_tentative(self, tentative: Tentative) -> None:
         holds = [added[0] for added in tentative.rel_added]
-        self.lift(holds)
+        nodes = {t[2] for t in tentative.taken} if holds else None
+        self.lift(holds, nodes)
         undo(self.index, tentative.taken)
         for h, i, devices, cpu, mem in tentative.rel_added:
             rel = h.rel[i]
             rel[0] -= devices
             rel[1] -= cpu
             rel[2] -= mem
-        self.settle(holds)
+        self.settle(holds, nodes)
 
     def fits(self, job: PendingJob, info: JobInfo) -> bool:
         """Could the job be admitted right now (quota and a placement)? Leaves the state unchanged."""

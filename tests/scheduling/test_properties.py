@@ -20,6 +20,7 @@ from jobs.scheduling import (
     Quota,
     ReplicaGroup,
     RunningJob,
+    RunningUsage,
     Snapshot,
     Topology,
     forecast,
@@ -203,6 +204,40 @@ def test_explain_off_changes_only_positions_and_quota_reasons(case):
         assert (b.project_position, b.flavor_position) == (0, 0)
         if f.code not in ("quota", "max_running"):
             assert b.reason == f.reason
+
+
+@PROPS
+@given(scenarios())
+def test_waits_off_changes_only_waits(case):
+    """Policy.waits=False (trace replay, forecasts) takes the same decisions, reservations, stats and wake-up time,
+    and returns no Wait."""
+    snap, policy, _ = case
+    full = run_cycle(snap, policy)
+    bare = run_cycle(snap, replace(policy, waits=False))
+    assert bare.waits == ()
+    assert (bare.admits, bare.preemptions, bare.stats, bare.reservations, bare.wake_at) == (
+        full.admits, full.preemptions, full.stats, full.reservations, full.wake_at)
+
+
+@PROPS
+@given(scenarios())
+def test_running_usage_carried_between_cycles_decides_the_same(case):
+    """A RunningUsage carried from cycle to cycle (trace replay, forecasts) sums only the running jobs that
+    changed: over cycles whose decisions are carried out, with a running job ending and one given twice between
+    them, and with the inventory's flavors changing, every cycle decides as one that sums its running jobs
+    afresh."""
+    snap, policy, _ = case
+    usage = RunningUsage()
+    for step in range(4):
+        fresh = run_cycle(snap, policy)
+        assert run_cycle(snap, policy, usage) == fresh
+        snap = carry_out(snap, fresh, snap.now + 1.0)
+        if step == 0 and snap.running:  # the first one ends
+            snap = rebuilt(snap, snap.running[1:], snap.pending, snap.now)
+        if step == 1 and snap.running:  # a caller that gives a job twice: it counts twice, as in a fresh sum
+            snap = replace(snap, running=snap.running + snap.running[:1])
+        if step == 2:  # nodes change flavor: every sum afresh
+            snap = replace(snap, nodes=tuple(replace(n, flavor=FLAVORS[0]) for n in snap.nodes))
 
 
 def _held(snap: Snapshot, project: str, flavor: str, hold: float) -> int:
@@ -540,3 +575,43 @@ def test_victim_outline_never_hides_a_candidate(case):
         for quota_failed in (False, True):
             if not may_have_candidates(state, job, info, quota_failed):
                 assert victim_candidates(state, job, info, quota_failed) == []
+
+
+@PROPS
+@given(scenarios(), st.integers(0, 2**32))
+def test_quota_check_with_extra_usage_is_the_check_with_that_usage_held(case, seed):
+    """QuotaState.check with `extra` (reserved heads, state.CycleState.fails_beside) answers as the plain check
+    once the project really holds that much more (quota.shift), the cohort's sums moved with it."""
+    snap, policy, _ = case
+    rnd = random.Random(seed)
+    quota = CycleState(snap, policy).quota
+    for job in snap.pending:
+        info = JobInfo(job)
+        extra = ({f: rnd.choice([0, 0, 1, 4, 8, 20]) for f in FLAVORS}, rnd.choice([0, 1]))
+        answer = quota.check(job.project, info.demand, job.preemptible, extra)
+        quota.shift(job.project, *extra, 1)
+        held = quota.check(job.project, info.demand, job.preemptible)
+        quota.shift(job.project, *extra, -1)
+        assert (answer and (answer.kind, answer.flavor)) == (held and (held.kind, held.flavor))
+
+
+@PROPS
+@given(scenarios(), st.integers(0, 2**32))
+def test_remembered_quota_answers_are_the_check(case, seed):
+    """QuotaState.check_demand (answers remembered per state and spread over larger and smaller demands) says what
+    check says, for demands of one flavor of every size and of several flavors, as usage grows and shrinks."""
+    snap, policy, _ = case
+    rnd = random.Random(seed)
+    quota = CycleState(snap, policy).quota
+    projects = [p.name for p in snap.projects]
+    for _ in range(12):
+        project = rnd.choice(projects)
+        demands = [{rnd.choice(FLAVORS): rnd.choice([0, 1, 2, 4, 8, 16, 40])} for _ in range(4)]
+        demands.append({FLAVORS[0]: rnd.randint(0, 20), FLAVORS[1]: rnd.randint(0, 20)})
+        for demand in demands:
+            key = tuple(x for f in sorted(demand) for x in (f, demand[f]))
+            remembered = quota.check_demand(project, key, demand)
+            plain = quota.check(project, demand, False)
+            assert (remembered and (remembered.kind, remembered.flavor)) == (plain and (plain.kind, plain.flavor))
+        quota.change(rnd.choice(projects), {rnd.choice(FLAVORS): rnd.randint(1, 12)}, rnd.random() < 0.3,
+                     rnd.choice([1, 1, -1]))
