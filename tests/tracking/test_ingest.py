@@ -137,6 +137,14 @@ def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_ste
     assert [(a["attempt"], a["step"]) for a in attempt_starts(run)] == [(1, 0), (2, 5)]
 
 
+@pytest.mark.parametrize("attempt", [0, 32_768, True, "2"])
+def test_an_attempt_out_of_range_is_a_400_and_writes_nothing(run, run_client, attempt):
+    response = run_client.post(url(run), {"metrics": points(3), "attempt": attempt}, format="json")
+    assert response.status_code == 400, response.content
+    assert "attempt" in response.json()["error"]["fields"]
+    assert not Point.objects.filter(series__run=run).exists()
+
+
 def test_the_same_step_twice_in_one_batch_keeps_the_later_value(run, run_client):
     body = {"metrics": [{"key": "loss", "value": 1.0, "step": 7}, {"key": "loss", "value": 2.0, "step": 7}]}
     assert run_client.post(url(run), body, format="json").status_code == 200
