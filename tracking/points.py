@@ -9,11 +9,9 @@ objects and SQL. On SQLite, one executemany upsert.
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields
-from itertools import repeat
 
-import orjson
+import numpy as np
 from django.db import connection, transaction
 from psycopg.errors import UniqueViolation
 
@@ -43,7 +41,7 @@ def write_points(run_id: int, attempt: int, batch: Batch) -> None:
     ids = series_ids(run_id, set(batch))
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            _copy(cursor, copy_text(attempt, ids, batch))
+            _copy(cursor, copy_rows(attempt, ids, batch))
         else:
             cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "  # noqa: S608
                                f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", _rows(ids, batch))
@@ -85,49 +83,63 @@ _ROLLUPS = Rollup._meta.db_table
 _AGGREGATE = [field.name for field in fields(Aggregate)]  # "chunk" first, as Aggregate() takes them
 _ROLLUP_COLUMNS = ["series_id", "level", *_AGGREGATE]
 _COLUMNS = "(attempt, series_id, step, timestamp, value)"
-_NULL = "\\N"
 
 
-def copy_text(attempt: int, ids: dict[str, int], batch: Batch) -> bytes:
-    """The batch's rows in COPY's text format, each key's in one piece: its columns written by orjson (shortest
-    round-trip decimals, which PostgreSQL reads back to the same doubles) and joined into rows by C loops, a
-    quarter of the CPU of formatting row by row. orjson writes NaN and infinities as null, so a key holding one is
-    formatted row by row: NaN, stored as NULL, is `\\N`; repr spells the infinities as PostgreSQL reads them."""
-    parts = []
-    for key, group in batch.items():
-        if all(map(math.isfinite, group.values)):
-            rows = zip(repeat(b"%d" % attempt), repeat(b"%d" % ids[key]), _column(group.steps),
-                       _column(group.timestamps), _column(group.values))
-            parts.append(b"\n".join(map(b"\t".join, rows)) + b"\n")
-        else:
-            prefix = f"{int(attempt)}\t{ids[key]}\t"
-            parts.append("".join([f"{prefix}{step}\t{ts}\t{repr(value) if value == value else _NULL}\n"
-                                  for step, ts, value in zip(*group, strict=True)]).encode())
-    return b"".join(parts)
+# A row of PostgreSQL's binary COPY format: the number of fields, then each field's length and its big-endian
+# value (attempt smallint, series_id, step and timestamp bigint, value double precision), in _COLUMNS' order. A row
+# whose value is NaN (stored as NULL) has the length -1 and no value.
+_ROW = np.dtype([("fields", ">i2"), ("attempt_length", ">i4"), ("attempt", ">i2"), ("series_length", ">i4"),
+                 ("series", ">i8"), ("step_length", ">i4"), ("step", ">i8"), ("ts_length", ">i4"), ("ts", ">i8"),
+                 ("value_length", ">i4"), ("value", ">f8")])
+_NULL_ROW = np.dtype([(name, _ROW.fields[name][0]) for name in _ROW.names[:-1]])
+_LENGTHS = {"fields": 5, "attempt_length": 2, "series_length": 8, "step_length": 8, "ts_length": 8, "value_length": 8}
+_BINARY = "FROM STDIN (FORMAT BINARY)"
+_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # the signature, no flags, no header extension
+_TRAILER = b"\xff\xff"
 
 
-def _column(values: list) -> list[bytes]:
-    return orjson.dumps(values)[1:-1].split(b",")
+def copy_rows(attempt: int, ids: dict[str, int], batch: Batch) -> bytes:
+    """The batch's rows in COPY's binary format, built as one numpy array of fixed-size rows: a third of the CPU of
+    formatting them as text, and PostgreSQL reads the numbers without parsing decimals (a sixth less of its CPU
+    for the COPY). A NaN is written as NULL; infinities as such."""
+    groups = batch.values()
+    values = np.concatenate([np.asarray(group.values, dtype=float) for group in groups])
+    rows = np.empty(len(values), dtype=_ROW)
+    for name, length in _LENGTHS.items():
+        rows[name] = length
+    rows["attempt"] = attempt
+    rows["series"] = np.repeat([ids[key] for key in batch], [len(group.steps) for group in groups])
+    rows["step"] = np.concatenate([np.asarray(group.steps, dtype=np.int64) for group in groups])
+    rows["ts"] = np.concatenate([np.asarray(group.timestamps, dtype=np.int64) for group in groups])
+    rows["value"] = values
+    nan = np.isnan(values)
+    if not nan.any():
+        return _HEADER + rows.tobytes() + _TRAILER
+    nulls = np.empty(int(nan.sum()), dtype=_NULL_ROW)
+    for name in _NULL_ROW.names:
+        nulls[name] = rows[name][nan]
+    nulls["value_length"] = -1
+    return _HEADER + rows[~nan].tobytes() + nulls.tobytes() + _TRAILER
 
 
-def _copy(cursor, text: bytes) -> None:
+def _copy(cursor, rows: bytes) -> None:
     """New points (the common case) are COPied straight into the table, under a savepoint; when one exists already
     (a retried batch, an overlapping one) the COPY fails whole, is undone, and the batch is upserted instead."""
     try:
-        with transaction.atomic(), cursor.connection.cursor().copy(f"COPY {_TABLE} {_COLUMNS} FROM STDIN") as copy:
-            copy.write(text)
+        with transaction.atomic(), cursor.connection.cursor().copy(f"COPY {_TABLE} {_COLUMNS} {_BINARY}") as copy:
+            copy.write(rows)
     except UniqueViolation:
-        _copy_then_upsert(cursor, text)
+        _copy_then_upsert(cursor, rows)
 
 
-def _copy_then_upsert(cursor, text: bytes) -> None:
+def _copy_then_upsert(cursor, rows: bytes) -> None:
     # The same COPY into a staging table, then one INSERT ... SELECT ... ON CONFLICT. The staging table lives as
     # long as the connection; ON COMMIT DELETE ROWS empties it with the transaction, and the DELETE below for the
     # next batch of the same one.
     cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (attempt smallint, series_id bigint, step bigint, "
                    "timestamp bigint, value double precision) ON COMMIT DELETE ROWS")
-    with cursor.connection.cursor().copy(f"COPY {_STAGING} {_COLUMNS} FROM STDIN") as copy:
-        copy.write(text)
+    with cursor.connection.cursor().copy(f"COPY {_STAGING} {_COLUMNS} {_BINARY}") as copy:
+        copy.write(rows)
     cursor.execute(f"INSERT INTO {_TABLE} {_COLUMNS} SELECT attempt, series_id, step, timestamp, value "  # noqa: S608
                    f"FROM {_STAGING} {_UPSERT}")
     cursor.execute(f"DELETE FROM {_STAGING}")  # noqa: S608
