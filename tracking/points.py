@@ -1,27 +1,50 @@
-"""The write path of points, the hottest in the product.
+"""The write path of points, the hottest in the product, and the reading of stored points.
 
-A batch's keys become series ids first (one SELECT, and an INSERT for new keys); then its points are upserted on
-(series, step, attempt), so a retried batch changes nothing. On PostgreSQL new points are COPied straight into the
-table, and a batch that meets points already there goes through a staging table and one INSERT ... SELECT ... ON
-CONFLICT instead (a third slower, measured side by side); Django's bulk_create would spend ~30 us per row building
-objects and SQL. On SQLite, one executemany upsert.
+Points are stored in blocks (tracking.models.PointBlock): a batch's points of one key and attempt, as three packed
+arrays. A batch's keys become series ids first (one SELECT, and an INSERT for new keys); one SELECT then finds the
+stored blocks of the same series and attempt whose steps the batch overlaps (none when it continues its series, the
+common case); those are merged with the batch's points (the batch's win on a step both hold, so a retried batch
+changes nothing) and replaced; and the blocks are written, on PostgreSQL with one binary COPY, on SQLite with one
+executemany. Then the rollups of the chunks the batch touched, in plain SQL.
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable, Iterator
 from dataclasses import fields
+from functools import reduce
+from typing import NamedTuple
 
 import numpy as np
-from django.db import connection, transaction
-from psycopg.errors import UniqueViolation
+from django.db import connection
+from django.db.models import Q
 
-from tracking.models import Point, Rollup, Series
+from tracking.models import PointBlock, Rollup, Series
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate_ordered, coarser, merge
-from tracking.series.validate import Batch
+from tracking.series.validate import MAX_POINTS, Batch
 
-_TABLE = Point._meta.db_table
-_STAGING = "tracking_point_in"
-_UPSERT = "ON CONFLICT (series_id, step, attempt) DO UPDATE SET timestamp = EXCLUDED.timestamp, value = EXCLUDED.value"
+MAX_BLOCK = MAX_POINTS  # points in a block at most: a batch's points of a key fit one
+_STEP = np.dtype("<i8")  # steps and timestamps (ms) as stored
+_VALUE = np.dtype("<f8")
+
+
+class Block(NamedTuple):
+    """One series' points of one attempt, in step order, one a step."""
+
+    series_id: int
+    attempt: int
+    steps: np.ndarray  # int64
+    timestamps: np.ndarray  # int64, ms
+    values: np.ndarray  # float64
+
+
+class StoredPoint(NamedTuple):
+    key: str
+    step: int
+    attempt: int
+    timestamp: int
+    value: float
 
 
 def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
@@ -35,22 +58,125 @@ def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
 
 
 def write_points(run_id: int, attempt: int, batch: Batch) -> None:
-    """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction."""
+    """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction,
+    which holds the run's row lock: batches of a run are written one at a time."""
     if not batch:
         return
     ids = series_ids(run_id, set(batch))
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            _copy(cursor, copy_rows(attempt, ids, batch))
-        else:
-            cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "  # noqa: S608
-                               f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", _rows(ids, batch))
+    fresh = {ids[key]: Block(ids[key], attempt, np.asarray(group.steps, dtype=np.int64),
+                             np.asarray(group.timestamps, dtype=np.int64), np.asarray(group.values, dtype=float))
+             for key, group in batch.items()}
+    met = _overlapped(attempt, fresh)
+    if met:
+        PointBlock.objects.filter(reduce(operator.or_, (Q(series_id=series_id, first_step=first)
+                                                        for series_id, first in met)), attempt=attempt).delete()
+        for (series_id, _), block in met.items():
+            fresh[series_id] = merged([block, fresh[series_id]])
+    _insert([part for block in fresh.values() for part in _split(block)])
     update_rollups(ids, batch)
 
 
-def _rows(ids: dict[str, int], batch: Batch) -> list[tuple]:
-    return [(ids[key], step, ts, None if value != value else value)  # NaN: NULL
-            for key, group in batch.items() for step, ts, value in zip(*group, strict=True)]
+def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], Block]:
+    """The stored blocks of these series and attempt whose steps the new blocks' overlap, by (series, first step);
+    found through the index on their last step, which a batch continuing its series is beyond."""
+    reach = reduce(operator.or_, (Q(series_id=series_id, last_step__gte=int(block.steps[0]),
+                                    first_step__lte=int(block.steps[-1])) for series_id, block in fresh.items()))
+    rows = PointBlock.objects.filter(reach, attempt=attempt).values_list(
+        "series_id", "first_step", "steps", "timestamps", "values")
+    return {(series_id, first): _decoded(series_id, attempt, steps, timestamps, values)
+            for series_id, first, steps, timestamps, values in rows}
+
+
+def merged(blocks: list[Block]) -> Block:
+    """Blocks of one series and attempt as one, in step order; of points at one step, the one of the latest block
+    in `blocks` is kept."""
+    steps = np.concatenate([block.steps for block in blocks])
+    order = np.argsort(steps, kind="stable")  # equal steps keep the order of `blocks`
+    steps = steps[order]
+    last = np.append(steps[1:] != steps[:-1], True)  # the last point of each step
+    return Block(blocks[0].series_id, blocks[0].attempt, steps[last],
+                 np.concatenate([block.timestamps for block in blocks])[order][last],
+                 np.concatenate([block.values for block in blocks])[order][last])
+
+
+def _split(block: Block) -> list[Block]:
+    return [Block(block.series_id, block.attempt, block.steps[i:i + MAX_BLOCK], block.timestamps[i:i + MAX_BLOCK],
+                  block.values[i:i + MAX_BLOCK]) for i in range(0, len(block.steps), MAX_BLOCK)]
+
+
+_BLOCKS = PointBlock._meta.db_table
+_BLOCK_COLUMNS = ["series_id", "attempt", "first_step", "last_step", "count", "min_timestamp", "max_timestamp",
+                  "steps", "timestamps", "values"]
+_BLOCK_TYPES = ["bigint", "smallint", "bigint", "bigint", "integer", "bigint", "bigint", "bytea", "bytea", "bytea"]
+
+
+def _insert(blocks: list[Block]) -> None:
+    rows = [(block.series_id, block.attempt, int(block.steps[0]), int(block.steps[-1]), len(block.steps),
+             int(block.timestamps.min()), int(block.timestamps.max()), block.steps.astype(_STEP).tobytes(),
+             block.timestamps.astype(_STEP).tobytes(), block.values.astype(_VALUE).tobytes()) for block in blocks]
+    names = ", ".join(connection.ops.quote_name(name) for name in _BLOCK_COLUMNS)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # Binary: the arrays go as they are (as parameters, each would be spelled out in hex).
+            with cursor.connection.cursor().copy(f"COPY {_BLOCKS} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_BLOCK_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            cursor.executemany(f"INSERT INTO {_BLOCKS} ({names}) VALUES "  # noqa: S608
+                               f"({', '.join(['%s'] * len(_BLOCK_COLUMNS))})", rows)
+
+
+def _decoded(series_id: int, attempt: int, steps: bytes, timestamps: bytes, values: bytes) -> Block:
+    return Block(series_id, attempt, np.frombuffer(steps, dtype=_STEP), np.frombuffer(timestamps, dtype=_STEP),
+                 np.frombuffer(values, dtype=_VALUE))
+
+
+def read_blocks(series: Iterable[int], *, min_step: int | None = None, max_step: int | None = None,
+                min_timestamp: int | None = None, before_timestamp: int | None = None) -> Iterator[Block]:
+    """The stored blocks of these series holding points in the step range (inclusive) or the time range (ms,
+    half-open), by series, attempt and step, read a few at a time; their points outside the ranges are the
+    caller's to drop."""
+    rows = PointBlock.objects.filter(series_id__in=list(series))
+    if min_step is not None:
+        rows = rows.filter(last_step__gte=min_step)
+    if max_step is not None:
+        rows = rows.filter(first_step__lte=max_step)
+    if min_timestamp is not None:
+        rows = rows.filter(max_timestamp__gte=min_timestamp)
+    if before_timestamp is not None:
+        rows = rows.filter(min_timestamp__lt=before_timestamp)
+    found = rows.order_by("series_id", "attempt", "first_step").values_list(
+        "series_id", "attempt", "steps", "timestamps", "values")
+    return (_decoded(*row) for row in found.iterator(chunk_size=20))
+
+
+def latest(blocks: Iterable[Block], min_step: int | None = None,
+           max_step: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, timestamps and values of one series' blocks in step order, within the step range (inclusive); of a
+    step stored by several attempts, the newest attempt's (a job resumed from a checkpoint logs its steps again)."""
+    blocks = list(blocks)
+    if not blocks:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=float)
+    steps = np.concatenate([block.steps for block in blocks])
+    attempts = np.concatenate([np.full(len(block.steps), block.attempt) for block in blocks])
+    order = np.lexsort((attempts, steps))  # by step, then attempt
+    steps = steps[order]
+    keep = np.append(steps[1:] != steps[:-1], True)  # the newest attempt of each step
+    if min_step is not None:
+        keep &= steps >= min_step
+    if max_step is not None:
+        keep &= steps <= max_step
+    return (steps[keep], np.concatenate([block.timestamps for block in blocks])[order][keep],
+            np.concatenate([block.values for block in blocks])[order][keep])
+
+
+def stored_points(run_id: int) -> list[StoredPoint]:
+    """Every stored point of a run, each attempt's, by key, attempt and step: what consistency checks read."""
+    keys = dict(Series.objects.filter(run_id=run_id).values_list("id", "key"))
+    return [StoredPoint(keys[block.series_id], step, block.attempt, timestamp, value)
+            for block in read_blocks(keys) for step, timestamp, value in zip(
+                block.steps.tolist(), block.timestamps.tolist(), block.values.tolist(), strict=True)]
 
 
 def update_rollups(ids: dict[str, int], batch: Batch) -> None:
@@ -82,64 +208,3 @@ def update_rollups(ids: dict[str, int], batch: Batch) -> None:
 _ROLLUPS = Rollup._meta.db_table
 _AGGREGATE = [field.name for field in fields(Aggregate)]  # "chunk" first, as Aggregate() takes them
 _ROLLUP_COLUMNS = ["series_id", "level", *_AGGREGATE]
-_COLUMNS = "(attempt, series_id, step, timestamp, value)"
-
-
-# A row of PostgreSQL's binary COPY format: the number of fields, then each field's length and its big-endian
-# value (attempt smallint, series_id, step and timestamp bigint, value double precision), in _COLUMNS' order. A row
-# whose value is NaN (stored as NULL) has the length -1 and no value.
-_ROW = np.dtype([("fields", ">i2"), ("attempt_length", ">i4"), ("attempt", ">i2"), ("series_length", ">i4"),
-                 ("series", ">i8"), ("step_length", ">i4"), ("step", ">i8"), ("ts_length", ">i4"), ("ts", ">i8"),
-                 ("value_length", ">i4"), ("value", ">f8")])
-_NULL_ROW = np.dtype([(name, _ROW.fields[name][0]) for name in _ROW.names[:-1]])
-_LENGTHS = {"fields": 5, "attempt_length": 2, "series_length": 8, "step_length": 8, "ts_length": 8, "value_length": 8}
-_BINARY = "FROM STDIN (FORMAT BINARY)"
-_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # the signature, no flags, no header extension
-_TRAILER = b"\xff\xff"
-
-
-def copy_rows(attempt: int, ids: dict[str, int], batch: Batch) -> bytes:
-    """The batch's rows in COPY's binary format, built as one numpy array of fixed-size rows: a third of the CPU of
-    formatting them as text, and PostgreSQL reads the numbers without parsing decimals (a sixth less of its CPU
-    for the COPY). A NaN is written as NULL; infinities as such."""
-    groups = batch.values()
-    values = np.concatenate([np.asarray(group.values, dtype=float) for group in groups])
-    rows = np.empty(len(values), dtype=_ROW)
-    for name, length in _LENGTHS.items():
-        rows[name] = length
-    rows["attempt"] = attempt
-    rows["series"] = np.repeat([ids[key] for key in batch], [len(group.steps) for group in groups])
-    rows["step"] = np.concatenate([np.asarray(group.steps, dtype=np.int64) for group in groups])
-    rows["ts"] = np.concatenate([np.asarray(group.timestamps, dtype=np.int64) for group in groups])
-    rows["value"] = values
-    nan = np.isnan(values)
-    if not nan.any():
-        return _HEADER + rows.tobytes() + _TRAILER
-    nulls = np.empty(int(nan.sum()), dtype=_NULL_ROW)
-    for name in _NULL_ROW.names:
-        nulls[name] = rows[name][nan]
-    nulls["value_length"] = -1
-    return _HEADER + rows[~nan].tobytes() + nulls.tobytes() + _TRAILER
-
-
-def _copy(cursor, rows: bytes) -> None:
-    """New points (the common case) are COPied straight into the table, under a savepoint; when one exists already
-    (a retried batch, an overlapping one) the COPY fails whole, is undone, and the batch is upserted instead."""
-    try:
-        with transaction.atomic(), cursor.connection.cursor().copy(f"COPY {_TABLE} {_COLUMNS} {_BINARY}") as copy:
-            copy.write(rows)
-    except UniqueViolation:
-        _copy_then_upsert(cursor, rows)
-
-
-def _copy_then_upsert(cursor, rows: bytes) -> None:
-    # The same COPY into a staging table, then one INSERT ... SELECT ... ON CONFLICT. The staging table lives as
-    # long as the connection; ON COMMIT DELETE ROWS empties it with the transaction, and the DELETE below for the
-    # next batch of the same one.
-    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (attempt smallint, series_id bigint, step bigint, "
-                   "timestamp bigint, value double precision) ON COMMIT DELETE ROWS")
-    with cursor.connection.cursor().copy(f"COPY {_STAGING} {_COLUMNS} {_BINARY}") as copy:
-        copy.write(rows)
-    cursor.execute(f"INSERT INTO {_TABLE} {_COLUMNS} SELECT attempt, series_id, step, timestamp, value "  # noqa: S608
-                   f"FROM {_STAGING} {_UPSERT}")
-    cursor.execute(f"DELETE FROM {_STAGING}")  # noqa: S608
