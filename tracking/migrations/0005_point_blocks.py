@@ -71,6 +71,7 @@ class Migration(migrations.Migration):
                 ('series', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='blocks', to='tracking.series')),
             ],
         ),
+        # Backwards the table is dropped, its storage setting with it.
         migrations.RunPython(store_arrays_uncompressed, migrations.RunPython.noop),
         migrations.RunPython(points_into_blocks, blocks_into_points),
         migrations.DeleteModel(
