@@ -78,13 +78,16 @@ def write_points(run_id: int, attempt: int, batch: Batch) -> None:
 
 def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], Block]:
     """The stored blocks of these series and attempt whose steps the new blocks' overlap, by (series, first step);
-    found through the index on their last step, which a batch continuing its series is beyond."""
-    reach = reduce(operator.or_, (Q(series_id=series_id, last_step__gte=int(block.steps[0]),
-                                    first_step__lte=int(block.steps[-1])) for series_id, block in fresh.items()))
-    rows = PointBlock.objects.filter(reach, attempt=attempt).values_list(
-        "series_id", "first_step", "steps", "timestamps", "values")
-    return {(series_id, first): _decoded(series_id, attempt, steps, timestamps, values)
-            for series_id, first, steps, timestamps, values in rows}
+    found through the index on their last step, which a batch continuing its series is beyond. Plain SQL: the
+    ORM spent a millisecond building this query."""
+    reach = " OR ".join(["(series_id = %s AND last_step >= %s AND first_step <= %s)"] * len(fresh))
+    names = ", ".join(connection.ops.quote_name(name) for name in ("series_id", "first_step", *_ARRAYS))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {names} FROM {_BLOCKS} WHERE attempt = %s AND ({reach})",  # noqa: S608
+                       [attempt, *(bound for series_id, block in fresh.items()
+                                   for bound in (series_id, int(block.steps[0]), int(block.steps[-1])))])
+        rows = cursor.fetchall()
+    return {(series_id, first): _decoded(series_id, attempt, *arrays) for series_id, first, *arrays in rows}
 
 
 def merged(blocks: list[Block]) -> Block:
@@ -105,8 +108,9 @@ def _split(block: Block) -> list[Block]:
 
 
 _BLOCKS = PointBlock._meta.db_table
+_ARRAYS = ["steps", "timestamps", "values"]
 _BLOCK_COLUMNS = ["series_id", "attempt", "first_step", "last_step", "count", "min_timestamp", "max_timestamp",
-                  "steps", "timestamps", "values"]
+                  *_ARRAYS]
 _BLOCK_TYPES = ["bigint", "smallint", "bigint", "bigint", "integer", "bigint", "bigint", "bytea", "bytea", "bytea"]
 
 

@@ -185,12 +185,13 @@ def evaluate_columns(key: str, state: Mapping[str, Any], steps: Sequence[int], v
     start = bisect_right(steps, last)
     names = [rule for rule in rules_for_key(key) if rule in rules]
     checks = [(rule, rules[rule]) for rule in names]
+    if start:  # a retried batch's steps already seen (no copy of a new batch's columns)
+        steps, values = steps[start:], values[start:]
     judge = _lasting_batch if state.get("on") else _quiet_batch
-    quiet = judge(state, steps[start:], values[start:], checks)
+    quiet = judge(state, steps, values, checks)
     if quiet is not None:
         return [], quiet
-    return evaluate_key(key, state, list(zip(steps[start:], values[start:], strict=True)), rules, resumed=resumed,
-                        ordered=True)
+    return evaluate_key(key, state, list(zip(steps, values, strict=True)), rules, resumed=resumed, ordered=True)
 
 
 def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
@@ -217,10 +218,10 @@ def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequenc
         if _may_fire_in_batch(rule, params, old[-int(params["window"]):], column, lowest, highest):
             return None
     st: dict[str, Any] = {**state, "on": [], "s": steps[-1]}
-    if not _others_quiet(st, steps, values, column, checks):
+    if not _others_quiet(st, steps, values, column, lowest, highest, checks):
         return None
     if size:
-        st["w"] = (old + list(values))[-size:]
+        st["w"] = (old + list(values[-size:]))[-size:]
     else:
         st.pop("w", None)
     return st
@@ -263,14 +264,13 @@ def _lasting_batch(state: Mapping[str, Any], steps: Sequence[int], values: Seque
         elif _may_fire(rule, params, median, mad, lowest, highest):
             return None
     st: dict[str, Any] = {**state, "s": steps[-1], "w": window[-size:]}
-    return st if _others_quiet(st, steps, values, column, checks) else None
+    return st if _others_quiet(st, steps, values, column, lowest, highest, checks) else None
 
 
 def _others_quiet(st: dict[str, Any], steps: Sequence[int], values: Sequence[float], column: np.ndarray,
-                  checks: list[tuple[str, Mapping[str, float]]]) -> bool:
-    """The rules without a window through a batch of finite values (`column` as an array), following their
-    counters in `st` as judging each point would; False when one of them may open."""
-    lowest, highest = float(column.min()), float(column.max())
+                  lowest: float, highest: float, checks: list[tuple[str, Mapping[str, float]]]) -> bool:
+    """The rules without a window through a batch of finite values (`column` as an array, `lowest` and `highest`
+    its extremes), following their counters in `st` as judging each point would; False when one may open."""
     for rule, params in checks:
         if rule == GPU_UTIL_COLLAPSE and not _gpu_quiet(st, column, lowest, highest, params):
             return False
