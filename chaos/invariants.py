@@ -19,7 +19,7 @@ from costs.models import UsageSegment
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import HOLDING
 from quotas.models import Quota
-from tracking.models import Point
+from tracking.points import stored_points
 
 
 def job_states(expected: Mapping[int, str]) -> list[str]:
@@ -110,7 +110,7 @@ def points_kept(acknowledged: Iterable[tuple[int, str, int, int]]) -> list[str]:
         wanted[run_id].add((key, step, attempt))
     problems = []
     for run_id, points in sorted(wanted.items()):
-        stored = set(Point.objects.filter(series__run_id=run_id).values_list("series__key", "step", "attempt"))
+        stored = {(point.key, point.step, point.attempt) for point in stored_points(run_id)}
         missing = points - stored
         if missing:
             problems.append(f"run {run_id}: {len(missing)} acknowledged points missing, e.g. {sorted(missing)[0]}")

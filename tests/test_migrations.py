@@ -5,6 +5,7 @@ locally, PostgreSQL in CI), so a deployment can step back past a release."""
 from __future__ import annotations
 
 import json
+import math
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from django.db.migrations.operations.base import Operation
 from jobs.models import Attempt
 from tests.costs.conftest import at
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (inventory: fixture)
+from tracking import services
+from tracking.models import PointBlock
+from tracking.points import stored_points
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,3 +94,25 @@ def test_unapplying_attempts_puts_each_jobs_attempt_back_in_its_columns(tenant, 
     call_command("migrate", verbosity=0)
     attempt = Attempt.objects.get(job_id=job.pk)  # carried over again by the forward migration
     assert (attempt.admitted_at, attempt.placement[0]["node"], attempt.ended_at) == (at(0), "r1-n1", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_points_move_into_blocks_and_back(tenant):
+    """Rows of points (NaN as NULL) become blocks per series and attempt in step order, and blocks rows again."""
+    run_ = services.run_create(project=tenant.project, name="old points")
+    services.run_log_batch(run_id=run_.pk, metrics=[{"key": "loss", "value": v, "step": s, "timestamp": 1000 + s}
+                                                    for s, v in [(0, 2.0), (1, math.nan), (2, math.inf)]])
+    services.run_log_batch(run_id=run_.pk, attempt=2, metrics=[{"key": "loss", "value": 0.5, "step": 1,
+                                                                "timestamp": 5000}])
+    before = sorted(map(repr, stored_points(run_.pk)))  # repr: NaN equals itself
+
+    call_command("migrate", "tracking", "0004", verbosity=0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT step, attempt, value FROM tracking_point ORDER BY attempt, step")
+        assert cursor.fetchall() == [(0, 1, 2.0), (1, 1, None), (2, 1, math.inf), (1, 2, 0.5)]
+
+    call_command("migrate", verbosity=0)
+    assert sorted(map(repr, stored_points(run_.pk))) == before
+    assert list(PointBlock.objects.filter(series__run=run_).order_by("attempt").values_list(
+        "attempt", "first_step", "last_step", "count", "min_timestamp", "max_timestamp")) == [
+        (1, 0, 2, 3, 1000, 1002), (2, 1, 1, 1, 5000, 5000)]

@@ -44,6 +44,7 @@ from tracking.series.downsample import kind_of
 from tracking.series.validate import BatchError, check_key
 
 DEFAULT_MAX_POINTS = 1000
+MAX_ATTEMPT = 32_767  # a point's attempt is a small integer column
 MAX_MAX_POINTS = 100_000
 
 
@@ -350,8 +351,9 @@ class RunLogBatchView(APIView):
         if unknown:
             raise ValidationError({name: ["Unknown field."] for name in unknown})
         attempt = body.get("attempt")
-        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
-            raise ValidationError({"attempt": ["Must be a positive integer."]})
+        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int)
+                                    or not 1 <= attempt <= MAX_ATTEMPT):
+            raise ValidationError({"attempt": [f"Must be an integer from 1 to {MAX_ATTEMPT}."]})
         try:
             count = services.run_log_batch(run_id=pk, metrics=body.get("metrics"), params=body.get("params"),
                                            tags=body.get("tags"), attempt=attempt)

@@ -9,7 +9,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tracking.models import Point, Run
+import numpy as np
+
+from tracking.models import Run, Series
+from tracking.points import read_blocks
 
 # {job id: until (epoch seconds) or None for now} -> {job id: cost}
 JobCosts = Callable[[Mapping[int, int | None]], dict[int, float]]
@@ -71,10 +74,18 @@ class RunCost:
 
 
 def first_reached(run: Run, target: Target) -> tuple[int, int] | None:
-    """(step, timestamp in ms) of the first point of the run's `target.key` past the target value, or None."""
-    past = {"value__lt": target.value} if target.below else {"value__gt": target.value}
-    return (Point.objects.filter(series__run=run, series__key=target.key, **past).order_by("step", "attempt")
-            .values_list("step", "timestamp").first())
+    """(step, timestamp in ms) of the first point of the run's `target.key` past the target value (of a step
+    logged by several attempts, the first attempt's), or None."""
+    series = Series.objects.filter(run=run, key=target.key).values_list("id", flat=True)
+    first: tuple[int, int, int] | None = None  # (step, attempt, timestamp)
+    for block in read_blocks(series):  # each attempt's in step order
+        if first is not None and first[:2] < (int(block.steps[0]), block.attempt):
+            continue
+        past = np.flatnonzero(block.values < target.value if target.below else block.values > target.value)
+        if len(past):
+            found = (int(block.steps[past[0]]), block.attempt, int(block.timestamps[past[0]]))
+            first = found if first is None else min(first, found)
+    return None if first is None else (first[0], first[2])
 
 
 def run_costs(runs: Iterable[Run], target: Target | None = None) -> dict[int, RunCost]:

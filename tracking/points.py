@@ -1,29 +1,50 @@
-"""The write path of points, the hottest in the product.
+"""The write path of points, the hottest in the product, and the reading of stored points.
 
-A batch's keys become series ids first (one SELECT, and an INSERT for new keys); then its points are upserted on
-(series, step, attempt), so a retried batch changes nothing. On PostgreSQL new points are COPied straight into the
-table, and a batch that meets points already there goes through a staging table and one INSERT ... SELECT ... ON
-CONFLICT instead (a third slower, measured side by side); Django's bulk_create would spend ~30 us per row building
-objects and SQL. On SQLite, one executemany upsert.
+Points are stored in blocks (tracking.models.PointBlock): a batch's points of one key and attempt, as three packed
+arrays. A batch's keys become series ids first (one SELECT, and an INSERT for new keys); one SELECT then finds the
+stored blocks of the same series and attempt whose steps the batch overlaps (none when it continues its series, the
+common case); those are merged with the batch's points (the batch's win on a step both hold, so a retried batch
+changes nothing) and replaced; and the blocks are written, on PostgreSQL with one binary COPY, on SQLite with one
+executemany. Then the rollups of the chunks the batch touched, in plain SQL.
 """
 
 from __future__ import annotations
 
-import math
+import operator
+from collections.abc import Iterable, Iterator
 from dataclasses import fields
-from itertools import repeat
+from functools import reduce
+from typing import NamedTuple
 
-import orjson
-from django.db import connection, transaction
-from psycopg.errors import UniqueViolation
+import numpy as np
+from django.db import connection
+from django.db.models import Q
 
-from tracking.models import Point, Rollup, Series
-from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate_ordered, coarser, merge
-from tracking.series.validate import Batch
+from tracking.models import PointBlock, Rollup, Series
+from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate_ordered, coarser
+from tracking.series.validate import MAX_POINTS, Batch
 
-_TABLE = Point._meta.db_table
-_STAGING = "tracking_point_in"
-_UPSERT = "ON CONFLICT (series_id, step, attempt) DO UPDATE SET timestamp = EXCLUDED.timestamp, value = EXCLUDED.value"
+MAX_BLOCK = MAX_POINTS  # points in a block at most: a batch's points of a key fit one
+_STEP = np.dtype("<i8")  # steps and timestamps (ms) as stored
+_VALUE = np.dtype("<f8")
+
+
+class Block(NamedTuple):
+    """One series' points of one attempt, in step order, one a step."""
+
+    series_id: int
+    attempt: int
+    steps: np.ndarray  # int64
+    timestamps: np.ndarray  # int64, ms
+    values: np.ndarray  # float64
+
+
+class StoredPoint(NamedTuple):
+    key: str
+    step: int
+    attempt: int
+    timestamp: int
+    value: float
 
 
 def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
@@ -37,28 +58,135 @@ def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
 
 
 def write_points(run_id: int, attempt: int, batch: Batch) -> None:
-    """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction."""
+    """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction,
+    which holds the run's row lock: batches of a run are written one at a time."""
     if not batch:
         return
     ids = series_ids(run_id, set(batch))
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            _copy(cursor, copy_text(attempt, ids, batch))
-        else:
-            cursor.executemany(f"INSERT INTO {_TABLE} (attempt, series_id, step, timestamp, value) VALUES "  # noqa: S608
-                               f"({int(attempt)}, %s, %s, %s, %s) {_UPSERT}", _rows(ids, batch))
+    fresh = {ids[key]: Block(ids[key], attempt, np.asarray(group.steps, dtype=np.int64),
+                             np.asarray(group.timestamps, dtype=np.int64), np.asarray(group.values, dtype=float))
+             for key, group in batch.items()}
+    met = _overlapped(attempt, fresh)
+    if met:
+        PointBlock.objects.filter(reduce(operator.or_, (Q(series_id=series_id, first_step=first)
+                                                        for series_id, first in met)), attempt=attempt).delete()
+        for (series_id, _), block in met.items():
+            fresh[series_id] = merged([block, fresh[series_id]])
+    _insert([part for block in fresh.values() for part in _split(block)])
     update_rollups(ids, batch)
 
 
-def _rows(ids: dict[str, int], batch: Batch) -> list[tuple]:
-    return [(ids[key], step, ts, None if value != value else value)  # NaN: NULL
-            for key, group in batch.items() for step, ts, value in zip(*group, strict=True)]
+def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], Block]:
+    """The stored blocks of these series and attempt whose steps the new blocks' overlap, by (series, first step);
+    found through the index on their last step, which a batch continuing its series is beyond. Plain SQL: the
+    ORM spent a millisecond building this query."""
+    reach = " OR ".join(["(series_id = %s AND last_step >= %s AND first_step <= %s)"] * len(fresh))
+    names = ", ".join(connection.ops.quote_name(name) for name in ("series_id", "first_step", *_ARRAYS))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {names} FROM {_BLOCKS} WHERE attempt = %s AND ({reach})",  # noqa: S608
+                       [attempt, *(bound for series_id, block in fresh.items()
+                                   for bound in (series_id, int(block.steps[0]), int(block.steps[-1])))])
+        rows = cursor.fetchall()
+    return {(series_id, first): _decoded(series_id, attempt, *arrays) for series_id, first, *arrays in rows}
+
+
+def merged(blocks: list[Block]) -> Block:
+    """Blocks of one series and attempt as one, in step order; of points at one step, the one of the latest block
+    in `blocks` is kept."""
+    steps = np.concatenate([block.steps for block in blocks])
+    order = np.argsort(steps, kind="stable")  # equal steps keep the order of `blocks`
+    steps = steps[order]
+    last = np.append(steps[1:] != steps[:-1], True)  # the last point of each step
+    return Block(blocks[0].series_id, blocks[0].attempt, steps[last],
+                 np.concatenate([block.timestamps for block in blocks])[order][last],
+                 np.concatenate([block.values for block in blocks])[order][last])
+
+
+def _split(block: Block) -> list[Block]:
+    return [Block(block.series_id, block.attempt, block.steps[i:i + MAX_BLOCK], block.timestamps[i:i + MAX_BLOCK],
+                  block.values[i:i + MAX_BLOCK]) for i in range(0, len(block.steps), MAX_BLOCK)]
+
+
+_BLOCKS = PointBlock._meta.db_table
+_ARRAYS = ["steps", "timestamps", "values"]
+_BLOCK_COLUMNS = ["series_id", "attempt", "first_step", "last_step", "count", "min_timestamp", "max_timestamp",
+                  *_ARRAYS]
+_BLOCK_TYPES = ["bigint", "smallint", "bigint", "bigint", "integer", "bigint", "bigint", "bytea", "bytea", "bytea"]
+
+
+def _insert(blocks: list[Block]) -> None:
+    rows = [(block.series_id, block.attempt, int(block.steps[0]), int(block.steps[-1]), len(block.steps),
+             int(block.timestamps.min()), int(block.timestamps.max()), block.steps.astype(_STEP).tobytes(),
+             block.timestamps.astype(_STEP).tobytes(), block.values.astype(_VALUE).tobytes()) for block in blocks]
+    names = ", ".join(connection.ops.quote_name(name) for name in _BLOCK_COLUMNS)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # Binary: the arrays go as they are (as parameters, each would be spelled out in hex).
+            with cursor.connection.cursor().copy(f"COPY {_BLOCKS} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_BLOCK_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            cursor.executemany(f"INSERT INTO {_BLOCKS} ({names}) VALUES "  # noqa: S608
+                               f"({', '.join(['%s'] * len(_BLOCK_COLUMNS))})", rows)
+
+
+def _decoded(series_id: int, attempt: int, steps: bytes, timestamps: bytes, values: bytes) -> Block:
+    return Block(series_id, attempt, np.frombuffer(steps, dtype=_STEP), np.frombuffer(timestamps, dtype=_STEP),
+                 np.frombuffer(values, dtype=_VALUE))
+
+
+def read_blocks(series: Iterable[int], *, min_step: int | None = None, max_step: int | None = None,
+                min_timestamp: int | None = None, before_timestamp: int | None = None) -> Iterator[Block]:
+    """The stored blocks of these series holding points in the step range (inclusive) or the time range (ms,
+    half-open), by series, attempt and step, read a few at a time; their points outside the ranges are the
+    caller's to drop."""
+    rows = PointBlock.objects.filter(series_id__in=list(series))
+    if min_step is not None:
+        rows = rows.filter(last_step__gte=min_step)
+    if max_step is not None:
+        rows = rows.filter(first_step__lte=max_step)
+    if min_timestamp is not None:
+        rows = rows.filter(max_timestamp__gte=min_timestamp)
+    if before_timestamp is not None:
+        rows = rows.filter(min_timestamp__lt=before_timestamp)
+    found = rows.order_by("series_id", "attempt", "first_step").values_list(
+        "series_id", "attempt", "steps", "timestamps", "values")
+    return (_decoded(*row) for row in found.iterator(chunk_size=20))
+
+
+def latest(blocks: Iterable[Block], min_step: int | None = None,
+           max_step: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, timestamps and values of one series' blocks in step order, within the step range (inclusive); of a
+    step stored by several attempts, the newest attempt's (a job resumed from a checkpoint logs its steps again)."""
+    blocks = list(blocks)
+    if not blocks:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=float)
+    steps = np.concatenate([block.steps for block in blocks])
+    attempts = np.concatenate([np.full(len(block.steps), block.attempt) for block in blocks])
+    order = np.lexsort((attempts, steps))  # by step, then attempt
+    steps = steps[order]
+    keep = np.append(steps[1:] != steps[:-1], True)  # the newest attempt of each step
+    if min_step is not None:
+        keep &= steps >= min_step
+    if max_step is not None:
+        keep &= steps <= max_step
+    return (steps[keep], np.concatenate([block.timestamps for block in blocks])[order][keep],
+            np.concatenate([block.values for block in blocks])[order][keep])
+
+
+def stored_points(run_id: int) -> list[StoredPoint]:
+    """Every stored point of a run, each attempt's, by key, attempt and step: what consistency checks read."""
+    keys = dict(Series.objects.filter(run_id=run_id).values_list("id", "key"))
+    return [StoredPoint(keys[block.series_id], step, block.attempt, timestamp, value)
+            for block in read_blocks(keys) for step, timestamp, value in zip(
+                block.steps.tolist(), block.timestamps.tolist(), block.values.tolist(), strict=True)]
 
 
 def update_rollups(ids: dict[str, int], batch: Batch) -> None:
-    """Merge the batch into the rollups of every chunk it touches, at every level: one SELECT of those chunks and
-    one multi-row upsert, in plain SQL (some forty rows a batch; the ORM spent more building them than the
-    database storing them)."""
+    """Merge the batch into the rollups of every chunk it touches, at every level, in one multi-row upsert whose
+    update merges the stored aggregate with the batch's as rollup.merge does (some forty rows a batch; a SELECT of
+    the stored ones and a merge in Python cost a round trip and a millisecond more)."""
     fresh: dict[tuple[int, int, int], Aggregate] = {}
     for key, group in batch.items():
         chunks = aggregate_ordered(group.steps, group.values, LEVEL_STEPS[0])
@@ -66,17 +194,10 @@ def update_rollups(ids: dict[str, int], batch: Batch) -> None:
             if level:
                 chunks = coarser(chunks, width // LEVEL_STEPS[level - 1])
             fresh.update({(ids[key], level, chunk): agg for chunk, agg in chunks.items()})
-    names = ", ".join(connection.ops.quote_name(name) for name in _ROLLUP_COLUMNS)
+    rows = ", ".join([f"({', '.join(['%s'] * len(_ROLLUP_COLUMNS))})"] * len(fresh))
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {names} FROM {_ROLLUPS} WHERE (series_id, level, chunk) IN "  # noqa: S608
-                       f"({', '.join(['(%s, %s, %s)'] * len(fresh))})", [part for key in fresh for part in key])
-        for series_id, level, *stored in cursor.fetchall():
-            key = (series_id, level, stored[0])
-            fresh[key] = merge(Aggregate(*stored), fresh[key])
-        updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in map(connection.ops.quote_name, _AGGREGATE))
-        rows = ", ".join([f"({', '.join(['%s'] * len(_ROLLUP_COLUMNS))})"] * len(fresh))
-        cursor.execute(f"INSERT INTO {_ROLLUPS} ({names}) VALUES {rows} ON CONFLICT (series_id, level, chunk) "  # noqa: S608
-                       f"DO UPDATE SET {updates}",
+        cursor.execute(f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) VALUES {rows} "  # noqa: S608
+                       f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}",
                        [value for (series_id, level, _), agg in fresh.items()
                         for value in (series_id, level, *(getattr(agg, name) for name in _AGGREGATE))])
 
@@ -84,50 +205,30 @@ def update_rollups(ids: dict[str, int], batch: Batch) -> None:
 _ROLLUPS = Rollup._meta.db_table
 _AGGREGATE = [field.name for field in fields(Aggregate)]  # "chunk" first, as Aggregate() takes them
 _ROLLUP_COLUMNS = ["series_id", "level", *_AGGREGATE]
-_COLUMNS = "(attempt, series_id, step, timestamp, value)"
-_NULL = "\\N"
 
 
-def copy_text(attempt: int, ids: dict[str, int], batch: Batch) -> bytes:
-    """The batch's rows in COPY's text format, each key's in one piece: its columns written by orjson (shortest
-    round-trip decimals, which PostgreSQL reads back to the same doubles) and joined into rows by C loops, a
-    quarter of the CPU of formatting row by row. orjson writes NaN and infinities as null, so a key holding one is
-    formatted row by row: NaN, stored as NULL, is `\\N`; repr spells the infinities as PostgreSQL reads them."""
-    parts = []
-    for key, group in batch.items():
-        if all(map(math.isfinite, group.values)):
-            rows = zip(repeat(b"%d" % attempt), repeat(b"%d" % ids[key]), _column(group.steps),
-                       _column(group.timestamps), _column(group.values))
-            parts.append(b"\n".join(map(b"\t".join, rows)) + b"\n")
-        else:
-            prefix = f"{int(attempt)}\t{ids[key]}\t"
-            parts.append("".join([f"{prefix}{step}\t{ts}\t{repr(value) if value == value else _NULL}\n"
-                                  for step, ts, value in zip(*group, strict=True)]).encode())
-    return b"".join(parts)
+def _merge_sql() -> str:
+    """rollup.merge(stored, new) as the SET of an upsert: `t` the stored row, `n` the batch's (EXCLUDED). Of equal
+    extremes the stored one stays, as merge keeps its first argument's."""
+    t, n = f"{_ROLLUPS}.", "EXCLUDED."
+    newer_last = f"{n}last_step >= {t}last_step"
+    lower = (f"{n}min_value IS NOT NULL AND ({t}min_value IS NULL OR {n}min_value < {t}min_value OR "
+             f"({n}min_value = {t}min_value AND {n}min_step < {t}min_step))")
+    higher = (f"{n}max_value IS NOT NULL AND ({t}max_value IS NULL OR {n}max_value > {t}max_value OR "
+              f"({n}max_value = {t}max_value AND {n}max_step < {t}max_step))")
+
+    def pick(column: str, condition: str) -> str:
+        return f"{column} = CASE WHEN {condition} THEN {n}{column} ELSE {t}{column} END"
+
+    def first(column: str) -> str:  # the lower step of the two, either may be NULL
+        return pick(column, f"{t}{column} IS NULL OR {n}{column} < {t}{column}")
+
+    return ", ".join([
+        f"count = {t}count + {n}count", pick("first_step", f"{n}first_step < {t}first_step"),
+        pick("last_step", newer_last), pick("last_value", newer_last), f"finite = {t}finite + {n}finite",
+        f"total = {t}total + {n}total", pick("min_step", lower), pick("min_value", lower),
+        pick("max_step", higher), pick("max_value", higher), first("nan_step"), first("posinf_step"),
+        first("neginf_step")])
 
 
-def _column(values: list) -> list[bytes]:
-    return orjson.dumps(values)[1:-1].split(b",")
-
-
-def _copy(cursor, text: bytes) -> None:
-    """New points (the common case) are COPied straight into the table, under a savepoint; when one exists already
-    (a retried batch, an overlapping one) the COPY fails whole, is undone, and the batch is upserted instead."""
-    try:
-        with transaction.atomic(), cursor.connection.cursor().copy(f"COPY {_TABLE} {_COLUMNS} FROM STDIN") as copy:
-            copy.write(text)
-    except UniqueViolation:
-        _copy_then_upsert(cursor, text)
-
-
-def _copy_then_upsert(cursor, text: bytes) -> None:
-    # The same COPY into a staging table, then one INSERT ... SELECT ... ON CONFLICT. The staging table lives as
-    # long as the connection; ON COMMIT DELETE ROWS empties it with the transaction, and the DELETE below for the
-    # next batch of the same one.
-    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (attempt smallint, series_id bigint, step bigint, "
-                   "timestamp bigint, value double precision) ON COMMIT DELETE ROWS")
-    with cursor.connection.cursor().copy(f"COPY {_STAGING} {_COLUMNS} FROM STDIN") as copy:
-        copy.write(text)
-    cursor.execute(f"INSERT INTO {_TABLE} {_COLUMNS} SELECT attempt, series_id, step, timestamp, value "  # noqa: S608
-                   f"FROM {_STAGING} {_UPSERT}")
-    cursor.execute(f"DELETE FROM {_STAGING}")  # noqa: S608
+_MERGE = _merge_sql()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from datetime import datetime
 
+import numpy as np
 from django.db.models import (
     Count,
     DurationField,
@@ -27,8 +27,9 @@ from core.errors import DomainError
 from tenancy.models import Role
 from tenancy.selectors import User, project_ids_for_user, role_in_project
 from tracking.auth import RunCredential
-from tracking.models import Alert, AlertRule, Experiment, Point, Rollup, Run, RunStatus, Series, Webhook
-from tracking.series.downsample import Downsampled, downsample, latest_attempt_per_step
+from tracking.models import Alert, AlertRule, Experiment, Rollup, Run, RunStatus, Series, Webhook
+from tracking.points import latest, read_blocks
+from tracking.series.downsample import Downsampled, downsample
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups, extremes_of
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
@@ -123,17 +124,14 @@ def full_series(run: Run, key: str, *, min_step: int | None = None,
     """Every point of a key (the newest attempt's for a step logged twice). After retention deleted the raw
     points, what is left: each 1,024-step chunk's minimum and maximum, and its first NaN, +Inf and -Inf."""
     found = Series.objects.filter(run=run, key=key).values_list("id", "raw_pruned").first()
-    if found is not None and found[1]:
+    if found is None:
+        return []
+    if found[1]:
         chunks = _rollups(found[0], 0, min_step, max_step).order_by("chunk").values_list(
             "chunk", *Rollup.AGGREGATE_FIELDS)
         return sorted({p for row in chunks for p in extremes_of(Aggregate(*row))}, key=lambda p: p[0])
-    rows = Point.objects.filter(series__run=run, series__key=key)
-    if min_step is not None:
-        rows = rows.filter(step__gte=min_step)
-    if max_step is not None:
-        rows = rows.filter(step__lte=max_step)
-    values = rows.order_by("step", "attempt").values_list("step", "attempt", "value")
-    return latest_attempt_per_step([(s, a, math.nan if v is None else v) for s, a, v in values.iterator(5000)])
+    steps, _, values = latest(read_blocks([found[0]], min_step=min_step, max_step=max_step), min_step, max_step)
+    return list(zip(steps.tolist(), values.tolist(), strict=True))
 
 
 def attempt_starts(run: Run) -> list[dict]:
@@ -146,7 +144,6 @@ def attempt_starts(run: Run) -> list[dict]:
 RUN_SORT_FIELDS = {"name": "name", "status": "status", "user": "user_name", "started": "started_at", "job": "job_id"}
 # A metric column's figures, as kept in Run.summary; sort=metric.<key> is the last value.
 METRIC_STATS = {"metric": "last", "metric_min": "min", "metric_max": "max"}
-STEP_CHUNK = 500  # steps per IN list: under SQLite's oldest limit of 999 bound parameters
 METRIC_OPERATORS = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte", "=": "exact"}
 # Non-greedy key: the first operator splits, so "loss<=2" is (loss, <=, 2), not (loss<, =, 2).
 METRIC_FILTER = re.compile(r"^\s*(.+?)\s*(<=|>=|<|>|=)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
@@ -232,12 +229,13 @@ def run_columns(runs: QuerySet[Run], *, sample: int = 200) -> tuple[list[str], l
 
 
 def step_times(run: Run, key: str, steps: Iterable[int]) -> dict[int, int]:
-    """Wall time (ms) of the given steps of a key (the newest attempt's when several logged one): index look-ups of
-    the few steps a chart shows, not a second scan of the series."""
+    """Wall time (ms) of the given steps of a key (the newest attempt's when several logged one): from the blocks
+    of the range the steps span."""
     wanted = sorted(set(steps))
-    times: dict[int, int] = {}
-    for start in range(0, len(wanted), STEP_CHUNK):
-        rows = (Point.objects.filter(series__run=run, series__key=key, step__in=wanted[start:start + STEP_CHUNK])
-                .order_by("step", "attempt").values_list("step", "timestamp"))
-        times.update(rows)  # ordered by attempt, so the newest attempt's time is written last
-    return times
+    found = Series.objects.filter(run=run, key=key).values_list("id", flat=True).first()
+    if not wanted or found is None:
+        return {}
+    stored, timestamps, _ = latest(read_blocks([found], min_step=wanted[0], max_step=wanted[-1]))
+    where = np.searchsorted(stored, wanted)
+    return {step: int(timestamps[i]) for step, i in zip(wanted, where.tolist(), strict=True)
+            if i < len(stored) and stored[i] == step}

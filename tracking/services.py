@@ -18,7 +18,7 @@ from jobs.states import State
 from tenancy.audit import delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
-from tracking.models import AlertRule, Experiment, Point, Run, RunStatus, Series, Webhook
+from tracking.models import AlertRule, Experiment, PointBlock, Run, RunStatus, Series, Webhook
 from tracking.points import write_points
 from tracking.series import anomaly
 from tracking.series.validate import (
@@ -226,6 +226,6 @@ def points_prune_raw(now: datetime | None = None, *, batch: int = 200) -> int:
     ids = list(Series.objects.filter(raw_pruned=False, run__ended_at__lt=cutoff)
                .exclude(run__status=RunStatus.RUNNING).values_list("pk", flat=True)[:batch])
     with transaction.atomic():
-        Point.objects.filter(series_id__in=ids).delete()
+        PointBlock.objects.filter(series_id__in=ids).delete()
         Series.objects.filter(pk__in=ids).update(raw_pruned=True)
     return len(ids)

@@ -16,13 +16,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, groupby, pairwise
 
+import numpy as np
+
 from costs.analysis import Scope, chunks
 from costs.pricing import PriceBook, Usage
-from tracking.models import Point, Run, Series
+from tracking.models import Run, Series
+from tracking.points import read_blocks
 from tracking.series.anomaly import GPU_UTIL_COLLAPSE, rules_for_key
 
 GAP_CAP = 300  # seconds a point counts for at most: a longer silence is not known to be idle
-POINTS_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,7 @@ def low_utilization(scope: Scope, held: Mapping[tuple[int, int], Held], below: f
     found: dict[int, Low] = defaultdict(Low)
     start, until = scope.window.start_ts, scope.until_ts
     for batch in chunks(series_runs):
-        points = (Point.objects.filter(series_id__in=batch, timestamp__gte=(start - GAP_CAP) * 1000,
-                                       timestamp__lt=until * 1000)
-                  .order_by("series_id", "attempt", "timestamp").values_list("series_id", "attempt", "timestamp",
-                                                                             "value"))
-        for (series_id, attempt), rows in groupby(points.iterator(chunk_size=POINTS_CHUNK), lambda p: p[:2]):
+        for (series_id, attempt), rows in _points_in_time(batch, (start - GAP_CAP) * 1000, until * 1000):
             run_id = series_runs[series_id]
             job = run_jobs[run_id]
             attempt_held = held.get((job, attempt))
@@ -70,18 +68,31 @@ def low_utilization(scope: Scope, held: Mapping[tuple[int, int], Held], below: f
                 continue
             first = max(start, attempt_held.start)
             last = min(until, attempt_held.end if attempt_held.end is not None else until)
-            for a, b in _low_intervals(((ts, value) for _, _, ts, value in rows), below, first, last):
+            for a, b in _low_intervals(rows, below, first, last):
                 found[job].device_seconds += attempt_held.usage.devices * (b - a) / shares[run_id]
                 found[job].cost += book.cost(attempt_held.usage, a, b) / shares[run_id]
     return dict(found)
 
 
-def _low_intervals(points: Iterable[tuple[int, float | None]], below: float, first: int,
+def _points_in_time(series: list[int], since: int, before: int) -> Iterator[tuple[tuple[int, int],
+                                                                                 list[tuple[int, float]]]]:
+    """Per (series, attempt): its points (timestamp ms, value) with since <= timestamp < before, in time order."""
+    blocks = read_blocks(series, min_timestamp=since, before_timestamp=before)
+    for (series_id, attempt), group in groupby(blocks, lambda block: (block.series_id, block.attempt)):
+        group = list(group)
+        timestamps = np.concatenate([block.timestamps for block in group])
+        values = np.concatenate([block.values for block in group])
+        order = np.argsort(timestamps, kind="stable")
+        inside = order[(timestamps[order] >= since) & (timestamps[order] < before)]
+        yield (series_id, attempt), list(zip(timestamps[inside].tolist(), values[inside].tolist(), strict=True))
+
+
+def _low_intervals(points: Iterable[tuple[int, float]], below: float, first: int,
                    last: int) -> Iterator[tuple[float, float]]:
     """Merged intervals inside [first, last) of the points (ms timestamps, in order) under `below`."""
     current: tuple[float, float] | None = None
     for (ts, value), (following, _) in pairwise(chain(points, [(None, None)])):
-        if value is None or value >= below:  # None: a NaN, not a reading
+        if not value < below:  # nor a NaN, which is not a reading
             continue
         at = ts / 1000
         a = max(at, first)

@@ -6,6 +6,7 @@ Intervals, grace and backoff are tiny here (FAST); the only time bounds are gene
 from __future__ import annotations
 
 import json
+import math
 import signal
 import socket
 import subprocess
@@ -22,7 +23,8 @@ import tidal
 
 from tenancy.services import token_create
 from tracking import services
-from tracking.models import Point, Run
+from tracking.models import Run
+from tracking.points import stored_points
 from tracking.tokens import run_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,7 +60,7 @@ def user_run(tenant):
 
 def counts(run_id: int) -> Counter:
     """How many points the server holds per (key, step)."""
-    return Counter(Point.objects.filter(series__run_id=run_id).values_list("series__key", "step"))
+    return Counter((p.key, p.step) for p in stored_points(run_id))
 
 
 def spooled(directory) -> list[dict]:
@@ -134,10 +136,9 @@ def test_init_log_finish_writes_exactly_the_points(live_server, tenant, token, m
     expected = {("loss", s) for s in range(0, 500, 10)} | {("lr", s) for s in range(0, 500, 10)}
     expected |= {("loss", 491), ("grad_norm", 491), ("loss", 492), ("ok", 493)}
     assert counts(run.id) == Counter(expected)
-    values = dict(Point.objects.filter(series__run_id=run.id, step__gt=490).values_list("series__key", "value")
-                  .order_by("step"))
+    values = {p.key: p.value for p in sorted(stored_points(run.id), key=lambda p: p.step) if p.step > 490}
     assert values["grad_norm"] == float("inf") and values["loss"] == 0.5
-    assert Point.objects.get(series__run_id=run.id, series__key="loss", step=491).value is None  # NaN is stored as NULL
+    assert [math.isnan(p.value) for p in stored_points(run.id) if p.key == "loss" and p.step == 491] == [True]
 
 
 def test_an_outage_spools_and_the_next_contact_sends_every_point_once(live_server, forwarder, user_run, token,
@@ -146,7 +147,7 @@ def test_an_outage_spools_and_the_next_contact_sends_every_point_once(live_serve
     for step in range(300):
         run.log({"loss": step / 100, "acc": 1 - step / 1000}, step=step)
     assert run.flush(timeout=30)  # the server is away past the grace period: everything went to the spool
-    assert not Point.objects.filter(series__run_id=user_run.pk).exists()
+    assert not stored_points(user_run.pk)
     assert sum(len(r["body"]["metrics"]) for r in spooled(sdk_env)) == 600
 
     forwarder.up = True
@@ -229,12 +230,12 @@ def test_only_rank_zero_logs_unless_all_ranks(live_server, tenant, token, monkey
 def test_system_metrics_are_logged_under_system(live_server, user_run, token):
     run = tidal.init(run_id=user_run.pk, url=live_server.url, token=token, **{**FAST, "system_interval": 0.05})
     deadline = time.monotonic() + 20
-    while not Point.objects.filter(series__run_id=user_run.pk, series__key="system/cpu_percent").exists():
+    while not any(p.key == "system/cpu_percent" for p in stored_points(user_run.pk)):
         assert time.monotonic() < deadline, "no system metrics arrived"
         run.flush(timeout=5)
         time.sleep(0.05)
     run.finish()
-    keys = set(Point.objects.filter(series__run_id=user_run.pk).values_list("series__key", flat=True))
+    keys = {p.key for p in stored_points(user_run.pk)}
     assert {"system/cpu_percent", "system/memory_percent", "system/disk_percent"} <= keys
     assert all(key.startswith("system/") for key in keys)
 
@@ -260,5 +261,5 @@ def test_a_job_process_killed_by_sigterm_flushes_its_points_first(live_server, u
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert "still alive" not in done.stdout
     assert counts(user_run.pk) == Counter({("loss", step): 1 for step in range(2000)})
-    assert set(Point.objects.filter(series__run_id=user_run.pk).values_list("attempt", flat=True)) == {2}
+    assert {p.attempt for p in stored_points(user_run.pk)} == {2}
     assert Run.objects.get(pk=user_run.pk).status == "RUNNING"  # a job's run ends with the job

@@ -178,15 +178,21 @@ def test_keys_pick_their_rules():
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(["train/loss", "train/grad_norm", "train/tokens_per_s", "system/gpu_util", "train/lr"]),
        st.integers(0, 10_000), st.lists(st.tuples(st.integers(0, 599), st.sampled_from(
-           ["spike", "drop", "nan", "inf", "zero", "low"])), max_size=6), st.integers(7, 300))
-def test_checking_quiet_runs_whole_finds_exactly_what_judging_every_point_finds(key, seed, faults, batch):
-    """The fast paths (runs of points checked whole while nothing fires, and whole batches as ingestion hands them
-    over) against judging each point alone: the same events at the same steps, and the same state after every
-    batch."""
+           ["spike", "drop", "nan", "inf", "zero", "low", "falls", "rises"])), max_size=6), st.integers(7, 300),
+       st.booleans())
+def test_checking_quiet_runs_whole_finds_exactly_what_judging_every_point_finds(key, seed, faults, batch, idle):
+    """The fast paths (runs of points checked whole while nothing fires, whole batches as ingestion hands them
+    over, and batches during a lasting anomaly) against judging each point alone: the same events at the same
+    steps, and the same state after every batch. `idle`: a GPU that is never busy, around its low threshold (its
+    collapse rule cannot fire); "falls" and "rises": the series stays ten times lower or twenty times higher from
+    there on."""
     rng = random.Random(seed)
-    level = 90.0 if "gpu" in key else 2.0
+    level = (10.0 if idle else 90.0) if "gpu" in key else 2.0
     values = [level * (1 + rng.gauss(0, 0.02)) for _ in range(600)]
     for at, kind in faults:
+        if kind in ("falls", "rises"):
+            values[at:] = [value * (0.1 if kind == "falls" else 20) for value in values[at:]]
+            continue
         values[at] = {"spike": level * 20, "drop": level * 0.1, "nan": math.nan, "inf": math.inf, "zero": 0.0,
                       "low": 1.0}[kind]
     points = [(step * 5, value) for step, value in enumerate(values)]
@@ -226,6 +232,24 @@ def test_a_quiet_batch_with_a_full_window_is_judged_whole(key, monkeypatch):
     events, _ = anomaly.evaluate_columns(key, state, [s for s, _ in quiet], [v for _, v in quiet], rules)
     assert judged_one_by_one and [e.step for e in events if isinstance(e, Finding)][:1] == [
         quiet[1504 if "gpu" in key else 1500][0]]
+
+
+@pytest.mark.parametrize(("key", "level", "later"), [("train/tokens_per_s", 50_000.0, 0.1),
+                                                      ("train/grad_norm", 1.0, 30.0), ("system/gpu_util", 5.0, 1.0)])
+def test_a_batch_in_a_lasting_anomaly_or_of_an_idle_gpu_is_judged_whole(key, level, later, monkeypatch):
+    """A throughput that stays down and a gradient norm that stays up keep their alert open batch after batch
+    without judging each point, and so does a GPU that was never busy (no collapse to find)."""
+    rng = random.Random(5)
+    rules = anomaly.active_rules([])
+    steady = [level * (1 + rng.gauss(0, 0.01)) for _ in range(400)]
+    _, state = anomaly.evaluate_columns(key, {}, list(range(400)), steady, rules)
+    _, state = anomaly.evaluate_columns(key, state, [400], [level * later], rules)
+    judged_one_by_one = []
+    real = anomaly.evaluate_key
+    monkeypatch.setattr(anomaly, "evaluate_key", lambda *a, **k: judged_one_by_one.append(1) or real(*a, **k))
+    lasting = [level * later * (1 + rng.gauss(0, 0.01)) for _ in range(2000)]
+    events, after = anomaly.evaluate_columns(key, state, list(range(401, 2401)), lasting, rules)
+    assert events == [] and judged_one_by_one == [] and after["on"] == state["on"] and after["s"] == 2400
 
 
 @pytest.mark.parametrize("width", [5, 6, 99, 100])

@@ -12,7 +12,8 @@ from clusters.models import Cluster
 from jobs.models import Attempt
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
 from tracking import demo
-from tracking.models import Alert, Point, Run
+from tracking.models import Alert, Run
+from tracking.points import stored_points
 from tracking.selectors import full_series
 from tracking.series import anomaly
 
@@ -26,8 +27,7 @@ def started_ago(job, seconds: float) -> datetime:
 
 
 def steps(run_obj: Run, key: str = "train/loss") -> list[int]:
-    return list(Point.objects.filter(series__run=run_obj, series__key=key).order_by("step")
-                .values_list("step", flat=True))
+    return sorted(p.step for p in stored_points(run_obj.pk) if p.key == key)
 
 
 def test_a_running_simulated_job_gets_increasing_steps_as_time_passes(tenant, inventory):  # noqa: F811
@@ -53,7 +53,7 @@ def test_a_kubernetes_job_gets_nothing(tenant, inventory):  # noqa: F811
     job = run(submit(tenant, inventory["h100"], duration=600), kube, ["r1-n1"])
     started_ago(job, 60)
     assert demo.log_simulated_runs() == 0
-    assert not Point.objects.filter(series__run__job=job).exists()
+    assert not [point for found in Run.objects.filter(job=job) for point in stored_points(found.pk)]
 
 
 def test_an_injected_nan_opens_alerts_at_its_step(tenant, inventory):  # noqa: F811

@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracking.series.downsample import downsample, latest_attempt_per_step
+from tracking.series.downsample import downsample
 
 values = st.one_of(st.floats(min_value=-1e6, max_value=1e6), st.just(math.nan), st.just(math.inf),
                    st.just(-math.inf))
@@ -64,7 +64,3 @@ def test_a_one_step_spike_in_a_million_points_survives():
     result = downsample(points, 2000)
     assert (777_777, 1e9) in result.points and len(result.points) <= 2000
 
-
-def test_the_newest_attempt_wins_a_redone_step():
-    rows = [(1, 1, 3.0), (2, 1, 2.0), (2, 2, 2.5), (3, 2, 1.0)]
-    assert latest_attempt_per_step(rows) == [(1, 3.0), (2, 2.5), (3, 1.0)]

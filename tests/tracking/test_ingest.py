@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from tests.conftest import client_for
-from tracking.models import Point, Run
+from tracking.models import Run
+from tracking.points import stored_points
 from tracking.selectors import attempt_starts, full_series
 from tracking.tokens import run_token
 
@@ -30,7 +31,7 @@ def test_a_batch_of_ten_thousand_points_with_params_and_tags_is_written(run, run
     assert response.status_code == 200, response.content
     assert response.json() == {"points": 10_000}
     run.refresh_from_db()
-    assert Point.objects.filter(series__run=run).count() == 10_000
+    assert len(stored_points(run.pk)) == 10_000
     assert run.params == {"lr": "0.0003", "batch_size": "32"}
     assert run.tags["git"] == "abc123"
     assert run.summary["loss"] == {"last": 1.0 / 10_000, "step": 9_999, "min": 1.0 / 10_000, "max": 1.0}
@@ -40,7 +41,7 @@ def test_one_point_over_the_limit_is_refused_and_nothing_is_written(run, run_cli
     response = run_client.post(url(run), {"metrics": points(10_001)}, format="json")
     assert response.status_code == 400
     assert "metrics" in response.json()["error"]["fields"]
-    assert not Point.objects.filter(series__run=run).exists()
+    assert not stored_points(run.pk)
 
 
 @pytest.mark.parametrize(("bad", "field"), [
@@ -60,7 +61,7 @@ def test_a_bad_point_names_its_index_and_the_batch_writes_nothing(run, run_clien
     assert response.status_code == 400, response.content
     assert field in response.json()["error"]["fields"]
     run.refresh_from_db()
-    assert not Point.objects.filter(series__run=run).exists()
+    assert not stored_points(run.pk)
     assert "new" not in run.params
 
 
@@ -78,14 +79,14 @@ def test_a_retried_batch_changes_nothing(run, run_client):
     body = {"metrics": points(100), "params": {"seed": "1"}}
     for _ in range(2):
         assert run_client.post(url(run), body, format="json").status_code == 200
-    assert Point.objects.filter(series__run=run).count() == 100
+    assert len(stored_points(run.pk)) == 100
 
 
 def test_a_param_cannot_change_and_the_batch_carrying_it_writes_nothing(run, run_client):
     response = run_client.post(url(run), {"metrics": points(5), "params": {"lr": "0.1"}}, format="json")
     assert response.status_code == 400
     assert "params.lr" in response.json()["error"]["fields"]
-    assert not Point.objects.filter(series__run=run).exists()
+    assert not stored_points(run.pk)
 
 
 def test_a_finished_run_takes_no_more_points(run, run_client):
@@ -101,7 +102,7 @@ def test_a_run_token_writes_only_its_own_run(run, other_run, tenant):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token(run.pk)}")
     assert client.post(url(other_run), {"metrics": points(1)}, format="json").status_code == 403
-    assert not Point.objects.filter(series__run=other_run).exists()
+    assert not stored_points(other_run.pk)
     # ... and reads nothing through the user API
     assert client.get(reverse("run-list")).status_code in (401, 403)
     assert client.get(reverse("run-detail", kwargs={"pk": run.pk})).status_code in (401, 403)
@@ -122,7 +123,7 @@ def test_users_log_by_role_and_an_outsider_sees_no_run(run, tenant):
                                                    format="json").status_code == 403
     assert client_for(tenant.users["outsider"]).post(url(run), {"metrics": points(1, start=9)},
                                                      format="json").status_code == 404
-    assert Point.objects.filter(series__run=run).count() == 1
+    assert len(stored_points(run.pk)) == 1
 
 
 def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_steps(run, run_client):
@@ -132,9 +133,17 @@ def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_ste
     run_client.post(url(run), {"metrics": redo}, format="json")
     series = dict(full_series(run, "loss"))
     assert series[4] == pytest.approx(1 / 5) and series[5] == 9.0 and series[11] == 9.0
-    assert Point.objects.filter(series__run=run, attempt=2).count() == 7
+    assert sum(p.attempt == 2 for p in stored_points(run.pk)) == 7
     run.refresh_from_db()
     assert [(a["attempt"], a["step"]) for a in attempt_starts(run)] == [(1, 0), (2, 5)]
+
+
+@pytest.mark.parametrize("attempt", [0, 32_768, True, "2"])
+def test_an_attempt_out_of_range_is_a_400_and_writes_nothing(run, run_client, attempt):
+    response = run_client.post(url(run), {"metrics": points(3), "attempt": attempt}, format="json")
+    assert response.status_code == 400, response.content
+    assert "attempt" in response.json()["error"]["fields"]
+    assert not stored_points(run.pk)
 
 
 def test_the_same_step_twice_in_one_batch_keeps_the_later_value(run, run_client):

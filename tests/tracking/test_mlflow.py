@@ -21,7 +21,8 @@ from rest_framework.test import APIClient
 from tenancy.services import token_create
 from tests.conftest import client_for
 from tracking import services
-from tracking.models import Point, Run, RunStatus
+from tracking.models import Run, RunStatus
+from tracking.points import stored_points
 from tracking.tokens import run_token
 
 live = pytest.mark.django_db(transaction=True)
@@ -112,7 +113,7 @@ def test_a_training_script_logs_params_metrics_and_tags(tenant, use_mlflow):
     run = Run.objects.get(pk=int(run_id))
     assert (run.project, run.experiment.name, run.status) == (tenant.project, "llama sft", RunStatus.FINISHED)
     assert run.user == tenant.users["member"]
-    assert Point.objects.filter(series__run=run, series__key="loss").count() == len(logged)
+    assert sum(p.key == "loss" for p in stored_points(run.pk)) == len(logged)
 
 
 @live
@@ -149,7 +150,7 @@ def test_a_job_continues_its_run_with_the_run_token(run, use_mlflow, monkeypatch
     run.refresh_from_db()
     assert run.status == RunStatus.FINISHED
     assert run.params == {"lr": "0.0003", "seed": "7"}
-    assert Point.objects.filter(series__run=run).count() == 2
+    assert len(stored_points(run.pk)) == 2
     assert [r.info.run_id for r in mlflow.search_runs([str(run.experiment_id)], output_format="list")] == \
         [str(run.pk)]
 
@@ -166,7 +167,7 @@ def test_a_run_token_cannot_create_runs_nor_touch_another_run(tenant, run, use_m
     assert client.get_experiment(str(run.experiment_id)).name == "sweep"
     client = use_mlflow(run_token(run.pk), project="secret")
     refused("RESOURCE_DOES_NOT_EXIST", client.get_run, str(run.pk))
-    assert not Point.objects.filter(series__run=neighbour).exists()
+    assert not stored_points(neighbour.pk)
 
 
 @live
@@ -182,7 +183,7 @@ def test_an_outsider_finds_neither_the_project_nor_a_run_of_another_tenant(tenan
     assert client.get_run(str(other_run.pk)).info.run_name == "secret-run"
     client = use_mlflow(user_token(tenant.users["owner"]))  # the other way round
     refused("RESOURCE_DOES_NOT_EXIST", client.set_tag, str(other_run.pk), "k", "v")
-    assert not Point.objects.filter(series__run=run).exists() and "k" not in Run.objects.get(pk=other_run.pk).tags
+    assert not stored_points(run.pk) and "k" not in Run.objects.get(pk=other_run.pk).tags
 
 
 @live
@@ -193,7 +194,7 @@ def test_a_viewer_reads_but_cannot_log(tenant, run, use_mlflow):
     refused("PERMISSION_DENIED", client.set_terminated, str(run.pk))
     refused("PERMISSION_DENIED", client.create_run, str(run.experiment_id))
     run.refresh_from_db()
-    assert run.status == RunStatus.RUNNING and not Point.objects.filter(series__run=run).exists()
+    assert run.status == RunStatus.RUNNING and not stored_points(run.pk)
 
 
 @live
@@ -214,7 +215,7 @@ def test_bad_input_is_refused_as_a_whole_and_nothing_is_written(tenant, run, use
     assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE" and "metrics[0].value" in response.json()[
         "message"]
     run.refresh_from_db()
-    assert not Point.objects.filter(series__run=run).exists()
+    assert not stored_points(run.pk)
     assert run.params == {"lr": "0.0003"} and "t" not in run.tags
 
 
@@ -267,4 +268,4 @@ def test_a_finished_run_takes_no_more_data(run, run_client):
     reopen = run_client.post(mlflow_url("runs/update"), {"run_id": str(run.pk), "status": "RUNNING"}, format="json")
     assert reopen.status_code == 400 and reopen.json()["error_code"] == "INVALID_PARAMETER_VALUE"
     run.refresh_from_db()
-    assert run.status == RunStatus.FINISHED and not Point.objects.filter(series__run=run).exists()
+    assert run.status == RunStatus.FINISHED and not stored_points(run.pk)

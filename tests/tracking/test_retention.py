@@ -8,10 +8,12 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.db.models import Sum
 from django.utils import timezone
 
 from tracking import selectors, services
-from tracking.models import Point, Run
+from tracking.models import PointBlock, Run
+from tracking.points import stored_points
 
 pytestmark = pytest.mark.django_db
 
@@ -37,8 +39,8 @@ def test_only_runs_ended_before_the_retention_lose_their_raw_points(tenant, keep
     old, recent, running = (ended_run(tenant, 40, "old"), ended_run(tenant, 10, "recent"),
                             ended_run(tenant, None, "running"))
     assert services.points_prune_raw() == 1
-    assert not Point.objects.filter(series__run=old).exists()
-    assert Point.objects.filter(series__run=recent).count() == Point.objects.filter(series__run=running).count() == 3000
+    assert not stored_points(old.pk)
+    assert len(stored_points(recent.pk)) == len(stored_points(running.pk)) == 3000
     assert services.points_prune_raw() == 0  # done once
 
 
@@ -57,4 +59,4 @@ def test_a_pruned_series_still_shows_its_spike_and_nan(tenant, keep_30_days):
 def test_no_retention_keeps_everything(tenant):
     assert settings.TIDAL["TRACKING_RAW_RETENTION_DAYS"] == 0
     ended_run(tenant, 4000, "ancient")
-    assert services.points_prune_raw() == 0 and Point.objects.count() == 3000
+    assert services.points_prune_raw() == 0 and PointBlock.objects.aggregate(n=Sum("count"))["n"] == 3000

@@ -86,6 +86,36 @@ def test_batches_in_any_order_leave_the_same_rollups(tenant):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("seed", range(4))
+def test_the_stored_rollups_are_the_merge_of_each_batchs_aggregates(tenant, seed):
+    """The upsert merges in SQL what rollup.merge merges in Python: batches meeting in the same chunks, with equal
+    extremes at other steps, NaN and infinities, chunks where one batch has no finite value, and a batch logged
+    again with other values."""
+    rng = random.Random(seed)
+    steps = list(range(3000))
+    rng.shuffle(steps)
+    pool = [1.0, 2.0, 3.0, -1.0, math.nan, math.inf, -math.inf]
+    batches = [sorted((s, rng.choice(pool)) for s in steps[i::3]) for i in range(3)]
+    batches.append([(s, 5.0) for s, _ in batches[2]])  # logged again, other values: the same last steps
+    run = services.run_create(project=tenant.project)
+    expected: dict[tuple[int, int], object] = {}
+    for batch in batches:
+        services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "step": s, "value": "NaN" if v != v else
+                                                        ("Infinity" if v == math.inf else "-Infinity" if v == -math.inf
+                                                         else v)} for s, v in batch])
+        chunks = aggregate(batch, LEVEL_STEPS[0])
+        for level in range(len(LEVEL_STEPS)):
+            if level:
+                chunks = coarser(chunks, LEVEL_STEPS[level] // LEVEL_STEPS[level - 1])
+            for chunk, agg in chunks.items():
+                known = expected.get((level, chunk))
+                expected[level, chunk] = agg if known is None else merge(known, agg)
+    stored = {(r.level, r.chunk): r.as_aggregate() for r in Rollup.objects.filter(series__run=run)}
+    assert stored.keys() == expected.keys()
+    assert all(same(stored[key], expected[key]) for key in expected)
+
+
+@pytest.mark.django_db
 def test_a_long_series_is_read_from_rollups_with_its_spike_and_nan(tenant, monkeypatch):
     monkeypatch.setattr(selectors, "RAW_LIMIT", 1000)
     run = services.run_create(project=tenant.project)

@@ -10,7 +10,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 from tracking import services
-from tracking.models import Point
+from tracking.points import stored_points
 
 LOG_BATCH = "/api/v1/runs/{id}/log-batch/"
 POINT = {"metrics": [{"key": "loss", "value": 1.0, "step": 0}]}
@@ -27,7 +27,7 @@ def test_it_logs_to_its_own_run_only(tenant, run, other_run, run_client):
         response = log_batch(run_client, victim)
         assert response.status_code == 403
         assert response.json()["error"]["message"] == "A run token writes only its own run."
-        assert not Point.objects.filter(series__run=victim).exists()
+        assert not stored_points(victim.pk)
 
 
 @pytest.mark.parametrize("url", ["/api/v1/runs/{id}/", "/api/v1/runs/{id}/series/?key=loss", "/api/v1/runs/{id}/csv/",

@@ -18,7 +18,8 @@ from tracking import selectors
 from tracking.auth import run_credential
 from tracking.mlflow.errors import denied, not_found
 from tracking.mlflow.translate import DEFAULT_EXPERIMENT_ID, pk_of
-from tracking.models import Experiment, Point, Run
+from tracking.models import Experiment, Run, Series
+from tracking.points import latest, read_blocks
 from tracking.services import DEFAULT_EXPERIMENT
 
 
@@ -112,9 +113,6 @@ def runs_of(scope: Scope, experiment_ids: list[str]) -> QuerySet[Run]:
 def metric_history(run: Run, key: str) -> list[tuple[int, int, float]]:
     """(step, timestamp ms, value) of one metric in step order; of a step logged again by a later attempt (a job
     resumed from a checkpoint), the later value, as Tidal's charts show it."""
-    rows = (Point.objects.filter(series__run=run, series__key=key).order_by("step", "attempt")
-            .values_list("step", "attempt", "timestamp", "value"))
-    latest: dict[int, tuple[int, int, float]] = {}
-    for step, _attempt, timestamp, value in rows.iterator(5000):
-        latest[step] = (step, timestamp, float("nan") if value is None else value)  # NaN is stored as NULL
-    return list(latest.values())
+    series = Series.objects.filter(run=run, key=key).values_list("id", flat=True)
+    steps, timestamps, values = latest(read_blocks(series))
+    return list(zip(steps.tolist(), timestamps.tolist(), values.tolist(), strict=True))

@@ -179,15 +179,19 @@ def evaluate_columns(key: str, state: Mapping[str, Any], steps: Sequence[int], v
                      rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False) -> tuple[list[Event],
                                                                                                 dict[str, Any]]:
     """`evaluate_key` of a key's points as columns in step order. A healthy run's batch is quiet from end to end,
-    so it is first judged whole (`_quiet_batch`); any other goes point by point through `evaluate_key`."""
+    and one in a lasting anomaly fires from end to end, so each is first judged whole (`_quiet_batch`,
+    `_lasting_batch`); any other goes point by point through `evaluate_key`."""
     last = -1 if resumed else state.get("s", -1)
     start = bisect_right(steps, last)
     names = [rule for rule in rules_for_key(key) if rule in rules]
-    quiet = _quiet_batch(state, steps[start:], values[start:], [(rule, rules[rule]) for rule in names])
+    checks = [(rule, rules[rule]) for rule in names]
+    if start:  # a retried batch's steps already seen (no copy of a new batch's columns)
+        steps, values = steps[start:], values[start:]
+    judge = _lasting_batch if state.get("on") else _quiet_batch
+    quiet = judge(state, steps, values, checks)
     if quiet is not None:
         return [], quiet
-    return evaluate_key(key, state, list(zip(steps[start:], values[start:], strict=True)), rules, resumed=resumed,
-                        ordered=True)
+    return evaluate_key(key, state, list(zip(steps, values, strict=True)), rules, resumed=resumed, ordered=True)
 
 
 def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
@@ -214,20 +218,81 @@ def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequenc
         if _may_fire_in_batch(rule, params, old[-int(params["window"]):], column, lowest, highest):
             return None
     st: dict[str, Any] = {**state, "on": [], "s": steps[-1]}
-    for rule, params in checks:
-        if rule == GPU_UTIL_COLLAPSE:
-            if lowest < params["below"]:
-                return None
-            st["low"] = 0
-            if highest >= params["above"]:
-                st["high"] = True
-        elif rule == LOSS_PLATEAU and not _plateau_quiet(list(zip(steps, values, strict=True)), st, params):
-            return None
+    if not _others_quiet(st, steps, values, column, lowest, highest, checks):
+        return None
     if size:
-        st["w"] = (old + list(values))[-size:]
+        st["w"] = (old + list(values[-size:]))[-size:]
     else:
         st.pop("w", None)
     return st
+
+
+def _lasting_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
+                   checks: list[tuple[str, Mapping[str, float]]]) -> dict[str, Any] | None:
+    """The state `evaluate_key` would leave after a batch during which the window rules already firing fire at
+    every point and nothing else opens or clears (a throughput that stays down, a gradient norm that stays up), or
+    None when that may not be so.
+
+    A point that fires a window rule stays out of the window, so through such a batch the window does not change:
+    every point is judged against the same median (and MAD), and each rule's verdict on the batch follows from the
+    batch's extremes (each check is monotonic in the value)."""
+    firing = set(state.get("on", []))
+    # A firing rule the project turned off since is no longer judged, so it may not hold the window still.
+    if not values or not firing <= set(WINDOW_RULES) or not firing <= {rule for rule, _ in checks}:
+        return None
+    column = np.asarray(values, dtype=float)
+    if not np.isfinite(column).all():
+        return None
+    lowest, highest = float(column.min()), float(column.max())
+    window = list(state.get("w", []))
+    size = 0
+    for rule, params in checks:
+        if rule not in WINDOW_RULES:
+            continue
+        size = max(size, int(params["window"]))
+        recent = window[-int(params["window"]):]
+        if len(recent) < params["min_points"]:
+            return None
+        median = statistics.median(recent)
+        mad = statistics.median(abs(x - median) for x in recent) if rule == LOSS_SPIKE else None
+        if rule in firing:
+            # It fires at every point if it fires at the one least likely to: the highest for a drop, the lowest
+            # for a spike or an explosion.
+            least = highest if rule == THROUGHPUT_DROP else lowest
+            if not _may_fire(rule, params, median, mad, least, least):
+                return None
+        elif _may_fire(rule, params, median, mad, lowest, highest):
+            return None
+    st: dict[str, Any] = {**state, "s": steps[-1], "w": window[-size:]}
+    return st if _others_quiet(st, steps, values, column, lowest, highest, checks) else None
+
+
+def _others_quiet(st: dict[str, Any], steps: Sequence[int], values: Sequence[float], column: np.ndarray,
+                  lowest: float, highest: float, checks: list[tuple[str, Mapping[str, float]]]) -> bool:
+    """The rules without a window through a batch of finite values (`column` as an array, `lowest` and `highest`
+    its extremes), following their counters in `st` as judging each point would; False when one may open."""
+    for rule, params in checks:
+        if rule == GPU_UTIL_COLLAPSE and not _gpu_quiet(st, column, lowest, highest, params):
+            return False
+        if rule == LOSS_PLATEAU and not _plateau_quiet(list(zip(steps, values, strict=True)), st, params):
+            return False
+    return True
+
+
+def _gpu_quiet(st: dict, column: np.ndarray, lowest: float, highest: float, params: Mapping[str, float]) -> bool:
+    """Follow the GPU rule's counters through finite values as `_gpu_util_collapse` would one by one; False (the
+    state untouched) when some point may fire. It fires only after the key was high, then low for `points` values
+    in a row: values that never fall below `below` cannot fire it, nor can a key that neither was nor gets high."""
+    if lowest >= params["below"]:
+        st["low"] = 0
+        if highest >= params["above"]:
+            st["high"] = True
+        return True
+    if st.get("high") or highest >= params["above"]:
+        return False
+    not_low = np.flatnonzero(column >= params["below"])
+    st["low"] = st.get("low", 0) + len(column) if not len(not_low) else len(column) - 1 - int(not_low[-1])
+    return True
 
 
 def _may_fire_in_batch(rule: str, params: Mapping[str, float], window: list[float], column: np.ndarray,
@@ -365,12 +430,8 @@ def _quiet_run(todo: list[tuple[int, float]], start: int, st: dict, checks: list
     if plateau is not None and not _plateau_quiet(todo[start:end], st, plateau):
         return 0
     gpu = next((params for rule, _, params, _ in checks if rule == GPU_UTIL_COLLAPSE), None)
-    if gpu is not None:
-        if low < gpu["below"]:
-            return 0
-        st["low"] = 0
-        if high >= gpu["above"]:
-            st["high"] = True
+    if gpu is not None and not _gpu_quiet(st, np.asarray(values, dtype=float), low, high, gpu):
+        return 0
     if size:
         window = st["w"]
         window.extend(values)

@@ -73,14 +73,3 @@ def _flush(points: list[Point], lo: Point | None, hi: Point | None) -> None:
     else:
         points.extend(sorted((lo, hi)))
 
-
-def latest_attempt_per_step(rows: Sequence[tuple[int, int, float]]) -> list[Point]:
-    """Rows (step, attempt, value) in (step, attempt) order -> one point per step, from the newest attempt that
-    logged it: a job resumed from a checkpoint logs again the steps after it, and the curve shows the redo."""
-    out: list[Point] = []
-    for step, _attempt, value in rows:
-        if out and out[-1][0] == step:
-            out[-1] = (step, value)
-        else:
-            out.append((step, value))
-    return out

@@ -1,0 +1,81 @@
+"""Points stored in blocks: a batch that meets stored points is merged with the blocks it overlaps, so a point stays
+identified by (series, step, attempt) and the blocks of a series and attempt never overlap."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from tracking import points, services
+from tracking.models import PointBlock
+from tracking.points import Block, latest, merged, stored_points
+from tracking.selectors import full_series
+
+pytestmark = pytest.mark.django_db
+
+
+def block(attempt: int, steps: list[int], value: float) -> Block:
+    return Block(1, attempt, np.array(steps, dtype=np.int64), np.array(steps, dtype=np.int64) + 1000,
+                 np.full(len(steps), value))
+
+
+def log(run, steps, value: float, attempt: int | None = None) -> None:
+    services.run_log_batch(run_id=run.pk, attempt=attempt,
+                           metrics=[{"key": "loss", "value": value, "step": s, "timestamp": s} for s in steps])
+
+
+def stored_blocks(run) -> list[tuple[int, int, int, int]]:
+    return list(PointBlock.objects.filter(series__run=run).order_by("attempt", "first_step")
+                .values_list("attempt", "first_step", "last_step", "count"))
+
+
+@pytest.mark.django_db(False)
+def test_merging_keeps_one_point_a_step_the_latest_blocks():
+    out = merged([block(1, [0, 2, 4], 1.0), block(1, [1, 2, 5], 2.0)])
+    assert out.steps.tolist() == [0, 1, 2, 4, 5]
+    assert out.values.tolist() == [1.0, 2.0, 2.0, 1.0, 2.0] and out.timestamps.tolist() == [1000, 1001, 1002,
+                                                                                            1004, 1005]
+
+
+@pytest.mark.django_db(False)
+def test_reading_takes_the_newest_attempt_of_a_step_and_the_range_asked():
+    steps, timestamps, values = latest([block(1, [0, 1, 2, 3], 1.0), block(2, [2, 3, 4], 2.0)], min_step=1)
+    assert steps.tolist() == [1, 2, 3, 4] and values.tolist() == [1.0, 2.0, 2.0, 2.0]
+    assert timestamps.tolist() == [1001, 1002, 1003, 1004]
+
+
+def test_a_batch_over_two_stored_blocks_replaces_its_steps_and_keeps_the_rest(run):
+    log(run, range(0, 100), 1.0)
+    log(run, range(100, 200), 2.0)
+    log(run, range(50, 150), 3.0)
+    series = dict(full_series(run, "loss"))
+    assert len(series) == 200 and len(stored_points(run.pk)) == 200
+    assert series[49] == 1.0 and series[50] == series[149] == 3.0 and series[150] == 2.0
+    assert stored_blocks(run) == [(1, 0, 199, 200)]
+
+
+def test_a_continued_series_adds_a_block_of_its_own(run):
+    log(run, range(0, 100), 1.0)
+    log(run, range(100, 200), 2.0)
+    assert stored_blocks(run) == [(1, 0, 99, 100), (1, 100, 199, 100)]
+
+
+def test_an_overlapping_block_is_split_at_the_largest_block(run, monkeypatch):
+    monkeypatch.setattr(points, "MAX_BLOCK", 30)
+    log(run, range(0, 100), 1.0)
+    log(run, range(90, 110), math.nan)
+    found = stored_blocks(run)
+    assert [count for *_, count in found] == [30, 30, 30, 20]
+    assert all(a[2] < b[1] for a, b in itertools.pairwise(found))  # disjoint, in step order
+    series = full_series(run, "loss")
+    assert [s for s, _ in series] == list(range(110)) and all(math.isnan(v) for _, v in series[90:])
+
+
+def test_attempts_keep_blocks_of_their_own(run):
+    log(run, range(0, 10), 1.0)
+    log(run, range(5, 15), 2.0, attempt=2)
+    assert stored_blocks(run) == [(1, 0, 9, 10), (2, 5, 14, 10)]
+    assert [p.value for p in stored_points(run.pk) if p.step == 7] == [1.0, 2.0]
