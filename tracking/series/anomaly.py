@@ -20,7 +20,6 @@ from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 NON_FINITE = "non_finite"
 LOSS_SPIKE = "loss_spike"
@@ -304,7 +303,7 @@ def _may_fire_in_batch(rule: str, params: Mapping[str, float], window: list[floa
     size = int(params["window"])
     history = np.concatenate((np.asarray(window, dtype=float), column))
     starts = np.arange(0, len(column), STRIDE)
-    windows = sliding_window_view(history, size)[starts]  # the `size` values before each stretch (a copy)
+    windows = history[starts[:, None] + np.arange(size)]  # the `size` values before each stretch
     median = _row_medians(windows)
     low = np.minimum.reduceat(history[size:], starts)
     high = np.maximum.reduceat(history[size:], starts)
