@@ -57,11 +57,20 @@ def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
     return found
 
 
+# Keys written by one set of statements: a batch may hold 10,000 keys, and SQLite refuses an expression over 1,000
+# deep (the overlap lookup's OR of one term per key).
+KEYS_PER_PART = 100
+
+
 def write_points(run_id: int, attempt: int, batch: Batch) -> None:
     """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction,
-    which holds the run's row lock: batches of a run are written one at a time."""
-    if not batch:
-        return
+    which holds the run's row lock: batches of a run are written one at a time, a wide one in parts of keys."""
+    keys = list(batch)
+    for i in range(0, len(keys), KEYS_PER_PART):
+        _write_part(run_id, attempt, {key: batch[key] for key in keys[i:i + KEYS_PER_PART]})
+
+
+def _write_part(run_id: int, attempt: int, batch: Batch) -> None:
     ids = series_ids(run_id, set(batch))
     fresh = {ids[key]: Block(ids[key], attempt, np.asarray(group.steps, dtype=np.int64),
                              np.asarray(group.timestamps, dtype=np.int64), np.asarray(group.values, dtype=float))

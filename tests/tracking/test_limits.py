@@ -29,3 +29,14 @@ def test_an_oversized_mlflow_batch_answers_in_mlflows_shape(run, run_client, set
     assert response.status_code in (400, 413), response.content
     assert set(response.json()) >= {"error_code", "message"}
     assert not run.series.exists()
+
+
+@pytest.mark.parametrize("keys", [1_000, 10_000])
+def test_a_batch_of_as_many_keys_as_points_is_stored_whole(run, run_client, keys):
+    """Up to 10,000 points, each of its own key if it likes: every key's series and points are written (SQLite's
+    limit on an expression's depth, 1,000, must not turn a wide batch into a 500)."""
+    body = json.dumps({"metrics": [{"key": f"layer{k}/grad_norm", "value": float(k), "step": 1} for k in range(keys)]})
+    response = run_client.post(reverse("run-log-batch", kwargs={"pk": run.pk}), body,
+                               content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert run.series.count() == keys
