@@ -90,8 +90,6 @@ class Domain:
 class CapacityIndex:
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self.nodes = nodes
-        self.index_of: dict[str, int] = {}
-        self.free: list[int] = []
         self.node_flavor: list[str] = [n.flavor for n in nodes]
         # Some node models CPU or memory. When none does (trace replay, which builds an index every cycle), nothing
         # keeps CPU and memory bounds: no node's free CPU or memory ever comes near a request, so the initial
@@ -132,29 +130,30 @@ class CapacityIndex:
         # cycle, and list slots cost less than four flavor-keyed dict updates per node.
         leaf_devices: list[int] = []
         leaf_largest: list[int] = []
+        self.index_of = {node.name: i for i, node in enumerate(nodes)}
+        self.free = [max(0, node.free) for node in nodes]
+        leaves, leaf_of, modelled = self.leaves, self.leaf_of, self.modelled
         for i, node in enumerate(nodes):
-            self.index_of[node.name] = i
-            free = max(0, node.free)
-            self.free.append(free)
             if not node.schedulable:
-                self.leaf_of.append(-1)
+                leaf_of.append(-1)
                 continue
+            free = self.free[i]
             key = (node.flavor, node.cluster, node.block, node.rack)
             lid = leaf_ids.get(key)
             if lid is None:
-                lid = leaf_ids[key] = len(self.leaves)
-                self.leaves.append(Leaf(*key))
+                lid = leaf_ids[key] = len(leaves)
+                leaves.append(Leaf(*key))
                 self.leaf_version.append(0)
                 self.flavor_leaves.setdefault(node.flavor, []).append(lid)
                 leaf_devices.append(0)
                 leaf_largest.append(0)
-            leaf = self.leaves[lid]
-            self.leaf_of.append(lid)
-            size = max(node.devices, free)
-            if len(leaf.buckets) <= size:
-                leaf.grow(size)
-            leaf.buckets[free].append(i)  # indexes arrive in increasing order: lists stay sorted
-            if self.modelled:
+            leaf = leaves[lid]
+            leaf_of.append(lid)
+            buckets = leaf.buckets
+            if len(buckets) <= free or len(buckets) <= node.devices:
+                leaf.grow(max(node.devices, free))
+            buckets[free].append(i)  # indexes arrive in increasing order: lists stay sorted
+            if modelled:
                 cpu, mem = self.cpu[i], self.mem[i]
                 bounds = leaf.bounds[free]
                 bounds[:] = [min(bounds[CPU_LOW], cpu), max(bounds[CPU_HIGH], cpu), min(bounds[MEM_LOW], mem),

@@ -18,7 +18,7 @@ Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's dec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 
 from .backfill import hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
@@ -53,13 +53,13 @@ class Outcome:
         self.job = job
         self.info = info
         self.considered = False  # reached the quota phase (not blocked by strict ordering)
-        self.victims: list[RunRec] = []
+        self.victims: Sequence[RunRec] = ()  # shared empty tuples until set: most jobs have none
         self.admit: Admit | None = None
         self.entry: WaitEntry | None = None
         # Preempting other projects' jobs would make room, but its reclaim grace ends only then (the victims it
         # would take, kept running): see Cycle.decide.
         self.grace_end: float | None = None
-        self.deferred: list[RunRec] = []
+        self.deferred: Sequence[RunRec] = ()
 
 
 # Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its
@@ -69,13 +69,6 @@ RESERVABLE = ("borrow_limit", "borrowing_off")
 
 
 UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
-
-
-def no_entry(job: PendingJob, info: JobInfo, code: str, reason: str = "", quota_kind: str = "",
-             quota_flavor: str = "", constrained: bool = False) -> None:
-    """A waiting job's entry when the cycle returns no Wait (Policy.waits=False): none. (WaitEntry's parameters,
-    so that a call packs nothing.)"""
-    return None
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -93,7 +86,7 @@ def held_reason(state: CycleState, job: PendingJob, hold: QuotaHold) -> str:
             f"would still run then and the quota has no room for both")
 
 
-def grace_reason(state: CycleState, job: PendingJob, victims: list[RunRec], end: float) -> str:
+def grace_reason(state: CycleState, job: PendingJob, victims: Sequence[RunRec], end: float) -> str:
     others = [v for v in victims if v.project != job.project]
     names = sorted({v.project for v in others})
     projects = f"project{'s' if len(names) > 1 else ''} {', '.join(names)}"
@@ -127,8 +120,7 @@ class Cycle:
         self.fitting: dict[tuple, list[tuple[int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
-        # What a waiting job's outcome keeps for phase 6: nothing when no Wait is returned (Policy.waits).
-        self.wait_entry: Callable[..., WaitEntry | None] = WaitEntry if policy.waits else no_entry
+        self.waits = policy.waits  # a waiting job's outcome keeps an entry for phase 6 only when Waits are returned
         self.strict = policy.blocking == "strict"
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
 
@@ -152,24 +144,27 @@ class Cycle:
     # -- phases 2 to 5, per job -------------------------------------------------------------------------------
 
     def evaluate(self, job: PendingJob, info: JobInfo) -> Outcome:
-        state, policy = self.state, self.policy
+        state, policy, waits = self.state, self.policy, self.waits
         out = Outcome(job, info)
         strict = self.strict
         queue = queue_of(job, policy) if strict else ""
         if strict and queue in state.blocked:
-            blocker = state.blocked[queue]
-            order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
-            out.entry = self.wait_entry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
+            if waits:
+                blocker = state.blocked[queue]
+                order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
+                out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
             return out
         out.considered = True
         structural = self.structural_check(job, info)
         if structural is not None:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
-            out.entry = self.wait_entry(job, info, *structural)
+            if waits:
+                out.entry = WaitEntry(job, info, *structural)
             return out
         if not job.preemptible and job.project in self.budget_stops:
             # Never blocks a queue either: its project's preemptible jobs behind it are still admitted.
-            out.entry = self.wait_entry(job, info, "budget", self.budget_stops[job.project])
+            if waits:
+                out.entry = WaitEntry(job, info, "budget", self.budget_stops[job.project])
             return out
         failure = state.quota.check_demand(job.project, info.demand_key, info.demand)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
@@ -186,22 +181,25 @@ class Cycle:
             self.admit(out, tentative)
             return out
         if held is not None:
-            reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
-            out.entry = self.wait_entry(job, info, "quota", reason, quota_kind="held")
+            if waits:
+                reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
+                out.entry = WaitEntry(job, info, "quota", reason, quota_kind="held")
         elif failure is not None:
             # Phase 6 writes its reason from the state the cycle ends in (what the quota API will show).
             code = "max_running" if failure.kind == "max_running" else "quota"
-            out.entry = self.wait_entry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
+            if waits:
+                out.entry = WaitEntry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
             self.borrower_waits = self.borrower_waits or failure.kind == "cohort"
             if policy.blocking == "backfill" and not job.preemptible and failure.kind in RESERVABLE:
                 self.reserve_for_quota(out)  # phase 5
         else:
-            out.entry = self.wait_entry(job, info, "place", constrained=constrained)
+            if waits:
+                out.entry = WaitEntry(job, info, "place", constrained=constrained)
             if (policy.blocking == "backfill" and not job.preemptible
                     and not any(f in state.head_flavors for f in info.flavors)):
                 self.reserve_for_capacity(out)  # phase 5
-        if out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
-            out.entry = self.wait_entry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
+        if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
+            out.entry = WaitEntry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict:
             state.blocked[queue] = job.id
         return out

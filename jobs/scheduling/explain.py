@@ -220,13 +220,6 @@ class Explainer:
             self.quota_reasons[key] = text
         return text
 
-    def finish(self, entry: WaitEntry) -> Wait:
-        if entry.placement_failed:
-            entry.code, entry.reason = self.placement_reason(entry)
-        elif not entry.reason:
-            entry.reason = self.quota_reason(entry)
-        return Wait(entry.job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos)
-
     def explain(self, entries: list[WaitEntry]) -> list[Wait]:
         proj_count: dict[str, int] = {}
         flav_count: dict[str, int] = {}
@@ -235,7 +228,11 @@ class Explainer:
             job, info = entry.job, entry.info
             entry.proj_pos = proj_count[job.project] = proj_count.get(job.project, 0) + 1
             entry.flav_pos = flav_count[info.primary] = flav_count.get(info.primary, 0) + 1
-            waits.append(self.finish(entry))
+            if entry.placement_failed:
+                entry.code, entry.reason = self.placement_reason(entry)
+            elif not entry.reason:
+                entry.reason = self.quota_reason(entry)
+            waits.append(Wait(job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos))
         return waits
 
     def brief(self, entries: list[WaitEntry]) -> list[Wait]:

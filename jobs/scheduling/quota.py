@@ -251,7 +251,8 @@ class QuotaState:
 
     def check_demand(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
         """check(), remembered: a cycle checks job after job of a project that all wait. `demand_key` is
-        JobInfo.demand_key.
+        JobInfo.demand_key. An answer holds for the same (project, demand) while the usage is the same (its
+        version); past that:
 
         A demand of one flavor f is answered from what check() reads of the state: the project's running jobs
         and its usage of f, its cohort's lendable and borrowed f, and the excess over lenders on f. For those
@@ -259,12 +260,20 @@ class QuotaState:
         passes (inside the guarantee, or under the borrow limit and what the cohort can lend), and what a demand
         that failed asks for or more fails, for the same reason but one: a cohort failure turns into the borrow
         limit's once the project would borrow more than that. So each set of values keeps the largest demand
-        that passed and the smallest that failed, and most jobs of a waiting project need no check at all.
-        Demands of several flavors are remembered per (project, demand) while the usage is the same."""
+        that passed and the smallest that failed, and most jobs of a waiting project need no check at all."""
         if not self.cache:
             return self.check(project, demand, False)
-        if len(demand_key) != 2:
-            return self._check_flavors(project, demand_key, demand)
+        key = (project, demand_key)
+        cached = self._checked.get(key)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        answer = self._check_one(project, demand_key, demand) if len(demand_key) == 2 else \
+            self.check(project, demand, False)
+        self._checked[key] = (self.version, answer)
+        return answer
+
+    def _check_one(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
+        """check_demand of one flavor, from the values check() reads (see check_demand)."""
         flavor, devices = demand_key
         key = (project, flavor)
         cohort_key = (self.cohort.get(project, project), flavor)
@@ -286,15 +295,6 @@ class QuotaState:
         elif known.failure is None or devices < known.failed:
             known.failed, known.failure = devices, answer
         return answer
-
-    def _check_flavors(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
-        key = (project, demand_key)
-        cached = self._checked.get(key)
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
-        failure = self.check(project, demand, False)
-        self._checked[key] = (self.version, failure)
-        return failure
 
     def would_borrow(self, project: str, demand: dict[str, int], preemptible: bool) -> bool:
         """Would admitting this job take its project above its guarantee on some flavor? A non-preemptible job
