@@ -24,7 +24,10 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
 - arithmetic first: before removing anything, J must fit with every candidate gone by plain counting (free
   devices per flavor, and for identical replicas whole replicas per node, each node counting its scarcest of
   devices, CPU and memory, summed over the domains its topology allows: exact for placement, ignoring only
-  quotas and reservations, so it never rejects a job that could fit);
+  quotas and reservations, so it never rejects a job that could fit), and pass its quota with every candidate's
+  usage gone (removing a running job never tightens a quota: see could_pass_quota_without). A job its own quota
+  keeps out tries its project's lower-priority jobs: when even all of them do not free enough quota, nothing is
+  simulated;
 - failures are remembered per (project, shape) for the rest of the cycle (Cycle.try_preempt);
 - at most MAX_SIMULATIONS simulated removals per cycle (policy constant below): later jobs that would need one
   wait for the next cycle, which starts with fresh state and its own budget. This bounds a cycle's preemption
@@ -251,6 +254,47 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
     return False
 
 
+def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> bool:
+    """Necessary condition: would the job pass its quota if every candidate's usage were gone? Removing a running
+    job never tightens a quota (its project holds less: it borrows less or lends more, so its cohort's excess and
+    the running-job count only fall), so when this fails, no subset of the candidates frees enough quota and
+    simulated removal would fail too. Its own project's candidates are counted out first (check()'s `extra`,
+    negative): what they leave failing on its project's own limits, no other project's removal cures."""
+    quota = state.quota
+    if not quota.enabled:
+        return True
+    own: dict[str, int] = {}
+    jobs = others = 0
+    for rec in candidates:
+        if rec.project != job.project:
+            others += 1
+            continue
+        jobs -= 1
+        for flavor, d in rec.demand.items():
+            own[flavor] = own.get(flavor, 0) - d
+    failure = quota.check(job.project, info.demand, job.preemptible, (own, jobs))
+    if failure is None or failure.kind in OWN_LIMITS or not others:
+        return failure is None
+    return quota.check_without(job.project, info.demand, job.preemptible, _usage(candidates, info)) is None
+
+
+OWN_LIMITS = ("max_running", "no_quota", "borrowing_off", "borrow_limit")  # QuotaFailure kinds of a project alone
+
+
+def _usage(recs: list[RunRec], info: JobInfo) -> tuple[dict[tuple[str, str, bool], int], dict[str, int]]:
+    """The jobs' devices on the flavors the job asks for, per (project, flavor, preemptible), and running jobs per
+    project: all of theirs that a quota check of the job reads."""
+    devices: dict[tuple[str, str, bool], int] = {}
+    jobs: dict[str, int] = {}
+    for rec in recs:
+        for flavor, d in rec.demand.items():
+            if flavor in info.demand:
+                key = (rec.project, flavor, rec.preemptible)
+                devices[key] = devices.get(key, 0) + d
+        jobs[rec.project] = jobs.get(rec.project, 0) + 1
+    return devices, jobs
+
+
 def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligible: list[RunRec],
                       below: float) -> list[RunRec] | None:
     """For a job of one replica: the fewest victims on one node, then the least work lost (devices x time run),
@@ -344,7 +388,9 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
         return None
     # Candidates whose project stopped borrowing are skipped at removal anyway: leave them out of the bound.
     eligible = [rec for rec in candidates if _still_eligible(state, job, info, rec)]
-    if not eligible or not could_fit_without(state, job, info, eligible):
+    if not eligible or (quota_failed and not could_pass_quota_without(state, job, info, eligible)):
+        return None
+    if not could_fit_without(state, job, info, eligible):
         return None
     state.simulations += 1
     # Remove in preference order, checking at 1, 2, 4, ... removals and once all are removed: the first

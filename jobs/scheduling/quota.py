@@ -249,6 +249,24 @@ class QuotaState:
                 return QuotaFailure("cohort", flavor)
         return None
 
+    def check_without(self, project: str, demand: dict[str, int], preemptible: bool,
+                      usage: tuple[dict[tuple[str, str, bool], int], dict[str, int]]) -> QuotaFailure | None:
+        """check() as if this usage were gone: devices per (project, flavor, preemptible) and running jobs per
+        project (preemption's candidates, summed). The state is left as it was, its version included."""
+        devices, jobs = usage
+        before = self.version
+        for (p, flavor, pre), d in devices.items():
+            self._add(p, flavor, 0 if pre else -d, -d if pre else 0)
+        for p, n in jobs.items():
+            self.running[p] -= n
+        failure = self.check(project, demand, preemptible)
+        for (p, flavor, pre), d in devices.items():
+            self._add(p, flavor, 0 if pre else d, d if pre else 0)
+        for p, n in jobs.items():
+            self.running[p] += n
+        self.restore(before)
+        return failure
+
     def check_demand(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
         """check(), remembered: a cycle checks job after job of a project that all wait. `demand_key` is
         JobInfo.demand_key. An answer holds for the same (project, demand) while the usage is the same (its

@@ -253,6 +253,20 @@ def test_priority_preemption_within_a_project_only_of_lower_priority():
     assert equal.preemptions == () and admitted(equal) == []
 
 
+def test_a_job_whose_quota_no_preemption_can_free_does_not_spend_the_preemption_budget(monkeypatch):
+    """Job 1 of project a needs 8 devices on a guarantee of 4 with no borrowing: evicting a's only lower-priority
+    job frees 4, not enough, so it is not simulated, and job 2 of project b (which its own lower-priority job makes
+    room for) still gets the cycle's one simulated removal."""
+    monkeypatch.setattr("jobs.scheduling.preemption.MAX_SIMULATIONS", 1)
+    monkeypatch.setattr("jobs.scheduling.cycle.MAX_SIMULATIONS", 1)
+    jobs = [running(100, "a", {"n0": 4}, priority=100), running(200, "b", {"n1": 8}, priority=100)]
+    quotas = [Quota("a", A100, 4, borrow_limit=0), Quota("b", A100, 8, borrow_limit=0)]
+    pending = [job(1, "a", priority=1000), job(2, "b", priority=1000)]
+    result = cycle(snapshot(nodes(2), pending, jobs, quotas))
+    assert victims(result) == [200] and admitted(result) == [2]
+    assert waits(result)[1].code == "quota"
+
+
 def test_preemptible_jobs_are_first_victims():
     node_list = nodes(3)
     jobs = [running(100, "nlp", {"n0": 8}, priority=100, started_at=900.0),
