@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from .capacity import CapacityIndex
 from .lending import lend_holds
 from .model import PendingJob, Policy, RunningJob, Snapshot
-from .placement import Taken, place, undo
+from .placement import Taken, fits_by_count, place, undo
 from .quota import QuotaState
 from .shapes import JobInfo
 
@@ -506,9 +506,15 @@ class CycleState:
         self.settle(holds, nodes)
 
     def fits(self, job: PendingJob, info: JobInfo) -> bool:
-        """Could the job be admitted right now (quota and a placement)? Leaves the state unchanged."""
+        """Could the job be admitted right now (quota and a placement)? Leaves the state unchanged. Told by
+        counting where that is exact (identical replicas of one flavor: placement.fits_by_count), with what the
+        holds it would end before keep hidden counted in, as place_tentative lifts them."""
         if self.quota.check(job.project, info.demand, job.preemptible) is not None:
             return False
+        short = self.short_holds(job.max_runtime, info)
+        counted = fits_by_count(self.index, job, info, {i for h in short for i in h.x} if short else ())
+        if counted is not None:
+            return counted
         tentative = self.place_tentative(job, info)
         if tentative is None:
             return False
