@@ -17,7 +17,7 @@ from dataclasses import replace
 from .model import PendingJob, ReplicaGroup, Topology, Wait
 from .placement import fits_by_count, group_room, max_room, place, undo
 from .quota import QuotaFailure
-from .quota_reasons import FREED, quota_reason, short_quota_reason
+from .quota_reasons import FREED, QuotaReasons, short_quota_reason
 from .shapes import JobInfo, fmt_cpu, fmt_memory
 from .state import CycleState, Hold
 
@@ -64,6 +64,7 @@ class Explainer:
         self.free = {f: state.index.actual_free(f) for f in state.index.flavor_leaves}
         self.reasons: dict[tuple, tuple[str, str]] = {}
         self.quota_reasons: dict[tuple, str] = {}  # (project, JobInfo.demand_key) -> its reason
+        self.quota_texts = QuotaReasons(state.quota)
         # (shape without CPU and memory, holds) -> ((cpu, mem) that fit, (cpu, mem) that did not), at the end
         self.fitted: dict[tuple, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
         self.rooms: dict[tuple[str, int, int, int], int] = {}  # (flavor, devices, cpu, mem) -> group_room
@@ -216,7 +217,7 @@ class Explainer:
         if text is None:
             # Answered from the cycle's own check when nothing changed quotas after it (the jobs of a full cluster).
             failure = self.state.quota.check_demand(job.project, info.demand_key, info.demand)
-            text = FREED if failure is None else quota_reason(self.state.quota, job.project, info.demand, failure)
+            text = FREED if failure is None else self.quota_texts.reason(job.project, info.demand, failure)
             self.quota_reasons[key] = text
         return text
 

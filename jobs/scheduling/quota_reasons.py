@@ -10,35 +10,50 @@ from .quota import QuotaFailure, QuotaState
 FREED = "quota was freed by preemption in this cycle; considered again next cycle"
 
 
-def quota_reason(quota: QuotaState, project: str, demand: dict[str, int], failure: QuotaFailure) -> str:
-    if failure.kind == "max_running":
-        return f"project {project} is at its limit of {quota.max_running.get(project)} running jobs"
-    f = failure.flavor
-    key = (project, f)
-    need = demand[f]
-    if failure.kind == "no_quota":
-        return f"project {project} has no quota for {f} (needs {need})"
-    used = quota.used[key] + quota.pre[key]
-    g = quota.guar.get(key, 0)
-    borrowed = quota.borrowed(project, f)
-    after = max(0, used + need - g)
-    head = f"project {project} uses {used} of its {g} guaranteed {f}"
-    if borrowed:
-        head += f" and borrows {borrowed}"
-    would = f"this job needs {need}, so it would borrow {after}"
-    if failure.kind == "borrowing_off":
-        return f"{head}; {would}, and borrowing is off"
-    limit = quota.blimit.get(key, 0)
-    if failure.kind == "borrow_limit":
-        return f"{head}; {would}, over its borrow limit of {limit}"
-    lenders, limited, held, unowned = quota.lending(project, f)
-    notes = [f"their lend limits keep back {limited} more"] if limited else []
-    if held:
-        notes.append(f"the lend hold keeps back {held} more, their use of the last {quota.hold:g} s")
-    kept = f" ({'; '.join(notes)})" if notes else ""
-    return (f"{head}; {would} (borrow limit {limit}), but organization {quota.cohort_of(project)} has only "
-            f"{lenders + unowned} {f} to lend: {lenders} of its projects' idle guarantee{kept} and {unowned} "
-            f"that nobody is guaranteed")
+class QuotaReasons:
+    """Reasons of quota waits from one quota state. What a reason says of the project, the flavor and the limit
+    (what the project uses and is guaranteed, what its organization has to lend) is written once per (project,
+    flavor, kind of limit); each job's need is then put in: thousands of jobs wait on a few hundred limits."""
+
+    def __init__(self, quota: QuotaState) -> None:
+        self.quota = quota
+        self.frames: dict[tuple[str, str, str], tuple[str, str, int, int]] = {}  # -> (head, tail, used, guaranteed)
+
+    def reason(self, project: str, demand: dict[str, int], failure: QuotaFailure) -> str:
+        kind, f = failure.kind, failure.flavor
+        if kind == "max_running":
+            return f"project {project} is at its limit of {self.quota.max_running.get(project)} running jobs"
+        need = demand[f]
+        if kind == "no_quota":
+            return f"project {project} has no quota for {f} (needs {need})"
+        frame = self.frames.get((project, f, kind))
+        if frame is None:
+            frame = self.frames[(project, f, kind)] = self._frame(project, f, kind)
+        head, tail, used, g = frame
+        return f"{head}; this job needs {need}, so it would borrow {max(0, used + need - g)}{tail}"
+
+    def _frame(self, project: str, f: str, kind: str) -> tuple[str, str, int, int]:
+        quota = self.quota
+        key = (project, f)
+        used = quota.used[key] + quota.pre[key]
+        g = quota.guar.get(key, 0)
+        borrowed = quota.borrowed(project, f)
+        head = f"project {project} uses {used} of its {g} guaranteed {f}"
+        if borrowed:
+            head += f" and borrows {borrowed}"
+        if kind == "borrowing_off":
+            return head, ", and borrowing is off", used, g
+        limit = quota.blimit.get(key, 0)
+        if kind == "borrow_limit":
+            return head, f", over its borrow limit of {limit}", used, g
+        lenders, limited, held, unowned = quota.lending(project, f)
+        notes = [f"their lend limits keep back {limited} more"] if limited else []
+        if held:
+            notes.append(f"the lend hold keeps back {held} more, their use of the last {quota.hold:g} s")
+        kept = f" ({'; '.join(notes)})" if notes else ""
+        return head, (f" (borrow limit {limit}), but organization {quota.cohort_of(project)} has only "
+                      f"{lenders + unowned} {f} to lend: {lenders} of its projects' idle guarantee{kept} and "
+                      f"{unowned} that nobody is guaranteed"), used, g
 
 
 def short_quota_reason(failure: QuotaFailure) -> str:
