@@ -358,7 +358,10 @@ class CapacityIndex:
 
     def domain_free(self, leaf_ids: list[int]) -> int:
         leaves = self.leaves
-        return sum(leaves[lid].free for lid in leaf_ids)
+        free = 0
+        for lid in leaf_ids:  # a loop, not sum() over a generator: placement asks this of rack after rack
+            free += leaves[lid].free
+        return free
 
     def leaf_kinds(self, lid: int) -> list[tuple[int, int, int, int]]:
         """The leaf's nodes grouped by what they offer when empty: (allocatable devices, CPU, memory, how many).

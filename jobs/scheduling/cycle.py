@@ -44,18 +44,16 @@ from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
 
-class Outcome:
-    """What evaluating one job decided: admitted (with its victims), or a wait entry for phase 6."""
+class Outcome(WaitEntry):
+    """What evaluating one job decided: admitted (with its victims), or waiting (`wait`, for phase 6)."""
 
-    __slots__ = ("job", "info", "considered", "victims", "admit", "entry", "grace_end", "deferred")
+    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
-        self.job = job
-        self.info = info
+        super().__init__(job, info)
         self.considered = False  # reached the quota phase (not blocked by strict ordering)
         self.victims: Sequence[RunRec] = ()  # shared empty tuples until set: most jobs have none
         self.admit: Admit | None = None
-        self.entry: WaitEntry | None = None
         # Preempting other projects' jobs would make room, but its reclaim grace ends only then (the victims it
         # would take, kept running): see Cycle.decide.
         self.grace_end: float | None = None
@@ -120,7 +118,7 @@ class Cycle:
         self.fitting: dict[tuple, list[tuple[int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
-        self.waits = policy.waits  # a waiting job's outcome keeps an entry for phase 6 only when Waits are returned
+        self.waits = policy.waits  # a waiting job's outcome records why (`wait`) only when Waits are returned
         self.strict = policy.blocking == "strict"
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
 
@@ -152,19 +150,19 @@ class Cycle:
             if waits:
                 blocker = state.blocked[queue]
                 order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
-                out.entry = WaitEntry(job, info, "blocked", f"behind job {blocker} in strict {order} order")
+                out.wait("blocked", f"behind job {blocker} in strict {order} order")
             return out
         out.considered = True
         structural = self.structural_check(job, info)
         if structural is not None:
             # Never blocks a queue: it could not run even on an empty cluster, at least until nodes come back.
             if waits:
-                out.entry = WaitEntry(job, info, *structural)
+                out.wait(*structural)
             return out
         if not job.preemptible and job.project in self.budget_stops:
             # Never blocks a queue either: its project's preemptible jobs behind it are still admitted.
             if waits:
-                out.entry = WaitEntry(job, info, "budget", self.budget_stops[job.project])
+                out.wait("budget", self.budget_stops[job.project])
             return out
         failure = state.quota.check_demand(job.project, info.demand_key, info.demand)  # phase 2
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
@@ -183,23 +181,23 @@ class Cycle:
         if held is not None:
             if waits:
                 reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
-                out.entry = WaitEntry(job, info, "quota", reason, quota_kind="held")
+                out.wait("quota", reason, quota_kind="held")
         elif failure is not None:
             # Phase 6 writes its reason from the state the cycle ends in (what the quota API will show).
             code = "max_running" if failure.kind == "max_running" else "quota"
             if waits:
-                out.entry = WaitEntry(job, info, code, quota_kind=failure.kind, quota_flavor=failure.flavor)
+                out.wait(code, quota_kind=failure.kind, quota_flavor=failure.flavor)
             self.borrower_waits = self.borrower_waits or failure.kind == "cohort"
             if policy.blocking == "backfill" and not job.preemptible and failure.kind in RESERVABLE:
                 self.reserve_for_quota(out)  # phase 5
         else:
             if waits:
-                out.entry = WaitEntry(job, info, "place", constrained=constrained)
+                out.wait("place", constrained=constrained)
             if (policy.blocking == "backfill" and not job.preemptible
                     and not any(f in state.head_flavors for f in info.flavors)):
                 self.reserve_for_capacity(out)  # phase 5
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
-            out.entry = WaitEntry(job, info, "reclaim", grace_reason(state, job, out.deferred, out.grace_end))
+            out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict:
             state.blocked[queue] = job.id
         return out
@@ -271,6 +269,7 @@ class Cycle:
             cpu, mem = shape[5], shape[6]
             for c, m in self.fitting.get(shape[:4], ()):
                 if cpu <= c and mem <= m:
+                    self.structural[shape] = None
                     return None
             key: tuple = shape
         else:
@@ -360,7 +359,7 @@ class Cycle:
         if not self.policy.waits:
             return self.assemble([])
         state = self.state
-        entries = [o.entry for o in self.outcomes if o.entry is not None]
+        entries: list[WaitEntry] = [o for o in self.outcomes if o.code]
         explainer = Explainer(state)
         waits = explainer.explain(entries) if self.policy.explain else explainer.brief(entries)
         return self.assemble(waits)

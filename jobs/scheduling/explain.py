@@ -37,24 +37,28 @@ def fmt_duration(seconds: float) -> str:
 
 
 class WaitEntry:
-    """A waiting job as evaluated in the cycle, plus what explain computed for it."""
+    """A job as evaluated in the cycle; once `wait` is called, a waiting one: its code ("place" until explain
+    finds which capacity reason), its reason when evaluation wrote one, and what explain needs to write the
+    others (quota reasons and placement reasons quote the end-of-cycle state)."""
 
-    __slots__ = ("job", "info", "code", "reason", "placement_failed", "quota_kind", "quota_flavor", "constrained",
-                 "proj_pos", "flav_pos")
+    __slots__ = ("job", "info", "code", "reason", "quota_kind", "quota_flavor", "constrained")
 
-    def __init__(self, job: PendingJob, info: JobInfo, code: str, reason: str = "", quota_kind: str = "",
-                 quota_flavor: str = "", constrained: bool = False) -> None:
+    def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
         self.info = info
-        self.code = code  # "place" until explain turns it into "capacity" / "topology" / "reserved"
-        # Reasons for placement failures quote the end-of-cycle state: explain writes them.
-        self.placement_failed = code == "place"
+        self.code = ""  # not waiting (yet)
+        self.reason = ""
+        self.quota_kind = ""
+        self.quota_flavor = ""
+        self.constrained = False
+
+    def wait(self, code: str, reason: str = "", quota_kind: str = "", quota_flavor: str = "",
+             constrained: bool = False) -> None:
+        self.code = code
         self.reason = reason
         self.quota_kind = quota_kind
         self.quota_flavor = quota_flavor
         self.constrained = constrained
-        self.proj_pos = 0
-        self.flav_pos = 0
 
 
 class Explainer:
@@ -227,13 +231,14 @@ class Explainer:
         waits = []
         for entry in entries:
             job, info = entry.job, entry.info
-            entry.proj_pos = proj_count[job.project] = proj_count.get(job.project, 0) + 1
-            entry.flav_pos = flav_count[info.primary] = flav_count.get(info.primary, 0) + 1
-            if entry.placement_failed:
-                entry.code, entry.reason = self.placement_reason(entry)
-            elif not entry.reason:
-                entry.reason = self.quota_reason(entry)
-            waits.append(Wait(job.id, entry.reason, entry.code, entry.proj_pos, entry.flav_pos))
+            proj_pos = proj_count[job.project] = proj_count.get(job.project, 0) + 1
+            flav_pos = flav_count[info.primary] = flav_count.get(info.primary, 0) + 1
+            code, reason = entry.code, entry.reason
+            if code == "place":
+                code, reason = self.placement_reason(entry)
+            elif not reason:
+                reason = self.quota_reason(entry)
+            waits.append(Wait(job.id, reason, code, proj_pos, flav_pos))
         return waits
 
     def brief(self, entries: list[WaitEntry]) -> list[Wait]:
@@ -241,13 +246,13 @@ class Explainer:
         waits = []
         short: dict[tuple[str, str], str] = {}  # (kind, flavor) -> its reason: replay waits millions of times
         for entry in entries:
-            if entry.placement_failed:
-                entry.code, entry.reason = self.placement_reason(entry)
-            elif not entry.reason:
+            code, reason = entry.code, entry.reason
+            if code == "place":
+                code, reason = self.placement_reason(entry)
+            elif not reason:
                 key = (entry.quota_kind, entry.quota_flavor)
                 reason = short.get(key)
                 if reason is None:
                     reason = short[key] = short_quota_reason(QuotaFailure(*key))
-                entry.reason = reason
-            waits.append(Wait(entry.job.id, entry.reason, entry.code, 0, 0))
+            waits.append(Wait(entry.job.id, reason, code, 0, 0))
         return waits

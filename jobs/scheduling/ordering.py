@@ -152,8 +152,11 @@ class FairOrder:
         info = self.info.get(head.id)
         if info is None:
             info = self.info[head.id] = JobInfo(head)
-        return (self.quota.would_borrow(project, info.demand, head.preemptible), -head.priority,
-                self.share(project), head.submitted_at, head.id)
+        quota = self.quota
+        cached = self.shares.get(project)  # share()'s cache, looked up here: this runs once per job
+        share = cached[1] if cached is not None and cached[0] == quota.changes[project] else self.share(project)
+        return (quota.would_borrow(project, info.demand, head.preemptible), -head.priority, share,
+                head.submitted_at, head.id)
 
     def share(self, project: str) -> float:
         quota = self.quota
