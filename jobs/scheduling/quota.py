@@ -33,6 +33,16 @@ INF = float("inf")
 NOTHING: dict[str, int] = {}  # no extra usage (QuotaState.check); never written
 
 
+def lendable(guaranteed: int, held: int, recent: int, lend_limit: float) -> float:
+    """What a project holding `held` devices of a flavor, `recent` of them in the lend hold's window, lends: its
+    idle guarantee above both, up to its lend limit (conditionals, not max()/min(): quota checks call this for
+    most waiting jobs)."""
+    idle = guaranteed - (held if held > recent else recent)
+    if idle <= 0:
+        return 0
+    return idle if idle < lend_limit else lend_limit
+
+
 class QuotaFailure:
     __slots__ = ("kind", "flavor")
 
@@ -122,8 +132,8 @@ class QuotaState:
 
     def _lendable(self, project: str, flavor: str) -> float:
         key = (project, flavor)
-        idle = max(0, self.guar.get(key, 0) - max(self.used[key] + self.pre[key], self.held.get(key, 0)))
-        return min(idle, self.llimit.get(key, INF))
+        return lendable(self.guar.get(key, 0), self.used[key] + self.pre[key], self.held.get(key, 0),
+                        self.llimit.get(key, INF))
 
     def borrowed(self, project: str, flavor: str) -> int:
         key = (project, flavor)
@@ -135,24 +145,31 @@ class QuotaState:
     def _add(self, project: str, flavor: str, used: int, pre: int) -> int:
         """Add usage to one (project, flavor), keeping the cohort's sums and the flavor's excess; returns the change
         in the project's borrowed devices."""
-        # borrowed(), _lendable() and _excess() written out, before and after: preemption's simulated removals
-        # and counting reserved heads in and out call this thousands of times a cycle.
+        # borrowed(), _lendable() and _excess() written out, before and after, with conditionals rather than
+        # max()/min() calls: preemption's bounds and simulated removals and counting reserved heads in and out
+        # call this thousands of times a cycle.
         key = (project, flavor)
         cohort_key = (self.cohort.get(project, project), flavor)
         g, lend_limit, hold = self.guar.get(key, 0), self.llimit.get(key, INF), self.held.get(key, 0)
-        total = self.used[key] + self.pre[key]
-        before_b, before_l = max(0, total - g), min(max(0, g - max(total, hold)), lend_limit)
-        before_x = max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key])
-        self.used[key] += used
-        self.pre[key] += pre
+        used_now, pre_now = self.used, self.pre
+        total = used_now[key] + pre_now[key]
+        after = total + used + pre
+        used_now[key] += used
+        pre_now[key] += pre
         self.flavors_of[project].add(flavor)
         self.changes[project] += 1
-        self._bump()
-        total += used + pre
-        delta = max(0, total - g) - before_b
-        self.borrowed_total[cohort_key] += delta
-        self.lend[cohort_key] += min(max(0, g - max(total, hold)), lend_limit) - before_l
-        self.excess[flavor] += max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key]) - before_x
+        self._last_version += 1
+        self.version = self._last_version
+        delta = (after - g if after > g else 0) - (total - g if total > g else 0)
+        before_l, after_l = lendable(g, total, hold, lend_limit), lendable(g, after, hold, lend_limit)
+        if not delta and after_l == before_l:
+            return 0  # the cohort's sums and the excess stay as they were
+        borrowed_total, lend = self.borrowed_total, self.lend
+        before_x = borrowed_total[cohort_key] - lend[cohort_key]
+        borrowed_total[cohort_key] += delta
+        lend[cohort_key] += after_l - before_l
+        after_x = borrowed_total[cohort_key] - lend[cohort_key]
+        self.excess[flavor] += (after_x if after_x > 0 else 0.0) - (before_x if before_x > 0 else 0.0)
         return delta
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
@@ -222,10 +239,10 @@ class QuotaState:
             held = used[key] + pre[key]  # what the project holds
             x = more.get(flavor, 0) if more else 0
             before_total = held + x
-            before_b = max(0, before_total - g)
-            after_b = max(0, before_total + devices - g)
-            if after_b <= before_b:
-                continue  # inside the guarantee: always allowed
+            if before_total + devices <= g or devices <= 0:
+                continue  # inside the guarantee: always allowed (its borrowed amount does not grow)
+            before_b = before_total - g if before_total > g else 0
+            after_b = before_total + devices - g
             if key not in guar and not self.borrowing:
                 return QuotaFailure("no_quota", flavor)
             if not self.borrowing:
@@ -237,15 +254,14 @@ class QuotaState:
             cohort_key = (cohort, flavor)
             lend_limit, hold = self.llimit.get(key, INF), self.held.get(key, 0)
             lend, borrowed = self.lend[cohort_key], self.borrowed_total[cohort_key]
-            others_excess = self.excess[flavor] - max(0.0, borrowed - lend)  # the other cohorts' excess
+            others_excess = self.excess[flavor] - (borrowed - lend if borrowed > lend else 0.0)  # other cohorts'
+            lendable_before = lendable(g, before_total, hold, lend_limit)
             if x:  # the extra usage moves the cohort's sums as _add would
-                borrowed += before_b - max(0, held - g)
-                lend += min(max(0, g - max(before_total, hold)), lend_limit) - \
-                    min(max(0, g - max(held, hold)), lend_limit)
-            lend_after = lend - min(max(0, g - max(before_total, hold)), lend_limit) + \
-                min(max(0, g - max(before_total + devices, hold)), lend_limit)
-            excess_after = max(0.0, borrowed - before_b + after_b - lend_after)
-            if others_excess + excess_after > self.unowned.get(flavor, 0):
+                borrowed += before_b - (held - g if held > g else 0)
+                lend += lendable_before - lendable(g, held, hold, lend_limit)
+            lend_after = lend - lendable_before + lendable(g, before_total + devices, hold, lend_limit)
+            excess_after = borrowed - before_b + after_b - lend_after
+            if others_excess + (excess_after if excess_after > 0 else 0.0) > self.unowned.get(flavor, 0):
                 return QuotaFailure("cohort", flavor)
         return None
 
