@@ -157,7 +157,9 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
                     found[rec.id] = (key, rec)
         else:  # (c): it borrows; other projects' preemptible jobs holding capacity it is allowed go first
             for key, rec in pool:
-                if rec.preemptible and rec.project != job.project and rec.id in runs:
+                if not rec.preemptible:
+                    break  # the pool is in preference order: its preemptible jobs come first
+                if rec.project != job.project and rec.id in runs:
                     found[rec.id] = (key, rec)
     return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 
