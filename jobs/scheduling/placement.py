@@ -114,19 +114,30 @@ def _domains(index: CapacityIndex, info: JobInfo, level: str) -> list[DomainView
     return [(key, per, labelled) for key, (per, labelled) in sorted(merged.items()) if len(per) == len(info.flavors)]
 
 
-def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> int:
-    """Free devices of the domain if it passes the necessary checks, else -1."""
+def _free_enough(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> int:
+    """Free devices of the domain if each flavor has as many free as the job asks for, else -1."""
     total = 0
     for flavor, need in info.demand.items():
         free = index.domain_free(per_flavor[flavor])
         if free < need:
             return -1
         total += free
+    return total
+
+
+def _has_room(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> bool:
+    """Every group has room for its replicas in the domain, each counted alone (necessary; exact for one group)."""
     for _, group in info.groups:
         if not index.has_room(per_flavor[group.flavor], group.devices, group.cpu_millis, group.memory_mib,
                               group.replicas):
-            return -1
-    return total
+            return False
+    return True
+
+
+def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> int:
+    """Free devices of the domain if it passes the necessary checks, else -1."""
+    total = _free_enough(index, info, per_flavor)
+    return total if total >= 0 and _has_room(index, info, per_flavor) else -1
 
 
 def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
@@ -160,11 +171,15 @@ def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
                 continue
             if job.topology == Topology.REQUIRE_SAME_BLOCK and key[1] == "":
                 continue  # a rack outside any labelled block cannot satisfy the block requirement
-            free = _could_fit(index, info, per_flavor)
+            free = _free_enough(index, info, per_flavor)
             if free >= 0:
                 candidates.append((free, key, per_flavor))
         candidates.sort(key=lambda c: (c[0], c[1]))
+        # Best fit: the least free domain that has room. Room is counted only in that order, up to the first
+        # domain that has it (a gang admitted usually fits the first or second of ten racks).
         for _, _, per_flavor in candidates:
+            if not _has_room(index, info, per_flavor):
+                continue
             signature = tuple(sorted(lid for leaves in per_flavor.values() for lid in leaves))
             if signature in tried:
                 continue
