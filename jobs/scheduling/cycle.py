@@ -115,7 +115,7 @@ class Cycle:
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
         self.outcomes: list[Outcome] = []
         self.structural: dict[tuple, tuple[str, str] | None] = {}
-        self.fitting: dict[tuple, list[tuple[int, int]]] = {}  # see structural_check
+        self.fitting: dict[tuple, list[tuple[int, int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
         self.waits = policy.waits  # a waiting job's outcome records why (`wait`) only when Waits are returned
@@ -264,11 +264,11 @@ class Cycle:
             known = self.structural.get(shape, UNKNOWN)  # the same shape seen before: most jobs
             if known is not UNKNOWN:
                 return known  # type: ignore[return-value]
-            # A job of identical replicas that asks for no more CPU and memory per replica than one that could
-            # fit could fit too: one entry per (flavor, devices, replicas, topology) settles most others.
-            cpu, mem = shape[5], shape[6]
-            for c, m in self.fitting.get(shape[:4], ()):
-                if cpu <= c and mem <= m:
+            # A job of identical replicas that asks for no more replicas, CPU and memory per replica than one
+            # that could fit could fit too: a few entries per (flavor, devices, topology) settle most others.
+            replicas, cpu, mem = shape[2], shape[5], shape[6]
+            for r, c, m in self.fitting.get((shape[0], shape[1], shape[3]), ()):
+                if replicas <= r and cpu <= c and mem <= m:
                     self.structural[shape] = None
                     return None
             key: tuple = shape
@@ -278,7 +278,7 @@ class Cycle:
         if key not in self.structural:
             found = None if surely_fits(self.state.index, job) else self._structural(job, info)
             if found is None and shape is not None:
-                self.fitting.setdefault(shape[:4], []).append((cpu, mem))
+                self.fitting.setdefault((shape[0], shape[1], shape[3]), []).append((replicas, cpu, mem))
             self.structural[key] = found
         return self.structural[key]
 
@@ -297,18 +297,21 @@ class Cycle:
     def try_place(self, job: PendingJob, info: JobInfo, constrained: bool) -> Tentative | None:
         state = self.state
         key = info.shape_key
-        # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it), and a
-        # replica that asks for at least the CPU and memory of one that did not fit does not fit either.
+        # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it), and at
+        # least as many replicas, each asking for at least the CPU and memory of a gang that did not fit, do not
+        # fit either.
         if key is not None and state.use_cache:
-            cpu, mem = key[5], key[6]
-            failed = state.neg_place.get((key[:5], False), [])
+            devices_shape = (key[0], key[1], key[3], key[4])  # flavor, devices, topology, nodes to avoid
+            replicas, cpu, mem = key[2], key[5], key[6]
+            failed = state.neg_place.get((devices_shape, False), [])
             if constrained:  # what did not fit unconstrained, and what did not fit beside the same holds
-                failed = failed + state.neg_place.get((key[:5], True), [])
-            if any(cpu >= c and mem >= m for c, m in failed):
+                failed = failed + state.neg_place.get((devices_shape, True), [])
+            if any(replicas >= r and cpu >= c and mem >= m for r, c, m in failed):
                 return None
         tentative = state.place_tentative(job, info)
         if tentative is None and key is not None:
-            state.neg_place.setdefault((key[:5], constrained), []).append((key[5], key[6]))
+            state.neg_place.setdefault(((key[0], key[1], key[3], key[4]), constrained), []).append(
+                (key[2], key[5], key[6]))
         return tentative
 
     def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool,

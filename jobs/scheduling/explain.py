@@ -69,8 +69,8 @@ class Explainer:
         self.reasons: dict[tuple, tuple[str, str]] = {}
         self.quota_reasons: dict[tuple, str] = {}  # (project, JobInfo.demand_key) -> its reason
         self.quota_texts = QuotaReasons(state.quota)
-        # (shape without CPU and memory, holds) -> ((cpu, mem) that fit, (cpu, mem) that did not), at the end
-        self.fitted: dict[tuple, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+        # ((flavor, devices, topology, avoid), holds) -> ((replicas, cpu, mem) that fit, those that did not)
+        self.fitted: dict[tuple, tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]] = {}
         self.rooms: dict[tuple[str, int, int, int], int] = {}  # (flavor, devices, cpu, mem) -> group_room
 
     # -- reasons ----------------------------------------------------------------------------------------------
@@ -88,20 +88,21 @@ class Explainer:
         return found
 
     def _fits(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
-        """Would the job fit now, the capacity these holds reserve included? Told once per shape up to CPU and
-        memory: a replica asking for no more CPU and memory than one that fits fits too, and one asking for at
-        least as much as one that does not fit does not."""
+        """Would the job fit now, the capacity these holds reserve included? Told once per shape up to replicas,
+        CPU and memory: no more replicas asking for no more CPU and memory than a gang that fits fit too, and at
+        least as many asking for at least as much as one that does not fit do not."""
         key = info.shape_key
         if key is None:
             return self._fits_now(job, info, holds)
-        cpu, mem = key[5], key[6]
-        fit, unfit = self.fitted.setdefault((key[:5], tuple(h.job_id for h in holds)), ([], []))
-        if any(cpu <= c and mem <= m for c, m in fit):
+        replicas, cpu, mem = key[2], key[5], key[6]
+        fit, unfit = self.fitted.setdefault(((key[0], key[1], key[3], key[4]), tuple(h.job_id for h in holds)),
+                                            ([], []))
+        if any(replicas <= r and cpu <= c and mem <= m for r, c, m in fit):
             return True
-        if any(cpu >= c and mem >= m for c, m in unfit):
+        if any(replicas >= r and cpu >= c and mem >= m for r, c, m in unfit):
             return False
         fits = self._fits_now(job, info, holds)
-        (fit if fits else unfit).append((cpu, mem))
+        (fit if fits else unfit).append((replicas, cpu, mem))
         return fits
 
     def _fits_now(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:

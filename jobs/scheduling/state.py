@@ -204,7 +204,8 @@ class CycleState:
         self._counted: list[tuple[int, int]] = []  # count_heads: quota versions (before, after) counting heads in
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
-        self.neg_place: dict[tuple, list[tuple[int, int]]] = {}  # (devices shape, constrained) -> (cpu, mem) failed
+        # ((flavor, devices, topology, avoid), constrained) -> (replicas, cpu, mem) that failed (Cycle.try_place)
+        self.neg_place: dict[tuple, list[tuple[int, int, int]]] = {}
         self.neg_preempt: dict[tuple, list[tuple[int, int, int, int, int]]] = {}  # see Cycle.try_preempt
         self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
         # Victim pools as of the start of the cycle, built on first use:
