@@ -87,20 +87,28 @@ class Explainer:
             self.reasons[key] = found
         return found
 
-    def _fits(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
-        """Would the job fit now, the capacity these holds reserve included? Told once per shape up to replicas,
-        CPU and memory: no more replicas asking for no more CPU and memory than a gang that fits fit too, and at
-        least as many asking for at least as much as one that does not fit do not."""
+    def _fits(self, job: PendingJob, info: JobInfo, holds: list[Hold], loose: bool = False) -> bool:
+        """Would the job fit now, the capacity these holds reserve included (with `loose`, as if its topology
+        were none)? Told once per shape up to replicas, CPU and memory: no more replicas asking for no more CPU
+        and memory than a gang that fits fit too, and at least as many asking for at least as much as one that
+        does not fit do not."""
         key = info.shape_key
         if key is None:
+            if loose:
+                job = replace(job, topology=Topology.NONE)
+                info = JobInfo(job)
             return self._fits_now(job, info, holds)
         replicas, cpu, mem = key[2], key[5], key[6]
-        fit, unfit = self.fitted.setdefault(((key[0], key[1], key[3], key[4]), tuple(h.job_id for h in holds)),
+        topology = str(Topology.NONE) if loose else key[3]
+        fit, unfit = self.fitted.setdefault(((key[0], key[1], topology, key[4]), tuple(h.job_id for h in holds)),
                                             ([], []))
         if any(replicas <= r and cpu <= c and mem <= m for r, c, m in fit):
             return True
         if any(replicas >= r and cpu >= c and mem >= m for r, c, m in unfit):
             return False
+        if loose:
+            job = replace(job, topology=Topology.NONE)
+            info = JobInfo(job)
         fits = self._fits_now(job, info, holds)
         (fit if fits else unfit).append((replicas, cpu, mem))
         return fits
@@ -140,18 +148,17 @@ class Explainer:
         # Text depends on the shape key only (jobs of one replica size are described as one group).
         count = info.replicas if info.single else group.replicas
         shape = f"{count} x {group.devices} {group.flavor}"
-        if job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK):
-            loose = replace(job, topology=Topology.NONE)
-            if self._fits(loose, JobInfo(loose), holds):
-                level = "rack" if job.topology == Topology.REQUIRE_SAME_RACK else "block"
-                room = max_room(state.index, info, level)
-                return "topology", (f"needs {shape} in one {level}; largest free {level} has room for {room} "
-                                    f"replica{'s' if room != 1 else ''}")
+        if job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK) and \
+                self._fits(job, info, holds, loose=True):
+            level = "rack" if job.topology == Topology.REQUIRE_SAME_RACK else "block"
+            room = max_room(state.index, info, level)
+            return "topology", (f"needs {shape} in one {level}; largest free {level} has room for {room} "
+                                f"replica{'s' if room != 1 else ''}")
         resources = self._resource_reason(info)
         if resources is not None:
             return "capacity", resources
         free = self.free.get(group.flavor, 0)
-        room = max_room(state.index, info, "cluster")
+        room = self._room(group, group.cpu_millis, group.memory_mib)  # max_room(index, info, "cluster"), remembered
         avoid = f" (avoiding {len(job.avoid_nodes)} nodes)" if job.avoid_nodes else ""
         return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented{avoid}: needs "
                             f"{shape} on whole nodes of one cluster, room for {room}")
@@ -162,9 +169,7 @@ class Explainer:
         for _, group in info.groups:
             if group.cpu_millis <= 0 and group.memory_mib <= 0:
                 continue
-            if info.single:  # jobs of one replica size are described as one group
-                group = replace(group, replicas=info.replicas)
-            count = group.replicas
+            count = info.replicas if info.single else group.replicas  # one replica size: described as one group
             if self._room(group, 0, 0) < count:
                 continue  # short of devices: the capacity reason says so
             room = self._room(group, group.cpu_millis, group.memory_mib)
