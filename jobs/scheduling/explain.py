@@ -257,8 +257,9 @@ class Explainer:
                 code, reason = self.placement_reason(entry)
             elif not reason:
                 key = (entry.quota_kind, entry.quota_flavor)
-                reason = short.get(key)
-                if reason is None:
-                    reason = short[key] = short_quota_reason(QuotaFailure(*key))
+                known = short.get(key)
+                if known is None:
+                    known = short[key] = short_quota_reason(QuotaFailure(*key))
+                reason = known
             waits.append(Wait(entry.job.id, reason, code, 0, 0))
         return waits

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 
 def node_key(cluster: str, node: str) -> str:
@@ -220,8 +221,10 @@ class Preempt:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Wait:
+class Wait(NamedTuple):
+    """Why a pending job was not admitted. A named tuple, not a dataclass like the others: a cycle builds one per
+    waiting job (10,000 in a big queue), and a tuple is built in half the time."""
+
     job_id: int
     reason: str  # a sentence a person can act on
     code: str  # stable machine code: "quota", "capacity", "topology", "blocked", "max_running", "budget", ...
