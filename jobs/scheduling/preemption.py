@@ -105,9 +105,10 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
     return pool
 
 
-def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec]], set[str]]:
+def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec]], set[str], dict[str, int]]:
     """The reclaim pool without jobs preempted since and jobs whose project no longer borrows any of its flavors
-    (a superset of the eligible victims of any job), with the projects it holds. Rebuilt after every commit."""
+    (a superset of the eligible victims of any job), with the projects it holds and the devices of the flavor its
+    preemptible jobs hold per project. Rebuilt after every commit."""
     live = state.live_pool.get(flavor)
     if live is None:
         quota, runs = state.quota, state.runs
@@ -128,7 +129,12 @@ def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec
                         break
             if keep:
                 entries.append((key, rec))
-        live = state.live_pool[flavor] = (entries, {rec.project for _, rec in entries})
+        preemptible: dict[str, int] = {}
+        for _, rec in entries:
+            if not rec.preemptible:
+                break  # in preference order: preemptible jobs first
+            preemptible[rec.project] = preemptible.get(rec.project, 0) + rec.demand[flavor]
+        live = state.live_pool[flavor] = (entries, {rec.project for _, rec in entries}, preemptible)
     return live
 
 
@@ -139,7 +145,7 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
     found: dict[int, tuple[tuple, RunRec]] = {}
     project = job.project
     for flavor in info.flavors:
-        pool, projects = _live_pool(state, flavor)
+        pool, projects, _ = _live_pool(state, flavor)
         runs = state.runs
         if job.priority > state.own_lowest.get((project, flavor), INF):
             for key, rec in state.own_pool.get((project, flavor), ()):
@@ -256,45 +262,66 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
     return False
 
 
-def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> bool:
-    """Necessary condition: would the job pass its quota if every candidate's usage were gone? Removing a running
-    job never tightens a quota (its project holds less: it borrows less or lends more, so its cohort's excess and
-    the running-job count only fall), so when this fails, no subset of the candidates frees enough quota and
-    simulated removal would fail too. Its own project's candidates are counted out first (check()'s `extra`,
-    negative): what they leave failing on its project's own limits, no other project's removal cures."""
+def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, own: list[RunRec],
+                             others: dict[tuple[str, str, bool], int]) -> bool:
+    """Necessary condition: would the job pass its quota if every candidate's usage were gone (its own project's
+    candidates `own`, and `others`: other projects' candidates' devices on the job's flavors per (project,
+    flavor, preemptible))? Removing a running job never tightens a quota (its project holds less: it borrows
+    less or lends more, so its cohort's excess and the running-job count only fall), so when this fails, no
+    subset of the candidates frees enough quota and simulated removal would fail too. Its own project's
+    candidates are counted out first (check()'s `extra`, negative): what they leave failing on its project's own
+    limits, no other project's removal cures."""
     quota = state.quota
     if not quota.enabled:
         return True
-    own: dict[str, int] = {}
-    jobs = others = 0
-    for rec in candidates:
-        if rec.project != job.project:
-            others += 1
-            continue
-        jobs -= 1
+    extra: dict[str, int] = {}
+    for rec in own:
         for flavor, d in rec.demand.items():
-            own[flavor] = own.get(flavor, 0) - d
-    failure = quota.check(job.project, info.demand, job.preemptible, (own, jobs))
+            extra[flavor] = extra.get(flavor, 0) - d
+    failure = quota.check(job.project, info.demand, job.preemptible, (extra, -len(own)))
     if failure is None or failure.kind in OWN_LIMITS or not others:
         return failure is None
-    return quota.check_without(job.project, info.demand, job.preemptible, _usage(candidates, info)) is None
+    devices = dict(others)
+    for rec in own:
+        for flavor, d in rec.demand.items():
+            if flavor in info.demand:
+                key = (rec.project, flavor, rec.preemptible)
+                devices[key] = devices.get(key, 0) + d
+    return quota.check_without(job.project, info.demand, job.preemptible, (devices, len(own))) is None
 
 
 OWN_LIMITS = ("max_running", "no_quota", "borrowing_off", "borrow_limit")  # QuotaFailure kinds of a project alone
 
 
-def _usage(recs: list[RunRec], info: JobInfo) -> tuple[dict[tuple[str, str, bool], int], dict[str, int]]:
-    """The jobs' devices on the flavors the job asks for, per (project, flavor, preemptible), and running jobs per
-    project: all of theirs that a quota check of the job reads."""
-    devices: dict[tuple[str, str, bool], int] = {}
-    jobs: dict[str, int] = {}
-    for rec in recs:
+def _split(candidates: list[RunRec], job: PendingJob, info: JobInfo) -> tuple[
+        list[RunRec], dict[tuple[str, str, bool], int]]:
+    """The candidates of the job's own project, and the others' devices on the job's flavors summed."""
+    own: list[RunRec] = []
+    others: dict[tuple[str, str, bool], int] = {}
+    for rec in candidates:
+        if rec.project == job.project:
+            own.append(rec)
+            continue
         for flavor, d in rec.demand.items():
             if flavor in info.demand:
                 key = (rec.project, flavor, rec.preemptible)
-                devices[key] = devices.get(key, 0) + d
-        jobs[rec.project] = jobs.get(rec.project, 0) + 1
-    return devices, jobs
+                others[key] = others.get(key, 0) + d
+    return own, others
+
+
+def _borrower_candidates(state: CycleState, job: PendingJob, flavor: str) -> tuple[
+        list[RunRec], dict[tuple[str, str, bool], int]]:
+    """What victim_candidates finds for a job of one flavor its quota keeps out, as _split gives it, without
+    listing other projects' jobs: its project's jobs of lower priority, and other projects' preemptible jobs
+    (summed per project as the live pool keeps them)."""
+    _, _, preemptible = _live_pool(state, flavor)
+    own: list[RunRec] = []
+    if job.priority > state.own_lowest.get((job.project, flavor), INF):
+        runs = state.runs
+        own = [rec for _, rec in state.own_pool.get((job.project, flavor), ())
+               if rec.priority < job.priority and rec.id in runs]
+    others = {(project, flavor, True): d for project, d in preemptible.items() if project != job.project}
+    return own, others
 
 
 def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligible: list[RunRec],
@@ -385,12 +412,18 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
         return None
     if not may_have_candidates(state, job, info, quota_failed):
         return None  # most attempts end here, before any running job's record or victim pool is built
+    # A job its quota keeps out, of one flavor: the quota bound first, from its candidates' usage summed (most
+    # such jobs end here, before their candidates are listed).
+    bounded = quota_failed and len(info.flavors) == 1
+    if bounded and not could_pass_quota_without(state, job, info, *_borrower_candidates(state, job, info.primary)):
+        return None
     candidates = victim_candidates(state, job, info, quota_failed)
     if not candidates:
         return None
     # Candidates whose project stopped borrowing are skipped at removal anyway: leave them out of the bound.
     eligible = [rec for rec in candidates if _still_eligible(state, job, info, rec)]
-    if not eligible or (quota_failed and not could_pass_quota_without(state, job, info, eligible)):
+    if not eligible or (quota_failed and not bounded and
+                        not could_pass_quota_without(state, job, info, *_split(eligible, job, info))):
         return None
     if not could_fit_without(state, job, info, eligible):
         return None

@@ -266,25 +266,23 @@ class QuotaState:
         return None
 
     def check_without(self, project: str, demand: dict[str, int], preemptible: bool,
-                      usage: tuple[dict[tuple[str, str, bool], int], dict[str, int]]) -> QuotaFailure | None:
-        """check() as if this usage were gone: devices per (project, flavor, preemptible) and running jobs per
-        project (preemption's candidates, summed). The state is left as it was, its version included."""
+                      usage: tuple[dict[tuple[str, str, bool], int], int]) -> QuotaFailure | None:
+        """check() as if this usage were gone: devices per (project, flavor, preemptible), and running jobs of
+        the project (preemption's candidates, summed). The state is left as it was, its version included."""
         # check() reads the project's own running jobs, its cohort's sums and each flavor's excess over all
         # cohorts: another cohort's usage counts only while that cohort is in excess (else its excess stays 0).
         cohort = self.cohort_of(project)
         devices = {key: d for key, d in usage[0].items()
                    if self.cohort_of(key[0]) == cohort or self._excess((self.cohort_of(key[0]), key[1])) > 0}
-        jobs = {project: usage[1].get(project, 0)}
+        jobs = usage[1]
         before = self.version
         for (p, flavor, pre), d in devices.items():
             self._add(p, flavor, 0 if pre else -d, -d if pre else 0)
-        for p, n in jobs.items():
-            self.running[p] -= n
+        self.running[project] -= jobs
         failure = self.check(project, demand, preemptible)
         for (p, flavor, pre), d in devices.items():
             self._add(p, flavor, 0 if pre else d, d if pre else 0)
-        for p, n in jobs.items():
-            self.running[p] += n
+        self.running[project] += jobs
         self.restore(before)
         return failure
 

@@ -212,7 +212,8 @@ class CycleState:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
-        self.live_pool: dict[str, tuple[list, set[str]]] = {}  # flavor -> reclaim pool as of the last commit
+        # flavor -> reclaim pool as of the last commit (preemption._live_pool)
+        self.live_pool: dict[str, tuple[list, set[str], dict[str, int]]] = {}
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
