@@ -293,7 +293,7 @@ def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, 
 OWN_LIMITS = ("max_running", "no_quota", "borrowing_off", "borrow_limit")  # QuotaFailure kinds of a project alone
 
 
-def _split(candidates: list[RunRec], job: PendingJob, info: JobInfo) -> tuple[
+def candidate_usage(candidates: list[RunRec], job: PendingJob, info: JobInfo) -> tuple[
         list[RunRec], dict[tuple[str, str, bool], int]]:
     """The candidates of the job's own project, and the others' devices on the job's flavors summed."""
     own: list[RunRec] = []
@@ -309,7 +309,7 @@ def _split(candidates: list[RunRec], job: PendingJob, info: JobInfo) -> tuple[
     return own, others
 
 
-def _borrower_candidates(state: CycleState, job: PendingJob, flavor: str) -> tuple[
+def borrower_candidates(state: CycleState, job: PendingJob, flavor: str) -> tuple[
         list[RunRec], dict[tuple[str, str, bool], int]]:
     """What victim_candidates finds for a job of one flavor its quota keeps out, as _split gives it, without
     listing other projects' jobs: its project's jobs of lower priority, and other projects' preemptible jobs
@@ -415,7 +415,7 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     # A job its quota keeps out, of one flavor: the quota bound first, from its candidates' usage summed (most
     # such jobs end here, before their candidates are listed).
     bounded = quota_failed and len(info.flavors) == 1
-    if bounded and not could_pass_quota_without(state, job, info, *_borrower_candidates(state, job, info.primary)):
+    if bounded and not could_pass_quota_without(state, job, info, *borrower_candidates(state, job, info.primary)):
         return None
     candidates = victim_candidates(state, job, info, quota_failed)
     if not candidates:
@@ -423,7 +423,7 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     # Candidates whose project stopped borrowing are skipped at removal anyway: leave them out of the bound.
     eligible = [rec for rec in candidates if _still_eligible(state, job, info, rec)]
     if not eligible or (quota_failed and not bounded and
-                        not could_pass_quota_without(state, job, info, *_split(eligible, job, info))):
+                        not could_pass_quota_without(state, job, info, *candidate_usage(eligible, job, info))):
         return None
     if not could_fit_without(state, job, info, eligible):
         return None

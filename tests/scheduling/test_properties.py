@@ -27,7 +27,13 @@ from jobs.scheduling import (
     run_cycle,
 )
 from jobs.scheduling.cycle import Cycle
-from jobs.scheduling.preemption import may_have_candidates, victim_candidates
+from jobs.scheduling.preemption import (
+    borrower_candidates,
+    candidate_usage,
+    could_pass_quota_without,
+    may_have_candidates,
+    victim_candidates,
+)
 from jobs.scheduling.shapes import JobInfo
 from jobs.scheduling.state import CycleState
 
@@ -575,6 +581,34 @@ def test_victim_outline_never_hides_a_candidate(case):
         for quota_failed in (False, True):
             if not may_have_candidates(state, job, info, quota_failed):
                 assert victim_candidates(state, job, info, quota_failed) == []
+
+
+@PROPS
+@given(scenarios())
+def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
+    """preemption.could_pass_quota_without says what the quota check says once every victim candidate of a job its
+    quota keeps out is really removed (remove_run), from the candidates listed (candidate_usage) or, for a job
+    of one flavor, summed without listing them (borrower_candidates): a job it turns away could not have been
+    admitted by any simulated removal, and one it lets through is simulated as before."""
+    snap, policy, _ = case
+    state = CycleState(snap, policy)
+    for job in snap.pending:
+        info = JobInfo(job)
+        if job.preemptible or state.quota.check(job.project, info.demand, job.preemptible) is None:
+            continue
+        candidates = victim_candidates(state, job, info, True)
+        own, others = candidate_usage(candidates, job, info)
+        bound = could_pass_quota_without(state, job, info, own, others)
+        if len(info.flavors) == 1:
+            summed_own, summed_others = borrower_candidates(state, job, info.primary)
+            assert sorted(rec.id for rec in summed_own) == sorted(rec.id for rec in own)
+            assert summed_others == others
+        for rec in candidates:
+            state.remove_run(rec)
+        passes = state.quota.check(job.project, info.demand, job.preemptible) is None
+        for rec in reversed(candidates):
+            state.add_run(rec)
+        assert bound == passes
 
 
 @PROPS
