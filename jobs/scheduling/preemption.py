@@ -309,6 +309,24 @@ def candidate_usage(candidates: list[RunRec], job: PendingJob, info: JobInfo) ->
     return own, others
 
 
+def passes_quota_bound(state: CycleState, job: PendingJob, info: JobInfo) -> bool:
+    """could_pass_quota_without for a job of one flavor its quota keeps out, over borrower_candidates; failures
+    remembered per (project, flavor, reserved heads counted in) until victims are committed. Exact dominance: a
+    job of that project asking for at least as many devices with no higher priority (its own candidates a
+    subset) fails too, and admissions in between only raise quota usage, which never loosens a quota."""
+    flavor, devices = info.primary, info.demand[info.primary]
+    key = (job.project, flavor, state.heads_in)
+    failed = state.neg_bound.get(key) if state.use_cache else None
+    if failed is not None:
+        for priority, d in failed:
+            if job.priority <= priority and devices >= d:
+                return False
+    if could_pass_quota_without(state, job, info, *borrower_candidates(state, job, flavor)):
+        return True
+    state.neg_bound.setdefault(key, []).append((job.priority, devices))
+    return False
+
+
 def borrower_candidates(state: CycleState, job: PendingJob, flavor: str) -> tuple[
         list[RunRec], dict[tuple[str, str, bool], int]]:
     """What victim_candidates finds for a job of one flavor its quota keeps out, as _split gives it, without
@@ -415,7 +433,7 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     # A job its quota keeps out, of one flavor: the quota bound first, from its candidates' usage summed (most
     # such jobs end here, before their candidates are listed).
     bounded = quota_failed and len(info.flavors) == 1
-    if bounded and not could_pass_quota_without(state, job, info, *borrower_candidates(state, job, info.primary)):
+    if bounded and not passes_quota_bound(state, job, info):
         return None
     candidates = victim_candidates(state, job, info, quota_failed)
     if not candidates:

@@ -202,11 +202,13 @@ class CycleState:
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
         self._beside: dict[tuple, tuple[int, bool]] = {}  # see fails_beside
         self._counted: list[tuple[int, int]] = []  # count_heads: quota versions (before, after) counting heads in
+        self.heads_in: tuple[int, ...] = ()  # the reserved heads counted into quota usage right now (count_heads)
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
         # ((flavor, devices, topology, avoid), constrained) -> (replicas, cpu, mem) that failed (Cycle.try_place)
         self.neg_place: dict[tuple, list[tuple[int, int, int]]] = {}
         self.neg_preempt: dict[tuple, list[tuple[int, int, int, int, int]]] = {}  # see Cycle.try_preempt
+        self.neg_bound: dict[tuple, list[tuple[int, int]]] = {}  # see preemption.passes_quota_bound
         self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
         # Victim pools as of the start of the cycle, built on first use:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
@@ -342,8 +344,10 @@ class CycleState:
                 h.counted = h.extra()
                 quota.shift(h.project, *h.counted, 1)
             self._counted.append((before, quota.version))
+            self.heads_in = tuple(h.job_id for h in holds)
         else:
             before, after = self._counted.pop()
+            self.heads_in = ()
             unchanged = quota.version == after
             for h in holds:
                 assert h.counted is not None
@@ -528,6 +532,7 @@ class CycleState:
         preemption._pools)."""
         self.neg_place.clear()
         self.neg_preempt.clear()
+        self.neg_bound.clear()
         self.live_pool.clear()
 
     def admitted(self, rec: RunRec) -> None:
