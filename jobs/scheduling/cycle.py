@@ -219,7 +219,7 @@ class Cycle:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
                 out.victims = victims
-                state.forget_failures()  # capacity grew: earlier failures may fit now
+                state.forget_failures(victims)  # capacity grew: earlier failures may fit now
         return tentative
 
     def in_grace(self, job: PendingJob, victims: list[RunRec]) -> bool:

@@ -97,6 +97,8 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
             own.append(item)
             if borrowing:
                 pool.append(item)
+                if len(rec.demand) > 1:
+                    state.mixed_pools.add(flavor)
         pool.sort(key=lambda item: item[0])  # candidates are then gathered in near-sorted order
         for (_, f), own in state.own_pool.items():
             if f == flavor:
@@ -108,7 +110,7 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
 def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec]], set[str], dict[str, int]]:
     """The reclaim pool without jobs preempted since and jobs whose project no longer borrows any of its flavors
     (a superset of the eligible victims of any job), with the projects it holds and the devices of the flavor its
-    preemptible jobs hold per project. Rebuilt after every commit."""
+    preemptible jobs hold per project. Rebuilt after a commit that may change it (CycleState.forget_failures)."""
     live = state.live_pool.get(flavor)
     if live is None:
         quota, runs = state.quota, state.runs

@@ -216,6 +216,7 @@ class CycleState:
         self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
         # flavor -> reclaim pool as of the last commit (preemption._live_pool)
         self.live_pool: dict[str, tuple[list, set[str], dict[str, int]]] = {}
+        self.mixed_pools: set[str] = set()  # flavors whose reclaim pool holds a job of several flavors
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
@@ -527,13 +528,16 @@ class CycleState:
         self.undo_tentative(tentative)
         return True
 
-    def forget_failures(self) -> None:
+    def forget_failures(self, victims: Iterable[RunRec]) -> None:
         """Victims were committed: capacity grew, so cached failures are stale (victim pools are not: see
-        preemption._pools)."""
+        preemption._pools). A live pool changes only on the victims' flavors (they leave it, and their projects
+        may stop borrowing there), or where a job of several flavors may stop counting as a borrower."""
         self.neg_place.clear()
         self.neg_preempt.clear()
         self.neg_bound.clear()
-        self.live_pool.clear()
+        touched = {f for rec in victims for f in rec.demand} | self.mixed_pools
+        for flavor in [f for f in self.live_pool if f in touched]:
+            del self.live_pool[flavor]
 
     def admitted(self, rec: RunRec) -> None:
         """A job admitted this cycle now runs."""
