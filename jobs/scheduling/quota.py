@@ -85,8 +85,11 @@ class QuotaState:
         # earlier usage the state is back at (`restore`), so caches stamped with it stay exact.
         self.version = 0
         self._last_version = 0
+        # Edits that lowered some usage so far (the rest only raise it, which never loosens a quota): a quota
+        # failure of a project whose own usage did not change since stays the same failure (check_demand).
+        self.loosened = 0
         self.cache = True  # check_demand remembers its answers (False: the plain check, to compare against)
-        self._checked: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see check_demand
+        self._checked: dict[tuple, tuple[int, QuotaFailure | None, int, int]] = {}  # see check_demand
         self._answers: dict[tuple, Answers] = {}  # see check_demand
         self._lending: dict[tuple[str, str], tuple[int, tuple[int, int, int, int]]] = {}  # lending(), as of a version
         self.guaranteed_total: dict[str, int] = defaultdict(int)  # project -> sum of its guarantees
@@ -160,6 +163,8 @@ class QuotaState:
         self.changes[project] += 1
         self._last_version += 1
         self.version = self._last_version
+        if used < 0 or pre < 0:
+            self.loosened += 1
         delta = (after - g if after > g else 0) - (total - g if total > g else 0)
         before_l, after_l = lendable(g, total, hold, lend_limit), lendable(g, after, hold, lend_limit)
         if not delta and after_l == before_l:
@@ -184,8 +189,7 @@ class QuotaState:
                 delta_borrowed += self._add(project, flavor, sign * devices, 0)
                 if at_start:
                     self.run_used[key] += sign * devices
-        self.running[project] += sign
-        self._bump()  # a job of no device changes the running count alone
+        self._count_jobs(project, sign)  # a job of no device changes the running count alone
         return delta_borrowed
 
     def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],
@@ -208,17 +212,24 @@ class QuotaState:
             if d:
                 self._add(project, flavor, sign * d, 0)
         if jobs:
-            self.running[project] += sign * jobs
-            self._bump()
+            self._count_jobs(project, sign * jobs)
 
-    def _bump(self) -> None:
+    def _count_jobs(self, project: str, jobs: int) -> None:
+        self.running[project] += jobs
+        self.changes[project] += 1
         self._last_version += 1
         self.version = self._last_version
+        if jobs < 0:
+            self.loosened += 1
 
-    def restore(self, version: int) -> None:
-        """The usage is back to what `version` named (every edit since was undone exactly and nothing else
+    def mark(self) -> tuple[int, int]:
+        """What names the current usage, for `restore`."""
+        return self.version, self.loosened
+
+    def restore(self, mark: tuple[int, int]) -> None:
+        """The usage is back to what `mark` named (every edit since was undone exactly and nothing else
         changed): name it so again, so that answers cached then hold again."""
-        self.version = version
+        self.version, self.loosened = mark
 
     def check(self, project: str, demand: dict[str, int], preemptible: bool,
               extra: tuple[dict[str, int], int] | None = None) -> QuotaFailure | None:
@@ -275,7 +286,7 @@ class QuotaState:
         devices = {key: d for key, d in usage[0].items()
                    if self.cohort_of(key[0]) == cohort or self._excess((self.cohort_of(key[0]), key[1])) > 0}
         jobs = usage[1]
-        before = self.version
+        before = self.mark()
         for (p, flavor, pre), d in devices.items():
             self._add(p, flavor, 0 if pre else -d, -d if pre else 0)
         self.running[project] -= jobs
@@ -302,11 +313,18 @@ class QuotaState:
             return self.check(project, demand, False)
         key = (project, demand_key)
         cached = self._checked.get(key)
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
+        if cached is not None:
+            version, answer, loosened, changes = cached
+            if version == self.version:
+                return answer
+            # A failure of one flavor stays the same failure while nothing lowered any usage and the project's
+            # own did not move: other projects' usage only rose, which only lowers what its cohort can lend.
+            if answer is not None and loosened == self.loosened and changes == self.changes[project] and \
+                    len(demand_key) == 2:
+                return answer
         answer = self._check_one(project, demand_key, demand) if len(demand_key) == 2 else \
             self.check(project, demand, False)
-        self._checked[key] = (self.version, answer)
+        self._checked[key] = (self.version, answer, self.loosened, self.changes[project])
         return answer
 
     def _check_one(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:

@@ -201,7 +201,7 @@ class CycleState:
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
         self._beside: dict[tuple, tuple[int, bool]] = {}  # see fails_beside
-        self._counted: list[tuple[int, int]] = []  # count_heads: quota versions (before, after) counting heads in
+        self._counted: list[tuple[tuple[int, int], int]] = []  # count_heads: quota mark before, version after
         self.heads_in: tuple[int, ...] = ()  # the reserved heads counted into quota usage right now (count_heads)
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
@@ -340,7 +340,7 @@ class CycleState:
         in between, the quota state takes back the version it had before, so its cached answers hold again."""
         quota = self.quota
         if sign > 0:
-            before = quota.version
+            before = quota.mark()
             for h in holds:
                 h.counted = h.extra()
                 quota.shift(h.project, *h.counted, 1)
