@@ -234,8 +234,9 @@ class Cycle:
         when the project's running jobs will have released enough of it, and capacity from then on unless a job
         before it holds capacity of those flavors."""
         state, job, info = self.state, out.job, out.info
-        if any((job.project, f) in state.quota_holds for f in info.demand):
-            return  # a head of its project holds that quota already
+        for f in info.demand:  # a loop, not any() over a generator: asked for most jobs a quota keeps out
+            if (job.project, f) in state.quota_holds:
+                return  # a head of its project holds that quota already
         possible, start = quota_start(state, job, info)
         if not possible:
             return  # it cannot get in even once every running job ends: holding quota for it would starve others

@@ -99,7 +99,7 @@ class Explainer:
                 info = JobInfo(job)
             return self._fits_now(job, info, holds)
         replicas, cpu, mem = key[2], key[5], key[6]
-        topology = str(Topology.NONE) if loose else key[3]
+        topology = Topology.NONE if loose else key[3]
         fit, unfit = self.fitted.setdefault(((key[0], key[1], topology, key[4]), tuple(h.job_id for h in holds)),
                                             ([], []))
         if any(replicas <= r and cpu <= c and mem <= m for r, c, m in fit):

@@ -26,7 +26,7 @@ class JobInfo:
             self.replicas = group.replicas
             self.single = group.replicas > 0
             self.shape_key: ShapeKey | None = (
-                (group.flavor, group.devices, group.replicas, str(job.topology), job.avoid_nodes, group.cpu_millis,
+                (group.flavor, group.devices, group.replicas, job.topology, job.avoid_nodes, group.cpu_millis,
                  group.memory_mib)
                 if self.single else None
             )
@@ -51,7 +51,7 @@ class JobInfo:
         self.single = len(classes) == 1
         if self.single:
             flavor, devices, cpu, mem = next(iter(classes))
-            self.shape_key = (flavor, devices, self.replicas, str(job.topology), job.avoid_nodes, cpu, mem)
+            self.shape_key = (flavor, devices, self.replicas, job.topology, job.avoid_nodes, cpu, mem)
         else:
             self.shape_key = None
 
