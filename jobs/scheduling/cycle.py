@@ -120,6 +120,7 @@ class Cycle:
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
         self.waits = policy.waits  # a waiting job's outcome records why (`wait`) only when Waits are returned
         self.strict = policy.blocking == "strict"
+        self.preempting = policy.preemption
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
 
     def run(self) -> None:
@@ -174,7 +175,9 @@ class Cycle:
             holds = state.quota_holds_against(job, info)
             if holds and state.fails_beside(job, info, holds):
                 held = holds[0]
-        tentative = None if held else self.decide(out, constrained, failure is not None)
+        tentative = None
+        if held is None and (failure is None or self.may_preempt(job)):
+            tentative = self.decide(out, constrained, failure is not None)
         if tentative is not None:
             self.admit(out, tentative)
             return out
@@ -208,7 +211,7 @@ class Cycle:
         tentative = None
         if not quota_failed:
             tentative = self.try_place(job, info, constrained)  # phase 3
-        if tentative is None and self.policy.preemption and not job.preemptible:
+        if tentative is None and self.may_preempt(job):
             victims = self.try_preempt(job, info, quota_failed, constrained)  # phase 4
             if victims is not None and self.in_grace(job, victims):
                 for rec in reversed(victims):  # they keep running until the grace ends
@@ -221,6 +224,11 @@ class Cycle:
                 out.victims = victims
                 state.forget_failures(victims)  # capacity grew: earlier failures may fit now
         return tentative
+
+    def may_preempt(self, job: PendingJob) -> bool:
+        """Could phase 4 run for this job: preemption on, the job not preemptible itself, and this cycle's budget of
+        simulated removals not spent (preemption.MAX_SIMULATIONS; most waiting jobs of a busy cycle come after)."""
+        return self.preempting and not job.preemptible and self.state.simulations < MAX_SIMULATIONS
 
     def in_grace(self, job: PendingJob, victims: list[RunRec]) -> bool:
         """Preempting another project's job waits until the job has been queued for the reclaim grace: capacity
@@ -318,8 +326,6 @@ class Cycle:
     def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool,
                     constrained: bool) -> list[RunRec] | None:
         state = self.state
-        if state.simulations >= MAX_SIMULATIONS:
-            return None  # this cycle's budget of simulated removals is spent
         running = state.running_flavors
         if info.primary not in running and (len(info.flavors) == 1 or not any(f in running for f in info.flavors)):
             return None  # nothing was running on these flavors
