@@ -283,6 +283,11 @@ def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, 
     failure = quota.check(job.project, info.demand, job.preemptible, (extra, -len(own)))
     if failure is None or failure.kind in OWN_LIMITS or not others:
         return failure is None
+    if failure.kind == "cohort" and len(info.demand) == 1 and failure.short > sum(others.values()):
+        # Taking d devices from other projects lowers what the cohorts borrow beyond their lenders and the
+        # unowned capacity by d at most (a project that holds d fewer borrows up to d less or lends up to d
+        # more, not both): less than the shortfall cannot cure it.
+        return False
     devices = dict(others)
     for rec in own:
         for flavor, d in rec.demand.items():

@@ -44,11 +44,14 @@ def lendable(guaranteed: int, held: int, recent: int, lend_limit: float) -> floa
 
 
 class QuotaFailure:
-    __slots__ = ("kind", "flavor")
+    __slots__ = ("kind", "flavor", "short")
 
-    def __init__(self, kind: str, flavor: str = "") -> None:
+    def __init__(self, kind: str, flavor: str = "", short: float = 0.0) -> None:
         self.kind = kind  # "max_running" | "no_quota" | "borrowing_off" | "borrow_limit" | "cohort"
         self.flavor = flavor
+        # A cohort failure: by how many devices the borrowing of every cohort would exceed the unowned capacity
+        # with the job checked in (for that job's demand only: preemption.could_pass_quota_without).
+        self.short = short
 
 
 class Answers:
@@ -272,8 +275,9 @@ class QuotaState:
                 lend += lendable_before - lendable(g, held, hold, lend_limit)
             lend_after = lend - lendable_before + lendable(g, before_total + devices, hold, lend_limit)
             excess_after = borrowed - before_b + after_b - lend_after
-            if others_excess + (excess_after if excess_after > 0 else 0.0) > self.unowned.get(flavor, 0):
-                return QuotaFailure("cohort", flavor)
+            short = others_excess + (excess_after if excess_after > 0 else 0.0) - self.unowned.get(flavor, 0)
+            if short > 0:
+                return QuotaFailure("cohort", flavor, short)
         return None
 
     def check_without(self, project: str, demand: dict[str, int], preemptible: bool,

@@ -613,6 +613,39 @@ def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
 
 @PROPS
 @given(scenarios(), st.integers(0, 2**32))
+def test_a_cohort_shortfall_falls_by_at_most_each_device_other_projects_give_back(case, seed):
+    """A cohort failure's `short` bounds what other projects' removals can do (preemption's bound skips the
+    simulated removal on it): taking other projects' devices of the flavor one at a time, of any cohort,
+    preemptible or not, lowers it by one at most, the job keeps failing on its cohort while it is above zero,
+    and it passes only once it was 1 or less."""
+    snap, policy, _ = case
+    rnd = random.Random(seed)
+    quota = CycleState(snap, policy).quota
+    for job in snap.pending:
+        info = JobInfo(job)
+        failure = quota.check(job.project, info.demand, False)
+        if failure is None or failure.kind != "cohort":
+            continue
+        flavor = failure.flavor
+        units = [(p, pre) for p in quota.cohort if p != job.project for pre in (False, True)
+                 for _ in range((quota.pre if pre else quota.used)[(p, flavor)])]
+        rnd.shuffle(units)
+        short, taken = failure.short, 0
+        for p, pre in units:
+            quota.change(p, {flavor: 1}, pre, -1)
+            taken += 1
+            after = quota.check(job.project, info.demand, False)
+            if after is None:
+                assert short <= 1
+                break
+            assert after.kind == "cohort" and after.short >= short - 1
+            short = after.short
+        for p, pre in units[:taken]:
+            quota.change(p, {flavor: 1}, pre, 1)
+
+
+@PROPS
+@given(scenarios(), st.integers(0, 2**32))
 def test_quota_check_with_extra_usage_is_the_check_with_that_usage_held(case, seed):
     """QuotaState.check with `extra` (reserved heads, state.CycleState.fails_beside) answers as the plain check
     once the project really holds that much more (quota.shift), the cohort's sums moved with it."""
