@@ -480,6 +480,8 @@ class CycleState:
         if not short:
             taken = place(self.index, job, info)
             return None if taken is None else Tentative(taken, [])
+        if fits_by_count(self.index, job, info, {i for h in short for i in h.x}) is False:
+            return None  # told by counting, without lifting and settling the holds
         self.lift(short)
         taken = place(self.index, job, info)
         rel_added: list[Released] = []
