@@ -256,10 +256,10 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
     for domain in index.domains.get((flavor, level), ()):
         if required and (not domain.labelled or (level == "block" and domain.key[1] == "")):
             continue
-        room = index.replica_room(domain.leaves, devices, cpu, mem)
+        more = 0
         for lid in domain.leaves:
-            room += gain.get(lid, 0)
-        if room >= replicas:
+            more += gain.get(lid, 0)
+        if index.has_room(domain.leaves, devices, cpu, mem, replicas - more):  # counted only as far as needed
             return True
     return False
 
