@@ -74,7 +74,7 @@ def queue_of(job: PendingJob, policy: Policy) -> str:
 
 
 def assignments(job: PendingJob, taken: Taken, index: CapacityIndex) -> tuple[Assignment, ...]:
-    ordered = sorted(taken, key=lambda t: (t[0], t[1]))
+    ordered = sorted(taken)  # by (group, replica): no two entries share both
     return tuple(Assignment(job.groups[gi].role, r, index.nodes[i].name, d, c, m) for gi, r, i, d, c, m in ordered)
 
 
