@@ -218,13 +218,15 @@ def _hidden_gain(index: CapacityIndex, nodes: Iterable[int], flavor: str, device
                  mem: int) -> dict[int, int]:
     """Replicas per leaf that the hidden capacity of these nodes would add."""
     gain: dict[int, int] = {}
+    hidden, hidden_cpu, hidden_mem = index.hidden, index.hidden_cpu, index.hidden_mem
     for i in nodes:
         lid = index.leaf_of[i]
         if lid < 0 or index.leaves[lid].flavor != flavor:
             continue
+        if not (hidden[i] or hidden_cpu[i] or hidden_mem[i]):
+            continue  # a reservation's node its ending jobs already cover: nothing hidden there
         free, cpus, mems = index.free[i], index.cpu[i], index.mem[i]
-        more = (replicas_fitting(free + index.hidden[i], cpus + index.hidden_cpu[i], mems + index.hidden_mem[i],
-                                 devices, cpu, mem)
+        more = (replicas_fitting(free + hidden[i], cpus + hidden_cpu[i], mems + hidden_mem[i], devices, cpu, mem)
                 - replicas_fitting(free, cpus, mems, devices, cpu, mem))
         if more:
             gain[lid] = gain.get(lid, 0) + more

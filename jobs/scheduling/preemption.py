@@ -416,6 +416,8 @@ def _gains(index: CapacityIndex, extra: dict[int, list[int]], kept: dict[int, tu
             continue
         after = 0
         kd, kc, km = kept.get(i, NOTHING)
+        if not (d or c or m) and hidden[i] == kd and hidden_cpu[i] == kc and hidden_mem[i] == km and i not in avoid:
+            continue  # no candidate here, and what stays hidden is what is hidden now: no gain
         if cpu <= 0 and mem <= 0:  # devices alone: plain arithmetic (most jobs of replay traces)
             if i not in avoid:
                 after = max(0, free[i] + hidden[i] + d - kd) // devices
