@@ -30,7 +30,7 @@ from operator import attrgetter
 
 from .model import PendingJob, Policy, Project
 from .quota import QuotaState
-from .shapes import JobInfo
+from .shapes import JobInfo, JobInfos
 
 
 def decayed_usage(previous: float, devices: float, seconds: float, half_life: float) -> float:
@@ -67,11 +67,11 @@ class StaticOrder:
         self.done = False
 
     def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
-        closed = self.closed
+        closed, info_of = self.closed, JobInfos().of
         for job in self.jobs:
-            # Tested before the JobInfo is built: skipping a closed project's job costs one set lookup.
+            # Tested before the JobInfo is found: skipping a closed project's job costs one set lookup.
             if job.project not in closed:
-                yield job, JobInfo(job)
+                yield job, info_of(job)
                 if self.done:
                     return
 
@@ -111,7 +111,8 @@ class FairOrder:
             queue.sort(key=_priority)
         self.version = dict.fromkeys(self.queues, 0)
         self.shares: dict[str, tuple[int, float]] = {}  # project -> (quota.changes when computed, share)
-        self.info: dict[int, JobInfo] = {}  # job id -> its JobInfo, built when the job first heads its queue
+        self.info: dict[int, JobInfo] = {}  # job id -> its JobInfo, found when the job first heads its queue
+        self.info_of = JobInfos().of
         self.heap: list[tuple[tuple, str, int]] = []
         for project in self.queues:
             heappush(self.heap, (self.head_key(project), project, 0))
@@ -151,7 +152,7 @@ class FairOrder:
         head = self.queues[project][-1]
         info = self.info.get(head.id)
         if info is None:
-            info = self.info[head.id] = JobInfo(head)
+            info = self.info[head.id] = self.info_of(head)
         quota = self.quota
         cached = self.shares.get(project)  # share()'s cache, looked up here: this runs once per job
         share = cached[1] if cached is not None and cached[0] == quota.changes[project] else self.share(project)

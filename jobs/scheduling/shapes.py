@@ -56,6 +56,27 @@ class JobInfo:
             self.shape_key = None
 
 
+class JobInfos:
+    """The JobInfo of each job of a cycle, one per set of identical replicas (flavor, devices, replicas, topology,
+    nodes to avoid, CPU and memory: all a JobInfo is made of): a queue of 10,000 jobs holds a few thousand, and
+    phase 1 asks for one per job."""
+
+    def __init__(self) -> None:
+        self.by_shape: dict[tuple, JobInfo] = {}
+
+    def of(self, job: PendingJob) -> JobInfo:
+        groups = job.groups
+        if len(groups) != 1:
+            return JobInfo(job)
+        group = groups[0]
+        key = (group.flavor, group.devices, group.replicas, job.topology, job.avoid_nodes, group.cpu_millis,
+               group.memory_mib)
+        info = self.by_shape.get(key)
+        if info is None:
+            info = self.by_shape[key] = JobInfo(job)
+        return info
+
+
 def describe_shape(job: PendingJob) -> str:
     """'4 x 8 nvidia-h100-80gb' (groups joined by ' + ')."""
     return " + ".join(f"{g.replicas} x {g.devices} {g.flavor}" for g in job.groups)
