@@ -455,8 +455,61 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     if not could_fit_without(state, job, info, eligible):
         return None
     state.simulations += 1
+    # A job its quota keeps out: every candidate stays eligible (its own project's and preemptible jobs), and no
+    # prefix shorter than what its quota needs removed can fit.
+    needed = quota_prefix(state, job, info, candidates) if quota_failed else 0
+    victims = prefix_victims(state, job, info, candidates, needed)
+    if victims is None:
+        return None
+    if info.replicas == 1 and len(info.flavors) == 1:
+        # Evicting in preference order may throw away hours of work where another node holds only young jobs:
+        # take those instead when that saves most of it. Only then: evicting small young jobs rather than a big
+        # one frees less, so later jobs preempt more often (measured on the Philly week, bench_policy.py).
+        lost = sum(_lost(rec, state.now) for rec in victims)
+        kind = max(_kind(rec) for rec in victims)
+        for rec in reversed(victims):
+            state.add_run(rec)
+        cheaper = _one_node_victims(state, job, info, [r for r in eligible if _kind(r) <= kind],
+                                    min(lost / 4, lost - WORTH_SAVING))
+        if cheaper is not None:
+            return cheaper
+        for rec in victims:
+            state.remove_run(rec)
+    return victims
+
+
+def quota_prefix(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> int:
+    """For a job its quota keeps out (could_pass_quota_without lets every candidate's removal through): the fewest
+    leading candidates whose removal lets it past its quota. No shorter prefix fits: the bound is the quota check
+    with those jobs removed, and removing more never tightens a quota."""
+    lo, hi = 0, len(candidates)  # the quota fails with none removed and passes with all of them
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if could_pass_quota_without(state, job, info, *candidate_usage(candidates[:mid], job, info)):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def prefix_victims(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec],
+                    needed: int) -> list[RunRec] | None:
+    """Remove the shortest prefix of the candidates (those still eligible, in preference order) the job fits
+    without, then fill back every one it can do without: the victims, removed from `state`; None (state
+    untouched) when even all of them do not make room. No prefix shorter than `needed` fits (its quota).
+
+    Removing jobs only adds room and loosens quotas, so when the job fits with only the `needed`-th candidate
+    removed (the one that lets it past its quota), that prefix is the shortest and fill-back keeps all the others:
+    that candidate alone is the answer, without removing and putting back the ones before it."""
+    if needed:
+        last = candidates[needed - 1]
+        state.remove_run(last)
+        if state.fits(job, info):
+            return [last]
+        state.add_run(last)
     # Remove in preference order, checking at 1, 2, 4, ... removals and once all are removed: the first
-    # fitting check bounds the shortest fitting prefix, which bisection then finds.
+    # fitting check bounds the shortest fitting prefix, which bisection then finds. Prefixes shorter than
+    # `needed` are known not to fit: not checked.
     removed: list[RunRec] = []
     lo, hi, next_check = 0, 0, 1
     for rec in candidates:
@@ -465,7 +518,7 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
         state.remove_run(rec)
         removed.append(rec)
         if len(removed) == next_check:
-            if state.fits(job, info):
+            if len(removed) >= needed and state.fits(job, info):
                 hi = len(removed)
                 break
             lo, next_check = len(removed), next_check * 2
@@ -488,6 +541,9 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
 
     while hi - lo > 1:
         mid = (lo + hi) // 2
+        if mid < needed:
+            lo = mid
+            continue
         set_prefix(mid)
         if state.fits(job, info):
             hi = mid
@@ -504,19 +560,4 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
             kept.add(rec.id)
         else:
             state.remove_run(rec)
-    victims = [rec for rec in victims if rec.id not in kept]
-    if info.replicas == 1 and len(info.flavors) == 1:
-        # Evicting in preference order may throw away hours of work where another node holds only young jobs:
-        # take those instead when that saves most of it. Only then: evicting small young jobs rather than a big
-        # one frees less, so later jobs preempt more often (measured on the Philly week, bench_policy.py).
-        lost = sum(_lost(rec, state.now) for rec in victims)
-        kind = max(_kind(rec) for rec in victims)
-        for rec in reversed(victims):
-            state.add_run(rec)
-        cheaper = _one_node_victims(state, job, info, [r for r in eligible if _kind(r) <= kind],
-                                    min(lost / 4, lost - WORTH_SAVING))
-        if cheaper is not None:
-            return cheaper
-        for rec in victims:
-            state.remove_run(rec)
-    return victims
+    return [rec for rec in victims if rec.id not in kept]

@@ -32,6 +32,8 @@ from jobs.scheduling.preemption import (
     candidate_usage,
     could_pass_quota_without,
     may_have_candidates,
+    prefix_victims,
+    quota_prefix,
     victim_candidates,
 )
 from jobs.scheduling.shapes import JobInfo
@@ -609,6 +611,56 @@ def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
         for rec in reversed(candidates):
             state.add_run(rec)
         assert bound == passes
+
+
+def one_by_one_victims(state: CycleState, job, info, candidates) -> list[int] | None:
+    """Victim ids the plain way: remove candidates in order until the job fits, then put back, last first, every
+    one it still fits without. The state is left as it was."""
+    removed = []
+    for rec in candidates:
+        state.remove_run(rec)
+        removed.append(rec)
+        if state.fits(job, info):
+            break
+    else:
+        for rec in reversed(removed):
+            state.add_run(rec)
+        return None
+    victims = [removed[-1]]
+    for rec in reversed(removed[:-1]):
+        state.add_run(rec)
+        if not state.fits(job, info):
+            state.remove_run(rec)
+            victims.append(rec)
+    for rec in victims:
+        state.add_run(rec)
+    return sorted(rec.id for rec in victims)
+
+
+@PROPS
+@given(scenarios())
+def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
+    """For a job its quota keeps out, preemption's search starts from the candidate whose removal lets it past its
+    quota (quota_prefix: no shorter prefix passes it) and takes that one alone when the job then fits: the same
+    victims as removing candidates one by one until the job fits and putting back every one it can do without."""
+    snap, policy, _ = case
+    state = CycleState(snap, policy)
+    for job in snap.pending:
+        info = JobInfo(job)
+        if job.preemptible or state.quota.check(job.project, info.demand, job.preemptible) is None:
+            continue
+        candidates = victim_candidates(state, job, info, True)
+        if not candidates or not could_pass_quota_without(state, job, info, *candidate_usage(candidates, job, info)):
+            continue
+        needed = quota_prefix(state, job, info, candidates)
+        for n in (needed - 1, needed):
+            own, others = candidate_usage(candidates[:n], job, info)
+            assert could_pass_quota_without(state, job, info, own, others) == (n == needed)
+        expected = one_by_one_victims(state, job, info, candidates)
+        victims = prefix_victims(state, job, info, candidates, needed)
+        assert (None if victims is None else sorted(rec.id for rec in victims)) == expected
+        for rec in reversed(victims or []):
+            state.add_run(rec)
 
 
 @PROPS
