@@ -452,13 +452,15 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     if not eligible or (quota_failed and not bounded and
                         not could_pass_quota_without(state, job, info, *candidate_usage(eligible, job, info))):
         return None
-    if not could_fit_without(state, job, info, eligible):
-        return None
-    state.simulations += 1
     # A job its quota keeps out: every candidate stays eligible (its own project's and preemptible jobs), and no
     # prefix shorter than what its quota needs removed can fit.
     needed = quota_prefix(state, job, info, candidates) if quota_failed else 0
-    victims = prefix_victims(state, job, info, candidates, needed)
+    victims = quota_victim(state, job, info, candidates, needed)
+    if victims is None:
+        if not could_fit_without(state, job, info, eligible):
+            return None
+        victims = prefix_victims(state, job, info, candidates, needed)
+    state.simulations += 1  # counted as before quota_victim: could_fit_without passes where it succeeds
     if victims is None:
         return None
     if info.replicas == 1 and len(info.flavors) == 1:
@@ -492,21 +494,27 @@ def quota_prefix(state: CycleState, job: PendingJob, info: JobInfo, candidates: 
     return hi
 
 
+def quota_victim(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec],
+                 needed: int) -> list[RunRec] | None:
+    """[the `needed`-th candidate], removed from `state`, when the job fits with it alone removed: what
+    prefix_victims finds then, without removing and filling back the candidates before it. Removing jobs only adds
+    room and loosens quotas, so no prefix shorter than `needed` fitting (its quota), that prefix is the shortest
+    that fits and fill-back keeps every other candidate of it. None (state untouched) otherwise."""
+    if not needed:
+        return None
+    last = candidates[needed - 1]
+    state.remove_run(last)
+    if state.fits(job, info):
+        return [last]
+    state.add_run(last)
+    return None
+
+
 def prefix_victims(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec],
-                    needed: int) -> list[RunRec] | None:
+                   needed: int) -> list[RunRec] | None:
     """Remove the shortest prefix of the candidates (those still eligible, in preference order) the job fits
     without, then fill back every one it can do without: the victims, removed from `state`; None (state
-    untouched) when even all of them do not make room. No prefix shorter than `needed` fits (its quota).
-
-    Removing jobs only adds room and loosens quotas, so when the job fits with only the `needed`-th candidate
-    removed (the one that lets it past its quota), that prefix is the shortest and fill-back keeps all the others:
-    that candidate alone is the answer, without removing and putting back the ones before it."""
-    if needed:
-        last = candidates[needed - 1]
-        state.remove_run(last)
-        if state.fits(job, info):
-            return [last]
-        state.add_run(last)
+    untouched) when even all of them do not make room. No prefix shorter than `needed` fits (its quota)."""
     # Remove in preference order, checking at 1, 2, 4, ... removals and once all are removed: the first
     # fitting check bounds the shortest fitting prefix, which bisection then finds. Prefixes shorter than
     # `needed` are known not to fit: not checked.

@@ -34,6 +34,7 @@ from jobs.scheduling.preemption import (
     may_have_candidates,
     prefix_victims,
     quota_prefix,
+    quota_victim,
     victim_candidates,
 )
 from jobs.scheduling.shapes import JobInfo
@@ -641,8 +642,9 @@ def one_by_one_victims(state: CycleState, job, info, candidates) -> list[int] | 
 @given(scenarios())
 def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
     """For a job its quota keeps out, preemption's search starts from the candidate whose removal lets it past its
-    quota (quota_prefix: no shorter prefix passes it) and takes that one alone when the job then fits: the same
-    victims as removing candidates one by one until the job fits and putting back every one it can do without."""
+    quota (quota_prefix: no shorter prefix passes it) and takes that one alone when the job then fits
+    (quota_victim), else searches the prefixes from there (prefix_victims): the same victims as removing candidates
+    one by one until the job fits and putting back every one it can do without."""
     snap, policy, _ = case
     state = CycleState(snap, policy)
     for job in snap.pending:
@@ -657,7 +659,8 @@ def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
             own, others = candidate_usage(candidates[:n], job, info)
             assert could_pass_quota_without(state, job, info, own, others) == (n == needed)
         expected = one_by_one_victims(state, job, info, candidates)
-        victims = prefix_victims(state, job, info, candidates, needed)
+        victims = quota_victim(state, job, info, candidates, needed) or prefix_victims(state, job, info, candidates,
+                                                                                       needed)
         assert (None if victims is None else sorted(rec.id for rec in victims)) == expected
         for rec in reversed(victims or []):
             state.add_run(rec)
