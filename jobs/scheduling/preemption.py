@@ -455,12 +455,12 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed
     # A job its quota keeps out: every candidate stays eligible (its own project's and preemptible jobs), and no
     # prefix shorter than what its quota needs removed can fit.
     needed = quota_prefix(state, job, info, candidates) if quota_failed else 0
-    victims = quota_victim(state, job, info, candidates, needed)
+    victims = lone_victim(state, job, info, eligible[max(needed, 1) - 1])
     if victims is None:
         if not could_fit_without(state, job, info, eligible):
             return None
         victims = prefix_victims(state, job, info, candidates, needed)
-    state.simulations += 1  # counted as before quota_victim: could_fit_without passes where it succeeds
+    state.simulations += 1  # counted as if could_fit_without came first: it passes where lone_victim succeeds
     if victims is None:
         return None
     if info.replicas == 1 and len(info.flavors) == 1:
@@ -494,19 +494,16 @@ def quota_prefix(state: CycleState, job: PendingJob, info: JobInfo, candidates: 
     return hi
 
 
-def quota_victim(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec],
-                 needed: int) -> list[RunRec] | None:
-    """[the `needed`-th candidate], removed from `state`, when the job fits with it alone removed: what
-    prefix_victims finds then, without removing and filling back the candidates before it. Removing jobs only adds
-    room and loosens quotas, so no prefix shorter than `needed` fitting (its quota), that prefix is the shortest
-    that fits and fill-back keeps every other candidate of it. None (state untouched) otherwise."""
-    if not needed:
-        return None
-    last = candidates[needed - 1]
-    state.remove_run(last)
+def lone_victim(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRec) -> list[RunRec] | None:
+    """[rec], removed from `state`, when the job fits with it alone removed; None (state untouched) otherwise.
+    Asked of the candidate at the shortest prefix that may fit: the first, or for a job its quota keeps out the one
+    that lets it past its quota (quota_prefix). Removing jobs only adds room and loosens quotas, so if the job fits
+    then, that prefix is the shortest that fits and fill-back keeps every other candidate of it: prefix_victims
+    would find [rec] too, after removing and filling back the candidates before it."""
+    state.remove_run(rec)
     if state.fits(job, info):
-        return [last]
-    state.add_run(last)
+        return [rec]
+    state.add_run(rec)
     return None
 
 

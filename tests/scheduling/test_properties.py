@@ -31,10 +31,10 @@ from jobs.scheduling.preemption import (
     borrower_candidates,
     candidate_usage,
     could_pass_quota_without,
+    lone_victim,
     may_have_candidates,
     prefix_victims,
     quota_prefix,
-    quota_victim,
     victim_candidates,
 )
 from jobs.scheduling.shapes import JobInfo
@@ -643,7 +643,7 @@ def one_by_one_victims(state: CycleState, job, info, candidates) -> list[int] | 
 def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
     """For a job its quota keeps out, preemption's search starts from the candidate whose removal lets it past its
     quota (quota_prefix: no shorter prefix passes it) and takes that one alone when the job then fits
-    (quota_victim), else searches the prefixes from there (prefix_victims): the same victims as removing candidates
+    (lone_victim), else searches the prefixes from there (prefix_victims): the same victims as removing candidates
     one by one until the job fits and putting back every one it can do without."""
     snap, policy, _ = case
     state = CycleState(snap, policy)
@@ -659,8 +659,8 @@ def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
             own, others = candidate_usage(candidates[:n], job, info)
             assert could_pass_quota_without(state, job, info, own, others) == (n == needed)
         expected = one_by_one_victims(state, job, info, candidates)
-        victims = quota_victim(state, job, info, candidates, needed) or prefix_victims(state, job, info, candidates,
-                                                                                       needed)
+        victims = lone_victim(state, job, info, candidates[needed - 1]) or prefix_victims(state, job, info,
+                                                                                          candidates, needed)
         assert (None if victims is None else sorted(rec.id for rec in victims)) == expected
         for rec in reversed(victims or []):
             state.add_run(rec)
