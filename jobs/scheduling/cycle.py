@@ -50,7 +50,11 @@ class Outcome(WaitEntry):
     __slots__ = ("considered", "victims", "admit", "grace_end", "deferred")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
-        super().__init__(job, info)
+        self.job = job
+        self.info = info
+        self.code = ""  # not waiting (yet)
+        self.reason = self.quota_kind = self.quota_flavor = ""
+        self.constrained = False
         self.considered = False  # reached the quota phase (not blocked by strict ordering)
         self.victims: Sequence[RunRec] = ()  # shared empty tuples until set: most jobs have none
         self.admit: Admit | None = None

@@ -45,18 +45,17 @@ def fmt_duration(seconds: float) -> str:
 class WaitEntry:
     """A job as evaluated in the cycle; once `wait` is called, a waiting one: its code ("place" until explain
     finds which capacity reason), its reason when evaluation wrote one, and what explain needs to write the
-    others (quota reasons and placement reasons quote the end-of-cycle state)."""
+    others (quota reasons and placement reasons quote the end-of-cycle state). Its fields are set by the cycle's
+    Outcome, which builds one per job (no chain of constructors: a queue holds 10,000)."""
 
     __slots__ = ("job", "info", "code", "reason", "quota_kind", "quota_flavor", "constrained")
-
-    def __init__(self, job: PendingJob, info: JobInfo) -> None:
-        self.job = job
-        self.info = info
-        self.code = ""  # not waiting (yet)
-        self.reason = ""
-        self.quota_kind = ""
-        self.quota_flavor = ""
-        self.constrained = False
+    job: PendingJob
+    info: JobInfo
+    code: str  # "" while not waiting
+    reason: str
+    quota_kind: str
+    quota_flavor: str
+    constrained: bool
 
     def wait(self, code: str, reason: str = "", quota_kind: str = "", quota_flavor: str = "",
              constrained: bool = False) -> None:
