@@ -485,12 +485,13 @@ def quota_prefix(state: CycleState, job: PendingJob, info: JobInfo, candidates: 
     leading candidates whose removal lets it past its quota. No shorter prefix fits: the bound is the quota check
     with those jobs removed, and removing more never tightens a quota."""
     lo, hi = 0, len(candidates)  # the quota fails with none removed and passes with all of them
+    mid = hi - 1  # asked first: its own project's jobs, which free its quota, come last in preference order
     while hi - lo > 1:
-        mid = (lo + hi) // 2
         if could_pass_quota_without(state, job, info, *candidate_usage(candidates[:mid], job, info)):
             hi = mid
         else:
             lo = mid
+        mid = (lo + hi) // 2
     return hi
 
 
