@@ -28,6 +28,10 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
   usage gone (removing a running job never tightens a quota: see could_pass_quota_without). A job its own quota
   keeps out tries its project's lower-priority jobs: when even all of them do not free enough quota, nothing is
   simulated;
+- the shortest prefix that may fit first: no prefix fits before the one its quota needs (quota_prefix, by the
+  same bound, for a job its quota keeps out; else the first candidate), and when J fits with that prefix's last
+  candidate alone removed, that one is the whole answer (lone_victim: removing jobs only adds room and loosens
+  quotas, so the prefix search and fill-back would find it too, after removing and putting back the others);
 - failures are remembered per (project, shape) for the rest of the cycle (Cycle.try_preempt);
 - at most MAX_SIMULATIONS simulated removals per cycle (policy constant below): later jobs that would need one
   wait for the next cycle, which starts with fresh state and its own budget. This bounds a cycle's preemption
