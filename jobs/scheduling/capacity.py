@@ -111,8 +111,8 @@ class CapacityIndex:
         self.hidden_mem: list[int] = [0] * len(nodes)
         self.leaf_of: list[int] = []
         self.leaves: list[Leaf] = []
-        self.leaf_version: list[int] = []  # per leaf: changes of its visible capacity so far (see leaf_room)
-        self.rooms: dict[tuple[int, int, int, int], tuple[int, int]] = {}  # (leaf, shape) -> (version, room)
+        # Per leaf: (devices, cpu, mem) -> replica_room, since its visible capacity last changed (see leaf_room).
+        self.leaf_rooms: list[dict[tuple[int, int, int], int]] = []
         self.flavor_leaves: dict[str, list[int]] = {}
         self.max_devices: dict[str, int] = {}  # largest schedulable node per flavor
         self.total_devices: dict[str, int] = {}  # allocatable devices of schedulable nodes per flavor
@@ -143,7 +143,7 @@ class CapacityIndex:
             if lid is None:
                 lid = leaf_ids[key] = len(leaves)
                 leaves.append(Leaf(*key))
-                self.leaf_version.append(0)
+                self.leaf_rooms.append({})
                 self.flavor_leaves.setdefault(node.flavor, []).append(lid)
                 leaf_devices.append(0)
                 leaf_largest.append(0)
@@ -192,7 +192,7 @@ class CapacityIndex:
         lid = self.leaf_of[i]
         if lid < 0:
             return
-        self.leaf_version[lid] += 1
+        self.leaf_rooms[lid].clear()
         leaf = self.leaves[lid]
         if old != value:
             buckets = leaf.buckets
@@ -271,11 +271,11 @@ class CapacityIndex:
     def leaf_room(self, lid: int, devices: int, cpu: int, mem: int) -> int:
         """replica_room of one leaf (devices > 0), remembered until the leaf's capacity changes: a cycle asks
         about the same racks for shape after shape, and an admission changes one or two of them."""
-        key = (lid, devices, cpu, mem)
-        version = self.leaf_version[lid]
-        cached = self.rooms.get(key)
-        if cached is not None and cached[0] == version:
-            return cached[1]
+        rooms = self.leaf_rooms[lid]
+        key = (devices, cpu, mem)
+        room = rooms.get(key)
+        if room is not None:
+            return room
         leaf = self.leaves[lid]
         buckets = leaf.buckets
         room = 0
@@ -300,7 +300,7 @@ class CapacityIndex:
                         room += n * low
                     else:
                         room += self._bucket_room(leaf, k, per, cpu, mem)
-        self.rooms[key] = (version, room)
+        rooms[key] = room
         return room
 
     def has_room(self, leaf_ids: list[int], devices: int, cpu: int, mem: int, need: int) -> bool:
