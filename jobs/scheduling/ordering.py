@@ -111,14 +111,14 @@ class FairOrder:
             queue.sort(key=_priority)
         self.version = dict.fromkeys(self.queues, 0)
         self.shares: dict[str, tuple[int, float]] = {}  # project -> (quota.changes when computed, share)
-        self.info: dict[int, JobInfo] = {}  # job id -> its JobInfo, found when the job first heads its queue
+        self.head_info: dict[str, JobInfo] = {}  # project -> the JobInfo of its head job (head_key finds it)
         self.info_of = JobInfos().of
         self.heap: list[tuple[tuple, str, int]] = []
         for project in self.queues:
             heappush(self.heap, (self.head_key(project), project, 0))
 
     def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
-        heap, version, queues = self.heap, self.version, self.queues
+        heap, version, queues, head_info = self.heap, self.version, self.queues, self.head_info
         while heap:
             _, project, pushed = heappop(heap)
             if pushed != version[project]:
@@ -126,7 +126,7 @@ class FairOrder:
             queue = queues[project]
             while queue:
                 job = queue.pop()
-                yield job, self.info.pop(job.id)
+                yield job, head_info[project]
                 # Resumed once the cycle decided that job: its project's share may have moved.
                 version[project] += 1
                 if not queue:
@@ -150,9 +150,7 @@ class FairOrder:
 
     def head_key(self, project: str) -> tuple:
         head = self.queues[project][-1]
-        info = self.info.get(head.id)
-        if info is None:
-            info = self.info[head.id] = self.info_of(head)
+        info = self.head_info[project] = self.info_of(head)
         quota = self.quota
         cached = self.shares.get(project)  # share()'s cache, looked up here: this runs once per job
         share = cached[1] if cached is not None and cached[0] == quota.changes[project] else self.share(project)
