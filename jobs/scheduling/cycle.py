@@ -124,6 +124,7 @@ class Cycle:
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
         self.waits = policy.waits  # a waiting job's outcome records why (`wait`) only when Waits are returned
         self.strict = policy.blocking == "strict"
+        self.backfill = policy.blocking == "backfill"
         self.preempting = policy.preemption
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
 
@@ -194,14 +195,14 @@ class Cycle:
             code = "max_running" if failure.kind == "max_running" else "quota"
             if waits:
                 out.wait(code, quota_kind=failure.kind, quota_flavor=failure.flavor)
-            self.borrower_waits = self.borrower_waits or failure.kind == "cohort"
-            if policy.blocking == "backfill" and not job.preemptible and failure.kind in RESERVABLE:
+            if failure.kind == "cohort":
+                self.borrower_waits = True
+            elif self.backfill and not job.preemptible and failure.kind in RESERVABLE:
                 self.reserve_for_quota(out)  # phase 5
         else:
             if waits:
                 out.wait("place", constrained=constrained)
-            if (policy.blocking == "backfill" and not job.preemptible
-                    and not any(f in state.head_flavors for f in info.flavors)):
+            if self.backfill and not job.preemptible and not any(f in state.head_flavors for f in info.flavors):
                 self.reserve_for_capacity(out)  # phase 5
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
             out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
