@@ -110,7 +110,7 @@ class FairOrder:
             queue.sort(key=_submitted_id, reverse=True)
             queue.sort(key=_priority)
         self.version = dict.fromkeys(self.queues, 0)
-        self.shares: dict[str, tuple[int, float]] = {}  # project -> (quota.changes when computed, share)
+        self.standings: dict[str, tuple[int, float, dict[str, tuple[int, int]]]] = {}  # see standing
         self.head_info: dict[str, JobInfo] = {}  # project -> the JobInfo of its head job (head_key finds it)
         self.info_of = JobInfos().of
         self.heap: list[tuple[tuple, str, int]] = []
@@ -151,20 +151,25 @@ class FairOrder:
     def head_key(self, project: str) -> tuple:
         head = self.queues[project][-1]
         info = self.head_info[project] = self.info_of(head)
-        quota = self.quota
-        cached = self.shares.get(project)  # share()'s cache, looked up here: this runs once per job
-        share = cached[1] if cached is not None and cached[0] == quota.changes[project] else self.share(project)
-        return (quota.would_borrow(project, info.demand, head.preemptible), -head.priority, share,
-                head.submitted_at, head.id)
+        standing = self.standings.get(project)  # standing()'s cache, looked up here: this runs once per job
+        if standing is None or standing[0] != self.quota.changes[project]:
+            standing = self.standing(project)
+        demand_key = info.demand_key
+        if len(demand_key) == 2:  # one flavor: would it take the project above its guarantee (QuotaState.would_borrow)
+            room = standing[2].get(demand_key[0])
+            borrows = self.quota.enabled and demand_key[1] > (room[head.preemptible] if room else 0)
+        else:
+            borrows = self.quota.would_borrow(project, info.demand, head.preemptible)
+        return borrows, -head.priority, standing[1], head.submitted_at, head.id
 
-    def share(self, project: str) -> float:
+    def standing(self, project: str) -> tuple[int, float, dict[str, tuple[int, int]]]:
+        """(quota.changes when computed, share, room per flavor): the project's share, and what its guarantee
+        still holds of each flavor it is guaranteed or uses, for a job that is not preemptible and for one that
+        is (whose own preemptible jobs count against it). Both move only when its usage does."""
         quota = self.quota
-        changes = quota.changes.get(project, 0)
-        cached = self.shares.get(project)
-        if cached is not None and cached[0] == changes:
-            return cached[1]
         guar, used, pre, totals = quota.guar, quota.used, quota.pre, quota.totals
         current = 0.0
+        room: dict[str, tuple[int, int]] = {}
         for f in quota.flavors_of.get(project, ()):
             key = (project, f)
             g = guar.get(key, 0)
@@ -173,9 +178,9 @@ class FairOrder:
                 current = max(current, use / g)
             elif use:
                 current = max(current, 1.0 + use / (totals.get(f) or 1))
-        share = current + self.past.get(project, 0.0)
-        self.shares[project] = (changes, share)
-        return share
+            room[f] = (g - used[key], g - use)
+        standing = self.standings[project] = (quota.changes[project], current + self.past.get(project, 0.0), room)
+        return standing
 
 
 def job_order(pending: Iterable[PendingJob], policy: Policy, quota: QuotaState,
