@@ -586,6 +586,15 @@ def test_victim_outline_never_hides_a_candidate(case):
                 assert victim_candidates(state, job, info, quota_failed) == []
 
 
+def quota_blocked(state: CycleState):
+    """Each pending job its quota keeps out (not preemptible), with its JobInfo and its victim candidates listed when
+    it comes up (a test puts the state back before the next)."""
+    for job in state.snapshot.pending:
+        info = JobInfo(job)
+        if not job.preemptible and state.quota.check(job.project, info.demand, job.preemptible) is not None:
+            yield job, info, victim_candidates(state, job, info, True)
+
+
 @PROPS
 @given(scenarios())
 def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
@@ -595,11 +604,7 @@ def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
     admitted by any simulated removal, and one it lets through is simulated as before."""
     snap, policy, _ = case
     state = CycleState(snap, policy)
-    for job in snap.pending:
-        info = JobInfo(job)
-        if job.preemptible or state.quota.check(job.project, info.demand, job.preemptible) is None:
-            continue
-        candidates = victim_candidates(state, job, info, True)
+    for job, info, candidates in quota_blocked(state):
         own, others = candidate_usage(candidates, job, info)
         bound = could_pass_quota_without(state, job, info, own, others)
         if len(info.flavors) == 1:
@@ -647,11 +652,7 @@ def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
     one by one until the job fits and putting back every one it can do without."""
     snap, policy, _ = case
     state = CycleState(snap, policy)
-    for job in snap.pending:
-        info = JobInfo(job)
-        if job.preemptible or state.quota.check(job.project, info.demand, job.preemptible) is None:
-            continue
-        candidates = victim_candidates(state, job, info, True)
+    for job, info, candidates in quota_blocked(state):
         if not candidates or not could_pass_quota_without(state, job, info, *candidate_usage(candidates, job, info)):
             continue
         needed = quota_prefix(state, job, info, candidates)
