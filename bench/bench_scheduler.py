@@ -56,6 +56,7 @@ from jobs.scheduling import (  # noqa: E402
     forecast_steps,
     run_cycle,
 )
+from jobs.scheduling.preemption import MAX_SIMULATIONS  # noqa: E402
 
 FLAVORS = ("nvidia-h100-80gb", "nvidia-a100-40gb", "nvidia-l4", "ascend-910b")
 # Allocatable (millicores, MiB) of each flavor's 8-device machine, after system reservations: a DGX H100, a DGX
@@ -224,8 +225,9 @@ def make_snapshot(pending: int, fill: float, seed: int = 7, realistic: bool = Tr
     return Snapshot(NOW, tuple(nodes), tuple(quotas), tuple(projects), tuple(running), tuple(jobs))
 
 
-def apply(snap: Snapshot, result, at: float) -> Snapshot:
-    """The snapshot after a cycle's decisions took effect: admitted jobs run, victims are pending again."""
+def apply(snap: Snapshot, result, at: float, min_runtime: float = 600.0) -> Snapshot:
+    """The snapshot after a cycle's decisions took effect: admitted jobs run (none preempted before `min_runtime`),
+    victims are pending again."""
     pending = {j.id: j for j in snap.pending}
     running = {r.id: r for r in snap.running}
     free = free_of(snap.nodes)
@@ -237,7 +239,7 @@ def apply(snap: Snapshot, result, at: float) -> Snapshot:
         j = pending.pop(adm.job_id)
         move(free, adm.placement, -1)
         running[j.id] = RunningJob(j.id, j.project, j.priority, at, adm.placement, j.groups[0].flavor,
-                                   j.preemptible, 600.0, j.max_runtime)
+                                   j.preemptible, min_runtime, j.max_runtime)
     return replace(snap, now=at, nodes=tuple(with_free(snap.nodes, free)), running=tuple(running.values()),
                    pending=tuple(pending.values()))
 
@@ -249,6 +251,43 @@ def replay_step(pending: int, seed: int) -> Snapshot:
     rnd = random.Random(seed + 1)
     new = make_job(rnd, 900_000, list(snap.projects), NOW + 5.0)
     return replace(snap, now=NOW + 5.0, pending=snap.pending + (new,))
+
+
+def organization_excess(snap: Snapshot) -> int:
+    """Devices organizations hold beyond their projects' guarantees plus the capacity nobody is guaranteed, summed
+    over flavors (goal 0): sum over organizations of max(0, held - guaranteed), less the unowned capacity."""
+    org = {p.name: p.cohort for p in snap.projects}
+    flavor_of = {n.name: n.flavor for n in snap.nodes}
+    net: dict[tuple[str, str], int] = {}
+    for q in snap.quotas:
+        net[(org[q.project], q.flavor)] = net.get((org[q.project], q.flavor), 0) - q.guaranteed
+    for r in snap.running:
+        for a in r.placement:
+            key = (org[r.project], flavor_of[a.node])
+            net[key] = net.get(key, 0) + a.devices
+    over = 0
+    for flavor in FLAVORS:
+        total = sum(n.devices for n in snap.nodes if n.flavor == flavor and n.schedulable)
+        unowned = max(0, total - sum(q.guaranteed for q in snap.quotas if q.flavor == flavor))
+        over += max(0, sum(max(0, n) for (_, f), n in net.items() if f == flavor) - unowned)
+    return over
+
+
+def quiet_rows(policy: Policy) -> list[tuple[str, int, int, int, bool]]:
+    """(world, organization excess after a cycle, after a second, preemptions of the second, whether the first
+    stopped at its simulation budget): a cycle's decisions carried out at once (admitted jobs preemptible at once,
+    victims queued again), then the same cycle again with nothing new."""
+    rows = []
+    for fill, name in ((0.0, "empty"), (0.75, "busy 75%")):
+        for seed in (7, 8):
+            snap = make_snapshot(10_000, fill, seed=seed)
+            first = run_cycle(snap, policy)
+            after = apply(snap, first, NOW, min_runtime=0.0)
+            second = run_cycle(after, policy)
+            rows.append((f"{name}, seed {seed}", organization_excess(after),
+                         organization_excess(apply(after, second, NOW, min_runtime=0.0)), len(second.preemptions),
+                         first.stats["preempted"] >= MAX_SIMULATIONS))
+    return rows
 
 
 def busy_share(snap: Snapshot) -> float:
@@ -326,6 +365,7 @@ def main() -> None:
         steps = sum(1 for _ in islice(forecast_steps(snap, policy, first), ETA_STEPS))
         rows.append((label, times, cpu, peak, None, f"{steps} simulated cycles, {len(starts)} of "
                      f"{len(snap.pending)} pending jobs given a start"))
+    quiet = quiet_rows(policy)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores, "
           f"{args.repeat} runs per case, CPU and memory {'modelled' if MODEL_CPU_MEMORY else 'not modelled'}")
@@ -336,6 +376,12 @@ def main() -> None:
         target_s = "-" if target is None else f"{target:.0f} ms"
         print(f"{label:<46} {med:>9.1f} {p95(times):>7.1f} {med_cpu:>7.1f} {peak:>8.1f} "
               f"{target_s:>7}  {verdict:<4}  {what}")
+    print("\nOrganizations and quiet cycles (10k pending): devices organizations hold beyond their guarantees and the"
+          "\nunowned capacity after each cycle (goal 0), and preemptions when the cycle runs again with nothing new"
+          "\n(goal 0 unless the first cycle stopped at its simulation budget, which leaves the rest to the next).")
+    print(f"{'world':<20} {'excess, 1st':>11} {'excess, 2nd':>11} {'2nd preempts':>12}  first at budget")
+    for world, first_excess, second_excess, preempts, at_budget in quiet:
+        print(f"{world:<20} {first_excess:>11} {second_excess:>11} {preempts:>12}  {'yes' if at_budget else 'no'}")
 
 
 if __name__ == "__main__":

@@ -116,23 +116,26 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
 
 
 def quota_start(state: CycleState, job: PendingJob, info: JobInfo) -> tuple[bool, float | None]:
-    """(possible, start): when its own project's quota (guarantee plus borrow limit) will let `job` in if nothing
-    else is admitted: now, or the first time the project's running jobs (those admitted this cycle too) have
-    released enough at their max runtimes. start is None when that depends on jobs without a max runtime;
-    possible is False when the job asks for more than that quota."""
+    """(possible, start): when its own project's quota (guarantee plus borrow limit, and its running-job cap) will
+    let `job` in if nothing else is admitted: now, or the first time the project's running jobs (those admitted
+    this cycle too) have released enough devices and slots at their max runtimes. start is None when that depends
+    on jobs without a max runtime; possible is False when the job asks for more than that quota."""
     project, quota = job.project, state.quota
     demand = info.demand
     limit = {f: quota.limit(project, f) for f in demand}
     if any(d > limit[f] for f, d in demand.items()):
         return False, None
     usage = {f: quota.used[(project, f)] + quota.pre[(project, f)] for f in demand}
+    cap = quota.max_running.get(project)
+    running = quota.running[project]
 
     def fits() -> bool:
-        return all(usage[f] + d <= limit[f] for f, d in demand.items())
+        return (cap is None or running < cap) and all(usage[f] + d <= limit[f] for f, d in demand.items())
 
     if fits():
         return True, state.now
     for t, released in _project_releases(state, project):
+        running -= 1
         for f, d in released.items():
             if f in usage:
                 usage[f] -= d

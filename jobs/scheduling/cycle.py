@@ -39,7 +39,8 @@ from .model import (
 )
 from .ordering import job_order
 from .placement import Taken
-from .preemption import MAX_SIMULATIONS, find_victims
+from .preemption import MAX_SIMULATIONS, find_victims, may_have_candidates, reclaims, searched_flavors
+from .quota import QuotaFailure
 from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
@@ -47,7 +48,7 @@ from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 class Outcome(WaitEntry):
     """What evaluating one job decided: admitted (with its victims), or waiting (`wait`, for phase 6)."""
 
-    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred")
+    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred", "retry_on")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -62,15 +63,23 @@ class Outcome(WaitEntry):
         # would take, kept running): see Cycle.decide.
         self.grace_end: float | None = None
         self.deferred: Sequence[RunRec] = ()
+        # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed); () when
+        # nothing in this cycle can end its wait (strict blocking, never fits, a spent budget, a quota hold, a grace).
+        self.retry_on: tuple[tuple[str, str], ...] = ()
 
 
 # Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its
-# start ("no_quota" never can; a job waiting for a running-job slot gets the first one freed, being first of its
-# project; what its organization can lend is not reserved, see backfill).
-RESERVABLE = ("borrow_limit", "borrowing_off")
+# start ("no_quota" never can; what its organization can lend is not reserved, see backfill). A head waiting for a
+# running-job slot reserves it too: else a later job of its project that ends in time takes the slot, the head
+# then reserves nothing, and a job behind it would preempt that one for the slot in the next cycle.
+RESERVABLE = ("borrow_limit", "borrowing_off", "max_running")
 
 
 UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
+
+# Jobs evaluated again after commits, per cycle (Cycle.committed): a cycle that reaches it leaves the rest for the
+# next cycle, as MAX_SIMULATIONS does with preemption.
+MAX_RETRIES = 2000
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -118,6 +127,11 @@ class Cycle:
         self.state.quota.cache = use_cache
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
         self.outcomes: list[Outcome] = []
+        self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
+        self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
+        # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
+        self.waiting: dict[tuple[str, str], list[int]] = {}
+        self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
         self.structural: dict[tuple, tuple[str, str] | None] = {}
         self.fitting: dict[tuple, list[tuple[int, int, int]]] = {}  # see structural_check
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
@@ -136,23 +150,58 @@ class Cycle:
         # wait behind them. With explanations on, they are evaluated and explained as before.
         close_blocked = policy.blocking == "strict" and not policy.explain
         for job, info in self.order:
-            out = self.evaluate(job, info)
+            out = self.evaluate(job, info, len(self.outcomes))
             self.outcomes.append(out)
-            if out.victims:
-                self.order.changed({victim.project for victim in out.victims})
+            self.settle(len(self.outcomes) - 1)
             if close_blocked and out.admit is None:
                 queue = queue_of(job, policy)
                 if blocked.get(queue) == job.id:  # this job now blocks its queue
                     self.order.close(job.project if queue != "*" else None)
 
+    def settle(self, position: int) -> None:
+        """Keep what an evaluation at this position of the cycle decided: an admitted job and what its victims
+        gave back, or a waiting job under what could end its wait (Outcome.retry_on)."""
+        out = self.outcomes[position]
+        if out.admit is None:
+            for key in out.retry_on:
+                self.waiting.setdefault(key, []).append(position)
+            return
+        self.admitted_at[out.job.id] = position
+        if out.victims:
+            self.committed(out.victims)
+
+    def committed(self, victims: Sequence[RunRec]) -> None:
+        """Victims were committed: capacity and quota came back on their flavors. The jobs among them admitted
+        earlier in this cycle (given back) and, but under strict blocking, the jobs evaluated earlier that wait on
+        those flavors are evaluated again, in cycle order, before any later job: otherwise a later job of lower
+        order would take what they now fit in, and they would preempt it in the next cycle. (Under strict blocking
+        the cycle order already keeps later jobs of a queue out.)"""
+        self.order.changed({victim.project for victim in victims})
+        again = {self.admitted_at.pop(rec.id) for rec in victims if not rec.at_start}
+        if not self.strict:
+            freed = {("flavor", f) for rec in victims for f in rec.demand} | {("project", rec.project)
+                                                                           for rec in victims}
+            again.update(p for key in freed for p in self.waiting.get(key, ()))
+        for position in sorted(again):
+            before = self.outcomes[position]
+            if before.admit is not None or self.retries >= MAX_RETRIES:
+                continue  # admitted by an earlier try again
+            self.retries += 1
+            for key in before.retry_on:
+                self.waiting[key].remove(position)
+            self.outcomes[position] = self.evaluate(before.job, before.info, position)
+            self.settle(position)
+
     # -- phases 2 to 5, per job -------------------------------------------------------------------------------
 
-    def evaluate(self, job: PendingJob, info: JobInfo) -> Outcome:
+    def evaluate(self, job: PendingJob, info: JobInfo, position: int) -> Outcome:
+        """Phases 2 to 5 for the job at this position of the cycle order (an earlier one when it is evaluated
+        again: a job blocks only those after it)."""
         state, policy, waits = self.state, self.policy, self.waits
         out = Outcome(job, info)
         strict = self.strict
         queue = queue_of(job, policy) if strict else ""
-        if strict and queue in state.blocked:
+        if strict and queue in state.blocked and self.blocked_at[queue] < position:
             if waits:
                 blocker = state.blocked[queue]
                 order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
@@ -182,10 +231,13 @@ class Cycle:
                 held = holds[0]
         tentative = None
         if held is None and (failure is None or self.may_preempt(job)):
-            tentative = self.decide(out, constrained, failure is not None)
+            tentative = self.decide(out, constrained, failure)
         if tentative is not None:
             self.admit(out, tentative)
             return out
+        if held is None and out.grace_end is None:  # what could end its wait: its flavors' capacity, or a slot
+            out.retry_on = (("project", job.project),) if failure is not None and failure.kind == "max_running" \
+                else tuple(("flavor", f) for f in info.flavors)
         if held is not None:
             if waits:
                 reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
@@ -206,18 +258,20 @@ class Cycle:
                 self.reserve_for_capacity(out)  # phase 5
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
             out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
-        if strict:
+        if strict and position < self.blocked_at.get(queue, position + 1):
             state.blocked[queue] = job.id
+            self.blocked_at[queue] = position
         return out
 
-    def decide(self, out: Outcome, constrained: bool, quota_failed: bool) -> Tentative | None:
-        """Phases 3 and 4: a placement, after preempting if it must (victims kept in `out`), or None."""
+    def decide(self, out: Outcome, constrained: bool, failure: QuotaFailure | None) -> Tentative | None:
+        """Phases 3 and 4: a placement, after preempting if it must (victims kept in `out`), or None. `failure`:
+        why the job fails its quota now (None: it passes)."""
         state, job, info = self.state, out.job, out.info
         tentative = None
-        if not quota_failed:
+        if failure is None:
             tentative = self.try_place(job, info, constrained)  # phase 3
         if tentative is None and self.may_preempt(job):
-            victims = self.try_preempt(job, info, quota_failed, constrained)  # phase 4
+            victims = self.try_preempt(job, info, failure, constrained)  # phase 4
             if victims is not None and self.in_grace(job, victims):
                 for rec in reversed(victims):  # they keep running until the grace ends
                     state.add_run(rec)
@@ -228,7 +282,23 @@ class Cycle:
                 assert tentative is not None  # find_victims checked it fits on this very state
                 out.victims = victims
                 state.forget_failures(victims)  # capacity grew: earlier failures may fit now
+                for rec in victims:
+                    if not rec.at_start:
+                        self.give_back(rec)
         return tentative
+
+    def give_back(self, rec: RunRec) -> None:
+        """A job admitted earlier in this cycle, taken back (preemption.revocable_candidates): it waits again
+        (`committed` then evaluates it again)."""
+        out = self.outcomes[self.admitted_at[rec.id]]
+        out.admit = None
+        if self.waits:
+            failure = self.state.quota.check(out.job.project, out.info.demand, out.job.preemptible)
+            if failure is None:
+                out.wait("place")
+            else:
+                out.wait("max_running" if failure.kind == "max_running" else "quota", quota_kind=failure.kind,
+                         quota_flavor=failure.flavor)
 
     def may_preempt(self, job: PendingJob) -> bool:
         """Could phase 4 run for this job: preemption on, the job not preemptible itself, and this cycle's budget of
@@ -237,10 +307,11 @@ class Cycle:
 
     def in_grace(self, job: PendingJob, victims: list[RunRec]) -> bool:
         """Preempting another project's job waits until the job has been queued for the reclaim grace: capacity
-        that frees meanwhile goes to it without throwing anyone's work away. Its own project's are not spared."""
+        that frees meanwhile goes to it without throwing anyone's work away. Its own project's are not spared, nor
+        jobs admitted in this cycle (given back before they start, they lose no work)."""
         grace = self.policy.reclaim_grace
         return (grace > 0 and self.state.now < job.queued_since + grace
-                and any(rec.project != job.project for rec in victims))
+                and any(rec.project != job.project and rec.at_start for rec in victims))
 
     def reserve_for_quota(self, out: Outcome) -> None:
         """A job its own project's quota keeps out: the first of its project and flavors reserves that quota from
@@ -328,29 +399,30 @@ class Cycle:
                 (key[2], key[5], key[6]))
         return tentative
 
-    def try_preempt(self, job: PendingJob, info: JobInfo, quota_failed: bool,
+    def try_preempt(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
                     constrained: bool) -> list[RunRec] | None:
         state = self.state
-        running = state.running_flavors
-        if info.primary not in running and (len(info.flavors) == 1 or not any(f in running for f in info.flavors)):
-            return None  # nothing was running on these flavors
+        running, revocable = state.running_flavors, state.revocable
+        if not any(f in running or f in revocable for f in searched_flavors(state, job, info, failure)):
+            return None  # nothing was running on these flavors, nor admitted in this cycle and revocable
+        if not may_have_candidates(state, job, info, failure):
+            return None  # most attempts end here, before any running job's record or victim pool is built
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
-        if quota_failed:
+        if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
         key = None
         if info.shape_key is not None and state.use_cache:
             # Exact dominance: if preemption could not make room for (priority, replicas, devices), it cannot
-            # for a job of the same project that asks for more of the same, with no higher priority (fewer
-            # candidates), until victims are committed (which clears this).
-            within = state.quota.within_guarantee(job.project, info.demand)
+            # for a job of the same project and the same victim rules that asks for more of the same, with no
+            # higher priority (fewer candidates), until victims are committed (which clears this).
             flavor, devices, replicas, topology, avoid, cpu, mem = info.shape_key
-            key = (job.project, quota_failed, within, constrained, flavor, topology, avoid,
-                   tuple(h.job_id for h in holds) if holds else ())
+            key = (job.project, failure is not None, reclaims(state, job, info, failure), constrained, flavor,
+                   topology, avoid, tuple(h.job_id for h in holds) if holds else ())
             for priority, r, d, c, m in state.neg_preempt.get(key, ()):
                 if job.priority <= priority and replicas >= r and devices >= d and cpu >= c and mem >= m:
                     return None
         state.count_heads(holds, 1)
-        victims = find_victims(state, job, info, quota_failed)
+        victims = find_victims(state, job, info, failure)
         state.count_heads(holds, -1)
         if victims is None and key is not None:
             group = info.groups[0][1]
@@ -364,7 +436,7 @@ class Cycle:
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]
         state.admitted(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
-                              usage, dict(info.demand), False))
+                              usage, dict(info.demand), False), revocable=not job.preemptible and not out.victims)
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
                           borrowed if state.quota.enabled else 0)
 
@@ -387,7 +459,8 @@ class Cycle:
         for out in self.outcomes:
             considered += out.considered
             for victim in out.victims:
-                preempts.append(Preempt(victim.id, out.job.id, preempt_reason(state, out.job, out.info, victim)))
+                if victim.at_start:  # one admitted this cycle was given back (Cycle.give_back)
+                    preempts.append(Preempt(victim.id, out.job.id, preempt_reason(state, out.job, out.info, victim)))
             if out.admit is not None:
                 admits.append(out.admit)
         reservations = tuple(

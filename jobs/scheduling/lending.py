@@ -10,11 +10,23 @@ in them, removes most of that churn at no cost to any guarantee (only borrowers 
 
 QuotaState lends only a project's guarantee above max(used now, held). The hold changes only when an entry leaves
 the window, so the cycle asks to be woken then (`expiry`) if a job waits for what is held.
+
+A project's waiting jobs are its demand now: what its non-preemptible jobs that each fit its idle guarantee ask
+for is held too (`waiting_holds`). Lent while they wait, it would be taken back from the borrower as soon as one of
+them is evaluated (in this cycle, or the next: a quiet cluster would churn). A job that would borrow itself holds
+nothing: it could not take a guarantee back, and holding for it would leave the guarantee idle while it waits.
+
+    held(p, f) = max(the recent demand above, use now + waiting jobs of p that fit g(p, f) - its non-preemptible use)
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .model import Snapshot
+
+if TYPE_CHECKING:
+    from .quota import QuotaState
 
 Key = tuple[str, str]  # (project, flavor)
 
@@ -62,3 +74,23 @@ def expiry(snapshot: Snapshot, hold: float, binding: set[Key]) -> float | None:
     ends = [e.ended_at + hold for e in snapshot.ended if (e.project, e.flavor) in binding and e.ended_at + hold > now]
     ends += [a.at + hold for a in snapshot.arrivals if (a.project, a.flavor) in binding and a.at + hold > now]
     return min(ends, default=None)
+
+
+def waiting_holds(snapshot: Snapshot, quota: QuotaState, used: dict[Key, int], pre: dict[Key, int]) -> dict[Key, int]:
+    """held(p, f) = use now + the devices of f that p's waiting jobs ask for, for each (project, flavor) with a waiting
+    job that is not preemptible, whose project's budget is not spent, and whose demand of every flavor fits what its
+    project's guarantee leaves above its non-preemptible use (as QuotaState.within_guarantee)."""
+    waiting: dict[Key, int] = {}
+    for job in snapshot.pending:
+        if job.preemptible:
+            continue
+        demand: dict[str, int] = {}
+        for group in job.groups:
+            demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
+        if not all(used.get((job.project, f), 0) + d <= quota.guar.get((job.project, f), 0) for f, d in demand.items()):
+            continue
+        for f, d in demand.items():
+            if d:
+                waiting[(job.project, f)] = waiting.get((job.project, f), 0) + d
+    stopped = {p.name for p in snapshot.projects if p.budget_stop}
+    return {key: used.get(key, 0) + pre.get(key, 0) + d for key, d in waiting.items() if key[0] not in stopped}

@@ -1,9 +1,14 @@
 """Phase 1, order: which pending job the cycle evaluates next. Every order ends with the job id, so every cycle is
 deterministic.
 
-"fifo" and "sjf" are one sort of the whole queue. "priority-fairshare" (production) moves as the cycle decides, as
-Kueue's admission order and Volcano's drf plugin do: each project has a queue (priority desc, submitted_at, id), and
-the next job is the best of the projects' head jobs by
+Every policy orders in two passes (`Passes`), each in the policy's order: every job that is not preemptible
+first, then the preemptible ones. A preemptible job only ever runs on capacity nobody else claims: admitted ahead
+of a job that is not preemptible, it would take room that job then preempts it for in the next cycle, so a quiet
+cluster would churn. Under strict blocking a queue blocked in the first pass stays blocked in the second.
+
+"fifo" and "sjf" are one sort of the whole queue, priority first (as Kueue's StrictFIFO). "priority-fairshare"
+(production) moves as the cycle decides, as Kueue's admission order and Volcano's drf plugin do: each project has a
+queue (priority desc, submitted_at, id), and the next job is the best of the projects' head jobs by
 
     (would borrow, -priority, share, submitted_at, id)
 
@@ -44,14 +49,16 @@ def decayed_usage(previous: float, devices: float, seconds: float, half_life: fl
     return previous * kept + devices * (1.0 - kept) / rate
 
 
-# Submitted_at, then id. An attrgetter builds the key in C: sorting is what a cycle of strict FIFO spends on each
-# job waiting behind a blocked head (Cycle.run), so it is most of the cost that still grows with the queue.
-key_fifo: Callable[[PendingJob], tuple] = attrgetter("submitted_at", "id")
+def key_fifo(job: PendingJob) -> tuple:
+    """Priority desc, then submitted_at, then id (as Kueue's StrictFIFO): a job never waits behind one of lower
+    priority, which it would preempt in the next cycle."""
+    return -job.priority, job.submitted_at, job.id
 
 
 def key_sjf(job: PendingJob) -> tuple:
-    """Oracle duration asc (unknown last), then submitted_at, then id. Only trace replay fills duration_hint."""
-    return job.duration_hint is None, job.duration_hint or 0.0, job.submitted_at, job.id
+    """Priority desc, then oracle duration asc (unknown last), then submitted_at, then id. Only trace replay fills
+    duration_hint."""
+    return -job.priority, job.duration_hint is None, job.duration_hint or 0.0, job.submitted_at, job.id
 
 
 _submitted_id = attrgetter("submitted_at", "id")
@@ -183,12 +190,55 @@ class FairOrder:
         return standing
 
 
+class Passes:
+    """Groups of jobs, each in the policy's order, one after the other. A group's order is built when the one
+    before is exhausted, so its keys see the state the earlier groups left."""
+
+    def __init__(self, groups: list[list[PendingJob]], make: Callable[[list[PendingJob]], StaticOrder | FairOrder]
+                 ) -> None:
+        self.groups = [group for group in groups if group]
+        self.make = make
+        self.current: StaticOrder | FairOrder | None = None
+        self.closed: set[str] = set()  # projects closed in a group stay closed in the next ones
+        self.done = False
+
+    def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
+        for group in self.groups:
+            if self.done:
+                return
+            self.current = self.make(group)
+            for project in self.closed:
+                self.current.close(project)
+            yield from self.current
+
+    def changed(self, projects: Iterable[str]) -> None:
+        if self.current is not None:
+            self.current.changed(projects)
+
+    def close(self, project: str | None) -> None:
+        """Yield no further job of `project` (None: no further job at all), in this group and the next."""
+        if project is None:
+            self.done = True
+        else:
+            self.closed.add(project)
+        if self.current is not None:
+            self.current.close(project)
+
+
 def job_order(pending: Iterable[PendingJob], policy: Policy, quota: QuotaState,
-              projects: Iterable[Project]) -> StaticOrder | FairOrder:
+              projects: Iterable[Project]) -> Passes:
+    projects = tuple(projects)
+    make: Callable[[list[PendingJob]], StaticOrder | FairOrder]
     if policy.ordering == "priority-fairshare":
-        return FairOrder(pending, quota, projects, policy)
-    if policy.ordering == "fifo":
-        return StaticOrder(pending, key_fifo)
-    if policy.ordering == "sjf":
-        return StaticOrder(pending, key_sjf)
-    raise ValueError(f"unknown ordering {policy.ordering!r}; known: fifo, priority-fairshare, sjf")
+        make = lambda jobs: FairOrder(jobs, quota, projects, policy)  # noqa: E731
+    elif policy.ordering == "fifo":
+        make = lambda jobs: StaticOrder(jobs, key_fifo)  # noqa: E731
+    elif policy.ordering == "sjf":
+        make = lambda jobs: StaticOrder(jobs, key_sjf)  # noqa: E731
+    else:
+        raise ValueError(f"unknown ordering {policy.ordering!r}; known: fifo, priority-fairshare, sjf")
+    firm: list[PendingJob] = []
+    preemptible: list[PendingJob] = []
+    for job in pending:
+        (preemptible if job.preemptible else firm).append(job)
+    return Passes([firm, preemptible], make)

@@ -1,16 +1,20 @@
 """Phase 4, preempt: free room for a job that does not fit, by simulated removal and fill-back.
 
 Who may be a victim of job J (project P, priority p), among jobs running when the cycle began:
-  (a) reclaim: J stays within P's guarantee on every flavor it asks for (quotas on). Then jobs of other projects
-      that are preemptible, or whose project is over its guarantee on a flavor J needs (checked again before
-      each removal, so a lender is never pushed below what it is owed by more than the job being removed).
+  (a) reclaim: J stays within P's guarantee on every flavor it asks for (quotas on), and passes its quota or fails
+      it only on what its organization lent ("lent": quota.py). Then jobs of other projects that are preemptible,
+      or whose project is over its guarantee on a flavor J needs (checked again before each removal, so a lender
+      is never pushed below what it is owed by more than the job being removed).
   (b) priority: jobs of P with a priority strictly below p. Jobs of P with equal or higher priority never.
   (c) borrowing: J needs capacity above P's guarantee. Then preemptible jobs of other projects, when removing them
       makes room that J's quota allows it (idle guarantee of P's organization, or capacity nobody is guaranteed):
       preemptible jobs are the first to go for any job allowed their capacity.
   With quotas off, (a) becomes: preemptible jobs of any project with a priority below p.
-Never: a job admitted this cycle (no thrashing), a job before started_at + min_runtime, or anything for a
-preemptible J (it only ever runs on idle capacity).
+Never: a job before started_at + min_runtime, or anything for a preemptible J (it only ever runs on idle
+capacity). A job admitted earlier in this cycle is a candidate by the same rules, a project's borrowing counted
+with this cycle's admissions, unless it is preemptible or preempted others to get in: it has not started, so it
+is given back (it waits again) rather than preempted, and no work is lost. Otherwise J would wait now and preempt
+it in the next cycle, with nothing else changed (a quiet cluster would churn).
 
 Preference (the order victims are tried): preemptible first, then jobs of borrowing projects, then lowest
 priority, then most recently started, then highest id ("borrowing" as of the start of the cycle). Removal
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 from .capacity import CapacityIndex, replicas_fitting
 from .model import PendingJob, Topology
+from .quota import COHORT_KINDS, QuotaFailure
 from .shapes import JobInfo
 from .state import CycleState, RunRec
 
@@ -144,21 +149,56 @@ def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec
     return live
 
 
-def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> list[RunRec]:
+def searched_flavors(state: CycleState, job: PendingJob, info: JobInfo,
+                     failure: QuotaFailure | None) -> tuple[str, ...]:
+    """The flavors whose jobs may be victims: the job's own, and for a job its project's running-job cap keeps out
+    every flavor its project uses (rule (b): a job of any flavor frees a slot)."""
+    if failure is None or failure.kind != "max_running":
+        return info.flavors
+    return info.flavors + tuple(sorted(state.quota.flavors_of.get(job.project, set()) - set(info.flavors)))
+
+
+def reclaims(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> bool:
+    """Rule (a): may the job take back its guarantee from other projects' borrowing jobs?"""
+    return (failure is None or failure.kind == "lent") and state.quota.within_guarantee(job.project, info.demand)
+
+
+def revocable_candidates(state: CycleState, job: PendingJob, info: JobInfo, reclaim: bool,
+                         failure: QuotaFailure | None) -> dict[int, tuple[tuple, RunRec]]:
+    """Jobs admitted earlier in this cycle (not preemptible, none preempted for) that the job could preempt in the
+    next cycle: its project's of lower priority, and under rule (a) those of projects over their guarantee now."""
     quota = state.quota
-    reclaim = not quota_failed and quota.within_guarantee(job.project, info.demand)
-    pooled = not quota.enabled
     found: dict[int, tuple[tuple, RunRec]] = {}
+    for flavor in searched_flavors(state, job, info, failure):
+        for project, recs in state.revocable.get(flavor, {}).items():
+            if project == job.project:
+                lower = [rec for rec in recs.values() if rec.priority < job.priority]
+            elif flavor in info.demand and reclaim and quota.enabled and quota.borrows_now(project, flavor):
+                lower = list(recs.values())
+            else:
+                continue
+            for rec in lower:
+                borrowing = any(quota.borrows_now(rec.project, f) for f in rec.demand)
+                found[rec.id] = (_preference(rec, borrowing), rec)
+    return found
+
+
+def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo,
+                      failure: QuotaFailure | None) -> list[RunRec]:
+    quota = state.quota
+    reclaim = reclaims(state, job, info, failure)
+    pooled = not quota.enabled
+    found = revocable_candidates(state, job, info, reclaim, failure) if state.revocable else {}
     project = job.project
-    for flavor in info.flavors:
+    for flavor in searched_flavors(state, job, info, failure):
         pool, projects, _ = _live_pool(state, flavor)
         runs = state.runs
         if job.priority > state.own_lowest.get((project, flavor), INF):
             for key, rec in state.own_pool.get((project, flavor), ()):
                 if rec.priority < job.priority and rec.id in runs:
                     found[rec.id] = (key, rec)
-        if not (len(projects) > 1 or (projects and project not in projects)):
-            continue  # the pool holds no job of another project
+        if flavor not in info.demand or not (len(projects) > 1 or (projects and project not in projects)):
+            continue  # only its own project's jobs free a slot, or the pool holds no job of another project
         if reclaim:
             for key, rec in pool:
                 if rec.project != job.project and rec.id in runs:
@@ -176,19 +216,38 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_f
     return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 
 
-def may_have_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> bool:
+def may_have_candidates(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> bool:
     """False when victim_candidates would surely find none, told from the running jobs' outline (projects,
     priorities, preemptible) and their projects' borrowing alone: a superset of each rule of victim_candidates
     (jobs preempted since, and borrowers' flavors, are not told apart), so True may still find none."""
     quota = state.quota
-    reclaim = not quota_failed and quota.within_guarantee(job.project, info.demand)
     pooled = not quota.enabled
+    reclaim: bool | None = None  # reclaims(), asked only when it decides
+    flavors = searched_flavors(state, job, info, failure)
+    for flavor in flavors:  # jobs admitted earlier in this cycle (revocable_candidates)
+        per_project = state.revocable.get(flavor)
+        if not per_project:
+            continue
+        if job.priority > state.revocable_lowest(flavor, job.project):
+            return True
+        if flavor in info.demand and len(per_project) > (job.project in per_project) and not pooled:
+            if reclaim is None:
+                reclaim = reclaims(state, job, info, failure)
+            if reclaim and any(project != job.project and quota.borrows_now(project, flavor)
+                               for project in per_project):
+                return True
     outline = state.victim_outline()
-    for flavor in info.flavors:
+    if not any(f in outline for f in flavors):
+        return False
+    if reclaim is None:
+        reclaim = reclaims(state, job, info, failure)
+    for flavor in flavors:
         for project, (lowest, preemptible) in outline.get(flavor, {}).items():
             if project == job.project or pooled:  # (b) priority, or quotas off
-                if lowest < job.priority:
+                if lowest < job.priority and (project == job.project or flavor in info.demand):
                     return True
+            elif flavor not in info.demand:
+                continue  # another flavor of its project's: only its own jobs free a slot
             # Another project's: preemptible jobs go first under (a) and (c), borrowers' jobs only under (a).
             elif preemptible or (reclaim and any(quota.run_borrowing(project, f)
                                                  for f in quota.flavors_of.get(project, ()))):
@@ -197,10 +256,12 @@ def may_have_candidates(state: CycleState, job: PendingJob, info: JobInfo, quota
 
 
 def _still_eligible(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRec) -> bool:
-    """Reclaim victims of other projects only while their project still borrows a flavor the job needs."""
+    """Reclaim victims of other projects only while their project still borrows a flavor the job needs (for a job
+    admitted this cycle, counting this cycle's admissions)."""
     if rec.project == job.project or rec.preemptible or not state.quota.enabled:
         return True
-    return any(state.quota.run_borrowing(rec.project, f) for f in rec.demand if f in info.demand)
+    borrows = state.quota.run_borrowing if rec.at_start else state.quota.borrows_now
+    return any(borrows(rec.project, f) for f in rec.demand if f in info.demand)
 
 
 _LEVEL = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}
@@ -287,7 +348,7 @@ def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, 
     failure = quota.check(job.project, info.demand, job.preemptible, (extra, -len(own)))
     if failure is None or failure.kind in OWN_LIMITS or not others:
         return failure is None
-    if failure.kind == "cohort" and len(info.demand) == 1 and failure.short > sum(others.values()):
+    if failure.kind in COHORT_KINDS and len(info.demand) == 1 and failure.short > sum(others.values()):
         # Taking d devices from other projects lowers what the cohorts borrow beyond their lenders and the
         # unowned capacity by d at most (a project that holds d fewer borrows up to d less or lends up to d
         # more, not both): less than the shortfall cannot cure it.
@@ -349,6 +410,8 @@ def borrower_candidates(state: CycleState, job: PendingJob, flavor: str) -> tupl
         runs = state.runs
         own = [rec for _, rec in state.own_pool.get((job.project, flavor), ())
                if rec.priority < job.priority and rec.id in runs]
+    own.extend(rec for rec in state.revocable.get(flavor, {}).get(job.project, {}).values()
+               if rec.priority < job.priority)
     others = {(project, flavor, True): d for project, d in preemptible.items() if project != job.project}
     return own, others
 
@@ -437,28 +500,33 @@ def _gains(index: CapacityIndex, extra: dict[int, list[int]], kept: dict[int, tu
 NOTHING = (0, 0, 0)
 
 
-def find_victims(state: CycleState, job: PendingJob, info: JobInfo, quota_failed: bool) -> list[RunRec] | None:
-    """Victims to remove so the job fits, already removed from `state`; None (state untouched) if impossible."""
+def find_victims(state: CycleState, job: PendingJob, info: JobInfo,
+                 failure: QuotaFailure | None) -> list[RunRec] | None:
+    """Victims to remove so the job fits, already removed from `state`; None (state untouched) if impossible.
+    `failure`: why the job fails its quota now (None: it passes)."""
     if job.preemptible or state.simulations >= MAX_SIMULATIONS:
         return None
-    if not may_have_candidates(state, job, info, quota_failed):
-        return None  # most attempts end here, before any running job's record or victim pool is built
-    # A job its quota keeps out, of one flavor: the quota bound first, from its candidates' usage summed (most
-    # such jobs end here, before their candidates are listed).
-    bounded = quota_failed and len(info.flavors) == 1
+    if not may_have_candidates(state, job, info, failure):
+        return None  # Cycle.try_preempt asks first; kept here so that this function stands alone
+    # A job its quota keeps out (not a lent guarantee, whose candidates are other projects' borrowers), of one
+    # flavor: the quota bound first, from its candidates' usage summed (most such jobs end here, before their
+    # candidates are listed).
+    kept_out = failure is not None and failure.kind != "lent"
+    # (Its running-job cap is freed by its project's jobs of any flavor, which borrower_candidates does not sum.)
+    bounded = failure is not None and failure.kind not in ("lent", "max_running") and len(info.flavors) == 1
     if bounded and not passes_quota_bound(state, job, info):
         return None
-    candidates = victim_candidates(state, job, info, quota_failed)
+    candidates = victim_candidates(state, job, info, failure)
     if not candidates:
         return None
     # Candidates whose project stopped borrowing are skipped at removal anyway: leave them out of the bound.
     eligible = [rec for rec in candidates if _still_eligible(state, job, info, rec)]
-    if not eligible or (quota_failed and not bounded and
+    if not eligible or (failure is not None and not bounded and
                         not could_pass_quota_without(state, job, info, *candidate_usage(eligible, job, info))):
         return None
     # A job its quota keeps out: every candidate stays eligible (its own project's and preemptible jobs), and no
     # prefix shorter than what its quota needs removed can fit.
-    needed = quota_prefix(state, job, info, candidates) if quota_failed else 0
+    needed = quota_prefix(state, job, info, candidates) if kept_out else 0
     victims = lone_victim(state, job, info, eligible[max(needed, 1) - 1])
     if victims is None:
         if not could_fit_without(state, job, info, eligible):

@@ -12,15 +12,28 @@ project's non-preemptible jobs take the guarantee back by priority preemption.
 Borrowing stays inside the organization (the cohort): a project borrows its cohort's lendable capacity, and
 capacity nobody is guaranteed, never another organization's guarantee. Per cohort c and flavor f:
     lend(c, f)      = sum of lendable over c's projects
-    excess(c, f)    = max(0, borrowed(c, f) - lend(c, f))         what c's borrowing takes beyond its lenders
-and per flavor, over every cohort:
+    net(c, f)       = devices c's projects hold - sum of their guarantees     (what c holds beyond what it owns)
+and per flavor:
     unowned(f)      = max(0, devices of f on schedulable nodes - sum of every project's g)
-    sum of excess(c, f) over cohorts  <=  unowned(f)
-A job is within quota when, for each flavor, either it does not raise its project's borrowed amount (it fits in
-the guarantee: always allowed, even if that takes back lent capacity, which preemption then reclaims), or after
-admission borrowed(p, f) <= b and the constraint above holds. Pooling lenders per cohort and the unowned capacity
-across cohorts is exact: any borrower may use any lender of its cohort and any unowned device, so the aggregate
-check is the flow feasibility check.
+    excess(f)       = sum over cohorts of max(0, net(c, f))                   must stay <= unowned(f)
+A job is within quota when, for each flavor f it asks for (others(f) = excess(f) less c's own share of it):
+  - inside its project's guarantee: its cohort holds no more than it owns after admission, or what it then holds
+    beyond that fits in the unowned capacity other cohorts leave:  net(c, f) + d <= 0  or
+    others(f) + net(c, f) + d <= unowned(f). Else it fails as "lent": its project lent that guarantee to its
+    cohort's borrowers and the cohort has nothing else to give them, so preemption takes it back from them, rather
+    than admitting the job onto devices another organization is guaranteed.
+  - above it: borrowing is on, borrowed(p, f) <= b after admission, and what the cohort's borrowing then takes
+    beyond its lenders, r' = borrowed(c, f) - lend(c, f) after admission, is covered by them or fits in the
+    unowned capacity other cohorts leave:  r' <= 0  or  others(f) + r' <= unowned(f). Else it fails as "cohort".
+Lend limits and lend holds bound what borrowers may take (lend <= the cohort's idle guarantee, so r' >= net: a
+borrower that passes keeps the excess bound); they never keep a guarantee from its own project. A cohort whose
+borrowing its own lenders cover is never held back by another cohort's excess (a lost node, a guarantee raised).
+Pooling lenders per cohort and the unowned capacity across cohorts is exact: any borrower may use any lender of its
+cohort and any unowned device, so the aggregate check is the flow feasibility check.
+
+Monotone, as preemption's bounds and the remembered answers need: net, r' and others(f) only fall when any
+project's usage falls and only rise with the job's devices. So removing running jobs never turns a pass into a
+failure, nor does a smaller demand; raising usage never turns a failure into a pass.
 """
 
 from __future__ import annotations
@@ -47,11 +60,17 @@ class QuotaFailure:
     __slots__ = ("kind", "flavor", "short")
 
     def __init__(self, kind: str, flavor: str = "", short: float = 0.0) -> None:
-        self.kind = kind  # "max_running" | "no_quota" | "borrowing_off" | "borrow_limit" | "cohort"
+        # "max_running" | "no_quota" | "borrowing_off" | "borrow_limit" | "cohort" (it would borrow what its cohort
+        # cannot lend) | "lent" (inside its guarantee, which its cohort lent to borrowers it cannot otherwise cover)
+        self.kind = kind
         self.flavor = flavor
-        # A cohort failure: by how many devices the borrowing of every cohort would exceed the unowned capacity
-        # with the job checked in (for that job's demand only: preemption.could_pass_quota_without).
+        # A cohort or lent failure: the fewest devices other projects would have to give back before the job's
+        # demand of that flavor passes (preemption.could_pass_quota_without): each device given back lowers the
+        # cohorts' excess over the unowned capacity, and the job's cohort's own excess, by one at most.
         self.short = short
+
+
+COHORT_KINDS = ("cohort", "lent")  # failures of what a cohort can lend, which other projects' removals may cure
 
 
 class Answers:
@@ -112,11 +131,13 @@ class QuotaState:
         self.run_used: dict[tuple[str, str], int] = defaultdict(int)
         self.lend: dict[tuple[str, str], float] = defaultdict(float)  # (cohort, flavor) -> lendable of members
         self.borrowed_total: dict[tuple[str, str], int] = defaultdict(int)  # (cohort, flavor) -> borrowed
-        self.excess: dict[str, float] = defaultdict(float)  # flavor -> sum over cohorts of excess(c, f)
+        self.net: dict[tuple[str, str], int] = defaultdict(int)  # (cohort, flavor) -> held - guaranteed
+        self.excess: dict[str, int] = defaultdict(int)  # flavor -> sum over cohorts of max(0, net(c, f))
         guaranteed: dict[str, int] = defaultdict(int)
         for (project, flavor), g in self.guar.items():
             guaranteed[flavor] += g
             self.lend[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
+            self.net[(self.cohort_of(project), flavor)] -= g
         self.unowned: dict[str, int] = {f: max(0, total - guaranteed[f]) for f, total in flavor_totals.items()}
 
     def hold_back(self, held: dict[tuple[str, str], int]) -> None:
@@ -145,9 +166,6 @@ class QuotaState:
         key = (project, flavor)
         return max(0, self.used[key] + self.pre[key] - self.guar.get(key, 0))
 
-    def _excess(self, cohort_key: tuple[str, str]) -> float:
-        return max(0.0, self.borrowed_total[cohort_key] - self.lend[cohort_key])
-
     def _add(self, project: str, flavor: str, used: int, pre: int) -> int:
         """Add usage to one (project, flavor), keeping the cohort's sums and the flavor's excess; returns the change
         in the project's borrowed devices."""
@@ -168,16 +186,17 @@ class QuotaState:
         self.version = self._last_version
         if used < 0 or pre < 0:
             self.loosened += 1
+        net = self.net
+        before_n = net[cohort_key]
+        after_n = net[cohort_key] = before_n + used + pre
+        if before_n > 0 or after_n > 0:
+            self.excess[flavor] += (after_n if after_n > 0 else 0) - (before_n if before_n > 0 else 0)
         delta = (after - g if after > g else 0) - (total - g if total > g else 0)
         before_l, after_l = lendable(g, total, hold, lend_limit), lendable(g, after, hold, lend_limit)
-        if not delta and after_l == before_l:
-            return 0  # the cohort's sums and the excess stay as they were
-        borrowed_total, lend = self.borrowed_total, self.lend
-        before_x = borrowed_total[cohort_key] - lend[cohort_key]
-        borrowed_total[cohort_key] += delta
-        lend[cohort_key] += after_l - before_l
-        after_x = borrowed_total[cohort_key] - lend[cohort_key]
-        self.excess[flavor] += (after_x if after_x > 0 else 0.0) - (before_x if before_x > 0 else 0.0)
+        if delta:
+            self.borrowed_total[cohort_key] += delta
+        if after_l != before_l:
+            self.lend[cohort_key] += after_l - before_l
         return delta
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
@@ -253,42 +272,62 @@ class QuotaState:
             held = used[key] + pre[key]  # what the project holds
             x = more.get(flavor, 0) if more else 0
             before_total = held + x
-            if before_total + devices <= g or devices <= 0:
-                continue  # inside the guarantee: always allowed (its borrowed amount does not grow)
+            if devices <= 0:
+                continue
+            after_total = before_total + devices
+            cohort_key = (cohort, flavor)
+            net_after = self.net[cohort_key] + x + devices
+            if after_total <= g:
+                if net_after <= 0:
+                    continue  # inside the guarantee, and the cohort holds no more than it owns: most such jobs
+                failure = self._beyond_own(flavor, cohort_key, net_after, "lent")
+                if failure is not None:
+                    return failure
+                continue
             before_b = before_total - g if before_total > g else 0
-            after_b = before_total + devices - g
+            after_b = after_total - g
             if key not in guar and not self.borrowing:
                 return QuotaFailure("no_quota", flavor)
             if not self.borrowing:
                 return QuotaFailure("borrowing_off", flavor)
             if after_b > self.blimit.get(key, 0):
                 return QuotaFailure("borrow_limit" if key in guar else "no_quota", flavor)
-            # The cohort's sums with this job in, its project's terms (_lendable, _excess) written out: most
-            # waiting jobs of a full cluster are checked up to here.
-            cohort_key = (cohort, flavor)
+            # What the cohort's borrowing takes beyond its lenders with this job in, its project's terms
+            # (_lendable) written out: most waiting jobs of a full cluster are checked up to here.
             lend_limit, hold = self.llimit.get(key, INF), self.held.get(key, 0)
             lend, borrowed = self.lend[cohort_key], self.borrowed_total[cohort_key]
-            others_excess = self.excess[flavor] - (borrowed - lend if borrowed > lend else 0.0)  # other cohorts'
             lendable_before = lendable(g, before_total, hold, lend_limit)
             if x:  # the extra usage moves the cohort's sums as _add would
                 borrowed += before_b - (held - g if held > g else 0)
                 lend += lendable_before - lendable(g, held, hold, lend_limit)
-            lend_after = lend - lendable_before + lendable(g, before_total + devices, hold, lend_limit)
-            excess_after = borrowed - before_b + after_b - lend_after
-            short = others_excess + (excess_after if excess_after > 0 else 0.0) - self.unowned.get(flavor, 0)
-            if short > 0:
-                return QuotaFailure("cohort", flavor, short)
+            beyond = borrowed + after_b - before_b - (lend - lendable_before + lendable(g, after_total, hold,
+                                                                                         lend_limit))
+            if beyond > 0:
+                failure = self._beyond_own(flavor, cohort_key, beyond, "cohort")
+                if failure is not None:
+                    return failure
         return None
+
+    def _beyond_own(self, flavor: str, cohort_key: tuple[str, str], beyond: float, kind: str) -> QuotaFailure | None:
+        """A cohort would take `beyond` > 0 devices of the flavor more than its own (what it owns, or its lenders
+        lend): None when the unowned capacity other cohorts leave holds it, else the failure with its shortfall
+        (each device other projects give back lowers both terms by one at most)."""
+        own = self.net[cohort_key]
+        others = self.excess[flavor] - (own if own > 0 else 0)
+        short = others + beyond - self.unowned.get(flavor, 0)
+        if short <= 0:
+            return None
+        return QuotaFailure(kind, flavor, short if short < beyond else beyond)
 
     def check_without(self, project: str, demand: dict[str, int], preemptible: bool,
                       usage: tuple[dict[tuple[str, str, bool], int], int]) -> QuotaFailure | None:
         """check() as if this usage were gone: devices per (project, flavor, preemptible), and running jobs of
         the project (preemption's candidates, summed). The state is left as it was, its version included."""
         # check() reads the project's own running jobs, its cohort's sums and each flavor's excess over all
-        # cohorts: another cohort's usage counts only while that cohort is in excess (else its excess stays 0).
+        # cohorts: another cohort's usage counts only while that cohort holds more than it owns (net > 0).
         cohort = self.cohort_of(project)
         devices = {key: d for key, d in usage[0].items()
-                   if self.cohort_of(key[0]) == cohort or self._excess((self.cohort_of(key[0]), key[1])) > 0}
+                   if self.cohort_of(key[0]) == cohort or self.net[(self.cohort_of(key[0]), key[1])] > 0}
         jobs = usage[1]
         before = self.mark()
         for (p, flavor, pre), d in devices.items():
@@ -307,11 +346,12 @@ class QuotaState:
         version); past that:
 
         A demand of one flavor f is answered from what check() reads of the state: the project's running jobs
-        and its usage of f, its cohort's lendable and borrowed f, and the excess over lenders on f. For those
+        and its usage of f, its cohort's lendable, borrowed and net f, and the excess on f. For those
         values, the answers over the number of devices are monotone: what a demand that passed asks for or less
         passes (inside the guarantee, or under the borrow limit and what the cohort can lend), and what a demand
-        that failed asks for or more fails, for the same reason but one: a cohort failure turns into the borrow
-        limit's once the project would borrow more than that. So each set of values keeps the largest demand
+        that failed asks for or more fails, for the same reason but two: a cohort failure turns into the borrow
+        limit's once the project would borrow more than that, and a lent one (inside the guarantee) into any
+        failure of borrowing once the demand leaves the guarantee. So each set of values keeps the largest demand
         that passed and the smallest that failed, and most jobs of a waiting project need no check at all."""
         if not self.cache:
             return self.check(project, demand, False)
@@ -337,17 +377,19 @@ class QuotaState:
         key = (project, flavor)
         cohort_key = (self.cohort.get(project, project), flavor)
         values = (key, self.running[project], self.used[key] + self.pre[key], self.lend[cohort_key],
-                  self.borrowed_total[cohort_key], self.excess[flavor])
+                  self.borrowed_total[cohort_key], self.net[cohort_key], self.excess[flavor])
         known = self._answers.get(values)
         if known is None:
             known = self._answers[values] = Answers()
         elif devices <= known.passed:
             return None
         elif known.failure is not None and devices >= known.failed:
-            if known.failure.kind == "cohort" and max(0, values[2] + devices - self.guar.get(key, 0)) > \
-                    self.blimit.get(key, 0):
+            kind, g = known.failure.kind, self.guar.get(key, 0)
+            if kind == "cohort" and max(0, values[2] + devices - g) > self.blimit.get(key, 0):
                 return QuotaFailure("borrow_limit" if key in self.guar else "no_quota", flavor)
-            return known.failure
+            if kind != "lent" or values[2] + devices <= g:
+                return known.failure
+            # A demand inside the guarantee failed on what its cohort lent; this one would borrow: checked afresh.
         answer = self.check(project, demand, False)
         if answer is None:
             known.passed = devices
@@ -385,6 +427,12 @@ class QuotaState:
                 return False
         return True
 
+    def borrows_now(self, project: str, flavor: str) -> bool:
+        """Is the project over its guarantee on this flavor with its non-preemptible jobs, those admitted this cycle
+        included?"""
+        key = (project, flavor)
+        return self.used[key] > self.guar.get(key, 0)
+
     def run_borrowing(self, project: str, flavor: str) -> bool:
         """Is the project over its guarantee on this flavor with non-preemptible jobs that were running when the
         cycle began? (Its preemptible jobs are victims anyway.)"""
@@ -416,7 +464,11 @@ class QuotaState:
                 total = self.used[key] + self.pre[key]
                 idle += max(0, self.guar.get(key, 0) - total)
                 unheld += max(0, self.guar.get(key, 0) - max(total, self.held.get(key, 0)))
-        unowned = max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
+        # What other cohorts hold of the unowned capacity, and what this cohort's borrowing already takes beyond
+        # its lenders: check()'s terms.
+        own = self.net[cohort_key]
+        beyond = self.borrowed_total[cohort_key] - self.lend[cohort_key]
+        unowned = max(0.0, self.unowned.get(flavor, 0) - (self.excess[flavor] - max(0, own)) - max(0.0, beyond))
         found = int(lenders), int(unheld - others), int(idle - unheld), int(unowned)
         self._lending[(project, flavor)] = (self.version, found)
         return found

@@ -26,6 +26,8 @@ class QuotaReasons:
         need = demand[f]
         if kind == "no_quota":
             return f"project {project} has no quota for {f} (needs {need})"
+        if kind == "lent":
+            return self._lent(project, f, need)
         frame = self.frames.get((project, f, kind))
         if frame is None:
             frame = self.frames[(project, f, kind)] = self._frame(project, f, kind)
@@ -54,6 +56,23 @@ class QuotaReasons:
         return head, (f" (borrow limit {limit}), but organization {quota.cohort_of(project)} has only "
                       f"{lenders + unowned} {f} to lend: {lenders} of its projects' idle guarantee{kept} and "
                       f"{unowned} that nobody is guaranteed"), used, g
+
+
+    def _lent(self, project: str, f: str, need: int) -> str:
+        """A job inside its guarantee whose organization lent it out: what the organization holds beyond what it
+        is guaranteed once the job runs, against the capacity nobody is guaranteed that others leave."""
+        quota = self.quota
+        key = (project, f)
+        used, g = quota.used[key] + quota.pre[key], quota.guar.get(key, 0)
+        cohort = quota.cohort_of(project)
+        own = quota.net[(cohort, f)]
+        beyond = own + need
+        left = max(0, quota.unowned.get(f, 0) - (quota.excess[f] - max(0, own)))
+        return (f"project {project} uses {used} of its {g} guaranteed {f}; this job needs {need}, within the "
+                f"guarantee, but organization {cohort}'s projects borrow it: with this job the organization would "
+                f"hold {beyond} {f} more than it is guaranteed, and only {left} that nobody is guaranteed are free "
+                f"of other organizations' use; its borrowers' jobs are preempted to give it back as soon as they may "
+                f"be")
 
 
 def short_quota_reason(failure: QuotaFailure) -> str:

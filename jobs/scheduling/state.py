@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from .capacity import CapacityIndex
-from .lending import lend_holds
+from .lending import lend_holds, waiting_holds
 from .model import PendingJob, Policy, RunningJob, Snapshot
 from .placement import Taken, fits_by_count, place, undo
 from .quota import QuotaState
 from .shapes import JobInfo
+
+INF = float("inf")
 
 
 class RunRec:
@@ -193,8 +195,12 @@ class CycleState:
         # Jobs running at start and not (yet) preempted, and per flavor (never edited): built on first use.
         self._runs: dict[int, RunRec] | None = None
         self._runs_by_flavor: dict[str, list[RunRec]] = {}
-        self.new_runs: list[RunRec] = []  # admitted this cycle: never victims this cycle (add with `admitted`)
-        self._new_by_project: dict[str, list[RunRec]] = {}
+        # Admitted this cycle (add with `admitted`), by id and per project; and per flavor and project those a later
+        # job of this cycle may take back before they start (`revocable`: preemption.revocable_candidates).
+        self.new_runs: dict[int, RunRec] = {}
+        self._new_by_project: dict[str, dict[int, RunRec]] = {}
+        self.revocable: dict[str, dict[str, dict[int, RunRec]]] = {}
+        self._lowest: dict[tuple[str, str], int] = {}  # revocable_lowest, per (flavor, project) until it changes
         self._load_running(snapshot.running, usage)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
@@ -235,14 +241,20 @@ class CycleState:
 
     def _hold_back(self, running: tuple[RunningJob, ...], used: dict[tuple[str, str], int],
                    pre: dict[tuple[str, str], int], flavor_of: dict[str, str]) -> None:
-        """The lend hold (lending.py): each project's recent demand is kept from lending."""
+        """The lend hold (lending.py): each project's recent demand, and what its waiting jobs that fit its
+        guarantee ask for, are kept from lending."""
         snapshot, hold = self.snapshot, self.policy.lend_hold
-        if hold <= 0 or not self.policy.quotas or not (snapshot.ended or snapshot.arrivals):
+        if not self.policy.quotas:
             return
-        since = snapshot.now - hold
-        starts = [((job.project, flavor_of.get(a.node, job.flavor)), job.started_at, a.devices)
-                  for job in running if job.started_at > since for a in job.placement]
-        self.quota.hold_back(lend_holds(snapshot, hold, used, pre, starts))
+        held = waiting_holds(snapshot, self.quota, used, pre)
+        if hold > 0 and (snapshot.ended or snapshot.arrivals):
+            since = snapshot.now - hold
+            starts = [((job.project, flavor_of.get(a.node, job.flavor)), job.started_at, a.devices)
+                      for job in running if job.started_at > since for a in job.placement]
+            for key, devices in lend_holds(snapshot, hold, used, pre, starts).items():
+                held[key] = max(held.get(key, 0), devices)
+        if held:
+            self.quota.hold_back(held)
 
     @property
     def runs(self) -> dict[int, RunRec]:
@@ -440,7 +452,10 @@ class CycleState:
         self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
         if self.quota_holds:
             self._rebase_quota_holds(rec, -1)
-        del self.runs[rec.id]
+        if rec.at_start:
+            del self.runs[rec.id]
+        else:  # admitted this cycle: only a revocable one is ever removed
+            self._forget_new(rec)
 
     def add_run(self, rec: RunRec) -> None:
         """Inverse of remove_run (fill-back)."""
@@ -459,7 +474,10 @@ class CycleState:
         self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
         if self.quota_holds:
             self._rebase_quota_holds(rec, 1)
-        self.runs[rec.id] = rec
+        if rec.at_start:
+            self.runs[rec.id] = rec
+        else:
+            self._keep_new(rec, revocable=True)
 
     # -- placement --------------------------------------------------------------------------------------------
 
@@ -541,14 +559,42 @@ class CycleState:
         for flavor in [f for f in self.live_pool if f in touched]:
             del self.live_pool[flavor]
 
-    def admitted(self, rec: RunRec) -> None:
-        """A job admitted this cycle now runs."""
-        self.new_runs.append(rec)
-        self._new_by_project.setdefault(rec.project, []).append(rec)
+    def admitted(self, rec: RunRec, revocable: bool) -> None:
+        """A job admitted this cycle now runs. `revocable`: a later job of this cycle may take it back before it
+        starts (it is not preemptible, and preempted nothing to get in: see preemption.revocable_candidates)."""
+        self._keep_new(rec, revocable)
+
+    def revocable_lowest(self, flavor: str, project: str) -> float:
+        """The lowest priority among the project's revocable jobs of this flavor (infinity if none)."""
+        recs = self.revocable.get(flavor, {}).get(project)
+        if not recs:
+            return INF
+        lowest = self._lowest.get((flavor, project))
+        if lowest is None:
+            lowest = self._lowest[(flavor, project)] = min(rec.priority for rec in recs.values())
+        return lowest
+
+    def _keep_new(self, rec: RunRec, revocable: bool) -> None:
+        self.new_runs[rec.id] = rec
+        self._new_by_project.setdefault(rec.project, {})[rec.id] = rec
+        if revocable:
+            for flavor in rec.demand:
+                self.revocable.setdefault(flavor, {}).setdefault(rec.project, {})[rec.id] = rec
+                self._lowest.pop((flavor, rec.project), None)
+
+    def _forget_new(self, rec: RunRec) -> None:
+        del self.new_runs[rec.id]
+        del self._new_by_project[rec.project][rec.id]
+        for flavor in rec.demand:
+            self._lowest.pop((flavor, rec.project), None)
+            per_project = self.revocable[flavor]
+            del per_project[rec.project][rec.id]
+            if not per_project[rec.project]:
+                del per_project[rec.project]
 
     def live_runs(self) -> Iterator[RunRec]:
         yield from self.runs.values()
-        yield from self.new_runs
+        yield from self.new_runs.values()
 
     def project_runs(self, project: str) -> list[RunRec]:
         """The project's running jobs: those running at start and not preempted, and those admitted since."""
@@ -558,5 +604,5 @@ class CycleState:
                 self._project_runs.setdefault(rec.project, []).append(rec)
         runs = self.runs
         found = [rec for rec in self._project_runs.get(project, ()) if rec.id in runs]
-        found.extend(self._new_by_project.get(project, ()))
+        found.extend(self._new_by_project.get(project, {}).values())
         return found

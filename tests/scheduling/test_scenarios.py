@@ -550,12 +550,21 @@ def test_strict_blocked_backlog_is_not_evaluated_without_explanations(ordering, 
 
 # -- ordering -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ordering,expect", [("fifo", [3]), ("sjf", [1]), ("priority-fairshare", [2])])
+@pytest.mark.parametrize("ordering,expect", [("fifo", [3]), ("sjf", [1]), ("priority-fairshare", [3])])
 def test_ordering_policies(ordering, expect):
+    pending = [job(3, submitted_at=1.0, duration_hint=900.0), job(1, submitted_at=2.0, duration_hint=10.0)]
+    snap = snapshot(nodes(1), pending, quotas=[Quota("vision", A100, 64)])
+    assert admitted(cycle(snap, Policy(ordering=ordering, blocking="skip", preemption=False))) == expect
+
+
+@pytest.mark.parametrize("ordering", ["fifo", "sjf", "priority-fairshare"])
+def test_every_order_takes_priority_first(ordering):
+    """Defect: fifo and sjf let a job of lower priority start ahead of a waiting one of higher priority, which
+    preempted it in the next cycle (a quiet cluster churned)."""
     pending = [job(3, submitted_at=1.0, duration_hint=900.0), job(1, submitted_at=2.0, duration_hint=10.0),
                job(2, submitted_at=3.0, priority=1000, duration_hint=None)]
     snap = snapshot(nodes(1), pending, quotas=[Quota("vision", A100, 64)])
-    assert admitted(cycle(snap, Policy(ordering=ordering, blocking="skip", preemption=False))) == expect
+    assert admitted(cycle(snap, Policy(ordering=ordering, blocking="skip", preemption=False))) == [2]
 
 
 def test_fair_share_puts_a_project_with_past_bursts_behind():
@@ -989,3 +998,71 @@ def test_a_borrower_waiting_on_the_hold_is_told_so_and_its_eta_is_when_it_lapses
         "(borrow limit 16), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its projects' idle "
         "guarantee (the lend hold keeps back 8 more, their use of the last 5 s) and 0 that nobody is guaranteed")
     assert forecast(snap, Policy(), 10) == {1: NOW + 3}
+
+
+# -- organizations never hold each other's guarantees (issue 25) ------------------------------------------------
+
+def orgs_setup(q_jobs, r_jobs=(), r_lend_limit=0):
+    """48 devices (6 nodes); org1: P (guarantee 16, borrow limit 16) runs 32 on n0-n3, Q (guarantee 16) idle; org2:
+    R (guarantee 16, lend limit 0 by default) idle."""
+    quotas = [Quota("P", A100, 16, borrow_limit=16), Quota("Q", A100, 16),
+              Quota("R", A100, 16, lend_limit=r_lend_limit)]
+    projects = [Project("P", "org1"), Project("Q", "org1"), Project("R", "org2")]
+    busy = [running(100 + k, "P", {f"n{k}": 8}, started_at=0.0) for k in range(4)]
+    pending = [job(i, project="Q", replicas=r) for i, r in q_jobs] + [job(i, project="R", replicas=r)
+                                                                      for i, r in r_jobs]
+    return snapshot(nodes(6), pending, busy, quotas=quotas, projects=projects, now=NOW)
+
+
+def test_a_job_within_its_guarantee_takes_it_back_from_its_organization_not_another():
+    """Defect: Q's 2x8 within its guarantee was admitted on R's free nodes while its sibling P borrowed Q's
+    guarantee, so org1 held 48 devices against 32 guaranteed and R (which lends nothing) had to preempt to get its
+    own back. Now P's borrowed jobs are preempted for it."""
+    result = cycle(orgs_setup([(1, 2)]))
+    assert admitted(result) == [1]
+    assert sorted(victims(result)) == [102, 103]
+    assert all("give project Q back its guaranteed" in p.reason for p in result.preemptions)
+    placed = {a.node for a in result.admits[0].placement}
+    assert placed <= {"n2", "n3"}, placed
+
+
+def test_a_quiet_cycle_later_leaves_the_organizations_within_their_guarantees():
+    snap = orgs_setup([(1, 2)])
+    first = cycle(snap)
+    after = carry_out(snap, first, NOW + 60)
+    held = {}
+    for r in after.running:
+        org = "org1" if r.project in ("P", "Q") else "org2"
+        held[org] = held.get(org, 0) + sum(a.devices for a in r.placement)
+    assert held == {"org1": 32}
+    again = cycle(after)
+    assert again.preemptions == () and again.admits == ()
+
+
+def test_a_lent_guarantee_waits_with_an_honest_reason_while_its_borrowers_may_not_be_preempted():
+    snap = orgs_setup([(1, 2)])
+    snap = replace(snap, running=tuple(replace(r, min_runtime=10_000.0) for r in snap.running))
+    result = cycle(snap)
+    assert admitted(result) == []
+    w = waits(result)[1]
+    assert w.code == "quota"
+    assert w.reason == ("project Q uses 0 of its 16 guaranteed nvidia-a100-40gb; this job needs 16, within the "
+                        "guarantee, but organization org1's projects borrow it: with this job the organization "
+                        "would hold 16 nvidia-a100-40gb more than it is guaranteed, and only 0 that nobody is "
+                        "guaranteed are free of other organizations' use; its borrowers' jobs are preempted to give "
+                        "it back as soon as they may be")
+
+
+def test_one_organizations_excess_does_not_stop_another_borrowing_its_own_lenders():
+    """Defect: org1 holding more than its guarantees (here: a node of the unowned capacity went away) stopped every
+    other organization borrowing that flavor, even from idle guarantees of its own projects, and the reason quoted
+    numbers by which the job fit."""
+    quotas = [Quota("P", A100, 16, borrow_limit=16), Quota("Q", A100, 16), Quota("R", A100, 16, borrow_limit=16),
+              Quota("S", A100, 16)]
+    projects = [Project("P", "org1"), Project("Q", "org1"), Project("R", "org2"), Project("S", "org2")]
+    busy = [running(100 + k, "P", {f"n{k}": 8}) for k in range(5)] + [running(200 + k, "R", {f"n{5 + k}": 8})
+                                                                         for k in range(2)]
+    snap = snapshot(nodes(8), [job(1, project="R")], busy, quotas=quotas, projects=projects)
+    result = cycle(snap)
+    assert admitted(result) == [1]  # from S's idle guarantee, on the one free node
+    assert {a.job_id: a.borrowed for a in result.admits} == {1: 8}
