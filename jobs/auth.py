@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, permissions
 
+from tenancy.auth import BearerTokenAuthentication
 from tenancy.throttling import PerUserRateThrottle
 
 
@@ -51,6 +52,10 @@ class AttemptAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return "Bearer"
+
+
+# The doors that take an attempt's credential: it first (it would fail as a user token), then users'.
+AUTHENTICATION_CLASSES = [AttemptAuthentication, BearerTokenAuthentication, authentication.SessionAuthentication]
 
 
 class AttemptTokenScheme(OpenApiAuthenticationExtension):

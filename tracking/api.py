@@ -20,13 +20,13 @@ from rest_framework.views import APIView
 from core.csvstream import line_writer
 from core.filters import IdFilter
 from core.parsers import FormParser, MultiPartParser
-from jobs.auth import AttemptThrottle, UserOrAttempt
+from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import costing, selectors, services
-from tracking.auth import AUTHENTICATION_CLASSES, run_credential
+from tracking.auth import run_credential
 from tracking.bodies import BatchJSONParser, body_of
 from tracking.models import AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (

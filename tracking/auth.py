@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication, exceptions
 
-from jobs.auth import AttemptAuthentication, AttemptCredential
-from tenancy.auth import BearerTokenAuthentication, token_failure
+from jobs.auth import AttemptCredential
+from tenancy.auth import token_failure
 from tracking import selectors
 from tracking.models import Run
 from tracking.tokens import PREFIX, claim_of
@@ -44,8 +44,8 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("This run token's run or job no longer exists.")
         if not run.token_attempt_open:
             raise exceptions.AuthenticationFailed(
-                f"This run token is attempt {claim.attempt}'s of job {run.job_id}, which has ended: only the job's "
-                "current attempt logs.", code="attempt_ended")
+                f"This run token is attempt {claim.attempt}'s of job {run.job_id}, which has ended: only the token of "
+                "the job's current attempt is taken.", code="attempt_ended")
         return AnonymousUser(), RunCredential(run.job_id, claim.attempt, run)
 
     def authenticate_header(self, request) -> str:
@@ -55,7 +55,3 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
 def run_credential(request) -> RunCredential | None:
     return request.auth if isinstance(request.auth, RunCredential) else None
 
-
-# The tracking endpoints' authentication: a run token first (it would fail as a user token; jobs' class asks this
-# module's, registered in TrackingConfig.ready()), then users'.
-AUTHENTICATION_CLASSES = [AttemptAuthentication, BearerTokenAuthentication, authentication.SessionAuthentication]

@@ -29,7 +29,7 @@ DONE, REJECTED, RETRY = "done", "rejected", "retry"
 ENDED = {(409, "run_finished"), (401, "attempt_ended")}
 
 
-def _error_of(response: httpx.Response) -> tuple[str, str]:
+def error_of(response: httpx.Response) -> tuple[str, str]:
     """(code, message) of an API error answer."""
     try:
         error = response.json()["error"]
@@ -265,7 +265,7 @@ class Sender:
             self._mark_down(float(retry_after) if retry_after.isdigit() else None)
             return RETRY
         self._mark_up()  # the server answered
-        code, message = _error_of(response)
+        code, message = error_of(response)
         self.stats["dropped"] += points
         if (status, code) in ENDED:  # the run is finished, or this process's attempt of the job has ended
             if not self._run_finished:

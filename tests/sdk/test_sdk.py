@@ -41,7 +41,7 @@ FAST = {"flush_interval": 0.05, "grace": 0.3, "backoff": 0.05, "max_backoff": 0.
 def sdk_env(monkeypatch, tmp_path):
     """No config file, no job or rank variables, a spool of the test's own; no run left open afterwards."""
     for name in ("TIDAL_URL", "TIDAL_TOKEN", "TIDAL_PROJECT", "TIDAL_RUN_ID", "TIDAL_RUN_TOKEN", "TIDAL_ATTEMPT",
-                 "RANK", "LOCAL_RANK"):
+                 "TIDAL_JOB_ID", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TIDAL_CONFIG", str(tmp_path / "no-config.json"))
     monkeypatch.setenv("TIDAL_SPOOL_DIR", str(tmp_path / "spool"))
@@ -273,6 +273,29 @@ def test_a_process_of_an_ended_attempt_stops_sending(live_server, job, monkeypat
     assert counts(run.pk) == Counter({("loss", 0): 1})
     ended = [r.getMessage() for r in caplog.records if "takes no more data" in r.getMessage()]
     assert len(ended) == 1 and "attempt 1's" in ended[0]
+
+
+def test_a_job_reports_its_checkpoint_and_the_next_attempt_resumes_from_it(live_server, job, monkeypatch, caplog):
+    from jobs import ports
+
+    job_env(monkeypatch, live_server.url, job, 1)
+    assert tidal.checkpoint("s3://ckpt/train/1000", step=1000, **FAST) is True
+    next_attempt(job)
+    job.refresh_from_db()
+    env = ports.env_for(job.current_attempt).plain
+    assert (env["TIDAL_RESUME_FROM"], env["TIDAL_RESUME_STEP"]) == ("s3://ckpt/train/1000", "1000")
+    # attempt 1's process is still running somewhere: its report is refused, and says why
+    assert tidal.checkpoint("s3://ckpt/train/stale", **FAST) is False
+    assert any("HTTP 401" in r.getMessage() and "has ended" in r.getMessage() for r in caplog.records)
+    job_env(monkeypatch, live_server.url, job, 2)
+    monkeypatch.setenv("RANK", "1")
+    assert tidal.checkpoint("s3://ckpt/train/rank1", **FAST) is False  # only rank 0 reports
+    assert job.attempts.get(number=2).checkpoint == ""
+
+
+def test_a_checkpoint_outside_a_job_reports_nothing(caplog):
+    assert tidal.checkpoint("/tmp/ckpt") is False  # noqa: S108
+    assert any("outside one nothing is reported" in r.getMessage() for r in caplog.records)
 
 
 def test_a_job_process_killed_by_sigterm_flushes_its_points_first(live_server, job, tmp_path):

@@ -16,9 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.parsers import JSONParser
-from jobs.auth import AttemptThrottle, UserOrAttempt
+from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
 from tracking import services
-from tracking.auth import AUTHENTICATION_CLASSES
 from tracking.bodies import body_of
 from tracking.mlflow import errors, search, translate
 from tracking.mlflow.errors import invalid
