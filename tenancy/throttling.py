@@ -16,7 +16,7 @@ Lockouts count events the same way, and never refuse a valid credential for some
   with, not the colleague's own browser; a device is locked out only by its own failures.
 - Bearer tokens count failures per client address, and a locked-out address has only its failures answered 429: a
   valid token is always served, whoever failed from the same address. Tokens hold 256 random bits, so guessing one
-  is not the risk; the limit slows a scanning client with 429 and Retry-After and puts it in the audit log.
+  is not the risk: the limit tells a scanning client to back off (429, Retry-After) and puts it in the audit log.
 - Password reset requests count per account and per client address; past either limit they are refused (no mail).
 
 A locked-out key's attempts are refused without being checked or counted; after the cool-off it starts from zero.
