@@ -8,12 +8,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.filters import MomentFilter, name_filter, unknown_name
 from core.parsers import JSONParser, YAMLParser
 from jobs import selectors, services
+from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt, attempt_credential
 from jobs.logs import job_log_stream, job_logs
 from jobs.models import Job
 from jobs.serializers import (
@@ -49,6 +51,12 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["project", "flavor", "submitter", "state", "stage", "launcher", "experiment"]
+
+
+def _checkpoint_of(request: Request) -> dict:
+    body = CheckpointSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, ScopedViewSet):
@@ -108,15 +116,22 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         return Response(JobLogsSerializer(job_logs(job, **options)).data)
 
     @extend_schema(request=CheckpointSerializer, responses=AttemptSerializer)
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], authentication_classes=AUTHENTICATION_CLASSES,
+            permission_classes=[UserOrAttempt], throttle_classes=[AttemptThrottle])
     def checkpoint(self, request: Request, pk: str | None = None) -> Response:
-        """Report the checkpoint the running attempt just saved (what a retry resumes from)."""
-        job = self.get_object()
-        self.require_role(job.project)
-        body = CheckpointSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        attempt = services.attempt_report_checkpoint(actor=request.user, job=job,
-                                                     checkpoint=body.validated_data["checkpoint"])
+        """Report the checkpoint the running attempt just saved: the next attempt is given the latest one reported
+        (TIDAL_RESUME_FROM, TIDAL_RESUME_STEP). By the job's own process with its attempt's run token (its own job
+        only, while the attempt is the current one), or by a member who manages the job."""
+        credential = attempt_credential(request)
+        if credential is None:
+            job = self.get_object()
+            self.require_role(job.project)
+            attempt = services.attempt_report_checkpoint(actor=request.user, job=job, **_checkpoint_of(request))
+        else:
+            if pk != str(credential.job_id):  # answered before any lookup: it tells nothing of the job asked for
+                raise PermissionDenied("A run token reports the checkpoint of its own job only.")
+            attempt = services.attempt_report_own_checkpoint(job_id=credential.job_id, attempt=credential.attempt,
+                                                             **_checkpoint_of(request))
         return Response(AttemptSerializer(attempt).data)
 
     @extend_schema(parameters=[OpenApiParameter("project", str, description="project slug (default: all yours)")],

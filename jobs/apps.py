@@ -8,9 +8,11 @@ class JobsConfig(AppConfig):
     def ready(self) -> None:
         from core.embedded import EMBEDDED_LOOPS
         from core.wakeup import wait_for_wakeup
+        from jobs import ports
         from jobs.loop import run_once
-        from jobs.selectors import held_devices
+        from jobs.selectors import held_devices, resume_env
         from quotas.selectors import register_usage_source
 
         register_usage_source(held_devices)
+        ports.register_env_source(resume_env)
         EMBEDDED_LOOPS.append(("scheduler", run_once, settings.TIDAL["SCHEDULER_INTERVAL"], wait_for_wakeup))

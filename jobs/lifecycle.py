@@ -178,11 +178,13 @@ def submitted(job: Job, *, actor: Any, now: datetime) -> JobEvent:
     return event
 
 
-def record_checkpoint(attempt: Attempt, checkpoint: str, now: datetime | None = None) -> Attempt:
+def record_checkpoint(attempt: Attempt, checkpoint: str, now: datetime | None = None,
+                      step: int | None = None) -> Attempt:
     """Keep the latest checkpoint an open attempt reported (not a transition: its state does not change)."""
     now = now or timezone.now()
-    Attempt.objects.filter(pk=attempt.pk, ended_at__isnull=True).update(checkpoint=checkpoint[:500], checkpoint_at=now)
-    attempt.checkpoint, attempt.checkpoint_at = checkpoint[:500], now
+    Attempt.objects.filter(pk=attempt.pk, ended_at__isnull=True).update(
+        checkpoint=checkpoint[:500], checkpoint_step=step, checkpoint_at=now)
+    attempt.checkpoint, attempt.checkpoint_step, attempt.checkpoint_at = checkpoint[:500], step, now
     return attempt
 
 

@@ -142,6 +142,7 @@ class Attempt(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True, help_text="Replica, node, rack, container reason...")
     checkpoint = models.CharField(max_length=500, blank=True, help_text="The last checkpoint the job reported.")
+    checkpoint_step = models.BigIntegerField(null=True, blank=True, help_text="Its step, when the job said.")
     checkpoint_at = models.DateTimeField(null=True, blank=True)
     log_location = models.CharField(max_length=300, blank=True, help_text="Where the live logs are read.")
     logs = models.JSONField(default=dict, blank=True, help_text="Last lines per replica, kept when it ended.")

@@ -11,6 +11,7 @@ from core.snapshots import Snapshot
 from jobs import failures
 from jobs import scheduling as core
 from jobs.models import Attempt, Job, JobEvent, Outcome, ReplicaGroup
+from jobs.ports import AttemptEnv
 from jobs.snapshot import load_nodes, load_projects, load_quotas, policy_from_settings
 from jobs.states import HOLDING, State
 from quotas.models import PriorityClass
@@ -65,6 +66,16 @@ def attempt_of(job: Job, number: int | None = None) -> Attempt | None:
     if number is None:
         return job.current_attempt
     return job.attempts.select_related("cluster").filter(number=number).first()
+
+
+def resume_env(attempt: Attempt) -> AttemptEnv:
+    """What an attempt resumes from: the latest checkpoint an earlier attempt of its job reported (the one before
+    it may have ended before saving any), empty for a first attempt or when none was reported. A dispatch port env
+    source (JobsConfig.ready), so every backend gives it to the attempt's process."""
+    latest = (Attempt.objects.filter(job_id=attempt.job_id, number__lt=attempt.number).exclude(checkpoint="")
+              .order_by("-number").values_list("checkpoint", "checkpoint_step").first())
+    checkpoint, step = latest or ("", None)
+    return AttemptEnv({"TIDAL_RESUME_FROM": checkpoint, "TIDAL_RESUME_STEP": "" if step is None else str(step)}, {})
 
 
 def attempt_with_job(attempt_id: int) -> Attempt | None:

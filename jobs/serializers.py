@@ -180,8 +180,8 @@ class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = Attempt
         fields = ["number", "cluster", "placement", "devices", "borrowed", "admitted_at", "started_at", "ended_at",
-                  "outcome", "cause", "reason", "exit_code", "details", "checkpoint", "checkpoint_at",
-                  "log_location"]
+                  "outcome", "cause", "reason", "exit_code", "details", "checkpoint", "checkpoint_step",
+                  "checkpoint_at", "log_location"]
         read_only_fields = fields
         list_serializer_class = RelatedRows
 
@@ -242,7 +242,10 @@ class JobDetailSerializer(JobSerializer):
 
 
 class CheckpointSerializer(StrictSerializer):
-    checkpoint = serializers.CharField(max_length=500, help_text="What was saved: a step, a path, or both.")
+    checkpoint = serializers.CharField(max_length=500, help_text="What was saved: a path (what the next attempt is "
+                                       "given in TIDAL_RESUME_FROM), a step, or both.")
+    step = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None,
+                                    help_text="The training step it holds (TIDAL_RESUME_STEP of the next attempt).")
 
 
 class LogQuerySerializer(serializers.Serializer):

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.actors import actor_name
-from core.errors import DomainError, Forbidden, InvalidTransition
+from core.errors import DomainError, Forbidden, InvalidTransition, NotFound
 from jobs import lifecycle, selectors
 from jobs.models import Attempt, Job, JobEvent, ReplicaGroup
 from jobs.states import FINAL, HOLDING, State
@@ -145,11 +145,29 @@ def job_requeue_due_retries(now: datetime | None = None) -> int:
     return count
 
 
-def attempt_report_checkpoint(*, actor: Any, job: Job, checkpoint: str) -> Attempt:
-    """Record the latest checkpoint the job's running attempt saved (a step, a path): what a retry resumes from,
-    and the work a preemption or failure after it loses."""
+def attempt_report_checkpoint(*, actor: Any, job: Job, checkpoint: str, step: int | None = None) -> Attempt:
+    """Record the latest checkpoint the job's running attempt saved (a path, a step): what the next attempt
+    resumes from (`selectors.resume_env`), and the work a preemption or failure after it loses. For users who
+    manage the job; its own process reports with `attempt_report_own_checkpoint`."""
     _require_can_manage(actor, job)
-    attempt = job.current_attempt
+    return _record_checkpoint(job, job.current_attempt, checkpoint, step)
+
+
+def attempt_report_own_checkpoint(*, job_id: int, attempt: int, checkpoint: str, step: int | None = None) -> Attempt:
+    """The checkpoint a job's process reports with the credential its attempt was given (`jobs.auth`): recorded
+    only while that attempt is the job's current, open one, so a process of an ended attempt never moves what the
+    next attempt resumes from."""
+    job = Job.objects.select_related("current_attempt").filter(pk=job_id).first()
+    if job is None:
+        raise NotFound(f"No job {job_id}.")
+    current = job.current_attempt
+    if current is None or current.number != attempt:
+        raise InvalidTransition(f"Attempt {attempt} of job {job_id} has ended: only the job's current attempt "
+                                "reports checkpoints.", field="state")
+    return _record_checkpoint(job, current, checkpoint, step)
+
+
+def _record_checkpoint(job: Job, attempt: Attempt | None, checkpoint: str, step: int | None) -> Attempt:
     if attempt is None or attempt.ended_at is not None or job.state not in HOLDING:
         raise InvalidTransition(f"Job {job.pk} has no running attempt to report a checkpoint for.", field="state")
-    return lifecycle.record_checkpoint(attempt, checkpoint)
+    return lifecycle.record_checkpoint(attempt, checkpoint, step=step)

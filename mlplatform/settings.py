@@ -230,11 +230,14 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.openapi.document_errors"],
 }
 
-# Brute-force protection (tenancy/throttling.py): this many failed sign-ins of one username from one client address,
-# or failed bearer tokens from one address, within the window lock them out for the cool-off (seconds).
+# Brute-force protection (tenancy/throttling.py): this many wrong passwords for one account (from the clients it never
+# signed in with, together, or from one browser it did), or failed bearer tokens from one address, within the
+# window lock them out for the cool-off (seconds); password reset requests per account and per client address.
 TIDAL_LOCKOUT = {
     "LOGIN_FAILURES": env_int("TIDAL_LOGIN_FAILURE_LIMIT", 5, minimum=1),
     "TOKEN_FAILURES": env_int("TIDAL_TOKEN_FAILURE_LIMIT", 20, minimum=1),
+    "RESETS_PER_ACCOUNT": env_int("TIDAL_PASSWORD_RESET_LIMIT", 3, minimum=1),
+    "RESETS_PER_ADDRESS": env_int("TIDAL_PASSWORD_RESET_ADDRESS_LIMIT", 20, minimum=1),
     "WINDOW": env_int("TIDAL_FAILURE_WINDOW", 900, minimum=1),
     "COOL_OFF": env_int("TIDAL_LOCKOUT_SECONDS", 900, minimum=1),
 }

@@ -8,10 +8,12 @@ from mlplatform import health, metrics
 from mlplatform.api_router import router
 from tenancy.api import MeView
 from tenancy.forms import AdminLoginForm, LoginForm
+from tenancy.views import PasswordResetView, signin_view
 from tracking.api import RunLogBatchView
 
-# Both sign-in doors lock a username out for a client after repeated wrong passwords (tenancy/throttling.py).
+# Both sign-in doors lock an account out for clients after repeated wrong passwords (tenancy/throttling.py).
 admin.site.login_form = AdminLoginForm
+admin.site.login = signin_view(admin.site.login)
 
 api_v1 = [
     path("me/", MeView.as_view(), name="me"),
@@ -31,8 +33,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's set-up script as a file: the Content-Security-Policy runs no inline one.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True,
-                                                         authentication_form=LoginForm), name="login"),
+    path("accounts/login/", signin_view(auth_views.LoginView.as_view(redirect_authenticated_user=True,
+                                                                     authentication_form=LoginForm)), name="login"),
+    path("accounts/password_reset/", PasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("costs.analysis_urls")),
     path("", include("tracking.urls")),

@@ -38,21 +38,13 @@ def _token_from_db(digest: str) -> ApiToken | None:
         return None
 
 
-def refuse_locked_out_client(request) -> None:
-    """429 for a client address locked out after too many failed bearer tokens. Called before a token that is not
-    already known to be valid is looked up, so that a right guess does not get through either; a token known valid
-    (cached, or a run token whose signature checks) skips it: a guess never is one, and the API's hot path keeps
-    its cache round trips."""
-    wait = throttling.token_locked(request)
-    if wait is not None:
-        raise exceptions.Throttled(wait=wait, detail="Too many failed bearer tokens from your address; try again "
-                                   f"in {throttling.wait_text(wait)}.")
-
-
 def token_failure(request, message: str) -> exceptions.APIException:
-    """A failed bearer token: 429 from a locked-out address, else counted against it (tenancy.throttling), 401."""
-    refuse_locked_out_client(request)
-    throttling.token_failed(request)
+    """A failed bearer token, counted against the client's address (tenancy.throttling): 401, or 429 once the
+    address is locked out. Only failures are: a valid token is served whatever failed from its address."""
+    wait = throttling.token_failed(request)
+    if wait is not None:
+        return exceptions.Throttled(wait=wait, detail="Too many failed bearer tokens from your address; try again "
+                                    f"in {throttling.wait_text(wait)}.")
     return exceptions.AuthenticationFailed(message)
 
 
@@ -77,7 +69,6 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             refusal = _other_credential_refusal(secret)
             if refusal is not None:
                 raise exceptions.AuthenticationFailed(refusal)
-            refuse_locked_out_client(request)
             token = _token_from_db(digest)
         if token is None or not token.is_active or not token.user.is_active:  # expiry is checked on every request
             raise token_failure(request, "Invalid, expired or revoked token.")

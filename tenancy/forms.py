@@ -12,9 +12,11 @@ from tenancy.models import Role
 
 
 class LockoutMixin:
-    """For a sign-in form: refuse a username locked out for this client after too many wrong passwords (checked
+    """For a sign-in form: refuse an account locked out for this client after too many wrong passwords (checked
     before the password, so the right one does not get through either), count wrong passwords, and forget them on
-    a right one."""
+    a right one. A refusal leaves `locked_for`, the seconds it lasts, for the view's answer (`signin_view`)."""
+
+    locked_for: float | None = None
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
@@ -33,11 +35,11 @@ class LockoutMixin:
         throttling.login_succeeded(self.request, username)
         return cleaned
 
-    @staticmethod
-    def locked_out(wait: float) -> forms.ValidationError:
+    def locked_out(self, wait: float) -> forms.ValidationError:
+        self.locked_for = wait
         return forms.ValidationError(
-            "Too many failed sign-ins for this username from your address. Try again in %(wait)s.",
-            code="locked_out", params={"wait": throttling.wait_text(wait)})
+            "Too many failed sign-ins for this account. Try again in %(wait)s, or sign in from a browser you used "
+            "before.", code="locked_out", params={"wait": throttling.wait_text(wait)})
 
 
 class LoginForm(LockoutMixin, AuthenticationForm):

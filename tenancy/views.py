@@ -1,8 +1,14 @@
-"""Pages for projects: overview, settings (members and API tokens), audit log, and the project switcher."""
+"""Pages for projects: overview, settings (members and API tokens), audit log, and the project switcher; the
+sign-in and password reset pages' answers to brute force (tenancy.throttling)."""
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
+
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,11 +18,49 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from core.errors import DomainError
-from tenancy import selectors, services
+from tenancy import selectors, services, throttling
 from tenancy.forms import MemberAddForm, RoleForm, TokenCreateForm
 from tenancy.middleware import SESSION_KEY
 from tenancy.models import ROLE_RANK, Project, Role, is_slug
 from tenancy.panels import project_panels
+
+
+def too_many(response: HttpResponse, wait: float) -> HttpResponse:
+    """A page that refused a request for now: 429 with Retry-After, which clients and proxies understand."""
+    response.status_code = 429
+    response["Retry-After"] = str(math.ceil(wait))
+    return response
+
+
+def signin_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Wrap a sign-in view (the login page, the admin console's): a sign-in refused as locked out answers 429 with
+    Retry-After (its form says why and for how long), and a successful one makes the browser a device of the
+    account, which other clients' wrong passwords never lock out."""
+
+    @functools.wraps(view)
+    def answer(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        form = (getattr(response, "context_data", None) or {}).get("form")
+        wait = getattr(form, "locked_for", None)
+        if wait is not None:
+            return too_many(response, wait)
+        if request.method == "POST" and response.status_code == 302 and request.user.is_authenticated:
+            throttling.remember_device(response, request.user)
+        return response
+
+    return answer
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's, limited per account and per client address: past a limit the request is refused with 429 and no
+    mail goes out, whether the account exists or not."""
+
+    def form_valid(self, form):
+        wait = throttling.password_reset_refused(self.request, form.cleaned_data["email"])
+        if wait is None:
+            return super().form_valid(form)
+        form.add_error(None, f"Too many password reset requests; try again in {throttling.wait_text(wait)}.")
+        return too_many(self.form_invalid(form), wait)
 
 
 def project_or_404(request: HttpRequest, slug: str) -> Project:

@@ -21,7 +21,7 @@ from jobs.models import Attempt
 from tests.costs.conftest import at
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (inventory: fixture)
 from tracking import services
-from tracking.models import PointBlock
+from tracking.models import PointBlock, Run
 from tracking.points import stored_points
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +102,7 @@ def test_points_move_into_blocks_and_back(tenant):
     run_ = services.run_create(project=tenant.project, name="old points")
     services.run_log_batch(run_id=run_.pk, metrics=[{"key": "loss", "value": v, "step": s, "timestamp": 1000 + s}
                                                     for s, v in [(0, 2.0), (1, math.nan), (2, math.inf)]])
+    Run.objects.filter(pk=run_.pk).update(attempt=2)  # a second attempt logs step 1 again
     services.run_log_batch(run_id=run_.pk, attempt=2, metrics=[{"key": "loss", "value": 0.5, "step": 1,
                                                                 "timestamp": 5000}])
     before = sorted(map(repr, stored_points(run_.pk)))  # repr: NaN equals itself

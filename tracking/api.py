@@ -20,12 +20,13 @@ from rest_framework.views import APIView
 from core.csvstream import line_writer
 from core.filters import IdFilter
 from core.parsers import FormParser, MultiPartParser
+from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import costing, selectors, services
-from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
+from tracking.auth import run_credential
 from tracking.bodies import BatchJSONParser, body_of
 from tracking.models import AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
@@ -333,12 +334,14 @@ class RunLogBatchView(APIView):
     """Log points, params and tags to a run, all or nothing.
 
     Up to 10,000 points per request (ten times MLflow's log-batch limit); a retried batch is idempotent on (run,
-    key, step, attempt). With a run token, only that run; with a user's token or session, a run of a project
-    where the caller is a member or above. A refused batch writes nothing and names the bad point."""
+    key, step, attempt). With a run token, only that run, and points of the token's attempt (or of an earlier
+    attempt's, delivered late); with a user's token or session, a run of a project where the caller is a member or
+    above, and points of the run's current attempt or an earlier one. A refused batch writes nothing and names the
+    bad point."""
 
     authentication_classes = AUTHENTICATION_CLASSES
-    permission_classes = [UserOrRunToken]
-    throttle_classes = [RunTokenThrottle]
+    permission_classes = [UserOrAttempt]
+    throttle_classes = [AttemptThrottle]
     parser_classes = [BatchJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(request=LogBatchSerializer, responses={200: None})
@@ -354,24 +357,23 @@ class RunLogBatchView(APIView):
         if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int)
                                     or not 1 <= attempt <= MAX_ATTEMPT):
             raise ValidationError({"attempt": [f"Must be an integer from 1 to {MAX_ATTEMPT}."]})
+        credential = run_credential(request)
         try:
             count = services.run_log_batch(run_id=pk, metrics=body.get("metrics"), params=body.get("params"),
-                                           tags=body.get("tags"), attempt=attempt)
+                                           tags=body.get("tags"), attempt=attempt,
+                                           token_attempt=credential.attempt if credential else None)
         except BatchError as e:
             raise ValidationError({e.field: [e.message]}) from None
         return Response({"points": count})
 
 
 def writable_run(request: Request, run_id: int) -> Run:
-    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer)."""
+    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer, another run's token)."""
     credential = run_credential(request)
     if credential is not None:
-        if credential.run_id != run_id:
+        if credential.run.pk != run_id:
             raise PermissionDenied("A run token writes only its own run.")
-        run = selectors.run_of_token(credential)
-        if run is None:
-            raise NotFound("No such run.")
-        return run
+        return credential.run
     run = selectors.run_for_logging(request.user, run_id)
     if run is None:
         raise NotFound("No such run.")
@@ -379,4 +381,3 @@ def writable_run(request: Request, run_id: int) -> Run:
     if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
         raise PermissionDenied(f"Logging to a run needs the member role in project {run.project.slug}.")
     return run
-

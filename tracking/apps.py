@@ -9,17 +9,21 @@ class TrackingConfig(AppConfig):
     def ready(self) -> None:
         from core.embedded import EMBEDDED_LOOPS
         from jobs import ports
+        from jobs.auth import register_attempt_authentication
         from tenancy.auth import register_other_credential
         from tenancy.panels import Panel, register_project_panel
         from tracking import alerts, demo, listeners, services  # noqa: F401  (listeners connects to the job state machine)
+        from tracking.auth import RunTokenAuthentication
         from tracking.env import run_env
-        from tracking.tokens import run_id_from_token
+        from tracking.tokens import claim_of
         from tracking.views import project_alerts_panel
 
         ports.register_env_source(run_env)
+        register_attempt_authentication(RunTokenAuthentication)
         # A job's run token on any other endpoint is the wrong kind of token, not a guess to count against its address.
-        register_other_credential(lambda secret: run_id_from_token(secret) is not None,
-                                  "A run token only logs to its own run; use an API token here.")
+        register_other_credential(lambda secret: claim_of(secret) is not None,
+                                  "A run token only logs to its own run and reports its attempt's checkpoint; use an "
+                                  "API token here.")
         register_project_panel(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))
         # Embedded mode (no Celery beat): the hung-run check as beat runs it, and the simulated jobs' curves (only
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).

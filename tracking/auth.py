@@ -1,27 +1,34 @@
-"""Who may read and write runs: a run token (its own run only) or a user (by their role in the run's project)."""
+"""Who may read and write runs: a run token (its own run only, while its attempt is the job's current one) or a user
+(by their role in the run's project)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, permissions
+from rest_framework import authentication, exceptions
 
-from tenancy.auth import BearerTokenAuthentication, token_failure
-from tenancy.throttling import PerUserRateThrottle
-from tracking.tokens import PREFIX, run_id_from_token
+from jobs.auth import AttemptCredential
+from tenancy.auth import token_failure
+from tracking import selectors
+from tracking.models import Run
+from tracking.tokens import PREFIX, claim_of
 
 
 @dataclass(frozen=True)
-class RunCredential:
-    """`request.auth` of a request made with a run token."""
+class RunCredential(AttemptCredential):
+    """`request.auth` of a request made with a run token: its job's attempt, and its run as read when the token was
+    checked."""
 
-    run_id: int
+    run: Run
 
 
 class RunTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer tdr_...`; other bearer tokens are left to the user-token authentication after it."""
+    """`Authorization: Bearer tdr_...`; other bearer tokens are left to the user-token authentication after it.
+
+    A forged token counts as a failed one against the client's address; a genuine one whose attempt ended (the job
+    moved on to another attempt, or finished) is refused as such, not counted: a pod of an ended attempt is no
+    guesser, and its logging must stop, not lock anything out."""
 
     def authenticate(self, request):
         header = authentication.get_authorization_header(request).decode("latin-1")
@@ -29,48 +36,22 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         secret = secret.strip()
         if keyword != "Bearer" or not secret.startswith(PREFIX):
             return None
-        run_id = run_id_from_token(secret)
-        if run_id is None:
+        claim = claim_of(secret)
+        if claim is None:
             raise token_failure(request, "Invalid run token.")
-        return AnonymousUser(), RunCredential(run_id)
+        run = selectors.run_of_token(claim)
+        if run is None or run.job_id is None:
+            raise exceptions.AuthenticationFailed("This run token's run or job no longer exists.")
+        if not run.token_attempt_open:
+            raise exceptions.AuthenticationFailed(
+                f"This run token is attempt {claim.attempt}'s of job {run.job_id}, which has ended: only the token of "
+                "the job's current attempt is taken.", code="attempt_ended")
+        return AnonymousUser(), RunCredential(run.job_id, claim.attempt, run)
 
     def authenticate_header(self, request) -> str:
         return "Bearer"
 
 
-class RunTokenScheme(OpenApiAuthenticationExtension):
-    """Describes run tokens in the OpenAPI schema."""
-
-    target_class = "tracking.auth.RunTokenAuthentication"
-    name = "runToken"
-
-    def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer",
-                "description": "A job's run token (tdr_...): writes only its own run."}
-
-
 def run_credential(request) -> RunCredential | None:
     return request.auth if isinstance(request.auth, RunCredential) else None
 
-
-class UserOrRunToken(permissions.BasePermission):
-    """A signed-in user, or a run token (which the views then hold to its own run)."""
-
-    def has_permission(self, request, view) -> bool:
-        return bool(run_credential(request) or (request.user and request.user.is_authenticated))
-
-
-class RunTokenThrottle(PerUserRateThrottle):
-    """A training job's logging has its own, higher allowance per run (TIDAL_TRACKING_THROTTLE_RATE), so the API
-    limit never cuts it off; users keep theirs."""
-
-    def scope_of(self, request) -> str:
-        return "run" if run_credential(request) else super().scope_of(request)
-
-    def ident_of(self, request) -> str:
-        credential = run_credential(request)
-        return f"run-{credential.run_id}" if credential else super().ident_of(request)
-
-
-# The tracking endpoints' authentication: a run token first (it would fail as a user token), then users'.
-AUTHENTICATION_CLASSES = [RunTokenAuthentication, BearerTokenAuthentication, authentication.SessionAuthentication]

@@ -10,9 +10,11 @@ import numpy as np
 from django.db.models import (
     Count,
     DurationField,
+    Exists,
     F,
     FloatField,
     Max,
+    OuterRef,
     QuerySet,
     Sum,
     TextField,
@@ -24,13 +26,14 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from core.errors import DomainError
+from jobs.models import Job
 from tenancy.models import Role
 from tenancy.selectors import User, project_ids_for_user, role_in_project
-from tracking.auth import RunCredential
 from tracking.models import Alert, AlertRule, Experiment, Rollup, Run, RunStatus, Series, Webhook
 from tracking.points import latest, read_blocks
 from tracking.series.downsample import Downsampled, downsample
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups, extremes_of
+from tracking.tokens import RunTokenClaim
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
 
@@ -63,9 +66,13 @@ def run_for_logging(user: User, run_id: int) -> Run | None:
     return run
 
 
-def run_of_token(credential: RunCredential) -> Run | None:
-    """The one run a run token may see."""
-    return Run.objects.filter(pk=credential.run_id).select_related("project", "experiment").first()
+def run_of_token(claim: RunTokenClaim) -> Run | None:
+    """The one run a run token may see, with `token_attempt_open`: whether the token's attempt is still its job's
+    current, open attempt (one query)."""
+    current = Job.objects.filter(pk=OuterRef("job_id"), current_attempt__number=claim.attempt,
+                                 current_attempt__ended_at__isnull=True)
+    return (Run.objects.filter(pk=claim.run_id).select_related("project", "experiment")
+            .annotate(token_attempt_open=Exists(current)).first())
 
 
 def alerts_for_user(user: User) -> QuerySet[Alert]:

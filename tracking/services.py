@@ -133,9 +133,13 @@ def run_update(*, run: Run, name: str | None = None, note: str | None = None, st
 
 
 def run_log_batch(*, run_id: int, metrics: object = None, params: object = None, tags: object = None,
-                  attempt: int | None = None) -> int:
+                  attempt: int | None = None, token_attempt: int | None = None) -> int:
     """Write a batch all or nothing; a retried batch changes nothing (points are unique on run, key, step and
-    attempt). Returns the number of points. Raises BatchError (naming the bad field and point) before writing."""
+    attempt). Returns the number of points. Raises BatchError (naming the bad field and point) before writing.
+
+    The points are of `attempt` when the client names one, else of the writer's attempt: a run token's
+    (`token_attempt`), or the run's current one for a user. An attempt later than the writer's is refused: a token
+    writes its own attempt's points, or an earlier attempt's delivered late (the SDK's spool), never a later one's."""
     now_ms = int(time.time() * 1000)
     batch = clean_points(metrics, now_ms)
     clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
@@ -151,7 +155,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             if run.params.get(key, value) != value:  # MLflow's rule: a param is logged once
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
-        number = attempt or run.attempt
+        number = _attempt_of_points(attempt, token_attempt or run.attempt, token=token_attempt is not None)
         write_points(run.pk, number, batch)
         fields = []
         if batch:
@@ -170,6 +174,14 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             run.save(update_fields=fields)
     return batch_size(batch)
 
+
+def _attempt_of_points(claimed: int | None, writer: int, *, token: bool) -> int:
+    if claimed is None or claimed <= writer:
+        return claimed or writer
+    if token:
+        raise BatchError("attempt", f"A run token of attempt {writer} logs attempt {writer}'s points, not attempt "
+                         f"{claimed}'s.")
+    raise BatchError("attempt", f"The run's latest attempt is {writer}; points cannot be of attempt {claimed}.")
 
 
 ALERT_RULE_FIELDS = ["rule", "enabled", "params", "action"]

@@ -1,29 +1,40 @@
-"""Run tokens: what a job's process logs with. A token names one run and is signed with the server's secret, so
-it is checked without a table and any backend can compute it at dispatch. It writes only its own run and reads
-nothing but that run; it stops writing when the run finishes."""
+"""Run tokens: what a job attempt's process logs with. A token names a run and an attempt of its job, signed with
+the server's secret, so any backend can compute it at dispatch and a forged one is refused without a table. It
+writes only its own run, reads nothing but that run, and is valid while its attempt is the job's current, open one
+(`tracking.auth`): ending the attempt revokes it, so a pod of an ended attempt writes nothing more."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 PREFIX = "tdr_"
-_SALT = "tidal.tracking.run-token"
+_SALT = "tidal.tracking.run-token.attempt"
+_SHAPE = re.compile(r"tdr_(\d{1,18})_(\d{1,5})_([0-9a-f]{64})", re.ASCII)
 
 
-def run_token(run_id: int) -> str:
-    return f"{PREFIX}{run_id}_{_signature(run_id)}"
+@dataclass(frozen=True)
+class RunTokenClaim:
+    """What a genuine run token says: its run and the number of the attempt it was given to."""
+
+    run_id: int
+    attempt: int
 
 
-def run_id_from_token(secret: str) -> int | None:
-    """The run a token was issued for, or None when it is not a valid run token."""
-    if not secret.startswith(PREFIX):
+def run_token(run_id: int, attempt: int) -> str:
+    return f"{PREFIX}{run_id}_{attempt}_{_signature(run_id, attempt)}"
+
+
+def claim_of(secret: str) -> RunTokenClaim | None:
+    """The run and attempt a token was issued for, or None when it is not a genuine run token."""
+    shape = _SHAPE.fullmatch(secret)
+    if shape is None:
         return None
-    run_part, _, signature = secret[len(PREFIX):].partition("_")
-    if not run_part.isdigit() or len(run_part) > 18:
-        return None
-    run_id = int(run_part)
-    return run_id if constant_time_compare(signature, _signature(run_id)) else None
+    run_id, attempt = int(shape[1]), int(shape[2])
+    return RunTokenClaim(run_id, attempt) if constant_time_compare(shape[3], _signature(run_id, attempt)) else None
 
 
-def _signature(run_id: int) -> str:
-    return salted_hmac(_SALT, str(run_id), algorithm="sha256").hexdigest()
+def _signature(run_id: int, attempt: int) -> str:
+    return salted_hmac(_SALT, f"{run_id}:{attempt}", algorithm="sha256").hexdigest()

@@ -1,5 +1,6 @@
 """Experiment tracking for Tidal: `run = tidal.init(project=..., experiment=..., params=...)`,
-`tidal.log({"loss": 1.2}, step=100)`, `tidal.finish()`.
+`tidal.log({"loss": 1.2}, step=100)`, `tidal.finish()`; inside a job, `tidal.checkpoint(path, step)` tells the job's
+next attempt what to resume from.
 
 Logging never blocks or crashes training: `log()` only queues; a daemon thread sends batches, retries, and keeps
 what the server cannot take yet in a spool file sent later. Inside a Tidal job `tidal.init()` continues the job's
@@ -23,8 +24,10 @@ import httpx
 
 from tidal.config import Options, Target, TidalError, job_target, rank, user_credentials
 from tidal.run import NoOpRun, Run
+from tidal.sender import error_of
 
-__all__ = ["NoOpRun", "Run", "TidalError", "finish", "flush", "get_run", "init", "log", "log_params", "log_tags"]
+__all__ = ["NoOpRun", "Run", "TidalError", "checkpoint", "finish", "flush", "get_run", "init", "log", "log_params",
+           "log_tags"]
 
 _log = logging.getLogger("tidal")
 _current: Run | NoOpRun | None = None
@@ -92,23 +95,62 @@ def _create_run(url: str, token: str, body: dict[str, Any], opts: Options) -> di
     """POST /runs/, retried briefly on network errors and 5xx."""
     from tidal_cli.client import error_from_response
 
+    try:
+        response = _post(url, token, "runs/", body, opts)
+    except httpx.HTTPError as error:
+        raise TidalError(f"Cannot create the run: cannot reach Tidal at {url} ({error})") from None
+    if response.status_code >= 300:
+        raise TidalError(f"Cannot create the run: {error_from_response(response)}")
+    return response.json()
+
+
+def _post(url: str, token: str, path: str, body: dict[str, Any], opts: Options) -> httpx.Response:
+    """POST to the API, tried up to four times while the server is unreachable or answers 5xx or 429: its last
+    answer, or the network error of the last try."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json", "User-Agent": "tidal-sdk/0.1"}
-    delay, failure = opts.backoff, ""
+    delay = opts.backoff
     with httpx.Client(base_url=url + "/api/v1/", headers=headers, timeout=opts.timeout) as http:
-        for _ in range(4):
+        for _ in range(3):
             try:
-                response = http.post("runs/", json=body)
-            except httpx.HTTPError as error:
-                failure = f"cannot reach Tidal at {url} ({error})"
-            else:
-                if response.status_code < 300:
-                    return response.json()
-                failure = str(error_from_response(response))
+                response = http.post(path, json=body)
                 if response.status_code < 500 and response.status_code != 429:
-                    break
+                    return response
+            except httpx.HTTPError:
+                pass
             sleep(delay)
             delay = min(delay * 2, opts.max_backoff)
-    raise TidalError(f"Cannot create the run: {failure}")
+        return http.post(path, json=body)  # the last try: its answer, or its error
+
+
+def checkpoint(path: str, step: int | None = None, **options: Any) -> bool:
+    """Report a checkpoint the job just saved, once it is complete on storage: the job's next attempt (after a
+    preemption, a failure, a restart) is given the latest one reported, `path` in TIDAL_RESUME_FROM and `step` in
+    TIDAL_RESUME_STEP, to resume from.
+
+    Inside a Tidal job, from rank 0 (other ranks report nothing and return False). It reports with the attempt's
+    run token and waits for the server (a few tries, `timeout` seconds each: see tidal.config.Options); it never
+    raises. Returns True when the server recorded it, else False with a warning (outside a job, an attempt that
+    has ended, the server unreachable). Needs no tidal.init()."""
+    if rank() != 0:
+        return False
+    job, job_id = job_target(), os.environ.get("TIDAL_JOB_ID", "")
+    if job is None or not job_id.isdigit():
+        _log.warning("tidal: tidal.checkpoint() reports to a Tidal job (TIDAL_RUN_TOKEN, TIDAL_JOB_ID); outside "
+                     "one nothing is reported")
+        return False
+    body: dict[str, Any] = {"checkpoint": str(path)}
+    if step is not None:
+        body["step"] = int(step)
+    try:
+        response = _post(job.url, job.token, f"jobs/{job_id}/checkpoint/", body, Options().with_overrides(options))
+    except httpx.HTTPError as error:
+        _log.warning("tidal: checkpoint %s not reported: cannot reach %s (%s)", path, job.url, error)
+        return False
+    if response.status_code >= 300:
+        _log.warning("tidal: checkpoint %s not reported: HTTP %d: %s", path, response.status_code,
+                     error_of(response)[1])
+        return False
+    return True
 
 
 def get_run() -> Run | NoOpRun | None:

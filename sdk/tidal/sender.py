@@ -24,9 +24,12 @@ log = logging.getLogger("tidal")
 Point = dict[str, Any]  # {"key", "value", "step", "timestamp"}
 
 DONE, REJECTED, RETRY = "done", "rejected", "retry"
+# Answers after which nothing this process sends would be taken: a finished run, and a run token whose attempt of
+# the job has ended (a process left running after it was replaced, e.g. on a partitioned node).
+ENDED = {(409, "run_finished"), (401, "attempt_ended")}
 
 
-def _error_of(response: httpx.Response) -> tuple[str, str]:
+def error_of(response: httpx.Response) -> tuple[str, str]:
     """(code, message) of an API error answer."""
     try:
         error = response.json()["error"]
@@ -262,11 +265,12 @@ class Sender:
             self._mark_down(float(retry_after) if retry_after.isdigit() else None)
             return RETRY
         self._mark_up()  # the server answered
-        code, message = _error_of(response)
+        code, message = error_of(response)
         self.stats["dropped"] += points
-        if status == 409 and code == "run_finished":
+        if (status, code) in ENDED:  # the run is finished, or this process's attempt of the job has ended
             if not self._run_finished:
-                log.warning("tidal: run %d is finished on the server (%s); nothing more is sent", run, message)
+                log.warning("tidal: run %d takes no more data from this process (%s); nothing more is sent", run,
+                            message)
             self._run_finished = True
         else:
             what = f"a batch of {points} points" if points else f"a request ({', '.join(record.get('body') or {})})"

@@ -62,12 +62,12 @@ def test_the_run_token_reaches_the_pods_only_through_the_attempts_secret(attempt
     """Tracking gives the attempt its run (plain) and a run token (secret): the token is in the Secret and the
     pods refer to it; no pod spec holds it as a literal."""
     from tracking.models import Run
-    from tracking.tokens import run_id_from_token
+    from tracking.tokens import RunTokenClaim, claim_of
 
     render_job, placement, settings = kubemap.render_inputs(attempt, kube_inventory["cluster"], {})
     run = Run.objects.get(job=job)
     assert render_job.platform_env["TIDAL_RUN_ID"] == str(run.pk)
-    assert run_id_from_token(render_job.secret_env["TIDAL_RUN_TOKEN"]) == run.pk
+    assert claim_of(render_job.secret_env["TIDAL_RUN_TOKEN"]) == RunTokenClaim(run.pk, attempt.number)
     manifests = render(render_job, placement, settings)
     (secret,) = [m for m in manifests if m["kind"] == "Secret"]
     token = secret["stringData"]["TIDAL_RUN_TOKEN"]

@@ -34,7 +34,7 @@ def test_the_running_attempt_records_the_reported_checkpoint(tenant, inventory, 
     assert response.status_code == 200, response.content
     assert response.json()["checkpoint"] == "step 1200 s3://ckpt/run/1200" and response.json()["checkpoint_at"]
     assert clients["member"].post(url, {}, format="json").status_code == 400  # nothing to record
-    assert clients["member"].post(url, {"checkpoint": "x", "step": 1}, format="json").status_code == 400
+    assert clients["member"].post(url, {"checkpoint": "x", "path": "y"}, format="json").status_code == 400
     assert clients["viewer"].post(url, {"checkpoint": "step 1"}, format="json").status_code == 403
     detail = clients["viewer"].get(f"/api/v1/jobs/{job.pk}/").json()
     assert detail["attempts"][0]["checkpoint"] == "step 1200 s3://ckpt/run/1200"

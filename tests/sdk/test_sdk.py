@@ -21,7 +21,11 @@ from urllib.parse import urlsplit
 import pytest
 import tidal
 
+from jobs.lifecycle import AttemptEnd, transition
+from jobs.states import State
 from tenancy.services import token_create
+from tests.jobs.conftest import admit, inventory, submit  # noqa: F401  (fixtures)
+from tests.tracking.conftest import next_attempt
 from tracking import services
 from tracking.models import Run
 from tracking.points import stored_points
@@ -37,7 +41,7 @@ FAST = {"flush_interval": 0.05, "grace": 0.3, "backoff": 0.05, "max_backoff": 0.
 def sdk_env(monkeypatch, tmp_path):
     """No config file, no job or rank variables, a spool of the test's own; no run left open afterwards."""
     for name in ("TIDAL_URL", "TIDAL_TOKEN", "TIDAL_PROJECT", "TIDAL_RUN_ID", "TIDAL_RUN_TOKEN", "TIDAL_ATTEMPT",
-                 "RANK", "LOCAL_RANK"):
+                 "TIDAL_JOB_ID", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TIDAL_CONFIG", str(tmp_path / "no-config.json"))
     monkeypatch.setenv("TIDAL_SPOOL_DIR", str(tmp_path / "spool"))
@@ -56,6 +60,21 @@ def user_run(tenant):
     experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
     return services.run_create(project=tenant.project, experiment=experiment, name="sdk", user=tenant.users["member"],
                                params={"lr": "0.0003"})
+
+
+@pytest.fixture
+def job(tenant, inventory):  # noqa: F811
+    """A job admitted once: its run exists and its attempt 1 is open."""
+    return admit(submit(tenant, inventory["h100"]), inventory["cluster"], ["r1-n1"])
+
+
+def job_env(monkeypatch, url: str, job, attempt: int) -> Run:
+    """What the job's attempt's process gets (tracking.env); returns the job's run."""
+    run = Run.objects.get(job=job)
+    for name, value in {"TIDAL_URL": url, "TIDAL_RUN_ID": str(run.pk), "TIDAL_RUN_TOKEN": run_token(run.pk, attempt),
+                        "TIDAL_ATTEMPT": str(attempt), "TIDAL_JOB_ID": str(job.pk)}.items():
+        monkeypatch.setenv(name, value)
+    return run
 
 
 def counts(run_id: int) -> Counter:
@@ -240,7 +259,46 @@ def test_system_metrics_are_logged_under_system(live_server, user_run, token):
     assert all(key.startswith("system/") for key in keys)
 
 
-def test_a_job_process_killed_by_sigterm_flushes_its_points_first(live_server, user_run, tmp_path):
+def test_a_process_of_an_ended_attempt_stops_sending(live_server, job, monkeypatch, caplog):
+    """A process left running after its attempt ended (a partitioned node, a victim in its grace): its token is
+    refused, and the SDK sends nothing more instead of retrying or dropping batch after batch."""
+    run = job_env(monkeypatch, live_server.url, job, 1)
+    tidal.init(**FAST)
+    tidal.log({"loss": 1.0}, step=0)
+    assert tidal.flush(timeout=30)
+    transition(job, State.PREEMPTED, reason="preempted", actor="scheduler", end=AttemptEnd(reason="preempted"))
+    for step in range(1, 4):
+        tidal.log({"loss": 1.0}, step=step)
+        assert tidal.flush(timeout=30)
+    assert counts(run.pk) == Counter({("loss", 0): 1})
+    ended = [r.getMessage() for r in caplog.records if "takes no more data" in r.getMessage()]
+    assert len(ended) == 1 and "attempt 1's" in ended[0]
+
+
+def test_a_job_reports_its_checkpoint_and_the_next_attempt_resumes_from_it(live_server, job, monkeypatch, caplog):
+    from jobs import ports
+
+    job_env(monkeypatch, live_server.url, job, 1)
+    assert tidal.checkpoint("s3://ckpt/train/1000", step=1000, **FAST) is True
+    next_attempt(job)
+    job.refresh_from_db()
+    env = ports.env_for(job.current_attempt).plain
+    assert (env["TIDAL_RESUME_FROM"], env["TIDAL_RESUME_STEP"]) == ("s3://ckpt/train/1000", "1000")
+    # attempt 1's process is still running somewhere: its report is refused, and says why
+    assert tidal.checkpoint("s3://ckpt/train/stale", **FAST) is False
+    assert any("HTTP 401" in r.getMessage() and "has ended" in r.getMessage() for r in caplog.records)
+    job_env(monkeypatch, live_server.url, job, 2)
+    monkeypatch.setenv("RANK", "1")
+    assert tidal.checkpoint("s3://ckpt/train/rank1", **FAST) is False  # only rank 0 reports
+    assert job.attempts.get(number=2).checkpoint == ""
+
+
+def test_a_checkpoint_outside_a_job_reports_nothing(caplog):
+    assert tidal.checkpoint("/tmp/ckpt") is False  # noqa: S108
+    assert any("outside one nothing is reported" in r.getMessage() for r in caplog.records)
+
+
+def test_a_job_process_killed_by_sigterm_flushes_its_points_first(live_server, job, tmp_path):
     """Inside a job (the env a job's process gets): init() with no arguments continues the job's run with its run
     token; SIGTERM flushes, then the default action kills the process."""
     script = tmp_path / "train.py"
@@ -254,12 +312,14 @@ def test_a_job_process_killed_by_sigterm_flushes_its_points_first(live_server, u
         time.sleep(60)
         print("still alive")
     """))
+    assert next_attempt(job) == 2
+    run = Run.objects.get(job=job)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TIDAL_URL": live_server.url,
-           "TIDAL_RUN_ID": str(user_run.pk), "TIDAL_RUN_TOKEN": run_token(user_run.pk), "TIDAL_ATTEMPT": "2",
+           "TIDAL_RUN_ID": str(run.pk), "TIDAL_RUN_TOKEN": run_token(run.pk, 2), "TIDAL_ATTEMPT": "2",
            "TIDAL_SPOOL_DIR": str(tmp_path / "spool"), "TIDAL_CONFIG": str(tmp_path / "none.json")}
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert "still alive" not in done.stdout
-    assert counts(user_run.pk) == Counter({("loss", step): 1 for step in range(2000)})
-    assert {p.attempt for p in stored_points(user_run.pk)} == {2}
-    assert Run.objects.get(pk=user_run.pk).status == "RUNNING"  # a job's run ends with the job
+    assert counts(run.pk) == Counter({("loss", step): 1 for step in range(2000)})
+    assert {p.attempt for p in stored_points(run.pk)} == {2}
+    assert Run.objects.get(pk=run.pk).status == "RUNNING"  # a job's run ends with the job

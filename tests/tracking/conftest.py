@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import client_for
+from tests.jobs.conftest import admit, inventory, submit  # noqa: F401  (fixtures)
 from tracking import services
+from tracking.models import Run
 from tracking.tokens import run_token
 
 
@@ -23,13 +25,42 @@ def other_run(tenant):
 
 
 @pytest.fixture
-def run_client(run):
-    """An API client holding the run's own token, as a job's process does."""
+def job_of_run(tenant, inventory, run):  # noqa: F811
+    """Makes `run` the run of a job admitted once, as if the job had created it: its attempt 1 is open."""
+    job = submit(tenant, inventory["h100"])
+    Run.objects.filter(pk=run.pk).update(job=job)
+    admit(job, inventory["cluster"], ["r1-n1"])
+    run.refresh_from_db()
+    return job
+
+
+def next_attempt(job) -> int:
+    """End the job's attempt (preempted, requeued) and admit its next one on the same node, as the scheduler does;
+    returns the new attempt's number."""
+    from jobs.lifecycle import AttemptEnd, transition
+    from jobs.states import State
+
+    attempt = job.current_attempt
+    transition(job, State.PREEMPTED, reason="preempted", actor="scheduler", end=AttemptEnd(reason="preempted"))
+    job.refresh_from_db()
+    transition(job, State.QUEUED, reason="requeued", actor="scheduler")
+    job.refresh_from_db()
+    admit(job, attempt.cluster, [row["node"] for row in attempt.placement])
+    return job.current_attempt.number
+
+
+def token_client(token: str):
     from rest_framework.test import APIClient
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token(run.pk)}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client
+
+
+@pytest.fixture
+def run_client(run, job_of_run):
+    """An API client holding the token the job's attempt 1 was given for `run`, as its process does."""
+    return token_client(run_token(run.pk, 1))
 
 
 @pytest.fixture

@@ -130,8 +130,8 @@ def test_a_series_gives_the_wall_time_of_its_steps_when_asked(tenant, clients):
     run = make_run(tenant, tenant.project)
     services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": v, "step": s, "timestamp": 1000 + s}
                                                    for s, v in enumerate([1.0, "NaN", 0.5])])
-    services.run_log_batch(run_id=run.pk, attempt=2, metrics=[{"key": "loss", "value": 0.7, "step": 2,
-                                                               "timestamp": 9000}])
+    services.run_log_batch(run_id=run.pk, token_attempt=2, metrics=[{"key": "loss", "value": 0.7, "step": 2,
+                                                                     "timestamp": 9000}])  # as attempt 2 logs
     url = reverse("run-series", kwargs={"pk": run.pk}) + "?key=loss"
     assert "times" not in clients["viewer"].get(url).json()
     body = clients["viewer"].get(url + "&times=1").json()

@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 
 from tests.conftest import client_for
+from tests.tracking.conftest import next_attempt, token_client
 from tracking.models import Run
 from tracking.points import stored_points
 from tracking.selectors import attempt_starts, full_series
@@ -96,11 +97,8 @@ def test_a_finished_run_takes_no_more_points(run, run_client):
     assert response.json()["error"]["code"] == "run_finished"
 
 
-def test_a_run_token_writes_only_its_own_run(run, other_run, tenant):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token(run.pk)}")
+def test_a_run_token_writes_only_its_own_run(run, other_run, run_client):
+    client = run_client
     assert client.post(url(other_run), {"metrics": points(1)}, format="json").status_code == 403
     assert not stored_points(other_run.pk)
     # ... and reads nothing through the user API
@@ -112,7 +110,7 @@ def test_a_forged_or_foreign_token_is_refused(run):
     from rest_framework.test import APIClient
 
     client = APIClient()
-    forged = run_token(run.pk)[:-4] + "0000"
+    forged = run_token(run.pk, 1)[:-4] + "0000"
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {forged}")
     assert client.post(url(run), {"metrics": points(1)}, format="json").status_code == 401
 
@@ -126,11 +124,11 @@ def test_users_log_by_role_and_an_outsider_sees_no_run(run, tenant):
     assert len(stored_points(run.pk)) == 1
 
 
-def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_steps(run, run_client):
+def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_steps(run, job_of_run, run_client):
     run_client.post(url(run), {"metrics": points(10)}, format="json")
-    Run.objects.filter(pk=run.pk).update(attempt=2)
+    assert next_attempt(job_of_run) == 2
     redo = [{"key": "loss", "value": 9.0, "step": s} for s in range(5, 12)]
-    run_client.post(url(run), {"metrics": redo}, format="json")
+    token_client(run_token(run.pk, 2)).post(url(run), {"metrics": redo}, format="json")
     series = dict(full_series(run, "loss"))
     assert series[4] == pytest.approx(1 / 5) and series[5] == 9.0 and series[11] == 9.0
     assert sum(p.attempt == 2 for p in stored_points(run.pk)) == 7

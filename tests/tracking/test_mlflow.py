@@ -140,8 +140,8 @@ def test_search_runs_filters_on_a_param_and_orders_by_a_metric(tenant, use_mlflo
 
 
 @live
-def test_a_job_continues_its_run_with_the_run_token(run, use_mlflow, monkeypatch):
-    use_mlflow(run_token(run.pk))
+def test_a_job_continues_its_run_with_the_run_token(run, job_of_run, use_mlflow, monkeypatch):
+    use_mlflow(run_token(run.pk, 1))
     monkeypatch.setenv("MLFLOW_RUN_ID", str(run.pk))
     with mlflow.start_run() as active:
         assert active.info.run_id == str(run.pk) and active.info.run_name == "lr-3e-4"
@@ -156,16 +156,16 @@ def test_a_job_continues_its_run_with_the_run_token(run, use_mlflow, monkeypatch
 
 
 @live
-def test_a_run_token_cannot_create_runs_nor_touch_another_run(tenant, run, use_mlflow):
+def test_a_run_token_cannot_create_runs_nor_touch_another_run(tenant, run, job_of_run, use_mlflow):
     neighbour = services.run_create(project=tenant.project, experiment=run.experiment, name="neighbour")
-    client = use_mlflow(run_token(run.pk))
+    client = use_mlflow(run_token(run.pk, 1))
     refused("PERMISSION_DENIED", client.create_run, str(run.experiment_id))
     refused("PERMISSION_DENIED", client.create_experiment, "mine")
     refused("PERMISSION_DENIED", client.log_metric, str(neighbour.pk), "loss", 1.0)
     refused("PERMISSION_DENIED", client.get_run, str(neighbour.pk))
     assert [r.info.run_id for r in client.search_runs([str(run.experiment_id)])] == [str(run.pk)]
     assert client.get_experiment(str(run.experiment_id)).name == "sweep"
-    client = use_mlflow(run_token(run.pk), project="secret")
+    client = use_mlflow(run_token(run.pk, 1), project="secret")
     refused("RESOURCE_DOES_NOT_EXIST", client.get_run, str(run.pk))
     assert not stored_points(neighbour.pk)
 

@@ -23,7 +23,8 @@ def block(attempt: int, steps: list[int], value: float) -> Block:
 
 
 def log(run, steps, value: float, attempt: int | None = None) -> None:
-    services.run_log_batch(run_id=run.pk, attempt=attempt,
+    """Log as the process of job attempt `attempt` would (its run token's), else as a user."""
+    services.run_log_batch(run_id=run.pk, token_attempt=attempt,
                            metrics=[{"key": "loss", "value": value, "step": s, "timestamp": s} for s in steps])
 
 

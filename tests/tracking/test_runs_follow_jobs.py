@@ -12,7 +12,7 @@ from jobs.services import job_cancel
 from jobs.states import State
 from tests.jobs.conftest import admit, inventory, submit  # noqa: F401  (fixtures)
 from tracking.models import Run
-from tracking.tokens import run_id_from_token
+from tracking.tokens import RunTokenClaim, claim_of
 
 pytestmark = pytest.mark.django_db
 
@@ -68,5 +68,5 @@ def test_the_attempts_process_gets_its_run_and_a_token_for_it_only_as_secrets(te
     env = ports.env_for(Attempt.objects.get(job=job))
     assert env.plain["TIDAL_RUN_ID"] == env.plain["MLFLOW_RUN_ID"] == str(run.pk)
     assert env.plain["MLFLOW_TRACKING_URI"].endswith(f"/mlflow/{tenant.project.slug}")
-    assert run_id_from_token(env.secret["TIDAL_RUN_TOKEN"]) == run.pk
+    assert claim_of(env.secret["TIDAL_RUN_TOKEN"]) == RunTokenClaim(run.pk, 1)
     assert not any(value.startswith("tdr_") for value in env.plain.values())

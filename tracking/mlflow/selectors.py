@@ -14,7 +14,6 @@ from rest_framework.request import Request
 
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.selectors import project_for_user, role_in_project
-from tracking import selectors
 from tracking.auth import run_credential
 from tracking.mlflow.errors import denied, not_found
 from tracking.mlflow.translate import DEFAULT_EXPERIMENT_ID, pk_of
@@ -30,15 +29,15 @@ class Scope:
     project: Project
     token_run: Run | None  # set for a run token: the one run it may touch
     can_write: bool
+    token_attempt: int | None = None  # a run token's attempt: whose points it logs
 
 
 def scope_of(request: Request, slug: str) -> Scope:
     credential = run_credential(request)
     if credential is not None:
-        run = selectors.run_of_token(credential)
-        if run is None or run.project.slug != slug:
+        if credential.run.project.slug != slug:
             raise not_found(f"No project {slug!r}.")
-        return Scope(run.project, run, can_write=True)
+        return Scope(credential.run.project, credential.run, can_write=True, token_attempt=credential.attempt)
     project = project_for_user(request.user, slug)
     if project is None:
         raise not_found(f"No project {slug!r}.")

@@ -16,8 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.parsers import JSONParser
+from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
 from tracking import services
-from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken
 from tracking.bodies import body_of
 from tracking.mlflow import errors, search, translate
 from tracking.mlflow.errors import invalid
@@ -42,8 +42,8 @@ SEARCH_DEFAULT_RESULTS = 1_000
 class MlflowEndpoint(APIView):
     schema = None  # MLflow's own API, as its client calls it (docs/mlflow.md), not part of Tidal's schema
     authentication_classes = AUTHENTICATION_CLASSES
-    permission_classes = [UserOrRunToken]
-    throttle_classes = [RunTokenThrottle]
+    permission_classes = [UserOrAttempt]
+    throttle_classes = [AttemptThrottle]
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     answer: Handler | None = None  # set per URL by as_view(answer=...)
@@ -157,14 +157,14 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
 def runs_log_batch(request: Request, scope: Scope, body: dict) -> dict:
     run = writable_run(scope, run_id(body))
     services.run_log_batch(run_id=run.pk, metrics=translate.metric_points(body.get("metrics")),
-                           params=body.get("params"), tags=body.get("tags"))
+                           params=body.get("params"), tags=body.get("tags"), token_attempt=scope.token_attempt)
     return {}
 
 
 def runs_log_metric(request: Request, scope: Scope, body: dict) -> dict:
     run = writable_run(scope, run_id(body))
     point = {name: body[name] for name in ("key", "value", "step", "timestamp") if name in body}
-    services.run_log_batch(run_id=run.pk, metrics=[point])
+    services.run_log_batch(run_id=run.pk, metrics=[point], token_attempt=scope.token_attempt)
     return {}
 
 
