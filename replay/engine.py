@@ -120,7 +120,11 @@ class ProjectAccount:
     device_seconds: float = 0.0  # used devices integrated over time
     demand_seconds: float = 0.0  # time with at least one job waiting
     under_guarantee_seconds: float = 0.0  # time waiting while using less than the guarantee
-    starved_seconds: float = 0.0  # ... and a waiting job would fit within the unused guarantee
+    # ... and a waiting job would fit within the unused guarantee, for any reason (its own reserved head, topology,
+    # others' use)
+    waited_within_seconds: float = 0.0
+    # ... and it would, but others hold the flavor's devices (fewer free than it asks): what guarantees promise
+    starved_seconds: float = 0.0
     starved_device_seconds: float = 0.0  # unused-but-wanted guarantee integrated over starved time
     longest_starved: float = 0.0
 
@@ -475,6 +479,9 @@ class _Engine:
         if last is None or t <= last:
             return
         dt = t - last
+        free = dict(self.capacity)
+        for (_, flavor), used in self.used.items():
+            free[flavor] = free.get(flavor, 0) - used
         for key, acc in self.accounts.items():
             used = self.used[key]
             acc.device_seconds += used * dt
@@ -483,7 +490,10 @@ class _Engine:
                 room = acc.guarantee - used
                 if room > 0:
                     acc.under_guarantee_seconds += dt
-                    if min(self.pending_sizes[key]) <= room:
+                    smallest = min(self.pending_sizes[key])
+                    if smallest <= room:
+                        acc.waited_within_seconds += dt
+                    if smallest <= room and free.get(key[1], 0) < smallest:
                         acc.starved_seconds += dt
                         acc.starved_device_seconds += min(room, self.pending_devices[key]) * dt
                         since = self.starved_since[key]

@@ -7,8 +7,10 @@ Definitions (also in docs/replay.md):
   `unfinished`. A statistic over no job at all is None ("-" in tables), not 0.
 - utilization = device-seconds used / (devices x makespan), makespan = last end - first submit.
 - share = a project's device-seconds / (cluster devices x makespan); guarantee share = guarantee / devices.
-- starved time: moments a project had a waiting job that would fit in its unused guarantee; it should be ~0
-  when guarantees are honoured. `guarantee_met` = 1 - starved / time-waiting-under-guarantee.
+- starved time: moments a project had a waiting job that would fit in its unused guarantee while others held the
+  devices (fewer of its flavor free than the job asks for); it should be ~0 when guarantees are honoured.
+  `guarantee_met` = 1 - starved / time-waiting-under-guarantee. `guarantee_met_any` counts every moment such a job
+  waited, whatever kept it out (its own project's reserved head, topology, fragmentation, others' use).
 """
 
 from __future__ import annotations
@@ -74,13 +76,14 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     for j in result.jobs:
         by_project.setdefault(j.project, []).append(j)
     projects: dict[str, dict[str, float | None]] = {}
-    under_total = starved_total = 0.0
+    under_total = starved_total = waited_total = 0.0
     projects_starved = 0
     for name in sorted(set(by_project) | {p for p, _ in result.accounts}):
         accs = [a for (p, _), a in result.accounts.items() if p == name]
         g = sum(a.guarantee for a in accs)
         under = sum(a.under_guarantee_seconds for a in accs)
         starved = sum(a.starved_seconds for a in accs)
+        waited = sum(a.waited_within_seconds for a in accs)
         row = _job_stats(by_project.get(name, []))
         row |= {
             "guarantee": g,
@@ -93,15 +96,19 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
             "starved_device_s": sum(a.starved_device_seconds for a in accs),
             "longest_starved_s": max((a.longest_starved for a in accs), default=0.0),
             "guarantee_met": 1.0 - starved / under if under else 1.0,
+            "waited_within_seconds": waited,
+            "guarantee_met_any": 1.0 - waited / under if under else 1.0,
         }
         projects[name] = row
         under_total += under
         starved_total += starved
+        waited_total += waited
         projects_starved += starved > 0
     overall |= {
         "share": overall["utilization"],
         "starved_seconds": starved_total,
         "guarantee_met": 1.0 - starved_total / under_total if under_total else 1.0,
+        "guarantee_met_any": 1.0 - waited_total / under_total if under_total else 1.0,
         "projects_starved": projects_starved,
     }
     return {

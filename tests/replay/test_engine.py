@@ -108,13 +108,29 @@ def test_starvation_under_guarantee_is_measured():
 
     quotas = QuotaSet((Quota("p", "gpu", 1), Quota("q", "gpu", 1)), (Project("p", "c"), Project("q", "c")))
     t = _trace("a,0,100,1,1,gpu,p,,,", "b,50,100,1,1,gpu,q,,,")
-    plan = {50: [("admit", 1, "node-000", 1), ("admit", 2, "node-001", 1)]}
+    # q borrows p's guarantee (both nodes) until 50; p's job fits its unused guarantee and waits for it.
+    t = _trace("x,0,50,1,1,gpu,q,,,", "y,0,200,1,1,gpu,q,,,", "a,0,100,1,1,gpu,p,,,")
+    plan = {0: [("admit", 1, "node-000", 1), ("admit", 2, "node-001", 1)], 50: [("admit", 3, "node-000", 1)]}
     r, _ = _run(t, plan, cluster=uniform_cluster(2, 1, "gpu"), quotas=quotas)
     p = summarize(r)["projects"]["p"]
     assert p["starved_seconds"] == 50 and p["starved_device_s"] == 50 and p["longest_starved_s"] == 50
-    assert p["guarantee_met"] == 0.0
+    assert p["guarantee_met"] == 0.0 and p["guarantee_met_any"] == 0.0
     assert summarize(r)["projects"]["q"]["guarantee_met"] == 1.0
     assert summarize(r)["overall"]["projects_starved"] == 1
+
+
+def test_waiting_with_the_devices_free_is_not_starvation_by_others():
+    """Defect: a project whose own reserved head kept its job out (devices free) counted as not getting its
+    guarantee; guarantee_met counts only waits while others held the devices, guarantee_met_any every wait."""
+    from jobs.scheduling.model import Project, Quota
+
+    quotas = QuotaSet((Quota("p", "gpu", 1), Quota("q", "gpu", 1)), (Project("p", "c"), Project("q", "c")))
+    t = _trace("a,0,100,1,1,gpu,p,,,", "b,50,100,1,1,gpu,q,,,")
+    plan = {50: [("admit", 1, "node-000", 1), ("admit", 2, "node-001", 1)]}
+    r, _ = _run(t, plan, cluster=uniform_cluster(2, 1, "gpu"), quotas=quotas)
+    p = summarize(r)["projects"]["p"]
+    assert p["starved_seconds"] == 0 and p["guarantee_met"] == 1.0
+    assert p["waited_within_seconds"] == 50 and p["guarantee_met_any"] == 0.0
 
 
 @pytest.mark.parametrize(
