@@ -129,6 +129,7 @@ class Cycle:
         self.outcomes: list[Outcome] = []
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
+        self.held_back: dict[str, list[int]] = {}  # strict blocking: queue -> positions of the jobs it held back
         # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
         self.waiting: dict[tuple[str, str], list[int]] = {}
         self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
@@ -160,11 +161,14 @@ class Cycle:
 
     def settle(self, position: int) -> None:
         """Keep what an evaluation at this position of the cycle decided: an admitted job and what its victims
-        gave back, or a waiting job under what could end its wait (Outcome.retry_on)."""
+        gave back, or a waiting job under what could end its wait (Outcome.retry_on), or one its queue's blocked
+        head holds back."""
         out = self.outcomes[position]
         if out.admit is None:
             for key in out.retry_on:
                 self.waiting.setdefault(key, []).append(position)
+            if not out.considered and self.strict:
+                self.held_back.setdefault(queue_of(out.job, self.policy), []).append(position)
             return
         self.admitted_at[out.job.id] = position
         if out.victims:
@@ -172,25 +176,37 @@ class Cycle:
 
     def committed(self, victims: Sequence[RunRec]) -> None:
         """Victims were committed: capacity and quota came back on their flavors. The jobs among them admitted
-        earlier in this cycle (given back) and, but under strict blocking, the jobs evaluated earlier that wait on
-        those flavors are evaluated again, in cycle order, before any later job: otherwise a later job of lower
-        order would take what they now fit in, and they would preempt it in the next cycle. (Under strict blocking
-        the cycle order already keeps later jobs of a queue out.)"""
+        earlier in this cycle (given back) and the jobs evaluated earlier that wait on those flavors are evaluated
+        again, in cycle order, before any later job: otherwise a later job of lower order would take what they now
+        fit in, and they would preempt it in the next cycle. Under strict blocking, a head admitted so unblocks its
+        queue, whose jobs it held back are evaluated again too (not without explanations, where the order no longer
+        yields a blocked queue's jobs: those wait for the next cycle)."""
         self.order.changed({victim.project for victim in victims})
         again = {self.admitted_at.pop(rec.id) for rec in victims if not rec.at_start}
-        if not self.strict:
-            freed = {("flavor", f) for rec in victims for f in rec.demand} | {("project", rec.project)
-                                                                           for rec in victims}
-            again.update(p for key in freed for p in self.waiting.get(key, ()))
+        freed = {("flavor", f) for rec in victims for f in rec.demand} | {("project", rec.project) for rec in victims}
+        again.update(p for key in freed for p in self.waiting.get(key, ()))
         for position in sorted(again):
-            before = self.outcomes[position]
-            if before.admit is not None or self.retries >= MAX_RETRIES:
-                continue  # admitted by an earlier try again
-            self.retries += 1
-            for key in before.retry_on:
-                self.waiting[key].remove(position)
-            self.outcomes[position] = self.evaluate(before.job, before.info, position)
-            self.settle(position)
+            self.try_again(position)
+
+    def try_again(self, position: int) -> None:
+        """Evaluate the job at this position again (MAX_RETRIES per cycle), and under strict blocking, once it is
+        admitted, the jobs its wait held back."""
+        before = self.outcomes[position]
+        if before.admit is not None or self.retries >= MAX_RETRIES:
+            return  # admitted by an earlier try again
+        self.retries += 1
+        for key in before.retry_on:
+            self.waiting[key].remove(position)
+        out = self.outcomes[position] = self.evaluate(before.job, before.info, position)
+        queue = queue_of(out.job, self.policy) if self.strict else ""
+        unblocks = out.admit is not None and self.blocked_at.get(queue) == position
+        if unblocks:
+            del self.state.blocked[queue], self.blocked_at[queue]
+        self.settle(position)
+        if unblocks:
+            for behind in self.held_back.pop(queue, ()):
+                if behind > position:
+                    self.try_again(behind)
 
     # -- phases 2 to 5, per job -------------------------------------------------------------------------------
 
@@ -236,8 +252,9 @@ class Cycle:
             self.admit(out, tentative)
             return out
         if held is None and out.grace_end is None:  # what could end its wait: its flavors' capacity, or a slot
-            out.retry_on = (("project", job.project),) if failure is not None and failure.kind == "max_running" \
-                else tuple(("flavor", f) for f in info.flavors)
+            out.retry_on = tuple(("flavor", f) for f in info.flavors)
+            if failure is not None and failure.kind == "max_running":
+                out.retry_on += (("project", job.project),)
         if held is not None:
             if waits:
                 reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"

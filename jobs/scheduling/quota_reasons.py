@@ -40,7 +40,8 @@ class QuotaReasons:
         used = quota.used[key] + quota.pre[key]
         g = quota.guar.get(key, 0)
         borrowed = quota.borrowed(project, f)
-        head = f"project {project} uses {used} of its {g} guaranteed {f}"
+        head = f"project {project} uses {used} of its {g} guaranteed {f}" if g else \
+            f"project {project} has no guaranteed {f}" + (f" and uses {used}" if used and not borrowed else "")
         if borrowed:
             head += f" and borrows {borrowed}"
         if kind == "borrowing_off":
@@ -51,11 +52,15 @@ class QuotaReasons:
         lenders, limited, held, unowned = quota.lending(project, f)
         notes = [f"their lend limits keep back {limited} more"] if limited else []
         if held:
-            notes.append(f"the lend hold keeps back {held} more, their use of the last {quota.hold:g} s")
+            notes.append(f"the lend hold keeps back {held} more, their recent use and waiting jobs")
         kept = f" ({'; '.join(notes)})" if notes else ""
-        return head, (f" (borrow limit {limit}), but organization {quota.cohort_of(project)} has only "
-                      f"{lenders + unowned} {f} to lend: {lenders} of its projects' idle guarantee{kept} and "
-                      f"{unowned} that nobody is guaranteed"), used, g
+        cohort = quota.cohort_of(project)
+        borrowers = [(p, quota.borrowed(p, f)) for p in quota.members.get(cohort, ()) if p != project]
+        taken = " and ".join(f"{p} ({b})" for p, b in sorted(borrowers) if b)
+        by = f"; it is borrowed by {taken}" if taken and not lenders + unowned else ""
+        return head, (f" (borrow limit {limit}, {max(0, limit - borrowed)} of it unused), but organization "
+                      f"{cohort} has only {lenders + unowned} {f} to lend: {lenders} of its projects' idle "
+                      f"guarantee{kept} and {unowned} that nobody is guaranteed{by}"), used, g
 
 
     def _lent(self, project: str, f: str, need: int) -> str:

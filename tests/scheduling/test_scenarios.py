@@ -157,15 +157,15 @@ QUOTA_REASON_CASES = [
      [Quota("vision", A100, 8, borrow_limit=32), Quota("nlp", A100, 56, lend_limit=8)],
      [("nlp", "n0", False)], [(1, "vision", 3)], 1,
      "project vision uses 0 of its 8 guaranteed nvidia-a100-40gb; this job needs 24, so it would borrow 16 "
-     "(borrow limit 32), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its projects' idle "
-     "guarantee (their lend limits keep back 40 more) and 0 that nobody is guaranteed"),
-    ("a job that lost on ordering quotes the state the cycle ends in",
+     "(borrow limit 32, 32 of it unused), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its "
+     "projects' idle guarantee (their lend limits keep back 40 more) and 0 that nobody is guaranteed"),
+    ("a job that lost on ordering quotes the state the cycle ends in, and who borrows what it would",
      [Quota("vision", A100, 0, borrow_limit=16), Quota("speech", A100, 0, borrow_limit=16),
       Quota("nlp", A100, 48)], [("nlp", f"n{k}", False) for k in range(6)],
      [(1, "vision", 1), (2, "speech", 1), (3, "vision", 1)], 3,
-     "project vision uses 8 of its 0 guaranteed nvidia-a100-40gb and borrows 8; this job needs 8, so it would "
-     "borrow 16 (borrow limit 16), but organization org has only 0 nvidia-a100-40gb to lend: 0 of its projects' "
-     "idle guarantee and 0 that nobody is guaranteed"),
+     "project vision has no guaranteed nvidia-a100-40gb and borrows 8; this job needs 8, so it would borrow 16 "
+     "(borrow limit 16, 8 of it unused), but organization org has only 0 nvidia-a100-40gb to lend: 0 of its "
+     "projects' idle guarantee and 0 that nobody is guaranteed; it is borrowed by speech (8)"),
 ]
 
 
@@ -994,9 +994,10 @@ def test_a_borrower_waiting_on_the_hold_is_told_so_and_its_eta_is_when_it_lapses
     snap = replace(snapshot(nodes(2), [job(1, replicas=2)], quotas=HOLD_QUOTAS), ended=(nlp_ended(2),))
     w = waits(cycle(snap))[1]
     assert w.reason == (
-        "project vision uses 0 of its 0 guaranteed nvidia-a100-40gb; this job needs 16, so it would borrow 16 "
-        "(borrow limit 16), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its projects' idle "
-        "guarantee (the lend hold keeps back 8 more, their use of the last 5 s) and 0 that nobody is guaranteed")
+        "project vision has no guaranteed nvidia-a100-40gb; this job needs 16, so it would borrow 16 (borrow limit "
+        "16, 16 of it unused), but organization org has only 8 nvidia-a100-40gb to lend: 8 of its projects' idle "
+        "guarantee (the lend hold keeps back 8 more, their recent use and waiting jobs) and 0 that nobody is "
+        "guaranteed")
     assert forecast(snap, Policy(), 10) == {1: NOW + 3}
 
 
