@@ -21,11 +21,11 @@ from core.csvstream import line_writer
 from core.filters import IdFilter
 from core.parsers import FormParser, MultiPartParser
 from tenancy.filters import project_filter
-from tenancy.models import ROLE_RANK, Project, Role
+from tenancy.models import Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import costing, selectors, services
-from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
+from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of
 from tracking.models import AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
@@ -140,6 +140,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
     @extend_schema(request=RunUpdateSerializer, responses=RunSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         run = self.get_object()
+        check_run_writer(run, request.user, role_in_project(request.user, run.project))
         data = RunUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         services.run_update(run=run, **data.validated_data)
@@ -363,7 +364,7 @@ class RunLogBatchView(APIView):
 
 
 def writable_run(request: Request, run_id: int) -> Run:
-    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer)."""
+    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer; another member's job's run)."""
     credential = run_credential(request)
     if credential is not None:
         if credential.run_id != run_id:
@@ -375,8 +376,6 @@ def writable_run(request: Request, run_id: int) -> Run:
     run = selectors.run_for_logging(request.user, run_id)
     if run is None:
         raise NotFound("No such run.")
-    role = role_in_project(request.user, run.project)
-    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
-        raise PermissionDenied(f"Logging to a run needs the member role in project {run.project.slug}.")
+    check_run_writer(run, request.user, role_in_project(request.user, run.project))
     return run
 

@@ -8,8 +8,11 @@ from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, permissions
 
+from core.errors import Forbidden
 from tenancy.auth import BearerTokenAuthentication, token_failure
+from tenancy.models import ROLE_RANK, Role
 from tenancy.throttling import PerUserRateThrottle
+from tracking.models import Run
 from tracking.tokens import PREFIX, run_id_from_token
 
 
@@ -58,6 +61,19 @@ class UserOrRunToken(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return bool(run_credential(request) or (request.user and request.user.is_authenticated))
+
+
+def check_run_writer(run: Run, user, role: str | None) -> None:
+    """Raise Forbidden unless the user, of `role` in the run's project, may write to the run (points, params, tags,
+    its name and note). Any member writes a run logged outside a job. A job's run is its submitter's and the
+    project's admins' (and its own run token's, which the doors check before): a colleague writing to it could stop
+    the job (a NaN tripping a `stop` alert rule) or rewrite its record."""
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+        raise Forbidden(f"Logging to a run needs the member role in project {run.project.slug}.")
+    # A job's run is created with the job's submitter as its user.
+    if run.job_id is not None and run.user_id != user.pk and ROLE_RANK[role] < ROLE_RANK[Role.ADMIN]:
+        raise Forbidden(f"Run {run.pk} is the run of job {run.job_id}: only the job's submitter and the admins of "
+                        f"project {run.project.slug} write to it.")
 
 
 class RunTokenThrottle(PerUserRateThrottle):

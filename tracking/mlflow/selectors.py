@@ -13,9 +13,9 @@ from django.db.models import Q, QuerySet
 from rest_framework.request import Request
 
 from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import project_for_user, role_in_project
+from tenancy.selectors import User, project_for_user, role_in_project
 from tracking import selectors
-from tracking.auth import run_credential
+from tracking.auth import check_run_writer, run_credential
 from tracking.mlflow.errors import denied, not_found
 from tracking.mlflow.translate import DEFAULT_EXPERIMENT_ID, pk_of
 from tracking.models import Experiment, Run, Series
@@ -29,7 +29,12 @@ class Scope:
 
     project: Project
     token_run: Run | None  # set for a run token: the one run it may touch
-    can_write: bool
+    user: User  # anonymous for a run token
+    role: str | None  # the user's role in the project; None for a run token
+
+    @property
+    def is_member(self) -> bool:
+        return self.role is not None and ROLE_RANK[self.role] >= ROLE_RANK[Role.MEMBER]
 
 
 def scope_of(request: Request, slug: str) -> Scope:
@@ -38,19 +43,18 @@ def scope_of(request: Request, slug: str) -> Scope:
         run = selectors.run_of_token(credential)
         if run is None or run.project.slug != slug:
             raise not_found(f"No project {slug!r}.")
-        return Scope(run.project, run, can_write=True)
+        return Scope(run.project, run, request.user, None)
     project = project_for_user(request.user, slug)
     if project is None:
         raise not_found(f"No project {slug!r}.")
-    role = role_in_project(request.user, project)
-    return Scope(project, None, can_write=role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER])
+    return Scope(project, None, request.user, role_in_project(request.user, project))
 
 
 def require_creator(scope: Scope, what: str) -> None:
     """Creating experiments and runs is for members and above; a run token has its run already."""
     if scope.token_run is not None:
         raise denied(f"A run token cannot create {what}; it logs only to its own run.")
-    if not scope.can_write:
+    if not scope.is_member:
         raise denied(f"Creating {what} needs the member role in project {scope.project.slug}.")
 
 
@@ -68,9 +72,10 @@ def run_in(scope: Scope, run_id: str) -> Run:
 
 
 def writable_run(scope: Scope, run_id: str) -> Run:
+    """The run if the caller may write to it: its own run token, or a user as tracking.auth.check_run_writer says."""
     run = run_in(scope, run_id)
-    if not scope.can_write:
-        raise denied(f"Logging to a run needs the member role in project {scope.project.slug}.")
+    if scope.token_run is None:
+        check_run_writer(run, scope.user, scope.role)
     return run
 
 

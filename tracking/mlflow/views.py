@@ -129,7 +129,8 @@ def runs_update(request: Request, scope: Scope, body: dict) -> dict:
     end = integer(body, "end_time")
     services.run_update(run=run, name=text(body, "run_name", required=False) or None,
                         status=text(body, "status", required=False) or None,
-                        ended_at=translate.from_ms(end) if end is not None else None)
+                        ended_at=translate.from_ms(end) if end is not None else None,
+                        by_job=scope.token_run is not None)
     return {"run_info": translate.run_info(run)}
 
 
