@@ -25,9 +25,9 @@ from tenancy.models import Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import costing, selectors, services
-from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, check_run_writer, run_credential
+from tracking.auth import AUTHENTICATION_CLASSES, LoggingThrottle, UserOrRunToken, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of
-from tracking.models import AlertRule, Experiment, Run, Webhook
+from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
     AlertRuleSerializer,
     AlertSerializer,
@@ -235,11 +235,19 @@ def _csv_rows(run: Run, keys: list[str]) -> Iterator[str]:
             yield writer.writerow([key, step, value if math.isfinite(value) else _special(value)])
 
 
+class AlertFilter(django_filters.FilterSet):
+    project = project_filter("run__project")
+
+    class Meta:
+        model = Alert
+        fields = ["project", "run", "rule"]
+
+
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
     selector = staticmethod(selectors.alerts_for_user)
     serializer_class = AlertSerializer
     project_attr = "run.project"
-    filterset_fields = ["run", "rule"]
+    filterset_class = AlertFilter
     ordering_fields = ["opened_at"]
 
 
@@ -339,7 +347,7 @@ class RunLogBatchView(APIView):
 
     authentication_classes = AUTHENTICATION_CLASSES
     permission_classes = [UserOrRunToken]
-    throttle_classes = [RunTokenThrottle]
+    throttle_classes = [LoggingThrottle]
     parser_classes = [BatchJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(request=LogBatchSerializer, responses={200: None})
