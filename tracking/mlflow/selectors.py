@@ -131,10 +131,9 @@ def metric_history_page(run: Run, key: str, first_step: int, size: int) -> tuple
     series_id = Series.objects.filter(run=run, key=key).values_list("id", flat=True).first()
     if series_id is None:
         return [], None
-    attempts = range(1, max([run.attempt, *map(int, run.attempt_starts)]) + 1)  # every attempt that logged a point
     blocks: list[Block] = []
     bound = None  # the (size + 1)-th step from first_step of some attempt: the page ends before it
-    for attempt in attempts:
+    for attempt in sorted(map(int, run.attempt_starts)):  # ingestion notes every attempt that logged a point
         found = page_blocks(series_id, attempt, first_step, size + 1, bound)
         blocks += found
         steps = np.concatenate([block.steps for block in found]) if found else np.empty(0, dtype=np.int64)
