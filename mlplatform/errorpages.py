@@ -8,14 +8,16 @@ Under /api/ every error is the API's JSON body, `{"error": {"code", "message", "
 their own errors (DRF turns `Http404` and `PermissionDenied` into it inside the view); these handlers give it for
 what happens outside a view or escapes one: an address that matches no view, what Django refuses before any view
 runs (a Host header not in ALLOWED_HOSTS, a form body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many parameters), an
-address too long or holding a NUL character, and a server error. /mlflow/ keeps MLflow's own error shape
-(tracking.mlflow.errors); only the address limits answer there, in plain text, as on pages.
+address too long or holding a NUL character, and a server error. MLflow's paths (`/mlflow/<project>/api/` and
+`ajax-api/`) answer MLflow's `{"error_code", "message"}` (tracking.mlflow.errors) for all of these alike, so its
+client and UI read every refusal, a server error included, as they read MLflow's own.
 
 Django shows its technical pages instead of these handlers while DEBUG is on.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from urllib.parse import unquote_plus
 
@@ -30,8 +32,10 @@ from rest_framework import exceptions
 
 from core.errors import error_body
 from core.parsers import BodyTooLarge
+from tracking.mlflow import errors as mlflow_errors
 
 API_PREFIX = "/api/"
+MLFLOW_API = re.compile(r"/mlflow/[^/]+/(?:ajax-)?api(?:/|$)")  # tracking.mlflow.urls
 FORBIDDEN_REASON = "You may not open this page."
 NOT_FOUND_REASON = "There is no page at this address."
 SERVER_ERROR_REASON = "The server failed to answer this request; the error is logged."
@@ -69,6 +73,14 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith(API_PREFIX) or request.path == API_PREFIX.rstrip("/")
 
 
+def _is_mlflow(request: HttpRequest) -> bool:
+    return MLFLOW_API.match(request.path) is not None
+
+
+def _mlflow_error(code: str, message: str, status: int) -> JsonResponse:
+    return JsonResponse(mlflow_errors.body(code, message), status=status)
+
+
 def _bad_request_error(exception: Exception | None) -> tuple[str, str, int]:
     """The code, message and status of what Django refused before a view (never the exception's own text: it
     names settings and hosts for developers)."""
@@ -87,6 +99,8 @@ def _bad_request_error(exception: Exception | None) -> tuple[str, str, int]:
 # as Django's own handlers do.
 @requires_csrf_token
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _is_mlflow(request):
+        return _mlflow_error("PERMISSION_DENIED", str(exceptions.PermissionDenied.default_detail), 403)
     if _is_api(request):
         return _api_error("permission_denied", str(exceptions.PermissionDenied.default_detail), 403)
     return render(request, "403.html", {
@@ -97,6 +111,8 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 
 @requires_csrf_token
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _is_mlflow(request):
+        return _mlflow_error("ENDPOINT_NOT_FOUND", "No MLflow endpoint at this address; see docs/mlflow.md.", 404)
     if _is_api(request):
         return _api_error("not_found", str(exceptions.NotFound.default_detail), 404)
     return render(request, "404.html", {
@@ -109,6 +125,9 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """What Django refuses before any view: a Host not allowed, a body or parameters over the limits (413 under
     /api/ for a body too large, as the JSON parser answers one)."""
+    if _is_mlflow(request):
+        _code, message, status = _bad_request_error(exception)
+        return _mlflow_error("INVALID_PARAMETER_VALUE", message, status)
     if _is_api(request):
         return _api_error(*_bad_request_error(exception))
     return defaults.bad_request(request, exception)
@@ -116,6 +135,8 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 
 @requires_csrf_token
 def server_error(request: HttpRequest) -> HttpResponse:
+    if _is_mlflow(request):
+        return _mlflow_error("INTERNAL_ERROR", SERVER_ERROR_REASON, 500)
     if _is_api(request):
         return _api_error("server_error", SERVER_ERROR_REASON, 500)
     return defaults.server_error(request)
@@ -140,6 +161,8 @@ class AddressLimits:
 
 
 def _refuse(request: HttpRequest, code: str, message: str, status: int) -> HttpResponse:
+    if _is_mlflow(request):
+        return _mlflow_error("INVALID_PARAMETER_VALUE", message, status)
     if _is_api(request):
         return _api_error(code, message, status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")

@@ -207,7 +207,9 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "user": env_rate("TIDAL_API_THROTTLE_RATE", "3000/min"),  # per user, whichever of their tokens
         "anon": env_rate("TIDAL_API_ANON_THROTTLE_RATE", "60/min"),
-        "run": env_rate("TIDAL_TRACKING_THROTTLE_RATE", "6000/min"),  # per run token: a job's own logging
+        # Per attempt for its run token (a job's requests, jobs.auth.AttemptThrottle), and per user for logging points,
+        # params and tags (tracking.auth.LoggingThrottle).
+        "run": env_rate("TIDAL_TRACKING_THROTTLE_RATE", "60000/min"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",

@@ -29,7 +29,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
-    path("mlflow/<slug:project>/api/2.0/mlflow/", include("tracking.mlflow.urls")),
+    path("mlflow/<slug:project>/", include("tracking.mlflow.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's set-up script as a file: the Content-Security-Policy runs no inline one.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

@@ -20,15 +20,15 @@ from rest_framework.views import APIView
 from core.csvstream import line_writer
 from core.filters import IdFilter
 from core.parsers import FormParser, MultiPartParser
-from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
+from jobs.auth import AUTHENTICATION_CLASSES, UserOrAttempt
 from tenancy.filters import project_filter
-from tenancy.models import ROLE_RANK, Project, Role
+from tenancy.models import Project, Role
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import role_in_project
 from tracking import costing, selectors, services
-from tracking.auth import run_credential
+from tracking.auth import LoggingThrottle, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of
-from tracking.models import AlertRule, Experiment, Run, Webhook
+from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
 from tracking.serializers import (
     AlertRuleSerializer,
     AlertSerializer,
@@ -141,6 +141,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
     @extend_schema(request=RunUpdateSerializer, responses=RunSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         run = self.get_object()
+        check_run_writer(run, request.user, role_in_project(request.user, run.project))
         data = RunUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         services.run_update(run=run, **data.validated_data)
@@ -235,11 +236,19 @@ def _csv_rows(run: Run, keys: list[str]) -> Iterator[str]:
             yield writer.writerow([key, step, value if math.isfinite(value) else _special(value)])
 
 
+class AlertFilter(django_filters.FilterSet):
+    project = project_filter("run__project")
+
+    class Meta:
+        model = Alert
+        fields = ["project", "run", "rule"]
+
+
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
     selector = staticmethod(selectors.alerts_for_user)
     serializer_class = AlertSerializer
     project_attr = "run.project"
-    filterset_fields = ["run", "rule"]
+    filterset_class = AlertFilter
     ordering_fields = ["opened_at"]
 
 
@@ -341,7 +350,7 @@ class RunLogBatchView(APIView):
 
     authentication_classes = AUTHENTICATION_CLASSES
     permission_classes = [UserOrAttempt]
-    throttle_classes = [AttemptThrottle]
+    throttle_classes = [LoggingThrottle]
     parser_classes = [BatchJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(request=LogBatchSerializer, responses={200: None})
@@ -368,7 +377,8 @@ class RunLogBatchView(APIView):
 
 
 def writable_run(request: Request, run_id: int) -> Run:
-    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer, another run's token)."""
+    """The run a caller may write, or 404 (not theirs to see) / 403 (a viewer; another member's job's run; another
+    run's token)."""
     credential = run_credential(request)
     if credential is not None:
         if credential.run.pk != run_id:
@@ -377,7 +387,5 @@ def writable_run(request: Request, run_id: int) -> Run:
     run = selectors.run_for_logging(request.user, run_id)
     if run is None:
         raise NotFound("No such run.")
-    role = role_in_project(request.user, run.project)
-    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
-        raise PermissionDenied(f"Logging to a run needs the member role in project {run.project.slug}.")
+    check_run_writer(run, request.user, role_in_project(request.user, run.project))
     return run

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication, exceptions
 
-from jobs.auth import AttemptCredential
+from core.errors import Forbidden
+from jobs.auth import AttemptCredential, AttemptThrottle, attempt_credential
 from tenancy.auth import token_failure
+from tenancy.models import ROLE_RANK, Role
 from tracking import selectors
 from tracking.models import Run
 from tracking.tokens import PREFIX, claim_of
@@ -55,3 +57,31 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
 def run_credential(request) -> RunCredential | None:
     return request.auth if isinstance(request.auth, RunCredential) else None
 
+
+def check_run_writer(run: Run, user, role: str | None) -> None:
+    """Raise Forbidden unless the user, of `role` in the run's project, may write to the run (points, params, tags,
+    its name and note). Any member writes a run logged outside a job. A job's run is its submitter's and the
+    project's admins' (and its own run token's, which the doors check before): a colleague writing to it could stop
+    the job (a NaN tripping a `stop` alert rule) or rewrite its record."""
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+        raise Forbidden(f"Logging to a run needs the member role in project {run.project.slug}.")
+    # A job's run is created with the job's submitter as its user.
+    if run.job_id is not None and run.user_id != user.pk and ROLE_RANK[role] < ROLE_RANK[Role.ADMIN]:
+        raise Forbidden(f"Run {run.pk} is the run of job {run.job_id}: only the job's submitter and the admins of "
+                        f"project {run.project.slug} write to it.")
+
+
+class LoggingThrottle(AttemptThrottle):
+    """Logging points, params and tags: a run token's at its attempt's allowance (AttemptThrottle), and a user's too
+    counted apart from their API requests, at the same tracking rate (the `run` rate, per user). MLflow's synchronous
+    client sends one request per `log_metric`, faster than the API's 3,000 a minute in a tight loop; over a fixed
+    window's limit it waits out the window (up to a minute, `Retry-After`), so the allowance is set above what one
+    synchronous client sends rather than made to refuse it sooner or later."""
+
+    def scope_of(self, request) -> str:
+        return "run" if request.user and request.user.is_authenticated else super().scope_of(request)
+
+    def ident_of(self, request) -> str:
+        if attempt_credential(request) is None and request.user and request.user.is_authenticated:
+            return f"logging-user-{request.user.pk}"
+        return super().ident_of(request)

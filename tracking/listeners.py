@@ -1,10 +1,15 @@
 """Tracking follows the job state machine: inside the transaction of every transition, an admitted job gets its
-run (or its run moves to the new attempt), and a job that ended for good ends its run."""
+run (or its run moves to the new attempt), and a job that ended for good ends its run. And every project has its
+default experiment from its creation on."""
 
 from __future__ import annotations
 
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+
 from jobs import lifecycle
 from jobs.states import FINAL, State
+from tenancy.models import Project
 from tracking import services
 
 
@@ -16,3 +21,10 @@ def follow_jobs(changes: list[lifecycle.Change]) -> None:
     finished = {c.job_id: c.target for c in changes if c.target in FINAL}
     if finished:
         services.runs_for_finished_jobs(finished, changes[0].at)
+
+
+@receiver(post_save, sender=Project)
+def default_experiment(sender: type, instance: Project, created: bool, raw: bool = False, **kwargs: object) -> None:
+    """MLflow's experiment 0, which its client uses when none is set, exists before a run first uses it."""
+    if created and not raw:
+        services.experiment_get_or_create(project=instance, name=services.DEFAULT_EXPERIMENT)

@@ -164,6 +164,30 @@ def read_blocks(series: Iterable[int], *, min_step: int | None = None, max_step:
     return (_decoded(*row) for row in found.iterator(chunk_size=100))
 
 
+def page_blocks(series_id: int, attempt: int, first_step: int, points: int,
+                last_step: int | None = None) -> list[Block]:
+    """One attempt's blocks of a series holding its next `points` points from `first_step` on (up to `last_step`;
+    fewer at its end), in step order. The blocks' step ranges are read first, through the index on (series, attempt,
+    last_step): an attempt's blocks never overlap, so by last step is in step order. Then the arrays of just those
+    blocks, so a page of a long series costs the blocks it spans, not the series."""
+    rows = PointBlock.objects.filter(series_id=series_id, attempt=attempt, last_step__gte=first_step)
+    if last_step is not None:
+        rows = rows.filter(first_step__lte=last_step)
+    counted, through = 0, None
+    for start, end, count in rows.order_by("last_step").values_list("first_step", "last_step", "count").iterator(
+            chunk_size=2_000):
+        through = end
+        if start >= first_step:  # a block begun before `first_step` holds an unknown part of its points after it
+            counted += count
+        if counted >= points:
+            break
+    if through is None:
+        return []
+    found = rows.filter(last_step__lte=through).order_by("last_step").values_list(
+        "series_id", "attempt", "steps", "timestamps", "values")
+    return [_decoded(*row) for row in found]
+
+
 def latest(blocks: Iterable[Block], min_step: int | None = None,
            max_step: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps, timestamps and values of one series' blocks in step order, within the step range (inclusive); of a

@@ -115,7 +115,12 @@ def runs_for_finished_jobs(finished: dict[int, str], at: datetime) -> None:
 
 
 def run_update(*, run: Run, name: str | None = None, note: str | None = None, status: str | None = None,
-               ended_at: datetime | None = None) -> Run:
+               ended_at: datetime | None = None, by_job: bool = False) -> Run:
+    """Rename, annotate or end a run. A job's run follows its job: only the job itself (`by_job`: its run token, as
+    `mlflow.end_run()` in its script) moves its status; a user stops the job instead."""
+    if status is not None and status != run.status and run.job_id is not None and not by_job:
+        raise DomainError(f"Run {run.pk} follows its job (job {run.job_id}): its status changes with the job's; "
+                          "cancel the job to stop it.", field="status")
     fields = []
     if name is not None:
         run.name, fields = name[:250], [*fields, "name"]

@@ -40,6 +40,13 @@ def world(tenant, prices, settings, tmp_path) -> World:  # noqa: F811
     return World(secrets=secrets, path_parameters=_path_parameters(), references=_references())
 
 
+@pytest.fixture
+def no_throttling(settings):
+    """Thousands of requests a minute per token: the fuzz tests measure answers, not the rate limit."""
+    rates = dict.fromkeys(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"])
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+
+
 def _fill(tenant, project: Project, owner, inventory) -> None:  # noqa: F811
     from quotas.models import Quota
     from replays.models import ReplayRun

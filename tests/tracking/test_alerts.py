@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs.models import JobEvent
 from jobs.states import State
+from tenancy.models import Membership, Project, Role
 from tests.crosstenant import CrossTenantMixin
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
 from tracking import alerts, services, webhooks
@@ -307,3 +308,17 @@ def test_the_alert_list_stays(tenant, clients, run):
     log(run.pk, "loss", 1, "NaN")
     rows = clients["viewer"].get(reverse("alert-list")).json()["results"]
     assert [row["rule"] for row in rows] == ["non_finite"]
+
+
+def test_the_alert_list_filters_on_a_project_and_refuses_one_it_cannot_see(tenant, clients, run):
+    """`?project=` was ignored: every project's alerts came back."""
+    log(run.pk, "loss", 1, "NaN")
+    mine = Project.objects.create(organization=tenant.organization, name="Speech", slug="speech")
+    Membership.objects.create(project=mine, user=tenant.users["viewer"], role=Role.VIEWER)
+    log(services.run_create(project=mine, name="other").pk, "loss", 1, "Infinity")
+    viewer = clients["viewer"]
+    assert [row["run"] for row in viewer.get(reverse("alert-list") + "?project=vision").json()["results"]] == [run.pk]
+    assert len(viewer.get(reverse("alert-list")).json()["results"]) == 2
+    for unknown in ("secret", "nope"):
+        response = viewer.get(reverse("alert-list") + f"?project={unknown}")
+        assert response.status_code == 400 and "project" in response.json()["error"]["fields"], response.content

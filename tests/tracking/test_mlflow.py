@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 
 from tenancy.services import token_create
 from tests.conftest import client_for
+from tests.tracking.conftest import next_attempt
 from tracking import services
 from tracking.models import Run, RunStatus
 from tracking.points import stored_points
@@ -261,7 +262,7 @@ def _with_header(value: str) -> APIClient:
 
 @pytest.mark.django_db
 def test_a_finished_run_takes_no_more_data(run, run_client):
-    services.run_update(run=run, status=RunStatus.FINISHED)
+    services.run_update(run=run, status=RunStatus.FINISHED, by_job=True)  # as the job's own `mlflow.end_run()`
     response = run_client.post(mlflow_url("runs/log-metric"), {"run_id": str(run.pk), "key": "loss", "value": 1,
                                                                 "step": 0, "timestamp": 0}, format="json")
     assert response.status_code == 400 and response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
@@ -269,3 +270,64 @@ def test_a_finished_run_takes_no_more_data(run, run_client):
     assert reopen.status_code == 400 and reopen.json()["error_code"] == "INVALID_PARAMETER_VALUE"
     run.refresh_from_db()
     assert run.status == RunStatus.FINISHED and not stored_points(run.pk)
+
+
+@live
+def test_search_runs_on_keys_holding_in_and_like(tenant, use_mlflow):
+    """`params.learning_rate` and `metrics.train_loss` were read as `params.learn IN g_rate`: search_runs failed."""
+    client = use_mlflow(user_token(tenant.users["member"]))
+    experiment_id = client.create_experiment("lr sweep")
+    for name, lr, loss in [("slow", "0.0001", 0.9), ("fast", "0.001", 0.4), ("faster", "0.01", 0.7)]:
+        run = client.create_run(experiment_id, run_name=name)
+        client.log_batch(run.info.run_id, metrics=[Metric("train_loss", loss, 0, 0)],
+                         params=[Param("learning_rate", lr), Param("like_this", "yes")])
+
+    def names(*args, **kwargs) -> list[str]:
+        return [r.info.run_name for r in client.search_runs([experiment_id], *args, **kwargs)]
+
+    assert names("params.learning_rate = '0.001'") == ["fast"]
+    assert names("params.learning_rate IN ('0.01', '0.0001') and metrics.train_loss < 0.8") == ["faster"]
+    assert names("params.like_this LIKE 'y%'", order_by=["metrics.train_loss ASC"]) == ["fast", "faster", "slow"]
+    found = mlflow.search_runs([experiment_id], "metrics.train_loss > 0.5", order_by=["params.learning_rate DESC"],
+                               output_format="list")
+    assert [r.info.run_name for r in found] == ["faster", "slow"]
+
+
+@live
+def test_get_metric_history_follows_the_pages(run, job_of_run, use_mlflow, monkeypatch):
+    """The client asks for pages (of 25,000 points) until no token comes back; here pages of 7."""
+    from mlflow.tracking._tracking_service import client as tracking_client
+
+    monkeypatch.setattr(tracking_client, "GET_METRIC_HISTORY_MAX_RESULTS", 7)
+    services.run_log_batch(run_id=run.pk, token_attempt=1,
+                           metrics=[{"key": "loss", "value": float(step), "step": step} for step in range(40)])
+    assert next_attempt(job_of_run) == 2  # resumed: attempt 2 logs steps 20-49 again
+    services.run_log_batch(run_id=run.pk, token_attempt=2,
+                           metrics=[{"key": "loss", "value": -float(step), "step": step} for step in range(20, 50)])
+    client = use_mlflow(run_token(run.pk, 2))
+    history = client.get_metric_history(str(run.pk), "loss")
+    assert [(m.step, m.value) for m in history] == [(s, float(s)) for s in range(20)] + [
+        (s, -float(s)) for s in range(20, 50)]
+
+
+@live
+def test_experiment_0_is_the_projects_default_before_any_run(tenant, use_mlflow):
+    client = use_mlflow(user_token(tenant.users["viewer"]))
+    assert client.get_experiment("0").name == "Default"
+    assert client.get_experiment_by_name("Default").experiment_id == client.get_experiment("0").experiment_id
+    assert client.search_runs(["0"]) == []
+
+
+@live
+def test_a_users_logging_is_not_held_to_the_api_rate(tenant, use_mlflow, settings):
+    """A personal token's 3,000 requests a minute stalled a synchronous `log_metric` loop (the client waited out
+    the window, up to a minute): logging has its own, higher allowance. Reads keep the API's."""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
+        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "user": "3/min"}}
+    client = use_mlflow(user_token(tenant.users["member"]))
+    run = client.create_run(client.create_experiment("loop")).info.run_id
+    for step in range(30):  # no retries (MLFLOW_HTTP_REQUEST_MAX_RETRIES=0): a 429 would raise here
+        client.log_metric(run, "loss", 1.0 / (step + 1), step=step)
+    client.log_param(run, "seed", 3)
+    assert len(client.get_metric_history(run, "loss")) == 30
+    refused("REQUEST_LIMIT_EXCEEDED", client.get_run, run)

@@ -156,3 +156,28 @@ def test_a_user_logs_only_attempts_the_run_has_had(tenant, run):
     response = member.post(LOG_BATCH.format(id=run.pk), {**POINT, "attempt": 2}, format="json")
     assert response.status_code == 400 and "attempt" in response.json()["error"]["fields"]
     assert member.post(LOG_BATCH.format(id=run.pk), {**POINT, "attempt": 1}, format="json").status_code == 200
+
+
+def rates(settings, **changed: str) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
+        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], **changed}}
+
+
+def test_an_attempts_requests_share_one_allowance_at_the_tracking_rate_and_the_next_attempt_has_its_own(
+        run, job_of_run, run_client, settings):
+    """Its logging (log-batch, MLflow's logging endpoints) and its other MLflow calls count together, per attempt,
+    at TIDAL_TRACKING_THROTTLE_RATE; a user's API allowance has nothing to do with it."""
+    rates(settings, run="3/d", user="1/d")
+    answers = [log_batch(run_client, run).status_code, mlflow_log(run_client, run, 1).status_code,
+               run_client.get("/mlflow/vision/api/2.0/mlflow/runs/get", {"run_id": str(run.pk)}).status_code,
+               log_batch(run_client, run).status_code]
+    assert answers == [200, 200, 200, 429]
+    next_attempt(job_of_run)
+    assert log_batch(token_client(run_token(run.pk, 2)), run).status_code == 200
+
+
+def test_a_users_logging_is_counted_apart_from_their_api_requests_at_the_tracking_rate(tenant, run, settings):
+    rates(settings, run="2/d", user="1/d")
+    member = client_for(tenant.users["member"])
+    assert [log_batch(member, run).status_code for _ in range(3)] == [200, 200, 429]
+    assert [member.get(f"/api/v1/runs/{run.pk}/").status_code for _ in range(2)] == [200, 429]

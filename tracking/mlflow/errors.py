@@ -20,6 +20,7 @@ STATUS = {
     "RESOURCE_DOES_NOT_EXIST": 404,
     "ENDPOINT_NOT_FOUND": 404,
     "REQUEST_LIMIT_EXCEEDED": 429,
+    "INTERNAL_ERROR": 500,
 }
 
 
@@ -48,7 +49,8 @@ def body(code: str, message: str) -> dict:
 
 
 def as_mlflow_error(exc: Exception) -> MlflowError | None:
-    """The MLflow error for what a view, the services or DRF raised; None for a bug (left to become a 500)."""
+    """The MLflow error for what a view, the services or DRF raised; None for a bug, left to become a 500 (logged, and
+    answered in MLflow's shape by mlplatform.errorpages.server_error)."""
     if isinstance(exc, MlflowError):
         return exc
     if isinstance(exc, BatchError):

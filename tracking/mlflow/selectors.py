@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from django.db.models import Q, QuerySet
 from rest_framework.request import Request
 
 from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import project_for_user, role_in_project
-from tracking.auth import run_credential
+from tenancy.selectors import User, project_for_user, role_in_project
+from tracking import selectors
+from tracking.auth import check_run_writer, run_credential
+from tracking.mlflow import translate
 from tracking.mlflow.errors import denied, not_found
 from tracking.mlflow.translate import DEFAULT_EXPERIMENT_ID, pk_of
 from tracking.models import Experiment, Run, Series
-from tracking.points import latest, read_blocks
+from tracking.points import Block, latest, page_blocks
 from tracking.services import DEFAULT_EXPERIMENT
 
 
@@ -28,8 +31,13 @@ class Scope:
 
     project: Project
     token_run: Run | None  # set for a run token: the one run it may touch
-    can_write: bool
+    user: User  # anonymous for a run token
+    role: str | None  # the user's role in the project; None for a run token
     token_attempt: int | None = None  # a run token's attempt: whose points it logs
+
+    @property
+    def is_member(self) -> bool:
+        return self.role is not None and ROLE_RANK[self.role] >= ROLE_RANK[Role.MEMBER]
 
 
 def scope_of(request: Request, slug: str) -> Scope:
@@ -37,19 +45,18 @@ def scope_of(request: Request, slug: str) -> Scope:
     if credential is not None:
         if credential.run.project.slug != slug:
             raise not_found(f"No project {slug!r}.")
-        return Scope(credential.run.project, credential.run, can_write=True, token_attempt=credential.attempt)
+        return Scope(credential.run.project, credential.run, request.user, None, token_attempt=credential.attempt)
     project = project_for_user(request.user, slug)
     if project is None:
         raise not_found(f"No project {slug!r}.")
-    role = role_in_project(request.user, project)
-    return Scope(project, None, can_write=role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.MEMBER])
+    return Scope(project, None, request.user, role_in_project(request.user, project))
 
 
 def require_creator(scope: Scope, what: str) -> None:
     """Creating experiments and runs is for members and above; a run token has its run already."""
     if scope.token_run is not None:
         raise denied(f"A run token cannot create {what}; it logs only to its own run.")
-    if not scope.can_write:
+    if not scope.is_member:
         raise denied(f"Creating {what} needs the member role in project {scope.project.slug}.")
 
 
@@ -67,9 +74,10 @@ def run_in(scope: Scope, run_id: str) -> Run:
 
 
 def writable_run(scope: Scope, run_id: str) -> Run:
+    """The run if the caller may write to it: its own run token, or a user as tracking.auth.check_run_writer says."""
     run = run_in(scope, run_id)
-    if not scope.can_write:
-        raise denied(f"Logging to a run needs the member role in project {scope.project.slug}.")
+    if scope.token_run is None:
+        check_run_writer(run, scope.user, scope.role)
     return run
 
 
@@ -109,9 +117,60 @@ def runs_of(scope: Scope, experiment_ids: list[str]) -> QuerySet[Run]:
     return runs
 
 
-def metric_history(run: Run, key: str) -> list[tuple[int, int, float]]:
-    """(step, timestamp ms, value) of one metric in step order; of a step logged again by a later attempt (a job
-    resumed from a checkpoint), the later value, as Tidal's charts show it."""
-    series = Series.objects.filter(run=run, key=key).values_list("id", flat=True)
-    steps, timestamps, values = latest(read_blocks(series))
-    return list(zip(steps.tolist(), timestamps.tolist(), values.tolist(), strict=True))
+HistoryPoint = tuple[int, int, float]  # step, timestamp (ms), value
+
+
+def metric_history_page(run: Run, key: str, first_step: int, size: int) -> tuple[list[HistoryPoint], int | None]:
+    """Up to `size` points of one metric from `first_step` on, in step order, and the step the next page starts at
+    (None after the last). Of a step logged again by a later attempt (a job resumed from a checkpoint), the later
+    value, as Tidal's charts show it.
+
+    Reads the blocks the page spans, not the series: each attempt's next `size + 1` points at most, and once one
+    attempt alone holds that many, the others only up to the step where it did (no later step can be on the
+    page)."""
+    series_id = Series.objects.filter(run=run, key=key).values_list("id", flat=True).first()
+    if series_id is None:
+        return [], None
+    blocks: list[Block] = []
+    bound = None  # the (size + 1)-th step from first_step of some attempt: the page ends before it
+    for attempt in sorted(map(int, run.attempt_starts)):  # ingestion notes every attempt that logged a point
+        found = page_blocks(series_id, attempt, first_step, size + 1, bound)
+        blocks += found
+        steps = np.concatenate([block.steps for block in found]) if found else np.empty(0, dtype=np.int64)
+        steps = steps[steps >= first_step]
+        if bound is not None:
+            steps = steps[steps <= bound]
+        if len(steps) > size:
+            bound = int(steps[size])
+    steps, timestamps, values = latest(blocks, first_step, bound)
+    page = list(zip(steps[:size].tolist(), timestamps[:size].tolist(), values[:size].tolist(), strict=True))
+    return page, int(steps[size]) if len(steps) > size else None
+
+
+def runs_in(scope: Scope, run_ids: list[str]) -> list[Run]:
+    """The runs named, in that order; RESOURCE_DOES_NOT_EXIST unless the caller may read every one."""
+    if scope.token_run is not None:
+        return [run_in(scope, run_id) for run_id in run_ids]
+    found = {str(run.pk): run for run in scope.project.runs.filter(pk__in={pk_of(r) for r in run_ids} - {None})}
+    missing = [run_id for run_id in run_ids if run_id not in found]
+    if missing:
+        raise not_found(f"Run with id={missing[0][:50]} not found.")
+    return [found[run_id] for run_id in run_ids]
+
+
+def sampled_history(run: Run, key: str, max_points: int, min_step: int | None,
+                    max_step: int | None) -> list[HistoryPoint]:
+    """At most `max_points` points of one metric across the step range, keeping each bucket's extremes and its NaN
+    and infinities (Tidal's downsampling, tracking.series.downsample), with their timestamps: what MLflow's UI
+    draws. With one point, MLflow's answer: the last."""
+    if max_points == 1 and min_step is None and key in run.summary:
+        step = run.summary[key]["step"]
+        sampled = selectors.full_series(run, key, min_step=step, max_step=step)
+    else:
+        found = selectors.series(run, key, max_points=max(2, max_points), min_step=min_step, max_step=max_step)
+        sampled = sorted(found.points + found.markers)
+        if max_points == 1:  # within a step range: the latest of its extremes
+            sampled = sampled[-1:]
+    times = selectors.step_times(run, key, [step for step, _ in sampled])
+    started = translate.ms(run.started_at)
+    return [(step, times.get(step, started), value) for step, value in sampled]

@@ -7,11 +7,13 @@ import base64
 import binascii
 import json
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from tracking.mlflow.errors import invalid
 from tracking.models import Experiment, Run
+from tracking.series.validate import SURROGATE, has_surrogate
 
 DEFAULT_EXPERIMENT_ID = "0"  # the id MLflow's client sends when no experiment is set: the project's "Default"
 RUN_NAME_TAG = "mlflow.runName"
@@ -23,6 +25,8 @@ ARTIFACT_URI = "tidal-no-artifacts:/"
 # Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset).
 UNSTORED_METRIC_FIELDS = frozenset({"model_id", "dataset_name", "dataset_digest", "run_id"})
 MAX_ID_DIGITS = 18  # beyond a 64-bit primary key: no such object, rather than an overflow in the database
+MAX_INT64 = 2**63 - 1
+INTEGER = re.compile(r"-?[0-9]{1,30}")  # longer is no int64 either, and converting thousands of digits is slow
 
 
 def ms(moment: datetime | None) -> int | None:
@@ -47,7 +51,7 @@ def number(value: float | None) -> float | str:
 
 def pk_of(value: str) -> int | None:
     """The primary key an MLflow id names, or None when it names nothing Tidal could hold."""
-    return int(value) if value.isdigit() and len(value) <= MAX_ID_DIGITS else None
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= MAX_ID_DIGITS else None
 
 
 # Request fields. GET endpoints read the query string (all strings), POST ones a JSON object.
@@ -60,6 +64,12 @@ def text(body: dict, name: str, *, required: bool = True) -> str:
         return ""
     if not isinstance(value, str):
         raise invalid(f"Parameter '{name}' must be a string.")
+    return checked_text(value, name)
+
+
+def checked_text(value: str, name: str) -> str:
+    if has_surrogate(value):
+        raise invalid(f"Parameter '{name}' {SURROGATE}.")
     return value
 
 
@@ -68,10 +78,12 @@ def integer(body: dict, name: str) -> int | None:
     value = body.get(name)
     if value is None or value == "":
         return None
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+    if isinstance(value, str) and INTEGER.fullmatch(value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise invalid(f"Parameter '{name}' must be an integer.")
+    if not -MAX_INT64 - 1 <= value <= MAX_INT64:
+        raise invalid(f"Parameter '{name}' is beyond a 64-bit integer.")
     return value
 
 
@@ -84,7 +96,7 @@ def strings(body: dict, name: str) -> list[str]:
     value = body.get(name) or []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise invalid(f"Parameter '{name}' must be a list of strings.")
-    return value
+    return [checked_text(v, name) for v in value]
 
 
 def metric_points(metrics: Any) -> Any:
@@ -95,20 +107,22 @@ def metric_points(metrics: Any) -> Any:
             for m in metrics]
 
 
-def decode_page_token(token: str) -> int:
+def decode_page_token(token: str, name: str = "offset") -> int:
+    """Where the page a token names starts: MLflow's own token holds {"offset": n}; a metric's history pages by step
+    ({"step": n}). Both are opaque to the client; a number past 64 bits is no position the database can take."""
     if not token:
         return 0
     try:
-        offset = json.loads(base64.b64decode(token, validate=True))["offset"]
+        position = json.loads(base64.b64decode(token, validate=True))[name]
     except (binascii.Error, ValueError, TypeError, KeyError):
         raise invalid(f"Invalid page token {token[:50]!r}.") from None
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= MAX_INT64:
         raise invalid(f"Invalid page token {token[:50]!r}.")
-    return offset
+    return position
 
 
-def encode_page_token(offset: int) -> str:
-    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+def encode_page_token(position: int, name: str = "offset") -> str:
+    return base64.b64encode(json.dumps({name: position}).encode()).decode()
 
 
 # Entities.

@@ -1,11 +1,12 @@
-"""MLflow's tracking endpoints under `mlflow/<project>/api/2.0/mlflow/`, the paths its REST client calls."""
+"""MLflow's tracking endpoints under `mlflow/<project>/`: the paths its REST client calls (`api/2.0/mlflow/...`) and
+the same under `ajax-api/`, which its UI calls; any other path there is MLflow's ENDPOINT_NOT_FOUND."""
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from tracking.mlflow import views
 from tracking.mlflow.views import endpoint
 
-urlpatterns = [
+endpoints = [
     path("experiments/get-by-name", endpoint(views.experiments_get_by_name, "GET")),
     path("experiments/get", endpoint(views.experiments_get, "GET")),
     path("experiments/create", endpoint(views.experiments_create, "POST")),
@@ -13,10 +14,16 @@ urlpatterns = [
     path("runs/get", endpoint(views.runs_get, "GET")),
     path("runs/update", endpoint(views.runs_update, "POST")),
     path("runs/search", endpoint(views.runs_search, "POST")),
-    path("runs/log-batch", endpoint(views.runs_log_batch, "POST")),
-    path("runs/log-metric", endpoint(views.runs_log_metric, "POST")),
-    path("runs/log-parameter", endpoint(views.runs_log_parameter, "POST")),
-    path("runs/set-tag", endpoint(views.runs_set_tag, "POST")),
+    path("runs/log-batch", endpoint(views.runs_log_batch, "POST", logs=True)),
+    path("runs/log-metric", endpoint(views.runs_log_metric, "POST", logs=True)),
+    path("runs/log-parameter", endpoint(views.runs_log_parameter, "POST", logs=True)),
+    path("runs/set-tag", endpoint(views.runs_set_tag, "POST", logs=True)),
     path("metrics/get-history", endpoint(views.metrics_get_history, "GET")),
-    re_path(r"^(?P<rest>.*)$", views.unknown_endpoint),
+    path("metrics/get-history-bulk-interval", endpoint(views.metrics_get_history_bulk_interval, "GET")),
+]
+
+urlpatterns = [
+    path("api/2.0/mlflow/", include(endpoints)),
+    path("ajax-api/2.0/mlflow/", include(endpoints)),
+    re_path(r"^(?:ajax-)?api/(?P<rest>.*)$", views.unknown_endpoint),
 ]

@@ -1,7 +1,8 @@
 """The MLflow endpoints: each a small function of (request, scope, body) returning MLflow's response body.
 
 `MlflowEndpoint` gives every one of them Tidal's tracking authentication (a run token, a user's token or session),
-the run-token throttle (a job's logging has its own allowance), the URL project's scope, and MLflow's error shape.
+the attempt throttle (a job's process has its own allowance: jobs.auth.AttemptThrottle; logging has its own:
+tracking.auth.LoggingThrottle), the URL project's scope, and MLflow's error shape.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 from core.parsers import JSONParser
 from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
 from tracking import services
+from tracking.auth import LoggingThrottle
 from tracking.bodies import body_of
 from tracking.mlflow import errors, search, translate
 from tracking.mlflow.errors import invalid
@@ -25,10 +27,12 @@ from tracking.mlflow.selectors import (
     Scope,
     experiment_in,
     experiment_named,
-    metric_history,
+    metric_history_page,
     require_creator,
     run_in,
+    runs_in,
     runs_of,
+    sampled_history,
     scope_of,
     writable_run,
 )
@@ -37,6 +41,9 @@ from tracking.mlflow.translate import DEFAULT_EXPERIMENT_ID, integer, run_id, st
 Handler = Callable[[Request, Scope, dict], dict]
 SEARCH_MAX_RESULTS = 50_000  # MLflow's own limit for runs/search
 SEARCH_DEFAULT_RESULTS = 1_000
+HISTORY_PAGE = 25_000  # MLflow's GET_METRIC_HISTORY_MAX_RESULTS: the page its client asks get-history for
+BULK_MAX_RUNS = 100  # MLflow's limits for get-history-bulk-interval
+BULK_MAX_RESULTS = 2_500
 
 
 class MlflowEndpoint(APIView):
@@ -61,8 +68,10 @@ class MlflowEndpoint(APIView):
         return Response(self.answer(request, scope_of(request, project), body))
 
 
-def endpoint(answer: Handler, method: str) -> Callable:
-    return MlflowEndpoint.as_view(answer=answer, http_method_names=[method.lower(), "options"])
+def endpoint(answer: Handler, method: str, *, logs: bool = False) -> Callable:
+    """The view of one endpoint; `logs`: it writes points, params or tags, counted at the tracking rate."""
+    return MlflowEndpoint.as_view(answer=answer, http_method_names=[method.lower(), "options"],
+                                  throttle_classes=[LoggingThrottle if logs else AttemptThrottle])
 
 
 @csrf_exempt  # it reads nothing and changes nothing: the client's POSTs must get this answer, not a CSRF page
@@ -129,7 +138,8 @@ def runs_update(request: Request, scope: Scope, body: dict) -> dict:
     end = integer(body, "end_time")
     services.run_update(run=run, name=text(body, "run_name", required=False) or None,
                         status=text(body, "status", required=False) or None,
-                        ended_at=translate.from_ms(end) if end is not None else None)
+                        ended_at=translate.from_ms(end) if end is not None else None,
+                        by_job=scope.token_run is not None)
     return {"run_info": translate.run_info(run)}
 
 
@@ -139,9 +149,7 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
         raise invalid(f"max_results must be between 1 and {SEARCH_MAX_RESULTS}.")
     if body.get("run_view_type") in ("DELETED_ONLY", 2):  # Tidal deletes no run softly: there are none
         return {}
-    filter_string = body.get("filter") or ""
-    if not isinstance(filter_string, str):
-        raise invalid("Parameter 'filter' must be a string.")
+    filter_string = text(body, "filter", required=False)
     runs = search.apply_filter(runs_of(scope, strings(body, "experiment_ids")), filter_string)
     runs = search.order(runs, strings(body, "order_by"))
     offset = translate.decode_page_token(text(body, "page_token", required=False))
@@ -183,14 +191,39 @@ def runs_set_tag(request: Request, scope: Scope, body: dict) -> dict:
 # Metrics
 
 def metrics_get_history(request: Request, scope: Scope, body: dict) -> dict:
+    """In pages of at most HISTORY_PAGE points, which MLflow's client follows (it asks for pages of that size)."""
     run = run_in(scope, run_id(body))
     key = text(body, "metric_key")
-    points = metric_history(run, key)
     max_results = integer(body, "max_results")
-    offset = translate.decode_page_token(text(body, "page_token", required=False))
-    end = len(points) if max_results is None else offset + max(max_results, 1)
-    found = {"metrics": [translate.history_point(key, *point) for point in points[offset:end]]}
-    if end < len(points):
-        found["next_page_token"] = translate.encode_page_token(end)
+    if max_results is not None and max_results < 1:
+        raise invalid(f"Invalid value {max_results} for parameter 'max_results'; it must be a positive integer.")
+    first_step = translate.decode_page_token(text(body, "page_token", required=False), "step")
+    points, next_step = metric_history_page(run, key, first_step, min(max_results or HISTORY_PAGE, HISTORY_PAGE))
+    found = {"metrics": [translate.history_point(key, *point) for point in points]}
+    if next_step is not None:
+        found["next_page_token"] = translate.encode_page_token(next_step, "step")
     return found
+
+
+def metrics_get_history_bulk_interval(request: Request, scope: Scope, body: dict) -> dict:
+    """MLflow's UI reads a metric of several runs sampled across a step range: at most `max_results` points a run
+    (Tidal's downsampling, which keeps every bucket's extremes, NaN and infinities)."""
+    run_ids = request.query_params.getlist("run_ids")
+    if not 1 <= len(run_ids) <= BULK_MAX_RUNS:
+        raise invalid(f"GetMetricHistoryBulkInterval takes 1 to {BULK_MAX_RUNS} run_ids; got {len(run_ids)}.")
+    key = text(body, "metric_key")
+    max_results = integer(body, "max_results")
+    max_results = BULK_MAX_RESULTS if max_results is None else max_results
+    if not 1 <= max_results <= BULK_MAX_RESULTS:
+        raise invalid(f"max_results must be between 1 and {BULK_MAX_RESULTS}.")
+    start, end = integer(body, "start_step"), integer(body, "end_step")
+    if (start is None) != (end is None):
+        raise invalid("start_step and end_step are given together or not at all.")
+    if start is not None and end is not None and start > end:
+        raise invalid(f"end_step must be at least start_step; got start_step={start} and end_step={end}.")
+    metrics = []
+    for run in runs_in(scope, [translate.checked_text(r, "run_ids") for r in run_ids]):
+        metrics += [{**translate.history_point(key, *point), "run_id": str(run.pk)}
+                    for point in sampled_history(run, key, max_results, start, end)]
+    return {"metrics": metrics}
 

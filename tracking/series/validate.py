@@ -44,6 +44,21 @@ def batch_size(batch: Batch) -> int:
     return sum(len(group.steps) for group in batch.values())
 
 
+def has_surrogate(text: str) -> bool:
+    """Whether the string holds half of a UTF-16 surrogate pair (what JSON's "\\ud800" escape decodes to): that is
+    no text, and neither PostgreSQL nor SQLite can store or compare it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+SURROGATE = "contains a lone surrogate (half of a UTF-16 pair), which is not text"
+
+
 def check_key(key: Any, field: str) -> str:
     if not isinstance(key, str) or not key:
         raise BatchError(field, "must be a non-empty string")
@@ -51,6 +66,8 @@ def check_key(key: Any, field: str) -> str:
         raise BatchError(field, f"is {len(key)} characters long; at most {MAX_KEY}")
     if any(unicodedata.category(c) == "Cc" for c in key):
         raise BatchError(field, "contains a control character")
+    if has_surrogate(key):
+        raise BatchError(field, SURROGATE)
     return key
 
 
@@ -160,6 +177,8 @@ def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str,
         text = "" if value is None else str(value)
         if len(text) > max_value:
             raise BatchError(f"{field}.{key}", f"is {len(text)} characters long; at most {max_value}")
+        if has_surrogate(text):
+            raise BatchError(f"{field}.{key}", SURROGATE)
         out[key] = text
     return out
 
