@@ -40,7 +40,7 @@ from .model import (
 from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims, may_have_candidates, reclaims, searched_flavors
-from .quota import QuotaFailure
+from .quota import COHORT_KINDS, QuotaFailure
 from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
@@ -79,7 +79,7 @@ UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
 
 # Jobs evaluated again after commits, per cycle (Cycle.committed): a cycle that reaches it leaves the rest for the
 # next cycle, as MAX_SIMULATIONS does with preemption.
-MAX_RETRIES = 2000
+MAX_RETRIES = 500
 
 
 def queue_of(job: PendingJob, policy: Policy) -> str:
@@ -130,6 +130,7 @@ class Cycle:
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
         self.held_back: dict[str, list[int]] = {}  # strict blocking: queue -> positions of the jobs it held back
+        self.had_candidates: set[int] = set()  # jobs whose preemption found they may have victims (try_preempt)
         # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
         self.waiting: dict[tuple[str, str], list[int]] = {}
         self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
@@ -183,10 +184,25 @@ class Cycle:
         yields a blocked queue's jobs: those wait for the next cycle)."""
         self.order.changed({victim.project for victim in victims})
         again = {self.admitted_at.pop(rec.id) for rec in victims if not rec.at_start}
-        freed = {("flavor", f) for rec in victims for f in rec.demand} | {("project", rec.project) for rec in victims}
-        again.update(p for key in freed for p in self.waiting.get(key, ()))
+        again.update(p for key in self.freed_keys(victims) for p in self.waiting.get(key, ()))
         for position in sorted(again):
             self.try_again(position)
+
+    def freed_keys(self, victims: Sequence[RunRec]) -> set[tuple[str, str]]:
+        """What committed victims gave back (see retry_keys): capacity of their flavors, their projects' devices
+        and slots, what their organizations can lend, and the unowned capacity where their organization held more
+        than it owns."""
+        quota = self.state.quota
+        keys: set[tuple[str, str]] = set()
+        for rec in victims:
+            cohort = quota.cohort_of(rec.project)
+            keys.add(("project", rec.project))
+            for f in rec.demand:
+                keys.add(("flavor", f))
+                keys.add(("cohort", f"{cohort}/{f}"))
+                if quota.net[(cohort, f)] + rec.demand[f] > 0:  # it held more than it owns before they went
+                    keys.add(("excess", f))
+        return keys
 
     def try_again(self, position: int) -> None:
         """Evaluate the job at this position again (MAX_RETRIES per cycle), and under strict blocking, once it is
@@ -251,10 +267,8 @@ class Cycle:
         if tentative is not None:
             self.admit(out, tentative)
             return out
-        if held is None and out.grace_end is None:  # what could end its wait: its flavors' capacity, or a slot
-            out.retry_on = tuple(("flavor", f) for f in info.flavors)
-            if failure is not None and failure.kind == "max_running":
-                out.retry_on += (("project", job.project),)
+        if held is None and out.grace_end is None:
+            out.retry_on = self.retry_keys(job, info, failure)
         if held is not None:
             if waits:
                 reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
@@ -279,6 +293,22 @@ class Cycle:
             state.blocked[queue] = job.id
             self.blocked_at[queue] = position
         return out
+
+    def retry_keys(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> tuple[tuple[str, str], ...]:
+        """What a commit must give back for a job left waiting to fit now (Outcome.retry_on): capacity of its
+        flavors, and its own project's devices or slots when its project's own limits keep it out. A job its own
+        limits keep out needs capacity too only when it may preempt its project's jobs (otherwise their ending is
+        what it waits for)."""
+        flavors = tuple(("flavor", f) for f in info.flavors)
+        if failure is None:
+            return flavors
+        if failure.kind in COHORT_KINDS:  # what its organization can lend, or the unowned capacity others hold
+            return (("cohort", f"{self.state.quota.cohort_of(job.project)}/{failure.flavor}"),
+                    ("excess", failure.flavor))
+        if failure.kind == "no_quota":
+            return ()
+        own = (("project", job.project),)
+        return own + flavors if job.id in self.had_candidates else own
 
     def decide(self, out: Outcome, constrained: bool, failure: QuotaFailure | None) -> Tentative | None:
         """Phases 3 and 4: a placement, after preempting if it must (victims kept in `out`), or None. `failure`:
@@ -420,10 +450,14 @@ class Cycle:
                     constrained: bool) -> list[RunRec] | None:
         state = self.state
         running, revocable = state.running_flavors, state.revocable
-        if not any(f in running or f in revocable for f in searched_flavors(state, job, info, failure)):
-            return None  # nothing was running on these flavors, nor admitted in this cycle and revocable
+        flavors = searched_flavors(state, job, info, failure)
+        if not any(f in running for f in flavors) and not (
+                any(job.priority > state.revocable_lowest(f, job.project) for f in flavors)
+                or (any(f in revocable for f in flavors) and reclaims(state, job, info, failure))):
+            return None  # nothing was running on these flavors, and nothing admitted in this cycle it may take
         if not may_have_candidates(state, job, info, failure):
             return None  # most attempts end here, before any running job's record or victim pool is built
+        self.had_candidates.add(job.id)  # (retry_keys)
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)

@@ -81,13 +81,21 @@ def waiting_holds(snapshot: Snapshot, quota: QuotaState, used: dict[Key, int], p
     job that is not preemptible, whose project's budget is not spent, and whose demand of every flavor fits what its
     project's guarantee leaves above its non-preemptible use (as QuotaState.within_guarantee)."""
     waiting: dict[Key, int] = {}
+    guar = quota.guar
     for job in snapshot.pending:
         if job.preemptible:
+            continue
+        if len(job.groups) == 1:  # most jobs: written out, without a demand dict
+            group = job.groups[0]
+            devices = group.replicas * group.devices
+            key = (job.project, group.flavor)
+            if devices and used.get(key, 0) + devices <= guar.get(key, 0):
+                waiting[key] = waiting.get(key, 0) + devices
             continue
         demand: dict[str, int] = {}
         for group in job.groups:
             demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
-        if not all(used.get((job.project, f), 0) + d <= quota.guar.get((job.project, f), 0) for f, d in demand.items()):
+        if not all(used.get((job.project, f), 0) + d <= guar.get((job.project, f), 0) for f, d in demand.items()):
             continue
         for f, d in demand.items():
             if d:
