@@ -129,7 +129,6 @@ class Cycle:
         self.outcomes: list[Outcome] = []
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
-        self.held_back: dict[str, list[int]] = {}  # strict blocking: queue -> positions of the jobs it held back
         self.had_candidates: set[int] = set()  # jobs whose preemption found they may have victims (try_preempt)
         # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
         self.waiting: dict[tuple[str, str], list[int]] = {}
@@ -162,14 +161,11 @@ class Cycle:
 
     def settle(self, position: int) -> None:
         """Keep what an evaluation at this position of the cycle decided: an admitted job and what its victims
-        gave back, or a waiting job under what could end its wait (Outcome.retry_on), or one its queue's blocked
-        head holds back."""
+        gave back, or a waiting job under what could end its wait (Outcome.retry_on)."""
         out = self.outcomes[position]
         if out.admit is None:
             for key in out.retry_on:
                 self.waiting.setdefault(key, []).append(position)
-            if not out.considered and self.strict:
-                self.held_back.setdefault(queue_of(out.job, self.policy), []).append(position)
             return
         self.admitted_at[out.job.id] = position
         if out.victims:
@@ -179,9 +175,9 @@ class Cycle:
         """Victims were committed: capacity and quota came back on their flavors. The jobs among them admitted
         earlier in this cycle (given back) and the jobs evaluated earlier that wait on those flavors are evaluated
         again, in cycle order, before any later job: otherwise a later job of lower order would take what they now
-        fit in, and they would preempt it in the next cycle. Under strict blocking, a head admitted so unblocks its
-        queue, whose jobs it held back are evaluated again too (not without explanations, where the order no longer
-        yields a blocked queue's jobs: those wait for the next cycle)."""
+        fit in, and they would preempt it in the next cycle. (Under strict blocking, the jobs a head admitted so
+        held back wait for the next cycle: without explanations the order never yields them, and the cycle decides
+        the same with explanations or without.)"""
         self.order.changed({victim.project for victim in victims})
         again = {self.admitted_at.pop(rec.id) for rec in victims if not rec.at_start}
         again.update(p for key in self.freed_keys(victims) for p in self.waiting.get(key, ()))
@@ -205,24 +201,15 @@ class Cycle:
         return keys
 
     def try_again(self, position: int) -> None:
-        """Evaluate the job at this position again (MAX_RETRIES per cycle), and under strict blocking, once it is
-        admitted, the jobs its wait held back."""
+        """Evaluate the job at this position again (MAX_RETRIES per cycle)."""
         before = self.outcomes[position]
         if before.admit is not None or self.retries >= MAX_RETRIES:
             return  # admitted by an earlier try again
         self.retries += 1
         for key in before.retry_on:
             self.waiting[key].remove(position)
-        out = self.outcomes[position] = self.evaluate(before.job, before.info, position)
-        queue = queue_of(out.job, self.policy) if self.strict else ""
-        unblocks = out.admit is not None and self.blocked_at.get(queue) == position
-        if unblocks:
-            del self.state.blocked[queue], self.blocked_at[queue]
+        self.outcomes[position] = self.evaluate(before.job, before.info, position)
         self.settle(position)
-        if unblocks:
-            for behind in self.held_back.pop(queue, ()):
-                if behind > position:
-                    self.try_again(behind)
 
     # -- phases 2 to 5, per job -------------------------------------------------------------------------------
 
