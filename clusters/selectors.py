@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from clusters.models import Cluster, FlavorRule, Node
 from jobs.models import Job
@@ -30,6 +34,16 @@ def occupancy_by_node(user) -> dict[tuple[int, str], list[dict]]:
             result.setdefault((cluster_id, a["node"]), []).append(
                 {"project": slug if mine else "other", "job": job_id if mine else None, "devices": a["devices"]})
     return result
+
+
+def lost_nodes(cluster: Cluster, now: datetime | None = None) -> frozenset[str]:
+    """Nodes of the cluster whose attempts are lost: not ready, and either gone from the cluster or marked so by an
+    admin (no NotReady time: at once), or NotReady for TIDAL_NODE_LOST_GRACE already. A shorter NotReady is what
+    the node-lifecycle controller shows of every node for a moment after an API-server outage."""
+    grace_start = (now or timezone.now()) - timedelta(seconds=settings.TIDAL["NODE_LOST_GRACE"])
+    return frozenset(Node.objects.filter(cluster=cluster, ready=False)
+                     .filter(Q(not_ready_since__isnull=True) | Q(not_ready_since__lte=grace_start))
+                     .values_list("name", flat=True))
 
 
 def kubernetes_clusters() -> QuerySet[Cluster]:

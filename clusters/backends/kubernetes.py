@@ -21,13 +21,14 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import kubemap
+from clusters import kubemap, selectors
 from clusters.backends import redispatch_before
 from clusters.kube import names
 from clusters.kube.client import KubeClient
@@ -35,7 +36,7 @@ from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
 from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
 from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
-from clusters.kube.nodes import node_is_ready
+from clusters.kube.nodes import node_is_ready, not_ready_since
 from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
@@ -227,15 +228,16 @@ class KubernetesBackend:
 
     # ------------------------------------------------------------------------------------------------- observe
 
-    def not_ready_nodes(self) -> frozenset[str]:
-        return frozenset(Node.objects.filter(cluster=self.cluster, ready=False).values_list("name", flat=True))
+    def lost_nodes(self) -> frozenset[str]:
+        """Nodes whose attempts are lost (gone, or NotReady past TIDAL_NODE_LOST_GRACE: `selectors.lost_nodes`)."""
+        return selectors.lost_nodes(self.cluster)
 
     def observe(self, attempts: Iterable[Attempt]) -> Iterator[Observation]:
         """Full resync: list every platform pod of this instance once and observe each open attempt. Attempts
         admitted long ago and never claimed (a lost dispatch task) are dispatched again."""
         pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(kubemap.instance()))
         by_attempt = group_pods(pods)
-        not_ready = self.not_ready_nodes()
+        lost = self.lost_nodes()
         stale = redispatch_before()
         for attempt in attempts:
             if attempt.job.state == State.ADMITTED:
@@ -245,7 +247,7 @@ class KubernetesBackend:
             try:
                 observation = self.observe_attempt(attempt, by_attempt.get(attempt_key(attempt.job_id,
                                                                                        attempt.number), []),
-                                                   not_ready, redispatch=True)
+                                                   lost, redispatch=True)
             except ApiError as exc:
                 logger.warning("observing job %s on %s failed: %s", attempt.job_id, self.cluster.name, exc)
                 continue
@@ -253,20 +255,22 @@ class KubernetesBackend:
                 yield observation
 
     def observe_attempt(self, attempt: Attempt, pods: list[Mapping[str, Any]],
-                        not_ready: frozenset[str] = frozenset(), *, redispatch: bool = False) -> Observation | None:
-        """What the pods of one attempt say. None while nothing is decided and nothing is missing."""
+                        lost_nodes: frozenset[str] = frozenset(), *, redispatch: bool = False) -> Observation | None:
+        """What the pods of one attempt say, `lost_nodes` being the cluster's nodes gone or NotReady past the grace.
+        None while nothing is decided and nothing is missing."""
         job = attempt.job
         expected = sum(group.replicas for group in job.groups.all())
-        status = attempt_status(pods, expected=expected, launcher=job.launcher, not_ready_nodes=not_ready)
+        status = attempt_status(pods, expected=expected, launcher=job.launcher, not_ready_nodes=lost_nodes)
         placed = {str(row["node"]) for row in attempt.placement}
         if status.state == "succeeded":
             return self._succeeded(attempt, status)
         if status.state == "failed":
-            return self._failed(attempt, status, placed & not_ready)
-        if placed & not_ready:
-            lost = sorted(placed & not_ready)
+            return self._failed(attempt, status, placed & lost_nodes)
+        if placed & lost_nodes:
+            lost = sorted(placed & lost_nodes)
             return Observation(attempt.pk, Phase.PENDING if status.state == "pending" else Phase.RUNNING,
-                               f"node {lost[0]} became NotReady", lost_nodes=tuple(lost), details=self._where(lost[0]))
+                               f"node {lost[0]} is gone or NotReady", lost_nodes=tuple(lost),
+                               details=self._where(lost[0]))
         stuck = self._stuck_pending(attempt, status)
         if stuck is not None:
             return stuck
@@ -342,12 +346,15 @@ class KubernetesBackend:
         return Observation(attempt.pk, Phase.VANISHED, message, lost_nodes=lost, details=details)
 
     def _live_nodes(self, names_: set[str]) -> set[str]:
-        """Which of these nodes the cluster still has, and Ready."""
+        """Which of these nodes the cluster still has, and not NotReady past TIDAL_NODE_LOST_GRACE."""
         try:
             nodes = self.client.list_nodes()
         except ApiError:
             return set(names_)  # cannot tell: do not call a node lost on no evidence
-        return {str((n.get("metadata") or {}).get("name")) for n in nodes if node_is_ready(n)} & names_
+        now = timezone.now()
+        grace_start = now - timedelta(seconds=settings.TIDAL["NODE_LOST_GRACE"])
+        return {str((n.get("metadata") or {}).get("name")) for n in nodes
+                if node_is_ready(n) or (not_ready_since(n) or now) > grace_start} & names_
 
     def pending_timeout(self) -> float:
         """The cluster's pending timeout, never shorter than a preempted victim may take to leave: a preemptor's

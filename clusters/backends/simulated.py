@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clusters import selectors
 from clusters.backends import redispatch_before
 from clusters.models import Cluster
 from jobs.models import Attempt
@@ -55,14 +56,14 @@ class SimulatedBackend:
         task, and is dispatched now."""
         now = timezone.now()
         stale = redispatch_before()
-        lost_nodes = set(self.cluster.nodes.filter(ready=False).values_list("name", flat=True))
+        lost_nodes = selectors.lost_nodes(self.cluster, now)
         for attempt in attempts:
             if attempt.job.state == State.ADMITTED and attempt.admitted_at <= stale:
                 self.dispatch(attempt)
             elif attempt.job.state in (State.DISPATCHING, State.RUNNING):
                 yield self._observe(attempt, lost_nodes, now)
 
-    def _observe(self, attempt: Attempt, lost_nodes: set[str], now: datetime) -> Observation:
+    def _observe(self, attempt: Attempt, lost_nodes: frozenset[str], now: datetime) -> Observation:
         job = attempt.job
         lost = tuple(sorted({str(row["node"]) for row in attempt.placement} & lost_nodes))
         details = {"node": lost[0], "rack": self._rack(lost[0])} if lost else {}

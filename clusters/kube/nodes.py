@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -54,6 +55,7 @@ class NodeRow:
     taints: tuple[Mapping[str, str], ...]
     cordoned: bool
     ready: bool
+    not_ready_since: datetime | None = None  # not ready: when its Ready condition last changed, when the API says
 
 
 def flavor_for(product: str, rules: Iterable[tuple[str, str]]) -> str:
@@ -112,13 +114,32 @@ def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str) -> dict[str,
     return usage
 
 
+def _ready_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
 def _ready(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return _ready_condition(status).get("status") == "True"
 
 
 def node_is_ready(node: Mapping[str, Any]) -> bool:
     """Whether a node object (from list or get) reports Ready."""
     return _ready(node.get("status") or {})
+
+
+def not_ready_since(node: Mapping[str, Any]) -> datetime | None:
+    """When a node that is not Ready stopped being Ready: its Ready condition's lastTransitionTime (None when it is
+    Ready, or the API gives no time: the node-lifecycle controller sets one when it marks a node NotReady or
+    Unknown)."""
+    status = node.get("status") or {}
+    if _ready(status):
+        return None
+    text = str(_ready_condition(status).get("lastTransitionTime") or "")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
 MIN_CPU = Decimal("0.001")  # 1 millicore: what a node keeps when foreign pods request all of its CPU
@@ -171,5 +192,6 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
                          for t in (node.get("spec") or {}).get("taints") or []),
             cordoned=bool((node.get("spec") or {}).get("unschedulable")),
             ready=_ready(status),
+            not_ready_since=not_ready_since(node),
         ))
     return sorted(rows, key=lambda r: r.name)
