@@ -276,7 +276,7 @@ class KubernetesBackend:
             return stuck
         if len(status.replicas) < expected:
             if job.state == State.RUNNING:
-                return self._vanished(attempt, status, expected)
+                return self._vanished(attempt, status, expected, pods)
             if redispatch and attempt.admitted_at <= redispatch_before():
                 self.create(attempt)
             return None
@@ -332,18 +332,43 @@ class KubernetesBackend:
         return Observation(attempt.pk, Phase.FAILED, message, cause=failure.cause, exit_code=replica.exit_code,
                            lost_nodes=tuple(lost_nodes), details=details, logs={k: v for k, v in logs.items() if v})
 
-    def _vanished(self, attempt: Attempt, status: AttemptStatus, expected: int) -> Observation:
-        """Pods of a running attempt are gone. When their nodes went away too (a node deleted, its pods
-        garbage-collected before the next node sync), the node is lost: ask the API server which nodes exist."""
+    def _vanished(self, attempt: Attempt, status: AttemptStatus, expected: int,
+                  pods: list[Mapping[str, Any]]) -> Observation:
+        """Pods of a running attempt are gone. The whole gang is going when the pods left are all terminating, or
+        when their owner, the attempt's parent ConfigMap, was deleted (the garbage collector then deletes its pods
+        one by one). When their nodes went away too (a node deleted, its pods garbage-collected before the next node
+        sync), the node is lost: ask the API server which nodes exist."""
         present = {r.pod for r in status.replicas}
-        missing = expected - len(present)
-        what = f"all {expected} replica pods" if not present else f"{missing} of {expected} replica pods"
-        message = f"{what} disappeared while running"
+        staying = [r for r in status.replicas if not r.deleting]
+        owner = self._deleted_owner(pods) if staying else ""
+        if owner:
+            message = (f"all {expected} replica pods disappeared while running: the attempt's parent ConfigMap "
+                       f"{owner} was deleted, and the garbage collector removes every pod it owned "
+                       f"({len(present)} still there)")
+        elif present and not staying:
+            message = f"all {expected} replica pods disappeared while running ({len(present)} still terminating)"
+        else:
+            what = f"all {expected}" if not present else f"{expected - len(present)} of {expected}"
+            message = f"{what} replica pods disappeared while running"
         left = {r.node for r in status.replicas}
         vanished_on = {str(row["node"]) for row in attempt.placement} - left
         lost = tuple(sorted(vanished_on - self._live_nodes(vanished_on)))
         details = self._where(lost[0]) if lost else {}
         return Observation(attempt.pk, Phase.VANISHED, message, lost_nodes=lost, details=details)
+
+    def _deleted_owner(self, pods: list[Mapping[str, Any]]) -> str:
+        """The name of the parent ConfigMap owning these pods if it no longer exists; "" while it does, when the pods
+        name no owner, or when the API cannot tell."""
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            owner = next((str(ref.get("name") or "") for ref in meta.get("ownerReferences") or []
+                          if ref.get("kind") == "ConfigMap" and ref.get("controller")), "")
+            if owner:
+                try:
+                    return "" if self.client.get("ConfigMap", str(meta.get("namespace", "")), owner) else owner
+                except ApiError:
+                    return ""
+        return ""
 
     def _live_nodes(self, names_: set[str]) -> set[str]:
         """Which of these nodes the cluster still has, and not NotReady past TIDAL_NODE_LOST_GRACE."""

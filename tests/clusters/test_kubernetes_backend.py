@@ -286,6 +286,47 @@ def test_a_gang_vanished_whole_says_so(dispatched, kube, resync) -> None:
     assert job.current_attempt.reason.startswith("all 2 replica pods disappeared while running")
 
 
+def test_a_gang_removed_by_garbage_collection_says_every_pod_went(dispatched, kube, resync) -> None:
+    """Deleting an attempt's parent ConfigMap makes the garbage collector delete the pods it owns one by one: an
+    observation between two deletions sees one pod left, but the whole gang is going, and the reason says so."""
+
+    def with_uid(request):  # kmock assigns no uid: without one the children carry no owner reference
+        if request.data["metadata"].get("labels", {}).get(names.LABEL_COMPONENT) == "parent":
+            return {**request.data, "metadata": {**request.data["metadata"], "uid": "uid-parent-1"}}
+        return request.data
+
+    kube.handler[f"post /api/v1/namespaces/{NS}/configmaps"] << with_uid
+    job = dispatched(replicas=2, retry_limit=1)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    resync()
+    first, second = sorted(pods_of(kube, job))
+    parent = pods_of(kube, job)[second]["metadata"]["ownerReferences"][0]["name"]
+    forget(kube, parent)  # someone deletes the parent...
+    forget(kube, first)  # ...and the garbage collector has removed one pod so far
+    resync()
+    job = refresh(job)
+    assert job.state == State.RETRYING and job.current_attempt.cause == "unknown"
+    assert job.current_attempt.reason.startswith(
+        f"all 2 replica pods disappeared while running: the attempt's parent ConfigMap {parent} was deleted, and "
+        "the garbage collector removes every pod it owned (1 still there)")
+
+
+def test_pods_all_gone_or_terminating_are_the_whole_gang(dispatched, kube, resync) -> None:
+    job = dispatched(replicas=2, retry_limit=1)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    resync()
+    first, second = sorted(pods_of(kube, job))
+    terminating = pods_of(kube, job)[second]
+    terminating["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"  # deleted with its grace period
+    kube.put("pods", NS, terminating)
+    forget(kube, first)
+    resync()
+    assert refresh(job).current_attempt.reason.startswith(
+        "all 2 replica pods disappeared while running (1 still terminating)")
+
+
 def test_pods_gone_with_their_node_are_a_lost_node_before_any_node_sync(dispatched, kube, kube_inventory,
                                                                          resync) -> None:
     """The node is deleted and its pods garbage-collected before node sync marks it: still node_lost, and the
