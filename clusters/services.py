@@ -8,6 +8,7 @@ unreachable cluster never stops the others.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,19 +16,22 @@ from typing import Any
 
 import yaml
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from clusters import kubemap, selectors
 from clusters.backends import backend_for_cluster
 from clusters.kube.dispatch import attempt_key, sweep_orphans
 from clusters.kube.errors import ApiError, RenderError
-from clusters.kube.nodes import NodeRow, inventory
+from clusters.kube.nodes import NodeRow, inventory, platform_attempts
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
 from core import wakeup
 from core.errors import DomainError
 from jobs import selectors as job_selectors
+from jobs.models import Attempt
 from jobs.observations import record_all
 from jobs.selectors import open_attempts
+from jobs.services import record_event
 from quotas.models import Arch, ResourceFlavor
 from tenancy.audit import delete_audited, save_audited
 
@@ -147,6 +151,20 @@ def cluster_test_connection(cluster: Cluster, *, client=None) -> ConnectionRepor
     return ConnectionReport(not missing, version=version, namespace=namespace, missing=missing)
 
 
+def hold_nodes_of(attempt: Attempt, why: str) -> None:
+    """Count an ended attempt's devices as taken on its nodes (`Node.foreign_used`), as node sync counts the pods of
+    ended attempts it finds on a node: its stop failed, so its pods may run on, and nothing must be placed there
+    meanwhile. The next node sync sets what the pods it lists take (nothing once they are gone)."""
+    per_node: Counter[str] = Counter()
+    for row in attempt.placement:
+        per_node[str(row["node"])] += int(row["devices"])
+    for node, devices in per_node.items():
+        Node.objects.filter(cluster=attempt.cluster, name=node).update(foreign_used=F("foreign_used") + devices)
+    record_event(attempt.job, kind="note", actor="backend", attempt=attempt.number, reason=(
+        f"stop of attempt {attempt.number} failed ({why}); its devices on {', '.join(sorted(per_node))} stay "
+        "taken until its pods are gone"))
+
+
 # -------------------------------------------------------------------------------------------------- node sync
 
 @dataclass
@@ -204,6 +222,7 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
     (running jobs and history refer to them), without a NotReady time: their attempts are lost at once, where a
     node still there but NotReady loses them only once that has lasted TIDAL_NODE_LOST_GRACE. Nodes no flavor rule
     matches are reported, not imported."""
+    pods = list(pods)
     rules = selectors.flavor_rules_for(cluster)
     flavors = {f.name: f for f in selectors.flavors()}
     cpu_flavors: dict[str, ResourceFlavor] = {}
@@ -212,7 +231,11 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
             cpu_flavors.setdefault(flavor.arch, flavor)  # several for one arch: the first by name
     # CPU flavors name no device resource: counting `cpu` as one would give every node a "product".
     accelerators = sorted({f.device_resource for f in flavors.values() if not f.is_cpu})
-    rows = inventory(nodes, pods, kubemap.inventory_settings(cluster, rules, accelerators))
+    # Pods of attempts that ended but are still there (their stop failed, or they are terminating) take their
+    # devices as foreign pods do, until they are gone.
+    ended = {attempt_key(a.job_id, a.number) for a in selectors.ended_attempts(
+        cluster, platform_attempts(pods, kubemap.instance()))}
+    rows = inventory(nodes, pods, kubemap.inventory_settings(cluster, rules, accelerators), ended)
     report = SyncReport()
     now = timezone.now()
     with transaction.atomic():

@@ -122,9 +122,9 @@ def group_pods(pods: Iterable[Mapping[str, Any]]) -> dict[AttemptKey, list[Mappi
         labels = (pod.get("metadata") or {}).get("labels") or {}
         if any(labels.get(k) != v for k, v in own.items()):
             continue
-        job, attempt = labels.get(names.LABEL_JOB), labels.get(names.LABEL_ATTEMPT)
-        if job and attempt and attempt.isdigit():
-            out[(job, int(attempt))].append(pod)
+        key = names.labelled_attempt(pod)
+        if key is not None:
+            out[key].append(pod)
     return out
 
 
@@ -213,10 +213,12 @@ class KubernetesBackend:
     # ---------------------------------------------------------------------------------------------------- stop
 
     def stop(self, attempt: Attempt, reason: str) -> None:
+        """TransientError (the API unavailable) propagates: the stop task retries. What the API refuses for good is
+        logged; the orphan sweep tries again."""
         try:
             deleted = cleanup(self.client, self._namespace(attempt), attempt.job_id, attempt.number,
                               instance=kubemap.instance(), grace_seconds=self.cluster.termination_grace_seconds)
-        except (ApiError, RenderError) as exc:
+        except (PermanentError, RenderError) as exc:
             logger.warning("stop of job %s attempt %s on %s failed (%s); the orphan sweep will retry",
                            attempt.job_id, attempt.number, self.cluster.name, exc)
             return
@@ -235,8 +237,10 @@ class KubernetesBackend:
     def observe(self, attempts: Iterable[Attempt]) -> Iterator[Observation]:
         """Full resync: list every platform pod of this instance once and observe each open attempt. Attempts
         admitted long ago and never claimed (a lost dispatch task) are dispatched again."""
+        attempts = list(attempts)
         pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(kubemap.instance()))
         by_attempt = group_pods(pods)
+        self._stop_ended(by_attempt, {attempt_key(attempt.job_id, attempt.number) for attempt in attempts})
         lost = self.lost_nodes()
         stale = redispatch_before()
         for attempt in attempts:
@@ -253,6 +257,21 @@ class KubernetesBackend:
                 continue
             if observation is not None:
                 yield observation
+
+    def _stop_ended(self, by_attempt: Mapping[AttemptKey, list[Mapping[str, Any]]], open_keys: set[AttemptKey]
+                    ) -> None:
+        """Delete the pods still running of attempts that ended (their stop failed: the API was down, or its retries
+        ran out), so their devices come free as soon as the API answers rather than at the next orphan sweep.
+        Pods already terminating are left to finish; attempts still open when the resync read them are not
+        touched."""
+        running = {key for key, pods in by_attempt.items() if key not in open_keys
+                   and any(not (pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)}
+        for attempt in selectors.ended_attempts(self.cluster, running):
+            try:
+                self.stop(attempt, "still running after it ended")
+            except ApiError as exc:
+                logger.warning("deleting the pods of job %s attempt %s, which ended, on %s failed: %s",
+                               attempt.job_id, attempt.number, self.cluster.name, exc)
 
     def observe_attempt(self, attempt: Attempt, pods: list[Mapping[str, Any]],
                         lost_nodes: frozenset[str] = frozenset(), *, redispatch: bool = False) -> Observation | None:

@@ -9,7 +9,7 @@ another device resource (e.g. ``huawei.com/Ascend910``) are matched by that reso
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -100,13 +100,17 @@ def is_platform_pod(pod: Mapping[str, Any], instance: str) -> bool:
         instance)
 
 
-def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str) -> dict[str, dict[str, Decimal]]:
-    """Requests per node of live pods this Tidal instance did not create."""
+def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str,
+                  ended: Collection[tuple[str, int]] = ()) -> dict[str, dict[str, Decimal]]:
+    """Requests per node of live pods the scheduler does not place: pods this Tidal instance did not create, and its
+    pods of `ended` attempts ((job label, attempt) keys: attempts that ended while their pods are still there)."""
     usage: dict[str, dict[str, Decimal]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase")
-        if not node or phase in TERMINAL_PHASES or is_platform_pod(pod, instance):
+        if not node or phase in TERMINAL_PHASES:
+            continue
+        if is_platform_pod(pod, instance) and names.labelled_attempt(pod) not in ended:
             continue
         per_node = usage.setdefault(node, {})
         for k, v in pod_requests(pod).items():
@@ -153,10 +157,16 @@ def _left(allocatable: Decimal, requested: Decimal, floor: Decimal) -> Decimal:
     return max(allocatable - requested, floor)
 
 
+def platform_attempts(pods: Iterable[Mapping[str, Any]], instance: str) -> set[tuple[str, int]]:
+    """(job label, attempt) of every pod this Tidal instance created."""
+    return {key for pod in pods if is_platform_pod(pod, instance) and (key := names.labelled_attempt(pod))}
+
+
 def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
-              settings: InventorySettings) -> list[NodeRow]:
-    """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones)."""
-    usage = foreign_usage(pods, settings.instance)
+              settings: InventorySettings, ended: Collection[tuple[str, int]] = ()) -> list[NodeRow]:
+    """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones and
+    those of ``ended`` attempts, which count as the foreign ones do)."""
+    usage = foreign_usage(pods, settings.instance, ended)
     device_keys = (*settings.device_resources, settings.rdma_resource)
     rows = []
     for node in nodes:

@@ -73,10 +73,16 @@ def attempt(job: Job) -> Attempt:
 
 
 def seed_nodes(kube) -> None:
-    """The kubelets' nodes as the API server lists them (Ready), for the backend's check of nodes gone."""
-    for name in ("gpu-1", "gpu-2"):
-        kube.put("nodes", None, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    """The kubelets' nodes as the API server lists them (Ready, and as `kube_inventory` has them, so a node sync
+    keeps the inventory), for the backend's check of nodes gone."""
+    for name, rack in (("gpu-1", "r1"), ("gpu-2", "r2")):
+        kube.put("nodes", None, {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": f"{name}.internal", "tidal.dev/rack": rack,
+                                                  "tidal.dev/block": "b1",
+                                                  "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "1024Gi"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
 
 
 @pytest.fixture
@@ -378,6 +384,24 @@ def test_orphan_sweep_deletes_objects_of_no_active_attempt(dispatched, kube, kub
     deleted = cluster_services.cluster_sweep_orphans(kube_inventory["cluster"])
     assert sorted(deleted) == sorted(f"{m['kind']}/{NS}/{m['metadata']['name']}" for m in manifests)
     assert pods_of(kube, job) and "notebook" in live_names(kube)
+
+
+def test_pods_of_an_ended_attempt_hold_their_node_until_they_are_gone(dispatched, kube, kube_inventory) -> None:
+    """Node sync counts the pods of an ended attempt still on a node (its stop failed, or they are terminating) as
+    taking their devices, until they are gone; those of open attempts are the scheduler's own."""
+    job = dispatched(replicas=2)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    cluster = kube_inventory["cluster"]
+    cluster_services.cluster_sync_nodes(cluster)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [0, 0]
+    transition(job, State.CANCELLED, reason="cancelled", actor="member")  # its stop never runs
+    cluster_services.cluster_sync_nodes(cluster)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [8, 8]
+    for name in pods_of(kube, job, attempt=1):
+        forget(kube, name)
+    cluster_services.cluster_sync_nodes(cluster)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [0, 0]
 
 
 def test_group_pods_ignores_other_instances_and_unlabelled_pods(settings) -> None:
