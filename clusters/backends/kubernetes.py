@@ -40,11 +40,13 @@ from clusters.kube.nodes import node_is_ready, not_ready_since
 from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
+from clusters.kube.streams import LogPosition
 from clusters.models import Cluster, Node
+from core.errors import DomainError
 from core.redis import redis_client
 from jobs.models import Attempt
 from jobs.observations import record_observation
-from jobs.ports import LogsUnavailable, Observation, Phase
+from jobs.ports import FollowedLog, LogsUnavailable, Observation, Phase
 from jobs.services import job_claim_for_dispatch, record_event
 from jobs.states import State
 
@@ -440,11 +442,18 @@ class KubernetesBackend:
         except (ApiError, RenderError) as exc:
             raise LogsUnavailable(f"pod log unavailable: {exc}") from None
 
-    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
-        """Connects now: LogsUnavailable (the pod is gone, the API is down) is raised before any line."""
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float,
+               after: str | None = None) -> FollowedLog:
+        """Connects now: LogsUnavailable (the pod is gone, the API is down) is raised before any line. The position
+        is the timestamp of the last line given (`clusters.kube.streams.LogPosition`)."""
+        try:
+            position = None if after is None else LogPosition.parse(after)
+        except ValueError:
+            raise DomainError("Not a cursor this server gave: resume with the cursor= of the stream's last line.",
+                              field="cursor") from None
         try:
             namespace, pod = self._pod(attempt, role, index)
             return self.client.follow_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail,
-                                          max_seconds=max_seconds)
+                                          max_seconds=max_seconds, after=position)
         except (ApiError, RenderError) as exc:
             raise LogsUnavailable(f"pod log unavailable: {exc}") from None
