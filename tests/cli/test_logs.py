@@ -1,11 +1,9 @@
 """`tidal logs` against a live server: the tail, errors, and --follow reading the server's stream."""
 
 import re
-import threading
-import time
 
 import pytest
-from django.db import connection
+from tidal_cli.client import Api
 from tidal_cli.commands import logs as logs_command
 from tidal_cli.main import main
 
@@ -33,37 +31,33 @@ def test_logs_of_a_running_replica_and_errors(cli, job_file):
     assert cli("logs", job, user="outsider").err.startswith(f"tidal: Job {job} not found")
 
 
-def end_later(job: str, seconds: float) -> threading.Thread:
-    """The job succeeds `seconds` from now (another thread: the command under test follows its log meanwhile)."""
-    def succeed():
-        time.sleep(seconds)
-        try:
-            transition(Job.objects.get(pk=job), State.SUCCEEDED, reason="done", actor="backend")
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=succeed)
-    thread.start()
-    return thread
-
-
 @pytest.mark.django_db(transaction=True)
 def test_follow_resumes_each_paused_stream_until_the_replica_ends(cli, job_file, settings, monkeypatch):
-    """The server pauses the stream every 0.3 s; `tidal logs -f` resumes it at once, printing neither the cursor
-    lines nor the first line again, until the replica ends."""
+    """The server pauses the stream every 0.3 s; `tidal logs -f` resumes it at once from its cursor, printing neither
+    the cursor lines nor the first line again; the job ends while the third stream is over, and the fourth says so
+    and ends the command."""
     settings.TIDAL = {**settings.TIDAL, "LOG_FOLLOW_MAX_SECONDS": 0.3}
     monkeypatch.setattr(simulated, "FOLLOW_INTERVAL", 0.05)
     job = re.search(r"\d+", cli("submit", str(job_file()), "--project", "vision").out).group()
     run_once()
-    ending = end_later(job, 1.5)
+    streams = []
+    stream_lines = Api.stream_lines
+
+    def stream_then_end_the_job(api, path, **query):  # the command's own streams, counted
+        streams.append(query)
+        yield from stream_lines(api, path, **query)
+        if len(streams) == 3:
+            transition(Job.objects.get(pk=job), State.SUCCEEDED, reason="done", actor="backend")
+
+    monkeypatch.setattr(Api, "stream_lines", stream_then_end_the_job)
     shown = cli("logs", job, "--replica", "worker-1", "--follow")
-    ending.join()
     assert shown.code == 0, shown.err
     printed = shown.out.splitlines()
-    assert printed[0].startswith("[simulated] cluster") and len(printed) >= 10
-    assert not any(line.startswith("#") or line.startswith("[simulated] cluster") for line in printed[1:])
+    assert printed[0].startswith("[simulated] cluster") and len(printed) >= 8
     assert set(printed[1:-1]) == {f"[simulated] job {job} attempt 1 replica worker-1 is dispatching."}
-    assert printed[-1] == f"[simulated] job {job} attempt 1 replica worker-1 ended: the job is succeeded."
+    assert printed[-1] == "# no log kept for worker-1: attempt 1 ended (succeeded)"
+    assert len(streams) == 4 and "cursor" not in streams[0] and streams[0]["tail"] == 200
+    assert all(query["cursor"].startswith("1:") and "tail" not in query for query in streams[1:])
     gone = cli("logs", job, "--follow", user="outsider")
     assert gone.code == 1 and gone.err.startswith(f"tidal: Job {job} not found")
 
@@ -106,12 +100,22 @@ def test_follow_waits_while_the_server_is_busy_streaming(cli, job_file, settings
     def wait(seconds):
         waits.append(seconds)
         held.close()  # meanwhile, that stream ends
+
     monkeypatch.setattr(logs_command, "_sleep", wait)
-    ending = end_later(job, 1.0)
+    stream_lines = Api.stream_lines
+
+    def stream_then_end_the_job(api, path, **query):  # the job ends after the first stream served
+        yield from stream_lines(api, path, **query)
+        if Job.objects.get(pk=job).state != State.SUCCEEDED:
+            transition(Job.objects.get(pk=job), State.SUCCEEDED, reason="done", actor="backend")
+
+    monkeypatch.setattr(Api, "stream_lines", stream_then_end_the_job)
     shown = cli("logs", job, "--follow")
-    ending.join()
     assert shown.code == 0, shown.err
-    assert 1 <= waits[0] <= 5 and shown.out.splitlines()[-1].endswith("ended: the job is succeeded.")
+    assert len(waits) == 1 and 1 <= waits[0] <= 5  # refused once, then served
+    printed = shown.out.splitlines()
+    assert printed[0].startswith("[simulated] cluster")
+    assert printed[-1] == "# no log kept for worker-0: attempt 1 ended (succeeded)"
 
 
 @pytest.mark.django_db(transaction=True)
