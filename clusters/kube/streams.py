@@ -119,7 +119,12 @@ class LogPosition:
         stamp, _, same = text.partition(".")
         if not stamp.isdigit() or not same.isdigit():
             raise ValueError(f"not a log position: {text!r}")
-        return cls(int(stamp), int(same))
+        position = cls(int(stamp), int(same))
+        try:
+            position.since_time()
+        except (OverflowError, OSError, ValueError) as exc:  # a time no clock reaches
+            raise ValueError(f"not a log position: {text!r}") from exc
+        return position
 
     def since_time(self) -> str | None:
         """The `sinceTime` a resumed follow asks (whole seconds, so it repeats the lines of that second, which are

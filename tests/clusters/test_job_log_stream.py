@@ -168,6 +168,9 @@ def test_a_paused_pod_log_resumes_where_it_stopped(tenant, kube_inventory, kube,
     assert lines(follow(clients["member"], job, f"&cursor={cursor}").streaming_content) == ["step 7 thrice", "step 8"]
     resumed = log[1]
     assert resumed.params["sinceTime"] == "2026-05-01T10:00:07Z" and "tailLines" not in resumed.params
+    for forged in ("1:abc", "1:" + "9" * 40 + ".1"):  # not a position, or a time no clock reaches
+        bad = follow(clients["member"], job, f"&cursor={forged}")
+        assert bad.status_code == 400 and list(bad.json()["error"]["fields"]) == ["cursor"]
 
 
 def test_kubernetes_pod_gone_falls_back_to_the_tail_answer(tenant, kube_inventory, kube, clients, cycle) -> None:

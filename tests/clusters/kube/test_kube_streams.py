@@ -87,7 +87,7 @@ def test_positions_and_timestamps() -> None:
     assert LogPosition.parse("") == LogPosition() and LogPosition().since_time() is None
     position = LogPosition.parse(f"{stamp_nanos('2026-05-01T10:00:01.9Z')}.2")
     assert position.since_time() == "2026-05-01T10:00:01Z" and str(position) == f"{position.stamp}.2"
-    for bad in ("x", "1.", ".1", "1.2.3", "-1.0"):
+    for bad in ("x", "1.", ".1", "1.2.3", "-1.0", "9" * 40 + ".1", "9" * 22 + ".1"):
         with pytest.raises(ValueError):
             LogPosition.parse(bad)
 
