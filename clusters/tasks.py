@@ -50,6 +50,9 @@ def stop_attempt_task(self, attempt_id: int, reason: str) -> None:
                            "the API answers", attempt.job_id, attempt.number, attempt.cluster.name, exc)
             return
         raise self.retry(exc=exc, countdown=stop_retry_delay(self.request.retries)) from exc
+    except Exception:  # a cluster it cannot even reach (its credentials unreadable): the orphan sweep cleans up
+        logger.exception("stop of job %s attempt %s on cluster %s failed", attempt.job_id, attempt.number,
+                         attempt.cluster.name)
 
 
 def queue_dispatch(attempt_id: int) -> None:
