@@ -12,5 +12,5 @@ COPY . .
 RUN pip install --no-cache-dir --no-deps -e sdk \
     && DEBUG=1 python manage.py collectstatic --noinput
 EXPOSE 8000
-# --limit-request-line: room above Tidal's own 4,096-byte limit on addresses, which answers in the API's shape.
-CMD ["gunicorn", "mlplatform.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--limit-request-line", "8190"]
+# Threaded workers, so followed logs never take every worker (mlplatform/gunicorn.conf.py says how).
+CMD ["gunicorn", "-c", "mlplatform/gunicorn.conf.py"]

@@ -124,7 +124,8 @@ class Node(models.Model):
     flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="nodes")
     devices = models.PositiveIntegerField(help_text="Allocatable devices of the flavor.")
     foreign_used = models.PositiveIntegerField(
-        default=0, help_text="Devices taken by pods the platform did not create; the scheduler never counts on them."
+        default=0, help_text="Devices taken by pods the scheduler does not place: pods the platform did not create, "
+        "and pods of ended attempts still on the node. The scheduler never counts on them."
     )
     cpu_millis = models.PositiveIntegerField(default=0)
     memory_mib = models.PositiveIntegerField(default=0)
@@ -135,6 +136,10 @@ class Node(models.Model):
     taints = models.JSONField(default=list, blank=True)
     cordoned = models.BooleanField(default=False)
     ready = models.BooleanField(default=True)
+    not_ready_since = models.DateTimeField(
+        null=True, blank=True, help_text="When the node's Ready condition went away (node sync). Attempts on it are "
+        "lost once it has lasted TIDAL_NODE_LOST_GRACE; a node not ready without it (gone from the cluster, or "
+        "marked by an admin) loses them at once.")
     position = models.PositiveIntegerField(
         default=0, validators=[MinValueValidator(0)], help_text="Order of the node in its cluster (ties in placement)."
     )

@@ -46,9 +46,9 @@ class PodWatch:
         if event.type == "RELIST":
             self.pods = {_key(pod): pod for pod in event.object.get("items") or []}
             by_attempt = group_pods(self.pods.values())
-            not_ready = self.backend.not_ready_nodes()
+            lost = self.backend.lost_nodes()
             attempts = list(open_attempts().filter(cluster=self.backend.cluster))
-            seen = (self.backend.observe_attempt(a, by_attempt.get(attempt_key(a.job_id, a.number), []), not_ready)
+            seen = (self.backend.observe_attempt(a, by_attempt.get(attempt_key(a.job_id, a.number), []), lost)
                     for a in attempts)
             record_all(attempts, (observation for observation in seen if observation is not None))
             return ["relist"]
@@ -66,7 +66,7 @@ class PodWatch:
         if attempt is None:
             return []
         pods = group_pods(self.pods.values()).get(attempt_key(job_id, int(number)), [])
-        observation = self.backend.observe_attempt(attempt, pods, self.backend.not_ready_nodes())
+        observation = self.backend.observe_attempt(attempt, pods, self.backend.lost_nodes())
         if observation is None:
             return [attempt.job.state]
         with transaction.atomic():

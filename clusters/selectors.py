@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from clusters.models import Cluster, FlavorRule, Node
-from jobs.models import Job
-from jobs.selectors import held_placements
+from jobs.models import Attempt, Job
+from jobs.selectors import attempts_with_jobs, held_placements
 from quotas.models import ResourceFlavor
 from tenancy.models import Project
 from tenancy.selectors import project_ids_for_user
@@ -30,6 +35,27 @@ def occupancy_by_node(user) -> dict[tuple[int, str], list[dict]]:
             result.setdefault((cluster_id, a["node"]), []).append(
                 {"project": slug if mine else "other", "job": job_id if mine else None, "devices": a["devices"]})
     return result
+
+
+def lost_nodes(cluster: Cluster, now: datetime | None = None) -> frozenset[str]:
+    """Nodes of the cluster whose attempts are lost: not ready, and either gone from the cluster or marked so by an
+    admin (no NotReady time: at once), or NotReady for TIDAL_NODE_LOST_GRACE already. A shorter NotReady is what
+    the node-lifecycle controller shows of every node for a moment after an API-server outage."""
+    grace_start = (now or timezone.now()) - timedelta(seconds=settings.TIDAL["NODE_LOST_GRACE"])
+    return frozenset(Node.objects.filter(cluster=cluster, ready=False)
+                     .filter(Q(not_ready_since__isnull=True) | Q(not_ready_since__lte=grace_start))
+                     .values_list("name", flat=True))
+
+
+def ended_attempts(cluster: Cluster, keys: Iterable[tuple[str, int]]) -> list[Attempt]:
+    """The attempts of `cluster` that have ended among these (job label, attempt number) keys, as the objects
+    Tidal created carry them, with what a backend needs to stop them."""
+    wanted = {(int(job), number) for job, number in keys if job.isdigit()}
+    if not wanted:
+        return []
+    candidates = attempts_with_jobs().filter(cluster=cluster, ended_at__isnull=False,
+                                             job_id__in={job_id for job_id, _ in wanted})
+    return [attempt for attempt in candidates if (attempt.job_id, attempt.number) in wanted]
 
 
 def kubernetes_clusters() -> QuerySet[Cluster]:

@@ -8,25 +8,30 @@ unreachable cluster never stops the others.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import yaml
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from clusters import kubemap, selectors
 from clusters.backends import backend_for_cluster
 from clusters.kube.dispatch import attempt_key, sweep_orphans
 from clusters.kube.errors import ApiError, RenderError
-from clusters.kube.nodes import NodeRow, inventory
+from clusters.kube.nodes import NodeRow, inventory, platform_attempts
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
 from core import wakeup
 from core.errors import DomainError
 from jobs import selectors as job_selectors
+from jobs.models import Attempt
 from jobs.observations import record_all
 from jobs.selectors import open_attempts
+from jobs.services import record_event
 from quotas.models import Arch, ResourceFlavor
 from tenancy.audit import delete_audited, save_audited
 
@@ -82,8 +87,10 @@ def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
 @transaction.atomic
 def node_save(*, actor: Any, node: Node, values: Mapping[str, Any] | None = None) -> Node:
     """Create or change a node (by hand: a simulated cluster's inventory, or a cordon). Node sync writes the nodes
-    of Kubernetes clusters itself (`nodes_upsert`)."""
+    of Kubernetes clusters itself (`nodes_upsert`). A node an admin marks not ready loses its attempts at once."""
     _apply(node, values)
+    if node.ready:
+        node.not_ready_since = None
     save_audited(actor=actor, obj=node, fields=NODE_FIELDS)
     transaction.on_commit(wakeup.wake_scheduler)
     return node
@@ -144,6 +151,20 @@ def cluster_test_connection(cluster: Cluster, *, client=None) -> ConnectionRepor
     return ConnectionReport(not missing, version=version, namespace=namespace, missing=missing)
 
 
+def hold_nodes_of(attempt: Attempt, why: str) -> None:
+    """Count an ended attempt's devices as taken on its nodes (`Node.foreign_used`), as node sync counts the pods of
+    ended attempts it finds on a node: its stop failed, so its pods may run on, and nothing must be placed there
+    meanwhile. The next node sync sets what the pods it lists take (nothing once they are gone)."""
+    per_node: Counter[str] = Counter()
+    for row in attempt.placement:
+        per_node[str(row["node"])] += int(row["devices"])
+    for node, devices in per_node.items():
+        Node.objects.filter(cluster=attempt.cluster, name=node).update(foreign_used=F("foreign_used") + devices)
+    record_event(attempt.job, kind="note", actor="backend", attempt=attempt.number, reason=(
+        f"stop of attempt {attempt.number} failed ({why}); its devices on {', '.join(sorted(per_node))} stay "
+        "taken until its pods are gone"))
+
+
 # -------------------------------------------------------------------------------------------------- node sync
 
 @dataclass
@@ -186,10 +207,22 @@ def _node_flavor(row: NodeRow, node: Node | None, flavors: Mapping[str, Resource
     return cpu, ""
 
 
+def _not_ready_since(row: NodeRow, node: Node | None, now: datetime) -> datetime | None:
+    """When a node that is not Ready stopped being Ready: the API's time (so a node that came back and went again
+    between two syncs starts its grace again), else when a sync first saw it so; never later than now."""
+    if row.ready:
+        return None
+    seen_before = node.not_ready_since if node is not None and not node.ready else None
+    return min(row.not_ready_since or seen_before or now, now)
+
+
 def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
                  ) -> SyncReport:
     """Node rows from the cluster's node and pod dicts. Nodes that left the cluster are marked not ready and kept
-    (running jobs and history refer to them); nodes no flavor rule matches are reported, not imported."""
+    (running jobs and history refer to them), without a NotReady time: their attempts are lost at once, where a
+    node still there but NotReady loses them only once that has lasted TIDAL_NODE_LOST_GRACE. Nodes no flavor rule
+    matches are reported, not imported."""
+    pods = list(pods)
     rules = selectors.flavor_rules_for(cluster)
     flavors = {f.name: f for f in selectors.flavors()}
     cpu_flavors: dict[str, ResourceFlavor] = {}
@@ -198,8 +231,13 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
             cpu_flavors.setdefault(flavor.arch, flavor)  # several for one arch: the first by name
     # CPU flavors name no device resource: counting `cpu` as one would give every node a "product".
     accelerators = sorted({f.device_resource for f in flavors.values() if not f.is_cpu})
-    rows = inventory(nodes, pods, kubemap.inventory_settings(cluster, rules, accelerators))
+    # Pods of attempts that ended but are still there (their stop failed, or they are terminating) take their
+    # devices as foreign pods do, until they are gone.
+    ended = {attempt_key(a.job_id, a.number) for a in selectors.ended_attempts(
+        cluster, platform_attempts(pods, kubemap.instance()))}
+    rows = inventory(nodes, pods, kubemap.inventory_settings(cluster, rules, accelerators), ended)
     report = SyncReport()
+    now = timezone.now()
     with transaction.atomic():
         existing = {n.name: n for n in Node.objects.select_for_update().filter(cluster=cluster)}
         position = max((n.position for n in existing.values()), default=0)
@@ -212,7 +250,8 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
                 report.unmatched[row.name] = why
                 continue
             # A CPU flavor's resource is not among the inventory's device keys: its nodes get 0 devices.
-            fields = kubemap.node_fields(row, flavor.device_resource)
+            fields = {**kubemap.node_fields(row, flavor.device_resource),
+                      "not_ready_since": _not_ready_since(row, node, now)}
             if node is None:
                 position += 1
                 Node.objects.create(cluster=cluster, name=row.name, flavor=flavor, position=position, **fields)
@@ -225,9 +264,9 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
                 node.save(update_fields=[*changed, "updated_at"])
                 report.updated.append(row.name)
         for name, node in existing.items():
-            if name not in seen and node.ready:
-                node.ready = False
-                node.save(update_fields=["ready", "updated_at"])
+            if name not in seen and (node.ready or node.not_ready_since is not None):
+                node.ready, node.not_ready_since = False, None
+                node.save(update_fields=["ready", "not_ready_since", "updated_at"])
                 report.gone.append(name)
         Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="",
                                                      last_sync_skipped=report.skipped()[:1000])

@@ -9,6 +9,7 @@ from celery import shared_task
 
 from clusters import services
 from clusters.backends import backend_for_cluster
+from clusters.kube.errors import TransientError
 from jobs.selectors import attempt_with_job
 
 logger = logging.getLogger(__name__)
@@ -21,14 +22,35 @@ def dispatch_attempt_task(attempt_id: int) -> None:
         backend_for_cluster(attempt.cluster).dispatch(attempt)
 
 
-@shared_task(acks_late=True)
-def stop_attempt_task(attempt_id: int, reason: str) -> None:
+STOP_RETRIES = 8  # about 15 minutes of tries; the resync and the orphan sweep delete what is left afterwards
+STOP_RETRY_FIRST, STOP_RETRY_MAX = 5.0, 300.0  # seconds before the first retry, and at most between two
+
+
+def stop_retry_delay(retries: int) -> float:
+    """Seconds before retry number `retries + 1` of a stop: 5, 10, 20 ... up to 5 minutes."""
+    return min(STOP_RETRY_MAX, STOP_RETRY_FIRST * 2 ** retries)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=STOP_RETRIES)
+def stop_attempt_task(self, attempt_id: int, reason: str) -> None:
+    """Delete what is left of an ended attempt. While the cluster's API is unavailable, its devices stay counted on
+    its nodes (the scheduler places nothing there) and the stop is retried with a growing backoff; in embedded mode
+    (no worker to retry later) and after the last retry, the resync deletes the attempt's pods once the API answers
+    (and the orphan sweep the rest)."""
     attempt = attempt_with_job(attempt_id)
     if attempt is None or attempt.cluster is None:
         return
     try:
         backend_for_cluster(attempt.cluster).stop(attempt, reason)
-    except Exception:  # an unreachable cluster: the orphan sweep deletes what is left
+    except TransientError as exc:
+        if self.request.retries == 0:
+            services.hold_nodes_of(attempt, f"the Kubernetes API is unavailable: {exc}")
+        if self.request.is_eager or self.request.retries >= STOP_RETRIES:
+            logger.warning("stop of job %s attempt %s on cluster %s failed (%s); the resync deletes its pods once "
+                           "the API answers", attempt.job_id, attempt.number, attempt.cluster.name, exc)
+            return
+        raise self.retry(exc=exc, countdown=stop_retry_delay(self.request.retries)) from exc
+    except Exception:  # a cluster it cannot even reach (its credentials unreadable): the orphan sweep cleans up
         logger.exception("stop of job %s attempt %s on cluster %s failed", attempt.job_id, attempt.number,
                          attempt.cluster.name)
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -57,6 +58,17 @@ class NotFound(DomainError):
     status_code = status.HTTP_404_NOT_FOUND
 
 
+class TooManyRequests(DomainError):
+    """A limit on concurrent use (e.g. log streams) is reached: 429 with Retry-After."""
+
+    code = "throttled"
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+
+    def __init__(self, message: str, *, retry_after: float, code: str | None = None):
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
 def flatten_errors(detail: Any) -> dict[str, list[str]]:
     """DRF validation details as {field: [reasons]}; nested fields become dotted paths."""
     fields: dict[str, list[str]] = {}
@@ -89,7 +101,10 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DomainError):
         fields = {exc.field: [exc.message]} if exc.field else {}
-        return Response(error_body(exc.code, exc.message, fields), status=exc.status_code)
+        response = Response(error_body(exc.code, exc.message, fields), status=exc.status_code)
+        if isinstance(exc, TooManyRequests):
+            response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
     if isinstance(exc, ProtectedError):
         return Response(
             error_body("protected", "This object is still referenced (for example by jobs) and cannot be deleted."),

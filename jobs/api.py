@@ -96,20 +96,23 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         OpenApiParameter("attempt", int, description="an attempt's number (default: the current or last one)"),
         OpenApiParameter("tail", int, description="last lines, 1-5000 (default 200)"),
         OpenApiParameter("follow", bool, description="stream text/plain lines until the replica ends"),
+        OpenApiParameter("cursor", str, description="with follow: resume a paused stream (the cursor= of its last "
+                                                    "line)"),
     ], responses={200: JobLogsSerializer, (200, "text/plain"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> Response | StreamingHttpResponse:
         """A replica's log tail: from its pod while the attempt runs, else the last lines the attempt kept when it
         ended (simulated clusters answer synthetic lines). `follow=true` streams the tail and then new lines as
-        text/plain until the replica ends (bounded by TIDAL_LOG_FOLLOW_MAX_SECONDS)."""
+        text/plain until the replica ends, or pauses after TIDAL_LOG_FOLLOW_MAX_SECONDS with a last line giving the
+        `cursor` to resume from; a caller may follow TIDAL_LOG_STREAMS_PER_USER logs at once (429 beyond)."""
         job = self.get_object()
         query = LogQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         options = {"replica": query.validated_data["replica"], "tail": query.validated_data["tail"],
                    "attempt": query.validated_data["attempt"]}
         if query.validated_data["follow"]:
-            lines = job_log_stream(job, **options)
-            response = StreamingHttpResponse((f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8")
+            stream = job_log_stream(job, user=request.user, cursor=query.validated_data["cursor"], **options)
+            response = StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8")
             response["X-Accel-Buffering"] = "no"  # a buffering proxy (nginx) would hold the lines back
             response["Cache-Control"] = "no-cache"
             return response

@@ -4,18 +4,22 @@ lines the attempt kept when it ended. Attempts are the job's current one by defa
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-from core.errors import DomainError, NotFound
+from core import leases
+from core.errors import DomainError, NotFound, TooManyRequests
+from core.leases import Lease
 from jobs import ports, selectors
 from jobs.models import Attempt, Job
 from jobs.states import State
 
 LIVE = (State.DISPATCHING, State.RUNNING)  # a workload exists: its replicas may have a log
+STREAMS_KEY = "tidal:log-streams"  # + ":user:<id>" (shared by every process) or ":process" (this process's)
+RESUME_PREFIX = "# tidal: log stream paused"  # the last line of a stream to resume; `tidal logs -f` reads it
 
 
 def replicas_of(job: Job) -> list[str]:
@@ -83,28 +87,134 @@ def job_logs(job: Job, *, replica: str = "", tail: int = 200, attempt: int | Non
     return body
 
 
-def job_log_stream(job: Job, *, replica: str = "", tail: int = 200, attempt: int | None = None,
-                   max_seconds: float | None = None) -> Iterator[str]:
-    """A replica's log as a stream of lines: the tail, then new lines while the attempt runs, ending when the
-    replica's container ends, the attempt leaves its cluster, or after `max_seconds`
-    (TIDAL_LOG_FOLLOW_MAX_SECONDS). A replica not running answers what `job_logs` would, its message as a `# `
-    line. Validation and the backend's connection happen now, so errors are proper API errors and not a cut-off
-    stream."""
+@dataclass(frozen=True)
+class Cursor:
+    """Where a paused stream resumes: the attempt it followed and the backend's position in the replica's log
+    (`ports.FollowedLog.position`), written `<attempt>:<position>`."""
+
+    attempt: int
+    position: str
+
+    def __str__(self) -> str:
+        return f"{self.attempt}:{self.position}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        number, colon, position = text.partition(":")
+        if not colon or not number.isdigit() or not 1 <= int(number) <= 32767:
+            raise DomainError("Not a cursor this server gave: resume with the cursor= of the stream's last line.",
+                              field="cursor")
+        return cls(int(number), position)
+
+
+class LogStream:
+    """A followed log as a text/plain body sends it: the replica's lines, then, when the stream paused before the
+    replica ended (its time bound, a connection to the cluster that broke), a last line saying where to resume.
+
+    The stream holds places among the caller's and the process's streams (`leases`): they are given back before that
+    last line (a client resuming at once is not refused because of its own stream) and by `close()`, which the
+    server calls when the response ends, also when the client went away before the first line; `close()` also ends
+    the backend's stream (its connection to the pod's log)."""
+
+    def __init__(self, lines: Iterator[str], *, resume: Callable[[], str] = str, leases: Sequence[Lease] = ()):
+        self._lines = lines
+        self._resume = resume
+        self._leases = leases
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._lines:
+            yield f"{line}\n"
+        _release(self._leases)
+        marker = self._resume()
+        if marker:
+            yield f"{marker}\n"
+
+    def close(self) -> None:
+        _release(self._leases)
+        close = getattr(self._lines, "close", None)
+        if close is not None:
+            close()
+
+
+def log_stream_leases(user: Any) -> list[Lease]:
+    """A place among the caller's streams (TIDAL_LOG_STREAMS_PER_USER, counted across every process through Redis)
+    and among this process's (TIDAL_LOG_STREAMS_PER_PROCESS, fewer than its threads: the others always answer
+    requests); TooManyRequests with Retry-After when none is left."""
+    tidal = settings.TIDAL
+    hold = float(tidal["LOG_FOLLOW_MAX_SECONDS"])
+    try:
+        mine = leases.acquire(f"{STREAMS_KEY}:user:{user.pk}", tidal["LOG_STREAMS_PER_USER"], hold)
+    except leases.Refused as refused:
+        raise TooManyRequests(f"You already follow {tidal['LOG_STREAMS_PER_USER']} logs (TIDAL_LOG_STREAMS_PER_USER):"
+                              f" stop one, or retry in {refused.retry_after:.0f} s.",
+                              retry_after=refused.retry_after, code="too_many_streams") from None
+    try:
+        here = leases.acquire(f"{STREAMS_KEY}:process", tidal["LOG_STREAMS_PER_PROCESS"], hold, shared=False)
+    except leases.Refused as refused:
+        mine.release()
+        raise TooManyRequests("This server process is streaming as many logs as it may; retry in a moment.",
+                              retry_after=min(refused.retry_after, 5.0), code="streams_busy") from None
+    return [mine, here]
+
+
+def job_log_stream(job: Job, *, user: Any, replica: str = "", tail: int = 200, attempt: int | None = None,
+                   cursor: str = "") -> LogStream:
+    """A replica's log as a stream of lines: the tail (or, given a `cursor` from a paused stream, every line after
+    it), then new lines while the attempt runs, ending when the replica's container ends or the attempt leaves its
+    cluster, or pausing after TIDAL_LOG_FOLLOW_MAX_SECONDS: then its last line gives the cursor to resume with. A
+    replica not running answers what `job_logs` would, its message as a `# ` line. The caller's place among the
+    streams, validation and the backend's connection happen now, so refusals and errors are proper API errors and
+    not a cut-off stream."""
     replica, role, index = _replica(job, replica)
-    chosen = _attempt(job, attempt)
-    limit = float(settings.TIDAL["LOG_FOLLOW_MAX_SECONDS"] if max_seconds is None else max_seconds)
-    if chosen is not None and _is_live(job, chosen):
-        try:
-            return _noting_the_limit(ports.backend_for(chosen).follow(chosen, role, index, tail, limit), limit)
-        except ports.LogsUnavailable:
-            pass  # the pod is gone or the API is down: job_logs says so
-    body = job_logs(job, replica=replica, tail=tail, attempt=attempt)
-    return iter(([f"# {body['message']}"] if body["message"] else []) + body["lines"])
+    resume = Cursor.parse(cursor) if cursor else None
+    chosen = _attempt(job, resume.attempt if resume else attempt)
+    limit = float(settings.TIDAL["LOG_FOLLOW_MAX_SECONDS"])
+    places = log_stream_leases(user)
+    try:
+        followed = _follow(job, chosen, role, index, tail, limit, resume)
+    except BaseException:
+        _release(places)
+        raise
+    if followed is not None:
+        number = chosen.number
+        return LogStream(iter(followed), resume=lambda: _resume_line(followed, number), leases=places)
+    _release(places)
+    return LogStream(iter(_not_followed(job, chosen, replica, tail, resume)))
 
 
-def _noting_the_limit(lines: Iterator[str], limit: float) -> Iterator[str]:
-    """The lines, then a note when the stream was cut by the duration limit rather than by the replica ending."""
-    started = time.monotonic()
-    yield from lines
-    if time.monotonic() - started >= limit:
-        yield f"# log stream stopped after {limit:.0f} s (TIDAL_LOG_FOLLOW_MAX_SECONDS); reconnect to continue"
+def _release(places: Sequence[Lease]) -> None:
+    for place in places:
+        place.release()
+
+
+def _follow(job: Job, chosen: Attempt | None, role: str, index: int, tail: int, limit: float,
+            resume: Cursor | None) -> ports.FollowedLog | None:
+    """The backend's stream of a replica of a live attempt; None when the attempt is not live or its log cannot be
+    reached (the pod is gone, the cluster's API is down)."""
+    if chosen is None or not _is_live(job, chosen):
+        return None
+    try:
+        return ports.backend_for(chosen).follow(chosen, role, index, tail, limit,
+                                                after=resume.position if resume else None)
+    except ports.LogsUnavailable:
+        return None
+
+
+def _not_followed(job: Job, chosen: Attempt | None, replica: str, tail: int, resume: Cursor | None) -> list[str]:
+    """What a stream says of a replica it cannot follow: what the tail would; resuming, only why (the lines the
+    attempt kept when it ended would repeat what was sent), and where its kept lines are read."""
+    number = chosen.number if chosen else None
+    body = job_logs(job, replica=replica, tail=tail, attempt=number)
+    message = [f"# {body['message']}"] if body["message"] else []
+    if resume is None:
+        return message + body["lines"]
+    if body["source"] == "kept":
+        message = [f"{message[0]}: tidal logs {job.pk} --replica {replica} --attempt {number}"]
+    return message
+
+
+def _resume_line(followed: ports.FollowedLog, attempt: int) -> str:
+    """The last line of a stream that paused before the replica ended: why, and the cursor to resume with."""
+    if not followed.paused:
+        return ""
+    return f"{RESUME_PREFIX} {followed.paused}; resume with cursor={Cursor(attempt, followed.position)}"

@@ -51,6 +51,15 @@ class LogsUnavailable(Exception):
     """A live log could not be read (the pod is gone, the cluster's API is down); the message says why."""
 
 
+class FollowedLog(Protocol):
+    """A replica's log as it is followed: its lines (iterate once), and where it stands."""
+
+    position: str  # what `follow(after=...)` resumes from to give exactly the lines after the last one given
+    paused: str  # once the lines are exhausted: "" when the replica's log ended, else why it stopped early
+
+    def __iter__(self) -> Iterator[str]: ...
+
+
 class Backend(Protocol):
     log_source: str  # what the job page calls its live logs: "pod", "simulated"
 
@@ -66,9 +75,10 @@ class Backend(Protocol):
     def logs(self, attempt: Attempt, role: str, index: int, tail: int) -> list[str]:
         """The last `tail` lines of one replica of a live attempt; LogsUnavailable when they cannot be read."""
 
-    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
-        """The tail, then new lines until the replica ends or `max_seconds` pass; LogsUnavailable before any
-        line when the replica cannot be reached."""
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float,
+               after: str | None = None) -> FollowedLog:
+        """The tail (or, given the `position` of an earlier follow, every line after it), then new lines until the
+        replica ends or `max_seconds` pass; LogsUnavailable before any line when the replica cannot be reached."""
 
 
 @dataclass(frozen=True)

@@ -256,6 +256,13 @@ class LogQuerySerializer(serializers.Serializer):
                                        help_text="An attempt's number (default: the current or last attempt).")
     tail = serializers.IntegerField(min_value=1, max_value=5000, default=200)
     follow = serializers.BooleanField(default=False)
+    cursor = serializers.CharField(max_length=64, required=False, default="", allow_blank=True,
+                                   help_text="With follow: resume a paused stream (the cursor= of its last line).")
+
+    def validate(self, data: dict) -> dict:
+        if data["cursor"] and not data["follow"]:
+            raise serializers.ValidationError({"cursor": "A cursor resumes a followed stream: give follow=true too."})
+        return data
 
 
 class JobLogsSerializer(serializers.Serializer):

@@ -286,7 +286,16 @@ TIDAL = {
     "KUBE_RESYNC_INTERVAL": env_float("TIDAL_KUBE_RESYNC_INTERVAL", 30.0, minimum=1.0),
     "KUBE_SWEEP_INTERVAL": env_float("TIDAL_KUBE_SWEEP_INTERVAL", 300.0, minimum=1.0),
     "KUBE_LOG_LINES": env_int("TIDAL_KUBE_LOG_LINES", 50, minimum=0),
-    "LOG_FOLLOW_MAX_SECONDS": env_float("TIDAL_LOG_FOLLOW_MAX_SECONDS", 3600.0, minimum=1.0),
+    # Seconds a node must stay NotReady before the attempts on it are lost (the kubelet's node-monitor grace): the
+    # node-lifecycle controller marks every node NotReady for a moment after an API-server outage.
+    "NODE_LOST_GRACE": env_float("TIDAL_NODE_LOST_GRACE", 40.0, minimum=0.0),
+    # A followed log stream ends after this long with a cursor to resume from (`tidal logs -f` resumes on its own):
+    # under gunicorn's 30 s timeouts and a proxy's 60 s idle timeout, so no server ever cuts one off.
+    "LOG_FOLLOW_MAX_SECONDS": env_float("TIDAL_LOG_FOLLOW_MAX_SECONDS", 25.0, minimum=1.0),
+    # Concurrent followed logs per user (across every web process) and per web process (fewer than its threads,
+    # mlplatform/gunicorn.conf.py: the other threads always answer requests).
+    "LOG_STREAMS_PER_USER": env_int("TIDAL_LOG_STREAMS_PER_USER", 4, minimum=1),
+    "LOG_STREAMS_PER_PROCESS": env_int("TIDAL_LOG_STREAMS_PER_PROCESS", 4, minimum=1),
     # Where a job's process reaches this server to log its run (TIDAL_URL and MLflow's tracking URI).
     "URL": env_str("TIDAL_URL", "http://127.0.0.1:8000").rstrip("/"),
     # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.

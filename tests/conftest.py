@@ -74,6 +74,7 @@ def _isolated_process_state(settings):
     snapshots) start empty."""
     from django.core.cache import cache
 
+    from core.leases import forget_local
     from core.snapshots import forget_all
     from mlplatform.celery import app
 
@@ -83,5 +84,6 @@ def _isolated_process_state(settings):
     app.conf.task_eager_propagates = True
     cache.clear()
     forget_all()
+    forget_local()
     yield
     cache.clear()

@@ -29,6 +29,17 @@ def manage(env: dict, *args: str) -> str:
     return done.stdout
 
 
+def serving(base: str, tries: int = 100) -> bool:
+    """Whether a server started at `base` answers /healthz within `tries` tries (0.3 s apart)."""
+    for _ in range(tries):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    return False
+
+
 @pytest.fixture
 def embedded_server(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
@@ -43,13 +54,7 @@ def embedded_server(tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{env['PORT']}"
     try:
-        for _ in range(100):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        else:
+        if not serving(base):
             pytest.fail("the embedded server did not start")
         yield httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=10)
     finally:

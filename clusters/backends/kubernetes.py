@@ -21,13 +21,14 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import kubemap
+from clusters import kubemap, selectors
 from clusters.backends import redispatch_before
 from clusters.kube import names
 from clusters.kube.client import KubeClient
@@ -35,15 +36,17 @@ from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
 from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
 from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
-from clusters.kube.nodes import node_is_ready
+from clusters.kube.nodes import node_is_ready, not_ready_since
 from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
+from clusters.kube.streams import LogPosition
 from clusters.models import Cluster, Node
+from core.errors import DomainError
 from core.redis import redis_client
 from jobs.models import Attempt
 from jobs.observations import record_observation
-from jobs.ports import LogsUnavailable, Observation, Phase
+from jobs.ports import FollowedLog, LogsUnavailable, Observation, Phase
 from jobs.services import job_claim_for_dispatch, record_event
 from jobs.states import State
 
@@ -121,9 +124,9 @@ def group_pods(pods: Iterable[Mapping[str, Any]]) -> dict[AttemptKey, list[Mappi
         labels = (pod.get("metadata") or {}).get("labels") or {}
         if any(labels.get(k) != v for k, v in own.items()):
             continue
-        job, attempt = labels.get(names.LABEL_JOB), labels.get(names.LABEL_ATTEMPT)
-        if job and attempt and attempt.isdigit():
-            out[(job, int(attempt))].append(pod)
+        key = names.labelled_attempt(pod)
+        if key is not None:
+            out[key].append(pod)
     return out
 
 
@@ -212,10 +215,12 @@ class KubernetesBackend:
     # ---------------------------------------------------------------------------------------------------- stop
 
     def stop(self, attempt: Attempt, reason: str) -> None:
+        """TransientError (the API unavailable) propagates: the stop task retries. What the API refuses for good is
+        logged; the orphan sweep tries again."""
         try:
             deleted = cleanup(self.client, self._namespace(attempt), attempt.job_id, attempt.number,
                               instance=kubemap.instance(), grace_seconds=self.cluster.termination_grace_seconds)
-        except (ApiError, RenderError) as exc:
+        except (PermanentError, RenderError) as exc:
             logger.warning("stop of job %s attempt %s on %s failed (%s); the orphan sweep will retry",
                            attempt.job_id, attempt.number, self.cluster.name, exc)
             return
@@ -227,15 +232,18 @@ class KubernetesBackend:
 
     # ------------------------------------------------------------------------------------------------- observe
 
-    def not_ready_nodes(self) -> frozenset[str]:
-        return frozenset(Node.objects.filter(cluster=self.cluster, ready=False).values_list("name", flat=True))
+    def lost_nodes(self) -> frozenset[str]:
+        """Nodes whose attempts are lost (gone, or NotReady past TIDAL_NODE_LOST_GRACE: `selectors.lost_nodes`)."""
+        return selectors.lost_nodes(self.cluster)
 
     def observe(self, attempts: Iterable[Attempt]) -> Iterator[Observation]:
         """Full resync: list every platform pod of this instance once and observe each open attempt. Attempts
         admitted long ago and never claimed (a lost dispatch task) are dispatched again."""
+        attempts = list(attempts)
         pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(kubemap.instance()))
         by_attempt = group_pods(pods)
-        not_ready = self.not_ready_nodes()
+        self._stop_ended(by_attempt, {attempt_key(attempt.job_id, attempt.number) for attempt in attempts})
+        lost = self.lost_nodes()
         stale = redispatch_before()
         for attempt in attempts:
             if attempt.job.state == State.ADMITTED:
@@ -245,34 +253,51 @@ class KubernetesBackend:
             try:
                 observation = self.observe_attempt(attempt, by_attempt.get(attempt_key(attempt.job_id,
                                                                                        attempt.number), []),
-                                                   not_ready, redispatch=True)
+                                                   lost, redispatch=True)
             except ApiError as exc:
                 logger.warning("observing job %s on %s failed: %s", attempt.job_id, self.cluster.name, exc)
                 continue
             if observation is not None:
                 yield observation
 
+    def _stop_ended(self, by_attempt: Mapping[AttemptKey, list[Mapping[str, Any]]], open_keys: set[AttemptKey]
+                    ) -> None:
+        """Delete the pods still running of attempts that ended (their stop failed: the API was down, or its retries
+        ran out), so their devices come free as soon as the API answers rather than at the next orphan sweep.
+        Pods already terminating are left to finish; attempts still open when the resync read them are not
+        touched."""
+        running = {key for key, pods in by_attempt.items() if key not in open_keys
+                   and any(not (pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)}
+        for attempt in selectors.ended_attempts(self.cluster, running):
+            try:
+                self.stop(attempt, "still running after it ended")
+            except ApiError as exc:
+                logger.warning("deleting the pods of job %s attempt %s, which ended, on %s failed: %s",
+                               attempt.job_id, attempt.number, self.cluster.name, exc)
+
     def observe_attempt(self, attempt: Attempt, pods: list[Mapping[str, Any]],
-                        not_ready: frozenset[str] = frozenset(), *, redispatch: bool = False) -> Observation | None:
-        """What the pods of one attempt say. None while nothing is decided and nothing is missing."""
+                        lost_nodes: frozenset[str] = frozenset(), *, redispatch: bool = False) -> Observation | None:
+        """What the pods of one attempt say, `lost_nodes` being the cluster's nodes gone or NotReady past the grace.
+        None while nothing is decided and nothing is missing."""
         job = attempt.job
         expected = sum(group.replicas for group in job.groups.all())
-        status = attempt_status(pods, expected=expected, launcher=job.launcher, not_ready_nodes=not_ready)
+        status = attempt_status(pods, expected=expected, launcher=job.launcher, not_ready_nodes=lost_nodes)
         placed = {str(row["node"]) for row in attempt.placement}
         if status.state == "succeeded":
             return self._succeeded(attempt, status)
         if status.state == "failed":
-            return self._failed(attempt, status, placed & not_ready)
-        if placed & not_ready:
-            lost = sorted(placed & not_ready)
+            return self._failed(attempt, status, placed & lost_nodes)
+        if placed & lost_nodes:
+            lost = sorted(placed & lost_nodes)
             return Observation(attempt.pk, Phase.PENDING if status.state == "pending" else Phase.RUNNING,
-                               f"node {lost[0]} became NotReady", lost_nodes=tuple(lost), details=self._where(lost[0]))
+                               f"node {lost[0]} is gone or NotReady", lost_nodes=tuple(lost),
+                               details=self._where(lost[0]))
         stuck = self._stuck_pending(attempt, status)
         if stuck is not None:
             return stuck
         if len(status.replicas) < expected:
             if job.state == State.RUNNING:
-                return self._vanished(attempt, status, expected)
+                return self._vanished(attempt, status, expected, pods)
             if redispatch and attempt.admitted_at <= redispatch_before():
                 self.create(attempt)
             return None
@@ -328,26 +353,54 @@ class KubernetesBackend:
         return Observation(attempt.pk, Phase.FAILED, message, cause=failure.cause, exit_code=replica.exit_code,
                            lost_nodes=tuple(lost_nodes), details=details, logs={k: v for k, v in logs.items() if v})
 
-    def _vanished(self, attempt: Attempt, status: AttemptStatus, expected: int) -> Observation:
-        """Pods of a running attempt are gone. When their nodes went away too (a node deleted, its pods
-        garbage-collected before the next node sync), the node is lost: ask the API server which nodes exist."""
+    def _vanished(self, attempt: Attempt, status: AttemptStatus, expected: int,
+                  pods: list[Mapping[str, Any]]) -> Observation:
+        """Pods of a running attempt are gone. The whole gang is going when the pods left are all terminating, or
+        when their owner, the attempt's parent ConfigMap, was deleted (the garbage collector then deletes its pods
+        one by one). When their nodes went away too (a node deleted, its pods garbage-collected before the next node
+        sync), the node is lost: ask the API server which nodes exist."""
         present = {r.pod for r in status.replicas}
-        missing = expected - len(present)
-        what = f"all {expected} replica pods" if not present else f"{missing} of {expected} replica pods"
-        message = f"{what} disappeared while running"
+        staying = [r for r in status.replicas if not r.deleting]
+        owner = self._deleted_owner(pods) if staying else ""
+        if owner:
+            message = (f"all {expected} replica pods disappeared while running: the attempt's parent ConfigMap "
+                       f"{owner} was deleted, and the garbage collector removes every pod it owned "
+                       f"({len(present)} still there)")
+        elif present and not staying:
+            message = f"all {expected} replica pods disappeared while running ({len(present)} still terminating)"
+        else:
+            what = f"all {expected}" if not present else f"{expected - len(present)} of {expected}"
+            message = f"{what} replica pods disappeared while running"
         left = {r.node for r in status.replicas}
         vanished_on = {str(row["node"]) for row in attempt.placement} - left
         lost = tuple(sorted(vanished_on - self._live_nodes(vanished_on)))
         details = self._where(lost[0]) if lost else {}
         return Observation(attempt.pk, Phase.VANISHED, message, lost_nodes=lost, details=details)
 
+    def _deleted_owner(self, pods: list[Mapping[str, Any]]) -> str:
+        """The name of the parent ConfigMap owning these pods if it no longer exists; "" while it does, when the pods
+        name no owner, or when the API cannot tell."""
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            owner = next((str(ref.get("name") or "") for ref in meta.get("ownerReferences") or []
+                          if ref.get("kind") == "ConfigMap" and ref.get("controller")), "")
+            if owner:
+                try:
+                    return "" if self.client.get("ConfigMap", str(meta.get("namespace", "")), owner) else owner
+                except ApiError:
+                    return ""
+        return ""
+
     def _live_nodes(self, names_: set[str]) -> set[str]:
-        """Which of these nodes the cluster still has, and Ready."""
+        """Which of these nodes the cluster still has, and not NotReady past TIDAL_NODE_LOST_GRACE."""
         try:
             nodes = self.client.list_nodes()
         except ApiError:
             return set(names_)  # cannot tell: do not call a node lost on no evidence
-        return {str((n.get("metadata") or {}).get("name")) for n in nodes if node_is_ready(n)} & names_
+        now = timezone.now()
+        grace_start = now - timedelta(seconds=settings.TIDAL["NODE_LOST_GRACE"])
+        return {str((n.get("metadata") or {}).get("name")) for n in nodes
+                if node_is_ready(n) or (not_ready_since(n) or now) > grace_start} & names_
 
     def pending_timeout(self) -> float:
         """The cluster's pending timeout, never shorter than a preempted victim may take to leave: a preemptor's
@@ -389,11 +442,18 @@ class KubernetesBackend:
         except (ApiError, RenderError) as exc:
             raise LogsUnavailable(f"pod log unavailable: {exc}") from None
 
-    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
-        """Connects now: LogsUnavailable (the pod is gone, the API is down) is raised before any line."""
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float,
+               after: str | None = None) -> FollowedLog:
+        """Connects now: LogsUnavailable (the pod is gone, the API is down) is raised before any line. The position
+        is the timestamp of the last line given (`clusters.kube.streams.LogPosition`)."""
+        try:
+            position = None if after is None else LogPosition.parse(after)
+        except ValueError:
+            raise DomainError("Not a cursor this server gave: resume with the cursor= of the stream's last line.",
+                              field="cursor") from None
         try:
             namespace, pod = self._pod(attempt, role, index)
             return self.client.follow_log(namespace, pod, container=MAIN_CONTAINER, tail_lines=tail,
-                                          max_seconds=max_seconds)
+                                          max_seconds=max_seconds, after=position)
         except (ApiError, RenderError) as exc:
             raise LogsUnavailable(f"pod log unavailable: {exc}") from None

@@ -20,10 +20,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clusters import selectors
 from clusters.backends import redispatch_before
 from clusters.models import Cluster
+from core.errors import DomainError
 from jobs.models import Attempt
-from jobs.ports import Observation, Phase
+from jobs.ports import FollowedLog, Observation, Phase
 from jobs.selectors import attempt_with_job
 from jobs.services import job_claim_for_dispatch
 from jobs.states import State
@@ -55,14 +57,14 @@ class SimulatedBackend:
         task, and is dispatched now."""
         now = timezone.now()
         stale = redispatch_before()
-        lost_nodes = set(self.cluster.nodes.filter(ready=False).values_list("name", flat=True))
+        lost_nodes = selectors.lost_nodes(self.cluster, now)
         for attempt in attempts:
             if attempt.job.state == State.ADMITTED and attempt.admitted_at <= stale:
                 self.dispatch(attempt)
             elif attempt.job.state in (State.DISPATCHING, State.RUNNING):
                 yield self._observe(attempt, lost_nodes, now)
 
-    def _observe(self, attempt: Attempt, lost_nodes: set[str], now: datetime) -> Observation:
+    def _observe(self, attempt: Attempt, lost_nodes: frozenset[str], now: datetime) -> Observation:
         job = attempt.job
         lost = tuple(sorted({str(row["node"]) for row in attempt.placement} & lost_nodes))
         details = {"node": lost[0], "rack": self._rack(lost[0])} if lost else {}
@@ -86,11 +88,43 @@ class SimulatedBackend:
     def logs(self, attempt: Attempt, role: str, index: int, tail: int) -> list[str]:
         return self._lines(attempt, f"{role}-{index}")[-tail:]
 
-    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float) -> Iterator[str]:
-        """A simulated replica has no process: a status line every FOLLOW_INTERVAL seconds until its attempt
-        ends."""
-        replica = f"{role}-{index}"
-        yield self._lines(attempt, replica)[0]
+    def follow(self, attempt: Attempt, role: str, index: int, tail: int, max_seconds: float,
+               after: str | None = None) -> FollowedLog:
+        """A simulated replica has no process: its first line (not again when resuming), then a status line every
+        FOLLOW_INTERVAL seconds until its attempt ends. The position counts the lines given."""
+        if after and not after.isdigit():
+            raise DomainError("Not a cursor this server gave: resume with the cursor= of the stream's last line.",
+                              field="cursor")
+        return StatusLines(self._lines(attempt, f"{role}-{index}")[0], attempt, f"{role}-{index}",
+                           given=int(after or 0), max_seconds=max_seconds)
+
+    def _lines(self, attempt: Attempt, replica: str) -> list[str]:
+        return [f"[simulated] cluster {self.cluster.name} is simulated: no container runs, so there is no real log.",
+                f"[simulated] job {attempt.job_id} attempt {attempt.number} replica {replica} is "
+                f"{attempt.job.state}."]
+
+
+class StatusLines:
+    """A followed simulated replica: `first` (unless some lines were given already), then the attempt's state every
+    FOLLOW_INTERVAL seconds until it ends or `max_seconds` pass."""
+
+    def __init__(self, first: str, attempt: Attempt, replica: str, *, given: int, max_seconds: float) -> None:
+        self.paused = ""
+        self._given = given
+        self._lines = self._read(first, attempt, replica, max_seconds)
+
+    @property
+    def position(self) -> str:
+        return str(self._given)
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._lines:
+            self._given += 1
+            yield line
+
+    def _read(self, first: str, attempt: Attempt, replica: str, max_seconds: float) -> Iterator[str]:
+        if self._given == 0:
+            yield first
         deadline = time.monotonic() + max_seconds
         while True:
             now = attempt_with_job(attempt.pk)
@@ -102,13 +136,9 @@ class SimulatedBackend:
             yield f"[simulated] job {attempt.job_id} attempt {attempt.number} replica {replica} is {now.job.state}."
             left = deadline - time.monotonic()
             if left <= 0:
+                self.paused = f"after {max_seconds:.0f} s"
                 return
             time.sleep(min(FOLLOW_INTERVAL, left))
-
-    def _lines(self, attempt: Attempt, replica: str) -> list[str]:
-        return [f"[simulated] cluster {self.cluster.name} is simulated: no container runs, so there is no real log.",
-                f"[simulated] job {attempt.job_id} attempt {attempt.number} replica {replica} is "
-                f"{attempt.job.state}."]
 
 
 def _label_seconds(labels: dict, label: str) -> float | None:

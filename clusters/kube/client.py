@@ -26,7 +26,7 @@ from kubernetes import config as k8s_config
 
 from .errors import ApiError, PermanentError, TransientError
 from .ratelimit import Backoff, Bucket, Clock, Sleep, TokenBucket
-from .streams import Interrupt, bounded_lines
+from .streams import BoundedLines, Interrupt, LogPosition, TimestampedLines
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A log is text, but the API server encodes every error as a JSON Status: asked for text/plain alone it can only
@@ -294,9 +294,10 @@ class KubeClient:
             resp.release_conn()
 
     def follow_log(self, namespace: str, name: str, *, container: str = "main", tail_lines: int = 100,
-                   max_seconds: float = 3600.0) -> Iterator[str]:
-        """The pod's last ``tail_lines`` lines, then new ones as they are written, until the container ends (the
-        API server closes the stream) or ``max_seconds`` pass.
+                   max_seconds: float = 3600.0, after: LogPosition | None = None) -> TimestampedLines:
+        """The pod's last ``tail_lines`` lines (or, given the position an earlier follow reached, every line after
+        it), then new ones as they are written, until the container ends (the API server closes the stream) or
+        ``max_seconds`` pass. The lines are read with their timestamps, which keep the position (and are removed).
 
         The request is the one ``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)`` sends (which
         accepts JSON too, see ``LOG_ACCEPT``), made through ``_call`` so it takes a rate-limit token, retries and maps
@@ -304,9 +305,13 @@ class KubeClient:
         connects here, so a missing pod raises now, before the caller has sent anything; no read timeout, since a
         training job may print nothing for an hour.
         """
-        resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query={
-            "container": container, "tailLines": tail_lines, "follow": "true"}, accept=LOG_ACCEPT,
-            timeout=(10, None))
+        query: dict[str, Any] = {"container": container, "follow": "true", "timestamps": "true"}
+        if after is None:
+            query["tailLines"] = tail_lines
+        elif after.since_time() is not None:
+            query["sinceTime"] = after.since_time()
+        resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query=query, accept=LOG_ACCEPT,
+                          timeout=(10, None))
 
         def stop() -> None:
             if resp.connection is None:  # read to the end: urllib3 already gave the connection back to its pool
@@ -314,7 +319,8 @@ class KubeClient:
             resp.shutdown()  # unblocks a read in progress in the pump thread
             resp.close()  # cut off mid-stream, the connection cannot be reused
 
-        return bounded_lines(resp.stream(65536, decode_content=True), max_seconds=max_seconds, stop=stop)
+        lines = BoundedLines(resp.stream(65536, decode_content=True), max_seconds=max_seconds, stop=stop)
+        return TimestampedLines(lines, after)
 
     def server_version(self) -> dict[str, Any]:
         return self._json("GET", "/version")

@@ -104,13 +104,10 @@ def find_orphans(objects: Iterable[Mapping[str, Any]], active: set[AttemptKey], 
     own = {names.LABEL_MANAGED: "true", names.LABEL_INSTANCE: names.label_value(instance)}
     out = []
     for obj in objects:
-        labels = _labels(obj)
-        if not matches(labels, own):
+        if not matches(_labels(obj), own):
             continue
-        job, attempt = labels.get(names.LABEL_JOB), labels.get(names.LABEL_ATTEMPT)
-        if not job or not attempt or not attempt.isdigit():
-            continue
-        if (job, int(attempt)) not in active:
+        key = names.labelled_attempt(obj)
+        if key is not None and key not in active:
             out.append(obj)
     return out
 

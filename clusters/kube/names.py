@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
+from typing import Any
 
 MAX_NAME = 63
 
@@ -74,6 +76,13 @@ def attempt_selector(job_id: int | str, attempt: int, instance: str) -> dict[str
         LABEL_JOB: label_value(str(job_id)),
         LABEL_ATTEMPT: str(attempt),
     }
+
+
+def labelled_attempt(obj: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(job label, attempt number) an object carries, as the sweep compares them; None without both labels."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    job, attempt = labels.get(LABEL_JOB), labels.get(LABEL_ATTEMPT)
+    return (job, int(attempt)) if job and attempt and attempt.isdigit() else None
 
 
 def selector_string(labels: dict[str, str]) -> str:

@@ -9,8 +9,9 @@ another device resource (e.g. ``huawei.com/Ascend910``) are matched by that reso
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -54,6 +55,7 @@ class NodeRow:
     taints: tuple[Mapping[str, str], ...]
     cordoned: bool
     ready: bool
+    not_ready_since: datetime | None = None  # not ready: when its Ready condition last changed, when the API says
 
 
 def flavor_for(product: str, rules: Iterable[tuple[str, str]]) -> str:
@@ -98,13 +100,17 @@ def is_platform_pod(pod: Mapping[str, Any], instance: str) -> bool:
         instance)
 
 
-def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str) -> dict[str, dict[str, Decimal]]:
-    """Requests per node of live pods this Tidal instance did not create."""
+def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str,
+                  ended: Collection[tuple[str, int]] = ()) -> dict[str, dict[str, Decimal]]:
+    """Requests per node of live pods the scheduler does not place: pods this Tidal instance did not create, and its
+    pods of `ended` attempts ((job label, attempt) keys: attempts that ended while their pods are still there)."""
     usage: dict[str, dict[str, Decimal]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase")
-        if not node or phase in TERMINAL_PHASES or is_platform_pod(pod, instance):
+        if not node or phase in TERMINAL_PHASES:
+            continue
+        if is_platform_pod(pod, instance) and names.labelled_attempt(pod) not in ended:
             continue
         per_node = usage.setdefault(node, {})
         for k, v in pod_requests(pod).items():
@@ -112,13 +118,32 @@ def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str) -> dict[str,
     return usage
 
 
+def _ready_condition(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
 def _ready(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return _ready_condition(status).get("status") == "True"
 
 
 def node_is_ready(node: Mapping[str, Any]) -> bool:
     """Whether a node object (from list or get) reports Ready."""
     return _ready(node.get("status") or {})
+
+
+def not_ready_since(node: Mapping[str, Any]) -> datetime | None:
+    """When a node that is not Ready stopped being Ready: its Ready condition's lastTransitionTime (None when it is
+    Ready, or the API gives no time: the node-lifecycle controller sets one when it marks a node NotReady or
+    Unknown)."""
+    status = node.get("status") or {}
+    if _ready(status):
+        return None
+    text = str(_ready_condition(status).get("lastTransitionTime") or "")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
 MIN_CPU = Decimal("0.001")  # 1 millicore: what a node keeps when foreign pods request all of its CPU
@@ -132,10 +157,16 @@ def _left(allocatable: Decimal, requested: Decimal, floor: Decimal) -> Decimal:
     return max(allocatable - requested, floor)
 
 
+def platform_attempts(pods: Iterable[Mapping[str, Any]], instance: str) -> set[tuple[str, int]]:
+    """(job label, attempt) of every pod this Tidal instance created."""
+    return {key for pod in pods if is_platform_pod(pod, instance) and (key := names.labelled_attempt(pod))}
+
+
 def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
-              settings: InventorySettings) -> list[NodeRow]:
-    """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones)."""
-    usage = foreign_usage(pods, settings.instance)
+              settings: InventorySettings, ended: Collection[tuple[str, int]] = ()) -> list[NodeRow]:
+    """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones and
+    those of ``ended`` attempts, which count as the foreign ones do)."""
+    usage = foreign_usage(pods, settings.instance, ended)
     device_keys = (*settings.device_resources, settings.rdma_resource)
     rows = []
     for node in nodes:
@@ -171,5 +202,6 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
                          for t in (node.get("spec") or {}).get("taints") or []),
             cordoned=bool((node.get("spec") or {}).get("unschedulable")),
             ready=_ready(status),
+            not_ready_since=not_ready_since(node),
         ))
     return sorted(rows, key=lambda r: r.name)

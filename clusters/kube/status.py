@@ -47,6 +47,7 @@ class ReplicaState:
     message: str = ""
     created: datetime | None = None  # metadata.creationTimestamp (absent on some API mocks)
     unschedulable: bool = False  # PodScheduled is False: the kube-scheduler cannot bind it to its node
+    deleting: bool = False  # metadata.deletionTimestamp is set: the pod is terminating
 
     @property
     def node_lost(self) -> bool:
@@ -118,6 +119,7 @@ def replica_state(pod: Mapping[str, Any], not_ready_nodes: frozenset[str] = froz
             index=_int(labels.get(names.LABEL_INDEX)), rank=_int(labels.get(names.LABEL_RANK)),
             node=str(node), state=state, phase=phase, exit_code=exit_code, reason=reason, message=message[:1000],
             created=_timestamp(meta.get("creationTimestamp")), unschedulable=unscheduled is not None,
+            deleting=bool(meta.get("deletionTimestamp")),
         )
 
     exit_code = terminated.get("exitCode")

@@ -48,14 +48,16 @@ class UsageError(CliError):
 
 
 class ApiError(CliError):
-    """An HTTP error answer from the server: the status, its stable code and the fields it names."""
+    """An HTTP error answer from the server: the status, its stable code, the fields it names, and for a 429 the
+    seconds its Retry-After asks to wait."""
 
     def __init__(self, message: str, *, status: int, code: str | None = None,
-                 fields: dict[str, list[str]] | None = None):
+                 fields: dict[str, list[str]] | None = None, retry_after: float | None = None):
         super().__init__(message, code=code, status=status, fields=fields)
+        self.retry_after = retry_after
 
     def reworded(self, message: str) -> ApiError:
-        return ApiError(message, status=self.status, code=self.code, fields=self.fields)
+        return ApiError(message, status=self.status, code=self.code, fields=self.fields, retry_after=self.retry_after)
 
 
 def config_path() -> Path:
@@ -114,7 +116,9 @@ def error_from_response(response: httpx.Response) -> ApiError:
         message = f"The server rejected your token ({message}). Log in again: tidal login --token TOKEN"
     elif code == "read_only_token":
         message += " Log in with a token that can write: tidal login --token TOKEN"
-    return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields)
+    wait = response.headers.get("Retry-After", "")
+    return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields,
+                    retry_after=float(wait) if wait.isdigit() else None)
 
 
 class Api:

@@ -16,6 +16,7 @@ from clusters.demo import seed_cluster
 from quotas.demo import seed_quotas
 from quotas.models import PriorityClass
 from tenancy.services import token_create
+from tests.clusters.conftest import _fresh_clients, kube, kube_inventory  # noqa: F401  (a cluster on kmock: tidal logs)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "sdk" / "examples"
 # The data migration's priority classes: a transactional test flushes them, so they are put back per test.

@@ -3,9 +3,18 @@
 import re
 
 import pytest
+from tidal_cli.client import Api
+from tidal_cli.commands import logs as logs_command
+from tidal_cli.main import main
 
 from clusters.backends import simulated
+from jobs.lifecycle import transition
 from jobs.loop import run_once
+from jobs.models import Job
+from jobs.states import State
+from tenancy.services import token_create
+from tests.clusters.test_kubernetes_backend import NS, pods_of
+from tests.jobs.conftest import submit
 
 
 @pytest.mark.django_db(transaction=True)
@@ -23,19 +32,90 @@ def test_logs_of_a_running_replica_and_errors(cli, job_file):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_follow_prints_the_stream_until_the_server_ends_it(cli, job_file, settings, monkeypatch):
+def test_follow_resumes_each_paused_stream_until_the_replica_ends(cli, job_file, settings, monkeypatch):
+    """The server pauses the stream every 0.3 s; `tidal logs -f` resumes it at once from its cursor, printing neither
+    the cursor lines nor the first line again; the job ends while the third stream is over, and the fourth says so
+    and ends the command."""
     settings.TIDAL = {**settings.TIDAL, "LOG_FOLLOW_MAX_SECONDS": 0.3}
     monkeypatch.setattr(simulated, "FOLLOW_INTERVAL", 0.05)
     job = re.search(r"\d+", cli("submit", str(job_file()), "--project", "vision").out).group()
     run_once()
+    streams = []
+    stream_lines = Api.stream_lines
+
+    def stream_then_end_the_job(api, path, **query):  # the command's own streams, counted
+        streams.append(query)
+        yield from stream_lines(api, path, **query)
+        if len(streams) == 3:
+            transition(Job.objects.get(pk=job), State.SUCCEEDED, reason="done", actor="backend")
+
+    monkeypatch.setattr(Api, "stream_lines", stream_then_end_the_job)
     shown = cli("logs", job, "--replica", "worker-1", "--follow")
     assert shown.code == 0, shown.err
     printed = shown.out.splitlines()
-    assert printed[0].startswith("[simulated] cluster") and len(printed) >= 3
-    assert f"[simulated] job {job} attempt 1 replica worker-1 is dispatching." in printed
-    assert printed[-1].startswith("# log stream stopped after")
+    assert printed[0].startswith("[simulated] cluster") and len(printed) >= 8
+    assert set(printed[1:-1]) == {f"[simulated] job {job} attempt 1 replica worker-1 is dispatching."}
+    assert printed[-1] == "# no log kept for worker-1: attempt 1 ended (succeeded)"
+    assert len(streams) == 4 and "cursor" not in streams[0] and streams[0]["tail"] == 200
+    assert all(query["cursor"].startswith("1:") and "tail" not in query for query in streams[1:])
     gone = cli("logs", job, "--follow", user="outsider")
     assert gone.code == 1 and gone.err.startswith(f"tidal: Job {job} not found")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_follow_of_a_pod_log_gives_every_line_once_across_resumes(live_server, tenant, kube_inventory, kube,
+                                                                   settings, monkeypatch, capsys):
+    """A Kubernetes pod's log followed through two pauses: each resumed stream starts at the second of the last line
+    printed (the API server's sinceTime has whole seconds), and the command prints each line exactly once."""
+    settings.TIDAL = {**settings.TIDAL, "LOG_FOLLOW_MAX_SECONDS": 0.3}
+    job = submit(tenant, kube_inventory["h100"], replicas=1)
+    run_once()
+    pod = next(iter(pods_of(kube, Job.objects.get(pk=job.pk))))
+    log = kube.handler[f"get /api/v1/namespaces/{NS}/pods/{pod}/log"]
+    # The first request, the second, then the others (kmock slices requests by their order).
+    log[:1] << (b"2026-05-01T10:00:07Z step 7\n2026-05-01T10:00:07Z step 7 again\n", ...)  # silent, still open
+    log[1:2] << (b"2026-05-01T10:00:07Z step 7\n2026-05-01T10:00:07Z step 7 again\n2026-05-01T10:00:07Z step 7 "
+                 b"thrice\n2026-05-01T10:00:08Z step 8\n", ...)
+    log << (b"2026-05-01T10:00:08Z step 8\n2026-05-01T10:00:09Z step 9\n")  # then the container ends
+    monkeypatch.setenv("TIDAL_URL", live_server.url)
+    monkeypatch.setenv("TIDAL_TOKEN", token_create(user=tenant.users["member"], name="cli")[1])
+    capsys.readouterr()
+    assert main(["logs", str(job.pk), "--follow", "--tail", "5"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["step 7", "step 7 again", "step 7 thrice", "step 8", "step 9"]
+    assert [request.params.get("sinceTime") for request in log] == [
+        None, "2026-05-01T10:00:07Z", "2026-05-01T10:00:08Z"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_follow_waits_while_the_server_is_busy_streaming(cli, job_file, settings, monkeypatch, clients):
+    """Every stream place of the process is taken: the server answers 429 (streams_busy) with Retry-After, and the
+    command waits that long and tries again instead of failing."""
+    settings.TIDAL = {**settings.TIDAL, "LOG_STREAMS_PER_PROCESS": 1, "LOG_FOLLOW_MAX_SECONDS": 0.3}
+    monkeypatch.setattr(simulated, "FOLLOW_INTERVAL", 0.05)
+    job = re.search(r"\d+", cli("submit", str(job_file()), "--project", "vision").out).group()
+    run_once()
+    held = clients["viewer"].get(f"/api/v1/jobs/{job}/logs/?follow=true")  # takes the place, read by nobody
+    waits = []
+
+    def wait(seconds):
+        waits.append(seconds)
+        held.close()  # meanwhile, that stream ends
+
+    monkeypatch.setattr(logs_command, "_sleep", wait)
+    stream_lines = Api.stream_lines
+
+    def stream_then_end_the_job(api, path, **query):  # the job ends after the first stream served
+        yield from stream_lines(api, path, **query)
+        if Job.objects.get(pk=job).state != State.SUCCEEDED:
+            transition(Job.objects.get(pk=job), State.SUCCEEDED, reason="done", actor="backend")
+
+    monkeypatch.setattr(Api, "stream_lines", stream_then_end_the_job)
+    shown = cli("logs", job, "--follow")
+    assert shown.code == 0, shown.err
+    assert len(waits) == 1 and 1 <= waits[0] <= 5  # refused once, then served
+    printed = shown.out.splitlines()
+    assert printed[0].startswith("[simulated] cluster")
+    assert printed[-1] == "# no log kept for worker-0: attempt 1 ended (succeeded)"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -73,10 +73,16 @@ def attempt(job: Job) -> Attempt:
 
 
 def seed_nodes(kube) -> None:
-    """The kubelets' nodes as the API server lists them (Ready), for the backend's check of nodes gone."""
-    for name in ("gpu-1", "gpu-2"):
-        kube.put("nodes", None, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    """The kubelets' nodes as the API server lists them (Ready, and as `kube_inventory` has them, so a node sync
+    keeps the inventory), for the backend's check of nodes gone."""
+    for name, rack in (("gpu-1", "r1"), ("gpu-2", "r2")):
+        kube.put("nodes", None, {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": f"{name}.internal", "tidal.dev/rack": rack,
+                                                  "tidal.dev/block": "b1",
+                                                  "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "1024Gi"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
 
 
 @pytest.fixture
@@ -286,6 +292,47 @@ def test_a_gang_vanished_whole_says_so(dispatched, kube, resync) -> None:
     assert job.current_attempt.reason.startswith("all 2 replica pods disappeared while running")
 
 
+def test_a_gang_removed_by_garbage_collection_says_every_pod_went(dispatched, kube, resync) -> None:
+    """Deleting an attempt's parent ConfigMap makes the garbage collector delete the pods it owns one by one: an
+    observation between two deletions sees one pod left, but the whole gang is going, and the reason says so."""
+
+    def with_uid(request):  # kmock assigns no uid: without one the children carry no owner reference
+        if request.data["metadata"].get("labels", {}).get(names.LABEL_COMPONENT) == "parent":
+            return {**request.data, "metadata": {**request.data["metadata"], "uid": "uid-parent-1"}}
+        return request.data
+
+    kube.handler[f"post /api/v1/namespaces/{NS}/configmaps"] << with_uid
+    job = dispatched(replicas=2, retry_limit=1)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    resync()
+    first, second = sorted(pods_of(kube, job))
+    parent = pods_of(kube, job)[second]["metadata"]["ownerReferences"][0]["name"]
+    forget(kube, parent)  # someone deletes the parent...
+    forget(kube, first)  # ...and the garbage collector has removed one pod so far
+    resync()
+    job = refresh(job)
+    assert job.state == State.RETRYING and job.current_attempt.cause == "unknown"
+    assert job.current_attempt.reason.startswith(
+        f"all 2 replica pods disappeared while running: the attempt's parent ConfigMap {parent} was deleted, and "
+        "the garbage collector removes every pod it owned (1 still there)")
+
+
+def test_pods_all_gone_or_terminating_are_the_whole_gang(dispatched, kube, resync) -> None:
+    job = dispatched(replicas=2, retry_limit=1)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    resync()
+    first, second = sorted(pods_of(kube, job))
+    terminating = pods_of(kube, job)[second]
+    terminating["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"  # deleted with its grace period
+    kube.put("pods", NS, terminating)
+    forget(kube, first)
+    resync()
+    assert refresh(job).current_attempt.reason.startswith(
+        "all 2 replica pods disappeared while running (1 still terminating)")
+
+
 def test_pods_gone_with_their_node_are_a_lost_node_before_any_node_sync(dispatched, kube, kube_inventory,
                                                                          resync) -> None:
     """The node is deleted and its pods garbage-collected before node sync marks it: still node_lost, and the
@@ -337,6 +384,24 @@ def test_orphan_sweep_deletes_objects_of_no_active_attempt(dispatched, kube, kub
     deleted = cluster_services.cluster_sweep_orphans(kube_inventory["cluster"])
     assert sorted(deleted) == sorted(f"{m['kind']}/{NS}/{m['metadata']['name']}" for m in manifests)
     assert pods_of(kube, job) and "notebook" in live_names(kube)
+
+
+def test_pods_of_an_ended_attempt_hold_their_node_until_they_are_gone(dispatched, kube, kube_inventory) -> None:
+    """Node sync counts the pods of an ended attempt still on a node (its stop failed, or they are terminating) as
+    taking their devices, until they are gone; those of open attempts are the scheduler's own."""
+    job = dispatched(replicas=2)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    cluster = kube_inventory["cluster"]
+    cluster_services.cluster_sync_nodes(cluster)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [0, 0]
+    transition(job, State.CANCELLED, reason="cancelled", actor="member")  # its stop never runs
+    cluster_services.cluster_sync_nodes(cluster)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [8, 8]
+    for name in pods_of(kube, job, attempt=1):
+        forget(kube, name)
+    cluster_services.cluster_sync_nodes(cluster)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [0, 0]
 
 
 def test_group_pods_ignores_other_instances_and_unlabelled_pods(settings) -> None:

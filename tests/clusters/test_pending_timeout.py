@@ -34,7 +34,9 @@ def pending_job(tenant, kube_inventory, kube, cycle):
     for name in ("gpu-1", "gpu-2"):
         kube.put("nodes", None, node(name, product="NVIDIA-H100-80GB-HBM3"))
     kube.put("pods", "ml", pod("notebook", placed, 8))
-    set_status(kube, next(iter(pods_of(kube, job).values())), UNSCHEDULABLE, node="")
+    stuck = set_status(kube, next(iter(pods_of(kube, job).values())), UNSCHEDULABLE)
+    stuck["spec"]["nodeName"] = ""  # never bound: it takes nothing on the node
+    kube.put("pods", stuck["metadata"]["namespace"], stuck)
     return job
 
 

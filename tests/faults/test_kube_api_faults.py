@@ -10,17 +10,20 @@ import time
 from datetime import timedelta
 
 import pytest
+from celery.exceptions import Retry
 from django.conf import settings
 from django.utils import timezone
 
 from chaos import invariants
-from clusters import services
+from clusters import services, tasks
 from clusters.backends import kubernetes
 from clusters.kube.client import KubeClient
 from clusters.kube.errors import TransientError
 from clusters.kube.ratelimit import Backoff
 from clusters.models import Node
 from clusters.reconciler import PodWatch
+from jobs import services as job_services
+from jobs.lifecycle import transition
 from jobs.models import Job, JobEvent
 from jobs.states import State
 from tests.clusters.kube.apiserver import Outage
@@ -192,3 +195,62 @@ def test_a_watch_stream_cut_mid_event_resumes_and_misses_nothing(dispatched, kub
     assert state(job) == State.SUCCEEDED
     assert JobEvent.objects.filter(job=job, to_state=State.RUNNING).count() == 1
     assert invariants.settled({job.pk: State.SUCCEEDED}) == []
+
+
+def test_a_stop_failing_in_an_outage_holds_its_nodes_until_the_resync_deletes_its_pods(
+        dispatched, kube, resync, api, tenant, kube_inventory, cycle, django_capture_on_commit_callbacks):
+    """The API server is down when a job is cancelled: its pods run on, so their devices stay taken and nothing is
+    placed there; once the API answers, the resync deletes them, and node sync frees the nodes when they are gone."""
+    job = dispatched()  # both nodes
+    kubelet(kube, job, running())
+    resync()
+    api["url"] = DOWN
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.job_cancel(actor=tenant.users["member"], job=job)  # its stop fails
+    assert state(job) == State.CANCELLED and len(pods_of(kube, job, attempt=1)) == 2
+    waiting = submit(tenant, kube_inventory["h100"], replicas=1)
+    cycle()
+    assert state(waiting) == State.QUEUED  # the cancelled pods still hold both nodes
+    api["url"] = kube.url
+    resync()  # the API is back: the pods of the ended attempt are deleted
+    assert pods_of(kube, job, attempt=1) == {}
+    assert job.events.filter(kind="note").last().reason.startswith("stopped attempt 1 (still running after it ended")
+    assert services.kube_sync_nodes_all()["gpu"].updated == ["gpu-1", "gpu-2"]  # gone: the nodes are free again
+    cycle()
+    assert state(waiting) == State.DISPATCHING
+    kubelet(kube, waiting, running())
+    finish(kube, waiting, resync)
+    assert invariants.settled({job.pk: State.CANCELLED, waiting.pk: State.SUCCEEDED}) == []
+
+
+def test_a_stop_the_api_refuses_is_retried_with_a_growing_backoff(dispatched, kube, api, monkeypatch):
+    """On a Celery worker a stop that meets an unavailable API is retried, 5 s later then twice as long each time up
+    to 5 min; once the API answers, the next try deletes the pods and is not retried."""
+    job = dispatched(replicas=1)
+    attempt_id = job.current_attempt_id
+    transition(job, State.CANCELLED, reason="cancelled", actor="member")  # ended; its stop not run yet
+    delays: list[float] = []
+
+    def retry(*, exc, countdown):  # Celery's scheduling of the retry, recorded
+        delays.append(countdown)
+        return Retry(exc=exc, when=countdown)
+
+    monkeypatch.setattr(tasks.stop_attempt_task, "retry", retry)
+
+    def run_as_worker(retries: int) -> None:
+        tasks.stop_attempt_task.push_request(retries=retries, is_eager=False)
+        try:
+            tasks.stop_attempt_task.run(attempt_id, "cancelled")
+        finally:
+            tasks.stop_attempt_task.pop_request()
+
+    api["url"] = DOWN
+    for retries in range(8):
+        with pytest.raises(Retry):
+            run_as_worker(retries)
+    assert delays == [5, 10, 20, 40, 80, 160, 300, 300]
+    run_as_worker(8)  # the last try gives up (the resync deletes what is left once the API answers)
+    assert len(delays) == 8 and len(pods_of(kube, job, attempt=1)) == 1
+    api["url"] = kube.url
+    run_as_worker(3)
+    assert pods_of(kube, job, attempt=1) == {} and len(delays) == 8
