@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import django_filters
 from django.db.models import Count, Model, QuerySet
@@ -23,7 +23,7 @@ from core.parsers import FormParser, MultiPartParser
 from tenancy.filters import project_filter
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.scoping import ScopedViewSet
-from tenancy.selectors import role_in_project
+from tenancy.selectors import project_for_user, role_in_project
 from tracking import costing, selectors, services
 from tracking.auth import AUTHENTICATION_CLASSES, RunTokenThrottle, UserOrRunToken, run_credential
 from tracking.bodies import BatchJSONParser, body_of
@@ -267,6 +267,15 @@ class ProjectSettingViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mi
 
     def remove(self, obj: Model) -> None:
         raise NotImplementedError
+
+    def create(self, request: Request, *args: object, **kwargs: object) -> Response:
+        # The caller's role in the named project first: one who may not write it gets 403 whatever the body holds,
+        # and learns nothing from a 400 about the rest of it. A project it cannot see is left to the serializer.
+        named = request.data.get("project") if isinstance(request.data, Mapping) else None
+        project = project_for_user(request.user, named) if isinstance(named, str) else None
+        if project is not None:
+            self.require_role(project)
+        return super().create(request, *args, **kwargs)
 
     def perform_create(self, serializer: Serializer) -> None:
         values = dict(serializer.validated_data)

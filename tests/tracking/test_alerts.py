@@ -265,6 +265,17 @@ class TestAlertRules(CrossTenantMixin):
         response = clients["admin"].post(self.list_url(), {"project": tenant.project.slug, **payload}, format="json")
         assert response.status_code == 400 and field in response.json()["error"]["fields"], response.content
 
+    @pytest.mark.parametrize("payload", [
+        {"rule": "loss_spike", "params": {"z": -3}}, {"rule": "melting"}, {"rule": "non_finite", "action": "boom"},
+        {"rule": "loss_spike", "params": {"window": 200}},  # a good one: 403 all the same
+    ])
+    @pytest.mark.parametrize("role", ["viewer", "member"])
+    def test_a_caller_without_the_role_gets_403_whatever_the_body(self, tenant, clients, payload, role):
+        """The role is checked before the body: a viewer learns nothing from a 400 about a rule it may not write."""
+        response = clients[role].post(self.list_url(), {"project": tenant.project.slug, **payload}, format="json")
+        assert response.status_code == 403, response.content
+        assert not AlertRule.objects.exists()
+
     def test_a_bad_update_is_a_400_too(self, tenant, clients):
         rule = self.victim(tenant)
         response = clients["admin"].patch(self.detail_url(rule), {"params": {"min_points": 500}}, format="json")
@@ -296,6 +307,12 @@ class TestWebhooks(CrossTenantMixin):
         response = clients["admin"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
                                                            "url": url}, format="json")
         assert response.status_code == 400 and "url" in response.json()["error"]["fields"]
+
+    def test_a_member_posting_a_bad_webhook_gets_403(self, tenant, clients):
+        response = clients["member"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
+                                                            "url": "http://10.0.0.1/", "secret": "short"},
+                                          format="json")
+        assert response.status_code == 403, response.content
 
     def test_a_short_secret_is_a_400_on_secret(self, tenant, clients):
         response = clients["admin"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
