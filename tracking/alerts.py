@@ -28,6 +28,7 @@ from jobs.observations import failed_attempts
 from jobs.states import FINAL, HOLDING, State
 from tracking.models import Alert, AlertAction, AlertRule, Run, RunStatus
 from tracking.notifications import notify_alert_task
+from tracking.points import finite_before, series_ids
 from tracking.series import anomaly
 from tracking.series.validate import Batch
 
@@ -69,9 +70,10 @@ def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None =
     now = now or timezone.now()
     settings = rule_settings(run.project_id)
     series = {key: (group.steps, group.values) for key, group in batch.items()}
-    events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt)
+    events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt,
+                                            _history(run.pk, attempt))
     highest = max(group.steps[-1] for group in batch.values())
-    resumed = attempt != run.detector_state.get("attempt", attempt)
+    resumed = attempt > run.detector_state.get("attempt", attempt)
     if run.last_step is None or highest > run.last_step or resumed:
         run.last_step, run.last_step_at = highest, now
         if state.pop("hung", False):  # the run moves again
@@ -83,6 +85,15 @@ def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None =
         else:
             _resolve(run, event.rule, event.key, now)
     return ["detector_state", "last_step", "last_step_at"]
+
+
+def _history(run_id: int, attempt: int) -> anomaly.History:
+    """The values a late point is judged against: those its attempt logged before it, read from the stored points
+    (only for points that arrived after later ones of their key; a batch continuing its keys reads nothing)."""
+    def finite_values_before(key: str, step: int, count: int) -> list[float]:
+        series_id = series_ids(run_id, {key})[key]
+        return finite_before(series_id, attempt, step, count)
+    return finite_values_before
 
 
 def _finite(value: float | None) -> float | None:

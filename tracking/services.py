@@ -152,7 +152,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
         number = attempt or run.attempt
-        write_points(run.pk, number, batch)
+        unjudged = write_points(run.pk, number, batch)
         fields = []
         if batch:
             run.summary, fields = summarize(batch, run.summary), ["summary"]
@@ -161,7 +161,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             if known is None or first[0] < known[0]:
                 run.attempt_starts = {**run.attempt_starts, str(number): list(first)}
                 fields.append("attempt_starts")
-            fields += alerts.evaluate_points(run, batch, number)
+            fields += alerts.evaluate_points(run, unjudged, number)
         if clean_params:
             run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
         if clean_tags:

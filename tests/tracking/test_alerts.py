@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import random
 import socket
+import threading
 from datetime import timedelta
 from unittest import mock
 
@@ -93,6 +95,79 @@ def test_a_spike_threshold_comes_from_the_project(run, tenant):
     assert not Alert.objects.exists()
     log(run.pk, "loss", 41, 50.0)
     assert Alert.objects.get().rule == "loss_spike"
+
+
+# ------------------------------------------------------------------------------------------- out of order
+
+def decaying_loss(steps: range) -> list[dict]:
+    """A loss falling from 10 toward 2 with a little deterministic noise: a late batch judged against the run's
+    latest values instead of those before it would look like a spike."""
+    return [{"key": "train/loss", "step": s, "value": (2 + 8 * 0.997 ** s) * (1 + ((s * 7919) % 11 - 5) / 500)}
+            for s in steps]
+
+
+def with_faults(points: list[dict], nan: int, spike: int) -> list[dict]:
+    return [{**p, "value": "NaN"} if p["step"] == nan else {**p, "value": p["value"] * 3} if p["step"] == spike
+            else p for p in points]
+
+
+def test_batches_arriving_after_later_ones_open_their_alerts(run):
+    """The spool of a sender cut off by an outage arrives after what the process logged since: its NaN and its
+    spike open alerts, which close at once (the later points, judged already, were healthy)."""
+    log_points = with_faults(decaying_loss(range(600)), nan=250, spike=330)
+    services.run_log_batch(run_id=run.pk, metrics=log_points[:200])
+    services.run_log_batch(run_id=run.pk, metrics=log_points[400:])  # live again
+    services.run_log_batch(run_id=run.pk, metrics=log_points[200:300])  # the spool, after
+    services.run_log_batch(run_id=run.pk, metrics=log_points[300:400])
+    alerts = list(Alert.objects.filter(run=run).order_by("step"))
+    assert [(a.rule, a.step) for a in alerts] == [("non_finite", 250), ("loss_spike", 330)]
+    assert all(a.resolved_at is not None for a in alerts)
+    run.refresh_from_db()
+    assert run.last_step == 599 and run.detector_state["keys"]["train/loss"]["s"] == 599
+
+
+def test_a_retried_batch_opens_no_second_alert_but_a_changed_point_is_judged(run):
+    log(run.pk, "train/loss", 1, 2.0)
+    log(run.pk, "train/loss", 2, "NaN")
+    log(run.pk, "train/loss", 3, 2.0)  # resolves it
+    log(run.pk, "train/loss", 2, "NaN")  # the response to the NaN was lost: the same point again
+    assert Alert.objects.filter(run=run).count() == 1
+    log(run.pk, "train/loss", 1, "NaN")  # a point logged again with another value is new
+    assert list(Alert.objects.filter(run=run).order_by("id").values_list("step", flat=True)) == [2, 1]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_senders_of_one_run_open_the_alerts_of_every_batch(run):
+    """Four senders (MLflow's asynchronous logging, a spool draining beside live logging) deliver one series'
+    batches in whatever order their requests take the run's lock."""
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrency is tested on PostgreSQL (CI sets DATABASE_URL); SQLite serializes all writers")
+    points = with_faults(decaying_loss(range(1200)), nan=610, spike=905)
+    services.run_log_batch(run_id=run.pk, metrics=points[:200])
+    batches = [points[i:i + 50] for i in range(200, 1200, 50)]
+    random.Random(4).shuffle(batches)
+    errors: list[BaseException] = []
+
+    def sender(mine: list[list[dict]]) -> None:
+        try:
+            for batch in mine:
+                services.run_log_batch(run_id=run.pk, metrics=batch)
+        except BaseException as error:  # surfaced below: a thread's failure must fail the test
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sender, args=(batches[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    opened = sorted(Alert.objects.filter(run=run).values_list("rule", "step"))
+    assert opened == [("loss_spike", 905), ("non_finite", 610)]
 
 
 # ---------------------------------------------------------------------------------------------------- actions
