@@ -30,6 +30,7 @@ from tenancy.views import project_or_404
 from tracking import costing, selectors, services
 from tracking.models import AlertAction, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
+from tracking.series.validate import shown_last
 
 PAGE_SIZE = 50
 EXPERIMENTS_PAGE_SIZE = 50
@@ -152,6 +153,14 @@ def _metric_text(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
+def _metric_cells(entry: dict) -> list[tuple[str, bool]]:
+    """A metric's last, min and max cells: (text, marked). A non-finite last value is named and marked, not shown
+    as "—", which means nothing was logged (min and max are of finite values: "—" when there were none)."""
+    last, finite = shown_last(entry)
+    first = (_metric_text(last), False) if finite or last is None else (str(last), True)
+    return [first, (_metric_text(entry.get("min")), False), (_metric_text(entry.get("max")), False)]
+
+
 def humanize_duration(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
     if seconds < 60:
@@ -191,8 +200,7 @@ def _row(run: Run, table: RunTable, now: datetime) -> dict:
     summary = run.summary or {}
     metrics = []
     for key in table.shown_metrics:
-        entry = summary.get(key) or {}
-        metrics += [_metric_text(entry.get("last")), _metric_text(entry.get("min")), _metric_text(entry.get("max"))]
+        metrics += _metric_cells(summary.get(key) or {})
     return {"run": run, "duration": humanize_duration((run.ended_at or now) - run.started_at),
             "params": [(run.params or {}).get(key, "—") for key in table.shown_params], "metrics": metrics}
 

@@ -87,6 +87,16 @@ def test_run_shows_params_last_metrics_and_open_alerts(cli, runs):
                                                        "not in one of your projects.")
 
 
+def test_run_shows_a_nan_last_value_as_nan_marked(cli, tenant):
+    run = make_run(tenant, "sweep", "diverged", {}, [2.0, 1.0])
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": "NaN", "step": 2}])
+    out = cli("run", str(run.pk)).out
+    metrics = out.split("Metrics (last value)", 1)[1].split("Open alerts", 1)[0]
+    assert metrics.split()[5:10] == ["loss", "NaN*", "2", "1", "2"]
+    assert "* not a finite number" in metrics
+    assert cli("run", str(run.pk), "--json").json()["summary"]["loss"]["last"] == "NaN"
+
+
 def test_metrics_prints_a_table_or_every_point_as_csv(cli, tenant):
     run = make_run(tenant, "sweep", "long", {}, [1.0 / (i + 1) for i in range(3000)])
     services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": "NaN", "step": 3000}])

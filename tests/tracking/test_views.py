@@ -86,6 +86,22 @@ def test_runs_table_sorts_by_a_metric_and_filters_by_a_param(tenant, member):
     assert names_in_table(member.get(url + "?sort=-param.lr&param=lr:0.01")) == ["b"]
 
 
+def test_runs_table_shows_a_nan_last_value_as_nan_marked_not_as_never_logged(tenant, member):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    make_run(tenant, "diverged", experiment, metrics={"loss": "NaN", "acc": "Infinity"})
+    make_run(tenant, "fine", experiment, metrics={"loss": 0.25})
+    body = member.get(reverse("experiment_detail", args=[experiment.pk]) + "?show=metric.loss&show=metric.acc"
+                      ).content.decode()
+    rows = dict(re.findall(r'<tr data-run="\d+">.*?<a href="/runs/\d+/">([^<]+)</a>(.*?)</tr>', body, re.S))
+    cells = re.findall(r'<td class="num( nonfinite)?"[^>]*>([^<]*)</td>', rows["diverged"])
+    # loss (last, min, max), then acc, as the URL orders them: the last values named and marked; without a finite
+    # value, no min or max
+    assert cells[-6:] == [(" nonfinite", "NaN"), ("", "—"), ("", "—"), (" nonfinite", "Infinity"), ("", "—"),
+                          ("", "—")]
+    assert re.findall(r'<td class="num( nonfinite)?"[^>]*>([^<]*)</td>', rows["fine"])[-6:] == [
+        ("", "0.25"), ("", "0.25"), ("", "0.25"), ("", "—"), ("", "—"), ("", "—")]  # never logged acc
+
+
 def test_runs_table_columns_are_chosen_in_the_url_and_every_column_sorts(tenant, member):
     experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
     make_run(tenant, "x", experiment, params={"lr": "0.1", "seed": "1"}, metrics={"loss": 3.0, "acc": 0.2})

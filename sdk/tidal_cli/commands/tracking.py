@@ -43,6 +43,11 @@ def number(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def marked_number(value: object) -> str:
+    """A last value, a non-finite one ("NaN", "Infinity", "-Infinity" in the API) marked with a *."""
+    return f"{value}*" if isinstance(value, str) else number(value)
+
+
 def experiment_id(name_or_id: str, project: str | None) -> int:
     """An experiment id, or the id of the experiment of that name among the caller's (in `project`)."""
     if name_or_id.isdigit():
@@ -104,8 +109,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     summary = run.get("summary") or {}
     print("\nMetrics (last value)")
     print(_indented(table([{"key": key, **value} for key, value in sorted(summary.items())], [
-        ("key", "KEY"), ("last", "LAST", number), ("step", "STEP"), ("min", "MIN", number), ("max", "MAX", number),
-    ], empty="(none logged)")))
+        ("key", "KEY"), ("last", "LAST", marked_number), ("step", "STEP"), ("min", "MIN", number),
+        ("max", "MAX", number)], empty="(none logged)")))
+    if any(value.get("last_finite") is False for value in summary.values()):
+        print("  * not a finite number: the last value logged was NaN or infinite")
     print("\nOpen alerts")
     print(_indented(table(alerts, [("rule", "RULE"), ("key", "KEY"), ("step", "STEP"),
                                    ("opened_at", "OPENED", relative), ("message", "MESSAGE")], empty="(none)")))
