@@ -48,8 +48,8 @@ class RunSerializer(StrictModelSerializer):
     class Meta:
         model = Run
         fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "note",
-                  "started_at", "ended_at", "attempt", "params", "tags", "summary"]
-        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags"]
+                  "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules"]
+        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules"]
 
 
 class RunCreateSerializer(StrictSerializer):
@@ -92,7 +92,13 @@ class SeriesSerializer(serializers.Serializer):
 class AlertSerializer(StrictModelSerializer):
     class Meta:
         model = Alert
-        fields = ["id", "run", "rule", "key", "step", "value", "message", "opened_at", "resolved_at"]
+        fields = ["id", "run", "rule", "key", "step", "value", "message", "opened_at", "resolved_at", "resolution",
+                  "resolved_by", "acknowledged_at", "acknowledged_by"]
+
+
+class MuteSerializer(StrictSerializer):
+    rule = serializers.CharField(required=False, max_length=30,
+                                 help_text="The rule to mute or unmute on the run; every rule when absent.")
 
 
 class AlertRuleSerializer(StrictModelSerializer):

@@ -107,11 +107,13 @@ def runs_for_admitted_jobs(job_ids: Iterable[int], attempts: dict[int, int], at:
 
 
 def runs_for_finished_jobs(finished: dict[int, str], at: datetime) -> None:
-    """A job that ended for good ends its run (succeeded: FINISHED, failed: FAILED, cancelled: KILLED)."""
+    """A job that ended for good ends its run (succeeded: FINISHED, failed: FAILED, cancelled: KILLED) and closes
+    its open alerts."""
     for state, status in RUN_STATUS_OF_JOB.items():
         ids = [job_id for job_id, target in finished.items() if target == state]
         if ids:
             Run.objects.filter(job_id__in=ids, status=RunStatus.RUNNING).update(status=status, ended_at=at)
+    alerts.close_alerts_of_ended_runs(Run.objects.filter(job_id__in=finished), at)
 
 
 def run_update(*, run: Run, name: str | None = None, note: str | None = None, status: str | None = None,
@@ -129,6 +131,8 @@ def run_update(*, run: Run, name: str | None = None, note: str | None = None, st
         fields += ["status", "ended_at"]
     if fields:
         run.save(update_fields=fields)
+    if status is not None and run.is_finished:
+        alerts.close_alerts_of_ended_runs(Run.objects.filter(pk=run.pk), run.ended_at)
     return run
 
 

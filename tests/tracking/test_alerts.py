@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from jobs.models import JobEvent
 from jobs.states import State
+from tenancy.models import AuditEntry
 from tests.crosstenant import CrossTenantMixin
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
 from tracking import alerts, services, webhooks
@@ -399,3 +400,88 @@ def test_the_alert_list_stays(tenant, clients, run):
     log(run.pk, "loss", 1, "NaN")
     rows = clients["viewer"].get(reverse("alert-list")).json()["results"]
     assert [row["rule"] for row in rows] == ["non_finite"]
+
+
+# ------------------------------------------------------------------------------- acknowledge, resolve, mute
+
+def open_nan(run) -> Alert:
+    log(run.pk, "train/loss", 1, 2.0)
+    log(run.pk, "train/loss", 2, "NaN")
+    return Alert.objects.get(run=run, resolved_at=None)
+
+
+def test_a_member_acknowledges_then_resolves_an_alert_by_hand(run, clients, django_capture_on_commit_callbacks):
+    alert = open_nan(run)
+    url = reverse("alert-acknowledge", args=[alert.pk])
+    assert clients["viewer"].post(url).status_code == 403
+    body = clients["member"].post(url).json()
+    assert body["acknowledged_by"] == "member" and body["acknowledged_at"] and body["resolved_at"] is None
+    again = clients["admin"].post(url).json()  # acknowledging again changes nothing
+    assert again["acknowledged_by"] == "member"
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        resolved = clients["member"].post(reverse("alert-resolve", args=[alert.pk])).json()
+    assert resolved["resolution"] == "resolved" and resolved["resolved_by"] == "member" and resolved["resolved_at"]
+    assert len(callbacks) == 1  # the resolution is notified once
+    assert clients["member"].post(reverse("alert-resolve", args=[alert.pk])).status_code == 200  # idempotent
+    log(run.pk, "train/loss", 3, "NaN")  # the condition lasts: not opened again
+    assert Alert.objects.filter(run=run).count() == 1
+    log(run.pk, "train/loss", 4, 2.0)
+    log(run.pk, "train/loss", 5, "NaN")  # a new occurrence
+    assert Alert.objects.filter(run=run, resolved_at=None).count() == 1
+
+
+def test_muting_a_rule_on_a_run_closes_its_alerts_and_opens_no_more_there(run, tenant, clients):
+    alert = open_nan(run)
+    other = services.run_create(project=tenant.project, name="other", user=tenant.users["member"])
+    url = reverse("run-mute", args=[run.pk])
+    assert clients["viewer"].post(url, {"rule": "non_finite"}, format="json").status_code == 403
+    bad = clients["member"].post(url, {"rule": "melting"}, format="json")
+    assert bad.status_code == 400 and "rule" in bad.json()["error"]["fields"]
+    muted = clients["member"].post(url, {"rule": "non_finite"}, format="json")
+    assert muted.status_code == 200 and muted.json()["muted_rules"] == ["non_finite"]
+    alert.refresh_from_db()
+    assert alert.resolution == "muted" and alert.resolved_by == "member"
+    log(run.pk, "train/loss", 3, 2.0)
+    log(run.pk, "train/loss", 4, "NaN")
+    log(run.pk, "train/loss", 5, 100.0)
+    assert not Alert.objects.filter(run=run, resolved_at=None, rule="non_finite").exists()
+    log(other.pk, "train/loss", 1, "NaN")  # only that run
+    assert Alert.objects.filter(run=other, resolved_at=None).count() == 1
+    assert AuditEntry.objects.filter(action="run.mute", project=tenant.project).exists()
+    unmuted = clients["member"].post(reverse("run-unmute", args=[run.pk]), {"rule": "non_finite"}, format="json")
+    assert unmuted.json()["muted_rules"] == []
+    log(run.pk, "train/loss", 6, 2.0)
+    log(run.pk, "train/loss", 7, "NaN")
+    assert Alert.objects.filter(run=run, resolved_at=None).count() == 1
+
+
+def test_muting_a_whole_run_silences_every_rule_and_its_actions(tenant, inventory):  # noqa: F811
+    AlertRule.objects.create(project=tenant.project, rule="non_finite", action="stop")
+    job, job_run = running_job_run(tenant, inventory)
+    alerts.run_mute(actor=tenant.users["member"], run=job_run)
+    assert Run.objects.get(pk=job_run.pk).muted_rules == ["*"]
+    log(job_run.pk, "train/loss", 1, "NaN")
+    job.refresh_from_db()
+    assert not Alert.objects.exists() and job.state == State.RUNNING  # no alert, no stop
+    alerts.run_unmute(actor=tenant.users["member"], run=job_run)
+    log(job_run.pk, "train/loss", 2, "NaN")  # still firing: judged firing since step 1, so it does not open anew
+    log(job_run.pk, "train/loss", 3, 1.0)
+    log(job_run.pk, "train/loss", 4, "NaN")
+    job.refresh_from_db()
+    assert Alert.objects.filter(run=job_run).count() == 1 and job.state == State.CANCELLED
+
+
+def test_a_run_that_ends_closes_its_open_alerts(tenant, inventory, django_capture_on_commit_callbacks):  # noqa: F811
+    job, job_run = running_job_run(tenant, inventory)
+    alert = open_nan(job_run)
+    from jobs import lifecycle
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.transition(job, State.FAILED, reason="exit 1", actor="test",
+                             end=lifecycle.AttemptEnd(reason="exit 1", cause="unknown"))
+    alert.refresh_from_db()
+    assert alert.resolved_at is not None and alert.resolution == "run_ended"
+    notebook = services.run_create(project=tenant.project, name="notebook", user=tenant.users["member"])
+    alert = open_nan(notebook)
+    services.run_update(run=notebook, status="FINISHED")
+    alert.refresh_from_db()
+    assert alert.resolution == "run_ended"

@@ -49,7 +49,6 @@ class TestExperiments(CrossTenantMixin):
 class TestRuns(CrossTenantMixin):
     basename = "run"
     detail_writes = ("patch",)
-    detail_actions = ("log-batch",)
 
     def make_object(self, tenant, project):
         return make_run(tenant, project, name="r")
@@ -59,6 +58,8 @@ class TestRuns(CrossTenantMixin):
 
     def update_payload(self, tenant, obj):
         return {"note": "changed"}
+
+    detail_actions = ("log-batch", "mute", "unmute")
 
     def test_outsider_cannot_read_series_or_csv(self, tenant, clients):
         run = self.victim(tenant)
@@ -71,6 +72,7 @@ class TestAlerts(CrossTenantMixin):
     basename = "alert"
     writable = False
     detail_writes = ()
+    detail_actions = ("acknowledge", "resolve")
 
     def make_object(self, tenant, project):
         return Alert.objects.create(run=make_run(tenant, project), rule="non_finite", key="loss", step=3,
