@@ -255,6 +255,7 @@ def test_a_webhook_gets_the_opening_and_the_resolution_signed(run, tenant, djang
     assert payload["run"]["id"] == run.pk
     resolved = json.loads(send.call_args_list[1].args[2])
     assert resolved["event"] == "alert.resolved" and resolved["alert"]["resolved_at"]
+    assert payload["alert"]["resolution"] is None and resolved["alert"]["resolution"] == "cleared"
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/hook", "http://10.1.2.3/hook",
