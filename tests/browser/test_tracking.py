@@ -174,3 +174,29 @@ def test_smoothing_keeps_the_raw_line_faint_beneath(tenant, browser_page):
     wait_until(page, f"document.querySelector('{LOSS}').chart.plot.series.length === 3")
     raw, smoothed = plot(page, LOSS, "u.series.slice(1).map(s => [s.label, s.alpha])")
     assert raw == ["train/loss (raw)", 0.25] and smoothed == ["train/loss", 1]
+
+
+def test_compare_selected_waits_for_a_ticked_run(tenant, browser_page):
+    page = browser_page
+    run = logged_run(tenant, "only", "0.1", 300)
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/experiments/{run.experiment_id}/")
+    assert page.locator("#compare-button").is_disabled()
+    page.check(f'#runs-table input[name="run"][value="{run.pk}"]')
+    assert page.locator("#compare-button").is_enabled()
+    page.uncheck(f'#runs-table input[name="run"][value="{run.pk}"]')
+    assert page.locator("#compare-button").is_disabled()
+
+
+def test_the_run_page_shows_a_new_alert_and_its_state_without_a_reload(tenant, browser_page):
+    page = browser_page
+    run = logged_run(tenant, "live-alerts", "0.1", 300)
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/runs/{run.pk}/")
+    wait_drawn(page, LOSS)
+    assert "No alerts." in page.locator("#run-alerts").inner_text()
+    while_the_page_polls(lambda: services.run_log_batch(
+        run_id=run.pk, metrics=[{"key": "train/loss", "value": "NaN", "step": STEPS + 1}]))
+    wait_until(page, "document.querySelector('#run-alerts').textContent.includes('is NaN at step')", timeout=20_000)
+    page.click('#run-alerts button[data-action="acknowledge"]')
+    wait_until(page, "document.querySelector('#run-alerts').textContent.includes('acknowledged by member')")
