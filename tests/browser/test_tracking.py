@@ -58,6 +58,13 @@ def wait_drawn(page, selector: str) -> None:
     wait_until(page, f"document.querySelector('{selector}')?.chart?.plot?.data[0].length > 0")
 
 
+def run_page_drawn(page, tenant, run) -> None:
+    """Signed in as the member, on the run's page, its loss chart drawn."""
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/runs/{run.pk}/")
+    wait_drawn(page, LOSS)
+
+
 def test_run_charts_are_drawn_and_a_drag_zooms_at_full_resolution(tenant, browser_page):
     page = browser_page
     run = logged_run(tenant, "lr-0.1", "0.1", 300)
@@ -113,9 +120,7 @@ def test_compare_two_runs_overlays_them_and_shows_the_params_diff(tenant, browse
 def test_live_mode_appends_new_points_and_stops_when_the_run_ends(tenant, browser_page):
     page = browser_page
     run = logged_run(tenant, "live", "0.1", 300)
-    sign_in(page, tenant.users["member"])
-    page.goto(f"/runs/{run.pk}/")
-    wait_drawn(page, LOSS)
+    run_page_drawn(page, tenant, run)
     assert page.locator("#live").is_checked()
     while_the_page_polls(lambda: services.run_log_batch(
         run_id=run.pk, metrics=[{"key": "train/loss", "value": 0.01, "step": STEPS + s} for s in range(1, 11)]))
@@ -167,9 +172,7 @@ def test_the_x_axis_covers_a_nan_stretch_and_small_values_read_apart(tenant, bro
 def test_smoothing_keeps_the_raw_line_faint_beneath(tenant, browser_page):
     page = browser_page
     run = logged_run(tenant, "smooth", "0.1", 300)
-    sign_in(page, tenant.users["member"])
-    page.goto(f"/runs/{run.pk}/")
-    wait_drawn(page, LOSS)
+    run_page_drawn(page, tenant, run)
     page.locator("#smoothing").fill("0.9")
     wait_until(page, f"document.querySelector('{LOSS}').chart.plot.series.length === 3")
     raw, smoothed = plot(page, LOSS, "u.series.slice(1).map(s => [s.label, s.alpha])")
@@ -191,9 +194,7 @@ def test_compare_selected_waits_for_a_ticked_run(tenant, browser_page):
 def test_the_run_page_shows_a_new_alert_and_its_state_without_a_reload(tenant, browser_page):
     page = browser_page
     run = logged_run(tenant, "live-alerts", "0.1", 300)
-    sign_in(page, tenant.users["member"])
-    page.goto(f"/runs/{run.pk}/")
-    wait_drawn(page, LOSS)
+    run_page_drawn(page, tenant, run)
     assert "No alerts." in page.locator("#run-alerts").inner_text()
     while_the_page_polls(lambda: services.run_log_batch(
         run_id=run.pk, metrics=[{"key": "train/loss", "value": "NaN", "step": STEPS + 1}]))
