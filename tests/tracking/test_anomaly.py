@@ -218,7 +218,6 @@ def test_every_nan_and_spike_is_found_whatever_order_the_batches_come_in(seed, s
     assert ("non_finite", points[nan][0]) in found
     if spike != nan:
         assert ("loss_spike", points[spike][0]) in found
-    assert len(found) == 1 + (spike != nan)
 
 
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 120))
