@@ -1,7 +1,7 @@
 """The metric charts' logic in JavaScript (static/tracking/chartdata.js: the x range, NaN gaps, tick labels, axis
-width, label rows, isolated points, the raw line under a smoothed one), checked by Node's built-in test runner over
-tests/js/. No npm package is needed; where node is missing the test is skipped, and tests/browser draws the charts
-in Chromium."""
+width, label rows, isolated points, the raw line under a smoothed one; and charts.js's uPlot options and overlays
+against stand-ins for the browser and uPlot), checked by Node's built-in test runner over tests/js/. No npm package
+is needed; where node is missing the test is skipped, and tests/browser draws the charts in Chromium."""
 
 from __future__ import annotations
 
