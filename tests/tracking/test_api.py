@@ -50,7 +50,6 @@ class TestExperiments(CrossTenantMixin):
 class TestRuns(CrossTenantMixin):
     basename = "run"
     detail_writes = ("patch",)
-    detail_actions = ("log-batch",)
 
     def make_object(self, tenant, project):
         return make_run(tenant, project, name="r")
@@ -60,6 +59,8 @@ class TestRuns(CrossTenantMixin):
 
     def update_payload(self, tenant, obj):
         return {"note": "changed"}
+
+    detail_actions = ("log-batch", "mute", "unmute")
 
     def test_outsider_cannot_read_series_or_csv(self, tenant, clients):
         run = self.victim(tenant)
@@ -72,6 +73,7 @@ class TestAlerts(CrossTenantMixin):
     basename = "alert"
     writable = False
     detail_writes = ()
+    detail_actions = ("acknowledge", "resolve")
 
     def make_object(self, tenant, project):
         return Alert.objects.create(run=make_run(tenant, project), rule="non_finite", key="loss", step=3,
@@ -206,3 +208,19 @@ def test_a_viewer_cannot_end_a_run_and_a_member_can(tenant, clients):
     response = clients["member"].patch(url, {"status": "FINISHED"}, format="json")
     assert response.status_code == 200 and response.json()["ended_at"] is not None
     assert clients["member"].patch(url, {"status": "DONE"}, format="json").status_code == 400
+
+
+def test_a_non_finite_last_value_is_spelled_out_and_flagged_not_null(tenant, clients):
+    """JSON has no NaN: the summary spells a non-finite last value as the series API and log-batch do ("NaN",
+    "Infinity", "-Infinity") and flags it, so it reads neither as a number nor as "never logged"."""
+    run = make_run(tenant, tenant.project, name="diverged")
+    services.run_log_batch(run_id=run.pk, metrics=[
+        {"key": "loss", "value": 2.0, "step": 0}, {"key": "loss", "value": "NaN", "step": 1},
+        {"key": "norm", "value": "-Infinity", "step": 0}, {"key": "acc", "value": 0.5, "step": 0}])
+    summary = clients["viewer"].get(reverse("run-detail", args=[run.pk])).json()["summary"]
+    assert summary["loss"] == {"last": "NaN", "last_finite": False, "step": 1, "min": 2.0, "max": 2.0}
+    assert summary["norm"] == {"last": "-Infinity", "last_finite": False, "step": 0, "min": None, "max": None}
+    assert summary["acc"] == {"last": 0.5, "last_finite": True, "step": 0, "min": 0.5, "max": 0.5}
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": 1.5, "step": 2}])  # finite again
+    listed = clients["viewer"].get(reverse("run-list"), {"project": tenant.project.slug}).json()["results"]
+    assert listed[0]["summary"]["loss"] == {"last": 1.5, "last_finite": True, "step": 2, "min": 1.5, "max": 2.0}
