@@ -45,6 +45,9 @@ def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
                                            "--csv").out)))
     assert rows == [["period", "project", "device_hours", "cpu_hours", "cost_usd"],
                     ["2026-01-10", "vision", "80.0000", "80.0000", "200.0000"]]
+    unstepped = list(csv.reader(io.StringIO(cli("costs", "--month", "2026-01", "--by", "project,stage", "--csv").out)))
+    assert unstepped == [["project", "stage", "device_hours", "cpu_hours", "cost_usd"],
+                         ["vision", "sft", "80.0000", "80.0000", "200.0000"]]
     theirs = cli("costs", "--month", "2026-01", user="outsider", token=None)
     assert theirs.code == 0 and "secret" in theirs.out and "vision" not in theirs.out
 

@@ -99,6 +99,16 @@ def test_the_csv_streams_the_same_rows(clients, usage):
                      ["2026-01-01", "vision", f"#{job.pk} train", "16.0000", "8.0000", "32.0000"]]
 
 
+def test_the_csv_writes_no_cell_a_spreadsheet_would_run(clients, usage):
+    """An experiment is named by whoever submits the job: as a cell it must stay text."""
+    from costs.models import UsageSegment
+
+    UsageSegment.objects.filter(job=usage[0]).update(experiment='=HYPERLINK("http://evil.example","x")')
+    response = clients["member"].get("/api/v1/costs/csv/", {**JAN, "group_by": "experiment"})
+    lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert lines[1][0] == "'=HYPERLINK(\"http://evil.example\",\"x\")"
+
+
 # prices --------------------------------------------------------------------------------------------------------
 
 def future(days: int = 1) -> str:
