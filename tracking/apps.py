@@ -12,11 +12,11 @@ class TrackingConfig(AppConfig):
         from tenancy.auth import register_other_credential
         from tenancy.panels import Panel, register_project_panel
         from tracking import alerts, demo, listeners, services  # noqa: F401  (listeners connects to the job state machine)
-        from tracking.env import run_env
+        from tracking.env import RUN_ENV_NAMES, run_env
         from tracking.tokens import run_id_from_token
         from tracking.views import project_alerts_panel
 
-        ports.register_env_source(run_env)
+        ports.register_env_source(run_env, RUN_ENV_NAMES)
         # A job's run token on any other endpoint is the wrong kind of token, not a guess to count against its address.
         register_other_credential(lambda secret: run_id_from_token(secret) is not None,
                                   "A run token only logs to its own run; use an API token here.")

@@ -70,3 +70,5 @@ def test_the_attempts_process_gets_its_run_and_a_token_for_it_only_as_secrets(te
     assert env.plain["MLFLOW_TRACKING_URI"].endswith(f"/mlflow/{tenant.project.slug}")
     assert run_id_from_token(env.secret["TIDAL_RUN_TOKEN"]) == run.pk
     assert not any(value.startswith("tdr_") for value in env.plain.values())
+    # A job spec may set none of them: its own env comes last in a pod and would override them.
+    assert all(ports.is_reserved_env(name) for name in [*env.plain, *env.secret])
