@@ -22,6 +22,10 @@ from tenancy.selectors import organizations_for_user, projects_for_user
 from tenancy.serializers import ScopedProjectField
 
 MONTH = re.compile(r"(\d{4})-(\d{2})\Z")
+# The first day no report covers. A report's window ends the day after its last day, and a week or month period
+# may end later still: the calendar's last month is left out so that no end falls past 9999-12-31 (an
+# OverflowError, a 500, before).
+CALENDAR_END = date(date.max.year, 12, 1)
 
 
 def month_window(text: str) -> Window:
@@ -30,6 +34,8 @@ def month_window(text: str) -> Window:
     if not match:
         raise ValueError("Use YYYY-MM, e.g. 2026-12.")
     first = date(int(match[1]), int(match[2]), 1)  # ValueError for month 13
+    if first >= CALENDAR_END:
+        raise ValueError(f"The last month a report covers is {CALENDAR_END - timedelta(days=1):%Y-%m}.")
     following = (first + timedelta(days=32)).replace(day=1)
     return Window(first, following)
 
@@ -69,6 +75,9 @@ class ReportParamsSerializer(serializers.Serializer):
                 raise serializers.ValidationError({name: ["Required (a range needs both ends), or give month."]})
         if attrs["end"] < attrs["start"]:
             raise serializers.ValidationError({"end": ["The range ends before it starts."]})
+        if attrs["end"] >= CALENDAR_END:
+            last = CALENDAR_END - timedelta(days=1)
+            raise serializers.ValidationError({"end": [f"The last day a report covers is {last}."]})
         window = Window(attrs["start"], attrs["end"] + timedelta(days=1))
         longest = settings.TIDAL["COST_MAX_RANGE_DAYS"]
         if (window.end - window.start).days > longest:

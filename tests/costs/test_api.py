@@ -155,3 +155,52 @@ def test_prices_from_the_same_moment_overlap_and_history_is_never_edited(staff_c
                               format="json").status_code == 200
     assert staff_client.delete(f"/api/v1/prices/devices/{upcoming.pk}/").status_code == 204
     assert AuditEntry.objects.filter(action="deviceprice.delete").count() == 1
+
+
+def staff_page():
+    from django.contrib.auth import get_user_model
+
+    from tests.conftest import make_user
+    from tests.ui.conftest import login
+
+    staff = get_user_model().objects.filter(is_staff=True).first() or make_user("page-admin", is_staff=True)
+    return login(staff)
+
+
+CALENDAR_EDGES = [({"month": "9999-12"}, "month"), ({"start": "9999-12-01", "end": "9999-12-31"}, "end"),
+                  ({"start": "9999-12-31", "end": "9999-12-31", "step": "month"}, "end")]
+REPORTS = ["/api/v1/costs/", "/api/v1/costs/csv/", "/api/v1/costs/efficiency/", "/api/v1/costs/efficiency/csv/",
+           "/api/v1/costs/waste/", "/api/v1/costs/waste/csv/", "/api/v1/costs/queueing/",
+           "/api/v1/costs/queueing/csv/"]
+PAGES = ["/costs/", "/costs/admin/", "/costs/efficiency/", "/costs/waste/", "/costs/queueing/"]
+
+
+@pytest.mark.parametrize(("params", "field"), CALENDAR_EDGES)
+def test_a_range_at_the_end_of_the_calendar_is_a_400_naming_it_not_a_500(staff_client, usage, params, field):
+    for url in REPORTS:
+        params_here = {k: v for k, v in params.items() if k != "step" or url.startswith("/api/v1/costs/csv")
+                       or url == "/api/v1/costs/"}
+        response = staff_client.get(url, params_here)
+        assert response.status_code == 400, (url, response.status_code)
+        assert field in response.json()["error"]["fields"], url
+    page = staff_page()
+    for url in PAGES:
+        response = page.get(url, params)
+        assert response.status_code == 400, (url, response.status_code)
+
+
+def test_the_first_years_of_the_calendar_are_reports_of_nothing(staff_client, usage):
+    for params in ({"month": "0001-01"}, {"start": "0001-01-01", "end": "0001-01-31", "step": "week"}):
+        response = staff_client.get("/api/v1/costs/", params)
+        assert response.status_code == 200 and response.json()["rows"] == [], response.content
+
+
+def test_the_last_range_a_report_covers_is_answered_everywhere(staff_client, usage):
+    for params in ({"month": "9999-11", "step": "month"}, {"start": "9999-11-01", "end": "9999-11-30",
+                                                          "step": "week"}):
+        for url in REPORTS:
+            here = params if url in ("/api/v1/costs/", "/api/v1/costs/csv/") else {
+                k: v for k, v in params.items() if k != "step"}
+            assert staff_client.get(url, here).status_code == 200, url
+        for url in PAGES:
+            assert staff_page().get(url, params).status_code == 200, url
