@@ -21,7 +21,7 @@ from jobs.lifecycle import Admission, AttemptEnd, record_checkpoint, transition,
 from jobs.states import State
 from tenancy.models import Project
 from tests.conftest import make_user
-from tests.costs.conftest import at
+from tests.costs.conftest import at, installed_since
 from tests.jobs.conftest import spec
 from tracking.services import run_log_batch
 
@@ -101,11 +101,43 @@ def test_idle_guarantee_is_priced_and_a_borrower_s_hours_are_lent_by_the_idle_pr
     assert (unused.idle_seconds, unused.idle_cost) == (8 * 24 * HOUR, pytest.approx(8 * 24 * 1.00))
 
 
+def test_a_guarantee_counts_from_when_its_quota_or_its_project_was_created(tenant, prices):
+    """Not from the range's start: a month-old range of a demo minutes old showed a month of idle guarantees."""
+    from quotas.models import Quota
+    from quotas.services import quota_save
+    from tenancy.models import AuditEntry
+
+    Quota.objects.filter(project=prices["speech"]).delete()
+    quota = quota_save(actor=None, quota=Quota(project=prices["speech"], flavor=prices["h100"]),
+                       values={"guaranteed": 16})
+    AuditEntry.objects.filter(action="quota.create", target_id=str(quota.pk)).update(created_at=at(18))
+    Project.objects.filter(pk=tenant.project.pk).update(created_at=at(6))  # its quotas have no audit entry
+    rows = by(quota_efficiency(scope()).rows, "project", "flavor")
+    assert rows["speech", "nvidia-h100-80gb"].guaranteed_seconds == 16 * 6 * HOUR
+    assert rows["speech", "nvidia-h100-80gb"].idle_cost == pytest.approx(16 * 6 * 2.00)
+    assert rows["vision", "nvidia-h100-80gb"].guaranteed_seconds == 16 * 18 * HOUR
+    assert rows["vision", "nvidia-a100-40gb"].idle_seconds == 8 * 18 * HOUR
+    # A project created after the range guarantees nothing in it.
+    Project.objects.filter(pk=tenant.project.pk).update(created_at=at(48))
+    later = by(quota_efficiency(scope()).rows, "project", "flavor")["vision", "nvidia-h100-80gb"]
+    assert (later.guaranteed_seconds, later.idle_seconds, later.idle_cost) == (0, 0, 0)
+
+
+def test_a_demo_minutes_old_shows_minutes_of_idle_guarantee_not_a_month(tenant, prices):
+    now = at(24 * 9 + 12)  # 2026-01-10 12:00
+    installed_since(now - timedelta(minutes=10))
+    month = Window(date(2026, 1, 1), date(2026, 2, 1))
+    total = quota_efficiency(scope(window=month, now=now)).total
+    assert total.guaranteed_seconds == (16 + 8 + 16) * 600  # vision h100 and a100, speech h100, for 10 minutes
+    assert total.idle_cost == pytest.approx((16 * 2 + 8 * 1 + 16 * 2) * 600 / HOUR)
+
+
 def test_lending_is_shared_by_idle_guarantee_and_never_exceeds_it(tenant, lending):
     from quotas.models import Quota
 
     third = Project.objects.create(organization=tenant.organization, name="Audio", slug="audio")
     Quota.objects.create(project=third, flavor=lending["h100"], guaranteed=8)
+    installed_since(at(-1))
     rows = by(quota_efficiency(scope(flavor_id=lending["h100"].pk)).rows, "project")
     idle_vision, idle_audio = (16 * 24 - 80) * HOUR, 8 * 24 * HOUR
     borrowed = 40 * HOUR

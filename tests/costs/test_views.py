@@ -254,10 +254,29 @@ def test_the_cluster_page_refuses_a_bad_range_with_its_message(tenant, usage):
     assert response.status_code == 400 and "month: Use YYYY-MM" in response.content.decode()
 
 
+def test_utilization_counts_each_node_from_when_it_was_added(tenant, usage):
+    """Nodes node sync found count from their cluster's creation, nodes added by hand from their audit entry; a
+    demo minutes old is not measured against a month of capacity it never had."""
+    from clusters.models import Cluster, Node
+    from clusters.services import node_save
+    from costs.admin_report import utilization
+    from tenancy.models import AuditEntry, Project
+
+    Cluster.objects.filter(pk=usage["cluster"].pk).update(created_at=at(12))
+    node = node_save(actor=None, node=Node(cluster=usage["cluster"], name="late", flavor=usage["h100"], devices=8,
+                                           rack="r9"))
+    AuditEntry.objects.filter(action="node.create", target_id=str(node.pk)).update(created_at=at(18))
+    days = {f.flavor: f.days for f in utilization(Project.objects.values("id"), Window(date(2026, 1, 1),
+                                                                                       date(2026, 1, 3)), at(30))}
+    assert [day.capacity for day in days["nvidia-h100-80gb"]] == [32 * 12 + 8 * 6, 40 * 6]
+    assert [day.capacity for day in days["nvidia-a100-40gb"]] == [16 * 12, 16 * 6]
+
+
 def test_capacity_counts_today_up_to_now_only():
     now = datetime(2026, 1, 2, 6, tzinfo=UTC)
     assert capacity_hours(date(2026, 1, 1), 8, now) == 8 * 24
     assert capacity_hours(date(2026, 1, 2), 8, now) == 8 * 6
+    assert capacity_hours(date(2026, 1, 2), 8, now, since=int(datetime(2026, 1, 2, 4, tzinfo=UTC).timestamp())) == 16
     assert capacity_hours(date(2026, 1, 3), 8, now) == 0
 
 
