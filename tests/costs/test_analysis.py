@@ -202,17 +202,20 @@ def test_work_lost_since_the_checkpoint_and_failed_attempts_are_counted_per_job(
     end(preempted, State.SUCCEEDED, at(5))
     failed = start(admit(submit(tenant, h100, at(0)), cluster, ["r1-n2"], at(4)), at(4.5))
     end(failed, State.FAILED, at(6), cause="oom")
-    lost = admit(submit(tenant, h100, at(0)), cluster, ["r2-n1"], at(7))  # lost before it ever ran
+    lost = start(admit(submit(tenant, h100, at(0)), cluster, ["r2-n1"], at(7)), at(7.5))
     end(lost, State.RETRYING, at(8), lost=True, cause="node_lost")
+    never = admit(submit(tenant, h100, at(0)), cluster, ["r2-n2"], at(7))  # lost before it ever ran: not billed
+    end(never, State.RETRYING, at(8), lost=True, cause="node_lost")
 
     rows = {row.job_id: row for row in waste(scope()).rows}
     one = rows[preempted.pk]  # checkpoint at 2, preempted at 3: one hour of 8 devices to compute again
     assert (one.lost_seconds, one.lost_cost, one.failed_seconds) == (8 * HOUR, pytest.approx(16.0), 0)
     two = rows[failed.pk]  # failed at 6, never checkpointed: everything since it started at 4.5
-    assert (two.failed_seconds, two.failed_cost) == (8 * 2 * HOUR, pytest.approx(32.0))
+    assert (two.failed_seconds, two.failed_cost) == (8 * 1.5 * HOUR, pytest.approx(24.0))  # billed from its start
     assert two.lost_seconds == 8 * 1.5 * HOUR
     three = rows[lost.pk]
-    assert (three.failed_seconds, three.lost_seconds) == (8 * HOUR, 0)
+    assert (three.failed_seconds, three.lost_seconds) == (8 * 0.5 * HOUR, 8 * 0.5 * HOUR)
+    assert never.pk not in rows
     assert three.labels == {"job": f"#{lost.pk} train", "project": "vision", "flavor": "nvidia-h100-80gb"}
     roll_segments()
     assert {r.job_id: (r.failed_seconds, r.lost_seconds) for r in waste(scope()).rows} == {
@@ -331,7 +334,7 @@ def test_each_caller_sees_their_projects(tenant, clients, staff_client, lending)
 
     for project in (tenant.project, lending["speech"]):
         failed = admit(submit(tenant, lending["h100"], at(12), project=project), lending["cluster"], ["r1-n1"], at(12))
-        end(failed, State.FAILED, at(13), cause="oom")
+        end(start(failed, at(12)), State.FAILED, at(13), cause="oom")
     for name in API:
         assert projects(clients["viewer"], name) == ["vision"]  # a viewer reads
         assert projects(clients["outsider"], name) == []

@@ -14,7 +14,7 @@ from jobs.lifecycle import transition
 from jobs.states import State
 from tenancy.models import AuditEntry
 from tests.costs.conftest import at
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 
 pytestmark = pytest.mark.django_db
 JAN = {"month": "2026-01"}
@@ -23,14 +23,14 @@ JAN = {"month": "2026-01"}
 @pytest.fixture
 def usage(tenant, prices):
     """Vision: an 8-device h100 job for 2 h; the outsider's project (another organization): 4 a100 for 1 h."""
-    mine = admit(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=at(1))
+    mine = run(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=at(1))
     transition(mine, State.CANCELLED, reason="stop", actor="member", now=at(3))
     from jobs.models import Job
     from quotas.models import Quota
 
     Quota.objects.create(project=tenant.other_project, flavor=prices["a100"], guaranteed=8)
     theirs = submit(tenant, prices["a100"], project=tenant.other_project, user="outsider", devices=4)
-    theirs = admit(theirs, prices["cluster"], ["a-n2"], now=at(5))
+    theirs = run(theirs, prices["cluster"], ["a-n2"], now=at(5))
     transition(theirs, State.CANCELLED, reason="stop", actor="outsider", now=at(6))
     return Job.objects.get(pk=mine.pk), theirs
 

@@ -23,7 +23,7 @@ from jobs.states import State
 from quotas.models import Quota
 from tests.conftest import make_user
 from tests.costs.conftest import at
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 from tests.ui.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ JANUARY = {"month": "2026-01"}
 
 def held(tenant, flavor, cluster, node, start, end, *, project=None, user="member", devices=8):
     """A job of `devices` on `node` from `start` to `end` (datetimes), through the state machine."""
-    job = admit(submit(tenant, flavor, project=project, user=user, devices=devices), cluster, [node], now=start)
+    job = run(submit(tenant, flavor, project=project, user=user, devices=devices), cluster, [node], now=start)
     if end is not None:
         transition(job, State.CANCELLED, reason="stop", actor="member", now=end)
     return job
