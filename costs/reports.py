@@ -28,6 +28,7 @@ from costs.rollup import EPOCH_DAY, usage_of
 from jobs.models import Job
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Organization, Project
+from tracking.services import DEFAULT_EXPERIMENT
 
 # What a report may group by, and the column of segments and days that holds it.
 GROUPS: dict[str, str] = {
@@ -168,7 +169,7 @@ def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
         names = LABELS[name](ids) if name in LABELS else {}
         for row in rows:
             key = row.keys[index]
-            row.labels[name] = names.get(key, "") if name in LABELS else (key or "")
+            row.labels[name] = names.get(key, "") if name in LABELS else (key or UNNAMED.get(name, ""))
 
 
 def _of_ids(model, ids: set) -> QuerySet:
@@ -183,6 +184,10 @@ def _of_ids(model, ids: set) -> QuerySet:
 def _names(model, field: str) -> Any:
     return lambda ids: dict(_of_ids(model, ids).values_list("pk", field))
 
+
+# What an empty value of a column that is not an id stands for: usage from before segments named the experiment
+# of a job that names none (tracking's default experiment, where its run is).
+UNNAMED = {"experiment": DEFAULT_EXPERIMENT}
 
 LABELS = {
     "organization": _names(Organization, "name"),

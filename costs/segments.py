@@ -28,6 +28,7 @@ from jobs import lifecycle
 from jobs.models import Attempt, Job, Outcome, ReplicaGroup
 from jobs.states import State
 from tenancy.models import Project
+from tracking.services import DEFAULT_EXPERIMENT
 
 
 def epoch(at: datetime) -> int:
@@ -35,7 +36,8 @@ def epoch(at: datetime) -> int:
 
 
 def _open_sql(count: int) -> str:
-    """One INSERT ... SELECT: the attempt, its job, the job's project and its groups' CPU, copied in the database. An
+    """One INSERT ... SELECT: the attempt, its job, the job's project and its groups' CPU, copied in the database (a
+    job naming no experiment is in tracking's default one, as its run is). An
     attempt that has a segment already keeps it (one opened at its admission, as segments were before they followed
     the start)."""
     segment, attempt, job, project, group = (model._meta.db_table for model in
@@ -46,7 +48,7 @@ def _open_sql(count: int) -> str:
         f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, borrowed, start_ts, '
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '
-        f'j.priority_class_id, j.stage, j.experiment, j.total_devices, '
+        f"j.priority_class_id, j.stage, COALESCE(NULLIF(j.experiment, ''), %s), j.total_devices, "
         f'(SELECT COALESCE(SUM(g.replicas * g.cpu_millis), 0) FROM {group} g WHERE g.job_id = j.id), '
         f"a.borrowed, %s, '', %s "
         f'FROM {attempt} a JOIN {job} j ON j.id = a.job_id JOIN {project} p ON p.id = j.project_id '
@@ -55,7 +57,7 @@ def _open_sql(count: int) -> str:
 
 def _open(attempt_ids: Sequence[int], start: int) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(_open_sql(len(attempt_ids)), [start, False, *attempt_ids])
+        cursor.execute(_open_sql(len(attempt_ids)), [DEFAULT_EXPERIMENT, start, False, *attempt_ids])
 
 
 def grace_seconds() -> Coalesce:

@@ -204,3 +204,14 @@ def test_the_last_range_a_report_covers_is_answered_everywhere(staff_client, usa
             assert staff_client.get(url, here).status_code == 200, url
         for url in PAGES:
             assert staff_page().get(url, params).status_code == 200, url
+
+
+def test_a_job_naming_no_experiment_is_in_the_default_experiment_as_its_run_is(clients, usage):
+    from costs.models import UsageSegment
+
+    body = clients["member"].get("/api/v1/costs/", {**JAN, "group_by": "experiment"}).json()
+    assert [row["group"]["experiment"] for row in body["rows"]] == ["Default"]
+    # Usage metered before segments named it (an empty experiment) reads the same.
+    UsageSegment.objects.update(experiment="")
+    body = clients["member"].get("/api/v1/costs/", {**JAN, "group_by": "experiment"}).json()
+    assert [row["group"]["experiment"] for row in body["rows"]] == ["Default"]
