@@ -33,6 +33,7 @@ class AnalysisParamsSerializer(ReportParamsSerializer):
     group_by = None
     step = None
     cluster = None  # guarantees and queues are not per cluster
+    as_of = None  # always now
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         query = super().validate(attrs)["query"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -52,6 +52,18 @@ class ReportParamsSerializer(serializers.Serializer):
     organization = serializers.CharField(required=False, help_text="Only this organization (name).")
     flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
     cluster = serializers.CharField(required=False, help_text="Only this cluster (name).")
+    as_of = serializers.DateTimeField(required=False, help_text=(
+        "The moment the report is as of (default: now): running jobs count up to it. A page's CSV link passes the "
+        "page's moment, so both give the same figures."))
+
+    def validate_as_of(self, value: datetime) -> int:
+        try:
+            moment = int(value.astimezone(UTC).timestamp())
+        except (OverflowError, ValueError):  # past the calendar once in UTC
+            raise serializers.ValidationError("The moment is outside the years 1 to 9999 in UTC.") from None
+        if moment > timezone.now().timestamp():
+            raise serializers.ValidationError("The moment is in the future: a report is as of now or earlier.")
+        return moment
 
     def validate_group_by(self, value: str) -> list[str]:
         names = [name.strip() for name in value.split(",") if name.strip()]
@@ -101,7 +113,7 @@ class ReportParamsSerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         return {"query": ReportQuery(self._window(attrs), tuple(attrs.get("group_by", ["project"])),
-                                     attrs.get("step"), self._filters(attrs))}
+                                     attrs.get("step"), self._filters(attrs), attrs.get("as_of"))}
 
 
 def currency() -> str:
@@ -147,6 +159,7 @@ class ReportSerializer(serializers.Serializer):
     currency = serializers.CharField()
     start = serializers.DateField()
     end = serializers.DateField(help_text="Last day included.")
+    as_of = serializers.DateTimeField(help_text="The moment the report is as of: running jobs count up to it.")
     group_by = serializers.ListField(child=serializers.CharField())
     step = serializers.CharField(allow_null=True)
     rows = ReportRowSerializer(many=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -34,7 +35,8 @@ def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
     shown = cli("costs", "--month", "2026-01", "--by", "project,flavor")
     assert shown.code == 0, shown.err
     lines = shown.out.splitlines()
-    assert lines[0] == "Costs 2026-01-01 to 2026-01-31 (UTC days)"
+    assert re.fullmatch(r"Costs 2026-01-01 to 2026-01-31 \(UTC days\), as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC "
+                        r"\(running jobs count up to it\)", lines[0]), lines[0]
     assert lines[1].split() == ["PROJECT", "FLAVOR", "DEVICE-H", "CPU-H", "USD"]
     assert lines[2].split() == ["vision", "nvidia-h100-80gb", "80.0", "80.0", "200.00"]  # 8 x 10 h x 2.5
     assert "secret" not in shown.out

@@ -215,3 +215,14 @@ def test_a_job_naming_no_experiment_is_in_the_default_experiment_as_its_run_is(c
     UsageSegment.objects.update(experiment="")
     body = clients["member"].get("/api/v1/costs/", {**JAN, "group_by": "experiment"}).json()
     assert [row["group"]["experiment"] for row in body["rows"]] == ["Default"]
+
+
+def test_the_report_says_the_moment_it_is_as_of_and_counts_running_jobs_up_to_it(tenant, clients, prices):
+    from tests.jobs.conftest import run as run_job
+
+    run_job(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=at(1))  # runs on
+    body = clients["member"].get("/api/v1/costs/", {**JAN, "as_of": at(4).isoformat()}).json()
+    assert body["as_of"] == "2026-01-01T04:00:00Z" and body["total"]["device_hours"] == pytest.approx(24.0)
+    now = clients["member"].get("/api/v1/costs/", JAN).json()
+    assert datetime.fromisoformat(now["as_of"]) <= timezone.now() and now["total"]["device_hours"] == pytest.approx(
+        8 * 24 * 31 - 8)  # up to the end of January: from 01:00 on

@@ -59,7 +59,8 @@ def cmd_costs(args: argparse.Namespace) -> None:
     columns = ([("period", "PERIOD")] if report["step"] else []) + [(name, name.upper()) for name in groups]
     columns += [("device_hours", "DEVICE-H", hours), ("cpu_hours", "CPU-H", hours),
                 ("cost", report["currency"], money)]
-    print(f"Costs {report['start']} to {report['end']} (UTC days)")
+    as_of = report["as_of"].replace("T", " ").replace("Z", "").replace("+00:00", "")
+    print(f"Costs {report['start']} to {report['end']} (UTC days), as of {as_of} UTC (running jobs count up to it)")
     print(table(rows, columns, empty="No usage in this range."))
     total = report["total"]
     print(f"\nTotal: {money(total['cost'])} {report['currency']}, {hours(total['device_hours'])} device-hours, "
