@@ -11,7 +11,9 @@ runs (a Host header not in ALLOWED_HOSTS, a form body over DATA_UPLOAD_MAX_MEMOR
 address too long or holding a NUL character, and a server error. /mlflow/ keeps MLflow's own error shape
 (tracking.mlflow.errors); only the address limits answer there, in plain text, as on pages.
 
-Django shows its technical pages instead of these handlers while DEBUG is on.
+Django shows its technical pages instead of these handlers while DEBUG is on, except for an address that matches no
+view (`UnknownAddresses`): `make run` runs with DEBUG on, and a mistyped address there should look as it does in
+production, not list the URL patterns.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django.views.decorators.csrf import requires_csrf_token
@@ -143,3 +146,21 @@ def _refuse(request: HttpRequest, code: str, message: str, status: int) -> HttpR
     if _is_api(request):
         return _api_error(code, message, status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+class UnknownAddresses:
+    """With DEBUG on, an address that matches no view gets the product's 404 page (the API's JSON body under
+    /api/), as with DEBUG off, instead of Django's technical page of URL patterns; a 404 a view raises keeps
+    Django's debugging page. CommonMiddleware, outside this one, still turns a missing final slash into a
+    redirect."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if settings.DEBUG:
+            try:
+                resolve(request.path_info, getattr(request, "urlconf", None))
+            except Resolver404 as exc:
+                return page_not_found(request, exc)
+        return self.get_response(request)

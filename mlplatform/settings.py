@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "tenancy.middleware.CurrentProjectMiddleware",
+    "mlplatform.errorpages.UnknownAddresses",
 ]
 
 ROOT_URLCONF = "mlplatform.urls"
