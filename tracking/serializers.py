@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from core.serializers import StrictModelSerializer, StrictSerializer
+from core.serializers import StrictModelSerializer, StrictSerializer, no_control_characters
 from tenancy.serializers import ScopedProjectField
 from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
@@ -22,6 +22,7 @@ class ExperimentSerializer(StrictModelSerializer):
         model = Experiment
         fields = ["id", "project", "name", "description", "created_at", "run_count"]
         read_only_fields = ["created_at"]
+        extra_kwargs = {"name": {"validators": [no_control_characters]}}
 
 
 class SummaryField(serializers.DictField):
@@ -55,6 +56,7 @@ class RunSerializer(StrictModelSerializer):
 class RunCreateSerializer(StrictSerializer):
     project = ScopedProjectField()
     experiment = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                       validators=[no_control_characters],
                                        help_text="Experiment name; created when the project has none of that name.")
     name = serializers.CharField(max_length=250, required=False, allow_blank=True)
     params = serializers.JSONField(required=False)

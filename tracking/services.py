@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from core.actors import actor_name
 from core.errors import DomainError
+from core.serializers import has_control_character
 from jobs.models import Job
 from jobs.states import State
 from tenancy.audit import delete_audited, save_audited
@@ -59,6 +60,8 @@ def experiment_create(*, project: Project, name: str, description: str = "") -> 
     name = name.strip()
     if not name:
         raise DomainError("An experiment needs a name.", field="name")
+    if has_control_character(name):
+        raise DomainError("An experiment's name must not contain control characters.", field="name")
     try:
         with transaction.atomic():
             return Experiment.objects.create(project=project, name=name[:200], description=description)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 
 import pytest
@@ -10,7 +12,7 @@ from django.utils import timezone
 
 from tests.crosstenant import CrossTenantMixin
 from tracking import services
-from tracking.models import Alert
+from tracking.models import Alert, Experiment
 
 pytestmark = pytest.mark.django_db
 
@@ -87,6 +89,19 @@ def test_a_run_created_from_a_notebook_names_its_experiment_and_params(tenant, c
     run = response.json()
     assert run["experiment_name"] == "llama sweep" and run["params"] == {"lr": "0.001", "opt": "adam"}
     assert run["status"] == "RUNNING" and run["user_name"] == "member"
+
+
+@pytest.mark.parametrize("name", ["sweep\n=cmd", "a\tb", "bell\x07", "esc\x1b[2J", "del\x7f", "n\x85l"])
+def test_an_experiment_name_with_a_control_character_is_refused_through_every_door(tenant, clients, name):
+    member = clients["member"]
+    created = member.post("/api/v1/experiments/", {"project": "vision", "name": name}, format="json")
+    assert created.status_code == 400 and "name" in created.json()["error"]["fields"], created.content
+    run = member.post(reverse("run-list"), {"project": "vision", "experiment": name}, format="json")
+    assert run.status_code == 400 and "experiment" in run.json()["error"]["fields"], run.content
+    kept = member.post("/api/v1/experiments/", {"project": "vision", "name": "kept"}, format="json").json()
+    renamed = member.patch(f"/api/v1/experiments/{kept['id']}/", {"name": name}, format="json")
+    assert renamed.status_code == 400 and "name" in renamed.json()["error"]["fields"], renamed.content
+    assert set(Experiment.objects.values_list("name", flat=True)) == {"kept", services.DEFAULT_EXPERIMENT}
 
 
 def test_bad_params_at_creation_name_the_field(tenant, clients):
@@ -199,6 +214,17 @@ def test_csv_export_has_every_point_at_full_resolution(tenant, clients):
     assert response.status_code == 200
     text = b"".join(response.streaming_content).decode()
     assert text.splitlines() == ["key,step,value", "loss,0,3.0", "loss,1,Infinity", "loss,2,1.5"]
+
+
+def test_the_csv_writes_no_cell_a_spreadsheet_would_run_and_keeps_negative_numbers(tenant, clients):
+    run = make_run(tenant, tenant.project)
+    services.run_log_batch(run_id=run.pk, metrics=[
+        {"key": '=HYPERLINK("http://evil.example","x")', "value": -1.5, "step": 0},
+        {"key": "@SUM(1)", "value": "-Infinity", "step": 0}, {"key": "-delta", "value": -2, "step": 1}])
+    response = clients["viewer"].get(reverse("run-csv", kwargs={"pk": run.pk}))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert sorted(rows[1:]) == sorted([["'=HYPERLINK(\"http://evil.example\",\"x\")", "0", "-1.5"],
+                                       ["'@SUM(1)", "0", "-Infinity"], ["'-delta", "1", "-2.0"]])
 
 
 def test_a_viewer_cannot_end_a_run_and_a_member_can(tenant, clients):

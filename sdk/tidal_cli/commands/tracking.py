@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import add_command, list_rows, positive
+from tidal_cli.csvcells import write_csv
 from tidal_cli.humanize import duration, parse_time, relative
 from tidal_cli.output import emit_json, fields, table, truncate
 
@@ -129,8 +130,7 @@ def cmd_metrics(args: argparse.Namespace) -> None:
     api = Api.from_config()
     try:
         if args.csv:
-            for line in api.stream_lines(f"runs/{args.run}/csv/", key=args.key):
-                sys.stdout.write(line + "\n")
+            write_csv(api.stream_lines(f"runs/{args.run}/csv/", key=args.key), sys.stdout)
             return
         series = api.get(f"runs/{args.run}/series/", key=args.key, max_points=args.max_points)
         if not series["total"]:
