@@ -356,7 +356,8 @@ def csv_memory(client, url: str) -> tuple[float, float]:
 
 def statements(world: World, batches: tuple[int, ...]) -> list[tuple[str, int, int]]:
     """(what, statements without the segment listener, with it) for admitting each batch of jobs in one
-    transition_many and for finishing one job, each inside a transaction rolled back afterwards."""
+    transition_many, for starting one job and for finishing it, each inside a transaction rolled back
+    afterwards."""
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
@@ -397,10 +398,14 @@ def statements(world: World, batches: tuple[int, ...]) -> list[tuple[str, int, i
 
     rows = [(f"admission of {batch} job(s) in one transition_many", count(admit(batch), False),
              count(admit(batch), True)) for batch in batches]
-    with transaction.atomic():  # a running job to finish, then everything is undone
+    def start() -> None:
+        transition(Job.objects.get(pk=jobs[0].pk), State.RUNNING, reason="run", actor="backend")
+
+    with transaction.atomic():  # a job to start, then to finish, then everything is undone
         transition_many(admissions[:1], now=timezone.now())
-        for state in (State.DISPATCHING, State.RUNNING):
-            transition(Job.objects.get(pk=jobs[0].pk), state, reason="run", actor="backend")
+        transition(Job.objects.get(pk=jobs[0].pk), State.DISPATCHING, reason="dispatch", actor="backend")
+        rows.append(("start of a dispatched job (one transition)", count(start, False), count(start, True)))
+        start()
         rows.append(("finish of a running job (one transition)", count(finish, False), count(finish, True)))
         transaction.set_rollback(True)
     Job.objects.filter(pk__in=[job.pk for job in jobs]).delete()

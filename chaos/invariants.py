@@ -16,6 +16,7 @@ from django.core.management import CommandError, call_command
 
 from clusters.models import Node
 from costs.models import UsageSegment
+from costs.segments import billed_interval, cluster_grace
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import HOLDING
 from quotas.models import Quota
@@ -71,18 +72,24 @@ def within_quotas() -> list[str]:
 
 
 def segments_match(job_ids: Iterable[int]) -> list[str]:
-    """Usage is neither lost nor doubled: every attempt has one segment, opened at its admission and closed at its
-    end (never before its start), so the device-seconds metered equal the device-seconds held."""
-    attempts = list(Attempt.objects.filter(job_id__in=list(job_ids)).select_related("segment"))
+    """Usage is neither lost nor doubled: every attempt that ran has one segment, billed as
+    `costs.segments.billed_interval` says (from its start to its end and grace, never ending before it starts), and
+    one that never ran has none, so the device-seconds metered equal the device-seconds held."""
+    attempts = list(Attempt.objects.filter(job_id__in=list(job_ids)).select_related("segment", "cluster"))
     problems = []
     held = metered = 0
     for attempt in attempts:
         segment: UsageSegment | None = getattr(attempt, "segment", None)
         name = f"job {attempt.job_id} attempt {attempt.number}"
+        billed = billed_interval(attempt, cluster_grace(attempt))
+        if billed is None:
+            if segment is not None:
+                problems.append(f"{name} never ran but has a usage segment")
+            continue
         if segment is None:
             problems.append(f"{name} has no usage segment")
             continue
-        start, end = int(attempt.admitted_at.timestamp()), attempt.ended_at and int(attempt.ended_at.timestamp())
+        start, end = billed
         if segment.start_ts != start or segment.end_ts != end:
             problems.append(f"{name}: segment [{segment.start_ts}, {segment.end_ts}) but attempt [{start}, {end})")
         if segment.end_ts is not None and segment.end_ts < segment.start_ts:

@@ -36,6 +36,41 @@ def _parse(text: str) -> IPv4Address | IPv6Address | None:
     return address
 
 
+# NAT64 prefixes: a gateway turns 64:ff9b::a.b.c.d into a connection to a.b.c.d. The local-use prefix lets an
+# operator place the IPv4 address in several ways, so what it reaches cannot be told from the address.
+NAT64_WELL_KNOWN = IPv6Network("64:ff9b::/96")
+NAT64_LOCAL_USE = IPv6Network("64:ff9b:1::/48")
+
+
+def translated_ipv4(address: IPv6Address) -> IPv4Address | None:
+    """The IPv4 address `address` stands for, if it is one in IPv6 form: IPv4-mapped (::ffff:a.b.c.d, a dual-stack
+    socket connects to a.b.c.d) or NAT64's well-known prefix (64:ff9b::a.b.c.d, a gateway connects to it)."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return IPv4Address(int(address) & 0xFFFFFFFF) if address in NAT64_WELL_KNOWN else None
+
+
+def tunnelled_ipv4(address: IPv6Address) -> list[IPv4Address]:
+    """The IPv4 addresses a relay delivers packets for `address` to: 6to4 (2002:aabb:ccdd::/48 to a.b.c.d) and
+    Teredo (its server and the client it tunnels to)."""
+    found = [address.sixtofour] if address.sixtofour is not None else []
+    return found + list(address.teredo or ())
+
+
+def is_public(address: IPv4Address | IPv6Address) -> bool:
+    """Whether `address` is a public unicast address (not private, loopback, link-local, multicast, reserved or
+    unspecified), and so is every IPv4 address it stands for or is tunnelled to: what a server-side request (a
+    webhook) may reach. NAT64's local-use prefix never is: where it leads is the operator's choice."""
+    if isinstance(address, IPv6Address):
+        translated = translated_ipv4(address)
+        if translated is not None:
+            return is_public(translated)
+        if address in NAT64_LOCAL_USE or not all(is_public(ipv4) for ipv4 in tunnelled_ipv4(address)):
+            return False
+    return address.is_global and not (address.is_private or address.is_loopback or address.is_link_local
+                                      or address.is_multicast or address.is_reserved or address.is_unspecified)
+
+
 def address_in(address: str, networks: Iterable[str]) -> bool:
     """Whether `address` lies in one of `networks` (addresses or CIDRs, e.g. "10.0.0.0/8", "::1")."""
     parsed = _parse(address)

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -18,6 +20,15 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from core.parsers import BodyTooLarge
+
+logger = logging.getLogger(__name__)
+
+# The database unreachable (restarting, failing over, out of connections): the request may succeed in a moment.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+DATABASE_UNAVAILABLE_MESSAGE = "The database is unavailable; try again shortly."
+# How long a client waits before it retries while the database is unreachable (a restart or a failover takes
+# seconds; the SDK's spool and the CLI retry on 503).
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 class DomainError(Exception):
@@ -98,7 +109,18 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
+def log_database_unavailable(exc: Exception, context: dict) -> None:
+    logger.warning("database unavailable during %s: %s", type(context.get("view")).__name__, exc)
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        # The request may succeed in a moment, so 503 with Retry-After, which clients retry, not a 500. The driver's
+        # message stays in the log.
+        log_database_unavailable(exc, context)
+        return Response(error_body("database_unavailable", DATABASE_UNAVAILABLE_MESSAGE),
+                        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
     if isinstance(exc, DomainError):
         fields = {exc.field: [exc.message]} if exc.field else {}
         response = Response(error_body(exc.code, exc.message, fields), status=exc.status_code)

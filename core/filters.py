@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
+from rest_framework.filters import OrderingFilter
 
 # One wording for every endpoint; Django fills in %(value)s itself, so a name containing "%" is safe.
 UNKNOWN_NAME = "No {noun} named '%(value)s'."
@@ -98,3 +99,18 @@ class IdFilter(django_filters.NumberFilter):
         kwargs.setdefault("min_value", 1)
         kwargs.setdefault("max_value", MAX_ID)
         super().__init__(*args, **kwargs)
+
+
+class StrictOrderingFilter(OrderingFilter):
+    """`?ordering=` of every list endpoint. DRF's filter drops a field it does not know and orders by the default,
+    so `?ordering=nope` read as if it had worked; here it is a 400 naming `ordering` and the fields it takes."""
+
+    def remove_invalid_fields(self, queryset: QuerySet, fields: list[str], view: Any, request: Any) -> list[str]:
+        valid = [name for name, _ in self.get_valid_fields(queryset, view, {"request": request})]
+        terms = [term for term in fields if term]
+        unknown = [term for term in terms if term.removeprefix("-") not in valid]
+        if unknown:
+            raise ValidationError({self.ordering_param: [
+                f"Cannot order by {unknown[0][:100]!r}: use {', '.join(valid) or 'nothing here'}, each optionally "
+                "prefixed with '-' for descending order, comma-separated."]})
+        return terms

@@ -59,6 +59,22 @@ def label_key_problem(key: str) -> str | None:
     return None
 
 
+# Label prefixes a job's own labels may not use: Kubernetes keeps kubernetes.io and k8s.io (and their subdomains)
+# for its components, and Tidal selects and identifies its pods by tidal.dev labels, so a job carrying one could pass
+# for another's pods. app.kubernetes.io is the exception Kubernetes makes: its recommended labels of an application.
+RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", "tidal.dev")
+USER_LABEL_DOMAINS = ("app.kubernetes.io",)
+
+
+def reserved_label_domain(key: str) -> str | None:
+    """The reserved domain `key`'s prefix falls in (see RESERVED_LABEL_DOMAINS), or None."""
+    prefix = key.rpartition("/")[0].lower()
+    if not prefix or prefix in USER_LABEL_DOMAINS:
+        return None
+    return next((domain for domain in RESERVED_LABEL_DOMAINS
+                 if prefix == domain or prefix.endswith("." + domain)), None)
+
+
 def is_label_value(value: str) -> bool:
     """Empty, or at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit."""
     return value == "" or (len(value) <= LABEL_VALUE_MAX and _QUALIFIED_NAME.fullmatch(value) is not None)

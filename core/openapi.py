@@ -13,7 +13,7 @@ from typing import Any
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 ERROR_SCHEMA = {
     "type": "object",
-    "description": "Every 4xx answer of the API.",
+    "description": "Every 4xx answer of the API, and its 503.",
     "properties": {"error": {
         "type": "object",
         "properties": {
@@ -36,6 +36,7 @@ def refusals(method: str, path: str, operation: dict[str, Any]) -> dict[str, str
         "401": "No valid credentials: a missing, malformed, expired or revoked token.",
         "403": "Not allowed: the caller's role in the project, platform staff only, or a read-only token writing.",
         "429": "Too many requests from this token; Retry-After says when to try again.",
+        "503": "The database is unreachable for a moment (database_unavailable); Retry-After says when to try again.",
     }
     names = {parameter["name"] for parameter in operation.get("parameters", ())}
     if names or "requestBody" in operation:

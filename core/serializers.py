@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from rest_framework import serializers
@@ -88,3 +89,30 @@ class FreeFormJSON:
             raise serializers.ValidationError("Numbers must be finite: JSON has no NaN or infinity.") from None
         if size > self.max_bytes:
             raise serializers.ValidationError(f"At most {self.max_bytes:,} bytes as JSON; this is {size:,}.")
+
+
+def has_control_character(text: str) -> bool:
+    """Whether `text` holds a control character (a newline, tab, escape, NUL...): none belongs in a name, and a
+    newline or carriage return in one breaks the CSV, log and terminal lines it is written to."""
+    return any(unicodedata.category(c) == "Cc" for c in text)
+
+
+def no_control_characters(value: str) -> None:
+    """The validator of names a user types (an experiment, a checkpoint path): a 400 naming the field."""
+    if has_control_character(value):
+        raise serializers.ValidationError("Must not contain control characters (newlines, tabs, escapes).")
+
+
+class WholeNumberField(serializers.IntegerField):
+    """An integer given as a number: DRF's IntegerField also takes "5" and "5.0" as text, so a spec that says
+    `replicas: "5"` (a quoted number, a templating mistake) passed unnoticed. A float with no fraction (5.0, as some
+    JSON writers print integers) is taken."""
+
+    default_error_messages = {"not_a_number": "A whole number is required, not {kind}."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool):
+            self.fail("not_a_number", kind="true or false")
+        if isinstance(data, str):
+            self.fail("not_a_number", kind=f"the text {data[:20]!r}")
+        return super().to_internal_value(data)

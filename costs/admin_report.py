@@ -1,8 +1,9 @@
 """What the staff cost page shows, gathered outside the view: utilization per flavor against the current node
 inventory, fragmentation now, the costliest projects and the chargeback of a range.
 
-Capacity is today's inventory (every node's allocatable devices of the flavor, cordoned or not, x 24 h a day): node
-history is not kept, so a month in which nodes came or went is measured against the nodes there now.
+Capacity is today's inventory (every node's allocatable devices of the flavor, cordoned or not, x 24 h a day), each
+node from when it was added (`costs.existence`): node history is not kept, so a node removed during the range is
+not counted, and one resized counts at its current size.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet, Sum
+from django.db.models import QuerySet
 
 from clusters.selectors import nodes
+from costs.existence import node_starts
 from costs.pricing import DAY, HOUR
 from costs.reports import ReportQuery, Row, Window, usage_report
 from costs.rollup import EPOCH_DAY
@@ -69,17 +71,34 @@ class FlavorUtilization:
                 "capacity": [round(day.capacity, 2) for day in self.days]}
 
 
-def capacity_hours(day: date, devices: int, now: datetime) -> float:
-    """Device-hours `devices` offer on `day`: a whole day, or today up to now."""
-    elapsed = now.timestamp() - (day - EPOCH_DAY).days * DAY
-    return devices * max(0.0, min(float(DAY), elapsed)) / HOUR
+def capacity_hours(day: date, devices: int, now: datetime, since: int | None = None) -> float:
+    """Device-hours `devices` offer on `day`: a whole day, or today up to now, and only from `since` (epoch
+    seconds: when the node was added) on."""
+    start = (day - EPOCH_DAY).days * DAY
+    held = min(float(start + DAY), now.timestamp()) - max(start, since or start)
+    return devices * max(0.0, held) / HOUR
+
+
+@dataclass(frozen=True)
+class InventoryNode:
+    flavor: str
+    devices: int
+    since: int  # epoch seconds: when the node was added (costs.existence)
+
+
+def inventory_nodes() -> list[InventoryNode]:
+    """Every node now, with when it was added."""
+    rows = list(nodes().order_by().values_list("id", "flavor__name", "devices", "cluster__created_at"))
+    since = node_starts([(pk, created) for pk, _, _, created in rows])
+    return [InventoryNode(flavor, devices, since[pk]) for pk, flavor, devices, _ in rows]
 
 
 def utilization(projects: QuerySet, window: Window, now: datetime) -> list[FlavorUtilization]:
-    """Per flavor (those with nodes now, or with usage in the range), each day of the range up to today."""
-    # order_by(): the node ordering's columns would otherwise split the groups.
-    inventory = dict(nodes().order_by().values("flavor__name").annotate(total=Sum("devices"))
-                     .values_list("flavor__name", "total"))
+    """Per flavor (those with nodes now, or with usage in the range), each day of the range up to today, each
+    node counted from when it was added."""
+    inventory: dict[str, list[InventoryNode]] = defaultdict(list)
+    for node in inventory_nodes():
+        inventory[node.flavor].append(node)
     report = usage_report(projects, ReportQuery(window, ("flavor",), "day"), now)
     used: dict[str, dict[date, Row]] = defaultdict(dict)
     for row in report.rows:
@@ -89,12 +108,12 @@ def utilization(projects: QuerySet, window: Window, now: datetime) -> list[Flavo
                                                              - window.start).days)]
     result = []
     for flavor in sorted(inventory.keys() | used.keys()):
-        devices = inventory.get(flavor, 0)
-        entry = FlavorUtilization(flavor, devices)
+        entry = FlavorUtilization(flavor, sum(node.devices for node in inventory[flavor]))
         for day in days:
             row = used[flavor].get(day)
-            entry.days.append(UtilizationDay(day, row.device_hours if row else 0.0,
-                                             capacity_hours(day, devices, now), row.cost if row else 0.0))
+            capacity = sum(capacity_hours(day, node.devices, now, node.since) for node in inventory[flavor])
+            entry.days.append(UtilizationDay(day, row.device_hours if row else 0.0, capacity,
+                                             row.cost if row else 0.0))
         result.append(entry)
     return result
 

@@ -5,7 +5,6 @@ without grouping, step or cluster; the caller sees their projects, platform staf
 
 from __future__ import annotations
 
-import csv
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import csvstream
 from costs import selectors
 from costs.analysis import Scope
 from costs.analysis.efficiency import Efficiency, QuotaRow, quota_efficiency
@@ -33,6 +33,7 @@ class AnalysisParamsSerializer(ReportParamsSerializer):
     group_by = None
     step = None
     cluster = None  # guarantees and queues are not per cluster
+    as_of = None  # always now
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         query = super().validate(attrs)["query"]
@@ -194,7 +195,7 @@ def queueing_of(user: User, params: dict[str, Any]) -> dict[str, Any]:
 def csv_response(name: str, body: dict[str, Any]) -> HttpResponse:
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{name}-{body["start"]}-{body["end"]}.csv"'
-    writer = csv.writer(response)
+    writer = csvstream.writer(response)
     rows = body["rows"]
     columns = list(rows[0]) if rows else list(body["total"])
     writer.writerow(columns)

@@ -47,7 +47,8 @@ class Page:
 
 EFFICIENCY = Page(
     "efficiency", "Quota efficiency",
-    "Each project's current guarantee over the range up to now, against what it used within the guarantee and "
+    "Each project's current guarantee over the range up to now (from the quota's creation when it came later), "
+    "against what it used within the guarantee and "
     "borrowed above it; the idle guarantee at the flavor's list price, and the part of it other projects of the "
     "organization borrowed.",
     analysis_api.AnalysisParamsSerializer, analysis_api.efficiency_of,

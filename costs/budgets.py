@@ -59,8 +59,8 @@ def spent(project_ids: Collection[int], window: Window, now: datetime) -> dict[i
 
 def committed(project_ids: Collection[int], now: datetime, until: int) -> dict[int, float]:
     """What each project's running jobs with a max runtime will cost from now until it ends (at most `until`,
-    epoch seconds), at their hourly prices now. A job's runtime is counted from its admission (its segment's
-    start): what it waits to be dispatched is counted too, as the run rate counts it."""
+    epoch seconds), at their hourly prices now. A job's runtime is counted from its start (its segment's start, as
+    the max runtime is enforced)."""
     book, at, found = price_book(), int(now.timestamp()), defaultdict(float)
     segments = (UsageSegment.objects.filter(end_ts__isnull=True, project_id__in=list(project_ids),
                                             job__max_runtime__isnull=False)

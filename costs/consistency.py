@@ -1,27 +1,30 @@
-"""Rules usage segments keep with their attempts (see `core.consistency`): every attempt has one segment, open
-exactly while the attempt is, with the devices the attempt placed. A rolled segment is history (its days are priced
-and never change), so it is reported, never repaired."""
+"""Rules usage segments keep with their attempts (see `core.consistency`): every attempt that ran has one segment,
+billed as `costs.segments.billed_interval` says (from its start, open while the attempt is, closed at its end with
+its grace), with the devices the attempt placed; an attempt that never ran has none. A rolled segment is history
+(its days are priced and never change), so it is reported, never repaired."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from core.consistency import Check, Problem
 from costs.models import UsageSegment
-from costs.segments import epoch, restore_segment
-from jobs.models import Attempt
+from costs.segments import billed_interval, cluster_grace, epoch, restore_segment
+from jobs.models import Attempt, Outcome
 from jobs.states import HOLDING
+
+RAN = Q(started_at__isnull=False) | Q(outcome=Outcome.SUCCEEDED)
 
 ROLLED = "its days are already rolled and priced: correct it by hand if it matters"
 
 
 def attempt_without_segment() -> Iterator[Problem]:
-    """An attempt without a segment (admitted before costs were metered, or its segment deleted): its segment is
-    written from the attempt, from its admission to its end."""
-    for attempt in Attempt.objects.filter(segment__isnull=True).select_related("job__project"):
+    """An attempt that ran without a segment (it ran before costs were metered, or its segment was deleted): its
+    segment is written from the attempt."""
+    for attempt in Attempt.objects.filter(RAN, segment__isnull=True).select_related("job__project", "cluster"):
         yield Problem("costs.attempt_without_segment",
                       f"attempt {attempt.number} of job {attempt.job_id} has no usage segment", attempt,
                       attempt.job.project, fix=lambda attempt=attempt: _restore(attempt))
@@ -35,16 +38,37 @@ def _restore(attempt: Attempt) -> str:
 
 
 def segment_open_after_attempt() -> Iterator[Problem]:
-    """A segment still open (costed up to now) although its attempt ended: closed at the attempt's end."""
+    """A segment still open (costed up to now) although its attempt ended: closed at the attempt's end (and its
+    grace)."""
     segments = (UsageSegment.objects.filter(end_ts__isnull=True, attempt__ended_at__isnull=False)
-                .select_related("attempt", "project"))
+                .select_related("attempt__cluster", "project"))
     for segment in segments:
         attempt = segment.attempt
+        interval = billed_interval(attempt, cluster_grace(attempt))
+        if interval is None:  # it never ran: segment_of_attempt_that_never_ran deletes the segment
+            continue
+        end = max(segment.start_ts, interval[1])
         yield Problem("costs.segment_open_after_attempt",
                       f"segment {segment.pk} of job {segment.job_id} attempt {attempt.number} is open but the "
                       f"attempt ended at {attempt.ended_at.isoformat()}", segment, segment.project,
-                      fix=lambda segment=segment: _close(segment, epoch(segment.attempt.ended_at),
-                                                         segment.attempt.outcome))
+                      fix=lambda segment=segment, end=end: _close(segment, end, segment.attempt.outcome))
+
+
+def segment_of_attempt_that_never_ran() -> Iterator[Problem]:
+    """A segment of an attempt whose gang never ran (written at its admission, as segments were before they
+    followed the start): such an attempt is not billed, so its segment is deleted, unless rolled."""
+    segments = (UsageSegment.objects.filter(attempt__isnull=False).exclude(attempt__in=Attempt.objects.filter(RAN))
+                .select_related("attempt", "project"))
+    for segment in segments:
+        yield Problem("costs.segment_of_attempt_that_never_ran",
+                      f"segment {segment.pk} of job {segment.job_id} attempt {segment.attempt.number} bills an "
+                      f"attempt that never ran{'; ' + ROLLED if segment.rolled else ''}", segment, segment.project,
+                      fix=None if segment.rolled else lambda segment=segment: _delete(segment))
+
+
+def _delete(segment: UsageSegment) -> str:
+    deleted, _ = UsageSegment.objects.filter(pk=segment.pk, rolled=False).delete()
+    return "deleted" if deleted else "rolled meanwhile; left alone"
 
 
 def open_segment_without_attempt() -> Iterator[Problem]:
@@ -101,5 +125,5 @@ def _set_devices(segment: UsageSegment, devices: int) -> str:
     return f"devices set to {devices}" if changed else "rolled meanwhile; left alone"
 
 
-CHECKS: list[Check] = [attempt_without_segment, segment_open_after_attempt, open_segment_without_attempt,
-                       segment_closed_while_attempt_open, segment_devices_differ]
+CHECKS: list[Check] = [attempt_without_segment, segment_open_after_attempt, segment_of_attempt_that_never_ran,
+                       open_segment_without_attempt, segment_closed_while_attempt_open, segment_devices_differ]

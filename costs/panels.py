@@ -1,7 +1,10 @@
 """The project page's budget panel (registered with tenancy's project page at start-up): the month's budget, spend,
-percent, forecast and the alerts of the month. Every role of the project sees it; admins get the form."""
+percent, forecast and the thresholds reached this month. Every role of the project sees it; admins get the form."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -9,7 +12,8 @@ from django.utils import timezone
 
 from costs import selectors
 from costs.budget_views import can_set_budget
-from costs.budgets import status_of
+from costs.budgets import BudgetStatus, status_of
+from costs.models import BudgetAlert
 from tenancy.models import Project
 
 
@@ -19,5 +23,14 @@ def budget_panel(request: HttpRequest, project: Project) -> dict:
     if budget is None:
         return {"budget": None, **editable}
     status = status_of(budget, timezone.now())
-    return {"budget": budget, "status": status, "alerts": list(selectors.budget_alerts(project, status.month)),
-            **editable}
+    alerts = selectors.budget_alerts(project, status.month)
+    return {"budget": budget, "status": status, "reached": reached(status, alerts), **editable}
+
+
+def reached(status: BudgetStatus, alerts: Iterable[BudgetAlert]) -> list[dict[str, Any]]:
+    """The thresholds reached this month, in order: those the current spend reaches (computed now, so the panel
+    does not wait for the minute's check to record them) and those an alert recorded (a budget since raised may no
+    longer reach them), each with its alert if the check recorded one."""
+    recorded = {alert.threshold: alert for alert in alerts}
+    return [{"threshold": threshold, "alert": recorded.get(threshold)}
+            for threshold in sorted(set(status.crossed) | set(recorded))]

@@ -28,6 +28,7 @@ from costs.rollup import EPOCH_DAY, usage_of
 from jobs.models import Job
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Organization, Project
+from tracking.services import DEFAULT_EXPERIMENT
 
 # What a report may group by, and the column of segments and days that holds it.
 GROUPS: dict[str, str] = {
@@ -87,17 +88,22 @@ class ReportQuery:
     group_by: Sequence[str] = ()
     step: str | None = None
     filters: Mapping[str, Any] = field(default_factory=dict)  # column -> id (or value)
+    # The moment the report is as of (epoch seconds; None: now, when it is computed): a page and the CSV it links
+    # to, computed a few moments apart, give the same figures when both are as of the page's moment.
+    as_of: int | None = None
 
     @property
     def columns(self) -> list[str]:
         return [GROUPS[name] for name in self.group_by]
 
 
-def rolled_values(projects: QuerySet, query: ReportQuery) -> QuerySet:
+def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = None) -> QuerySet:
     """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
-    CPU core-seconds, cost) in period order."""
+    CPU core-seconds, cost) in period order; without the days of `late` segments from its first day on."""
     days = UsageDay.objects.filter(day__gte=query.window.start, day__lt=query.window.end,
                                    project_id__in=projects, **query.filters)
+    if late and late.segments:
+        days = days.exclude(day__gte=late.first_day, segment_id__in=late.segments)
     names = list(query.columns)
     if query.step == "day":
         names.append("day")
@@ -110,9 +116,33 @@ def rolled_values(projects: QuerySet, query: ReportQuery) -> QuerySet:
             .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
 
 
-def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
+@dataclass(frozen=True)
+class Late:
+    """Segments rolled after the moment a report is as of, that held time after it (they ended, or started, after
+    it): their days from the moment's day on hold that time, so the report leaves those days out and prices the
+    segments themselves from that day up to the moment instead."""
+
+    first_day: date
+    segments: frozenset[int]
+
+    @property
+    def first_ts(self) -> int:
+        return (self.first_day - EPOCH_DAY).days * DAY
+
+
+def late_segments(projects: QuerySet, query: ReportQuery, as_of: int) -> Late:
+    """One query over the rolled days from the moment's day to the window's end (a day or so for a page's moment),
+    joined to their segments."""
+    first = EPOCH_DAY + timedelta(days=as_of // DAY)
+    found = (UsageDay.objects.filter(day__gte=max(first, query.window.start), day__lt=query.window.end,
+                                     project_id__in=projects, segment__end_ts__gt=as_of, **query.filters)
+             .values_list("segment_id", flat=True).distinct())
+    return Late(first, frozenset(found) if first < query.window.end else frozenset())
+
+
+def _rolled(projects: QuerySet, query: ReportQuery, late: Late | None) -> Iterator[Row]:
     width = len(query.columns)
-    for values in rolled_values(projects, query).iterator(chunk_size=CHUNK):
+    for values in rolled_values(projects, query, late).iterator(chunk_size=CHUNK):
         if values[-3] is None:  # the totals of no day at all
             continue
         period = values[width] if query.step else None
@@ -121,16 +151,18 @@ def _rolled(projects: QuerySet, query: ReportQuery) -> Iterator[Row]:
         yield Row(period, tuple(values[:width]), values[-3] or 0, values[-2] or 0, values[-1] or 0.0)
 
 
-def _unrolled(projects: QuerySet, query: ReportQuery, now: datetime) -> dict[tuple, Row]:
-    """The segments not rolled yet, clipped to the window and to now, per (period, keys)."""
-    start, end = query.window.start_ts, min(query.window.end_ts, int(now.timestamp()))
-    segments = (UsageSegment.objects.filter(rolled=False, start_ts__lt=end, project_id__in=projects,
-                                            **query.filters)
+def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | None) -> dict[tuple, Row]:
+    """The segments not rolled yet (and the `late` ones from their first day on), clipped to the window and to the
+    report's moment, per (period, keys)."""
+    start, end = query.window.start_ts, min(query.window.end_ts, moment)
+    unrolled = Q(rolled=False) | Q(pk__in=late.segments) if late and late.segments else Q(rolled=False)
+    segments = (UsageSegment.objects.filter(unrolled, start_ts__lt=end, project_id__in=projects, **query.filters)
                 .filter(Q(end_ts__isnull=True) | Q(end_ts__gt=start)))
     book, found = price_book(), {}
     for segment in segments:
         usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
-        first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
+        since = max(start, late.first_ts) if late and segment.pk in late.segments else start
+        first, last = max(segment.start_ts, since), min(segment.end_ts or end, end)
         if first >= last:  # nothing held inside the window (a segment of no time): no row, as once rolled
             continue
         for day, a, b in (day_pieces(first, last) if query.step else [(first // DAY, first, last)]):
@@ -143,11 +175,14 @@ def _unrolled(projects: QuerySet, query: ReportQuery, now: datetime) -> dict[tup
 
 
 def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterator[Row]:
-    """Every row of the report, labelled, rolled rows in period order and then what only unrolled segments hold."""
-    pending = _unrolled(projects, query, now)
+    """Every row of the report as of `query.as_of` (else `now`), labelled, rolled rows in period order and then what
+    only unrolled segments hold."""
+    moment = int(now.timestamp()) if query.as_of is None else query.as_of
+    late = None if query.as_of is None else late_segments(projects, query, moment)
+    pending = _unrolled(projects, query, moment, late)
 
     def merged() -> Iterator[Row]:
-        for row in _rolled(projects, query):
+        for row in _rolled(projects, query, late):
             extra = pending.pop((row.period, row.keys), None)
             if extra is not None:
                 row.device_seconds += extra.device_seconds
@@ -168,7 +203,7 @@ def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
         names = LABELS[name](ids) if name in LABELS else {}
         for row in rows:
             key = row.keys[index]
-            row.labels[name] = names.get(key, "") if name in LABELS else (key or "")
+            row.labels[name] = names.get(key, "") if name in LABELS else (key or UNNAMED.get(name, ""))
 
 
 def _of_ids(model, ids: set) -> QuerySet:
@@ -183,6 +218,10 @@ def _of_ids(model, ids: set) -> QuerySet:
 def _names(model, field: str) -> Any:
     return lambda ids: dict(_of_ids(model, ids).values_list("pk", field))
 
+
+# What an empty value of a column that is not an id stands for: usage from before segments named the experiment
+# of a job that names none (tracking's default experiment, where its run is).
+UNNAMED = {"experiment": DEFAULT_EXPERIMENT}
 
 LABELS = {
     "organization": _names(Organization, "name"),

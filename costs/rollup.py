@@ -7,10 +7,11 @@ those closed since the last run), so a report is the same before and after a rol
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from costs.models import UsageDay, UsageSegment
 from costs.prices import price_book
@@ -53,13 +54,14 @@ def _write_days(rows: list[tuple]) -> None:
             cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)  # noqa: S608
 
 
-def roll_segments(batch: int = 5000) -> int:
-    """Roll up to `batch` closed segments; returns how many. Segments are read as plain rows, not models: a backlog
-    of a million rolls at about 20,000 a second (bench/bench_costs.py)."""
-    book = price_book()
+def roll_segments(batch: int = 5000, now: datetime | None = None) -> int:
+    """Roll up to `batch` closed segments; returns how many. A segment whose end is still ahead (an ended attempt's
+    grace, `costs.segments`) waits for it: a rolled day is final, and reports cost no time after now. Segments are
+    read as plain rows, not models: a backlog of a million rolls at about 20,000 a second (bench/bench_costs.py)."""
+    book, until = price_book(), int((now or timezone.now()).timestamp())
     with transaction.atomic():
         segments = list(UsageSegment.objects.select_for_update(skip_locked=True)
-                        .filter(rolled=False, end_ts__isnull=False).order_by("start_ts")
+                        .filter(rolled=False, end_ts__isnull=False, end_ts__lte=until).order_by("start_ts")
                         .values_list("id", "start_ts", "end_ts", "devices", "cpu_millis", *COPIED, named=True)[:batch])
         _write_days([row for segment in segments for row in day_rows(segment, book)])
         bulk_set(UsageSegment, ["rolled"], [(segment.id, True) for segment in segments])

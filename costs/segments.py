@@ -1,5 +1,16 @@
-"""Usage segments follow the job state machine: inside the transaction of every transition, an admission opens one
-segment per admitted attempt and the end of an attempt closes its segment, each in one statement."""
+"""Usage segments follow the job state machine: inside the transaction of every transition, the start of an attempt
+opens its segment and the end of an attempt closes it, each in one statement.
+
+What is billed is the time an attempt's pods held their devices with the whole gang there:
+
+- from the attempt's start (every replica running: the `running` transition), not its admission: a gang that never
+  started (unschedulable, image never pulled, pending timeout, preempted or cancelled while starting) is not billed.
+  An attempt seen only once it had succeeded (it ran between two observations) is billed from its admission, the
+  latest moment it can have started that is known;
+- until its pods are really gone: an attempt that ended with its pods asked to stop (preempted, cancelled, failed,
+  lost) is billed its grace too, the cluster's termination grace period during which they may still run and hold
+  their devices (Kubernetes clusters; a simulated cluster's pods stop at once). One that succeeded has none: its
+  pods had exited."""
 
 from __future__ import annotations
 
@@ -8,12 +19,16 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 
+from clusters.models import Cluster
 from costs.models import UsageSegment
 from jobs import lifecycle
-from jobs.models import Attempt, Job, ReplicaGroup
+from jobs.models import Attempt, Job, Outcome, ReplicaGroup
 from jobs.states import State
 from tenancy.models import Project
+from tracking.services import DEFAULT_EXPERIMENT
 
 
 def epoch(at: datetime) -> int:
@@ -21,7 +36,10 @@ def epoch(at: datetime) -> int:
 
 
 def _open_sql(count: int) -> str:
-    """One INSERT ... SELECT: the attempt, its job, the job's project and its groups' CPU, copied in the database."""
+    """One INSERT ... SELECT: the attempt, its job, the job's project and its groups' CPU, copied in the database (a
+    job naming no experiment is in tracking's default one, as its run is). An
+    attempt that has a segment already keeps it (one opened at its admission, as segments were before they followed
+    the start)."""
     segment, attempt, job, project, group = (model._meta.db_table for model in
                                              (UsageSegment, Attempt, Job, Project, ReplicaGroup))
     marks = ", ".join(["%s"] * count)
@@ -30,31 +48,82 @@ def _open_sql(count: int) -> str:
         f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, borrowed, start_ts, '
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '
-        f'j.priority_class_id, j.stage, j.experiment, j.total_devices, '
+        f"j.priority_class_id, j.stage, COALESCE(NULLIF(j.experiment, ''), %s), j.total_devices, "
         f'(SELECT COALESCE(SUM(g.replicas * g.cpu_millis), 0) FROM {group} g WHERE g.job_id = j.id), '
         f"a.borrowed, %s, '', %s "
         f'FROM {attempt} a JOIN {job} j ON j.id = a.job_id JOIN {project} p ON p.id = j.project_id '
-        f'WHERE a.id IN ({marks})')
+        f'WHERE a.id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM {segment} s WHERE s.attempt_id = a.id)')
+
+
+def _open(attempt_ids: Sequence[int], start: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_open_sql(len(attempt_ids)), [DEFAULT_EXPERIMENT, start, False, *attempt_ids])
+
+
+def grace_seconds() -> Coalesce:
+    """The grace of a segment's attempt, as an expression on the segment: its cluster's termination grace period
+    on Kubernetes, none on a simulated cluster (or a cluster since deleted)."""
+    grace = Cluster.objects.filter(pk=OuterRef("cluster_id"), backend=Cluster.Backend.KUBERNETES)
+    return Coalesce(Subquery(grace.values("termination_grace_seconds")[:1]), Value(0))
+
+
+def _close(attempt_ids: Sequence[int], outcome: str, at: int) -> None:
+    """Close the open segments of these ended attempts, exactly once: a late second writer changes nothing."""
+    end = Value(at) if outcome == Outcome.SUCCEEDED else Value(at) + grace_seconds()
+    UsageSegment.objects.filter(attempt_id__in=attempt_ids, end_ts__isnull=True).update(end_ts=end, outcome=outcome)
 
 
 @lifecycle.on_change
 def follow_attempts(changes: Sequence[lifecycle.Change]) -> None:
-    admitted = [c.attempt_id for c in changes if c.target == State.ADMITTED and c.attempt_id is not None]
-    if admitted:
-        with connection.cursor() as cursor:
-            cursor.execute(_open_sql(len(admitted)), [epoch(changes[0].at), False, *admitted])
+    started = [c.attempt_id for c in changes if c.target == State.RUNNING and c.attempt_id is not None]
+    if started:
+        _open(started, epoch(changes[0].at))
     ended: dict[tuple[str, int], list[int]] = defaultdict(list)
     for change in changes:
         if change.outcome and change.attempt_id is not None:
+            if change.outcome == Outcome.SUCCEEDED and change.source != State.RUNNING:
+                _open_unseen_run(change.attempt_id)
             ended[change.outcome, epoch(change.at)].append(change.attempt_id)
     for (outcome, at), attempts in ended.items():  # one group: only single transitions end attempts
-        UsageSegment.objects.filter(attempt_id__in=attempts, end_ts__isnull=True).update(end_ts=at, outcome=outcome)
+        _close(attempts, outcome, at)
+
+
+def _open_unseen_run(attempt_id: int) -> None:
+    """An attempt that succeeded before it was seen running: billed from its admission."""
+    admitted = Attempt.objects.filter(pk=attempt_id, segment__isnull=True).values_list("admitted_at", flat=True)
+    for at in admitted:
+        _open([attempt_id], epoch(at))
+
+
+def ran(attempt: Attempt) -> bool:
+    """Whether the attempt's gang ran: it started (every replica running), or it succeeded."""
+    return attempt.started_at is not None or attempt.outcome == Outcome.SUCCEEDED
+
+
+def billed_interval(attempt: Attempt, grace: int) -> tuple[int, int | None] | None:
+    """[start, end) of the segment `attempt` should have (end None while it is open; `grace` its cluster's, see
+    `grace_seconds`), or None when it is not billed: its gang never ran. The rule the listener above follows, for
+    the consistency checks and the repair that writes a missing segment."""
+    if not ran(attempt):
+        return None
+    start = epoch(attempt.started_at or attempt.admitted_at)
+    if attempt.ended_at is None:
+        return start, None
+    return start, epoch(attempt.ended_at) + (0 if attempt.outcome == Outcome.SUCCEEDED else grace)
+
+
+def cluster_grace(attempt: Attempt) -> int:
+    """The grace `grace_seconds` gives `attempt`'s segment, read for one attempt (`attempt.cluster` loaded)."""
+    cluster = attempt.cluster
+    return cluster.termination_grace_seconds if cluster is not None and cluster.is_kubernetes else 0
 
 
 def restore_segment(attempt: Attempt) -> None:
-    """Write the segment an attempt should have had from its admission (and its end, if it ended): a repair of
-    `manage.py check_consistency` for attempts admitted before costs were metered or by a transaction that lost it."""
-    with connection.cursor() as cursor:
-        cursor.execute(_open_sql(1), [epoch(attempt.admitted_at), False, attempt.pk])
-    if attempt.ended_at is not None:
-        UsageSegment.objects.filter(attempt=attempt).update(end_ts=epoch(attempt.ended_at), outcome=attempt.outcome)
+    """Write the segment an attempt that ran should have had (see `billed_interval`): a repair of `manage.py
+    check_consistency` for attempts that started before costs were metered or by a transaction that lost it."""
+    interval = billed_interval(attempt, cluster_grace(attempt))
+    if interval is None:
+        return
+    _open([attempt.pk], interval[0])
+    if interval[1] is not None:
+        UsageSegment.objects.filter(attempt=attempt).update(end_ts=interval[1], outcome=attempt.outcome)

@@ -7,7 +7,7 @@ from datetime import date
 
 from django.db.models import QuerySet
 
-from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice
+from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice, UsageSegment
 from tenancy.models import Project
 from tenancy.selectors import User, project_ids_for_user
 
@@ -27,6 +27,11 @@ def class_discounts() -> QuerySet[ClassDiscount]:
 def report_projects(user: User) -> QuerySet:
     """The ids of the projects whose usage and costs `user` may see."""
     return project_ids_for_user(user)
+
+
+def usage_metered(projects: QuerySet) -> bool:
+    """Whether any usage of these projects was ever metered (a fresh installation has none)."""
+    return UsageSegment.objects.filter(project_id__in=projects).exists()
 
 
 def budgets_for_user(user: User) -> QuerySet[Budget]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +22,10 @@ from tenancy.selectors import organizations_for_user, projects_for_user
 from tenancy.serializers import ScopedProjectField
 
 MONTH = re.compile(r"(\d{4})-(\d{2})\Z")
+# The first day no report covers. A report's window ends the day after its last day, and a week or month period
+# may end later still: the calendar's last month is left out so that no end falls past 9999-12-31 (an
+# OverflowError, a 500, before).
+CALENDAR_END = date(date.max.year, 12, 1)
 
 
 def month_window(text: str) -> Window:
@@ -30,6 +34,8 @@ def month_window(text: str) -> Window:
     if not match:
         raise ValueError("Use YYYY-MM, e.g. 2026-12.")
     first = date(int(match[1]), int(match[2]), 1)  # ValueError for month 13
+    if first >= CALENDAR_END:
+        raise ValueError(f"The last month a report covers is {CALENDAR_END - timedelta(days=1):%Y-%m}.")
     following = (first + timedelta(days=32)).replace(day=1)
     return Window(first, following)
 
@@ -46,6 +52,18 @@ class ReportParamsSerializer(serializers.Serializer):
     organization = serializers.CharField(required=False, help_text="Only this organization (name).")
     flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
     cluster = serializers.CharField(required=False, help_text="Only this cluster (name).")
+    as_of = serializers.DateTimeField(required=False, help_text=(
+        "The moment the report is as of (default: now): running jobs count up to it. A page's CSV link passes the "
+        "page's moment, so both give the same figures."))
+
+    def validate_as_of(self, value: datetime) -> int:
+        try:
+            moment = int(value.astimezone(UTC).timestamp())
+        except (OverflowError, ValueError):  # past the calendar once in UTC
+            raise serializers.ValidationError("The moment is outside the years 1 to 9999 in UTC.") from None
+        if moment > timezone.now().timestamp():
+            raise serializers.ValidationError("The moment is in the future: a report is as of now or earlier.")
+        return moment
 
     def validate_group_by(self, value: str) -> list[str]:
         names = [name.strip() for name in value.split(",") if name.strip()]
@@ -69,6 +87,9 @@ class ReportParamsSerializer(serializers.Serializer):
                 raise serializers.ValidationError({name: ["Required (a range needs both ends), or give month."]})
         if attrs["end"] < attrs["start"]:
             raise serializers.ValidationError({"end": ["The range ends before it starts."]})
+        if attrs["end"] >= CALENDAR_END:
+            last = CALENDAR_END - timedelta(days=1)
+            raise serializers.ValidationError({"end": [f"The last day a report covers is {last}."]})
         window = Window(attrs["start"], attrs["end"] + timedelta(days=1))
         longest = settings.TIDAL["COST_MAX_RANGE_DAYS"]
         if (window.end - window.start).days > longest:
@@ -92,7 +113,7 @@ class ReportParamsSerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         return {"query": ReportQuery(self._window(attrs), tuple(attrs.get("group_by", ["project"])),
-                                     attrs.get("step"), self._filters(attrs))}
+                                     attrs.get("step"), self._filters(attrs), attrs.get("as_of"))}
 
 
 def currency() -> str:
@@ -138,6 +159,7 @@ class ReportSerializer(serializers.Serializer):
     currency = serializers.CharField()
     start = serializers.DateField()
     end = serializers.DateField(help_text="Last day included.")
+    as_of = serializers.DateTimeField(help_text="The moment the report is as of: running jobs count up to it.")
     group_by = serializers.ListField(child=serializers.CharField())
     step = serializers.CharField(allow_null=True)
     rows = ReportRowSerializer(many=True)

@@ -35,7 +35,7 @@ from tenancy.selectors import projects_for_user
 DEFAULT_GROUPS = ("project", "flavor")
 DEFAULT_STEP = "day"
 # The parameters the page passes on to the report as they are (group_by is joined from the multi-select).
-PASSED_ON = ("month", "start", "end", "step", "project", "organization", "flavor", "cluster")
+PASSED_ON = ("month", "start", "end", "step", "project", "organization", "flavor", "cluster", "as_of")
 RANGE_PARAMS = ("month", "start", "end")
 TOP_GROUPS = 8  # stacked series beyond a handful are unreadable: the rest are summed as "other"
 MAX_TABLE_ROWS = 2000  # a month of daily rows per job can be tens of thousands: the CSV has them all
@@ -60,6 +60,11 @@ def report_params(query: QueryDict, now: datetime) -> dict[str, str]:
         params["month"] = this_month(now)
     params.setdefault("step", DEFAULT_STEP)
     return params
+
+
+def moment_of(now: datetime) -> str:
+    """`now` to the second, as the report's `as_of`: the page and its CSV link are as of the same moment."""
+    return now.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def validated_query(request: HttpRequest, params: Mapping[str, str]) -> tuple[ReportQuery | None, list[str]]:
@@ -136,16 +141,21 @@ def _form_context(request: HttpRequest, params: Mapping[str, str]) -> dict[str, 
 @login_required
 def cost_report(request: HttpRequest) -> HttpResponse:
     """Totals, the stacked chart of cost per period and group, and the sortable table of the report's rows."""
-    params = report_params(request.GET, timezone.now())
+    now = timezone.now()
+    params = report_params(request.GET, now)
+    params.setdefault("as_of", moment_of(now))
     context = {**_form_context(request, params), "tab": "report"}
     query, errors = validated_query(request, params)
     if query is None:
         return render(request, "costs/report.html", {**context, "errors": errors}, status=400)
-    report = usage_report(selectors.report_projects(request.user), query, timezone.now())
+    projects = selectors.report_projects(request.user)
+    report = usage_report(projects, query, now)
     rows, row_count = table_rows(report)
     return render(request, "costs/report.html", {
         **context, "report": report, "total": report.total, "rows": rows, "row_count": row_count,
         "last_day": query.window.end - timedelta(days=1), "chart": stacked_series(report),
+        "as_of": datetime.fromtimestamp(query.as_of, UTC),
+        "never_metered": not report.rows and not selectors.usage_metered(projects),
         "csv_url": f"{reverse('cost-report-csv')}?{urlencode(params)}",
     })
 

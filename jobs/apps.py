@@ -10,9 +10,9 @@ class JobsConfig(AppConfig):
         from core.wakeup import wait_for_wakeup
         from jobs import ports
         from jobs.loop import run_once
-        from jobs.selectors import held_devices, resume_env
+        from jobs.selectors import RESUME_ENV_NAMES, held_devices, resume_env
         from quotas.selectors import register_usage_source
 
         register_usage_source(held_devices)
-        ports.register_env_source(resume_env)
+        ports.register_env_source(resume_env, RESUME_ENV_NAMES)
         EMBEDDED_LOOPS.append(("scheduler", run_once, settings.TIDAL["SCHEDULER_INTERVAL"], wait_for_wakeup))

@@ -130,7 +130,8 @@ def inventory() -> Inventory:
 
 
 def is_reserved_env(name: str) -> bool:
-    return _clusters().is_reserved_env(name)
+    """Whether a job spec may not set `name`: the launchers or the cluster set it, or an env source does."""
+    return _clusters().is_reserved_env(name) or name in _env_source_names
 
 
 # ------------------------------------------------------------------------------------- env of an attempt's process
@@ -145,12 +146,16 @@ class AttemptEnv:
 
 
 _env_sources: list[Callable[[Attempt], AttemptEnv]] = []
+_env_source_names: set[str] = set()
 
 
-def register_env_source(source: Callable[[Attempt], AttemptEnv]) -> None:
-    """Called once per app in its AppConfig.ready(); a repeated registration replaces nothing and adds nothing."""
+def register_env_source(source: Callable[[Attempt], AttemptEnv], names: Iterable[str]) -> None:
+    """Called once per app in its AppConfig.ready(), with every name the source may set (a job spec may then not
+    set them: the job's own env comes last in a pod and would override them). A repeated registration replaces
+    nothing and adds nothing."""
     if source not in _env_sources:
         _env_sources.append(source)
+        _env_source_names.update(names)
 
 
 def env_for(attempt: Attempt) -> AttemptEnv:

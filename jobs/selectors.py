@@ -68,6 +68,10 @@ def attempt_of(job: Job, number: int | None = None) -> Attempt | None:
     return job.attempts.select_related("cluster").filter(number=number).first()
 
 
+# Every name resume_env sets: a job spec may not set them (jobs.ports.is_reserved_env).
+RESUME_ENV_NAMES = frozenset({"TIDAL_RESUME_FROM", "TIDAL_RESUME_STEP"})
+
+
 def resume_env(attempt: Attempt) -> AttemptEnv:
     """What an attempt resumes from: the latest checkpoint an earlier attempt of its job reported (the one before
     it may have ended before saving any), empty for a first attempt or when none was reported. A dispatch port env

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import k8snames
-from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer
+from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer, WholeNumberField, no_control_characters
 from jobs import ports, selectors
 from jobs.models import Attempt, Job, JobEvent, Launcher, Outcome, ReplicaGroup, Stage, Topology
 from jobs.states import State
@@ -40,11 +40,11 @@ class CatalogNameField(serializers.Field):
 class ReplicaGroupInput(StrictSerializer):
     role = serializers.RegexField(r"\A[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?\Z", max_length=20, default="worker",
                                   error_messages={"invalid": "Use 1-20 lowercase letters, digits and dashes."})
-    replicas = serializers.IntegerField(min_value=1, max_value=1024)
-    devices = serializers.IntegerField(min_value=0, max_value=64, help_text="Devices per replica.")
+    replicas = WholeNumberField(min_value=1, max_value=1024)
+    devices = WholeNumberField(min_value=0, max_value=64, help_text="Devices per replica.")
     flavor = CatalogNameField("flavors", "flavor")
-    cpu_millis = serializers.IntegerField(min_value=100, max_value=1_024_000, default=4000)
-    memory_mib = serializers.IntegerField(min_value=128, max_value=16_777_216, default=16384)
+    cpu_millis = WholeNumberField(min_value=100, max_value=1_024_000, default=4000)
+    memory_mib = WholeNumberField(min_value=128, max_value=16_777_216, default=16384)
     rdma = serializers.BooleanField(default=False)
 
 
@@ -76,17 +76,19 @@ class JobSubmitSerializer(StrictSerializer):
     groups = ReplicaGroupInput(many=True, allow_empty=False, max_length=8)
     topology = serializers.ChoiceField(choices=Topology.choices, default=Topology.NONE)
     priority_class = CatalogNameField("priority_classes", "priority class", required=False)
-    max_runtime = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True)
-    min_runtime = serializers.IntegerField(min_value=0, max_value=30 * 86400, default=0)
-    retry_limit = serializers.IntegerField(min_value=0, max_value=20, default=0)
-    retry_backoff = serializers.IntegerField(min_value=0, max_value=86400, default=30)
-    permanent_exit_codes = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=255),
+    max_runtime = WholeNumberField(min_value=1, max_value=90 * 86400, required=False, allow_null=True)
+    min_runtime = WholeNumberField(min_value=0, max_value=30 * 86400, default=0)
+    retry_limit = WholeNumberField(min_value=0, max_value=20, default=0)
+    retry_backoff = WholeNumberField(min_value=0, max_value=86400, default=30)
+    permanent_exit_codes = serializers.ListField(child=WholeNumberField(min_value=1, max_value=255),
                                                  max_length=50, default=list)
-    checkpoint_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    checkpoint_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
+                                            validators=[no_control_characters])
     labels = serializers.DictField(child=serializers.CharField(max_length=63, allow_blank=True), default=dict,
                                    validators=[FreeFormJSON()])
-    experiment = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    duration = serializers.IntegerField(min_value=1, max_value=90 * 86400, required=False, allow_null=True,
+    experiment = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                       validators=[no_control_characters])
+    duration = WholeNumberField(min_value=1, max_value=90 * 86400, required=False, allow_null=True,
                                         help_text="Simulated clusters only: how long the job runs.")
 
     def validate_env(self, env: dict) -> dict:
@@ -109,11 +111,20 @@ class JobSubmitSerializer(StrictSerializer):
             problem = k8snames.label_key_problem(key)
             if problem:
                 raise serializers.ValidationError(f"Label key {key!r} is not valid: {problem}.")
+            reserved = k8snames.reserved_label_domain(key)
+            if reserved:
+                raise serializers.ValidationError(
+                    f"Label key {key!r}: the prefix {reserved}/ (and its subdomains) is kept by the platform.")
             if not k8snames.is_label_value(value):
                 raise serializers.ValidationError(
                     f"Label {key!r}: the value {value!r} is not valid: at most 63 letters, digits, '-', '_' or '.', "
                     "starting and ending with a letter or digit (or empty).")
         return labels
+
+    def validate_checkpoint_path(self, path: str) -> str:
+        if ".." in path.replace("\\", "/").split("/"):
+            raise serializers.ValidationError("Must not contain a '..' segment: name the checkpoint directory itself.")
+        return path
 
     def validate_image(self, image: str) -> str:
         if not k8snames.is_image_reference(image):

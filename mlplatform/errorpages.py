@@ -12,7 +12,9 @@ address too long or holding a NUL character, and a server error. MLflow's paths 
 `ajax-api/`) answer MLflow's `{"error_code", "message"}` (tracking.mlflow.errors) for all of these alike, so its
 client and UI read every refusal, a server error included, as they read MLflow's own.
 
-Django shows its technical pages instead of these handlers while DEBUG is on.
+Django shows its technical pages instead of these handlers while DEBUG is on, except for an address that matches no
+view (`UnknownAddresses`): `make run` runs with DEBUG on, and a mistyped address there should look as it does in
+production, not list the URL patterns.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django.views.decorators.csrf import requires_csrf_token
@@ -166,3 +169,21 @@ def _refuse(request: HttpRequest, code: str, message: str, status: int) -> HttpR
     if _is_api(request):
         return _api_error(code, message, status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+class UnknownAddresses:
+    """With DEBUG on, an address that matches no view gets the product's 404 page (the API's JSON body under
+    /api/), as with DEBUG off, instead of Django's technical page of URL patterns; a 404 a view raises keeps
+    Django's debugging page. CommonMiddleware, outside this one, still turns a missing final slash into a
+    redirect."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if settings.DEBUG:
+            try:
+                resolve(request.path_info, getattr(request, "urlconf", None))
+            except Resolver404 as exc:
+                return page_not_found(request, exc)
+        return self.get_response(request)

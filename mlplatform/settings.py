@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "tenancy.middleware.CurrentProjectMiddleware",
+    "mlplatform.errorpages.UnknownAddresses",
 ]
 
 ROOT_URLCONF = "mlplatform.urls"
@@ -201,7 +202,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "core.filters.StrictOrderingFilter",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["tenancy.throttling.PerUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {

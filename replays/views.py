@@ -69,13 +69,25 @@ def flavor_groups(run: ReplayRun) -> list[dict[str, Any]]:
     return groups
 
 
+def not_run(side: dict[str, Any], project: str) -> int:
+    """How many of the project's jobs (ALL: of every project) a replay left unfinished or never started."""
+    row = side["overall"] if project == "ALL" else side["projects"].get(project, {})
+    return int(row.get("unfinished") or 0) + int(row.get("never_started") or 0)
+
+
 def cost_table(run: ReplayRun) -> dict[str, Any] | None:
     """What the replayed jobs cost per project (then ALL) at today's prices, current and proposed and the
-    difference; None for a run stored before replays were priced."""
+    difference; None for a run stored before replays were priced. A row whose two sides did not run the same jobs
+    to their end within the replay says how many each left undone (`not_run`): its difference is work not run,
+    not a saving (or work run, not a loss)."""
     cost = run.comparison[0].get("cost") if run.comparison else None
     if not cost:
         return None
-    rows = [{"project": name, **row} for name, row in [*cost["projects"].items(), ("ALL", cost["total"])]]
+    current, proposed = run.summary[0], run.summary[1]
+    rows = []
+    for name, row in [*cost["projects"].items(), ("ALL", cost["total"])]:
+        undone = {"a": not_run(current, name), "b": not_run(proposed, name)}
+        rows.append({"project": name, **row, "not_run": undone if undone["a"] != undone["b"] else None})
     unpriced = {side["name"]: side["cost"] for side in run.summary if side["cost"]["unpriced_device_hours"]}
     return {"currency": cost["currency"], "priced_at": datetime.fromisoformat(cost["priced_at"]), "rows": rows,
             "unpriced": unpriced}

@@ -11,7 +11,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -107,15 +107,42 @@ def switch_project(request: HttpRequest) -> HttpResponse:
     return redirect(_same_page_in(project, target))
 
 
+# The address parameters that name a project: a project's own page (/projects/<slug>/...), MLflow's links of a
+# project (/mlflow/<project>/), a list or report filtered to one (?project=).
+PROJECT_NAMES = ("slug", "project")
+
+
 def _same_page_in(project: Project, target: str) -> str:
-    """A project's own page (settings, audit...) becomes the same page of the project switched to."""
+    """The page being viewed, for the project switched to: a project's own page (settings, audit, MLflow links...)
+    becomes the same page of the new project, a page filtered to the old project (?project=) the same page filtered
+    to the new one, and a page of one object of the old project (a job, an experiment) the list of its kind (the
+    first part of its address), or the new project's page when there is none. Other pages show the current project
+    already."""
+    path, _, query = target.partition("?")
     try:
-        match = resolve(target.split("?", 1)[0])
+        match = resolve(path)
     except Resolver404:
         return target
-    if "slug" not in match.kwargs:
-        return target
-    return reverse(match.view_name, kwargs={**match.kwargs, "slug": project.slug})
+    params = QueryDict(query, mutable=True)
+    for name in PROJECT_NAMES:
+        if name in params:
+            params[name] = project.slug
+    query = f"?{params.urlencode()}" if params else ""
+    named = {name: project.slug for name in PROJECT_NAMES if name in match.kwargs}
+    if named:
+        return reverse(match.view_name, kwargs={**match.kwargs, **named}) + query
+    if not match.kwargs:
+        return path + query
+    return _list_of_kind(path) or reverse("project_detail", kwargs={"slug": project.slug})
+
+
+def _list_of_kind(path: str) -> str | None:
+    """`/jobs/` for `/jobs/12/logs/`: the first part of the address, when it is a page of its own."""
+    first = "/" + path.strip("/").split("/", 1)[0] + "/"
+    try:
+        return first if not resolve(first).kwargs else None
+    except Resolver404:
+        return None
 
 
 @login_required

@@ -117,3 +117,28 @@ def test_points_move_into_blocks_and_back(tenant):
     assert list(PointBlock.objects.filter(series__run=run_).order_by("attempt").values_list(
         "attempt", "first_step", "last_step", "count", "min_timestamp", "max_timestamp")) == [
         (1, 0, 2, 3, 1000, 1002), (2, 1, 1, 1, 5000, 5000)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_alerts_before_say_how_they_closed_and_ended_runs_close_theirs(tenant):
+    """Alerts closed before were closed by their condition; an open alert of a run that ended can no longer clear."""
+    from django.db.migrations.executor import MigrationExecutor
+    from django.utils import timezone
+
+    from tracking.models import Alert
+
+    running = services.run_create(project=tenant.project, name="running")
+    ended = services.run_create(project=tenant.project, name="ended")
+    call_command("migrate", "tracking", "0006", verbosity=0)
+    old = MigrationExecutor(connection).loader.project_state(("tracking", "0006_default_experiments")).apps
+    OldAlert, OldRun = old.get_model("tracking", "Alert"), old.get_model("tracking", "Run")  # noqa: N806
+    OldRun.objects.filter(pk=ended.pk).update(status="FAILED", ended_at=timezone.now())
+    now = timezone.now()
+    for run_id, key, resolved in ((running.pk, "a", None), (running.pk, "b", now), (ended.pk, "c", None)):
+        OldAlert.objects.create(run_id=run_id, rule="non_finite", key=key, message="x", opened_at=now,
+                                resolved_at=resolved)
+    call_command("migrate", verbosity=0)
+    alerts = {a.key: a for a in Alert.objects.all()}
+    assert (alerts["a"].resolved_at, alerts["a"].resolution) == (None, "")
+    assert alerts["b"].resolution == "cleared"
+    assert alerts["c"].resolved_at is not None and alerts["c"].resolution == "run_ended"

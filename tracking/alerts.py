@@ -11,23 +11,27 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
-from core.errors import InvalidTransition
+from core.actors import actor_name
+from core.errors import DomainError, InvalidTransition
 from core.snapshots import KeyedSnapshot
 from jobs import lifecycle
 from jobs.models import Job
 from jobs.observations import failed_attempts
 from jobs.states import FINAL, HOLDING, State
-from tracking.models import Alert, AlertAction, AlertRule, Run, RunStatus
+from tenancy.audit import audit_record
+from tracking.models import ALL_RULES, Alert, AlertAction, AlertRule, Resolution, Run, RunStatus
 from tracking.notifications import notify_alert_task
+from tracking.points import finite_before, series_ids
 from tracking.series import anomaly
 from tracking.series.validate import Batch
 
@@ -69,9 +73,10 @@ def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None =
     now = now or timezone.now()
     settings = rule_settings(run.project_id)
     series = {key: (group.steps, group.values) for key, group in batch.items()}
-    events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt)
+    events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt,
+                                            _history(run.pk, attempt))
     highest = max(group.steps[-1] for group in batch.values())
-    resumed = attempt != run.detector_state.get("attempt", attempt)
+    resumed = attempt > run.detector_state.get("attempt", attempt)
     if run.last_step is None or highest > run.last_step or resumed:
         run.last_step, run.last_step_at = highest, now
         if state.pop("hung", False):  # the run moves again
@@ -85,14 +90,30 @@ def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None =
     return ["detector_state", "last_step", "last_step_at"]
 
 
+def _history(run_id: int, attempt: int) -> anomaly.History:
+    """The values a late point is judged against: those its attempt logged before it, read from the stored points
+    (only for points that arrived after later ones of their key; a batch continuing its keys reads nothing)."""
+    def finite_values_before(key: str, step: int, count: int) -> list[float]:
+        series_id = series_ids(run_id, {key})[key]
+        return finite_before(series_id, attempt, step, count)
+    return finite_values_before
+
+
 def _finite(value: float | None) -> float | None:
     """The value an alert keeps: NaN and infinities are named by its message, and JSON (the API, webhooks) has no
     spelling for them."""
     return value if value is not None and math.isfinite(value) else None
 
 
+def is_muted(run: Run, rule: str) -> bool:
+    return rule in run.muted_rules or ALL_RULES in run.muted_rules
+
+
 def _open(run: Run, finding: anomaly.Finding, settings: RuleSettings, now: datetime) -> Alert | None:
-    """Open an alert unless one is open for the same rule and key; then the rule's action, if any."""
+    """Open an alert unless one is open for the same rule and key, or the rule is muted on the run (then nothing:
+    no alert, no notification, no action); then the rule's action, if any."""
+    if is_muted(run, finding.rule):
+        return None
     if Alert.objects.filter(run=run, rule=finding.rule, key=finding.key, resolved_at=None).exists():
         return None
     try:
@@ -110,10 +131,75 @@ def _open(run: Run, finding: anomaly.Finding, settings: RuleSettings, now: datet
 
 
 def _resolve(run: Run, rule: str, key: str, now: datetime) -> None:
-    for alert in Alert.objects.filter(run=run, rule=rule, key=key, resolved_at=None):
-        alert.resolved_at = now
-        alert.save(update_fields=["resolved_at"])
-        _notify(alert, "alert.resolved")
+    """Its condition cleared."""
+    _close(Alert.objects.filter(run=run, rule=rule, key=key), now, Resolution.CLEARED)
+
+
+def _close(alerts: QuerySet[Alert], now: datetime, resolution: str, by: str = "") -> int:
+    """Resolve those of `alerts` still open, each only once (a conditional UPDATE: a condition clearing and a hand
+    resolving at the same moment close it once), and notify. Returns how many closed."""
+    closed = 0
+    for alert in alerts.filter(resolved_at=None):
+        if Alert.objects.filter(pk=alert.pk, resolved_at=None).update(resolved_at=now, resolution=resolution,
+                                                                       resolved_by=by):
+            _notify(alert, "alert.resolved")
+            closed += 1
+    return closed
+
+
+def alert_acknowledge(*, actor: Any, alert: Alert, now: datetime | None = None) -> Alert:
+    """Mark an open alert seen (someone is on it); it stays open until its condition clears or someone resolves it.
+    Acknowledging again changes nothing."""
+    if alert.acknowledged_at is None and alert.resolved_at is None:
+        alert.acknowledged_at, alert.acknowledged_by = now or timezone.now(), actor_name(actor)
+        Alert.objects.filter(pk=alert.pk, acknowledged_at=None).update(acknowledged_at=alert.acknowledged_at,
+                                                                      acknowledged_by=alert.acknowledged_by)
+    return alert
+
+
+def alert_resolve(*, actor: Any, alert: Alert, now: datetime | None = None) -> Alert:
+    """Close an open alert by hand ("resolved", by whom), notified as a resolution. While its condition lasts the
+    rule does not open it again; a new occurrence, once the condition cleared, opens a new alert."""
+    _close(Alert.objects.filter(pk=alert.pk), now or timezone.now(), Resolution.RESOLVED, actor_name(actor))
+    alert.refresh_from_db()
+    return alert
+
+
+def run_mute(*, actor: Any, run: Run, rule: str | None = None, now: datetime | None = None) -> Run:
+    """Mute one rule on a run, or every rule (`rule` None): it opens no more alerts there (nor notifies, nor acts on
+    the job), and its open alerts on the run close as muted. Audited."""
+    muted = ALL_RULES if rule is None else rule
+    with transaction.atomic():
+        _set_mutes(actor, run, rule, lambda rules: sorted({*rules, muted}))
+        covered = Alert.objects.filter(run=run) if rule is None else Alert.objects.filter(run=run, rule=rule)
+        _close(covered, now or timezone.now(), Resolution.MUTED, actor_name(actor))
+    return run
+
+
+def run_unmute(*, actor: Any, run: Run, rule: str | None = None) -> Run:
+    """Lift the mute of one rule on a run, or every mute (`rule` None). A rule unmuted while its condition lasts
+    opens an alert at its next occurrence."""
+    with transaction.atomic():
+        _set_mutes(actor, run, rule, lambda rules: [] if rule is None else [r for r in rules if r != rule])
+    return run
+
+
+def _set_mutes(actor: Any, run: Run, rule: str | None, change: Callable[[list[str]], list[str]]) -> None:
+    if rule is not None and rule not in anomaly.RULES:
+        raise DomainError(f"{rule[:60]!r} is not a rule; one of {', '.join(anomaly.RULES)}.", field="rule")
+    locked = Run.objects.select_for_update().get(pk=run.pk)  # ingestion's lock: a batch sees the mutes or not
+    before = list(locked.muted_rules)
+    run.muted_rules = change(before)
+    if run.muted_rules != before:
+        Run.objects.filter(pk=run.pk).update(muted_rules=run.muted_rules)
+        audit_record(actor=actor, action="run.mute" if set(run.muted_rules) > set(before) else "run.unmute",
+                     target=locked, project=run.project, changes={"muted_rules": [before, run.muted_rules]})
+
+
+def close_alerts_of_ended_runs(runs: QuerySet[Run], now: datetime) -> int:
+    """A run that ended takes no more points, so no condition of its can clear: its open alerts close ("closed when
+    the run ended"), notified as resolutions. Called in the transaction that ends the runs."""
+    return _close(Alert.objects.filter(run__in=runs), now, Resolution.RUN_ENDED)
 
 
 def _notify(alert: Alert, event: str) -> None:

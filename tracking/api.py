@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import django_filters
 from django.db.models import Count, Model, QuerySet
@@ -24,8 +24,8 @@ from jobs.auth import AUTHENTICATION_CLASSES, UserOrAttempt
 from tenancy.filters import project_filter
 from tenancy.models import Project, Role
 from tenancy.scoping import ScopedViewSet
-from tenancy.selectors import role_in_project
-from tracking import costing, selectors, services
+from tenancy.selectors import project_for_user, role_in_project
+from tracking import alerts, costing, selectors, services
 from tracking.auth import LoggingThrottle, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of
 from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
@@ -34,6 +34,7 @@ from tracking.serializers import (
     AlertSerializer,
     ExperimentSerializer,
     LogBatchSerializer,
+    MuteSerializer,
     RunCostSerializer,
     RunCreateSerializer,
     RunSerializer,
@@ -195,6 +196,24 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.csv"'
         return response
 
+    @extend_schema(request=MuteSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def mute(self, request: Request, pk: str | None = None) -> Response:
+        """Mute a rule (or, without one, every rule) on the run: no more alerts there, its open ones close."""
+        return self._mutes(request, alerts.run_mute)
+
+    @extend_schema(request=MuteSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def unmute(self, request: Request, pk: str | None = None) -> Response:
+        """Lift the mute of a rule (or, without one, every mute) on the run."""
+        return self._mutes(request, alerts.run_unmute)
+
+    def _mutes(self, request: Request, change: Callable[..., Run]) -> Response:
+        run = self.get_object()
+        data = MuteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(RunSerializer(change(actor=request.user, run=run, rule=data.validated_data.get("rule"))).data)
+
 
 def _target(request: Request) -> costing.Target | None:
     params = request.query_params
@@ -245,11 +264,27 @@ class AlertFilter(django_filters.FilterSet):
 
 
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
+    """Training alerts; members acknowledge them and resolve them by hand (docs/alerts.md)."""
+
     selector = staticmethod(selectors.alerts_for_user)
     serializer_class = AlertSerializer
     project_attr = "run.project"
     filterset_class = AlertFilter
     ordering_fields = ["opened_at"]
+
+    @extend_schema(request=None, responses=AlertSerializer)
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
+        """Mark an open alert seen: it stays open until its condition clears or someone resolves it."""
+        alert = alerts.alert_acknowledge(actor=request.user, alert=self.get_object())
+        return Response(AlertSerializer(alert).data)
+
+    @extend_schema(request=None, responses=AlertSerializer)
+    @action(detail=True, methods=["post"])
+    def resolve(self, request: Request, pk: str | None = None) -> Response:
+        """Close an open alert by hand; its rule does not open it again while the condition lasts."""
+        alert = alerts.alert_resolve(actor=request.user, alert=self.get_object())
+        return Response(AlertSerializer(alert).data)
 
 
 class AlertRuleFilter(django_filters.FilterSet):
@@ -277,6 +312,15 @@ class ProjectSettingViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mi
 
     def remove(self, obj: Model) -> None:
         raise NotImplementedError
+
+    def create(self, request: Request, *args: object, **kwargs: object) -> Response:
+        # The caller's role in the named project first: one who may not write it gets 403 whatever the body holds,
+        # and learns nothing from a 400 about the rest of it. A project it cannot see is left to the serializer.
+        named = request.data.get("project") if isinstance(request.data, Mapping) else None
+        project = project_for_user(request.user, named) if isinstance(named, str) else None
+        if project is not None:
+            self.require_role(project)
+        return super().create(request, *args, **kwargs)
 
     def perform_create(self, serializer: Serializer) -> None:
         values = dict(serializer.validated_data)

@@ -14,11 +14,11 @@ class TrackingConfig(AppConfig):
         from tenancy.panels import Panel, register_project_panel
         from tracking import alerts, demo, listeners, services  # noqa: F401  (listeners connects to the job state machine)
         from tracking.auth import RunTokenAuthentication
-        from tracking.env import run_env
+        from tracking.env import RUN_ENV_NAMES, run_env
         from tracking.tokens import claim_of
         from tracking.views import project_alerts_panel
 
-        ports.register_env_source(run_env)
+        ports.register_env_source(run_env, RUN_ENV_NAMES)
         register_attempt_authentication(RunTokenAuthentication)
         # A job's run token on any other endpoint is the wrong kind of token, not a guess to count against its address.
         register_other_credential(lambda secret: claim_of(secret) is not None,

@@ -11,6 +11,10 @@ from jobs.ports import AttemptEnv
 from tracking.models import Run
 from tracking.tokens import run_token
 
+# Every name run_env sets: a job spec may not set them (jobs.ports.is_reserved_env).
+RUN_ENV_NAMES = frozenset({"TIDAL_URL", "TIDAL_RUN_ID", "TIDAL_ATTEMPT", "TIDAL_RUN_TOKEN", "MLFLOW_TRACKING_URI",
+                           "MLFLOW_RUN_ID", "MLFLOW_TRACKING_TOKEN"})
+
 
 def mlflow_uri(project_slug: str) -> str:
     return f"{settings.TIDAL['URL']}/mlflow/{project_slug}"

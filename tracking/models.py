@@ -33,6 +33,9 @@ class Experiment(models.Model):
         return f"{self.project.slug}/{self.name}"
 
 
+ALL_RULES = "*"  # in Run.muted_rules: every rule
+
+
 class RunStatus(models.TextChoices):
     # MLflow's names, so its client reads them unchanged.
     RUNNING = "RUNNING", "Running"
@@ -66,6 +69,8 @@ class Run(models.Model):
     # The highest step logged and when it was first logged: what the hung-run check compares with the clock.
     last_step = models.BigIntegerField(null=True, blank=True)
     last_step_at = models.DateTimeField(null=True, blank=True)
+    muted_rules = models.JSONField(default=list, blank=True,
+                                   help_text=f'Rules that open no alert on this run; "{ALL_RULES}" mutes every rule.')
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -163,8 +168,18 @@ class Rollup(models.Model):
         return Aggregate(self.chunk, *(getattr(self, name) for name in self.AGGREGATE_FIELDS))
 
 
+class Resolution(models.TextChoices):
+    """How an alert closed."""
+
+    CLEARED = "cleared", "Cleared"  # its condition cleared (the rule stopped firing; a hung run moved or stopped)
+    RESOLVED = "resolved", "Resolved by hand"
+    MUTED = "muted", "Muted"  # its rule was muted on its run
+    RUN_ENDED = "run_ended", "Closed when the run ended"
+
+
 class Alert(models.Model):
-    """Something went wrong in a run's training (NaN, a loss spike, a hung run...); open until it clears."""
+    """Something went wrong in a run's training (NaN, a loss spike, a hung run...); open until it clears, someone
+    resolves it, its rule is muted on the run, or the run ends."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts")
     rule = models.CharField(max_length=30)
@@ -174,6 +189,10 @@ class Alert(models.Model):
     message = models.CharField(max_length=500)
     opened_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.CharField(max_length=10, choices=Resolution.choices, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True, help_text="Who resolved or muted it by hand.")
+    acknowledged_at = models.DateTimeField(null=True, blank=True, help_text="Seen: someone is on it.")
+    acknowledged_by = models.CharField(max_length=150, blank=True)
 
     class Meta:
         ordering = ["-opened_at", "-id"]

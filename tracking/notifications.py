@@ -34,7 +34,8 @@ def alert_body(alert: Alert, event: str) -> bytes:
                 "url": f"{settings.TIDAL['URL']}/api/v1/runs/{run.pk}/"},
         "alert": {"id": alert.pk, "rule": alert.rule, "key": alert.key, "step": alert.step, "value": value,
                   "message": alert.message, "opened_at": alert.opened_at.isoformat(),
-                  "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None},
+                  "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
+                  "resolution": alert.resolution or None, "resolved_by": alert.resolved_by or None},
     }
     return json.dumps(payload, separators=(",", ":")).encode()
 

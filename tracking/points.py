@@ -22,7 +22,7 @@ from django.db.models import Q
 
 from tracking.models import PointBlock, Rollup, Series
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate_ordered, coarser
-from tracking.series.validate import MAX_POINTS, Batch
+from tracking.series.validate import MAX_POINTS, Batch, KeyPoints
 
 MAX_BLOCK = MAX_POINTS  # points in a block at most: a batch's points of a key fit one
 _STEP = np.dtype("<i8")  # steps and timestamps (ms) as stored
@@ -62,27 +62,50 @@ def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
 KEYS_PER_PART = 100
 
 
-def write_points(run_id: int, attempt: int, batch: Batch) -> None:
+def write_points(run_id: int, attempt: int, batch: Batch) -> Batch:
     """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction,
-    which holds the run's row lock: batches of a run are written one at a time, a wide one in parts of keys."""
+    which holds the run's row lock: batches of a run are written one at a time, a wide one in parts of keys.
+
+    Returns the batch without the points that were stored already, with the same value (a retried batch's): what
+    the anomaly checks have not judged yet. A batch that continues its series is returned as it is."""
     keys = list(batch)
+    new: Batch = {}
     for i in range(0, len(keys), KEYS_PER_PART):
-        _write_part(run_id, attempt, {key: batch[key] for key in keys[i:i + KEYS_PER_PART]})
+        new.update(_write_part(run_id, attempt, {key: batch[key] for key in keys[i:i + KEYS_PER_PART]}))
+    return new
 
 
-def _write_part(run_id: int, attempt: int, batch: Batch) -> None:
+def _write_part(run_id: int, attempt: int, batch: Batch) -> Batch:
     ids = series_ids(run_id, set(batch))
     fresh = {ids[key]: Block(ids[key], attempt, np.asarray(group.steps, dtype=np.int64),
                              np.asarray(group.timestamps, dtype=np.int64), np.asarray(group.values, dtype=float))
              for key, group in batch.items()}
     met = _overlapped(attempt, fresh)
+    stored: dict[int, np.ndarray] = {}  # per series met, which of the batch's points were stored as they are
     if met:
+        for (series_id, _), block in met.items():
+            stored[series_id] = stored.get(series_id, False) | _stored_as_is(fresh[series_id], block)
         PointBlock.objects.filter(reduce(operator.or_, (Q(series_id=series_id, first_step=first)
                                                         for series_id, first in met)), attempt=attempt).delete()
         for (series_id, _), block in met.items():
             fresh[series_id] = merged([block, fresh[series_id]])
     _insert([part for block in fresh.values() for part in _split(block)])
     update_rollups(ids, batch)
+    new = {key: _without(group, stored[ids[key]]) if ids[key] in stored else group for key, group in batch.items()}
+    return {key: group for key, group in new.items() if group.steps}
+
+
+def _stored_as_is(new: Block, old: Block) -> np.ndarray:
+    """Which points of `new` the stored block `old` holds at the same step with the same value (NaN as NaN)."""
+    where = np.minimum(np.searchsorted(old.steps, new.steps), len(old.steps) - 1)
+    same_step = old.steps[where] == new.steps
+    values = old.values[where]
+    return same_step & ((values == new.values) | (np.isnan(values) & np.isnan(new.values)))
+
+
+def _without(group: KeyPoints, drop: np.ndarray) -> KeyPoints:
+    keep = np.flatnonzero(~drop).tolist()
+    return KeyPoints(*([column[i] for i in keep] for column in group))
 
 
 def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], Block]:
@@ -206,6 +229,24 @@ def latest(blocks: Iterable[Block], min_step: int | None = None,
         keep &= steps <= max_step
     return (steps[keep], np.concatenate([block.timestamps for block in blocks])[order][keep],
             np.concatenate([block.values for block in blocks])[order][keep])
+
+
+def finite_before(series_id: int, attempt: int, step: int, count: int) -> list[float]:
+    """The last `count` finite values of a series' attempt logged at steps before `step`, oldest first: the
+    baseline of points that arrived after later ones (tracking.alerts). The blocks of a series and attempt never
+    overlap, so they are read from the one before `step` backwards, a few at a time, until `count` are found."""
+    found: list[np.ndarray] = []
+    total = 0
+    blocks = (PointBlock.objects.filter(series_id=series_id, attempt=attempt, first_step__lt=step)
+              .order_by("-first_step").values_list("steps", "values"))
+    for steps, values in blocks.iterator(chunk_size=8):
+        steps, values = np.frombuffer(steps, dtype=_STEP), np.frombuffer(values, dtype=_VALUE)
+        keep = values[(steps < step) & np.isfinite(values)]
+        found.append(keep)
+        total += len(keep)
+        if total >= count:
+            break
+    return np.concatenate(found[::-1])[-count:].tolist() if found else []
 
 
 def stored_points(run_id: int) -> list[StoredPoint]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -26,7 +27,8 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from core.errors import DomainError
-from jobs.models import Job
+from jobs.models import Attempt, Job, Outcome
+from jobs.states import FINAL, State
 from tenancy.models import Role
 from tenancy.selectors import User, project_ids_for_user, role_in_project
 from tracking.models import Alert, AlertRule, Experiment, Rollup, Run, RunStatus, Series, Webhook
@@ -36,6 +38,43 @@ from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups, e
 from tracking.tokens import RunTokenClaim
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
+# A running run's job that is not running now, by the job's state: what the run is shown as.
+WAITING_LABELS = {State.ADMITTED: "Starting", State.DISPATCHING: "Starting", State.PREEMPTED: "Preempted",
+                  State.RETRYING: "Retrying"}
+# Why a job waits in the queue again, by how its latest attempt ended.
+QUEUED_AGAIN = {Outcome.PREEMPTED: "Queued (preempted)", Outcome.FAILED: "Queued (retry)",
+                Outcome.LOST: "Queued (retry)"}
+
+
+@dataclass(frozen=True)
+class ShownState:
+    """What the pages show as a run's state: its status, or, while its job is not running (queued again after a
+    preemption, retrying, starting), the job's. The run stays RUNNING meanwhile, as MLflow has it: it continues."""
+
+    label: str
+    css: str  # the badge's class
+
+
+def shown_state(status: str, job_state: str | None, last_outcome: str = "") -> ShownState:
+    if status != RunStatus.RUNNING or job_state is None or job_state == State.RUNNING or job_state in FINAL:
+        return ShownState(RunStatus(status).label, f"run-{status.lower()}")
+    if job_state == State.QUEUED:
+        return ShownState(QUEUED_AGAIN.get(last_outcome, "Queued"), "run-waiting")
+    return ShownState(WAITING_LABELS.get(job_state, "Starting"), "run-waiting")
+
+
+def shown_states(runs: Iterable[Run]) -> dict[int, ShownState]:
+    """Each run's shown state: one query for the states of the running runs' jobs, one more for the latest attempt
+    of those queued again."""
+    runs = list(runs)
+    job_ids = [run.job_id for run in runs if run.job_id is not None and run.status == RunStatus.RUNNING]
+    states = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "state")) if job_ids else {}
+    queued = [job_id for job_id, state in states.items() if state == State.QUEUED]
+    outcomes: dict[int, str] = {}
+    for job_id, outcome in Attempt.objects.filter(job_id__in=queued).order_by("number").values_list("job_id",
+                                                                                                   "outcome"):
+        outcomes[job_id] = outcome  # in number order: the latest attempt's is kept
+    return {run.pk: shown_state(run.status, states.get(run.job_id), outcomes.get(run.job_id, "")) for run in runs}
 
 
 def experiments_for_user(user: User) -> QuerySet[Experiment]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from core.serializers import StrictModelSerializer, StrictSerializer
+from core.serializers import StrictModelSerializer, StrictSerializer, no_control_characters
 from tenancy.serializers import ScopedProjectField
 from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
+from tracking.series.validate import shown_last
 from tracking.webhooks import Refused, check_url
 
 
@@ -21,24 +22,41 @@ class ExperimentSerializer(StrictModelSerializer):
         model = Experiment
         fields = ["id", "project", "name", "description", "created_at", "run_count"]
         read_only_fields = ["created_at"]
+        extra_kwargs = {"name": {"validators": [no_control_characters]}}
+
+
+class SummaryField(serializers.DictField):
+    """Run.summary as the API shows it: per key, `last` is a number or, when the last value logged was not finite,
+    "NaN", "Infinity" or "-Infinity" (as the series API's markers and log-batch spell them), and `last_finite`
+    tells which."""
+
+    def to_representation(self, value: dict) -> dict:
+        shown = {}
+        for key, entry in value.items():
+            last, finite = shown_last(entry)
+            shown[key] = {**{name: v for name, v in entry.items() if name != "nonfinite"}, "last": last,
+                          "last_finite": finite}
+        return shown
 
 
 class RunSerializer(StrictModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     experiment = serializers.PrimaryKeyRelatedField(read_only=True)
     experiment_name = serializers.CharField(source="experiment.name", read_only=True)
-    summary = serializers.DictField(read_only=True, help_text="Per metric key: last, step, min, max.")
+    summary = SummaryField(read_only=True, help_text='Per metric key: last (a number, or "NaN", "Infinity", '
+                                                     '"-Infinity"), last_finite, step, min, max (of finite values).')
 
     class Meta:
         model = Run
         fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "note",
-                  "started_at", "ended_at", "attempt", "params", "tags", "summary"]
-        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags"]
+                  "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules"]
+        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules"]
 
 
 class RunCreateSerializer(StrictSerializer):
     project = ScopedProjectField()
     experiment = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                       validators=[no_control_characters],
                                        help_text="Experiment name; created when the project has none of that name.")
     name = serializers.CharField(max_length=250, required=False, allow_blank=True)
     params = serializers.JSONField(required=False)
@@ -76,7 +94,13 @@ class SeriesSerializer(serializers.Serializer):
 class AlertSerializer(StrictModelSerializer):
     class Meta:
         model = Alert
-        fields = ["id", "run", "rule", "key", "step", "value", "message", "opened_at", "resolved_at"]
+        fields = ["id", "run", "rule", "key", "step", "value", "message", "opened_at", "resolved_at", "resolution",
+                  "resolved_by", "acknowledged_at", "acknowledged_by"]
+
+
+class MuteSerializer(StrictSerializer):
+    rule = serializers.CharField(required=False, max_length=30,
+                                 help_text="The rule to mute or unmute on the run; every rule when absent.")
 
 
 class AlertRuleSerializer(StrictModelSerializer):

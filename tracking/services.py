@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from core.actors import actor_name
 from core.errors import DomainError
+from core.serializers import has_control_character
 from jobs.models import Job
 from jobs.states import State
 from tenancy.audit import delete_audited, save_audited
@@ -59,6 +60,8 @@ def experiment_create(*, project: Project, name: str, description: str = "") -> 
     name = name.strip()
     if not name:
         raise DomainError("An experiment needs a name.", field="name")
+    if has_control_character(name):
+        raise DomainError("An experiment's name must not contain control characters.", field="name")
     try:
         with transaction.atomic():
             return Experiment.objects.create(project=project, name=name[:200], description=description)
@@ -107,11 +110,13 @@ def runs_for_admitted_jobs(job_ids: Iterable[int], attempts: dict[int, int], at:
 
 
 def runs_for_finished_jobs(finished: dict[int, str], at: datetime) -> None:
-    """A job that ended for good ends its run (succeeded: FINISHED, failed: FAILED, cancelled: KILLED)."""
+    """A job that ended for good ends its run (succeeded: FINISHED, failed: FAILED, cancelled: KILLED) and closes
+    its open alerts."""
     for state, status in RUN_STATUS_OF_JOB.items():
         ids = [job_id for job_id, target in finished.items() if target == state]
         if ids:
             Run.objects.filter(job_id__in=ids, status=RunStatus.RUNNING).update(status=status, ended_at=at)
+    alerts.close_alerts_of_ended_runs(Run.objects.filter(job_id__in=finished), at)
 
 
 def run_update(*, run: Run, name: str | None = None, note: str | None = None, status: str | None = None,
@@ -134,6 +139,8 @@ def run_update(*, run: Run, name: str | None = None, note: str | None = None, st
         fields += ["status", "ended_at"]
     if fields:
         run.save(update_fields=fields)
+    if status is not None and run.is_finished:
+        alerts.close_alerts_of_ended_runs(Run.objects.filter(pk=run.pk), run.ended_at)
     return run
 
 
@@ -161,7 +168,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
         number = _attempt_of_points(attempt, token_attempt or run.attempt, token=token_attempt is not None)
-        write_points(run.pk, number, batch)
+        unjudged = write_points(run.pk, number, batch)
         fields = []
         if batch:
             run.summary, fields = summarize(batch, run.summary), ["summary"]
@@ -170,7 +177,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             if known is None or first[0] < known[0]:
                 run.attempt_starts = {**run.attempt_starts, str(number): list(first)}
                 fields.append("attempt_starts")
-            fields += alerts.evaluate_points(run, batch, number)
+            fields += alerts.evaluate_points(run, unjudged, number)
         if clean_params:
             run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
         if clean_tags:

@@ -9,6 +9,8 @@ urlpatterns = [
     path("experiments/<int:pk>/", views.experiment_detail, name="experiment_detail"),
     path("runs/compare/", views.run_compare, name="run_compare"),
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
+    path("runs/<int:pk>/live/", views.run_live, name="run_live"),
+    path("runs/<int:pk>/alerts/", views.run_alert_action, name="run_alert_action"),
     path("mlflow/<slug:project>/", views.mlflow_links, name="mlflow_links"),
     path("projects/<slug:slug>/alert-rules/", views.alert_settings, name="alert_settings"),
 ]

@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from core.errors import DomainError
 from jobs import selectors as job_selectors
@@ -27,9 +28,11 @@ from jobs.states import State
 from tenancy.models import ROLE_RANK, Project, Role
 from tenancy.selectors import role_in_project
 from tenancy.views import project_or_404
+from tracking import alerts as alert_services
 from tracking import costing, selectors, services
-from tracking.models import AlertAction, AlertRule, Experiment, Run, RunStatus, Webhook
+from tracking.models import ALL_RULES, AlertAction, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
+from tracking.series.validate import shown_last
 
 PAGE_SIZE = 50
 EXPERIMENTS_PAGE_SIZE = 50
@@ -152,6 +155,14 @@ def _metric_text(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
+def _metric_cells(entry: dict) -> list[tuple[str, bool]]:
+    """A metric's last, min and max cells: (text, marked). A non-finite last value is named and marked, not shown
+    as "—", which means nothing was logged (min and max are of finite values: "—" when there were none)."""
+    last, finite = shown_last(entry)
+    first = (_metric_text(last), False) if finite or last is None else (str(last), True)
+    return [first, (_metric_text(entry.get("min")), False), (_metric_text(entry.get("max")), False)]
+
+
 def humanize_duration(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
     if seconds < 60:
@@ -191,8 +202,7 @@ def _row(run: Run, table: RunTable, now: datetime) -> dict:
     summary = run.summary or {}
     metrics = []
     for key in table.shown_metrics:
-        entry = summary.get(key) or {}
-        metrics += [_metric_text(entry.get("last")), _metric_text(entry.get("min")), _metric_text(entry.get("max"))]
+        metrics += _metric_cells(summary.get(key) or {})
     return {"run": run, "duration": humanize_duration((run.ended_at or now) - run.started_at),
             "params": [(run.params or {}).get(key, "—") for key in table.shown_params], "metrics": metrics}
 
@@ -215,7 +225,8 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
                       for key in table.shown_metrics]
     reach = reach_of(request)
     costs = costing.run_costs(page.object_list, reach.target)
-    rows = [_row(run, table, now) | {"cost": costs.get(run.pk)} for run in page.object_list]
+    states = selectors.shown_states(page.object_list)
+    rows = [_row(run, table, now) | {"cost": costs.get(run.pk), "state": states[run.pk]} for run in page.object_list]
     return render(request, "tracking/experiment_detail.html", {
         "experiment": experiment, "table": table, "page": page, "rows": rows, "reach": reach,
         "costed": bool(costs),
@@ -283,21 +294,79 @@ def _chart_config(run: Run, job: Job | None) -> dict:
     }
 
 
+def _live_context(request: HttpRequest, run: Run) -> dict:
+    """What changes on a run's page while it runs: its shown state, duration and alerts; and whether the caller
+    may handle the alerts (members and above)."""
+    alerts = list(selectors.alerts_for_user(request.user).filter(run=run))
+    return {
+        "run": run, "state": selectors.shown_states([run])[run.pk], "live": run.status == RunStatus.RUNNING,
+        "poll_seconds": LIVE_POLL_SECONDS, "alerts": alerts,
+        "open_alerts": sum(1 for a in alerts if a.resolved_at is None),
+        "can_handle": _holds(request, run.project, Role.MEMBER),
+        "muted_all": ALL_RULES in run.muted_rules,
+        "duration": humanize_duration((run.ended_at or timezone.now()) - run.started_at),
+    }
+
+
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     job = _job_of(request, run)
-    alerts = list(selectors.alerts_for_user(request.user).filter(run=run))
     reach = reach_of(request)
     return render(request, "tracking/run_detail.html", {
+        **_live_context(request, run),
         "cost": costing.run_costs([run], reach.target).get(run.pk), "reach": reach,
         "metric_keys": selectors.run_keys(run),
-        "run": run, "job": job, "attempts": list(job.attempts.all()) if job else [],
+        "job": job, "attempts": list(job.attempts.all()) if job else [],
         "params": sorted((run.params or {}).items()), "tags": sorted((run.tags or {}).items()),
-        "alerts": alerts, "open_alerts": sum(1 for a in alerts if a.resolved_at is None),
-        "duration": humanize_duration((run.ended_at or timezone.now()) - run.started_at),
         "chart_config": _chart_config(run, job),
     })
+
+
+@login_required
+def run_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's alerts, state and duration, which htmx polls while the run is RUNNING."""
+    run = _run_or_404(request, pk)
+    return render(request, "tracking/_run_live.html", {**_live_context(request, run), "oob": True})
+
+
+@login_required
+@require_POST
+def run_alert_action(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's alert buttons: acknowledge or resolve an alert, mute or unmute a rule (or every rule) on the
+    run; the same services as the API. Members and above."""
+    run = _run_or_404(request, pk)
+    if not _holds(request, run.project, Role.MEMBER):
+        raise PermissionDenied(f"Handling alerts needs the member role in project {run.project.slug}.")
+    action = request.POST.get("action")
+    try:
+        if action in ("acknowledge", "resolve"):
+            alert = selectors.alerts_for_user(request.user).filter(run=run, pk=_int(request.POST.get("alert"))).first()
+            if alert is None:
+                raise Http404("No such alert.")
+            handle = alert_services.alert_acknowledge if action == "acknowledge" else alert_services.alert_resolve
+            handle(actor=request.user, alert=alert)
+        elif action in ("mute", "unmute"):
+            change = alert_services.run_mute if action == "mute" else alert_services.run_unmute
+            change(actor=request.user, run=run, rule=request.POST.get("rule") or None)
+        else:
+            raise DomainError("Unknown action.", field="action")
+    except DomainError as error:
+        messages.error(request, f"{error.field}: {error.message}" if error.field else error.message)
+    if request.headers.get("HX-Request"):
+        run.refresh_from_db()
+        return render(request, "tracking/_run_live.html", {**_live_context(request, run), "oob": True})
+    return redirect("run_detail", pk=run.pk)
+
+
+def _holds(request: HttpRequest, project: Project, role: str) -> bool:
+    """Whether the caller holds at least `role` in the project."""
+    held = role_in_project(request.user, project)
+    return held is not None and ROLE_RANK[held] >= ROLE_RANK[role]
+
+
+def _int(text: str | None) -> int:
+    return int(text) if text and text.isdigit() else 0
 
 
 # ---- compare
@@ -306,8 +375,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def _compared_runs(request: HttpRequest) -> list[Run]:
     """The runs named by ?run=<id> (repeatable), in that order; any one the caller cannot see is a 404."""
     ids = list(dict.fromkeys(request.GET.getlist("run")))
-    if not ids:
-        raise Http404("Choose runs to compare.")
     if not all(i.isdigit() for i in ids) or len(ids) > MAX_COMPARED:
         raise Http404(f"Compare up to {MAX_COMPARED} runs, named by their numbers.")
     found = {run.pk: run for run in selectors.runs_for_user(request.user).filter(pk__in=ids)}
@@ -330,6 +397,8 @@ def params_diff(runs: list[Run]) -> list[dict]:
 
 @login_required
 def run_compare(request: HttpRequest) -> HttpResponse:
+    if not request.GET.getlist("run"):  # nothing ticked (the button waits for a choice; a link may not)
+        return render(request, "tracking/run_compare_choose.html")
     runs = _compared_runs(request)
     keys = sorted({key for run in runs for key in (run.summary or {})})
     diff = params_diff(runs)
@@ -378,8 +447,7 @@ def alert_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """A project's anomaly rules (on/off, thresholds, action) and webhooks: everyone in the project reads them,
     admins change them (the same services and checks as the API)."""
     project = project_or_404(request, slug)
-    role = role_in_project(request.user, project)
-    can_admin = role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]
+    can_admin = _holds(request, project, Role.ADMIN)
     if request.method == "POST":
         if not can_admin:
             raise PermissionDenied("Changing alert rules and webhooks needs the admin role.")

@@ -19,6 +19,8 @@ from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
+from core.addresses import is_public
+
 SIGNATURE_HEADER = "X-Tidal-Signature"
 EVENT_HEADER = "X-Tidal-Event"
 TIMEOUT_SECONDS = 5.0
@@ -49,6 +51,12 @@ def check_url(url: str) -> SplitResult:
     if parts.username or parts.password:
         raise Refused("must not carry credentials; the signature authenticates the request")
     try:
+        port = parts.port
+    except ValueError:  # not a number, or above 65535
+        port = 0
+    if port == 0:
+        raise Refused("must name a port from 1 to 65535, or none")
+    try:
         literal = ipaddress.ip_address(parts.hostname)
     except ValueError:
         literal = None
@@ -60,13 +68,9 @@ def check_url(url: str) -> SplitResult:
 
 
 def _require_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
-    if settings.TIDAL_WEBHOOK_ALLOW_PRIVATE:
-        return
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if (address.is_private or address.is_loopback or address.is_link_local or address.is_multicast
-            or address.is_reserved or address.is_unspecified or not address.is_global):
-        raise Refused(f"resolves to {address}, a private, loopback, link-local, multicast or reserved address")
+    if not settings.TIDAL_WEBHOOK_ALLOW_PRIVATE and not is_public(address):
+        raise Refused(f"resolves to {address}, a private, loopback, link-local, multicast or reserved address "
+                      "(or one embedding such an address: IPv4-mapped, 6to4, Teredo, NAT64)")
 
 
 def resolve(parts: SplitResult) -> str:

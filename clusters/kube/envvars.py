@@ -26,8 +26,9 @@ RAY_ENV = frozenset({"RAY_ADDRESS", "RAY_DASHBOARD_ADDRESS", "TIDAL_RAY_NODES"})
 
 #: Every name the renderer may set, for any launcher. User env may not contain any of them.
 RESERVED_ENV: frozenset[str] = COMMON_ENV | RENDEZVOUS_ENV | MEGATRON_ENV | DEEPSPEED_ENV | RAY_ENV
-#: Whole namespaces the platform keeps for itself.
-RESERVED_ENV_PREFIXES: tuple[str, ...] = ("TIDAL_", "PET_")
+#: Whole namespaces the platform keeps for itself, and the one the kubelet fills in every container
+#: (KUBERNETES_SERVICE_HOST, KUBERNETES_PORT_443_TCP...: how a pod finds the API server).
+RESERVED_ENV_PREFIXES: tuple[str, ...] = ("TIDAL_", "PET_", "KUBERNETES_")
 
 def is_reserved(name: str) -> bool:
     return name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES)

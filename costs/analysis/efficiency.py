@@ -1,8 +1,9 @@
 """Quota efficiency: per project and flavor, the guarantee against what the project used of it, what of it sat idle
 (in device-hours and money) and what of the idle part other projects of the organization borrowed.
 
-- guaranteed: the project's *current* `Quota.guaranteed` x the hours of the range up to now (guarantees have no
-  history: a guarantee changed during the range counts as if it had always been the current one);
+- guaranteed: the project's *current* `Quota.guaranteed` x the hours of the range from the quota's creation (when
+  later than the range's start, `costs.existence`) up to now (guarantees have no history: a guarantee changed
+  during the range counts as if it had always been the current one);
 - used: the report's device-hours grouped by project and flavor; borrowed: the segments' borrowed devices x the
   time they held them; used within the guarantee: used - borrowed;
 - idle: guaranteed - used within the guarantee (never below 0), priced at the flavor's list price over the range
@@ -18,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from costs.analysis import Scope, label, overlap, window_segments
+from costs.existence import quota_starts
 from costs.prices import price_book
 from costs.pricing import HOUR, Usage
 from costs.reports import ReportQuery, report_rows
@@ -33,6 +35,7 @@ class QuotaRow:
     organization_id: int
     flavor_id: int
     guaranteed: int = 0  # devices, the current quota
+    since_ts: int = 0  # when the guarantee started counting: the range's start, or the quota's creation if later
     guaranteed_seconds: float = 0.0
     used_seconds: float = 0.0
     used_cost: float = 0.0
@@ -79,10 +82,14 @@ def quota_efficiency(scope: Scope) -> Efficiency:
             rows[project, flavor_id] = QuotaRow(project, organizations[project], flavor_id)
         return rows[project, flavor_id]
 
-    for project, flavor_id, guaranteed in (Quota.objects.filter(project_id__in=cohort, guaranteed__gt=0, **flavor)
-                                           .values_list("project_id", "flavor_id", "guaranteed")):
+    quotas = list(Quota.objects.filter(project_id__in=cohort, guaranteed__gt=0, **flavor)
+                  .values_list("id", "project_id", "flavor_id", "guaranteed", "project__created_at"))
+    since = quota_starts([(pk, created) for pk, _, _, _, created in quotas])
+    for pk, project, flavor_id, guaranteed, _ in quotas:
         found = row(project, flavor_id)
-        found.guaranteed, found.guaranteed_seconds = guaranteed, guaranteed * scope.seconds
+        found.since_ts = max(scope.window.start_ts, min(since[pk], scope.until_ts))
+        found.guaranteed = guaranteed
+        found.guaranteed_seconds = guaranteed * (scope.until_ts - found.since_ts)
     for used in report_rows(cohort, ReportQuery(scope.window, ("project", "flavor"), None, flavor), scope.now):
         if used.device_seconds:
             found = row(*used.keys)
@@ -114,13 +121,13 @@ def _attribute_lending(rows: Iterable[QuotaRow]) -> None:
 
 
 def _price_idle(rows: Iterable[QuotaRow], scope: Scope) -> None:
-    """Idle device-seconds at the flavor's average list price per device-second over the range."""
-    if not scope.seconds:
-        return
+    """Idle device-seconds at the flavor's average list price per device-second over the guarantee's time in the
+    range."""
     book, per_second = price_book(), {}
     for found in rows:
-        if found.flavor_id not in per_second:
+        key = (found.flavor_id, found.since_ts)
+        if found.idle_seconds and key not in per_second:
             usage = Usage(found.flavor_id, None, LIST_PRICE_CLASS, devices=1, cpu_millis=0)
-            per_second[found.flavor_id] = book.cost(usage, scope.window.start_ts, scope.until_ts) / scope.seconds
-        found.idle_cost = found.idle_seconds * per_second[found.flavor_id]
+            per_second[key] = book.cost(usage, found.since_ts, scope.until_ts) / (scope.until_ts - found.since_ts)
+        found.idle_cost = found.idle_seconds * per_second.get(key, 0.0)
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 
 from django.db.models import OuterRef, Subquery
 
 from costs.analysis import Scope, label, percentile
-from costs.models import UsageSegment
-from jobs.models import Job, JobEvent
+from jobs.models import Attempt, Job, JobEvent
 from jobs.states import State
 
 # The report's filters, as columns of a job.
@@ -85,12 +84,14 @@ def queueing(scope: Scope) -> Queueing:
 
 
 def _admissions(scope: Scope) -> Iterator[tuple]:
-    """(project, flavor, devices, admitted at, queued at) of every admission in the window: segments open at
-    admissions, so the segments' start index bounds the read."""
-    queued = (JobEvent.objects.filter(job_id=OuterRef("job_id"), attempt=OuterRef("attempt_number"),
+    """(project, flavor, devices, admitted at, queued at) of every admission in the window, whether its gang ran
+    (and was billed) or not."""
+    queued = (JobEvent.objects.filter(job_id=OuterRef("job_id"), attempt=OuterRef("number"),
                                       to_state=State.QUEUED).order_by("-created_at").values("created_at")[:1])
-    return (UsageSegment.objects.filter(project_id__in=scope.projects, start_ts__gte=scope.window.start_ts,
-                                        start_ts__lt=scope.window.end_ts, **scope.filters)
+    filters = {f"job__{JOB_COLUMNS[column]}": value for column, value in scope.filters.items()}
+    start, end = (datetime.combine(day, time(), UTC) for day in (scope.window.start, scope.window.end))
+    return (Attempt.objects.filter(job__project_id__in=scope.projects, admitted_at__gte=start, admitted_at__lt=end,
+                                   **filters)
             .annotate(queued_at=Subquery(queued))
-            .values_list("project_id", "flavor_id", "devices", "attempt__admitted_at", "queued_at")
+            .values_list("job__project_id", "job__flavor_id", "job__total_devices", "admitted_at", "queued_at")
             .iterator(chunk_size=2000))

@@ -10,6 +10,7 @@ run. Only rank 0 logs unless `all_ranks=True`. See docs/sdk.md.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import signal
@@ -51,7 +52,8 @@ def init(project: str | None = None, experiment: str | None = None, name: str | 
 
     `params` and `tags` are logged to the run. On ranks other than 0 (RANK, else LOCAL_RANK) this returns a
     NoOpRun unless `all_ranks=True`. System metrics are sampled every `system_interval` seconds (default 10; 0
-    turns them off). Other keyword options tune the sender (see tidal.config.Options)."""
+    turns them off). It prints the run's page on stderr once (`quiet=True` or TIDAL_QUIET=1: not). Other keyword
+    options tune the sender (see tidal.config.Options)."""
     global _current
     opts = Options().with_overrides({"system_interval": system_interval, **options})
     if not all_ranks and rank() != 0:
@@ -84,7 +86,17 @@ def init(project: str | None = None, experiment: str | None = None, name: str | 
     _active.append(run)
     _current = run
     _install_hooks()
+    if not (opts.quiet or os.environ.get("TIDAL_QUIET", "") not in ("", "0")):
+        _print_link(run)
     return run
+
+
+def _print_link(run: Run) -> None:
+    """One line on stderr with the run's page, as W&B prints its run's; tidal.init(quiet=True) or TIDAL_QUIET=1
+    leaves it out."""
+    name = run.info.get("name")
+    named = f" {json.dumps(name, ensure_ascii=False)}" if name else ""
+    print(f"tidal: run {run.id}{named}: {run.url}", file=sys.stderr, flush=True)
 
 
 def _strings(pairs: Mapping[str, Any] | None) -> dict[str, str]:

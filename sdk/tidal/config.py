@@ -29,6 +29,7 @@ class Options:
     sigterm_deadline: float = 5.0  # the same on SIGTERM (Kubernetes' grace period is 30 s by default)
     system_interval: float = 10.0  # seconds between system metrics; 0 turns them off
     spool_dir: str = ""  # default: TIDAL_SPOOL_DIR, else ~/.cache/tidal/spool
+    quiet: bool = False  # print no link to the run at init() (also TIDAL_QUIET=1)
 
     def with_overrides(self, overrides: dict[str, Any]) -> Options:
         known = {f.name for f in fields(self)}

@@ -69,7 +69,7 @@ class Run:
 
     def __init__(self, target: Target, options: Options, info: dict[str, Any] | None = None) -> None:
         self.id = target.run_id
-        self.url = f"{target.url}/runs/{target.run_id}"
+        self.url = f"{target.url}/runs/{target.run_id}/"  # its page
         self.info = info or {}
         self.target = target
         self.options = options

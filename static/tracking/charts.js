@@ -2,6 +2,8 @@
 // Every chart of a page shares one view state (smoothing, log scale, x axis, zoomed step range), so zooming one chart
 // zooms them all and the curves stay comparable.
 
+import { RunSeries, axisSize, isolatedPoints, labelRows, runTable, tickLabels, xRange } from "./chartdata.js";
+
 const uPlot = window.uPlot;
 
 export const COLORS = ["#1565c0", "#c62828", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f",
@@ -9,99 +11,11 @@ export const COLORS = ["#1565c0", "#c62828", "#2e7d32", "#ef6c00", "#6a1b9a", "#
 const CHART_HEIGHT = 220;
 const MARKER_COLORS = { admitted: "#2e7d32", preempted: "#ef6c00", retried: "#c62828", resumed: "#1565c0",
   attempt: "#6b7585" };
+const RAW_ALPHA = 0.25; // the raw line beneath a smoothed one
+const LABEL_LINE = 12; // CSS pixels between rows of marker labels
 
 export function config() {
   return JSON.parse(document.getElementById("chart-config").textContent);
-}
-
-// TensorBoard's smoothing: an exponential moving average, debiased so the start is not pulled toward zero.
-export function ema(values, weight) {
-  if (!weight) return values;
-  let last = 0;
-  let count = 0;
-  return values.map((v) => {
-    if (v == null) return null;
-    last = last * weight + (1 - weight) * v;
-    count += 1;
-    return last / (1 - weight ** count);
-  });
-}
-
-function fmtDuration(seconds) {
-  const s = Math.round(seconds);
-  if (Math.abs(s) < 60) return `${s}s`;
-  if (Math.abs(s) < 3600) return `${Math.floor(s / 60)}m${String(Math.abs(s % 60)).padStart(2, "0")}`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor(Math.abs(s % 3600) / 60)).padStart(2, "0")}`;
-}
-
-// The last index whose value is <= x in a sorted array, or -1.
-function floorIndex(sorted, x) {
-  let lo = 0;
-  let hi = sorted.length - 1;
-  let found = -1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if (sorted[mid] <= x) { found = mid; lo = mid + 1; } else { hi = mid - 1; }
-  }
-  return found;
-}
-
-// One run's series of one key, as fetched: steps and values of finite points, NaN/Inf markers, step -> wall time.
-class RunSeries {
-  constructor(run) {
-    this.run = run;
-    this.steps = [];
-    this.values = [];
-    this.markers = [];
-    this.attempts = [];
-    this.times = new Map();
-  }
-
-  get lastStep() {
-    const candidates = [this.steps.at(-1), this.markers.at(-1)?.[0]].filter((s) => s != null);
-    return candidates.length ? Math.max(...candidates) : null;
-  }
-
-  add(body, replace) {
-    if (replace) {
-      this.steps = [];
-      this.values = [];
-      this.markers = [];
-      this.times = new Map();
-    }
-    for (const [step, value] of body.points) { this.steps.push(step); this.values.push(value); }
-    this.markers.push(...body.markers);
-    for (const [step, ts] of body.times || []) this.times.set(step, ts);
-    this.attempts = body.attempts;
-  }
-
-  // x of a step on the chosen axis: the step, or its wall time / time since the run started, in seconds.
-  x(step, mode) {
-    if (mode === "step") return step;
-    const ts = this.times.get(step);
-    if (ts == null) return null;
-    return mode === "wall" ? ts / 1000 : (ts - this.run.started) / 1000;
-  }
-
-  // x of a moment (ms) on the chosen axis; by step, the last step logged by then (clamped to the logged range).
-  xOfTime(ms, mode) {
-    if (mode === "wall") return ms / 1000;
-    if (mode === "relative") return (ms - this.run.started) / 1000;
-    const pairs = [...this.times.entries()].sort((a, b) => a[1] - b[1]);
-    if (!pairs.length) return null;
-    const i = floorIndex(pairs.map((p) => p[1]), ms);
-    return pairs[Math.max(0, i)][0];
-  }
-
-  // The step at an x of the chosen axis (for zooming by time into a step range).
-  stepAt(x, mode, roundUp) {
-    if (mode === "step") return roundUp ? Math.ceil(x) : Math.floor(x);
-    const pairs = [...this.times.entries()].map(([s]) => [this.x(s, mode), s]).sort((a, b) => a[0] - b[0]);
-    if (!pairs.length) return null;
-    const i = floorIndex(pairs.map((p) => p[0]), x);
-    if (roundUp) return pairs[Math.min(pairs.length - 1, i + 1)][1];
-    return pairs[Math.max(0, i)][1];
-  }
 }
 
 export class View {
@@ -196,40 +110,72 @@ export class MetricChart {
     this.render();
   }
 
+  // One table per run (its x values, its raw values, and with smoothing the smoothed ones), joined on x.
   data() {
     const { mode, smoothing, log } = this.view;
-    const tables = this.series.map((s) => {
-      const pairs = [];
-      s.steps.forEach((step, i) => {
-        const x = s.x(step, mode);
-        if (x != null) pairs.push([x, s.values[i]]);
-      });
-      pairs.sort((a, b) => a[0] - b[0]);
-      // A log scale cannot place zero or below: those points leave a gap rather than a wrong value.
-      const ys = ema(pairs.map((p) => p[1]), smoothing).map((v) => (log && v != null && v <= 0 ? null : v));
-      return [pairs.map((p) => p[0]), ys];
+    const tables = this.series.map((s) => runTable(s, mode, smoothing, log));
+    const joined = tables.length === 1 ? tables[0] : uPlot.join(tables);
+    this.isolated = joined.map((ys, i) => (i ? isolatedPoints(ys) : null));
+    return joined;
+  }
+
+  // Where the job's events and the attempts' starts are drawn, on the chosen axis: [{x, color, label}].
+  verticalMarkers() {
+    const mode = this.view.mode;
+    const marks = [];
+    this.series.forEach((s) => {
+      for (const a of s.attempts) {
+        if (a.attempt > 1) {
+          marks.push({ x: mode === "step" ? a.step : s.xOfTime(a.timestamp, mode), color: MARKER_COLORS.attempt,
+            label: `attempt ${a.attempt}` });
+        }
+      }
     });
-    return tables.length === 1 ? tables[0] : uPlot.join(tables);
+    const first = this.series[0];
+    for (const m of this.view.cfg.markers) {
+      marks.push({ x: first.xOfTime(m.time, mode), color: MARKER_COLORS[m.kind], label: m.kind });
+    }
+    return marks.filter((m) => m.x != null).sort((a, b) => a.x - b.x);
+  }
+
+  lineSeries() {
+    const single = this.series.length === 1;
+    const smoothed = this.view.smoothing > 0;
+    return this.series.flatMap((s, i) => {
+      const stroke = COLORS[i % COLORS.length];
+      const label = single ? this.key : s.run.name;
+      const line = (extra) => ({ stroke, width: 1.5, spanGaps: false, points: { show: false,
+        filter: (u, seriesIdx) => this.isolated?.[seriesIdx] ?? null }, ...extra });
+      // Smoothing keeps the raw line, faint, beneath the smoothed one: a spike stays visible.
+      return smoothed ? [line({ label: `${label} (raw)`, alpha: RAW_ALPHA, width: 1 }), line({ label })]
+        : [line({ label })];
+    });
   }
 
   options() {
     const { mode, log } = this.view;
-    const single = this.series.length === 1;
     const xAxis = mode === "relative" ? { values: (u, splits) => splits.map(fmtDuration) } : {};
+    const yAxis = {
+      values: (u, splits) => (this.yLabels = tickLabels(splits)), // kept for the browser tests
+      size: (u, values, axisIdx) => axisSize(values, (text) => measureAxis(u, axisIdx, text)),
+    };
+    const markers = this.verticalMarkers();
+    // Unzoomed, the x axis covers every marker too; zoomed, the step range chosen.
+    const extra = this.view.range == null ? markers.map((m) => m.x) : [];
     return {
       ...this.size(),
-      scales: { x: { time: mode === "wall" }, y: log ? { distr: 3, log: 10 } : {} },
+      scales: {
+        x: { time: mode === "wall", range: (u, min, max) => xRange(min, max, extra) },
+        y: log ? { distr: 3, log: 10 } : {},
+      },
       series: [
         { label: mode === "step" ? "step" : "time", value: mode === "relative" ? (u, v) => (v == null ? "—" : fmtDuration(v)) : undefined },
-        ...this.series.map((s, i) => ({
-          label: single ? this.key : s.run.name, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
-          points: { show: false },
-        })),
+        ...this.lineSeries(),
       ],
-      axes: [xAxis, { size: 60 }],
+      axes: [xAxis, yAxis],
       legend: { show: true },
       cursor: { drag: { x: true, y: false, setScale: false } },
-      hooks: { setSelect: [(u) => this.onSelect(u)], draw: [(u) => this.drawOverlays(u)] },
+      hooks: { setSelect: [(u) => this.onSelect(u)], draw: [(u) => this.drawOverlays(u, markers)] },
     };
   }
 
@@ -251,53 +197,61 @@ export class MetricChart {
     if (range.max > range.min) this.view.zoom(range);
   }
 
-  // NaN/Inf markers as ticks at the plot's edges, attempt boundaries and job events as dashed vertical lines.
-  drawOverlays(u) {
+  // Attempt boundaries and job events as dashed vertical lines, their labels in rows so that none overlaps;
+  // NaN/Inf as triangles at the plot's edges, "NaN" written where there is room.
+  drawOverlays(u, markers) {
     const { ctx, bbox } = u;
     const mode = this.view.mode;
     const dpr = window.devicePixelRatio || 1;
     const inView = (x) => x != null && x >= u.scales.x.min && x <= u.scales.x.max;
     ctx.save();
     ctx.font = `${10 * dpr}px system-ui, sans-serif`;
-    const vertical = (x, color, label) => {
-      if (!inView(x)) return;
-      const px = u.valToPos(x, "x", true);
-      ctx.strokeStyle = color;
-      ctx.fillStyle = color;
+    const shown = markers.filter((m) => inView(m.x)).map((m) => ({ ...m, px: u.valToPos(m.x, "x", true) }));
+    const rows = labelRows(shown.map((m) => ({ x: m.px + 3 * dpr, width: ctx.measureText(m.label).width })),
+      Math.max(1, Math.floor(bbox.height / (LABEL_LINE * dpr)) - 1));
+    shown.forEach((m, i) => {
+      ctx.strokeStyle = m.color;
+      ctx.fillStyle = m.color;
       ctx.setLineDash([4 * dpr, 3 * dpr]);
       ctx.beginPath();
-      ctx.moveTo(px, bbox.top);
-      ctx.lineTo(px, bbox.top + bbox.height);
+      ctx.moveTo(m.px, bbox.top);
+      ctx.lineTo(m.px, bbox.top + bbox.height);
       ctx.stroke();
       ctx.setLineDash([]);
-      ctx.fillText(label, px + 3 * dpr, bbox.top + 10 * dpr);
-    };
-    this.series.forEach((s) => {
-      for (const a of s.attempts) {
-        if (a.attempt > 1) vertical(mode === "step" ? a.step : s.xOfTime(a.timestamp, mode), MARKER_COLORS.attempt, `attempt ${a.attempt}`);
-      }
+      if (rows[i] >= 0) ctx.fillText(m.label, m.px + 3 * dpr, bbox.top + (10 + rows[i] * LABEL_LINE) * dpr);
     });
-    const first = this.series[0];
-    for (const m of this.view.cfg.markers) vertical(first.xOfTime(m.time, mode), MARKER_COLORS[m.kind], m.kind);
     this.series.forEach((s, i) => {
       ctx.fillStyle = COLORS[i % COLORS.length];
-      for (const [step, kind] of s.markers) {
-        const x = s.x(step, mode);
-        if (!inView(x)) continue;
-        const px = u.valToPos(x, "x", true);
-        const top = kind === "Infinity";
+      const ticks = s.markers.map(([step, kind]) => ({ x: s.x(step, mode), kind })).filter((t) => inView(t.x))
+        .map((t) => ({ ...t, px: u.valToPos(t.x, "x", true) }));
+      // One row of "NaN" labels, each where it clears the one before: a NaN stretch is named, not smeared.
+      const nans = ticks.filter((t) => t.kind === "NaN");
+      const rows = labelRows(nans.map((t) => ({ x: t.px + 5 * dpr, width: ctx.measureText("NaN").width })), 1);
+      const named = new Set(nans.filter((t, j) => rows[j] === 0));
+      ticks.forEach((t) => {
+        const top = t.kind === "Infinity";
         const y = top ? bbox.top + 2 * dpr : bbox.top + bbox.height - 2 * dpr;
         ctx.beginPath(); // a triangle pointing off the chart: the value is beyond it (or not a number at all)
-        ctx.moveTo(px - 4 * dpr, top ? y + 7 * dpr : y - 7 * dpr);
-        ctx.lineTo(px + 4 * dpr, top ? y + 7 * dpr : y - 7 * dpr);
-        ctx.lineTo(px, y);
+        ctx.moveTo(t.px - 4 * dpr, top ? y + 7 * dpr : y - 7 * dpr);
+        ctx.lineTo(t.px + 4 * dpr, top ? y + 7 * dpr : y - 7 * dpr);
+        ctx.lineTo(t.px, y);
         ctx.closePath();
         ctx.fill();
-        if (kind === "NaN") ctx.fillText("NaN", px + 5 * dpr, y - 2 * dpr);
-      }
+        if (named.has(t)) ctx.fillText("NaN", t.px + 5 * dpr, y - 2 * dpr);
+      });
     });
     ctx.restore();
   }
+}
+
+// The width of an axis label in CSS pixels, in the axis's own font.
+function measureAxis(u, axisIdx, text) {
+  const { ctx } = u;
+  ctx.save();
+  ctx.font = u.axes[axisIdx].font[0];
+  const width = ctx.measureText(text).width / uPlot.pxRatio;
+  ctx.restore();
+  return width;
 }
 
 // Builds a chart for every figure of the page and loads them.

@@ -12,7 +12,7 @@ from jobs.lifecycle import transition
 from jobs.states import State
 from tests.browser.conftest import sign_in
 from tests.costs.conftest import at, prices  # noqa: F401  (fixture)
-from tests.jobs.conftest import admit, inventory, submit  # noqa: F401  (fixture)
+from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,7 +20,7 @@ CHART = "#cost-chart"
 
 
 def held(tenant, flavor, cluster, node, start, end, project=None):
-    job = admit(submit(tenant, flavor, project=project, user="owner"), cluster, [node], now=start)
+    job = run(submit(tenant, flavor, project=project, user="owner"), cluster, [node], now=start)
     transition(job, State.CANCELLED, reason="stop", actor="owner", now=end)
 
 
@@ -87,7 +87,9 @@ def test_the_report_draws_the_stacked_chart_sorts_the_table_and_downloads_the_cs
     with page.expect_download() as info:
         page.click("#csv-download")
     download = info.value
-    assert download.suggested_filename == "costs-2026-01-01-2026-01-31.csv"
+    as_of = page.locator("#as-of time").get_attribute("datetime")  # the page's moment, the CSV's too
+    assert download.suggested_filename == (
+        f"costs-2026-01-01-2026-01-31-as-of-{as_of[:19].replace('-', '').replace(':', '')}Z.csv")
     with open(download.path(), encoding="utf-8") as f:
         rows = list(csv.reader(io.StringIO(f.read())))
     assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "cost_usd"]
@@ -125,3 +127,17 @@ def test_the_staff_page_draws_a_utilization_chart_per_flavor(tenant, january, br
     assert plot(page, chart, "u.data[1][0]") == pytest.approx(24.0)  # vision's 16 and speech's 8 device-hours
     assert plot(page, chart, "u.data[2][0]") == 32 * 24
     assert painted_pixels(page, chart) > 2000
+
+
+def test_at_phone_width_the_cost_column_stays_on_screen(tenant, january, chromium, live_server):
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, base_url=live_server.url)
+    try:
+        page = context.new_page()
+        sign_in(page, tenant.users["owner"])
+        page.goto("/costs/?month=2026-01&step=day&group_by=project&group_by=flavor&group_by=user")
+        for cell in (page.locator("#cost-table thead th").last, page.locator("#cost-table tbody tr td").last):
+            box = cell.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+        assert page.locator("#cost-table thead th").last.is_visible()
+    finally:
+        context.close()

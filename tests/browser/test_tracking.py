@@ -58,6 +58,13 @@ def wait_drawn(page, selector: str) -> None:
     wait_until(page, f"document.querySelector('{selector}')?.chart?.plot?.data[0].length > 0")
 
 
+def run_page_drawn(page, tenant, run) -> None:
+    """Signed in as the member, on the run's page, its loss chart drawn."""
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/runs/{run.pk}/")
+    wait_drawn(page, LOSS)
+
+
 def test_run_charts_are_drawn_and_a_drag_zooms_at_full_resolution(tenant, browser_page):
     page = browser_page
     run = logged_run(tenant, "lr-0.1", "0.1", 300)
@@ -113,9 +120,7 @@ def test_compare_two_runs_overlays_them_and_shows_the_params_diff(tenant, browse
 def test_live_mode_appends_new_points_and_stops_when_the_run_ends(tenant, browser_page):
     page = browser_page
     run = logged_run(tenant, "live", "0.1", 300)
-    sign_in(page, tenant.users["member"])
-    page.goto(f"/runs/{run.pk}/")
-    wait_drawn(page, LOSS)
+    run_page_drawn(page, tenant, run)
     assert page.locator("#live").is_checked()
     while_the_page_polls(lambda: services.run_log_batch(
         run_id=run.pk, metrics=[{"key": "train/loss", "value": 0.01, "step": STEPS + s} for s in range(1, 11)]))
@@ -132,3 +137,67 @@ def test_the_links_mlflows_client_prints_open_the_run_in_tidal(tenant, browser_p
     browser_page.wait_for_url(re.compile(rf"/runs/{run.pk}/$"))
     browser_page.goto(f"/mlflow/{tenant.project.slug}/#/experiments/{run.experiment_id}")
     browser_page.wait_for_url(re.compile(rf"/experiments/{run.experiment_id}/$"))
+
+
+def test_the_x_axis_covers_a_nan_stretch_and_small_values_read_apart(tenant, browser_page):
+    """The seeded NaN run's charts ended at its last finite step, its NaN markers outside the x range; a learning
+    rate of 0-3e-4 read 0, 0, 0, 0; a one-point series drew nothing."""
+    page = browser_page
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    run = services.run_create(project=tenant.project, experiment=experiment, name="diverged",
+                              user=tenant.users["member"])
+    start = int(time.time() * 1000) - 400_000
+    points = [{"key": "train/loss", "value": 2.0 + s / 1000, "step": s, "timestamp": start + s * 1000}
+              for s in range(0, 300, 10)]
+    points += [{"key": "train/loss", "value": "NaN", "step": s, "timestamp": start + s * 1000}
+               for s in range(300, 410, 10)]
+    points += [{"key": "train/lr", "value": 3e-4 * s / 400, "step": s, "timestamp": start + s * 1000}
+               for s in range(0, 410, 10)]
+    points.append({"key": "eval/acc", "value": 0.5, "step": 200, "timestamp": start + 200_000})
+    services.run_log_batch(run_id=run.pk, metrics=points)
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/runs/{run.pk}/")
+    for key in ("train/loss", "train/lr", "eval/acc"):
+        wait_drawn(page, f'figure.chart[data-key="{key}"]')
+    assert plot(page, LOSS, "u.scales.x.max") >= 400  # the NaN stretch is on the chart
+    assert plot(page, LOSS, "u.data[1].slice(-1)[0]") is None  # a gap, not a line to the last finite value
+    labels = page.evaluate("document.querySelector('figure.chart[data-key=\"train/lr\"]').chart.yLabels")
+    shown = [label for label in labels if label]
+    assert len(set(shown)) == len(shown) > 2 and shown.count("0") <= 1, labels
+    one = 'figure.chart[data-key="eval/acc"]'
+    assert plot(page, one, "[u.scales.x.min < 200, u.scales.x.max > 200]") == [True, True]
+    assert plot(page, one, "u.series[1].points.filter(u, 1)") == [0]  # drawn as a point
+
+
+def test_smoothing_keeps_the_raw_line_faint_beneath(tenant, browser_page):
+    page = browser_page
+    run = logged_run(tenant, "smooth", "0.1", 300)
+    run_page_drawn(page, tenant, run)
+    page.locator("#smoothing").fill("0.9")
+    wait_until(page, f"document.querySelector('{LOSS}').chart.plot.series.length === 3")
+    raw, smoothed = plot(page, LOSS, "u.series.slice(1).map(s => [s.label, s.alpha])")
+    assert raw == ["train/loss (raw)", 0.25] and smoothed == ["train/loss", 1]
+
+
+def test_compare_selected_waits_for_a_ticked_run(tenant, browser_page):
+    page = browser_page
+    run = logged_run(tenant, "only", "0.1", 300)
+    sign_in(page, tenant.users["member"])
+    page.goto(f"/experiments/{run.experiment_id}/")
+    assert page.locator("#compare-button").is_disabled()
+    page.check(f'#runs-table input[name="run"][value="{run.pk}"]')
+    assert page.locator("#compare-button").is_enabled()
+    page.uncheck(f'#runs-table input[name="run"][value="{run.pk}"]')
+    assert page.locator("#compare-button").is_disabled()
+
+
+def test_the_run_page_shows_a_new_alert_and_its_state_without_a_reload(tenant, browser_page):
+    page = browser_page
+    run = logged_run(tenant, "live-alerts", "0.1", 300)
+    run_page_drawn(page, tenant, run)
+    assert "No alerts." in page.locator("#run-alerts").inner_text()
+    while_the_page_polls(lambda: services.run_log_batch(
+        run_id=run.pk, metrics=[{"key": "train/loss", "value": "NaN", "step": STEPS + 1}]))
+    wait_until(page, "document.querySelector('#run-alerts').textContent.includes('is NaN at step')", timeout=20_000)
+    page.click('#run-alerts button[data-action="acknowledge"]')
+    wait_until(page, "document.querySelector('#run-alerts').textContent.includes('acknowledged by member')")

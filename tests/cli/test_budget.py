@@ -11,7 +11,7 @@ from django.utils import timezone
 from costs.models import Budget
 from quotas.models import ResourceFlavor
 from tests.costs.conftest import price
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODE = "rack-a1-n1"  # an 8-device h100 node of the demo cluster
@@ -23,7 +23,7 @@ def test_set_then_show_a_budget_with_this_months_spend(cli, tenant, demo_cluster
     price(h100, "2.00", timezone.now() - timedelta(days=400))
     now = timezone.now()
     since = max(now - timedelta(minutes=30), now.replace(day=1, hour=0, minute=0, second=0, microsecond=0))
-    admit(submit(tenant, h100), demo_cluster, [NODE], now=since)
+    run(submit(tenant, h100), demo_cluster, [NODE], now=since)
 
     assert cli("budget").out.strip() == "No budget in your projects."
     refused = cli("budget", "set", "--project", "vision", "--amount", "10000")  # a member

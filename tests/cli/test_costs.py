@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -34,7 +35,8 @@ def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
     shown = cli("costs", "--month", "2026-01", "--by", "project,flavor")
     assert shown.code == 0, shown.err
     lines = shown.out.splitlines()
-    assert lines[0] == "Costs 2026-01-01 to 2026-01-31 (UTC days)"
+    assert re.fullmatch(r"Costs 2026-01-01 to 2026-01-31 \(UTC days\), as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC "
+                        r"\(running jobs count up to it\)", lines[0]), lines[0]
     assert lines[1].split() == ["PROJECT", "FLAVOR", "DEVICE-H", "CPU-H", "USD"]
     assert lines[2].split() == ["vision", "nvidia-h100-80gb", "80.0", "80.0", "200.00"]  # 8 x 10 h x 2.5
     assert "secret" not in shown.out
@@ -45,6 +47,9 @@ def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
                                            "--csv").out)))
     assert rows == [["period", "project", "device_hours", "cpu_hours", "cost_usd"],
                     ["2026-01-10", "vision", "80.0000", "80.0000", "200.0000"]]
+    unstepped = list(csv.reader(io.StringIO(cli("costs", "--month", "2026-01", "--by", "project,stage", "--csv").out)))
+    assert unstepped == [["project", "stage", "device_hours", "cpu_hours", "cost_usd"],
+                         ["vision", "sft", "80.0000", "80.0000", "200.0000"]]
     theirs = cli("costs", "--month", "2026-01", user="outsider", token=None)
     assert theirs.code == 0 and "secret" in theirs.out and "vision" not in theirs.out
 

@@ -10,7 +10,7 @@ from tidal_cli.main import build_parser, main
 pytestmark = pytest.mark.django_db(transaction=True)
 
 COMMANDS = ["login", "whoami", "projects", "submit", "jobs", "job", "cancel", "resubmit", "queue", "quota", "flavors",
-            "priority-classes", "replay", "logs", "runs", "run", "metrics", "costs", "budget"]
+            "priority-classes", "replay", "logs", "runs", "run", "metrics", "alerts", "costs", "budget"]
 
 
 def one_line(err: str) -> str:

@@ -87,6 +87,16 @@ def test_run_shows_params_last_metrics_and_open_alerts(cli, runs):
                                                        "not in one of your projects.")
 
 
+def test_run_shows_a_nan_last_value_as_nan_marked(cli, tenant):
+    run = make_run(tenant, "sweep", "diverged", {}, [2.0, 1.0])
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": "NaN", "step": 2}])
+    out = cli("run", str(run.pk)).out
+    metrics = out.split("Metrics (last value)", 1)[1].split("Open alerts", 1)[0]
+    assert metrics.split()[5:10] == ["loss", "NaN*", "2", "1", "2"]
+    assert "* not a finite number" in metrics
+    assert cli("run", str(run.pk), "--json").json()["summary"]["loss"]["last"] == "NaN"
+
+
 def test_metrics_prints_a_table_or_every_point_as_csv(cli, tenant):
     run = make_run(tenant, "sweep", "long", {}, [1.0 / (i + 1) for i in range(3000)])
     services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": "NaN", "step": 3000}])
@@ -114,3 +124,26 @@ def test_metrics_errors(cli, runs):
     assert cli("metrics", str(run), "loss", "--csv", user="outsider").err.startswith(f"tidal: Run {run} not found")
     assert cli("metrics", str(run), "loss", "--csv", "--json").code == 2
     assert cli("metrics", str(run), "loss", "--max-points", "1").code == 1  # the server's range: 2-100000
+
+
+def test_alerts_are_listed_acknowledged_resolved_and_muted(cli, runs):
+    run = runs["a"]
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": "NaN", "step": 5}])
+    alert = Alert.objects.get(run=run)
+    listed = cli("alerts").out
+    assert "non_finite" in listed and str(run.pk) in listed and "open" in listed
+    assert cli("alerts", "--run", str(runs["b"].pk)).out.strip() == "No open alerts."
+    assert cli("alerts", "ack", str(alert.pk), user="viewer").code == 1  # a viewer may not
+    acked = cli("alerts", "ack", str(alert.pk))
+    assert acked.code == 0 and acked.out.strip().endswith("acknowledged by member.")
+    resolved = cli("alerts", "resolve", str(alert.pk))
+    assert resolved.code == 0 and resolved.out.strip().endswith("resolved by member.")
+    assert cli("alerts").out.strip() == "No open alerts."
+    assert "resolved by member" in cli("alerts", "--all").out
+    missing = cli("alerts", "resolve", "99999")
+    assert missing.code == 1 and "Alert 99999 not found" in missing.err
+    muted = cli("alerts", "mute", str(run.pk), "--rule", "loss_spike")
+    assert muted.code == 0 and muted.out.strip() == f"Run {run.pk} (lr-0.1): muted loss_spike."
+    assert cli("alerts", "mute", str(run.pk), "--rule", "melting").code == 1
+    assert cli("alerts", "mute", str(run.pk), "--json").json()["muted_rules"] == ["*", "loss_spike"]
+    assert cli("alerts", "unmute", str(run.pk)).out.strip() == f"Run {run.pk} (lr-0.1): muted nothing."

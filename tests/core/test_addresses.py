@@ -74,3 +74,18 @@ def test_behind_a_trusted_proxy_each_client_has_its_own_anonymous_limit(db, sett
     assert throttle.allow_request(request("10.1.2.3", "198.51.100.1"), None)
     assert not throttle.allow_request(request("10.1.2.3", "6.6.6.6, 198.51.100.1"), None)
     assert throttle.allow_request(request("10.1.2.3", "198.51.100.2"), None)
+
+
+@pytest.mark.parametrize(("address", "public"), [
+    ("93.184.215.14", True), ("10.0.0.1", False), ("127.0.0.1", False), ("169.254.169.254", False),
+    ("100.64.0.1", False), ("::1", False), ("fe80::1", False), ("fc00::1", False),
+    ("2606:2800:21f:cb07:6820:80da:af6b:8b2c", True), ("::ffff:10.0.0.1", False), ("::ffff:93.184.215.14", True),
+    ("2002:7f00:1::", False), ("2002:c0a8:101::1", False), ("2002:5db8:d70e::1", True),
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", False), ("64:ff9b::7f00:1", False), ("64:ff9b::5db8:d70e", True),
+    ("64:ff9b:1::5db8:d70e", False)])
+def test_an_address_is_public_only_with_every_ipv4_address_it_embeds(address, public):
+    from ipaddress import ip_address
+
+    from core.addresses import is_public
+
+    assert is_public(ip_address(address)) is public

@@ -153,3 +153,27 @@ def test_an_id_that_cannot_be_one_is_a_400_naming_the_field(world, clients, para
     """NumberFilter took these; SQLite cannot compare an integer past 64 bits (a 500)."""
     assert param in error(clients["member"].get("/api/v1/runs/", {param: value}))["fields"]
     assert clients["member"].get("/api/v1/runs/", {param: "1"}).status_code == 200
+
+
+@pytest.mark.parametrize("url", ["/api/v1/jobs/", "/api/v1/queue/", "/api/v1/projects/", "/api/v1/experiments/",
+                                 "/api/v1/runs/", "/api/v1/quotas/", "/api/v1/budgets/", "/api/v1/tokens/"])
+@pytest.mark.parametrize("ordering", ["nope", "-nope", "id,nope", "--id", "submitter__password"])
+def test_ordering_by_an_unknown_field_is_a_400_naming_ordering_and_what_it_takes(clients, url, ordering):
+    response = clients["member"].get(url, {"ordering": ordering})
+    assert response.status_code == 400, (url, response.content)
+    [reason] = response.json()["error"]["fields"]["ordering"]
+    assert "Cannot order by" in reason and "use " in reason
+
+
+@pytest.mark.parametrize(("url", "ordering"), [("/api/v1/jobs/", "-submitted_at,id"), ("/api/v1/projects/", "slug"),
+                                               ("/api/v1/jobs/", "")])
+def test_ordering_by_known_fields_works(clients, url, ordering):
+    assert clients["member"].get(url, {"ordering": ordering}).status_code == 200
+
+
+def test_the_order_asked_is_the_order_given(tenant, clients, world):
+    submit(tenant, world["h100"], name="second")
+    ids = [job["id"] for job in clients["member"].get("/api/v1/jobs/", {"ordering": "id"}).json()["results"]]
+    assert len(ids) == 2
+    assert [job["id"] for job in clients["member"].get("/api/v1/jobs/", {"ordering": "-id"}).json()["results"]] == (
+        ids[::-1])

@@ -27,12 +27,25 @@ def price(flavor, per_hour: str, since: datetime, cluster=None) -> DevicePrice:
                                                              effective_from=since), backdate=True)
 
 
+def installed_since(when: datetime) -> None:
+    """Date the projects and clusters there are back to `when`: the analyses count guarantees and capacity only
+    from when they existed (costs.existence), and these tests' histories are in 2026 while their rows are created
+    now."""
+    from clusters.models import Cluster
+    from tenancy.models import Project
+
+    Project.objects.update(created_at=when)
+    Cluster.objects.update(created_at=when)
+
+
 @pytest.fixture
 def prices(inventory):  # noqa: F811
-    """h100 at 2.00 a device-hour and a100 at 1.00 from 2025; CPU at 0.05 a core-hour; preemptible pays 0.3."""
+    """h100 at 2.00 a device-hour and a100 at 1.00 from 2025; CPU at 0.05 a core-hour; preemptible pays 0.3. The
+    projects and the cluster exist since 2025 too."""
     from quotas.models import PriorityClass
 
     since = datetime(2025, 1, 1, tzinfo=UTC)
+    installed_since(since)
     price(inventory["h100"], "2.00", since)
     price(inventory["a100"], "1.00", since)
     services.price_save(actor=None, price=CpuPrice(per_core_hour=Decimal("0.05"), effective_from=since), backdate=True)

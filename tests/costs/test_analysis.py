@@ -21,7 +21,7 @@ from jobs.lifecycle import Admission, AttemptEnd, record_checkpoint, transition,
 from jobs.states import State
 from tenancy.models import Project
 from tests.conftest import make_user
-from tests.costs.conftest import at
+from tests.costs.conftest import at, installed_since
 from tests.jobs.conftest import spec
 from tracking.services import run_log_batch
 
@@ -101,11 +101,43 @@ def test_idle_guarantee_is_priced_and_a_borrower_s_hours_are_lent_by_the_idle_pr
     assert (unused.idle_seconds, unused.idle_cost) == (8 * 24 * HOUR, pytest.approx(8 * 24 * 1.00))
 
 
+def test_a_guarantee_counts_from_when_its_quota_or_its_project_was_created(tenant, prices):
+    """Not from the range's start: a month-old range of a demo minutes old showed a month of idle guarantees."""
+    from quotas.models import Quota
+    from quotas.services import quota_save
+    from tenancy.models import AuditEntry
+
+    Quota.objects.filter(project=prices["speech"]).delete()
+    quota = quota_save(actor=None, quota=Quota(project=prices["speech"], flavor=prices["h100"]),
+                       values={"guaranteed": 16})
+    AuditEntry.objects.filter(action="quota.create", target_id=str(quota.pk)).update(created_at=at(18))
+    Project.objects.filter(pk=tenant.project.pk).update(created_at=at(6))  # its quotas have no audit entry
+    rows = by(quota_efficiency(scope()).rows, "project", "flavor")
+    assert rows["speech", "nvidia-h100-80gb"].guaranteed_seconds == 16 * 6 * HOUR
+    assert rows["speech", "nvidia-h100-80gb"].idle_cost == pytest.approx(16 * 6 * 2.00)
+    assert rows["vision", "nvidia-h100-80gb"].guaranteed_seconds == 16 * 18 * HOUR
+    assert rows["vision", "nvidia-a100-40gb"].idle_seconds == 8 * 18 * HOUR
+    # A project created after the range guarantees nothing in it.
+    Project.objects.filter(pk=tenant.project.pk).update(created_at=at(48))
+    later = by(quota_efficiency(scope()).rows, "project", "flavor")["vision", "nvidia-h100-80gb"]
+    assert (later.guaranteed_seconds, later.idle_seconds, later.idle_cost) == (0, 0, 0)
+
+
+def test_a_demo_minutes_old_shows_minutes_of_idle_guarantee_not_a_month(tenant, prices):
+    now = at(24 * 9 + 12)  # 2026-01-10 12:00
+    installed_since(now - timedelta(minutes=10))
+    month = Window(date(2026, 1, 1), date(2026, 2, 1))
+    total = quota_efficiency(scope(window=month, now=now)).total
+    assert total.guaranteed_seconds == (16 + 8 + 16) * 600  # vision h100 and a100, speech h100, for 10 minutes
+    assert total.idle_cost == pytest.approx((16 * 2 + 8 * 1 + 16 * 2) * 600 / HOUR)
+
+
 def test_lending_is_shared_by_idle_guarantee_and_never_exceeds_it(tenant, lending):
     from quotas.models import Quota
 
     third = Project.objects.create(organization=tenant.organization, name="Audio", slug="audio")
     Quota.objects.create(project=third, flavor=lending["h100"], guaranteed=8)
+    installed_since(at(-1))
     rows = by(quota_efficiency(scope(flavor_id=lending["h100"].pk)).rows, "project")
     idle_vision, idle_audio = (16 * 24 - 80) * HOUR, 8 * 24 * HOUR
     borrowed = 40 * HOUR
@@ -170,17 +202,20 @@ def test_work_lost_since_the_checkpoint_and_failed_attempts_are_counted_per_job(
     end(preempted, State.SUCCEEDED, at(5))
     failed = start(admit(submit(tenant, h100, at(0)), cluster, ["r1-n2"], at(4)), at(4.5))
     end(failed, State.FAILED, at(6), cause="oom")
-    lost = admit(submit(tenant, h100, at(0)), cluster, ["r2-n1"], at(7))  # lost before it ever ran
+    lost = start(admit(submit(tenant, h100, at(0)), cluster, ["r2-n1"], at(7)), at(7.5))
     end(lost, State.RETRYING, at(8), lost=True, cause="node_lost")
+    never = admit(submit(tenant, h100, at(0)), cluster, ["r2-n2"], at(7))  # lost before it ever ran: not billed
+    end(never, State.RETRYING, at(8), lost=True, cause="node_lost")
 
     rows = {row.job_id: row for row in waste(scope()).rows}
     one = rows[preempted.pk]  # checkpoint at 2, preempted at 3: one hour of 8 devices to compute again
     assert (one.lost_seconds, one.lost_cost, one.failed_seconds) == (8 * HOUR, pytest.approx(16.0), 0)
     two = rows[failed.pk]  # failed at 6, never checkpointed: everything since it started at 4.5
-    assert (two.failed_seconds, two.failed_cost) == (8 * 2 * HOUR, pytest.approx(32.0))
+    assert (two.failed_seconds, two.failed_cost) == (8 * 1.5 * HOUR, pytest.approx(24.0))  # billed from its start
     assert two.lost_seconds == 8 * 1.5 * HOUR
     three = rows[lost.pk]
-    assert (three.failed_seconds, three.lost_seconds) == (8 * HOUR, 0)
+    assert (three.failed_seconds, three.lost_seconds) == (8 * 0.5 * HOUR, 8 * 0.5 * HOUR)
+    assert never.pk not in rows
     assert three.labels == {"job": f"#{lost.pk} train", "project": "vision", "flavor": "nvidia-h100-80gb"}
     roll_segments()
     assert {r.job_id: (r.failed_seconds, r.lost_seconds) for r in waste(scope()).rows} == {
@@ -299,7 +334,7 @@ def test_each_caller_sees_their_projects(tenant, clients, staff_client, lending)
 
     for project in (tenant.project, lending["speech"]):
         failed = admit(submit(tenant, lending["h100"], at(12), project=project), lending["cluster"], ["r1-n1"], at(12))
-        end(failed, State.FAILED, at(13), cause="oom")
+        end(start(failed, at(12)), State.FAILED, at(13), cause="oom")
     for name in API:
         assert projects(clients["viewer"], name) == ["vision"]  # a viewer reads
         assert projects(clients["outsider"], name) == []

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from costs.models import Budget
 from tests.crosstenant import CrossTenantMixin
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ class TestBudgets(CrossTenantMixin):
         # 8 h100 at 2.00 an hour since 30 minutes ago (within this month unless it began less than 30 minutes ago).
         now = timezone.now()
         since = max(now - timedelta(minutes=30), now.replace(day=1, hour=0, minute=0, second=0, microsecond=0))
-        admit(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=since)
+        run(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=since)
         payload = self.create_payload(tenant, tenant.project)
         for role in ("viewer", "member"):
             assert clients[role].post(self.list_url(), payload, format="json").status_code == 403

@@ -60,3 +60,29 @@ def test_only_admins_of_the_project_may_set_its_budget(tenant, role, status):
     if role != "outsider":
         page = browser(tenant.users[role]).get(f"/projects/{tenant.project.slug}/").content.decode()
         assert 'id="budget-form"' not in page
+
+
+def test_the_panel_shows_the_thresholds_the_spend_reached_before_the_check_records_them(tenant, prices):
+    """At 58% of a budget alerting at 50 and 80, the panel says 50% is reached from the current spend, not "No
+    threshold reached" until the next check; once the check records it, it shows when."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from costs.budgets import check_budgets
+    from costs.models import UsageSegment
+    from quotas.models import PriorityClass
+
+    Budget.objects.create(project=tenant.project, amount=Decimal("100"), thresholds=[50, 80])
+    now = timezone.now()
+    UsageSegment.objects.create(  # 29 h100 for an hour at 2.00: 58.00
+        attempt_number=1, organization=tenant.organization, project=tenant.project, flavor=prices["h100"],
+        priority_class=PriorityClass.objects.get(name="normal"), stage="other", devices=29, cpu_millis=0,
+        start_ts=int((now - timedelta(minutes=61)).timestamp()), end_ts=int((now - timedelta(minutes=1)).timestamp()))
+    panel = browser(tenant.users["viewer"]).get(f"/projects/{tenant.project.slug}/").content.decode()
+    budget = panel[panel.index('id="budget"'):]
+    assert "No threshold reached" not in budget and "50% reached" in budget and "80% reached" not in budget
+    assert "alert at the next check" in budget
+    check_budgets()
+    budget = browser(tenant.users["viewer"]).get(f"/projects/{tenant.project.slug}/").content.decode()
+    assert "50% reached" in budget and "alert at the next check" not in budget

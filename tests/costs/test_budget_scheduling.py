@@ -14,7 +14,7 @@ from costs import services
 from costs.models import Budget
 from jobs.loop import run_once
 from jobs.states import State
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)  # a fixed moment: the month's spend must not depend on today's date
@@ -28,7 +28,7 @@ def test_a_spent_hard_budget_admits_only_preemptible_jobs_until_it_is_raised(
 
     budget = services.budget_save(actor=tenant.users["admin"], budget=Budget(project=tenant.project),
                                   values={"amount": Decimal("10"), "hard": True})
-    admit(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=NOW - timedelta(hours=1))  # 16.00
+    run(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=NOW - timedelta(hours=1))  # 16.00
     normal = submit(tenant, prices["a100"], name="normal")
     spot = submit(tenant, prices["a100"], name="spot", priority="preemptible")
     cycle()
@@ -50,7 +50,7 @@ def test_a_spent_hard_budget_admits_only_preemptible_jobs_until_it_is_raised(
 def test_a_budget_that_is_not_hard_or_not_spent_stops_nothing(tenant, prices, django_capture_on_commit_callbacks):
     budget = services.budget_save(actor=None, budget=Budget(project=tenant.project),
                                   values={"amount": Decimal("10"), "hard": False})
-    admit(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=NOW - timedelta(hours=1))
+    run(submit(tenant, prices["h100"]), prices["cluster"], ["r1-n1"], now=NOW - timedelta(hours=1))
     first = submit(tenant, prices["a100"], name="first")
     with django_capture_on_commit_callbacks(execute=True):
         run_once(now=NOW)

@@ -20,7 +20,7 @@ from jobs import ports
 from jobs.lifecycle import transition
 from jobs.states import State
 from tests.costs.conftest import at
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 from tracking.models import Webhook
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +34,7 @@ def budget(tenant, amount="1000", **values) -> Budget:
 
 def running_h100(tenant, prices, since, **spec):
     """8 h100 (16.00 an hour at the fixture's prices) admitted at `since` and still holding them."""
-    return admit(submit(tenant, prices["h100"], **spec), prices["cluster"], ["r1-n1"], now=since)
+    return run(submit(tenant, prices["h100"], **spec), prices["cluster"], ["r1-n1"], now=since)
 
 
 # ------------------------------------------------------------------------------------------ rules of the model

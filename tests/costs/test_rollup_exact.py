@@ -9,6 +9,7 @@ one call (the rollup cuts at every midnight and adds the days up)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -118,12 +119,13 @@ def store(world, drawn_prices, drawn_segments) -> tuple[PriceBook, list[dict]]:
 
 
 def expected(book: PriceBook, rows: list[dict], query: ReportQuery) -> dict:
-    """(period, keys) -> [device-seconds, CPU core-seconds, cost]: each segment clipped to the window and to now,
-    its stretch inside each period priced in one call."""
+    """(period, keys) -> [device-seconds, CPU core-seconds, cost]: each segment clipped to the window and to now (or
+    the moment the query is as of), its stretch inside each period priced in one call."""
     found: dict = defaultdict(lambda: [0, 0.0, 0.0])
-    start, end = query.window.start_ts, min(query.window.end_ts, NOW)
+    until = NOW if query.as_of is None else query.as_of
+    start, end = query.window.start_ts, min(query.window.end_ts, until)
     for row in rows:
-        first, last = max(row["start_ts"], start), min(row["end_ts"] or NOW, end)
+        first, last = max(row["start_ts"], start), min(row["end_ts"] or until, end)
         stretches: dict = {}  # period -> [from, to]
         for second in range(first - first % DAY, last if first < last else 0, DAY):  # each UTC day it holds
             a, b = max(first, second), min(last, second + DAY)
@@ -164,16 +166,20 @@ def check(report, wanted: dict, cpu_slack: float) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(drawn_prices=prices(), drawn_segments=st.lists(segments(), max_size=8), query=queries())
+@given(drawn_prices=prices(), drawn_segments=st.lists(segments(), max_size=8), query=queries(),
+       as_of=st.one_of(st.none(), st.integers(T0, NOW)))
 def test_a_report_equals_pricing_the_raw_segments_before_and_after_a_roll(world, drawn_prices, drawn_segments,
-                                                                          query):
+                                                                          query, as_of):
+    """As of now, or as of an earlier moment (a page's, its CSV computed later): segments that ended or started
+    after that moment, and were rolled since, count only up to it."""
+    query = replace(query, as_of=as_of)
     with transaction.atomic():  # every example starts from the same empty tables
         book, rows = store(world, drawn_prices, drawn_segments)
         wanted = expected(book, rows, query)
         projects = Project.objects.values("id")
         now = datetime.fromtimestamp(NOW, UTC)
         check(usage_report(projects, query, now), wanted, cpu_slack=1e-6)
-        assert roll_segments() == sum(1 for row in rows if row["end_ts"] is not None)
+        assert roll_segments(now=now) == sum(1 for row in rows if row["end_ts"] is not None)
         assert UsageSegment.objects.filter(rolled=True, end_ts__isnull=True).count() == 0
         check(usage_report(projects, query, now), wanted, cpu_slack=0.5 * pieces_inside(rows, query) + 1e-6)
         transaction.set_rollback(True)

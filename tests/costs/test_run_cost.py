@@ -10,7 +10,8 @@ from jobs.lifecycle import transition
 from jobs.states import State
 from tests.conftest import client_for
 from tests.costs.conftest import at
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run as run_job
+from tests.jobs.conftest import submit
 from tracking import services
 from tracking.models import Run
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def run(tenant, prices):
     """A job of 8 h100 at 2.00 for 10 h whose loss goes 3.0, 2.7, ... (first below 2.0 at step 4, hour 4)."""
-    job = admit(submit(tenant, prices["h100"], experiment="sweep"), prices["cluster"], ["r1-n1"], now=at(0))
+    job = run_job(submit(tenant, prices["h100"], experiment="sweep"), prices["cluster"], ["r1-n1"], now=at(0))
     run = Run.objects.get(job=job)
     services.run_log_batch(run_id=run.pk, metrics=[
         {"key": "loss", "value": round(3.0 - 0.3 * i, 2), "step": i, "timestamp": int(at(i).timestamp() * 1000)}

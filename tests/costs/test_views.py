@@ -23,7 +23,7 @@ from jobs.states import State
 from quotas.models import Quota
 from tests.conftest import make_user
 from tests.costs.conftest import at
-from tests.jobs.conftest import admit, submit
+from tests.jobs.conftest import run, submit
 from tests.ui.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ JANUARY = {"month": "2026-01"}
 
 def held(tenant, flavor, cluster, node, start, end, *, project=None, user="member", devices=8):
     """A job of `devices` on `node` from `start` to `end` (datetimes), through the state machine."""
-    job = admit(submit(tenant, flavor, project=project, user=user, devices=devices), cluster, [node], now=start)
+    job = run(submit(tenant, flavor, project=project, user=user, devices=devices), cluster, [node], now=start)
     if end is not None:
         transition(job, State.CANCELLED, reason="stop", actor="member", now=end)
     return job
@@ -124,7 +124,10 @@ def test_defaults_are_this_utc_month_by_project_and_flavor_per_day(tenant, usage
     response = page(login(tenant.users["member"]))
     assert response.status_code == 200
     month = timezone.now().astimezone(UTC).strftime("%Y-%m")
-    assert response.context["params"] == {"month": month, "group_by": "project,flavor", "step": "day"}
+    params = dict(response.context["params"])
+    as_of = datetime.fromisoformat(params.pop("as_of"))
+    assert params == {"month": month, "group_by": "project,flavor", "step": "day"}
+    assert timezone.now() - timedelta(seconds=5) < as_of <= timezone.now()
     assert f'value="{month}"' in response.content.decode()
     assert response.context["total"].cost == 0  # January's usage is not this month's
 
@@ -155,7 +158,9 @@ def test_the_csv_link_carries_the_pages_query_and_works_with_the_session(tenant,
     member = login(tenant.users["member"])
     response = page(member, flavor="nvidia-h100-80gb", **JANUARY)
     url = response.context["csv_url"]
-    assert url == "/api/v1/costs/csv/?month=2026-01&flavor=nvidia-h100-80gb&group_by=project%2Cflavor&step=day"
+    as_of = response.context["params"]["as_of"]
+    assert url == ("/api/v1/costs/csv/?month=2026-01&flavor=nvidia-h100-80gb&group_by=project%2Cflavor&step=day"
+                   f"&as_of={as_of.replace(':', '%3A')}")
     assert f'href="{url.replace("&", "&amp;")}"' in response.content.decode()
     download = member.get(url)
     assert download.status_code == 200
@@ -163,6 +168,68 @@ def test_the_csv_link_carries_the_pages_query_and_works_with_the_session(tenant,
     assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "cost_usd"]
     assert rows[1][:4] == ["2026-01-01", "vision", "nvidia-h100-80gb", "16.0000"] and rows[1][5] == "32.0000"
     assert len(rows) == 2
+
+
+def test_the_page_and_its_csv_are_as_of_the_same_moment_whatever_ends_starts_or_rolls_between(tenant, usage):
+    """A job running when the page is drawn goes on running, and others end, start and are rolled, before the CSV
+    link is followed: the CSV still gives the page's figures, and both say the moment."""
+    from datetime import timedelta as td
+    from unittest import mock
+
+    h100, cluster = usage["h100"], usage["cluster"]
+    moment = datetime(2026, 2, 15, 12, tzinfo=UTC)  # mid-month, past: the page is drawn then
+    running = held(tenant, h100, cluster, "r2-n1", moment - td(hours=2), None)  # runs on after the page
+    ending = held(tenant, h100, cluster, "r2-n2", moment - td(hours=1), None)  # ends after the page
+    member = login(tenant.users["member"])
+    month = {"month": moment.strftime("%Y-%m"), "group_by": "project,job", "step": "day"}
+    with mock.patch("django.utils.timezone.now", return_value=moment):
+        shown = page(member, **month)
+    assert shown.context["as_of"] == moment and moment.strftime("%Y-%m-%d %H:%M:%S UTC") in shown.content.decode()
+    page_rows = {(row["period"], tuple(row["groups"])): round(row["cost"], 6) for row in shown.context["rows"]}
+    assert round(shown.context["total"].cost, 6) == round(8 * 3 * 2.00, 6)
+
+    transition(ending, State.CANCELLED, reason="stop", actor="member", now=moment + td(minutes=10))
+    later = held(tenant, h100, cluster, "r1-n2", moment + td(minutes=5), moment + td(minutes=20))
+    roll_segments()  # the ended job's days and the later one's hold time past the page's moment
+    from costs.models import UsageSegment
+
+    assert UsageSegment.objects.filter(job__in=[ending, later], rolled=True).count() == 2
+    download = member.get(shown.context["csv_url"])
+    assert download.status_code == 200 and download["X-Tidal-As-Of"] == moment.isoformat()
+    assert f"as-of-{moment:%Y%m%dT%H%M%S}Z.csv" in download["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(b"".join(download.streaming_content).decode())))
+    csv_rows = {(date.fromisoformat(r[0]), (r[1], r[2])): round(float(r[5]), 4) for r in rows[1:]}
+    assert csv_rows == {key: round(cost, 4) for key, cost in page_rows.items()}
+    assert f"#{later.pk} train" not in {key[1][1] for key in csv_rows}
+    assert running.state == State.RUNNING
+    # Without the moment the same report is as of now: the running job and the rolled ones count on.
+    now_rows = member.get(shown.context["csv_url"].split("&as_of=")[0])
+    assert len(list(csv.reader(io.StringIO(b"".join(now_rows.streaming_content).decode())))) > len(rows)
+
+
+@pytest.mark.parametrize(("as_of", "says"), [("2999-01-01T00:00:00Z", "in the future"), ("soon", "as_of"),
+                                             ("9999-12-31T23:00:00-05:00", "as_of")])
+def test_a_bad_or_future_moment_is_a_400_naming_as_of(tenant, usage, as_of, says):
+    response = login(tenant.users["member"]).get("/api/v1/costs/", {**JANUARY, "as_of": as_of})
+    assert response.status_code == 400 and "as_of" in response.json()["error"]["fields"], response.content
+    assert says in response.content.decode()
+
+
+def test_the_group_by_choice_shows_every_group_and_so_its_default(tenant, usage):
+    body = page(login(tenant.users["member"]), **JANUARY).content.decode()
+    select = body[body.index('id="report-group-by"'):body.index("</select>", body.index('id="report-group-by"'))]
+    assert 'size="9"' in select and select.count("<option") == 9
+    assert re.search(r'value="flavor"\s+selected', select) and re.search(r'value="project"\s+selected', select)
+
+
+def test_a_fresh_installation_says_why_there_is_no_cost_history(tenant, prices):
+    body = page(login(tenant.users["member"]), **JANUARY).content.decode()
+    assert 'id="no-usage"' in body and 'id="never-metered"' in body and "Philly trace" in body
+
+
+def test_a_range_without_usage_of_an_installation_that_metered_some_says_only_that(tenant, usage):
+    body = page(login(tenant.users["member"]), month="2026-03").content.decode()
+    assert 'id="no-usage"' in body and 'id="never-metered"' not in body
 
 
 def test_the_table_keeps_the_costliest_rows_beyond_its_limit(tenant, usage, monkeypatch):
@@ -254,10 +321,29 @@ def test_the_cluster_page_refuses_a_bad_range_with_its_message(tenant, usage):
     assert response.status_code == 400 and "month: Use YYYY-MM" in response.content.decode()
 
 
+def test_utilization_counts_each_node_from_when_it_was_added(tenant, usage):
+    """Nodes node sync found count from their cluster's creation, nodes added by hand from their audit entry; a
+    demo minutes old is not measured against a month of capacity it never had."""
+    from clusters.models import Cluster, Node
+    from clusters.services import node_save
+    from costs.admin_report import utilization
+    from tenancy.models import AuditEntry, Project
+
+    Cluster.objects.filter(pk=usage["cluster"].pk).update(created_at=at(12))
+    node = node_save(actor=None, node=Node(cluster=usage["cluster"], name="late", flavor=usage["h100"], devices=8,
+                                           rack="r9"))
+    AuditEntry.objects.filter(action="node.create", target_id=str(node.pk)).update(created_at=at(18))
+    days = {f.flavor: f.days for f in utilization(Project.objects.values("id"), Window(date(2026, 1, 1),
+                                                                                       date(2026, 1, 3)), at(30))}
+    assert [day.capacity for day in days["nvidia-h100-80gb"]] == [32 * 12 + 8 * 6, 40 * 6]
+    assert [day.capacity for day in days["nvidia-a100-40gb"]] == [16 * 12, 16 * 6]
+
+
 def test_capacity_counts_today_up_to_now_only():
     now = datetime(2026, 1, 2, 6, tzinfo=UTC)
     assert capacity_hours(date(2026, 1, 1), 8, now) == 8 * 24
     assert capacity_hours(date(2026, 1, 2), 8, now) == 8 * 6
+    assert capacity_hours(date(2026, 1, 2), 8, now, since=int(datetime(2026, 1, 2, 4, tzinfo=UTC).timestamp())) == 16
     assert capacity_hours(date(2026, 1, 3), 8, now) == 0
 
 

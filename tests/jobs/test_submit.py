@@ -93,6 +93,43 @@ def test_names_kubernetes_would_refuse_are_refused_at_submission(tenant, clients
     assert Job.objects.count() == 0
 
 
+@pytest.mark.parametrize("change, field", [
+    ({"labels": {"tidal.dev/job-id": "7"}}, "labels"),
+    ({"labels": {"kubernetes.io/hostname": "gpu-1"}}, "labels"),
+    ({"labels": {"node.kubernetes.io/instance-type": "x"}}, "labels"),
+    ({"labels": {"k8s.io/x": "y"}}, "labels"),
+    ({"labels": {"Tidal.dev/x": "y"}}, "labels"),
+    ({"checkpoint_path": "s3://ckpt/vision/../secret"}, "checkpoint_path"),
+    ({"checkpoint_path": "../other"}, "checkpoint_path"),
+    ({"checkpoint_path": "/ckpt/a\\..\\b"}, "checkpoint_path"),
+    ({"checkpoint_path": "/ckpt/a\nb"}, "checkpoint_path"),
+    ({"env": {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}}, "env"),
+    ({"env": {"KUBERNETES_PORT_443_TCP_ADDR": "10.0.0.1"}}, "env"),
+    ({"env": {"MLFLOW_TRACKING_URI": "http://evil.example"}}, "env"),
+    ({"env": {"MLFLOW_RUN_ID": "1"}}, "env"),
+    ({"env": {"TIDAL_RESUME_FROM": "s3://other/ckpt"}}, "env"),
+    ({"groups": [{"replicas": "5", "devices": 8, "flavor": "nvidia-h100-80gb"}]}, "groups[0].replicas"),
+    ({"groups": [{"replicas": 1, "devices": "8", "flavor": "nvidia-h100-80gb"}]}, "groups[0].devices"),
+    ({"groups": [{"replicas": True, "devices": 8, "flavor": "nvidia-h100-80gb"}]}, "groups[0].replicas"),
+    ({"max_runtime": "3600"}, "max_runtime"),
+    ({"experiment": "sweep\x1b[31m"}, "experiment"),
+    ({"experiment": "a\nb"}, "experiment"),
+])
+def test_what_belongs_to_the_platform_or_is_not_its_type_is_refused(tenant, clients, change, field):
+    """Reserved label prefixes, a checkpoint path climbing out with '..', variables Kubernetes or Tidal set for the
+    pod, a number given as text, control characters in names: each a 400 naming the field, nothing written."""
+    assert field in fields_of(clients["member"].post("/api/v1/jobs/", {**api_body(), **change}, format="json"))
+    assert Job.objects.count() == 0
+
+
+def test_whole_numbers_as_floats_and_the_recommended_app_labels_are_accepted(tenant, clients):
+    body = api_body(labels={"app.kubernetes.io/name": "bert", "example.com/tidal.dev": "x"},
+                    checkpoint_path="s3://ckpt/vision/run..1/", experiment="=HYPERLINK(x)", max_runtime=3600.0)
+    response = clients["member"].post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["max_runtime"] == 3600
+
+
 def test_names_kubernetes_accepts_are_accepted(tenant, clients):
     body = api_body(env={"my.env-name": "1", "_X": ""}, labels={"app.kubernetes.io/name": "bert", "tier": ""},
                     image="registry.example.com:5000/team/train@sha256:" + "ab" * 32)

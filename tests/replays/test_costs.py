@@ -120,6 +120,9 @@ def test_a_what_if_shows_what_a_quota_change_would_cost(
     page = admin_client.get(reverse("admin:replays_whatif_result", args=[run.pk])).content.decode()
     assert 'id="costs"' in page and 'id="cost-vision"' in page and 'id="cost-ALL"' in page
     assert f"{vision['cost']['a']:.2f}" in page and f"{vision['cost']['delta']:.2f}" in page
+    # Vision's job never started on the proposed side: its lower cost is work not run, not a (green) saving.
+    vision_row = page[page.index('id="cost-vision"'):page.index("</tr>", page.index('id="cost-vision"'))]
+    assert "not run within the replay" in vision_row and "gains" not in vision_row
     api = Client()
     api.force_login(make_user("platform", is_staff=True))
     assert api.get(f"{URL}{run.pk}/").json()["comparison"][0]["cost"] == run.comparison[0]["cost"]

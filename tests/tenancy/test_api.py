@@ -301,6 +301,26 @@ class TestProjectSwitcher:
         assert response.status_code == 302 and response["Location"] == "/projects/speech/settings/"
         assert client.get("/").url == "/projects/speech/"
 
+    @pytest.mark.parametrize(("viewing", "lands_on"), [
+        ("/costs/?project=vision&month=2026-01", "/costs/?project=speech&month=2026-01"),
+        ("/costs/waste/?month=2026-01&project=vision", "/costs/waste/?month=2026-01&project=speech"),
+        ("/mlflow/vision/", "/mlflow/speech/"),
+        ("/jobs/?state=running", "/jobs/?state=running"),  # a page of the current project: it follows the session
+        ("/jobs/12345/", "/jobs/"),  # one object of the old project: the list of its kind in the new one
+        ("/jobs/12345/logs/?replica=0", "/jobs/"),
+        ("/experiments/7/", "/experiments/"),
+        ("/runs/7/", "/projects/speech/"),  # no list of runs: the new project's page
+        ("/projects/vision/budget/", "/projects/speech/budget/"),
+    ])
+    def test_switching_follows_the_page_being_viewed(self, tenant, client, viewing, lands_on):
+        from tenancy.models import Membership, Project
+
+        second = Project.objects.create(organization=tenant.organization, name="Speech", slug="speech")
+        Membership.objects.create(project=second, user=tenant.users["member"], role="member")
+        client.force_login(tenant.users["member"])
+        response = client.post("/switch/", {"project": "speech", "next": viewing})
+        assert response.status_code == 302 and response["Location"] == lands_on
+
     def test_switching_to_another_tenants_project_is_404(self, tenant, client):
         client.force_login(tenant.users["member"])
         assert client.post("/switch/", {"project": "secret", "next": "/jobs/"}).status_code == 404

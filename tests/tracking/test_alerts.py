@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import socket
+import threading
 from datetime import timedelta
 from unittest import mock
 
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from jobs.models import JobEvent
 from jobs.states import State
-from tenancy.models import Membership, Project, Role
+from tenancy.models import AuditEntry, Membership, Project, Role
 from tests.crosstenant import CrossTenantMixin
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
 from tracking import alerts, services, webhooks
@@ -94,6 +95,78 @@ def test_a_spike_threshold_comes_from_the_project(run, tenant):
     assert not Alert.objects.exists()
     log(run.pk, "loss", 41, 50.0)
     assert Alert.objects.get().rule == "loss_spike"
+
+
+# ------------------------------------------------------------------------------------------- out of order
+
+def decaying_loss(steps: range) -> list[dict]:
+    """A loss falling from 10 toward 2 with a little deterministic noise: a late batch judged against the run's
+    latest values instead of those before it would look like a spike."""
+    return [{"key": "train/loss", "step": s, "value": (2 + 8 * 0.997 ** s) * (1 + ((s * 7919) % 11 - 5) / 500)}
+            for s in steps]
+
+
+def with_faults(points: list[dict], nan: int, spike: int) -> list[dict]:
+    return [{**p, "value": "NaN"} if p["step"] == nan else {**p, "value": p["value"] * 3} if p["step"] == spike
+            else p for p in points]
+
+
+def test_batches_arriving_after_later_ones_open_their_alerts(run):
+    """The spool of a sender cut off by an outage arrives after what the process logged since: its NaN and its
+    spike open alerts, which close at once (the later points, judged already, were healthy)."""
+    log_points = with_faults(decaying_loss(range(600)), nan=250, spike=330)
+    services.run_log_batch(run_id=run.pk, metrics=log_points[:200])
+    services.run_log_batch(run_id=run.pk, metrics=log_points[400:])  # live again
+    services.run_log_batch(run_id=run.pk, metrics=log_points[200:300])  # the spool, after
+    services.run_log_batch(run_id=run.pk, metrics=log_points[300:400])
+    alerts = list(Alert.objects.filter(run=run).order_by("step"))
+    assert [(a.rule, a.step) for a in alerts] == [("non_finite", 250), ("loss_spike", 330)]
+    assert all(a.resolved_at is not None for a in alerts)
+    run.refresh_from_db()
+    assert run.last_step == 599 and run.detector_state["keys"]["train/loss"]["s"] == 599
+
+
+def test_a_retried_batch_opens_no_second_alert_but_a_changed_point_is_judged(run):
+    log(run.pk, "train/loss", 1, 2.0)
+    log(run.pk, "train/loss", 2, "NaN")
+    log(run.pk, "train/loss", 3, 2.0)  # resolves it
+    log(run.pk, "train/loss", 2, "NaN")  # the response to the NaN was lost: the same point again
+    assert Alert.objects.filter(run=run).count() == 1
+    log(run.pk, "train/loss", 1, "NaN")  # a point logged again with another value is new
+    assert list(Alert.objects.filter(run=run).order_by("id").values_list("step", flat=True)) == [2, 1]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_senders_of_one_run_open_the_alerts_of_every_batch(run):
+    """Four senders (MLflow's asynchronous logging, a spool draining beside live logging) deliver one series'
+    batches, each its own in order, in whatever order their requests take the run's lock."""
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrency is tested on PostgreSQL (CI sets DATABASE_URL); SQLite serializes all writers")
+    points = with_faults(decaying_loss(range(1200)), nan=610, spike=905)
+    services.run_log_batch(run_id=run.pk, metrics=points[:200])
+    batches = [points[i:i + 50] for i in range(200, 1200, 50)]
+    errors: list[BaseException] = []
+
+    def sender(mine: list[list[dict]]) -> None:
+        try:
+            for batch in mine:
+                services.run_log_batch(run_id=run.pk, metrics=batch)
+        except BaseException as error:  # surfaced below: a thread's failure must fail the test
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sender, args=(batches[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    opened = sorted(Alert.objects.filter(run=run).values_list("rule", "step"))
+    assert opened == [("loss_spike", 905), ("non_finite", 610)]
 
 
 # ---------------------------------------------------------------------------------------------------- actions
@@ -180,6 +253,7 @@ def test_a_webhook_gets_the_opening_and_the_resolution_signed(run, tenant, djang
     assert payload["run"]["id"] == run.pk
     resolved = json.loads(send.call_args_list[1].args[2])
     assert resolved["event"] == "alert.resolved" and resolved["alert"]["resolved_at"]
+    assert payload["alert"]["resolution"] is None and resolved["alert"]["resolution"] == "cleared"
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/hook", "http://10.1.2.3/hook",
@@ -266,6 +340,17 @@ class TestAlertRules(CrossTenantMixin):
         response = clients["admin"].post(self.list_url(), {"project": tenant.project.slug, **payload}, format="json")
         assert response.status_code == 400 and field in response.json()["error"]["fields"], response.content
 
+    @pytest.mark.parametrize("payload", [
+        {"rule": "loss_spike", "params": {"z": -3}}, {"rule": "melting"}, {"rule": "non_finite", "action": "boom"},
+        {"rule": "loss_spike", "params": {"window": 200}},  # a good one: 403 all the same
+    ])
+    @pytest.mark.parametrize("role", ["viewer", "member"])
+    def test_a_caller_without_the_role_gets_403_whatever_the_body(self, tenant, clients, payload, role):
+        """The role is checked before the body: a viewer learns nothing from a 400 about a rule it may not write."""
+        response = clients[role].post(self.list_url(), {"project": tenant.project.slug, **payload}, format="json")
+        assert response.status_code == 403, response.content
+        assert not AlertRule.objects.exists()
+
     def test_a_bad_update_is_a_400_too(self, tenant, clients):
         rule = self.victim(tenant)
         response = clients["admin"].patch(self.detail_url(rule), {"params": {"min_points": 500}}, format="json")
@@ -298,6 +383,12 @@ class TestWebhooks(CrossTenantMixin):
                                                            "url": url}, format="json")
         assert response.status_code == 400 and "url" in response.json()["error"]["fields"]
 
+    def test_a_member_posting_a_bad_webhook_gets_403(self, tenant, clients):
+        response = clients["member"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
+                                                            "url": "http://10.0.0.1/", "secret": "short"},
+                                          format="json")
+        assert response.status_code == 403, response.content
+
     def test_a_short_secret_is_a_400_on_secret(self, tenant, clients):
         response = clients["admin"].post(self.list_url(), {**self.create_payload(tenant, tenant.project),
                                                            "secret": "short"}, format="json")
@@ -322,3 +413,88 @@ def test_the_alert_list_filters_on_a_project_and_refuses_one_it_cannot_see(tenan
     for unknown in ("secret", "nope"):
         response = viewer.get(reverse("alert-list") + f"?project={unknown}")
         assert response.status_code == 400 and "project" in response.json()["error"]["fields"], response.content
+
+
+# ------------------------------------------------------------------------------- acknowledge, resolve, mute
+
+def open_nan(run) -> Alert:
+    log(run.pk, "train/loss", 1, 2.0)
+    log(run.pk, "train/loss", 2, "NaN")
+    return Alert.objects.get(run=run, resolved_at=None)
+
+
+def test_a_member_acknowledges_then_resolves_an_alert_by_hand(run, clients, django_capture_on_commit_callbacks):
+    alert = open_nan(run)
+    url = reverse("alert-acknowledge", args=[alert.pk])
+    assert clients["viewer"].post(url).status_code == 403
+    body = clients["member"].post(url).json()
+    assert body["acknowledged_by"] == "member" and body["acknowledged_at"] and body["resolved_at"] is None
+    again = clients["admin"].post(url).json()  # acknowledging again changes nothing
+    assert again["acknowledged_by"] == "member"
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        resolved = clients["member"].post(reverse("alert-resolve", args=[alert.pk])).json()
+    assert resolved["resolution"] == "resolved" and resolved["resolved_by"] == "member" and resolved["resolved_at"]
+    assert len(callbacks) == 1  # the resolution is notified once
+    assert clients["member"].post(reverse("alert-resolve", args=[alert.pk])).status_code == 200  # idempotent
+    log(run.pk, "train/loss", 3, "NaN")  # the condition lasts: not opened again
+    assert Alert.objects.filter(run=run).count() == 1
+    log(run.pk, "train/loss", 4, 2.0)
+    log(run.pk, "train/loss", 5, "NaN")  # a new occurrence
+    assert Alert.objects.filter(run=run, resolved_at=None).count() == 1
+
+
+def test_muting_a_rule_on_a_run_closes_its_alerts_and_opens_no_more_there(run, tenant, clients):
+    alert = open_nan(run)
+    other = services.run_create(project=tenant.project, name="other", user=tenant.users["member"])
+    url = reverse("run-mute", args=[run.pk])
+    assert clients["viewer"].post(url, {"rule": "non_finite"}, format="json").status_code == 403
+    bad = clients["member"].post(url, {"rule": "melting"}, format="json")
+    assert bad.status_code == 400 and "rule" in bad.json()["error"]["fields"]
+    muted = clients["member"].post(url, {"rule": "non_finite"}, format="json")
+    assert muted.status_code == 200 and muted.json()["muted_rules"] == ["non_finite"]
+    alert.refresh_from_db()
+    assert alert.resolution == "muted" and alert.resolved_by == "member"
+    log(run.pk, "train/loss", 3, 2.0)
+    log(run.pk, "train/loss", 4, "NaN")
+    log(run.pk, "train/loss", 5, 100.0)
+    assert not Alert.objects.filter(run=run, resolved_at=None, rule="non_finite").exists()
+    log(other.pk, "train/loss", 1, "NaN")  # only that run
+    assert Alert.objects.filter(run=other, resolved_at=None).count() == 1
+    assert AuditEntry.objects.filter(action="run.mute", project=tenant.project).exists()
+    unmuted = clients["member"].post(reverse("run-unmute", args=[run.pk]), {"rule": "non_finite"}, format="json")
+    assert unmuted.json()["muted_rules"] == []
+    log(run.pk, "train/loss", 6, 2.0)
+    log(run.pk, "train/loss", 7, "NaN")
+    assert Alert.objects.filter(run=run, resolved_at=None).count() == 1
+
+
+def test_muting_a_whole_run_silences_every_rule_and_its_actions(tenant, inventory):  # noqa: F811
+    AlertRule.objects.create(project=tenant.project, rule="non_finite", action="stop")
+    job, job_run = running_job_run(tenant, inventory)
+    alerts.run_mute(actor=tenant.users["member"], run=job_run)
+    assert Run.objects.get(pk=job_run.pk).muted_rules == ["*"]
+    log(job_run.pk, "train/loss", 1, "NaN")
+    job.refresh_from_db()
+    assert not Alert.objects.exists() and job.state == State.RUNNING  # no alert, no stop
+    alerts.run_unmute(actor=tenant.users["member"], run=job_run)
+    log(job_run.pk, "train/loss", 2, "NaN")  # still firing: judged firing since step 1, so it does not open anew
+    log(job_run.pk, "train/loss", 3, 1.0)
+    log(job_run.pk, "train/loss", 4, "NaN")
+    job.refresh_from_db()
+    assert Alert.objects.filter(run=job_run).count() == 1 and job.state == State.CANCELLED
+
+
+def test_a_run_that_ends_closes_its_open_alerts(tenant, inventory, django_capture_on_commit_callbacks):  # noqa: F811
+    job, job_run = running_job_run(tenant, inventory)
+    alert = open_nan(job_run)
+    from jobs import lifecycle
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.transition(job, State.FAILED, reason="exit 1", actor="test",
+                             end=lifecycle.AttemptEnd(reason="exit 1", cause="unknown"))
+    alert.refresh_from_db()
+    assert alert.resolved_at is not None and alert.resolution == "run_ended"
+    notebook = services.run_create(project=tenant.project, name="notebook", user=tenant.users["member"])
+    alert = open_nan(notebook)
+    services.run_update(run=notebook, status="FINISHED")
+    alert.refresh_from_db()
+    assert alert.resolution == "run_ended"

@@ -129,13 +129,104 @@ def test_gpu_util_collapse_after_n_low_points_having_been_high():
     assert [(type(e).__name__, e.step) for e in events] == [("Finding", 44), ("Cleared", 60)]
 
 
-def test_a_retried_batch_changes_nothing_and_a_new_attempt_is_judged_again():
+def test_a_late_point_cannot_clear_what_fires_now_and_a_new_attempt_is_judged_again():
     state: dict = {}
-    batch = [("loss", 1, math.nan)]
-    first, state = anomaly.evaluate_batch(state, batch, DEFAULT_RULES, attempt=1)
-    again, state = anomaly.evaluate_batch(state, [("loss", 1, 1.0)], DEFAULT_RULES, attempt=1)  # a stale retry
+    first, state = anomaly.evaluate_batch(state, [("loss", 1, math.nan), ("loss", 2, math.nan)], DEFAULT_RULES,
+                                          attempt=1)
+    late, state = anomaly.evaluate_batch(state, [("loss", 0, 1.0)], DEFAULT_RULES, attempt=1)  # before the NaN
     resumed, state = anomaly.evaluate_batch(state, [("loss", 1, 1.0)], DEFAULT_RULES, attempt=2)  # from a checkpoint
-    assert opened(first) == [("non_finite", 1)] and again == [] and resumed == [Cleared("non_finite", "loss", 1)]
+    assert opened(first) == [("non_finite", 1)] and late == [] and resumed == [Cleared("non_finite", "loss", 1)]
+
+
+def shuffled_batches(points: list[tuple[int, float]], size: int, seed: int) -> list[list[tuple[int, float]]]:
+    batches = [points[i:i + size] for i in range(0, len(points), size)]
+    random.Random(seed).shuffle(batches)
+    return batches
+
+
+def feed(key: str, batches, attempt: int = 1, state: dict | None = None,
+         stored: dict | None = None) -> tuple[list, dict]:
+    """Batches in the order given, with the history ingestion reads: the values stored so far (`stored`, step ->
+    value, filled as they come)."""
+    state = state or {}
+    stored = {} if stored is None else stored
+    events: list = []
+
+    def history(key: str, step: int, count: int) -> list[float]:
+        return [v for s, v in sorted(stored.items()) if s < step and math.isfinite(v)][-count:]
+
+    for batch in batches:
+        stored.update(batch)
+        found, state = anomaly.evaluate_batch(state, [(key, s, v) for s, v in batch], DEFAULT_RULES, attempt,
+                                              history)
+        events += found
+    return events, state
+
+
+def test_a_batch_that_arrives_after_a_later_one_is_judged():
+    """A spool delivering after an outage, MLflow's async logging, two senders: the NaN and the spike of a batch
+    that comes after a later one open alerts, and close again at once when the later points already judged did
+    not keep them firing."""
+    points = loss_curve(7, n=400)
+    points[150] = (1500, math.nan)
+    points[180] = (1800, points[180][1] * 3)
+    batches = [points[i:i + 50] for i in range(0, len(points), 50)]
+    early, late = batches[:2] + batches[4:], batches[2:4]  # steps 1000-1990 arrive last, after the run went on
+    events, state = feed("train/loss", early + late)
+    assert opened(events) == [("non_finite", 1500), ("loss_spike", 1800)]
+    assert [(type(e).__name__, e.rule) for e in events] == [
+        ("Finding", "non_finite"), ("Cleared", "non_finite"), ("Finding", "loss_spike"), ("Cleared", "loss_spike")]
+    key = state["keys"]["train/loss"]
+    assert key["s"] == points[-1][0] and key["on"] == []  # the key's own progress is the later batches'
+
+
+def test_late_points_open_nothing_that_is_open_already_and_never_clear_it():
+    points = [(s, 1.0) for s in range(100)] + [(s, math.nan) for s in range(100, 200)]
+    events, state = feed("train/loss", [points[100:], points[:100]])  # the NaN stretch first, then what came before
+    assert opened(events) == [("non_finite", 100)] and not any(isinstance(e, Cleared) for e in events)
+    assert state["keys"]["train/loss"]["on"] == ["non_finite"]
+
+
+def test_a_batch_of_an_earlier_attempt_is_judged_without_moving_the_key_back():
+    points = loss_curve(8, n=200)
+    _, state = feed("train/loss", [points[:100]], attempt=1)
+    _, state = feed("train/loss", [points[50:150]], attempt=2, state=state)  # resumed from a checkpoint
+    events, after = feed("train/loss", [[(points[99][0] + 5, math.nan)]], attempt=1, state=state)  # a late one
+    assert opened(events) == [("non_finite", points[99][0] + 5)]
+    before, now = state["keys"]["train/loss"], after["keys"]["train/loss"]
+    assert after["attempt"] == 2 and now == before
+
+
+def arriving_shuffled(points: list[tuple[int, float]], size: int, seed: int) -> list[list[tuple[int, float]]]:
+    """The first 100 points first (a run that has been logging a while), then the rest in batches of `size` in any
+    order."""
+    rest = [points[i:i + size] for i in range(100, len(points), size)]
+    random.Random(seed).shuffle(rest)
+    return [points[:100], *rest]
+
+
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 120), nan=st.integers(0, 599),
+       spike=st.integers(100, 599))
+@settings(max_examples=40, deadline=None)
+def test_every_nan_and_spike_is_found_whatever_order_the_batches_come_in(seed, size, nan, spike):
+    rng = random.Random(seed)
+    points = [(i * 10, 2.0 * (1 + rng.gauss(0, 0.02))) for i in range(600)]
+    points[spike] = (points[spike][0], 8.0)
+    points[nan] = (points[nan][0], math.nan)
+    events, _ = feed("train/loss", arriving_shuffled(points, size, seed))
+    found = opened(events)
+    assert ("non_finite", points[nan][0]) in found
+    if spike != nan:
+        assert ("loss_spike", points[spike][0]) in found
+
+
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 120))
+@settings(max_examples=30, deadline=None)
+def test_a_clean_decaying_loss_raises_nothing_whatever_order_the_batches_come_in(seed, size):
+    """Late points are judged against the values logged before them, not the key's latest window, which lies
+    lower down a decaying loss."""
+    events, _ = feed("train/loss", arriving_shuffled(loss_curve(seed, n=600), size, seed))
+    assert events == []
 
 
 def test_hung_run_after_the_threshold_only():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 
 import pytest
@@ -10,7 +12,7 @@ from django.utils import timezone
 
 from tests.crosstenant import CrossTenantMixin
 from tracking import services
-from tracking.models import Alert
+from tracking.models import Alert, Experiment
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +52,6 @@ class TestExperiments(CrossTenantMixin):
 class TestRuns(CrossTenantMixin):
     basename = "run"
     detail_writes = ("patch",)
-    detail_actions = ("log-batch",)
 
     def make_object(self, tenant, project):
         return make_run(tenant, project, name="r")
@@ -60,6 +61,8 @@ class TestRuns(CrossTenantMixin):
 
     def update_payload(self, tenant, obj):
         return {"note": "changed"}
+
+    detail_actions = ("log-batch", "mute", "unmute")
 
     def test_outsider_cannot_read_series_or_csv(self, tenant, clients):
         run = self.victim(tenant)
@@ -72,6 +75,7 @@ class TestAlerts(CrossTenantMixin):
     basename = "alert"
     writable = False
     detail_writes = ()
+    detail_actions = ("acknowledge", "resolve")
 
     def make_object(self, tenant, project):
         return Alert.objects.create(run=make_run(tenant, project), rule="non_finite", key="loss", step=3,
@@ -85,6 +89,19 @@ def test_a_run_created_from_a_notebook_names_its_experiment_and_params(tenant, c
     run = response.json()
     assert run["experiment_name"] == "llama sweep" and run["params"] == {"lr": "0.001", "opt": "adam"}
     assert run["status"] == "RUNNING" and run["user_name"] == "member"
+
+
+@pytest.mark.parametrize("name", ["sweep\n=cmd", "a\tb", "bell\x07", "esc\x1b[2J", "del\x7f", "n\x85l"])
+def test_an_experiment_name_with_a_control_character_is_refused_through_every_door(tenant, clients, name):
+    member = clients["member"]
+    created = member.post("/api/v1/experiments/", {"project": "vision", "name": name}, format="json")
+    assert created.status_code == 400 and "name" in created.json()["error"]["fields"], created.content
+    run = member.post(reverse("run-list"), {"project": "vision", "experiment": name}, format="json")
+    assert run.status_code == 400 and "experiment" in run.json()["error"]["fields"], run.content
+    kept = member.post("/api/v1/experiments/", {"project": "vision", "name": "kept"}, format="json").json()
+    renamed = member.patch(f"/api/v1/experiments/{kept['id']}/", {"name": name}, format="json")
+    assert renamed.status_code == 400 and "name" in renamed.json()["error"]["fields"], renamed.content
+    assert set(Experiment.objects.values_list("name", flat=True)) == {"kept", services.DEFAULT_EXPERIMENT}
 
 
 def test_bad_params_at_creation_name_the_field(tenant, clients):
@@ -199,6 +216,17 @@ def test_csv_export_has_every_point_at_full_resolution(tenant, clients):
     assert text.splitlines() == ["key,step,value", "loss,0,3.0", "loss,1,Infinity", "loss,2,1.5"]
 
 
+def test_the_csv_writes_no_cell_a_spreadsheet_would_run_and_keeps_negative_numbers(tenant, clients):
+    run = make_run(tenant, tenant.project)
+    services.run_log_batch(run_id=run.pk, metrics=[
+        {"key": '=HYPERLINK("http://evil.example","x")', "value": -1.5, "step": 0},
+        {"key": "@SUM(1)", "value": "-Infinity", "step": 0}, {"key": "-delta", "value": -2, "step": 1}])
+    response = clients["viewer"].get(reverse("run-csv", kwargs={"pk": run.pk}))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert sorted(rows[1:]) == sorted([["'=HYPERLINK(\"http://evil.example\",\"x\")", "0", "-1.5"],
+                                       ["'@SUM(1)", "0", "-Infinity"], ["'-delta", "1", "-2.0"]])
+
+
 def test_a_viewer_cannot_end_a_run_and_a_member_can(tenant, clients):
     run = make_run(tenant, tenant.project)
     url = reverse("run-detail", kwargs={"pk": run.pk})
@@ -206,3 +234,19 @@ def test_a_viewer_cannot_end_a_run_and_a_member_can(tenant, clients):
     response = clients["member"].patch(url, {"status": "FINISHED"}, format="json")
     assert response.status_code == 200 and response.json()["ended_at"] is not None
     assert clients["member"].patch(url, {"status": "DONE"}, format="json").status_code == 400
+
+
+def test_a_non_finite_last_value_is_spelled_out_and_flagged_not_null(tenant, clients):
+    """JSON has no NaN: the summary spells a non-finite last value as the series API and log-batch do ("NaN",
+    "Infinity", "-Infinity") and flags it, so it reads neither as a number nor as "never logged"."""
+    run = make_run(tenant, tenant.project, name="diverged")
+    services.run_log_batch(run_id=run.pk, metrics=[
+        {"key": "loss", "value": 2.0, "step": 0}, {"key": "loss", "value": "NaN", "step": 1},
+        {"key": "norm", "value": "-Infinity", "step": 0}, {"key": "acc", "value": 0.5, "step": 0}])
+    summary = clients["viewer"].get(reverse("run-detail", args=[run.pk])).json()["summary"]
+    assert summary["loss"] == {"last": "NaN", "last_finite": False, "step": 1, "min": 2.0, "max": 2.0}
+    assert summary["norm"] == {"last": "-Infinity", "last_finite": False, "step": 0, "min": None, "max": None}
+    assert summary["acc"] == {"last": 0.5, "last_finite": True, "step": 0, "min": 0.5, "max": 0.5}
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "value": 1.5, "step": 2}])  # finite again
+    listed = clients["viewer"].get(reverse("run-list"), {"project": tenant.project.slug}).json()["results"]
+    assert listed[0]["summary"]["loss"] == {"last": 1.5, "last_finite": True, "step": 2, "min": 1.5, "max": 2.0}

@@ -252,6 +252,17 @@ def test_the_ajax_api_paths_are_served_as_the_api_paths(tenant, run, member_clie
         content_type="application/json"), 403, "PERMISSION_DENIED")
 
 
+def test_a_runs_latest_metrics_keep_which_non_finite_value_they_were(run, member_client):
+    """The summary names a non-finite last value (nonfinite): an infinity is not reported as NaN."""
+    services.run_log_batch(run_id=run.pk, metrics=[
+        {"key": key, "value": value, "step": 1, "timestamp": 1000}
+        for key, value in (("up", "Infinity"), ("down", "-Infinity"), ("lost", "NaN"), ("fine", 0.5))])
+    response = member_client.get(url("runs/get"), {"run_id": str(run.pk)})
+    assert response.status_code == 200, response.content
+    latest_values = {m["key"]: m["value"] for m in response.json()["run"]["data"]["metrics"]}
+    assert latest_values == {"up": "Infinity", "down": "-Infinity", "lost": "NaN", "fine": 0.5}
+
+
 # ---------------------------------------------------------------------------------------- the default experiment
 
 @pytest.mark.parametrize("how", ["get", "get-by-name", "search"])

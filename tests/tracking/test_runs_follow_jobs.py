@@ -8,9 +8,11 @@ import pytest
 from jobs import ports
 from jobs.lifecycle import AttemptEnd, transition
 from jobs.models import Attempt
+from jobs.selectors import RESUME_ENV_NAMES
 from jobs.services import job_cancel
 from jobs.states import State
 from tests.jobs.conftest import admit, inventory, submit  # noqa: F401  (fixtures)
+from tracking.env import RUN_ENV_NAMES
 from tracking.models import Run
 from tracking.tokens import RunTokenClaim, claim_of
 
@@ -70,3 +72,7 @@ def test_the_attempts_process_gets_its_run_and_a_token_for_it_only_as_secrets(te
     assert env.plain["MLFLOW_TRACKING_URI"].endswith(f"/mlflow/{tenant.project.slug}")
     assert claim_of(env.secret["TIDAL_RUN_TOKEN"]) == RunTokenClaim(run.pk, 1)
     assert not any(value.startswith("tdr_") for value in env.plain.values())
+    # A job spec may set none of them: its own env comes last in a pod and would override them. Each env source
+    # declares every name it sets (tracking the run's, jobs the checkpoint to resume from), whatever the clusters keep.
+    assert all(ports.is_reserved_env(name) for name in [*env.plain, *env.secret])
+    assert {*env.plain, *env.secret} == RUN_ENV_NAMES | RESUME_ENV_NAMES

@@ -86,6 +86,22 @@ def test_runs_table_sorts_by_a_metric_and_filters_by_a_param(tenant, member):
     assert names_in_table(member.get(url + "?sort=-param.lr&param=lr:0.01")) == ["b"]
 
 
+def test_runs_table_shows_a_nan_last_value_as_nan_marked_not_as_never_logged(tenant, member):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    make_run(tenant, "diverged", experiment, metrics={"loss": "NaN", "acc": "Infinity"})
+    make_run(tenant, "fine", experiment, metrics={"loss": 0.25})
+    body = member.get(reverse("experiment_detail", args=[experiment.pk]) + "?show=metric.loss&show=metric.acc"
+                      ).content.decode()
+    rows = dict(re.findall(r'<tr data-run="\d+">.*?<a href="/runs/\d+/">([^<]+)</a>(.*?)</tr>', body, re.S))
+    cells = re.findall(r'<td class="num( nonfinite)?"[^>]*>([^<]*)</td>', rows["diverged"])
+    # loss (last, min, max), then acc, as the URL orders them: the last values named and marked; without a finite
+    # value, no min or max
+    assert cells[-6:] == [(" nonfinite", "NaN"), ("", "—"), ("", "—"), (" nonfinite", "Infinity"), ("", "—"),
+                          ("", "—")]
+    assert re.findall(r'<td class="num( nonfinite)?"[^>]*>([^<]*)</td>', rows["fine"])[-6:] == [
+        ("", "0.25"), ("", "0.25"), ("", "0.25"), ("", "—"), ("", "—"), ("", "—")]  # never logged acc
+
+
 def test_runs_table_columns_are_chosen_in_the_url_and_every_column_sorts(tenant, member):
     experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
     make_run(tenant, "x", experiment, params={"lr": "0.1", "seed": "1"}, metrics={"loss": 3.0, "acc": 0.2})
@@ -138,7 +154,18 @@ def test_compare_shows_the_params_that_differ_and_refuses_another_tenants_run(te
     assert re.search(r'<tr class="differs"><th>lr</th>', body) and re.search(r'<tr class="same"><th>batch</th>', body)
     assert '"differing": ["lr"]' in body
     assert member.get(reverse("run_compare") + f"?run={a.pk}&run={other_run.pk}").status_code == 404
-    assert member.get(reverse("run_compare")).status_code == 404
+
+
+def test_compare_with_nothing_selected_explains_itself_and_the_button_waits_for_a_choice(tenant, member):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")
+    make_run(tenant, "a", experiment, metrics={"loss": 1.0})
+    response = member.get(reverse("run_compare"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Choose the runs to compare" in body and reverse("experiments") in body
+    table = member.get(reverse("experiment_detail", args=[experiment.pk])).content.decode()
+    assert re.search(r'<button type="submit" id="compare-button"[^>]* disabled', table)
+    assert "tracking/experiment.js" in table  # enables it once a run is ticked
 
 
 def test_job_page_links_its_run_and_open_alerts(tenant, infra, submit):  # noqa: F811
@@ -212,3 +239,80 @@ def test_the_runs_table_pages_through_more_runs_than_fit(tenant, member):
     assert "page 1 of 2 · 60 runs" in first and "Next &rarr;" in first and "Previous" not in first
     second = member.get(url + "?page=2").content.decode()
     assert "page 2 of 2 · 60 runs" in second and "&larr; Previous" in second
+
+
+def preempted_and_queued_again(job):
+    from jobs.lifecycle import transition
+    from jobs.states import State
+
+    transition(job, State.PREEMPTED, reason="preempted for job 9", actor="scheduler")
+    transition(job, State.QUEUED, reason="requeued", actor="scheduler")
+
+
+def test_a_run_whose_job_waits_again_after_a_preemption_shows_it_everywhere(tenant, infra, submit):  # noqa: F811
+    job = run_job(submit(tenant.users["member"], tenant.project, name="trainer", experiment="sweep"),
+                  infra["cluster"], ["node-1"])
+    tracked = Run.objects.get(job=job)
+    member = login(tenant.users["member"])
+    assert re.search(r'id="run-status">Running<', member.get(reverse("run_detail", args=[tracked.pk])).content.decode())
+    preempted_and_queued_again(job)
+    run_page = member.get(reverse("run_detail", args=[tracked.pk])).content.decode()
+    assert re.search(r'class="badge run-waiting" id="run-status">Queued \(preempted\)<', run_page)
+    table = member.get(reverse("experiment_detail", args=[tracked.experiment_id])).content.decode()
+    assert "Queued (preempted)" in table
+    job_page = member.get(reverse("job_detail", args=[job.pk])).content.decode()
+    assert re.search(r'id="job-run-state">Queued \(preempted\)<', job_page)
+    Run.objects.filter(pk=tracked.pk).update(status=RunStatus.KILLED)  # an ended run reads as it ended
+    assert "Killed" in member.get(reverse("run_detail", args=[tracked.pk])).content.decode()
+
+
+@pytest.mark.parametrize(("status", "job_state", "outcome", "label"), [
+    ("RUNNING", None, "", "Running"), ("RUNNING", "running", "", "Running"),
+    ("RUNNING", "queued", "preempted", "Queued (preempted)"), ("RUNNING", "queued", "failed", "Queued (retry)"),
+    ("RUNNING", "queued", "lost", "Queued (retry)"), ("RUNNING", "retrying", "failed", "Retrying"),
+    ("RUNNING", "preempted", "", "Preempted"), ("RUNNING", "admitted", "", "Starting"),
+    ("FINISHED", "queued", "", "Finished"), ("FAILED", "failed", "", "Failed")])
+def test_the_shown_state_follows_the_job_while_the_run_continues(status, job_state, outcome, label):
+    from tracking.selectors import shown_state
+
+    assert shown_state(status, job_state, outcome).label == label
+
+
+def test_the_run_page_polls_its_alerts_state_and_duration_while_it_runs(tenant, run, member):
+    page = member.get(reverse("run_detail", args=[run.pk])).content.decode()
+    live = reverse("run_live", args=[run.pk])
+    assert f'hx-get="{live}"' in page and "No alerts." in page and "so far" in page
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "step": 1, "value": "NaN"}])
+    fragment = member.get(live).content.decode()
+    assert "loss is NaN at step 1" in fragment and "1 open" in fragment
+    assert 'id="run-status" hx-swap-oob="true">Running<' in fragment and 'id="run-when" hx-swap-oob="true"' in fragment
+    services.run_update(run=run, status="FINISHED")
+    ended = member.get(live).content.decode()
+    assert "hx-get" not in ended and ">Finished<" in ended and "closed when the run ended" in ended
+    assert login(tenant.users["outsider"]).get(live).status_code == 404
+
+
+def test_members_handle_alerts_from_the_run_page_and_viewers_only_read_them(tenant, run, member):
+    services.run_log_batch(run_id=run.pk, metrics=[{"key": "loss", "step": 1, "value": "NaN"}])
+    alert = Alert.objects.get(run=run)
+    viewer = login(tenant.users["viewer"])
+    assert 'data-action="resolve"' in member.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert 'data-action="resolve"' not in viewer.get(reverse("run_detail", args=[run.pk])).content.decode()
+    url = reverse("run_alert_action", args=[run.pk])
+    assert viewer.post(url, {"action": "resolve", "alert": alert.pk}).status_code == 403
+    acked = member.post(url, {"action": "acknowledge", "alert": alert.pk}, HTTP_HX_REQUEST="true")
+    assert acked.status_code == 200 and "acknowledged by member" in acked.content.decode()
+    resolved = member.post(url, {"action": "resolve", "alert": alert.pk})
+    assert resolved.status_code == 302 and resolved["Location"] == reverse("run_detail", args=[run.pk])
+    alert.refresh_from_db()
+    assert alert.resolution == "resolved" and alert.resolved_by == "member"
+    muted = member.post(url, {"action": "mute"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "Muted on this run: every rule" in muted and 'data-action="unmute"' in muted
+    run.refresh_from_db()
+    assert run.muted_rules == ["*"]
+    member.post(url, {"action": "unmute"})
+    run.refresh_from_db()
+    assert run.muted_rules == []
+    other = make_run(tenant, "other-project-run", project=tenant.other_project)
+    assert member.post(reverse("run_alert_action", args=[other.pk]), {"action": "mute"}).status_code == 404
+    assert member.post(url, {"action": "resolve", "alert": 999999}).status_code == 404

@@ -89,6 +89,31 @@ class TestNotFound:
         assert "There is no page at this address." in body
         assert "Resolver404" not in body and "tried" not in body
 
+    def test_with_debug_on_an_unknown_address_still_gets_the_product_page(self, tenant, ui, settings):
+        """`make run` runs with DEBUG on: a mistyped address is the product's page there too, not Django's list of
+        URL patterns; the API keeps its JSON body and a missing final slash still redirects."""
+        settings.DEBUG = True
+        response = ui["member"].get("/no/such/page/")
+        body = response.content.decode()
+        assert response.status_code == 404
+        assert_framed(body)
+        assert "There is no page at this address." in body and "URLconf" not in body
+        api = client_for(tenant.users["member"]).get("/api/v1/no-such-thing/")
+        assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
+        assert ui["member"].get("/jobs").status_code == 301
+        # A view's own 404 keeps Django's debugging page while DEBUG is on.
+        assert "standard 404 page" in ui["member"].get(reverse("job_detail", args=[999999])).content.decode()
+
+    def test_the_favicon_is_served(self, db):
+        response = Client().get("/favicon.ico")
+        assert response.status_code == 301 and response["Location"].endswith("/static/favicon.svg")
+        from pathlib import Path
+
+        from django.contrib.staticfiles import finders
+
+        icon = finders.find("favicon.svg")
+        assert icon and Path(icon).read_text(encoding="utf-8").startswith("<svg")
+
     def test_signed_out_visitor_gets_the_frame_without_projects(self, db):
         response = Client().get("/no/such/page/")
         body = response.content.decode()

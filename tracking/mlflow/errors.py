@@ -7,7 +7,13 @@ from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from core.errors import DomainError
+from core.errors import (
+    DATABASE_RETRY_AFTER_SECONDS,
+    DATABASE_UNAVAILABLE,
+    DATABASE_UNAVAILABLE_MESSAGE,
+    DomainError,
+    log_database_unavailable,
+)
 from tracking.series.validate import BatchError
 
 # MLflow's codes and the HTTP status its server answers each with (mlflow.exceptions.ERROR_CODE_TO_HTTP_STATUS).
@@ -21,6 +27,7 @@ STATUS = {
     "ENDPOINT_NOT_FOUND": 404,
     "REQUEST_LIMIT_EXCEEDED": 429,
     "INTERNAL_ERROR": 500,
+    "TEMPORARILY_UNAVAILABLE": 503,
 }
 
 
@@ -53,6 +60,8 @@ def as_mlflow_error(exc: Exception) -> MlflowError | None:
     answered in MLflow's shape by mlplatform.errorpages.server_error)."""
     if isinstance(exc, MlflowError):
         return exc
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        return MlflowError("TEMPORARILY_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE)
     if isinstance(exc, BatchError):
         return invalid(str(exc))
     if isinstance(exc, DomainError):
@@ -83,6 +92,9 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if error is None:
         return None
     headers = {}
+    if error.code == "TEMPORARILY_UNAVAILABLE":  # as on the API (core.errors); MLflow's client retries a 503
+        log_database_unavailable(exc, context)
+        headers["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
     if error.code == "UNAUTHENTICATED":
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, exceptions.Throttled) and exc.wait is not None:

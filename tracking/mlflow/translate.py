@@ -13,7 +13,7 @@ from typing import Any
 
 from tracking.mlflow.errors import invalid
 from tracking.models import Experiment, Run
-from tracking.series.validate import SURROGATE, has_surrogate
+from tracking.series.validate import SURROGATE, has_surrogate, shown_last
 
 DEFAULT_EXPERIMENT_ID = "0"  # the id MLflow's client sends when no experiment is set: the project's "Default"
 RUN_NAME_TAG = "mlflow.runName"
@@ -41,12 +41,19 @@ def from_ms(value: int) -> datetime:
 
 
 def number(value: float | None) -> float | str:
-    """A metric value in proto3 JSON; None is how a run's summary keeps a last value that was NaN or infinite."""
+    """A metric value in proto3 JSON; None (a summary's last value that was not finite) is NaN."""
     if value is None or math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     return value
+
+
+def latest_value(entry: dict) -> float | str:
+    """A run summary's last value in proto3 JSON: a non-finite one as the summary names it (`nonfinite`), "NaN" for
+    one kept before summaries named it."""
+    last, _ = shown_last(entry)
+    return last if isinstance(last, str) else number(last)
 
 
 def pk_of(value: str) -> int | None:
@@ -146,7 +153,7 @@ def run_info(run: Run) -> dict:
 def run(run: Run) -> dict:
     """A run with its latest metrics, read from the run's summary (the runs table's figures: no points read)."""
     started = ms(run.started_at)
-    metrics = [{"key": key, "value": number(entry.get("last")), "step": max(entry.get("step", 0), 0),
+    metrics = [{"key": key, "value": latest_value(entry), "step": max(entry.get("step", 0), 0),
                 "timestamp": entry.get("ts", started)} for key, entry in sorted(run.summary.items())]
     tags = {**run.tags, RUN_NAME_TAG: run.name}
     return {"info": run_info(run),

@@ -2,8 +2,9 @@
 
 Ingestion calls `evaluate_batch` with the run's detector state (plain JSON: per key a small rolling window and a
 few counters), the batch's points and the project's enabled rules; it returns what opened and what cleared, in step
-order, and the new state. Points are never read back from the database: a batch costs its own points plus a median
-of at most `window` values per point of the keys that keep a window.
+order, and the new state. A batch that continues its keys costs its own points plus a median of at most `window`
+values per point of the keys that keep a window; only points that arrive after later ones of their key (judged
+late) need the values logged before them, which the caller reads (`History`).
 
 The hung-run rule needs no points (a running job whose run logged no new step for a while): `hung_run` judges it for
 the periodic check.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
@@ -90,6 +91,9 @@ class Cleared(NamedTuple):
 
 
 Event = Finding | Cleared
+# The baseline of late points: (key, step, n) -> the last n finite values of the key logged before `step`, oldest
+# first (ingestion reads them from the stored points). Without it, late points are judged against each other only.
+History = Callable[[str, int, int], Sequence[float]]
 
 
 def check_params(rule: str, params: Any) -> dict[str, float]:
@@ -146,51 +150,95 @@ def rules_for_key(key: str) -> tuple[str, ...]:
 
 
 def evaluate_batch(state: Mapping[str, Any], points: Iterable[tuple[str, int, float]],
-                   rules: Mapping[str, Mapping[str, float]], attempt: int) -> tuple[list[Event], dict[str, Any]]:
+                   rules: Mapping[str, Mapping[str, float]], attempt: int,
+                   history: History | None = None) -> tuple[list[Event], dict[str, Any]]:
     """Evaluate a batch's (key, step, value) points against the run's detector `state`.
 
     Returns the events in step order (a Finding when a rule starts firing on a key, a Cleared when it stops) and the
-    new state; `state` is not modified. A step at or below the last one seen of a key is skipped (a retried batch),
-    unless the batch belongs to a later attempt (a restart from a checkpoint logs those steps again)."""
+    new state; `state` is not modified. Every point is judged, whatever order batches arrive in: a point at or below
+    the last step judged of its key (a batch that arrived after a later one) is judged late (`_judge_late`), and a
+    batch of a later attempt judges its key from the start again (a restart from a checkpoint logs those steps
+    again). Leaving out a retried batch's points, already judged, is the caller's: it knows which are stored.
+    `history` gives late points their baseline (see `History`)."""
     by_key: dict[str, list[tuple[int, float]]] = {}
     for key, step, value in points:
         by_key.setdefault(key, []).append((step, value))
     ordered = {key: sorted(series) for key, series in by_key.items()}
     return evaluate_series(state, {key: ([p[0] for p in series], [p[1] for p in series])
-                                   for key, series in ordered.items()}, rules, attempt)
+                                   for key, series in ordered.items()}, rules, attempt, history)
 
 
 def evaluate_series(state: Mapping[str, Any], series: Mapping[str, tuple[Sequence[int], Sequence[float]]],
-                    rules: Mapping[str, Mapping[str, float]], attempt: int) -> tuple[list[Event], dict[str, Any]]:
+                    rules: Mapping[str, Mapping[str, float]], attempt: int,
+                    history: History | None = None) -> tuple[list[Event], dict[str, Any]]:
     """`evaluate_batch` of points already grouped by key, each key's as columns (steps, values) in step order: what
-    ingestion holds, so nothing is regrouped or sorted again."""
-    resumed = attempt != state.get("attempt", attempt)
+    ingestion holds, so nothing is regrouped or sorted again.
+
+    Each key follows the latest attempt that logged it ("a"; before it was kept, the run's "attempt"): a batch of a
+    later attempt starts the key over, one of an earlier attempt (a pod of an ended attempt, a spool delivered
+    late) is judged late."""
+    run_attempt = state.get("attempt", attempt)
     keys: dict[str, dict[str, Any]] = dict(state.get("keys", {}))
     events: list[Event] = []
     for key, (steps, values) in series.items():
-        found, keys[key] = evaluate_columns(key, keys.get(key, {}), steps, values, rules, resumed=resumed)
+        known = keys.get(key, {})
+        followed = known.get("a", run_attempt)
+        found, after = evaluate_columns(key, known, steps, values, rules, resumed=attempt > followed,
+                                        late=attempt < followed, history=history)
+        keys[key] = {**after, "a": max(attempt, followed)}
         events += found
     events.sort(key=lambda e: -1 if e.step is None else e.step)
-    return events, {**state, "attempt": attempt, "keys": keys}
+    return events, {**state, "attempt": max(attempt, run_attempt), "keys": keys}
 
 
 def evaluate_columns(key: str, state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
-                     rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False) -> tuple[list[Event],
-                                                                                                dict[str, Any]]:
-    """`evaluate_key` of a key's points as columns in step order. A healthy run's batch is quiet from end to end,
-    and one in a lasting anomaly fires from end to end, so each is first judged whole (`_quiet_batch`,
+                     rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False, late: bool = False,
+                     history: History | None = None) -> tuple[list[Event], dict[str, Any]]:
+    """`evaluate_key` of a key's points as columns in step order. Points at or below the last step judged (all of
+    them with `late`) are judged late (`_judge_late`). Of the others, a healthy run's batch is quiet from end to
+    end, and one in a lasting anomaly fires from end to end, so each is first judged whole (`_quiet_batch`,
     `_lasting_batch`); any other goes point by point through `evaluate_key`."""
     last = -1 if resumed else state.get("s", -1)
-    start = bisect_right(steps, last)
+    start = len(steps) if late else bisect_right(steps, last)
+    events = _judge_late(key, state, steps[:start], values[:start], rules, history) if start else []
+    if start:  # no copy of a batch that continues its key, the common case
+        steps, values = steps[start:], values[start:]
+        if not steps:
+            return events, dict(state)
     names = [rule for rule in rules_for_key(key) if rule in rules]
     checks = [(rule, rules[rule]) for rule in names]
-    if start:  # a retried batch's steps already seen (no copy of a new batch's columns)
-        steps, values = steps[start:], values[start:]
     judge = _lasting_batch if state.get("on") else _quiet_batch
     quiet = judge(state, steps, values, checks)
     if quiet is not None:
-        return [], quiet
-    return evaluate_key(key, state, list(zip(steps, values, strict=True)), rules, resumed=resumed, ordered=True)
+        return events, quiet
+    found, after = evaluate_key(key, state, list(zip(steps, values, strict=True)), rules, resumed=resumed,
+                                ordered=True)
+    return events + found, after
+
+
+def _judge_late(key: str, state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
+                rules: Mapping[str, Mapping[str, float]], history: History | None) -> list[Event]:
+    """The events of points that arrived after later points of their key were judged (a spool delivered after an
+    outage, MLflow's asynchronous logging, two senders of one run), judged in step order by the same checks as
+    points that come next, the key's state left as it is: against the finite values logged before them (`history`;
+    the key's window follows its latest points, which may lie far along a decaying loss), then each other.
+
+    The key's later points were judged already, so a rule that fires on late points and not on the key now closes
+    again at the last late point (in step order, the later points cleared it); a rule firing now has its alert open
+    already, and a late point cannot clear it. The plateau rule is left out: it measures the key's progress, which
+    an earlier step cannot extend."""
+    if not steps:
+        return []
+    judged = {rule: params for rule, params in rules.items() if rule != LOSS_PLATEAU}
+    size = max((int(judged[rule]["window"]) for rule in rules_for_key(key) if rule in judged and rule in WINDOW_RULES),
+               default=0)
+    scratch: dict[str, Any] = {"high": True} if state.get("high") else {}
+    if size:
+        scratch["w"] = list(history(key, steps[0], size)) if history is not None else []
+    found, after = evaluate_key(key, scratch, list(zip(steps, values, strict=True)), judged, ordered=True)
+    firing = set(state.get("on", []))
+    return ([event for event in found if event.rule not in firing]
+            + [Cleared(rule, key, steps[-1]) for rule in after["on"] if rule not in firing])
 
 
 def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],

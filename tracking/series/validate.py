@@ -183,17 +183,42 @@ def clean_pairs(pairs: Any, field: str, limit: int, max_value: int) -> dict[str,
     return out
 
 
+def spelled(value: float) -> str:
+    """A non-finite value as JSON carries it, the way log-batch takes it: "NaN", "Infinity" or "-Infinity"."""
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
 def summarize(batch: Batch, summary: dict[str, dict]) -> dict[str, dict]:
-    """The runs table's per-key figures merged with a batch: last (by step), min and max of finite values."""
+    """The runs table's per-key figures merged with a batch: last (by step), min and max of finite values.
+
+    A non-finite last value is kept as `last` null (so filters and sorts, which cast it to a number, pass over it)
+    and named by `nonfinite` ("NaN", "Infinity", "-Infinity"), present only then."""
     merged = {k: dict(v) for k, v in summary.items()}
     for key, group in batch.items():
         entry = merged.setdefault(key, {"last": None, "step": -1, "min": None, "max": None})
         values = group.values
         if group.steps[-1] >= entry["step"]:
-            entry["step"], entry["last"] = group.steps[-1], values[-1] if math.isfinite(values[-1]) else None
+            last = values[-1]
+            entry["step"], entry["last"] = group.steps[-1], last if math.isfinite(last) else None
+            if math.isfinite(last):
+                entry.pop("nonfinite", None)
+            else:
+                entry["nonfinite"] = spelled(last)
         finite = values if all(map(math.isfinite, values)) else [v for v in values if math.isfinite(v)]
         if finite:
             low, high = min(finite), max(finite)
             entry["min"] = low if entry["min"] is None else min(entry["min"], low)
             entry["max"] = high if entry["max"] is None else max(entry["max"], high)
     return merged
+
+
+def shown_last(entry: dict) -> tuple[float | str | None, bool]:
+    """A summary entry's last value as shown (the API, the runs table): the number, or the spelling of the non-finite
+    value it was; and whether it is a finite number. None only in summaries kept before the spelling was."""
+    kind = entry.get("nonfinite")
+    if kind is not None:
+        return kind, False
+    last = entry.get("last")
+    return last, last is not None

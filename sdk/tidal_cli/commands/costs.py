@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from tidal_cli.client import Api, UsageError
 from tidal_cli.commands import add_command
+from tidal_cli.csvcells import write_csv
 from tidal_cli.output import emit_json, table
 
 GROUPS = ["organization", "project", "user", "job", "experiment", "stage", "flavor", "cluster", "priority_class"]
@@ -47,8 +48,7 @@ def cmd_costs(args: argparse.Namespace) -> None:
     params = report_params(args)
     api = Api.from_config()
     if args.csv:
-        for line in api.stream_lines("costs/csv/", **params):
-            sys.stdout.write(line + "\n")
+        write_csv(api.stream_lines("costs/csv/", **params), sys.stdout)
         return
     report = api.get("costs/", **params)
     if args.json:
@@ -59,7 +59,8 @@ def cmd_costs(args: argparse.Namespace) -> None:
     columns = ([("period", "PERIOD")] if report["step"] else []) + [(name, name.upper()) for name in groups]
     columns += [("device_hours", "DEVICE-H", hours), ("cpu_hours", "CPU-H", hours),
                 ("cost", report["currency"], money)]
-    print(f"Costs {report['start']} to {report['end']} (UTC days)")
+    as_of = report["as_of"].replace("T", " ").replace("Z", "").replace("+00:00", "")
+    print(f"Costs {report['start']} to {report['end']} (UTC days), as of {as_of} UTC (running jobs count up to it)")
     print(table(rows, columns, empty="No usage in this range."))
     total = report["total"]
     print(f"\nTotal: {money(total['cost'])} {report['currency']}, {hours(total['device_hours'])} device-hours, "

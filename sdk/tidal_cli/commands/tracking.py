@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import add_command, list_rows, positive
+from tidal_cli.csvcells import write_csv
 from tidal_cli.humanize import duration, parse_time, relative
 from tidal_cli.output import emit_json, fields, table, truncate
 
@@ -41,6 +43,11 @@ def number(value: object) -> str:
     if isinstance(value, str):
         return value
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def marked_number(value: object) -> str:
+    """A last value, a non-finite one ("NaN", "Infinity", "-Infinity" in the API) marked with a *."""
+    return f"{value}*" if isinstance(value, str) else number(value)
 
 
 def experiment_id(name_or_id: str, project: str | None) -> int:
@@ -104,8 +111,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     summary = run.get("summary") or {}
     print("\nMetrics (last value)")
     print(_indented(table([{"key": key, **value} for key, value in sorted(summary.items())], [
-        ("key", "KEY"), ("last", "LAST", number), ("step", "STEP"), ("min", "MIN", number), ("max", "MAX", number),
-    ], empty="(none logged)")))
+        ("key", "KEY"), ("last", "LAST", marked_number), ("step", "STEP"), ("min", "MIN", number),
+        ("max", "MAX", number)], empty="(none logged)")))
+    if any(value.get("last_finite") is False for value in summary.values()):
+        print("  * not a finite number: the last value logged was NaN or infinite")
     print("\nOpen alerts")
     print(_indented(table(alerts, [("rule", "RULE"), ("key", "KEY"), ("step", "STEP"),
                                    ("opened_at", "OPENED", relative), ("message", "MESSAGE")], empty="(none)")))
@@ -121,8 +130,7 @@ def cmd_metrics(args: argparse.Namespace) -> None:
     api = Api.from_config()
     try:
         if args.csv:
-            for line in api.stream_lines(f"runs/{args.run}/csv/", key=args.key):
-                sys.stdout.write(line + "\n")
+            write_csv(api.stream_lines(f"runs/{args.run}/csv/", key=args.key), sys.stdout)
             return
         series = api.get(f"runs/{args.run}/series/", key=args.key, max_points=args.max_points)
         if not series["total"]:
@@ -144,6 +152,67 @@ def cmd_metrics(args: argparse.Namespace) -> None:
     print(table(rows, [("step", "STEP"), ("value", args.key.upper(), number)]))
 
 
+def alert_id(value: str) -> int:
+    text = value.strip().lstrip("#")
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not an alert id: {value!r} (a positive number, e.g. 12)")
+    return int(text)
+
+
+ALERT_COLUMNS = [("id", "ID"), ("run", "RUN"), ("rule", "RULE"), ("key", "KEY"), ("step", "STEP"),
+                 ("opened_at", "OPENED", relative), ("state", "STATE"), ("message", "MESSAGE")]
+
+
+def alert_state(alert: dict) -> str:
+    if alert.get("resolved_at"):
+        return {"resolved": f"resolved by {alert.get('resolved_by')}", "muted": f"muted by {alert.get('resolved_by')}",
+                "run_ended": "closed: run ended"}.get(alert.get("resolution") or "", "cleared")
+    return f"acknowledged by {alert['acknowledged_by']}" if alert.get("acknowledged_at") else "open"
+
+
+def cmd_alerts(args: argparse.Namespace) -> None:
+    rows = Api.from_config().all_pages("alerts/", limit=args.limit, run=args.run)
+    if not args.all:
+        rows = [row for row in rows if not row.get("resolved_at")]
+    if args.json:
+        return emit_json(rows)
+    for row in rows:
+        row["state"] = alert_state(row)
+    print(table(rows, ALERT_COLUMNS, empty="No open alerts." if not args.all else "No alerts."))
+
+
+def alert_not_found(error: ApiError, alert: int) -> CliError:
+    if error.status == 404:
+        return error.reworded(f"Alert {alert} not found: it does not exist or is not in one of your projects.")
+    return error
+
+
+def alert_action(verb: str, done: str) -> Callable[[argparse.Namespace], None]:
+    def handler(args: argparse.Namespace) -> None:
+        try:
+            alert = Api.from_config().post(f"alerts/{args.id}/{verb}/")
+        except ApiError as error:
+            raise alert_not_found(error, args.id) from None
+        if args.json:
+            return emit_json(alert)
+        print(f"Alert {alert['id']} ({alert['rule']} on run {alert['run']}) {done}: {alert_state(alert)}.")
+    return handler
+
+
+def mute_action(verb: str) -> Callable[[argparse.Namespace], None]:
+    def handler(args: argparse.Namespace) -> None:
+        body = {"rule": args.rule} if args.rule else {}
+        try:
+            run = Api.from_config().post(f"runs/{args.run}/{verb}/", body)
+        except ApiError as error:
+            raise run_not_found(error, args.run) from None
+        if args.json:
+            return emit_json(run)
+        muted = ", ".join("every rule" if rule == "*" else rule for rule in run["muted_rules"]) or "nothing"
+        print(f"Run {run['id']} ({run['name']}): muted {muted}.")
+    return handler
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     runs = add_command(sub, "runs", cmd_runs, "tracked runs: filter by project, experiment, status; sort by a metric")
     runs.add_argument("--project", help="only this project")
@@ -161,3 +230,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     metrics.add_argument("--csv", action="store_true", help="every point at full resolution as CSV (key,step,value)")
     metrics.add_argument("--max-points", type=positive, help="downsample to at most N points (2-100000; default "
                          "the server's, 1000)")
+
+    alerts = add_command(sub, "alerts", cmd_alerts, "training alerts: list, acknowledge, resolve, mute",
+                         "Open training alerts (NaN, loss spikes, hung runs...; --all: resolved ones too). "
+                         "`tidal alerts ack|resolve ID` handles one, `tidal alerts mute|unmute RUN` a run's rules.")
+    alerts.add_argument("--run", type=run_id, help="only this run's")
+    alerts.add_argument("--all", action="store_true", help="resolved alerts too")
+    alerts.add_argument("--limit", type=positive, default=100, help="at most this many rows (default 100)")
+    actions = alerts.add_subparsers(dest="action", metavar="ACTION")
+    for verb, name, done, help_text in (
+            ("acknowledge", "ack", "acknowledged", "mark an open alert seen (it stays open)"),
+            ("resolve", "resolve", "resolved", "close an open alert by hand")):
+        handled = add_command(actions, name, alert_action(verb, done), help_text)
+        handled.add_argument("id", type=alert_id, help="the alert id (tidal alerts lists them)")
+    for verb, help_text in (("mute", "mute a rule on a run (every rule without --rule): no more alerts there, "
+                                     "its open ones close"),
+                            ("unmute", "lift a rule's mute on a run (every mute without --rule)")):
+        muting = add_command(actions, verb, mute_action(verb), help_text)
+        muting.add_argument("run", type=run_id, help="the run id")
+        muting.add_argument("--rule", help="one rule, e.g. loss_spike (default: every rule)")
