@@ -126,6 +126,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
         queryset = super().filter_queryset(queryset)
         return filter_runs(queryset, self.request) if self.action == "list" else queryset
 
+    def paginate_queryset(self, queryset: QuerySet) -> list | None:
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            self.page_states = selectors.shown_states(page)
+        return page
+
+    def get_serializer_context(self) -> dict:
+        return {**super().get_serializer_context(), "shown_states": getattr(self, "page_states", None)}
+
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer})
     def create(self, request: Request) -> Response:
         data = RunCreateSerializer(data=request.data, context={"request": request})

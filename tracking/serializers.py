@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from core.serializers import StrictModelSerializer, StrictSerializer, no_control_characters
 from tenancy.serializers import ScopedProjectField
+from tracking import selectors
 from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
 from tracking.series.validate import shown_last
@@ -45,12 +46,21 @@ class RunSerializer(StrictModelSerializer):
     experiment_name = serializers.CharField(source="experiment.name", read_only=True)
     summary = SummaryField(read_only=True, help_text='Per metric key: last (a number, or "NaN", "Infinity", '
                                                      '"-Infinity"), last_finite, step, min, max (of finite values).')
+    state = serializers.SerializerMethodField(help_text='What the run is doing now: its status, or while its job '
+                                                        'is not running its job\'s state ("Queued (preempted)", '
+                                                        '"Retrying", "Starting"). The status stays RUNNING then.')
 
     class Meta:
         model = Run
-        fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "note",
-                  "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules"]
+        fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "state",
+                  "note", "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules"]
+
         read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules"]
+
+    def get_state(self, run: Run) -> str:
+        # A list's page computes its runs' states in two queries (RunViewSet.paginate_queryset); one run, here.
+        shown = self.context.get("shown_states") or selectors.shown_states([run])
+        return shown[run.pk].label
 
 
 class RunCreateSerializer(StrictSerializer):

@@ -147,3 +147,12 @@ def test_alerts_are_listed_acknowledged_resolved_and_muted(cli, runs):
     assert cli("alerts", "mute", str(run.pk), "--rule", "melting").code == 1
     assert cli("alerts", "mute", str(run.pk), "--json").json()["muted_rules"] == ["*", "loss_spike"]
     assert cli("alerts", "unmute", str(run.pk)).out.strip() == f"Run {run.pk} (lr-0.1): muted nothing."
+
+
+def test_a_run_whose_job_waits_again_says_so():
+    """Defect: `tidal run` and `tidal runs` said RUNNING while the run's job was queued again after a preemption."""
+    from tidal_cli.commands.tracking import status_text
+
+    assert status_text({"status": "RUNNING", "state": "Running"}) == "RUNNING"
+    assert status_text({"status": "RUNNING", "state": "Queued (preempted)"}) == "RUNNING, job queued (preempted)"
+    assert status_text({"status": "KILLED", "state": "Killed"}) == "KILLED"

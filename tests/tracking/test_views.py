@@ -250,6 +250,7 @@ def preempted_and_queued_again(job):
 
 
 def test_a_run_whose_job_waits_again_after_a_preemption_shows_it_everywhere(tenant, infra, submit):  # noqa: F811
+    """Defect: the pages showed it, but the API (and so `tidal run`) said RUNNING while the job waited again."""
     job = run_job(submit(tenant.users["member"], tenant.project, name="trainer", experiment="sweep"),
                   infra["cluster"], ["node-1"])
     tracked = Run.objects.get(job=job)
@@ -262,8 +263,13 @@ def test_a_run_whose_job_waits_again_after_a_preemption_shows_it_everywhere(tena
     assert "Queued (preempted)" in table
     job_page = member.get(reverse("job_detail", args=[job.pk])).content.decode()
     assert re.search(r'id="job-run-state">Queued \(preempted\)<', job_page)
+    api = member.get(f"/api/v1/runs/{tracked.pk}/").json()
+    assert (api["status"], api["state"]) == ("RUNNING", "Queued (preempted)")
+    listed = member.get(f"/api/v1/runs/?project={tenant.project.slug}").json()["results"]
+    assert [(r["id"], r["state"]) for r in listed] == [(tracked.pk, "Queued (preempted)")]
     Run.objects.filter(pk=tracked.pk).update(status=RunStatus.KILLED)  # an ended run reads as it ended
     assert "Killed" in member.get(reverse("run_detail", args=[tracked.pk])).content.decode()
+    assert member.get(f"/api/v1/runs/{tracked.pk}/").json()["state"] == "Killed"
 
 
 @pytest.mark.parametrize(("status", "job_state", "outcome", "label"), [

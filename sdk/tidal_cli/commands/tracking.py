@@ -23,6 +23,13 @@ def run_id(value: str) -> int:
     return int(text)
 
 
+def status_text(run: dict) -> str:
+    """The run's status, and what its job is doing when that differs (a run continues while its job is queued
+    again after a preemption: "RUNNING, job queued (preempted)")."""
+    state = run.get("state") or ""
+    return run["status"] if state.upper() == run["status"] else f"{run['status']}, job {state.lower()}"
+
+
 def run_status(value: str) -> str:
     status = value.strip().upper()
     if status not in RUN_STATUSES:
@@ -73,12 +80,13 @@ def cmd_runs(args: argparse.Namespace) -> None:
     if args.json:
         return emit_json(rows)
     columns = [("id", "ID"), ("project", "PROJECT"), ("experiment_name", "EXPERIMENT", lambda v: truncate(v, 24)),
-               ("name", "NAME", lambda v: truncate(v, 32)), ("status", "STATUS"), ("job", "JOB"),
+               ("name", "NAME", lambda v: truncate(v, 32)), ("shown", "STATUS"), ("job", "JOB"),
                ("started_at", "STARTED", relative), ("duration", "DURATION")]
     kind, _, key = (args.sort or "").lstrip("-").partition(".")
     for row in rows:
         start, end = parse_time(row.get("started_at")), parse_time(row.get("ended_at"))
         row["duration"] = duration((end - start).total_seconds()) if start and end else "-"
+        row["shown"] = status_text(row)
         if kind == "metric":
             row["sorted_by"] = number(((row.get("summary") or {}).get(key) or {}).get("last"))
         elif kind == "param":
@@ -99,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     alerts = [a for a in api.all_pages("alerts/", run=args.id) if not a.get("resolved_at")]
     if args.json:
         return emit_json({**run, "open_alerts": alerts})
-    print(f"Run {run['id']}: {run['name']}  [{run['status']}]")
+    print(f"Run {run['id']}: {run['name']}  [{status_text(run)}]")
     ended = f"{relative(run.get('ended_at'))}" if run.get("ended_at") else None
     print(fields([("project", run["project"]), ("experiment", f"{run['experiment_name']} (id {run['experiment']})"),
                   ("job", run.get("job")), ("attempt", run.get("attempt") if run.get("job") else None),
