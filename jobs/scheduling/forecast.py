@@ -15,17 +15,19 @@ ratio x max_runtime, while the simulated scheduler still plans its reservations 
 will.
 
 With a `resolution` the simulated cycles are coarse: the next one comes no sooner than that share of the time
-simulated so far, and every job ending by then leaves at once. A start is then late by at most one step (3 s for
-a job starting 30 s ahead, 30 min for one 5 h ahead), and the number of cycles grows with the logarithm of the
-time looked ahead rather than with the number of jobs that end and the wake-ups of the lend hold: a busy queue of
-thousands is simulated hours ahead in a hundred cycles. 0 is the exact forecast (`forecast`).
+simulated so far (of FINE_AHEAD at least), every job ending by then leaves at once, and what a preemption frees
+waits for the next step. A start is then late by about one step (30 s for a job starting 5 min ahead, 30 min for
+one 5 h ahead), and the number of cycles grows with the logarithm of the time looked ahead rather than with the
+number of jobs that end and the wake-ups of the lend hold: a busy queue of thousands is simulated hours ahead in a
+hundred cycles. 0 is the exact forecast (`forecast`); `estimate_starts` is exact for the first EXACT_AHEAD seconds
+while it can afford it.
 
 `estimate_starts` is what the scheduler loop writes: every pending job gets an `Estimate`, a start with a range or
 a note saying why there is none. Three forecasts make it, within the caller's budget:
-- the start: nothing new arriving, running jobs using the median share of their max runtime;
-- the range's early end (p10): the same with the share only the tenth of jobs that used least stayed under;
-- its late end (p90): jobs arriving as they did lately (`Snapshot.arrival_rates`: per project, priority and shape,
-  evenly at their recent rate), and the share nine jobs in ten stayed under.
+- the start: nothing new arriving, jobs using the median share of their max runtime that finished jobs used;
+- the range's early end (p10): nothing arriving, jobs using the share one finished job in ten used less of;
+- its late end (p90): jobs using the share nine in ten used less of, and arriving at their recent rates
+  (`Snapshot.arrival_rates`, per project, priority and shape) as many as one case in ten brings (`kth_arrival`).
 A job the forecast does not reach within the budget starts "no earlier than" the moment it reached.
 What none of it can know: nodes coming and going, bursts unlike the recent past.
 """
@@ -58,6 +60,7 @@ from .state import RunningUsage
 HORIZON = 24 * 3600.0  # how far ahead estimates look: a later start reads "beyond 24 h"
 RESOLUTION = 0.1  # estimate_starts' steps: at least this share of the time simulated so far
 ARRIVAL_WINDOW = 3600.0  # seconds of recent submissions callers learn arrival rates from (arrival_rates)
+EXACT_AHEAD = 900.0  # seconds ahead that estimate_starts simulates exactly while it can afford to
 FINE_AHEAD = 300.0  # seconds ahead within which coarse steps are all as long as at this point
 MAX_CYCLES_AT_ONCE = 4  # cycles run at one moment while they keep preempting (as trace replay does)
 ARRIVALS_Z = 1.2816  # the standard normal's 90th percentile: arrivals for the late end of a range
@@ -81,6 +84,9 @@ class RuntimeShares(NamedTuple):
     high: float = 1.0
 
 
+MAX_RUNTIMES = RuntimeShares()  # every job expected to run for its max runtime
+
+
 def runtime_shares(used: Sequence[float], least: int = 20) -> RuntimeShares:
     """The p10, median and p90 of the shares of their max runtime finished jobs used (each within 0.01 and 1);
     max runtimes (1.0) until `least` jobs finished."""
@@ -92,9 +98,6 @@ def runtime_shares(used: Sequence[float], least: int = 20) -> RuntimeShares:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     return RuntimeShares(at(0.1), at(0.5), at(0.9))
-
-
-MAX_RUNTIMES = RuntimeShares()  # every job expected to run for its max runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +140,10 @@ def forecast(snapshot: Snapshot, policy: Policy, max_steps: int, *, first: Cycle
 
 
 def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None = None,
-                   runtime_ratio: float = 1.0, resolution: float = 0.0
-                   ) -> Iterator[tuple[float, tuple[int, ...]]]:
-    """(time, ids of the originally pending jobs admitted then) per simulated cycle, the first at the snapshot's
-    time, until nothing pending is left or no running job will ever end."""
-    for state, admitted in _steps(snapshot, policy, first, runtime_ratio, lambda: resolution, _Arrivals(())):
+                   runtime_ratio: float = 1.0) -> Iterator[tuple[float, tuple[int, ...]]]:
+    """(time, ids of the originally pending jobs admitted then) per exact simulated cycle, the first at the
+    snapshot's time, until nothing pending is left or no running job will ever end."""
+    for state, admitted in _steps(snapshot, policy, first, runtime_ratio, lambda: 0.0, _Arrivals(())):
         yield state.now, admitted
 
 
@@ -158,12 +160,13 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, first: CycleResult | 
     early = shares.low != shares.typical
     budget = _Budget(clock, seconds, 1 + late + early)
 
-    def run(ratio: float, expected: _Arrivals) -> _Run:
-        return _simulate(snapshot, policy, first, ratio, resolution, expected, max_steps, budget.next(), horizon)
+    def run(ratio: float, expected: _Arrivals, ahead: float = horizon) -> _Run:
+        return _simulate(snapshot, policy, first, ratio, resolution, expected, max_steps, budget.next(), ahead)
 
     point = run(shares.typical, _Arrivals(()))
+    # The early end matters only for jobs the start's forecast started: it need not look further.
+    earliest = run(shares.low, _Arrivals(()), point.last.now - snapshot.now) if early else point
     latest = run(shares.high, arrivals) if late else point
-    earliest = run(shares.low, _Arrivals(())) if early else point
     codes = {w.job_id: w.code for w in first.waits} if first is not None else {}
 
     def earliest_of(start: float) -> float:
@@ -241,14 +244,15 @@ class _Run:
 
 def _simulate(snapshot: Snapshot, policy: Policy, first: CycleResult | None, ratio: float, resolution: float,
               arrivals: _Arrivals, max_steps: int, deadline: _Deadline, horizon: float) -> _Run:
-    """One forecast within its budget: exact cycles while they are cheap (the first quarter of its cycles and of its
-    time), then steps of `resolution`."""
+    """One forecast within its budget: exact cycles for the first EXACT_AHEAD seconds while they are cheap (half
+    of its cycles, a quarter of its time), then steps of `resolution`."""
     run = _Run({}, snapshot)
     end = snapshot.now + horizon
     step = 0
 
     def coarseness() -> float:
-        return resolution if step >= max_steps // 4 or deadline.passed(1 / 4) else 0.0
+        exact = run.last.now < snapshot.now + EXACT_AHEAD and step < max_steps // 2 and not deadline.passed(1 / 4)
+        return 0.0 if exact else resolution
 
     for step, (state, admitted) in enumerate(_steps(snapshot, policy, first, ratio, coarseness, arrivals)):
         if state.now > end:
