@@ -136,7 +136,7 @@ def _moment(at: float | None) -> datetime | None:
     return datetime.fromtimestamp(at, tz=UTC) if at is not None else None
 
 
-NO_ESTIMATE = core.Estimate()  # estimates turned off, or the job came after the forecast
+NO_ESTIMATE = core.Estimate()  # estimates turned off (TIDAL_ETA_STEPS=0)
 
 
 def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow],

@@ -28,7 +28,8 @@ a note saying why there is none. Three forecasts make it, within the caller's bu
 - the range's early end (p10): nothing arriving, jobs using the share one finished job in ten used less of;
 - its late end (p90): jobs using the share nine in ten used less of, and arriving at their recent rates
   (`Snapshot.arrival_rates`, per project, priority and shape) as many as one case in ten brings (`kth_arrival`).
-A job the forecast does not reach within the budget starts "no earlier than" the moment it reached.
+The range reaches at least one step of the forecast beyond the start on each side. A job the forecast does not
+reach within the budget starts "no earlier than" the moment it reached (less a step).
 What none of it can know: nodes coming and going, bursts unlike the recent past.
 """
 
@@ -169,20 +170,22 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, *, first: CycleResult | 
     latest = run(shares.high, arrivals) if late else point
     codes = {w.job_id: w.code for w in first.waits} if first is not None else {}
 
-    def earliest_of(start: float) -> float:
-        """A coarse step's start is late by up to one step: the earliest the forecast allows for."""
-        return max(snapshot.now, start - resolution * max(start - snapshot.now, FINE_AHEAD))
+    def step(at: float) -> float:
+        """The forecast's resolution at `at`: a coarse step's start is late by up to one step, and batching what
+        ends within a step moves who goes first either way; a range is at least that wide on each side."""
+        return resolution * max(at - snapshot.now, FINE_AHEAD)
 
     estimates = {}
     for job in snapshot.pending:
         start = point.starts.get(job.id)
         if start is None:
-            bound = earliest_of(point.last.now) if point.cut else None
+            bound = max(snapshot.now, point.last.now - step(point.last.now)) if point.cut else None
             estimates[job.id] = _without_start(job, point, bound, codes)
             continue
+        low = min(start, earliest.starts.get(job.id, start))
         high = latest.starts.get(job.id)
-        estimates[job.id] = Estimate(start, earliest_of(min(start, earliest.starts.get(job.id, start))),
-                                     None if high is None else max(high, start))
+        estimates[job.id] = Estimate(start, max(snapshot.now, low - step(low)),
+                                     None if high is None else max(high, start + step(start)))
     return estimates
 
 
