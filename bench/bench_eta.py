@@ -22,12 +22,12 @@ arrival rates learned from the submissions of the last hour, as the loop learns 
    with max runtimes (not judged), and declared between 1x and 5x at random.
    Goals (issue 11): with exact runtimes at most a quarter of "now"'s error, otherwise below it. Issue 25: every
    waiting job gets an estimate or a reason, and the range covers the actual start at least 80% of the time.
-2. An overloaded multi-tenant synthetic trace (11 projects, priorities high to preemptible, offered load 1.6 of
-   704 GPUs for four hours, runtimes exact): the same measures, not judged.
+2. An overloaded multi-tenant synthetic trace (2,500 jobs of 11 projects, priorities high to preemptible, offered
+   load 2.5 of 704 GPUs, runtimes exact): the same measures, not judged.
 3. A queue of `--queue` jobs on that trace's cluster (the trace at load 2.5 replayed under pooled FIFO until that
    many wait; then the production policy estimates): how many of them the budget gives a simulated start, a
    bound, a reason or nothing, and how far ahead the forecast reached. Goal: nothing.
-`--quick`: 30 sampled jobs, only the exact and 1x-5x cases, a queue of 1,000.
+`--quick`: 30 sampled jobs, only the exact and 1x-5x cases, 2,000 jobs in part 2, a queue of 1,000.
 """
 
 from __future__ import annotations
