@@ -33,8 +33,10 @@ from jobs.bulk import bulk_set
 from jobs.models import Attempt, Job, JobEvent, Outcome
 from jobs.states import FINAL, State, can_transition, ends_attempt
 
-WAIT_FIELDS = ["wait_code", "wait_reason", "project_position", "flavor_position", "eta"]
-_CLEARED_WAIT = {"wait_code": "", "wait_reason": "", "project_position": None, "flavor_position": None, "eta": None}
+# What the scheduler writes of a waiting job, cleared (in this order) when it leaves the queue.
+_CLEARED_WAIT = {"wait_code": "", "wait_reason": "", "project_position": None, "flavor_position": None, "eta": None,
+                 "eta_low": None, "eta_high": None, "eta_note": ""}
+WAIT_FIELDS = list(_CLEARED_WAIT)
 _OUTCOME_OF_TARGET = {State.SUCCEEDED: Outcome.SUCCEEDED, State.CANCELLED: Outcome.CANCELLED,
                       State.PREEMPTED: Outcome.PREEMPTED, State.FAILED: Outcome.FAILED,
                       State.RETRYING: Outcome.FAILED}
@@ -206,7 +208,7 @@ def transition_many(admissions: Sequence[Admission], *, now: datetime, actor: st
                     placement=decisions[job_id].placement, borrowed=decisions[job_id].borrowed, admitted_at=now)
             for job_id, number, _ in rows)
         bulk_set(Job, ["state", "current_attempt", *WAIT_FIELDS],
-                 [(job_id, State.ADMITTED, attempt.pk, "", "", None, None, None)
+                 [(job_id, State.ADMITTED, attempt.pk, *_CLEARED_WAIT.values())
                   for (job_id, _, _), attempt in zip(rows, attempts, strict=True)])
         JobEvent.objects.bulk_create(
             (JobEvent(job_id=job_id, attempt=number, created_at=now, kind="transition", from_state=State.QUEUED,

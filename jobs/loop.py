@@ -2,10 +2,10 @@
 
 One cycle = take the leader lock, requeue due retries, read a snapshot, call the pure `run_cycle`, and apply every
 decision in the same transaction through the state machine (`jobs.lifecycle`), which dispatches admitted attempts
-and stops preempted ones after commit. Waiting jobs get their reasons, positions and estimated starts (the pure
-`forecast`: the scheduler run forward from this cycle, within a budget). On PostgreSQL the leader lock is a
-transaction-level advisory lock, so two scheduler processes never decide at once; on SQLite the IMMEDIATE
-transaction already serializes writers.
+and stops preempted ones after commit. Waiting jobs get their reasons, positions and estimated starts with their
+range or why they have none (the pure `estimate_starts`: the scheduler run forward from this cycle, within a
+budget). On PostgreSQL the leader lock is a transaction-level advisory lock, so two scheduler processes never decide
+at once; on SQLite the IMMEDIATE transaction already serializes writers.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import Counter as Tally
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -28,8 +29,8 @@ from jobs.bulk import bulk_set
 from jobs.lifecycle import WAIT_FIELDS, Admission
 from jobs.models import Job
 from jobs.scheduling.ordering import decayed_usage
-from jobs.selectors import runtime_share
-from jobs.snapshot import CycleInput, QueuedRow, build_snapshot, policy_from_settings
+from jobs.selectors import runtime_shares
+from jobs.snapshot import CycleInput, QueuedRow, build_snapshot, policy_from_settings, recent_arrival_rates
 from jobs.states import HOLDING, State
 from quotas.models import ProjectUsage
 from tenancy.models import Project
@@ -86,13 +87,13 @@ def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> 
 
 
 class _Forecasts:
-    """The last forecast and what it was made from: a cycle that finds the same jobs, nodes and quotas (nothing
-    submitted, started, ended or changed since) keeps its estimates instead of simulating again, unless the wall
-    clock jumped since (its estimates are wall-clock times: they would be left in the past, or pushed out)."""
+    """The last estimates and what they were made from: a cycle that finds the same jobs, nodes and quotas (nothing
+    submitted, started, ended or changed since) keeps them instead of simulating again, unless the wall clock
+    jumped since (estimates are wall-clock times: they would be left in the past, or pushed out)."""
 
     fingerprint: tuple | None = None
-    starts: dict[int, float] = {}
-    clock: tuple[float, float] = (0.0, 0.0)  # (wall, monotonic) seconds when it was made
+    estimates: dict[int, core.Estimate] = {}
+    clock: tuple[float, float] = (0.0, 0.0)  # (wall, monotonic) seconds when they were made
 
     @classmethod
     def clock_jumped(cls) -> bool:
@@ -102,43 +103,53 @@ class _Forecasts:
         return abs((time.time() - wall) - (time.monotonic() - monotonic)) > CLOCK_JUMP_SECONDS
 
 
-def _fingerprint(snapshot: core.Snapshot, policy: core.Policy, runtime_ratio: float) -> tuple:
+def _fingerprint(snapshot: core.Snapshot, policy: core.Policy, shares: core.RuntimeShares) -> tuple:
     # Projects by name and whether their budget stops them only: their decayed usage (and the spend a budget's
     # reason quotes) moves a little every cycle, and forecasting again for that alone would cost a simulation per
-    # cycle and make estimates jitter between page loads.
-    return (policy, runtime_ratio, snapshot.nodes, snapshot.quotas,
+    # cycle and make estimates jitter between page loads. Arrival rates are left out for the same reason: they
+    # move with every submission, which changes the queue anyway.
+    return (policy, shares, snapshot.nodes, snapshot.quotas,
             tuple((p.name, bool(p.budget_stop)) for p in snapshot.projects),
             tuple((r.id, r.started_at) for r in snapshot.running), tuple(j.id for j in snapshot.pending))
 
 
-def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy, result: core.CycleResult) -> dict[int, float]:
-    """When each waiting job would start if nothing new arrives: the scheduler run forward from this cycle,
-    within the configured number of simulated cycles and seconds (jobs beyond them get no estimate), running jobs
-    expected to use the share of their max runtime that finished jobs used."""
+def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy,
+                      result: core.CycleResult) -> dict[int, core.Estimate]:
+    """Each waiting job's estimated start with its range, or why it has none (`core.estimate_starts`): the
+    scheduler run forward from this cycle, within the configured number of simulated cycles and seconds, jobs
+    expected to use the shares of their max runtime that finished jobs used and to arrive as in the last hour."""
     steps, seconds = settings.TIDAL["ETA_STEPS"], settings.TIDAL["ETA_SECONDS"]
     if not result.waits or not steps:
         return {}
-    ratio = runtime_share()
-    fingerprint = _fingerprint(snapshot, policy, ratio)
+    shares = runtime_shares()
+    fingerprint = _fingerprint(snapshot, policy, shares)
     if fingerprint != _Forecasts.fingerprint or _Forecasts.clock_jumped():
-        deadline = time.perf_counter() + seconds
-        _Forecasts.starts = core.forecast(snapshot, policy, steps, first=result, runtime_ratio=ratio,
-                                          stop=lambda: time.perf_counter() > deadline)
+        snapshot = replace(snapshot, arrival_rates=recent_arrival_rates(snapshot.now))
+        _Forecasts.estimates = core.estimate_starts(snapshot, policy, first=result, shares=shares, max_steps=steps,
+                                                    seconds=seconds, clock=time.perf_counter)
         _Forecasts.fingerprint = fingerprint
         _Forecasts.clock = (time.time(), time.monotonic())
-    return _Forecasts.starts
+    return _Forecasts.estimates
 
 
-def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow], starts: dict[int, float]) -> None:
+def _moment(at: float | None) -> datetime | None:
+    return datetime.fromtimestamp(at, tz=UTC) if at is not None else None
+
+
+NO_ESTIMATE = core.Estimate()  # estimates turned off (TIDAL_ETA_STEPS=0)
+
+
+def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow],
+                 estimates: dict[int, core.Estimate]) -> None:
     """Write only the waiting jobs whose explanation or estimated start changed, in bulk."""
     changed = []
     for wait in result.waits:
         row = queued.get(wait.job_id)
         if row is None:
             continue
-        start = starts.get(wait.job_id)
-        eta = datetime.fromtimestamp(start, tz=UTC) if start is not None else None
-        new = (wait.code, wait.reason[:500], wait.project_position, wait.flavor_position, eta)
+        e = estimates.get(wait.job_id, NO_ESTIMATE)
+        new = (wait.code, wait.reason[:500], wait.project_position, wait.flavor_position, _moment(e.start),
+               _moment(e.low), _moment(e.high), e.note)
         if new != row.wait:
             changed.append((wait.job_id, *new))
     bulk_set(Job, WAIT_FIELDS, changed)
@@ -184,10 +195,10 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         result = core.run_cycle(read.snapshot, policy)
         # The forecast is pure work of up to TIDAL_ETA_SECONDS: done before the writes below lock the rows of the
         # jobs they admit and preempt, so cancelling one of them does not wait for it.
-        starts = _estimated_starts(read.snapshot, policy, result)
+        estimates = _estimated_starts(read.snapshot, policy, result)
         _apply_preemptions(result, now)
         _apply_admits(result, read, now)
-        _apply_waits(result, read.queued, starts)
+        _apply_waits(result, read.queued, estimates)
         _decay_usage(read.snapshot, policy, now)
         _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)

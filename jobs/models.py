@@ -84,7 +84,12 @@ class Job(models.Model):
     wait_reason = models.CharField(max_length=500, blank=True)
     project_position = models.PositiveIntegerField(null=True, blank=True)
     flavor_position = models.PositiveIntegerField(null=True, blank=True)
+    # Its estimated start (with note "no earlier than": a bound) and range (p10-p90; no late end: later than the
+    # forecast looked), or in the note why it has none (jobs.scheduling.forecast).
     eta = models.DateTimeField(null=True, blank=True)
+    eta_low = models.DateTimeField(null=True, blank=True)
+    eta_high = models.DateTimeField(null=True, blank=True)
+    eta_note = models.CharField(max_length=40, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

@@ -118,16 +118,14 @@ def held_devices(organization_ids: Iterable[int]) -> dict[tuple[int, int], int]:
     return {(row["project_id"], row["flavor_id"]): row["devices"] or 0 for row in held}
 
 
-def runtime_share(recent: int = 500, least: int = 20) -> float:
-    """The median share of its max runtime a job used, over the most recent successful attempts of jobs that
-    declare one (1.0 until `least` of them finished): how the ETA forecast expects running jobs to end."""
+def runtime_shares(recent: int = 500, least: int = 20) -> core.RuntimeShares:
+    """The median, p10 and p90 share of its max runtime a job used, over the most recent successful attempts of
+    jobs that declare one (1.0 until `least` of them finished): how the ETA forecast expects jobs to end."""
     rows = (Attempt.objects.filter(outcome=Outcome.SUCCEEDED, started_at__isnull=False, ended_at__isnull=False,
                                    job__max_runtime__gt=0)
             .order_by("-ended_at").values_list("started_at", "ended_at", "job__max_runtime")[:recent])
-    shares = sorted(min(1.0, (ended - started).total_seconds() / limit) for started, ended, limit in rows)
-    if len(shares) < least:
-        return 1.0
-    return max(shares[len(shares) // 2], 0.01)
+    return core.runtime_shares([(ended - started).total_seconds() / limit for started, ended, limit in rows],
+                               least)
 
 
 _feasibility = Snapshot(lambda: core.Feasibility(load_nodes(), load_quotas(), load_projects(), policy_from_settings()))

@@ -49,13 +49,21 @@ class ReplicaGroupInput(StrictSerializer):
 
 
 class WaitingSerializer(serializers.Serializer):
-    """Why a queued job waits: the scheduler's reason, its positions and its estimated start."""
+    """Why a queued job waits: the scheduler's reason, its positions and its estimated start with its range, or why
+    it has none."""
 
     code = serializers.CharField()
     reason = serializers.CharField()
     project_position = serializers.IntegerField(allow_null=True)
     flavor_position = serializers.IntegerField(allow_null=True)
-    eta = serializers.DateTimeField(allow_null=True)
+    eta = serializers.DateTimeField(allow_null=True, help_text=(
+        'Estimated start; with eta_note "no earlier than" a bound: the forecast did not reach the job in its budget.'))
+    eta_low = serializers.DateTimeField(allow_null=True, help_text="Early end of the estimate's range (p10).")
+    eta_high = serializers.DateTimeField(allow_null=True, help_text=(
+        "Late end of the range (p90), with arrivals like the last hour's; null: later than the forecast looked."))
+    eta_note = serializers.CharField(help_text=(
+        'Why eta is a bound or null: "no earlier than", "beyond 24 h", "no runtime known", "budget spent", '
+        '"nodes unavailable", "not as things stand"; empty: an estimate, or none made yet.'))
 
 
 class JobSubmitSerializer(StrictSerializer):
@@ -225,7 +233,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         if job.state != State.QUEUED:
             return None
         return {"code": job.wait_code, "reason": job.wait_reason or "waiting for the next scheduling cycle",
-                "project_position": job.project_position, "flavor_position": job.flavor_position, "eta": job.eta}
+                "project_position": job.project_position, "flavor_position": job.flavor_position, "eta": job.eta,
+                "eta_low": job.eta_low, "eta_high": job.eta_high, "eta_note": job.eta_note}
 
 
 class JobDetailSerializer(JobSerializer):

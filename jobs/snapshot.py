@@ -16,12 +16,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 
 from jobs import ports
 from jobs import scheduling as core
+from jobs.lifecycle import WAIT_FIELDS
 from jobs.models import Attempt, Job, ReplicaGroup
+from jobs.scheduling.forecast import ARRIVAL_WINDOW
 from jobs.scheduling.model import node_key
 from jobs.states import HOLDING, State
 from quotas.models import Quota as QuotaRow
@@ -39,7 +42,7 @@ class QueuedRow:
     project: str
     flavor: str
     submitted_at: datetime
-    wait: tuple  # (code, reason, project position, flavor position, eta) as stored
+    wait: tuple  # its WAIT_FIELDS as stored: the reason it waits, positions, estimated start
 
 
 def load_nodes() -> tuple[core.Node, ...]:
@@ -61,9 +64,10 @@ def load_projects(budget_stops: Mapping[int, str] | None = None) -> tuple[core.P
     return tuple(core.Project(slug, org, cap, usage or 0.0, stops.get(pk, "")) for pk, slug, org, cap, usage in rows)
 
 
-def _groups_by_job(job_ids: Iterable[int]) -> dict[int, tuple[core.ReplicaGroup, ...]]:
+def _groups_by_job(**where: Any) -> dict[int, tuple[core.ReplicaGroup, ...]]:
+    """The replica groups of the jobs `where` selects (ReplicaGroup.objects.filter's arguments), by job id."""
     groups: dict[int, list[core.ReplicaGroup]] = defaultdict(list)
-    rows = ReplicaGroup.objects.filter(job_id__in=job_ids).order_by("id").values_list(
+    rows = ReplicaGroup.objects.filter(**where).order_by("id").values_list(
         "job_id", "role", "replicas", "devices", "flavor__name", "cpu_millis", "memory_mib")
     for job_id, role, replicas, devices, flavor, cpu, memory in rows:
         groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor, cpu, memory))
@@ -101,8 +105,7 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
 
 def _pending_rows() -> list[tuple]:
     return list(Job.objects.filter(state=State.QUEUED).values_list(
-        *_JOB_FIELDS, "submitted_at", "queued_at", "topology", "avoid_nodes", "wait_code", "wait_reason",
-        "project_position", "flavor_position", "eta"))
+        *_JOB_FIELDS, "submitted_at", "queued_at", "topology", "avoid_nodes", *WAIT_FIELDS))
 
 
 def _pending(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]]
@@ -167,6 +170,20 @@ def _arrivals(since: float, rows: Iterable[tuple[int, str, float]],
     return tuple(arrivals)
 
 
+def recent_arrival_rates(now: float, window: float = ARRIVAL_WINDOW) -> tuple[core.ArrivalRate, ...]:
+    """What projects submitted over the last `window` seconds (whatever became of the jobs since), as rates per
+    project, priority and shape: the late end of the estimated starts' range (`core.estimate_starts`)."""
+    since = datetime.fromtimestamp(now - window, UTC)
+    rows = Job.objects.filter(submitted_at__gt=since).values_list(
+        "id", "project__slug", "priority_class__value", "priority_class__preemptible", "max_runtime", "topology",
+        "submitted_at")
+    groups = _groups_by_job(job__submitted_at__gt=since)
+    submitted = [core.PendingJob(job_id, project, priority, at.timestamp(), groups.get(job_id, ()), preemptible,
+                                 core.Topology(topology), float(max_runtime) if max_runtime else None)
+                 for job_id, project, priority, preemptible, max_runtime, topology, at in rows]
+    return core.arrival_rates(submitted, window)
+
+
 @dataclass(frozen=True)
 class CycleInput:
     """A cycle's snapshot, what the adapter needs of each queued job (by id), and each cluster's id by name."""
@@ -178,7 +195,7 @@ class CycleInput:
 
 def build_snapshot(now: float) -> CycleInput:
     running_rows, pending_rows = _running_rows(), _pending_rows()
-    groups = _groups_by_job([row[0] for row in running_rows] + [row[0] for row in pending_rows])
+    groups = _groups_by_job(job_id__in=[row[0] for row in running_rows] + [row[0] for row in pending_rows])
     running = _running(running_rows, groups, now)
     pending, queued = _pending(pending_rows, groups)
     inventory = ports.inventory()

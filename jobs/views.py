@@ -24,6 +24,7 @@ from jobs.forms import JobFilterForm, JobSpecForm, LauncherForm
 from jobs.logs import job_logs as read_logs
 from jobs.logs import replicas_of
 from jobs.models import Job, Launcher
+from jobs.scheduling.forecast import NO_EARLIER
 from jobs.states import FINAL, State
 from jobs.templates_launcher import launcher_template
 from quotas import selectors as quota_selectors
@@ -34,20 +35,46 @@ PAGE_SIZE = 25
 POLL_SECONDS = 4
 
 
+def _ahead(moment: datetime, now: datetime) -> str | None:
+    """'25 min', '3 h 10 min', '2 days' from now; None within a minute."""
+    seconds = (moment - now).total_seconds()
+    if seconds <= 60:
+        return None
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {rest} min" if rest else f"{hours} h"
+    return f"{round(hours / 24)} days"
+
+
 def humanize_eta(eta: datetime | None, now: datetime | None = None) -> str:
     """'in 25 min', 'in 3 h 10 min', 'in 2 days', 'any moment' or 'unknown'."""
     if eta is None:
         return "unknown"
-    seconds = (eta - (now or timezone.now())).total_seconds()
-    if seconds <= 60:
-        return "any moment"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"in {minutes} min"
-    hours, rest = divmod(minutes, 60)
-    if hours < 48:
-        return f"in {hours} h {rest} min" if rest else f"in {hours} h"
-    return f"in {round(hours / 24)} days"
+    ahead = _ahead(eta, now or timezone.now())
+    return f"in {ahead}" if ahead else "any moment"
+
+
+def estimate_text(job: Job, now: datetime | None = None) -> str:
+    """A waiting job's estimated start as the scheduler wrote it: 'in 25 min (now to 1 h 10 min)' with its range
+    (open at the late end: '(10 min or later)'), 'no earlier than 3 h from now' when the forecast did not reach it,
+    why it has none ('beyond 24 h', 'no runtime known', ...), or 'unknown' before the scheduler looked."""
+    now = now or timezone.now()
+    if job.eta is None:
+        return job.eta_note or "unknown"
+    if job.eta_note == NO_EARLIER:
+        ahead = _ahead(job.eta, now)
+        return f"{NO_EARLIER} {ahead} from now" if ahead else "any moment"
+    text = humanize_eta(job.eta, now)
+    if job.eta_low is None:
+        return text
+    low = _ahead(job.eta_low, now) or "now"
+    if job.eta_high is None:
+        return f"{text} ({low} or later)"
+    high = _ahead(job.eta_high, now) or "now"
+    return text if low == high else f"{text} ({low} to {high})"
 
 
 def _role(request: HttpRequest, project) -> str | None:
@@ -78,7 +105,7 @@ def _current_project_or_none(request: HttpRequest):
 def _with_eta(jobs, now: datetime | None = None):
     now = now or timezone.now()
     for job in jobs:
-        job.eta_text = humanize_eta(job.eta, now) if job.state == State.QUEUED else ""
+        job.eta_text = estimate_text(job, now) if job.state == State.QUEUED else ""
     return jobs
 
 
@@ -119,7 +146,7 @@ def _detail_context(request: HttpRequest, job: Job) -> dict:
         "final": job.state in FINAL,
         "can_manage": can_manage(request, job),
         "can_resubmit": can_resubmit(request, job),
-        "eta_text": humanize_eta(job.eta) if job.state == State.QUEUED else "",
+        "eta_text": estimate_text(job) if job.state == State.QUEUED else "",
         "poll_seconds": POLL_SECONDS,
     }
 

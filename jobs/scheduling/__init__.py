@@ -6,10 +6,19 @@ all call the same function.
 
 from .cycle import run_cycle
 from .feasibility import Feasibility, never_fits
-from .forecast import forecast, forecast_steps
+from .forecast import (
+    Estimate,
+    RuntimeShares,
+    arrival_rates,
+    estimate_starts,
+    forecast,
+    forecast_steps,
+    runtime_shares,
+)
 from .model import (
     Admit,
     Arrival,
+    ArrivalRate,
     Assignment,
     CycleResult,
     EndedUse,
@@ -33,9 +42,11 @@ from .state import RunningUsage
 __all__ = [
     "Admit",
     "Arrival",
+    "ArrivalRate",
     "Assignment",
     "CycleResult",
     "EndedUse",
+    "Estimate",
     "Node",
     "PendingJob",
     "Policy",
@@ -46,14 +57,18 @@ __all__ = [
     "Reservation",
     "RunningJob",
     "RunningUsage",
+    "RuntimeShares",
     "Snapshot",
     "Topology",
     "Wait",
     "Feasibility",
+    "arrival_rates",
+    "estimate_starts",
     "forecast",
     "forecast_steps",
     "never_fits",
     "node_key",
     "run_cycle",
+    "runtime_shares",
     "split_node_key",
 ]

@@ -194,6 +194,21 @@ class Arrival:
 
 
 @dataclass(frozen=True, slots=True)
+class ArrivalRate:
+    """How often a project lately submitted jobs of one shape at one priority (the caller counts its recent
+    submissions, `forecast.arrival_rates`). Only the forecast reads it: the late end of a start's range adds such
+    jobs at this rate, since later arrivals of higher priority or lower share go first."""
+
+    project: str
+    priority: int
+    groups: tuple[ReplicaGroup, ...]
+    per_hour: float
+    preemptible: bool = False
+    max_runtime: float | None = None  # the median its jobs declared; None when most declared none
+    topology: Topology = Topology.NONE
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
     nodes: tuple[Node, ...]
@@ -205,6 +220,8 @@ class Snapshot:
     # more. Empty: nothing held beyond current use.
     ended: tuple[EndedUse, ...] = ()
     arrivals: tuple[Arrival, ...] = ()
+    # Recent submission rates, for the range of estimated starts (the forecast); the cycle ignores them.
+    arrival_rates: tuple[ArrivalRate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,35 @@ def eta(value: str | None, now: datetime | None = None) -> str:
     return relative(value, now)
 
 
+NO_EARLIER = "no earlier than"  # the scheduler's eta_note when its eta is a bound
+
+
+def estimate(waiting: dict | None, now: datetime | None = None) -> str:
+    """A waiting job's estimated start with its range: `in 25m (range 10m-1h 5m)`, `in 25m (range 10m or later)`;
+    `no earlier than 3h from now` when the forecast did not reach it; else why it has none (`beyond 24 h`, `no
+    runtime known`, ...), or `unknown`."""
+    waiting = waiting or {}
+    note = waiting.get("eta_note") or ""
+    if not waiting.get("eta"):
+        return note or "unknown"
+    now = now or datetime.now(UTC)
+
+    def ahead(key: str) -> str:
+        moment = parse_time(waiting.get(key))
+        return duration((moment - now).total_seconds()) if moment and moment > now else "now"
+
+    if note == NO_EARLIER:
+        bound = ahead("eta")
+        return "any moment" if bound == "now" else f"{NO_EARLIER} {bound} from now"
+    text = eta(waiting["eta"], now)
+    if not waiting.get("eta_low"):
+        return text
+    if not waiting.get("eta_high"):
+        return f"{text} (range {ahead('eta_low')} or later)"
+    low, high = ahead("eta_low"), ahead("eta_high")
+    return text if low == high else f"{text} (range {low}-{high})"
+
+
 def timestamp(value: str | None) -> str:
     """A local, second-precision time for timelines: `2025-01-31 14:05:09`."""
     moment = parse_time(value)

@@ -41,7 +41,7 @@ def test_follow_a_job_through_jobs_job_queue_and_cancel(cli, job_file):
     assert queue.code == 0
     assert queue.out.splitlines()[0].split()[:3] == ["FLAVOR", "POS", "PROJ"]
     row = next(line for line in queue.out.splitlines() if f" {second} " in line)
-    assert "nvidia-h100-80gb" in row and "second" in row
+    assert "nvidia-h100-80gb" in row and "second" in row and "(range " in row  # its start, with a range
     assert str(first) not in [line.split()[3] for line in queue.out.splitlines()[1:]]
 
     detail = cli("job", str(second))

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from tidal_cli import jobfile
 from tidal_cli.client import CliError, error_from_response
-from tidal_cli.humanize import duration, eta, relative, usage_bar
+from tidal_cli.humanize import duration, estimate, eta, relative, usage_bar
 from tidal_cli.output import table
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -31,6 +31,22 @@ def test_relative_and_eta():
     assert eta(None, NOW) == "unknown"
     assert eta("2025-01-01T11:00:00Z", NOW) == "any moment"
     assert eta("2025-01-02T12:00:00Z", NOW) == "in 1d"
+
+
+@pytest.mark.parametrize(("waiting", "text"), [
+    ({"eta": "2025-01-01T12:25:00Z", "eta_low": "2025-01-01T12:10:00Z", "eta_high": "2025-01-01T13:10:00Z",
+      "eta_note": ""}, "in 25m (range 10m-1h 10m)"),
+    ({"eta": "2025-01-01T12:25:00Z", "eta_low": "2025-01-01T11:59:00Z", "eta_high": None, "eta_note": ""},
+     "in 25m (range now or later)"),
+    ({"eta": "2025-01-01T15:00:00Z", "eta_low": "2025-01-01T15:00:00Z", "eta_high": None,
+      "eta_note": "no earlier than"}, "no earlier than 3h from now"),
+    ({"eta": None, "eta_low": None, "eta_high": None, "eta_note": "no runtime known"}, "no runtime known"),
+    ({"eta": None, "eta_note": ""}, "unknown"),
+    ({"eta": "2025-01-01T12:25:00Z"}, "in 25m"),  # a server from before ranges
+    (None, "unknown"),
+])
+def test_estimate(waiting, text):
+    assert estimate(waiting, NOW) == text
 
 
 @pytest.mark.parametrize(("args", "bar"), [

@@ -393,14 +393,14 @@ def test_cancelling_a_job_the_cycle_admits_does_not_wait_for_the_forecast(tenant
     submit(tenant, inventory["a100"], devices=8, name="waits")  # a waiting job, so there is something to forecast
     submit(tenant, inventory["a100"], devices=8, name="waits-too")
     forecasting = threading.Event()
-    real = jobs.loop.core.forecast
+    real = jobs.loop.core.estimate_starts
 
     def slow_forecast(*args, **kwargs):
         forecasting.set()
         time.sleep(1.5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(jobs.loop.core, "forecast", slow_forecast)
+    monkeypatch.setattr(jobs.loop.core, "estimate_starts", slow_forecast)
     monkeypatch.setitem(jobs.loop.settings.TIDAL, "ETA_SECONDS", 5.0)
     cycle = in_thread(run_once)
     assert forecasting.wait(10)

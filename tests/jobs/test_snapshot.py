@@ -97,3 +97,31 @@ def test_the_lend_hold_reads_attempts_ended_and_jobs_submitted_within_its_window
     assert snap.ended == (core.EndedUse(slug, "nvidia-a100-40gb", 4, (now - timedelta(seconds=60)).timestamp(),
                                         (now - timedelta(seconds=2)).timestamp()),)
     assert snap.arrivals == (core.Arrival(slug, "nvidia-a100-40gb", 2, queued.submitted_at.timestamp()),)
+
+
+def test_arrival_rates_count_the_last_hours_submissions_whatever_became_of_them(tenant, inventory):
+    """The late end of an estimated start's range adds jobs at the rates of the last hour's submissions, per
+    project, priority and shape: a job cancelled or finished since still arrived."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import Job
+    from jobs.services import job_cancel
+    from jobs.snapshot import recent_arrival_rates
+
+    a100 = inventory["a100"]
+    jobs = [submit_with(tenant, a100, devices=4, cpu=1000, memory=GIB, max_runtime=600 * k, name=f"j{k}")
+            for k in (1, 2, 3)]
+    job_cancel(actor=tenant.users["member"], job=jobs[0])
+    submit_with(tenant, a100, devices=8, cpu=1000, memory=GIB, name="big")
+    stale = submit_with(tenant, a100, devices=4, cpu=1000, memory=GIB, name="stale")
+    Job.objects.filter(pk=stale.pk).update(submitted_at=timezone.now() - timedelta(hours=2))
+
+    rates = recent_arrival_rates(timezone.now().timestamp())
+
+    priority = jobs[0].priority_class.value
+    four, eight = (core.ReplicaGroup("worker", 1, 4, a100.name, 1000, GIB),), \
+        (core.ReplicaGroup("worker", 1, 8, a100.name, 1000, GIB),)
+    assert set(rates) == {core.ArrivalRate(tenant.project.slug, priority, four, 3.0, max_runtime=1200.0),
+                          core.ArrivalRate(tenant.project.slug, priority, eight, 1.0)}

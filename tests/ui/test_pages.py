@@ -12,7 +12,7 @@ from django.utils import timezone
 from jobs.models import Job
 from jobs.states import State
 from jobs.templates_launcher import launcher_template
-from jobs.views import humanize_eta
+from jobs.views import estimate_text, humanize_eta
 from quotas.models import Quota
 from tenancy.models import Membership, Project, Role
 from tests.jobs.conftest import run
@@ -288,3 +288,22 @@ def test_humanize_eta(minutes, text):
     now = timezone.now()
     eta = None if minutes is None else now + timedelta(minutes=minutes)
     assert humanize_eta(eta, now) == text
+
+
+@pytest.mark.parametrize("eta, low, high, note, text", [
+    (25, 10, 70, "", "in 25 min (10 min to 1 h 10 min)"),
+    (25, 0, None, "", "in 25 min (now or later)"),
+    (25, 25, 25, "", "in 25 min"),
+    (180, 180, None, "no earlier than", "no earlier than 3 h from now"),
+    (None, None, None, "beyond 24 h", "beyond 24 h"),
+    (None, None, None, "no runtime known", "no runtime known"),
+    (None, None, None, "", "unknown"),  # the scheduler has not looked at it yet
+])
+def test_estimate_text(eta, low, high, note, text):
+    now = timezone.now()
+
+    def at(minutes):
+        return None if minutes is None else now + timedelta(minutes=minutes)
+
+    job = Job(eta=at(eta), eta_low=at(low), eta_high=at(high), eta_note=note)
+    assert estimate_text(job, now) == text

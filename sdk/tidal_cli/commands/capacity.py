@@ -6,7 +6,7 @@ import argparse
 
 from tidal_cli.client import Api
 from tidal_cli.commands import add_command, list_rows
-from tidal_cli.humanize import eta, relative, usage_bar
+from tidal_cli.humanize import estimate, relative, usage_bar
 from tidal_cli.output import emit_json, table, truncate
 
 
@@ -14,12 +14,13 @@ def cmd_queue(args: argparse.Namespace) -> None:
     rows = list_rows("queue/", project=args.project, flavor=args.flavor)
     if args.json:
         return emit_json(rows)
-    shown = [{**row, **{f"w_{k}": v for k, v in (row.get("waiting") or {}).items()}} for row in rows]
+    shown = [{**row, **{f"w_{k}": v for k, v in (row.get("waiting") or {}).items()},
+              "estimate": estimate(row.get("waiting"))} for row in rows]
     print(table(shown, [
         ("flavor", "FLAVOR"), ("w_flavor_position", "POS"), ("w_project_position", "PROJ POS"), ("id", "ID"),
         ("project", "PROJECT"), ("name", "NAME", lambda v: truncate(v, 32)), ("total_devices", "DEVICES"),
         ("priority_class", "PRIORITY"), ("submitted_at", "WAITING", lambda v: relative(v).removesuffix(" ago")),
-        ("w_eta", "ETA", eta), ("w_reason", "REASON"),
+        ("estimate", "ETA"), ("w_reason", "REASON"),
     ], empty="The queue is empty: nothing is waiting."))
 
 

@@ -8,7 +8,7 @@ import shlex
 
 from tidal_cli.client import Api, ApiError
 from tidal_cli.commands import add_command, job_id, job_not_found
-from tidal_cli.humanize import duration, eta, relative, timestamp
+from tidal_cli.humanize import duration, estimate, relative, timestamp
 from tidal_cli.output import emit_json, fields, table
 
 
@@ -23,7 +23,7 @@ def waiting_summary(waiting: dict | None, project: str = "", flavor: str = "") -
         positions.append(f"#{waiting['project_position']} in project {project}".rstrip())
     if waiting.get("flavor_position"):
         positions.append(f"#{waiting['flavor_position']} in the {flavor} queue".replace("the  queue", "its queue"))
-    start = eta(waiting.get("eta"))
+    start = estimate(waiting)
     if waiting.get("eta"):
         start += f" ({timestamp(waiting['eta'])})"
     return [("reason", waiting.get("reason") or "-"), ("code", waiting.get("code")),
