@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0003_attempts'),
+        ('jobs', '0004_attempt_checkpoint_step'),
     ]
 
     operations = [
