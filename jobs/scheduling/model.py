@@ -107,6 +107,9 @@ class RunningJob:
     preemptible: bool = False
     min_runtime: float = 0.0  # may not be preempted before started_at + min_runtime
     max_runtime: float | None = None
+    # When this attempt last saved a checkpoint: what it did before survives a preemption. None: none yet (a
+    # preemption throws away everything since started_at).
+    checkpointed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

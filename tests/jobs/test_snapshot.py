@@ -97,3 +97,17 @@ def test_the_lend_hold_reads_attempts_ended_and_jobs_submitted_within_its_window
     assert snap.ended == (core.EndedUse(slug, "nvidia-a100-40gb", 4, (now - timedelta(seconds=60)).timestamp(),
                                         (now - timedelta(seconds=2)).timestamp()),)
     assert snap.arrivals == (core.Arrival(slug, "nvidia-a100-40gb", 2, queued.submitted_at.timestamp()),)
+
+
+def test_a_running_job_carries_its_attempts_last_checkpoint(tenant, inventory):
+    """The core counts the work a preemption would throw away from the current attempt's last reported checkpoint
+    (preemption's victim order): a job that reported none carries None, a later report moves it."""
+    from jobs.lifecycle import record_checkpoint
+
+    held = admit(submit_with(tenant, inventory["a100"], devices=4, cpu=0, memory=0, name="held"),
+                 inventory["cluster"], ["a-n1"])
+    (running,) = build_snapshot(time.time()).snapshot.running
+    assert running.checkpointed_at is None
+    reported = record_checkpoint(held.current_attempt, "s3://ckpt/step-100", step=100).checkpoint_at
+    (running,) = build_snapshot(time.time()).snapshot.running
+    assert running.checkpointed_at == pytest.approx(reported.timestamp())

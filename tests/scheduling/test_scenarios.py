@@ -343,6 +343,41 @@ def test_reclaim_takes_young_jobs_on_one_node_rather_than_hours_of_work():
     assert victims(result) == [102, 104, 106] and admitted(result) == [1]
 
 
+LOST_WORK_CASES = [
+    # (name, nlp's jobs on n0 and n1: (started, checkpointed) seconds before NOW and preemptible, expected victim)
+    ("no checkpoints: the one started last", ((7200.0, None, False), (1800.0, None, False)), 101),
+    ("the one that just checkpointed loses less than the one started last", ((7200.0, 60.0, False),
+                                                                              (1800.0, None, False)), 100),
+    ("a checkpoint older than the attempt's start is an earlier attempt's", ((1800.0, 3600.0, False),
+                                                                             (7200.0, 3600.0, False)), 100),
+    ("of two that checkpointed, the one that did so last", ((7200.0, 600.0, False), (7200.0, 300.0, False)), 101),
+    ("preemptible first, however much it loses", ((1800.0, 60.0, False), (7200.0, None, True)), 101),
+]
+
+
+@pytest.mark.parametrize("name,busy,expect", LOST_WORK_CASES, ids=[c[0] for c in LOST_WORK_CASES])
+def test_of_equal_victims_the_one_losing_the_least_work_goes(name, busy, expect):
+    """vision takes its guarantee back from nlp, which borrows it with two jobs of 8 on n0 and n1: of the victims
+    the rules rank equal, the one whose work since its last checkpoint (or its start) is the least goes."""
+    jobs = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=NOW - started, preemptible=preemptible,
+                    checkpointed_at=None if ago is None else NOW - ago)
+            for k, (started, ago, preemptible) in enumerate(busy)]
+    quotas = [Quota("vision", A100, 8), Quota("nlp", A100, 8, borrow_limit=8)]
+    result = cycle(snapshot(nodes(2), [job(1)], jobs, quotas, now=NOW))
+    assert admitted(result) == [1] and victims(result) == [expect]
+
+
+def test_a_job_that_just_checkpointed_goes_before_young_ones_that_would_lose_more():
+    """As in the test above, but speech's 8-GPU job checkpointed a minute ago: evicting it loses 8 GPU-minutes,
+    less than the four young vision jobs on n1 (1,600 GPU-seconds), so it goes, and the one-node choice agrees."""
+    quotas = [Quota("vision", A100, 4, borrow_limit=16), Quota("speech", A100, 4, borrow_limit=16),
+              Quota("nlp", A100, 16)]
+    busy = [running(100, "speech", {"n0": 8}, started_at=NOW - 4 * 3600, checkpointed_at=NOW - 60.0)]
+    busy += [running(101 + k, "vision", {f"n{1 + k % 2}": 1}, started_at=NOW - 100.0 * (k + 1)) for k in range(8)]
+    result = cycle(snapshot(nodes(3), [job(1, project="nlp")], busy, quotas=quotas, now=NOW))
+    assert admitted(result) == [1] and victims(result) == [100]
+
+
 GRACE_CASES = [
     # (name, Policy.reclaim_grace, cycles: (seconds since the owner's job was queued, borrower jobs ended by
     #  then), expected per cycle: (admitted, victims, wait code of the owner's job))
