@@ -81,17 +81,18 @@ _JOB_FIELDS = ("id", "project__slug", "priority_class__value", "priority_class__
 def _running_rows() -> list[tuple]:
     return list(Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
         *_JOB_FIELDS, "current_attempt__cluster__name", "current_attempt__placement", "current_attempt__started_at",
-        "current_attempt__admitted_at", "min_runtime", "submitted_at"))
+        "current_attempt__admitted_at", "current_attempt__checkpoint_at", "min_runtime", "submitted_at"))
 
 
 def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]],
              now: float) -> tuple[core.RunningJob, ...]:
     """Jobs holding capacity; each replica carries its group's CPU and memory requests (the placement stored with
-    the attempt names only node and devices). A start after `now` (the clock was turned back since) counts as now:
-    the forecast would otherwise add the jump to every estimate."""
+    the attempt names only node and devices), and each job the time its attempt last reported a checkpoint (what
+    a preemption would throw away is the work since). A start after `now` (the clock was turned back since) counts
+    as now: the forecast would otherwise add the jump to every estimate."""
     running = []
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
-            min_runtime, _ in rows:
+            checkpointed, min_runtime, _ in rows:
         requests = {g.role: (g.cpu_millis, g.memory_mib) for g in groups.get(job_id, ())}
         assignments = tuple(core.Assignment(a["role"], a["index"], node_key(cluster, a["node"]), a["devices"],
                                             *requests.get(a["role"], (0, 0)))
@@ -99,7 +100,8 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
         running.append(core.RunningJob(
             id=job_id, project=project, priority=priority, started_at=min((started or admitted).timestamp(), now),
             placement=assignments, flavor=flavor, preemptible=preemptible, min_runtime=float(min_runtime),
-            max_runtime=float(max_runtime) if max_runtime else None))
+            max_runtime=float(max_runtime) if max_runtime else None,
+            checkpointed_at=min(checkpointed.timestamp(), now) if checkpointed else None))
     return tuple(running)
 
 

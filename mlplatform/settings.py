@@ -277,6 +277,9 @@ TIDAL = {
         "reclaim_grace": env_float("TIDAL_RECLAIM_GRACE", 0.0, minimum=0.0),
         # Seconds a project's recent use and submissions are kept from lending (borrow-then-reclaim churn). 0: off.
         "lend_hold": env_float("TIDAL_LEND_HOLD", 5.0, minimum=0.0),
+        # Seconds after a job was queued before a reservation for it may start (the jobs behind it that end by then
+        # may use its room meanwhile). 0: at its earliest start.
+        "reserve_after": env_float("TIDAL_POLICY_RESERVE_AFTER", 4 * 3600.0, minimum=0.0),
     },
     # Kubernetes clusters (read by clusters/; see docs/kubernetes.md).
     # Kubeconfigs' Fernet key(s), apart from SECRET_KEY (rotating one must not lose the other); derived from

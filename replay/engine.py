@@ -319,6 +319,8 @@ class _Engine:
         self.segments: list[Segment] = []
         self.progress_work: dict[int, float] = {}  # checkpointed work per job
         self.completions: list[tuple[float, int, int, int]] = []  # (time, seq, job id, attempt)
+        # (time, job id, attempt) of each running attempt's next checkpoint (EngineOptions.checkpoint_interval)
+        self.checkpoints: list[tuple[float, int, int]] = []
         self.wakes: set[float] = set()  # moments a cycle asked to run again (CycleResult.wake_at)
         # Attempts ended and jobs submitted within the last Policy.lend_hold seconds, oldest first (the lend hold).
         self.ended: deque[EndedUse] = deque()
@@ -427,6 +429,24 @@ class _Engine:
         self._set_used(j, j.total_devices)
         self.seq += 1
         heapq.heappush(self.completions, (end, self.seq, jid, attempt))
+        interval = self.opts.checkpoint_interval
+        if interval and interval > 0:
+            heapq.heappush(self.checkpoints, (self.now + overhead + interval, jid, attempt))
+
+    def _checkpointed(self) -> None:
+        """Running attempts whose work reached a checkpoint by now carry its time (RunningJob.checkpointed_at): the
+        last multiple of the checkpoint interval of work done, the restart overhead first, as _preempt keeps it."""
+        interval = self.opts.checkpoint_interval
+        while self.checkpoints and self.checkpoints[0][0] <= self.now:
+            _, jid, attempt = heapq.heappop(self.checkpoints)
+            run = self.runs.get(jid)
+            if run is None or run.attempt != attempt:
+                continue  # the attempt ended
+            assert interval is not None
+            work_from = run.attempt_start + run.overhead
+            last = work_from + math.floor((self.now - work_from) / interval) * interval
+            self.running[jid] = replace(self.running[jid], checkpointed_at=last)
+            heapq.heappush(self.checkpoints, (last + interval, jid, attempt))
 
     def _release(self, rj: RunningJob, j: TraceJob) -> None:
         """A running job gives its devices back now (it ended or was preempted)."""
@@ -518,6 +538,7 @@ class _Engine:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def _snapshot(self) -> Snapshot:
+        self._checkpointed()
         projects = tuple(Project(p.name, p.cohort, p.max_running_jobs, self.usage[p.name]) for p in self.project_base)
         since = self.now - self.policy.lend_hold
         while self.ended and self.ended[0].ended_at <= since:

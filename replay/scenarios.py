@@ -16,6 +16,7 @@ from replay.cluster import ClusterShape, ConfigError, QuotaSet, uniform_cluster
 from replay.importers import PHILLY_FLAVOR, PHILLY_NODE_GPUS, import_philly, import_philly_quotas
 from replay.paths import trace_path
 from replay.policies import PARTITIONED, canonical_name, get_policy
+from replay.synthetic import GANG_SIZES, synthetic_trace
 from replay.trace import Trace
 
 PHILLY_WEEK = "philly_week_2017-10-16.csv"
@@ -71,6 +72,19 @@ def philly_scenario(*, scale: float = 0.25, trace_file: str = PHILLY_WEEK, borro
     cluster = uniform_cluster(total // PHILLY_NODE_GPUS, PHILLY_NODE_GPUS, PHILLY_FLAVOR)
     trace = import_philly(trace_path(trace_file), limits=cluster.limits())
     return Scenario(trace, cluster, quotas, name=f"philly {trace_file} x{scale:g}")
+
+
+def one_tenant_scenario(n_jobs: int = 30_000, *, devices: int = 256, load: float = 0.75, seed: int = 0) -> Scenario:
+    """One team alone on its cluster and guaranteed all of it (`devices` GPUs on 8-GPU nodes): mostly 1-GPU jobs
+    and a few whole-node gangs of 32 and 64 GPUs (GANG_SIZES, a quarter of the work), Poisson arrivals offering
+    `load` of the cluster, log-normal durations (median 20 min). Every job that does not fit waits on its own
+    project's quota, so a gang's start depends only on what its reservation keeps from the small jobs."""
+    trace = synthetic_trace(n_jobs, devices=devices, projects=1, load=load, median_duration=1200.0, sigma=1.0,
+                            seed=seed, priorities=("normal",), sizes=GANG_SIZES)
+    team = trace.jobs[0].project if trace.jobs else "proj-00"
+    quotas = QuotaSet((Quota(team, "gpu", devices),), (Project(team, "org"),))
+    return Scenario(trace, uniform_cluster(devices // 8, 8, "gpu"), quotas,
+                    name=f"one tenant, {n_jobs} jobs at load {load:g} on {devices} GPUs (seed {seed})")
 
 
 def is_partitioned(policy_name: str, partition: bool | None) -> bool:

@@ -2,7 +2,9 @@
 
 Earliest start: running jobs (and jobs admitted earlier in this cycle) release their devices, CPU and memory at
 max(started_at + max_runtime, now), in that order; the reservation starts at the first release time at which the
-job can be placed (found by bisection over release times), on the placement found then. Jobs without a
+job can be placed (found by bisection over release times), on the placement found then, but no earlier than the
+start the job was promised (`not_before`: Policy.reserve_after after it was queued, see Cycle.promised_start), so
+that until then the jobs behind it that end by then use its room. Jobs without a
 max_runtime are never counted as releasing, so when the job needs their devices there is no reservation (its
 start is unknown) and later jobs are not held back for it.
 

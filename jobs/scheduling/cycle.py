@@ -358,6 +358,9 @@ class Cycle:
         possible, start = quota_start(state, job, info)
         if not possible:
             return  # it cannot get in even once every running job ends: holding quota for it would starve others
+        promised = self.promised_start(job)
+        if start is not None and promised is not None and promised > start:
+            start = promised
         if start is not None and not any(f in state.head_flavors for f in info.flavors):
             state.head_flavors.update(info.flavors)
             hold = reserve(state, job, info, not_before=start)
@@ -370,9 +373,15 @@ class Cycle:
         its project's quota for then."""
         state, job, info = self.state, out.job, out.info
         state.head_flavors.update(info.flavors)
-        hold = reserve(state, job, info)
+        hold = reserve(state, job, info, not_before=self.promised_start(job))
         if hold is not None:
             hold_quota(state, job, info, hold.start)
+
+    def promised_start(self, job: PendingJob) -> float | None:
+        """The earliest start a reservation of this job may have (Policy.reserve_after after it was queued), None
+        once that has passed: then its earliest start as capacity and quota allow."""
+        at = job.queued_since + self.policy.reserve_after
+        return at if at > self.state.now else None
 
     def structural_check(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
         """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when

@@ -107,6 +107,9 @@ class RunningJob:
     preemptible: bool = False
     min_runtime: float = 0.0  # may not be preempted before started_at + min_runtime
     max_runtime: float | None = None
+    # When this attempt last saved a checkpoint: what it did before survives a preemption. None: none yet (a
+    # preemption throws away everything since started_at).
+    checkpointed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +153,12 @@ class Policy:
     # or that is submitting jobs one after another, asks again within seconds; lending that capacity only to take
     # it back by preemption is churn (the Philly week: 140 reclaims, most of 1-GPU jobs minutes old). 0: off.
     lend_hold: float = 5.0
+    # Seconds after a job was queued before a reservation for it may start (backfill.py): a head that cannot start
+    # yet is promised its start by then (or when the jobs running then end, if later), and until then the jobs
+    # behind it that end by then may use its room; one that would still run then never does. Reserving at the
+    # earliest start at once made the many small jobs wait for every big gang that did not fit on arrival (on a
+    # one-tenant trace, 1-GPU jobs waited 14 times as long, docs/scheduling.md). 0: at the earliest start.
+    reserve_after: float = 4 * 3600.0
     # Explain waits in full (reason, positions, ETA). False (trace replay and forecasts, which read only
     # admissions and preemptions): waiting jobs get a Wait with their code, but positions are 0, eta is None and
     # quota waits carry a short reason ("quota: <kind> <flavor>"); jobs behind a blocked head under strict

@@ -17,12 +17,16 @@ is given back (it waits again) rather than preempted, and no work is lost. Other
 it in the next cycle, with nothing else changed (a quiet cluster would churn).
 
 Preference (the order victims are tried): preemptible first, then jobs of borrowing projects, then lowest
-priority, then most recently started, then highest id ("borrowing" as of the start of the cycle). Removal
-follows this order until J fits (the shortest fitting prefix is found by doubling, then bisection); then
-fill-back puts back every removed job J can do without, last removed first skipped. If J does not fit with
-every candidate removed, nothing is preempted. For a J of one replica, the victims on a single node that lose
-the least work (devices x time run) replace that choice when they save most of its lost work (at least three
-quarters and WORTH_SAVING): young jobs scattered over many nodes otherwise make the order reach an old job.
+priority, then the least work lost per device freed (the time since the job's last checkpoint, or since it
+started: a job that just checkpointed or just started loses least), then highest id ("borrowing" as of the start
+of the cycle). Removal follows this order until J fits (the shortest fitting prefix is found by doubling, then
+bisection); then fill-back puts back every removed job J can do without, last removed first skipped. If J does
+not fit with every candidate removed, nothing is preempted. For a J of one replica, the victims on a single node
+that lose the least work (devices x time since their last checkpoint or start, _lost) replace that choice when
+they save most of its lost work (at least three quarters and WORTH_SAVING): jobs that lose little scattered over
+many nodes otherwise make the order reach one that loses hours. The order is per device, not devices x time:
+measured on the Philly week, that preempted more often, made the mean wait longer and, at 560 GPUs, lost more
+work (docs/scheduling.md).
 
 Bounded work (a cycle with thousands of waiting jobs must not simulate thousands of removals):
 - arithmetic first: before removing anything, J must fit with every candidate gone by plain counting (free
@@ -63,7 +67,7 @@ WORTH_SAVING = 4 * 3600.0
 
 
 def _preference(rec: RunRec, borrowing: bool) -> tuple:
-    return (not rec.preemptible, not borrowing, rec.priority, -rec.started_at, -rec.id)
+    return (not rec.preemptible, not borrowing, rec.priority, -rec.saved_at, -rec.id)
 
 
 def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
@@ -418,7 +422,7 @@ def borrower_candidates(state: CycleState, job: PendingJob, flavor: str) -> tupl
 
 def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligible: list[RunRec],
                       below: float) -> list[RunRec] | None:
-    """For a job of one replica: the fewest victims on one node, then the least work lost (devices x time run),
+    """For a job of one replica: the fewest victims on one node, then the least work lost (_lost),
     if that is below `below` and no worse in kind (preemptible before others, lowest priority first), removed
     from `state` once it is checked that the job fits; None (state untouched) otherwise. A borrower stays a
     victim only while its project still borrows, as in the preference order."""
@@ -465,8 +469,8 @@ def _kind(rec: RunRec) -> tuple[bool, int]:
 
 
 def _lost(rec: RunRec, now: float) -> float:
-    """Work evicting a job throws away: its devices x the time it ran (the core does not see checkpoints)."""
-    return sum(u[1] for u in rec.usage) * max(0.0, now - rec.started_at)
+    """Work evicting a job throws away: its devices x the time since its last checkpoint, or since it started."""
+    return sum(u[1] for u in rec.usage) * max(0.0, now - rec.saved_at)
 
 
 def _gains(index: CapacityIndex, extra: dict[int, list[int]], kept: dict[int, tuple[int, int, int]], avoid: set[int],

@@ -24,11 +24,11 @@ class RunRec:
     preempted."""
 
     __slots__ = ("id", "project", "priority", "started_at", "end", "evictable_at", "preemptible", "usage",
-                 "demand", "at_start")
+                 "demand", "at_start", "saved_at")
 
     def __init__(self, id: int, project: str, priority: int, started_at: float, end: float | None,
                  evictable_at: float, preemptible: bool, usage: list[tuple[int, int, int, int]], demand: dict[str, int],
-                 at_start: bool) -> None:
+                 at_start: bool, saved_at: float | None = None) -> None:
         self.id = id
         self.project = project
         self.priority = priority
@@ -39,6 +39,8 @@ class RunRec:
         self.usage = usage  # (node index, devices, cpu millicores, memory MiB) per replica on nodes of the snapshot
         self.demand = demand  # devices per flavor
         self.at_start = at_start  # running when the cycle began (only these can be victims)
+        # Its last checkpoint, or its start: a preemption throws away the work done since (preemption._lost).
+        self.saved_at = started_at if saved_at is None else saved_at
 
 
 class Hold:
@@ -116,7 +118,14 @@ def run_record(job: RunningJob, index: CapacityIndex, at_start: bool = True) -> 
         demand[flavor] = demand.get(flavor, 0) + a.devices
     end = job.started_at + job.max_runtime if job.max_runtime is not None else None
     return RunRec(job.id, job.project, job.priority, job.started_at, end, job.started_at + job.min_runtime,
-                  job.preemptible, usage, demand, at_start)
+                  job.preemptible, usage, demand, at_start, saved_at(job))
+
+
+def saved_at(job: RunningJob) -> float:
+    """Since when a preemption of this job throws its work away: its last checkpoint, or its start (a checkpoint
+    before its start is an earlier attempt's)."""
+    checkpoint = job.checkpointed_at
+    return job.started_at if checkpoint is None or checkpoint < job.started_at else checkpoint
 
 
 def _job_id(job: RunningJob) -> int:
@@ -287,7 +296,7 @@ class CycleState:
             started = job.started_at
             end = None if job.max_runtime is None else started + job.max_runtime
             rec = RunRec(job.id, job.project, job.priority, started, end, started + job.min_runtime,
-                         job.preemptible, usage, demand, True)
+                         job.preemptible, usage, demand, True, saved_at(job))
             runs[job.id] = rec
             for flavor in demand:
                 lst = by_flavor.get(flavor)

@@ -125,3 +125,17 @@ def test_arrival_rates_count_the_last_hours_submissions_whatever_became_of_them(
         (core.ReplicaGroup("worker", 1, 8, a100.name, 1000, GIB),)
     assert set(rates) == {core.ArrivalRate(tenant.project.slug, priority, four, 3.0, max_runtime=1200.0),
                           core.ArrivalRate(tenant.project.slug, priority, eight, 1.0)}
+
+
+def test_a_running_job_carries_its_attempts_last_checkpoint(tenant, inventory):
+    """The core counts the work a preemption would throw away from the current attempt's last reported checkpoint
+    (preemption's victim order): a job that reported none carries None, a later report moves it."""
+    from jobs.lifecycle import record_checkpoint
+
+    held = admit(submit_with(tenant, inventory["a100"], devices=4, cpu=0, memory=0, name="held"),
+                 inventory["cluster"], ["a-n1"])
+    (running,) = build_snapshot(time.time()).snapshot.running
+    assert running.checkpointed_at is None
+    reported = record_checkpoint(held.current_attempt, "s3://ckpt/step-100", step=100).checkpoint_at
+    (running,) = build_snapshot(time.time()).snapshot.running
+    assert running.checkpointed_at == pytest.approx(reported.timestamp())

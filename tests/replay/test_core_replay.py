@@ -77,6 +77,28 @@ def test_guaranteed_job_preempts_a_borrower_and_work_since_checkpoint_is_lost():
     assert victim.end == 350 + 5 + 10 + 800
 
 
+CHECKPOINT_REPLAYS = [
+    # (name, EngineOptions.checkpoint_interval, the victim, the work it loses in device-seconds)
+    # a1 started at 0, a2 at 2000; b reclaims 4 of its 8 GPUs at 3700.
+    ("no checkpoints: the one started last, 1,700 s of work", None, "a2", 1700 * 4),
+    ("a1 checkpointed at 3600: it loses 100 s where a2 would lose 1,700", 1800.0, "a1", 100 * 4),
+]
+
+
+@pytest.mark.parametrize("name,interval,victim,lost", CHECKPOINT_REPLAYS, ids=[c[0] for c in CHECKPOINT_REPLAYS])
+def test_the_victim_is_the_one_whose_work_since_its_checkpoint_is_least(name, interval, victim, lost):
+    quotas = QuotaSet((Quota("a", "gpu", 0, borrow_limit=8), Quota("b", "gpu", 8)),
+                      (Project("a", "org"), Project("b", "org")))
+    header = "job_id,submit_s,duration_s,devices_per_replica,replicas,flavor,project,priority,user,max_runtime_s\n"
+    trace = trace_from_text(header + "a1,0,10000,4,1,gpu,a,,,\na2,2000,10000,4,1,gpu,a,,,\nb1,3700,100,4,1,gpu,b,,,\n")
+    r = run(trace, uniform_cluster(1, 8, "gpu"), quotas, "production",
+            options=EngineOptions(checkpoint_interval=interval))
+    by_id = {j.job_id: j for j in r.jobs}
+    assert by_id["b1"].first_start == 3700
+    assert [j.job_id for j in r.jobs if j.preemptions] == [victim]
+    assert by_id[victim].lost_work == lost
+
+
 GRACE_REPLAYS = [
     # (name, Policy.reclaim_grace, duration of a's job started 5 s before b's, b's start, a's preemptions)
     ("no grace: b reclaims at once", 0.0, 1000, 5, 1),

@@ -56,6 +56,7 @@ POLICIES = [
     Policy(explain=False),
     Policy(ordering="fifo", blocking="strict", blocking_scope="project", explain=False),
     Policy(reclaim_grace=30.0),  # pending jobs are 1 to 60 s old: some within their grace, some past it
+    Policy(reserve_after=30.0),  # likewise: some heads promised a later start, some reserving their earliest
 ]
 
 
@@ -104,10 +105,12 @@ def scenarios(draw):
         if others and rnd.random() < 0.3:
             other = rnd.choice(others)
             placement.append(replica(1, other, rnd.randint(1, free[other.name])))
-        running.append(RunningJob(rid, rnd.choice(projects).name, rnd.choice([100, 500, 1000, 0]),
-                                  now - rnd.choice([10.0, 500.0, 5000.0]), tuple(placement), node.flavor,
-                                  rnd.random() < 0.2, rnd.choice([0.0, 0.0, 1000.0]),
-                                  rnd.choice([None, 600.0, 3000.0, 20_000.0])))
+        started = now - rnd.choice([10.0, 500.0, 5000.0])
+        # Its last checkpoint: none, within this attempt, or an earlier attempt's (before its start).
+        checkpointed = rnd.choice([None, None, now - 5.0, now - 400.0, started - 100.0])
+        running.append(RunningJob(rid, rnd.choice(projects).name, rnd.choice([100, 500, 1000, 0]), started,
+                                  tuple(placement), node.flavor, rnd.random() < 0.2, rnd.choice([0.0, 0.0, 1000.0]),
+                                  rnd.choice([None, 600.0, 3000.0, 20_000.0]), checkpointed))
     node_list = [replace(n, free=free[n.name], free_cpu_millis=free_cpu[n.name], free_memory_mib=free_mem[n.name])
                  for n in node_list]
     pending = []

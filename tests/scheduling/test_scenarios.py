@@ -41,6 +41,8 @@ from .builders import (
 )
 
 NOW = 1000.0
+# Queued this long ago, a head reserves its earliest start (Policy.reserve_after has passed).
+WAITED = NOW - Policy().reserve_after
 
 
 def cycle(snap, policy=None):
@@ -341,6 +343,41 @@ def test_reclaim_takes_young_jobs_on_one_node_rather_than_hours_of_work():
     assert victims(result) == [102, 104, 106] and admitted(result) == [1]
 
 
+LOST_WORK_CASES = [
+    # (name, nlp's jobs on n0 and n1: (started, checkpointed) seconds before NOW and preemptible, expected victim)
+    ("no checkpoints: the one started last", ((7200.0, None, False), (1800.0, None, False)), 101),
+    ("the one that just checkpointed loses less than the one started last", ((7200.0, 60.0, False),
+                                                                              (1800.0, None, False)), 100),
+    ("a checkpoint older than the attempt's start is an earlier attempt's", ((1800.0, 3600.0, False),
+                                                                             (7200.0, 3600.0, False)), 100),
+    ("of two that checkpointed, the one that did so last", ((7200.0, 600.0, False), (7200.0, 300.0, False)), 101),
+    ("preemptible first, however much it loses", ((1800.0, 60.0, False), (7200.0, None, True)), 101),
+]
+
+
+@pytest.mark.parametrize("name,busy,expect", LOST_WORK_CASES, ids=[c[0] for c in LOST_WORK_CASES])
+def test_of_equal_victims_the_one_losing_the_least_work_goes(name, busy, expect):
+    """vision takes its guarantee back from nlp, which borrows it with two jobs of 8 on n0 and n1: of the victims
+    the rules rank equal, the one whose work since its last checkpoint (or its start) is the least goes."""
+    jobs = [running(100 + k, "nlp", {f"n{k}": 8}, started_at=NOW - started, preemptible=preemptible,
+                    checkpointed_at=None if ago is None else NOW - ago)
+            for k, (started, ago, preemptible) in enumerate(busy)]
+    quotas = [Quota("vision", A100, 8), Quota("nlp", A100, 8, borrow_limit=8)]
+    result = cycle(snapshot(nodes(2), [job(1)], jobs, quotas, now=NOW))
+    assert admitted(result) == [1] and victims(result) == [expect]
+
+
+def test_a_job_that_just_checkpointed_goes_before_young_ones_that_would_lose_more():
+    """As in the test above, but speech's 8-GPU job checkpointed a minute ago: evicting it loses 8 GPU-minutes,
+    less than the four young vision jobs on n1 (1,600 GPU-seconds), so it goes, and the one-node choice agrees."""
+    quotas = [Quota("vision", A100, 4, borrow_limit=16), Quota("speech", A100, 4, borrow_limit=16),
+              Quota("nlp", A100, 16)]
+    busy = [running(100, "speech", {"n0": 8}, started_at=NOW - 4 * 3600, checkpointed_at=NOW - 60.0)]
+    busy += [running(101 + k, "vision", {f"n{1 + k % 2}": 1}, started_at=NOW - 100.0 * (k + 1)) for k in range(8)]
+    result = cycle(snapshot(nodes(3), [job(1, project="nlp")], busy, quotas=quotas, now=NOW))
+    assert admitted(result) == [1] and victims(result) == [100]
+
+
 GRACE_CASES = [
     # (name, Policy.reclaim_grace, cycles: (seconds since the owner's job was queued, borrower jobs ended by
     #  then), expected per cycle: (admitted, victims, wait code of the owner's job))
@@ -452,7 +489,7 @@ def backfill_snapshot(later: list[PendingJob]):
     node_list = nodes(3)
     busy = [running(100, "nlp", {"n0": 8}, started_at=0.0, max_runtime=2000.0),
             running(101, "nlp", {"n1": 8}, started_at=0.0, max_runtime=5000.0)]
-    head = job(1, replicas=2, max_runtime=3600.0)
+    head = job(1, replicas=2, max_runtime=3600.0, submitted_at=WAITED)
     quotas = [Quota("vision", A100, 64, borrow_limit=0), Quota("nlp", A100, 16)]
     return snapshot(node_list, [head, *later], busy, quotas, now=NOW)
 
@@ -489,7 +526,8 @@ def test_a_head_its_own_quota_keeps_out_reserves_that_quota(name, guarantee, nod
                                                              expect_admits, expect_start):
     busy_jobs = [running(100 + k, "vision", {n: d}, started_at=NOW, max_runtime=m)
                  for k, (n, d, m) in enumerate(busy)]
-    pending = [job(1, replicas=2, max_runtime=3600.0)] + [job(i, devices=d, max_runtime=m) for i, d, m in later]
+    pending = [job(1, replicas=2, max_runtime=3600.0, submitted_at=WAITED)] + [job(i, devices=d, max_runtime=m)
+                                                                            for i, d, m in later]
     result = cycle(snapshot(nodes(node_count), pending, busy_jobs, quotas=[Quota("vision", A100, guarantee)], now=NOW))
     assert admitted(result) == expect_admits
     head = waits(result)[1]
@@ -497,6 +535,40 @@ def test_a_head_its_own_quota_keeps_out_reserves_that_quota(name, guarantee, nod
     assert [(r.job_id, r.start) for r in result.reservations] == ([] if expect_start is None else [(1, expect_start)])
     for job_id in set(waits(result)) - {1}:
         assert waits(result)[job_id].reason.startswith("project vision's quota is held for its job 1, which can start")
+
+
+PROMISE_CASES = [
+    # (name, what keeps the head out, seconds it has been queued, Policy.reserve_after, expected admits among the
+    #  later jobs 2 (ends at NOW + 20,000) and 3 (ends at NOW + 3,000), expected reservation start of the head)
+    # The jobs running when it arrived end at NOW + 1,000 and NOW + 2,000: its earliest start is NOW + 2,000.
+    ("just queued: a job ending before its promised start uses its room", "quota", 10.0, 4 * 3600.0, [3],
+     NOW - 10.0 + 4 * 3600.0),
+    ("just queued, waiting for capacity: the same", "capacity", 10.0, 4 * 3600.0, [3], NOW - 10.0 + 4 * 3600.0),
+    ("queued reserve_after ago: its earliest start", "quota", 4 * 3600.0, 4 * 3600.0, [], NOW + 2000.0),
+    ("queued reserve_after ago, waiting for capacity: its earliest start", "capacity", 4 * 3600.0, 4 * 3600.0, [],
+     NOW + 2000.0),
+    ("reserve_after 0: its earliest start at once", "quota", 10.0, 0.0, [], NOW + 2000.0),
+    ("a promise nearer than its earliest start: its earliest start", "quota", 10.0, 1000.0, [], NOW + 2000.0),
+]
+
+
+@pytest.mark.parametrize("name,kind,queued,reserve_after,expect_admits,expect_start", PROMISE_CASES,
+                         ids=[c[0] for c in PROMISE_CASES])
+def test_a_head_is_promised_its_start_reserve_after_it_was_queued(name, kind, queued, reserve_after, expect_admits,
+                                                                  expect_start):
+    """A gang that cannot start yet (its own quota, or capacity others hold, keeps it out) reserves a start no
+    earlier than reserve_after after it was queued: until then later jobs that end by then may use its room, and
+    one that would still run then never does, so the promise holds."""
+    busy = [running(100, "vision", {"n0": 8}, started_at=NOW, max_runtime=1000.0),
+            running(101, "vision" if kind == "quota" else "nlp", {"n1": 4}, started_at=NOW, max_runtime=2000.0)]
+    pending = [job(1, replicas=2, max_runtime=3600.0, submitted_at=NOW - queued),
+               job(2, devices=4, max_runtime=20_000.0, submitted_at=NOW),
+               job(3, devices=4, max_runtime=3000.0, submitted_at=NOW)]
+    quotas = [Quota("vision", A100, 16)] if kind == "quota" else [Quota("vision", A100, 64), Quota("nlp", A100, 4)]
+    result = cycle(snapshot(nodes(2), pending, busy, quotas=quotas, now=NOW), Policy(reserve_after=reserve_after))
+    assert waits(result)[1].code == ("quota" if kind == "quota" else "capacity")
+    assert [(r.job_id, r.start) for r in result.reservations] == [(1, expect_start)]
+    assert admitted(result) == expect_admits
 
 
 def test_skip_lets_any_fitting_job_pass():
@@ -896,7 +968,7 @@ def test_backfill_reserves_cpu_for_the_head():
     needs then; a job that ends before may."""
     node_list = nodes(1, cpu=64_000, memory=512 * GIB)
     busy = [running(100, "nlp", {"n0": 4}, cpu=40_000, started_at=0.0, max_runtime=2000.0)]
-    head = job(1, devices=2, cpu=48_000, max_runtime=3600.0)
+    head = job(1, devices=2, cpu=48_000, max_runtime=3600.0, submitted_at=WAITED)
     long = job(2, devices=1, cpu=20_000, max_runtime=5000.0)
     short = job(3, devices=1, cpu=4000, max_runtime=500.0)
     result = cycle(snapshot(node_list, [head, long, short], busy,
