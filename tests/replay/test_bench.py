@@ -105,17 +105,29 @@ def test_e2e_medians_over_runs_and_target(bench_e2e):
     assert not ok  # over 15 s for the queue
 
 
-def test_eta_bench_learns_the_share_of_max_runtime_from_jobs_already_finished():
+def test_eta_bench_learns_the_shares_of_max_runtime_from_jobs_already_finished():
     bench_eta = _load("bench_eta")
-    recorder = bench_eta.Recorder({1: 500.0}, [1], [(100.0, 0.5), (200.0, 0.25), (300.0, 1.0)])
-    assert recorder.ratio(50.0) == 1.0  # nothing finished yet: plan with max runtimes
-    assert recorder.ratio(200.0) == pytest.approx(0.375)  # the median of the two finished by then
-    assert bench_eta.Recorder({1: 500.0}, [1], None).ratio(1000.0) == 1.0
+    from jobs.scheduling import runtime_shares
+    from jobs.scheduling.forecast import MAX_RUNTIMES
+
+    used = [(100.0 + k, 0.1 + k / 100) for k in range(30)]  # 30 jobs finished between 100 s and 129 s
+    recorder = bench_eta.Recorder({1: 500.0}, [1], used)
+    assert recorder.shares(50.0) == MAX_RUNTIMES  # nothing finished yet: plan with max runtimes
+    assert recorder.shares(110.0) == MAX_RUNTIMES  # 11 finished: too few to learn from
+    assert recorder.shares(200.0) == runtime_shares([share for _, share in used])
+    assert bench_eta.Recorder({1: 500.0}, [1], None).shares(1000.0) == MAX_RUNTIMES
 
 
-def test_eta_bench_counts_a_missing_estimate_as_wrong_until_the_end():
+def test_eta_bench_counts_a_missing_estimate_as_wrong_until_the_end_and_measures_the_range():
     bench_eta = _load("bench_eta")
-    starts = {1: 1000.0, 2: 2000.0}
-    moments = {1: (400.0, 1100.0), 2: (1500.0, None)}  # job 2 never started in its forecast
-    eta, now, missing, n = bench_eta.errors(moments, starts, end=5000.0)
-    assert (eta, now, missing, n) == (pytest.approx((100 + 3000) / 2), pytest.approx((600 + 500) / 2), 1, 2)
+    from jobs.scheduling.forecast import Estimate
+
+    starts = {1: 1000.0, 2: 2000.0, 3: 3000.0}
+    asked = {1: (400.0, Estimate(1100.0, 900.0, 1200.0)),  # within its range
+             2: (1500.0, Estimate(note="beyond 24 h")),  # no start: wrong until the end of the replay
+             3: (2000.0, Estimate(2500.0, 2400.0, None))}  # open at the late end: covers any later start
+    row = bench_eta.row(asked, starts, end=5000.0)
+    assert row.eta == pytest.approx((100 + 3000 + 500) / 3)
+    assert row.now == pytest.approx((600 + 500 + 1000) / 3)
+    assert (row.jobs, row.without, row.coverage, row.early, row.late, row.open) == (3, 1, pytest.approx(2 / 3), 0, 0, 1)
+    assert row.width == pytest.approx(300.0)
