@@ -129,7 +129,6 @@ class Cycle:
         self.outcomes: list[Outcome] = []
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
-        self.had_candidates: set[int] = set()  # jobs whose preemption found they may have victims (try_preempt)
         # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
         self.waiting: dict[tuple[str, str], list[int]] = {}
         self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
@@ -284,8 +283,8 @@ class Cycle:
     def retry_keys(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> tuple[tuple[str, str], ...]:
         """What a commit must give back for a job left waiting to fit now (Outcome.retry_on): capacity of its
         flavors, and its own project's devices or slots when its project's own limits keep it out. A job its own
-        limits keep out needs capacity too only when it may preempt its project's jobs (otherwise their ending is
-        what it waits for)."""
+        limits keep out needs capacity too when it may preempt its project's jobs (otherwise their ending is what
+        it waits for)."""
         flavors = tuple(("flavor", f) for f in info.flavors)
         if failure is None:
             return flavors
@@ -295,7 +294,7 @@ class Cycle:
         if failure.kind == "no_quota":
             return ()
         own = (("project", job.project),)
-        return own + flavors if job.id in self.had_candidates else own
+        return own + flavors if self.preempting and not job.preemptible else own
 
     def decide(self, out: Outcome, constrained: bool, failure: QuotaFailure | None) -> Tentative | None:
         """Phases 3 and 4: a placement, after preempting if it must (victims kept in `out`), or None. `failure`:
@@ -451,9 +450,6 @@ class Cycle:
                 any(job.priority > state.revocable_lowest(f, job.project) for f in flavors)
                 or (any(f in revocable for f in flavors) and reclaims(state, job, info, failure))):
             return None  # nothing was running on these flavors, and nothing admitted in this cycle it may take
-        if not may_have_candidates(state, job, info, failure):
-            return None  # most attempts end here, before any running job's record or victim pool is built
-        self.had_candidates.add(job.id)  # (retry_keys)
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
@@ -468,6 +464,8 @@ class Cycle:
             for priority, r, d, c, m in state.neg_preempt.get(key, ()):
                 if job.priority <= priority and replicas >= r and devices >= d and cpu >= c and mem >= m:
                     return None
+        if not may_have_candidates(state, job, info, failure):
+            return None  # most attempts end here, before any running job's record or victim pool is built
         state.count_heads(holds, 1)
         victims = find_victims(state, job, info, failure)
         state.count_heads(holds, -1)
