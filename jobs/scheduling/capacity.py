@@ -88,8 +88,9 @@ class Domain:
 
 
 class CapacityIndex:
-    def __init__(self, nodes: tuple[Node, ...]) -> None:
+    def __init__(self, nodes: tuple[Node, ...], accelerate: bool = True) -> None:
         self.nodes = nodes
+        self.accelerate = accelerate  # False: rooms counted node by node, nothing remembered (the plain mode)
         self.node_flavor: list[str] = [n.flavor for n in nodes]
         # Some node models CPU or memory. When none does (trace replay, which builds an index every cycle), nothing
         # keeps CPU and memory bounds: no node's free CPU or memory ever comes near a request, so the initial
@@ -271,6 +272,9 @@ class CapacityIndex:
     def leaf_room(self, lid: int, devices: int, cpu: int, mem: int) -> int:
         """replica_room of one leaf (devices > 0), remembered until the leaf's capacity changes: a cycle asks
         about the same racks for shape after shape, and an admission changes one or two of them."""
+        if not self.accelerate:
+            free, cpus, mems = self.free, self.cpu, self.mem
+            return sum(replicas_fitting(free[i], cpus[i], mems[i], devices, cpu, mem) for i in self.leaves[lid].nodes)
         rooms = self.leaf_rooms[lid]
         key = (devices, cpu, mem)
         room = rooms.get(key)

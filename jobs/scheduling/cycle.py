@@ -119,12 +119,12 @@ def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: Ru
 
 
 class Cycle:
-    def __init__(self, snapshot: Snapshot, policy: Policy, use_cache: bool = True,
+    def __init__(self, snapshot: Snapshot, policy: Policy, accelerate: bool = True,
                  usage: RunningUsage | None = None) -> None:
+        """`accelerate=False`: the plain mode, every remembered answer, bound and counting shortcut off (see
+        docs/scheduling-invariants.md): the same decisions, reasons and positions, found the long way."""
         self.policy = policy
-        self.state = CycleState(snapshot, policy, usage)
-        self.state.use_cache = use_cache
-        self.state.quota.cache = use_cache
+        self.state = CycleState(snapshot, policy, usage, accelerate)
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
         self.outcomes: list[Outcome] = []
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
@@ -386,7 +386,9 @@ class Cycle:
         """(code, reason) when the job cannot fit the inventory even with every node empty: "unschedulable" when
         it never can, "unavailable" when only nodes out of service (cordoned, not ready, a disabled cluster) or
         devices foreign pods hold keep it out. None when it could fit."""
-        shape = info.shape_key if self.state.use_cache else None
+        if not self.state.accelerate:
+            return self._structural(job, info)  # the plain mode: asked of every job, nothing remembered
+        shape = info.shape_key
         if shape is not None:
             known = self.structural.get(shape, UNKNOWN)  # the same shape seen before: most jobs
             if known is not UNKNOWN:
@@ -427,7 +429,7 @@ class Cycle:
         # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it), and at
         # least as many replicas, each asking for at least the CPU and memory of a gang that did not fit, do not
         # fit either.
-        if key is not None and state.use_cache:
+        if key is not None and state.accelerate:
             devices_shape = (key[0], key[1], key[3], key[4])  # flavor, devices, topology, nodes to avoid
             replicas, cpu, mem = key[2], key[5], key[6]
             failed = state.neg_place.get((devices_shape, False), [])
@@ -454,7 +456,7 @@ class Cycle:
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
         key = None
-        if info.shape_key is not None and state.use_cache:
+        if info.shape_key is not None and state.accelerate:
             # Exact dominance: if preemption could not make room for (priority, replicas, devices), it cannot
             # for a job of the same project and the same victim rules that asks for more of the same, with no
             # higher priority (fewer candidates), until victims are committed (which clears this).
@@ -533,12 +535,14 @@ class Cycle:
         return next(o.job for o in self.outcomes if o.job.id == job_id)
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY, usage: RunningUsage | None = None) -> CycleResult:
+def run_cycle(snapshot: Snapshot, policy: Policy = DEFAULT_POLICY, usage: RunningUsage | None = None,
+              accelerate: bool = True) -> CycleResult:
     """Decide which pending jobs start where, which running jobs to preempt for them, and why the rest wait.
 
     `usage`: a RunningUsage the caller passes to every cycle it runs, when it runs many on nearly the same running
-    jobs (trace replay, forecasts); the decisions are the same without it."""
-    cycle = Cycle(snapshot, policy, usage=usage)
+    jobs (trace replay, forecasts); the decisions are the same without it. `accelerate=False`: the plain mode
+    (Cycle), to prove the accelerations."""
+    cycle = Cycle(snapshot, policy, accelerate, usage)
     cycle.run()
     return cycle.result()
 

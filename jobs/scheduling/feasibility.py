@@ -30,6 +30,10 @@ def _whole_room(index: CapacityIndex, leaf_ids: list[int], devices: int, cpu: in
         return ZERO_DEVICE_ROOM
     room = 0
     for lid in leaf_ids:
+        if not index.accelerate:  # the plain mode: node by node, nothing remembered
+            room += sum(replicas_fitting(index.nodes[i].devices, index.cpu_alloc[i], index.mem_alloc[i], devices,
+                                         cpu, mem) for i in index.leaves[lid].nodes)
+            continue
         key = (lid, devices, cpu, mem)
         leaf_room = index.whole_room.get(key)
         if leaf_room is None:

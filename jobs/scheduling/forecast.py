@@ -128,12 +128,14 @@ def arrival_rates(submitted: Iterable[PendingJob], window: float) -> tuple[Arriv
 
 
 def forecast(snapshot: Snapshot, policy: Policy, max_steps: int, *, first: CycleResult | None = None,
-             stop: Callable[[], bool] | None = None, runtime_ratio: float = 1.0) -> dict[int, float]:
+             stop: Callable[[], bool] | None = None, runtime_ratio: float = 1.0,
+             accelerate: bool = True) -> dict[int, float]:
     """The exact forecast: start time of every pending job that starts within `max_steps` simulated cycles, by job
     id. `first`: the cycle's result on this very snapshot when the caller has it (it is not run again); `stop()`
-    is asked after each simulated cycle whether to give up (a time budget)."""
+    is asked after each simulated cycle whether to give up (a time budget); `accelerate=False`: its cycles in the
+    plain mode."""
     starts: dict[int, float] = {}
-    for step, (at, admitted) in enumerate(forecast_steps(snapshot, policy, first, runtime_ratio)):
+    for step, (at, admitted) in enumerate(forecast_steps(snapshot, policy, first, runtime_ratio, accelerate)):
         starts.update(dict.fromkeys(admitted, at))
         if step + 1 >= max_steps or len(starts) == len(snapshot.pending) or (stop is not None and stop()):
             break
@@ -141,10 +143,10 @@ def forecast(snapshot: Snapshot, policy: Policy, max_steps: int, *, first: Cycle
 
 
 def forecast_steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None = None,
-                   runtime_ratio: float = 1.0) -> Iterator[tuple[float, tuple[int, ...]]]:
+                   runtime_ratio: float = 1.0, accelerate: bool = True) -> Iterator[tuple[float, tuple[int, ...]]]:
     """(time, ids of the originally pending jobs admitted then) per exact simulated cycle, the first at the
     snapshot's time, until nothing pending is left or no running job will ever end."""
-    for state, admitted in _steps(snapshot, policy, first, runtime_ratio, lambda: 0.0, _Arrivals(())):
+    for state, admitted in _steps(snapshot, policy, first, runtime_ratio, lambda: 0.0, _Arrivals(()), accelerate):
         yield state.now, admitted
 
 
@@ -272,7 +274,8 @@ def _simulate(snapshot: Snapshot, policy: Policy, first: CycleResult | None, rat
 
 
 def _steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None, ratio: float,
-           coarseness: Callable[[], float], arrivals: _Arrivals) -> Iterator[tuple[Snapshot, tuple[int, ...]]]:
+           coarseness: Callable[[], float], arrivals: _Arrivals,
+           accelerate: bool = True) -> Iterator[tuple[Snapshot, tuple[int, ...]]]:
     """Per simulated cycle: the state with its decisions carried out (at the cycle's time), and the originally
     pending jobs it admitted. `coarseness()`: the resolution of the next step (0: exact)."""
     policy = replace(policy, explain=False, waits=False)  # only admissions and preemptions are read
@@ -282,7 +285,7 @@ def _steps(snapshot: Snapshot, policy: Policy, first: CycleResult | None, ratio:
     result = first
     again = 0  # cycles in a row at one moment
     while snap is not None and waiting:
-        result = result or run_cycle(snap, policy, usage)
+        result = result or run_cycle(snap, policy, usage, accelerate)
         admitted = tuple(a.job_id for a in result.admits if a.job_id in waiting)
         waiting.difference_update(admitted)
         snap = _carried_out(snap, result)

@@ -17,9 +17,9 @@ Rules, in the order they decide:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from .capacity import CPU_LOW, MEM_LOW, CapacityIndex, replicas_fitting
+from .capacity import CPU_LOW, MEM_LOW, CapacityIndex, Domain, replicas_fitting
 from .model import PendingJob, ReplicaGroup, Topology
 from .shapes import JobInfo
 
@@ -193,6 +193,16 @@ def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
 _LOOSEST = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}
 
 
+def allowed_domains(index: CapacityIndex, topology: Topology, flavor: str, replicas: int) -> Iterator[Domain]:
+    """The domains of a flavor that a gang of this many replicas may be placed in, at the loosest level its
+    topology allows (which contains every tighter candidate); place() puts a single replica anywhere."""
+    level = _LOOSEST.get(topology, "cluster") if replicas > 1 else "cluster"
+    no_block = replicas > 1 and topology == Topology.REQUIRE_SAME_BLOCK
+    for d in index.domains.get((flavor, level), ()):
+        if not ((level != "cluster" and not d.labelled) or (no_block and d.key[1] == "")):
+            yield d
+
+
 def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: Iterable[int] = ()) -> bool | None:
     """Would `place` succeed, were the capacity reservations keep hidden on nodes `hidden` visible? Told by counting
     alone (some domain the topology allows has room for every replica), which is exact for identical replicas of
@@ -201,13 +211,7 @@ def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: 
         return None
     flavor, devices, replicas, _, _, cpu, mem = info.shape_key
     gain = _hidden_gain(index, hidden, flavor, devices, cpu, mem)
-    # place() puts a single replica anywhere; a gang at the loosest level its topology allows (which contains
-    # every tighter candidate).
-    level = _LOOSEST.get(job.topology, "cluster") if replicas > 1 else "cluster"
-    no_block = replicas > 1 and job.topology == Topology.REQUIRE_SAME_BLOCK
-    for d in index.domains.get((flavor, level), ()):
-        if (level != "cluster" and not d.labelled) or (no_block and d.key[1] == ""):
-            continue
+    for d in allowed_domains(index, job.topology, flavor, replicas):
         more = sum(gain.get(lid, 0) for lid in d.leaves) if gain else 0
         if index.has_room(d.leaves, devices, cpu, mem, replicas - more):
             return True

@@ -49,7 +49,8 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
 from __future__ import annotations
 
 from .capacity import CapacityIndex, replicas_fitting
-from .model import PendingJob, Topology
+from .model import PendingJob
+from .placement import allowed_domains
 from .quota import COHORT_KINDS, QuotaFailure
 from .shapes import JobInfo
 from .state import CycleState, RunRec
@@ -73,9 +74,10 @@ def _preference(rec: RunRec, borrowing: bool) -> tuple:
 def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
     """Jobs of a flavor that a project reclaiming its guarantee may take, as of the start of the cycle.
 
-    Built once per flavor per cycle: preemptible jobs and jobs of projects that were borrowing when the cycle
-    began, with their preference key. Jobs preempted since are skipped, and a job whose project no longer
-    borrows is skipped at removal time (_still_eligible), so a superset fixed at the start is exact.
+    Built once per flavor per cycle, when first needed: preemptible jobs and jobs of projects that were borrowing
+    when the cycle began (`state.borrowed_at_start`, whenever the pool is built), with their preference key. Jobs
+    preempted since are skipped, and a job whose project no longer borrows is skipped at removal time
+    (_still_eligible), so a superset fixed at the start is exact.
     """
     pool = state.reclaim_pool.get(flavor)
     if pool is None:
@@ -85,7 +87,7 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
         own_pool = state.own_pool
         now = state.now
         enabled = quota.enabled
-        borrows: dict[tuple[str, str], bool] = {}  # quota.run_borrowing, fixed during this loop
+        borrows: dict[tuple[str, str], bool] = {}  # state.borrowed_at_start, looked up once per key
         for rec in state.runs_by_flavor.get(flavor, ()):
             if now < rec.evictable_at:
                 continue
@@ -102,7 +104,7 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
                     pf = (project, f)
                     b = borrows.get(pf)
                     if b is None:
-                        b = borrows[pf] = quota.run_borrowing(project, f)
+                        b = borrows[pf] = state.borrowed_at_start(project, f)
                     if b:
                         borrowing = True
                         break
@@ -268,9 +270,6 @@ def _still_eligible(state: CycleState, job: PendingJob, info: JobInfo, rec: RunR
     return any(borrows(rec.project, f) for f in rec.demand if f in info.demand)
 
 
-_LEVEL = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}
-
-
 def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> bool:
     """Necessary condition: would the job fit, by counting alone, if every candidate were removed?
 
@@ -320,11 +319,7 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
     for i in avoid:
         extra.setdefault(i, [0, 0, 0])
     gain = _gains(index, extra, kept, avoid, devices, cpu, mem)
-    level = _LEVEL.get(job.topology, "cluster")
-    required = level != "cluster"
-    for domain in index.domains.get((flavor, level), ()):
-        if required and (not domain.labelled or (level == "block" and domain.key[1] == "")):
-            continue
+    for domain in allowed_domains(index, job.topology, flavor, replicas):
         more = 0
         for lid in domain.leaves:
             more += gain.get(lid, 0)
@@ -392,7 +387,7 @@ def passes_quota_bound(state: CycleState, job: PendingJob, info: JobInfo) -> boo
     subset) fails too, and admissions in between only raise quota usage, which never loosens a quota."""
     flavor, devices = info.primary, info.demand[info.primary]
     key = (job.project, flavor, state.heads_in)
-    failed = state.neg_bound.get(key) if state.use_cache else None
+    failed = state.neg_bound.get(key) if state.accelerate else None
     if failed is not None:
         for priority, d in failed:
             if job.priority <= priority and devices >= d:
@@ -510,6 +505,102 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo,
     `failure`: why the job fails its quota now (None: it passes)."""
     if job.preemptible or state.simulations >= MAX_SIMULATIONS:
         return None
+    found = shortcut_search(state, job, info, failure) if state.accelerate else plain_search(state, job, info, failure)
+    if found is None:
+        return None
+    victims, eligible = found
+    state.simulations += 1
+    if info.replicas == 1 and len(info.flavors) == 1:
+        # Evicting in preference order may throw away hours of work where another node holds only young jobs:
+        # take those instead when that saves most of it. Only then: evicting small young jobs rather than a big
+        # one frees less, so later jobs preempt more often (measured on the Philly week, bench_policy.py).
+        lost = sum(_lost(rec, state.now) for rec in victims)
+        kind = max(_kind(rec) for rec in victims)
+        for rec in reversed(victims):
+            state.add_run(rec)
+        cheaper = _one_node_victims(state, job, info, [r for r in eligible if _kind(r) <= kind],
+                                    min(lost / 4, lost - WORTH_SAVING))
+        if cheaper is not None:
+            return cheaper
+        for rec in victims:
+            state.remove_run(rec)
+    return victims
+
+
+Found = tuple[list[RunRec], list[RunRec]]  # (victims, removed from the state; the candidates eligible before)
+
+
+def plain_search(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> Found | None:
+    """The rule without shortcuts: remove the candidates in preference order (each while still eligible) until
+    the job fits, then put back every one it can do without, last removed first skipped."""
+    candidates = plain_candidates(state, job, info, failure)
+    eligible = [rec for rec in candidates if _still_eligible(state, job, info, rec)]
+    removed: list[RunRec] = []
+    for rec in candidates:
+        if not _still_eligible(state, job, info, rec):
+            continue
+        state.remove_run(rec)
+        removed.append(rec)
+        if state.fits(job, info):
+            return fill_back(state, job, info, removed), eligible
+    for rec in reversed(removed):
+        state.add_run(rec)
+    return None
+
+
+def plain_candidates(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> list[RunRec]:
+    """victim_candidates without its pools: every running job (and every one admitted this cycle that may be
+    given back) tested against the rules, sorted by preference."""
+    quota, now = state.quota, state.now
+    reclaim = reclaims(state, job, info, failure)
+    flavors = set(searched_flavors(state, job, info, failure))
+    found: list[tuple[tuple, RunRec]] = []
+    for rec in state.live_runs():
+        if not flavors.intersection(rec.demand):
+            continue
+        if rec.at_start:
+            if now < rec.evictable_at:
+                continue
+            borrowing = rec.preemptible or (quota.enabled and any(state.borrowed_at_start(rec.project, f)
+                                                                  for f in rec.demand))
+        else:
+            if not any(rec.id in state.revocable.get(f, {}).get(rec.project, {}) for f in rec.demand):
+                continue  # preemptible, or admitted by preempting others: never given back
+            borrowing = any(quota.borrows_now(rec.project, f) for f in rec.demand)
+        if rec.project == job.project:  # (b), of any flavor searched
+            ok = rec.priority < job.priority
+        elif not any(f in info.demand for f in rec.demand):
+            ok = False  # another project's job frees nothing the job asks for
+        elif not rec.at_start:  # given back only to a job taking back its guarantee from a borrower
+            ok = reclaim and quota.enabled and any(quota.borrows_now(rec.project, f) for f in rec.demand
+                                                   if f in info.demand)
+        elif not quota.enabled:
+            ok = rec.preemptible and rec.priority < job.priority
+        elif reclaim:  # (a)
+            ok = rec.preemptible or any(quota.run_borrowing(rec.project, f) for f in rec.demand)
+        else:  # (c)
+            ok = rec.preemptible
+        if ok:
+            found.append((_preference(rec, borrowing), rec))
+    return [rec for _, rec in sorted(found, key=lambda item: item[0])]
+
+
+def fill_back(state: CycleState, job: PendingJob, info: JobInfo, removed: list[RunRec]) -> list[RunRec]:
+    """Put back, last removed first (but the last, which made the job fit), every victim the job still fits
+    without; the rest stay removed: the victims."""
+    kept: set[int] = set()
+    for rec in reversed(removed[:-1]):
+        state.add_run(rec)
+        if state.fits(job, info):
+            kept.add(rec.id)
+        else:
+            state.remove_run(rec)
+    return [rec for rec in removed if rec.id not in kept]
+
+
+def shortcut_search(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> Found | None:
+    """plain_search's answer, with the bounds that skip what cannot succeed and the shortcuts that start the
+    search where it must end (docs/scheduling-invariants.md; each is a property test's subject)."""
     if not may_have_candidates(state, job, info, failure):
         return None  # Cycle.try_preempt asks first; kept here so that this function stands alone
     # A job its quota keeps out (not a lent guarantee, whose candidates are other projects' borrowers), of one
@@ -536,24 +627,7 @@ def find_victims(state: CycleState, job: PendingJob, info: JobInfo,
         if not could_fit_without(state, job, info, eligible):
             return None
         victims = prefix_victims(state, job, info, candidates, needed)
-    state.simulations += 1  # counted as if could_fit_without came first: it passes where lone_victim succeeds
-    if victims is None:
-        return None
-    if info.replicas == 1 and len(info.flavors) == 1:
-        # Evicting in preference order may throw away hours of work where another node holds only young jobs:
-        # take those instead when that saves most of it. Only then: evicting small young jobs rather than a big
-        # one frees less, so later jobs preempt more often (measured on the Philly week, bench_policy.py).
-        lost = sum(_lost(rec, state.now) for rec in victims)
-        kind = max(_kind(rec) for rec in victims)
-        for rec in reversed(victims):
-            state.add_run(rec)
-        cheaper = _one_node_victims(state, job, info, [r for r in eligible if _kind(r) <= kind],
-                                    min(lost / 4, lost - WORTH_SAVING))
-        if cheaper is not None:
-            return cheaper
-        for rec in victims:
-            state.remove_run(rec)
-    return victims
+    return None if victims is None else (victims, eligible)
 
 
 def quota_prefix(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> int:
@@ -632,14 +706,4 @@ def prefix_victims(state: CycleState, job: PendingJob, info: JobInfo, candidates
         else:
             lo = mid
     set_prefix(hi)
-    victims = removed[:hi]
-    # Fill-back: keep running every victim the job can do without (the last one removed is the one that made
-    # it fit, so it stays a victim).
-    kept: set[int] = set()
-    for rec in reversed(victims[:-1]):
-        state.add_run(rec)
-        if state.fits(job, info):
-            kept.add(rec.id)
-        else:
-            state.remove_run(rec)
-    return [rec for rec in victims if rec.id not in kept]
+    return fill_back(state, job, info, removed[:hi])

@@ -195,12 +195,15 @@ class RunningUsage:
 
 
 class CycleState:
-    def __init__(self, snapshot: Snapshot, policy: Policy, usage: RunningUsage | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, usage: RunningUsage | None = None,
+                 accelerate: bool = True) -> None:
         self.snapshot = snapshot
         self.policy = policy
         self.now = snapshot.now
-        self.index = CapacityIndex(snapshot.nodes)
+        self.accelerate = accelerate  # False: the plain mode (Cycle)
+        self.index = CapacityIndex(snapshot.nodes, accelerate)
         self.quota = QuotaState(snapshot.projects, snapshot.quotas, policy, self.index.total_devices)
+        self.quota.cache = accelerate
         # Jobs running at start and not (yet) preempted, and per flavor (never edited): built on first use.
         self._runs: dict[int, RunRec] | None = None
         self._runs_by_flavor: dict[str, list[RunRec]] = {}
@@ -211,6 +214,7 @@ class CycleState:
         self.revocable: dict[str, dict[str, dict[int, RunRec]]] = {}
         self._lowest: dict[tuple[str, str], int] = {}  # revocable_lowest, per (flavor, project) until it changes
         self._load_running(snapshot.running, usage)
+        self._run_used_at_start = dict(self.quota.run_used)  # (borrowed_at_start)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
@@ -233,7 +237,6 @@ class CycleState:
         self.live_pool: dict[str, tuple[list, set[str], dict[str, int]]] = {}
         self.mixed_pools: set[str] = set()  # flavors whose reclaim pool holds a job of several flavors
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
-        self.use_cache = True
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
 
     def _load_running(self, running: tuple[RunningJob, ...], usage: RunningUsage | None) -> None:
@@ -264,6 +267,12 @@ class CycleState:
                 held[key] = max(held.get(key, 0), devices)
         if held:
             self.quota.hold_back(held)
+
+    def borrowed_at_start(self, project: str, flavor: str) -> bool:
+        """Was the project over its guarantee on this flavor with its non-preemptible jobs when the cycle began
+        (what victims' preference counts as borrowing, whenever it is asked)?"""
+        key = (project, flavor)
+        return self._run_used_at_start.get(key, 0) > self.quota.guar.get(key, 0)
 
     @property
     def runs(self) -> dict[int, RunRec]:
@@ -353,8 +362,10 @@ class CycleState:
         return self.is_long_for(max_runtime, hold.start)
 
     def quota_holds_against(self, job: PendingJob, info: JobInfo) -> list[QuotaHold]:
-        """The quota holds of the job's project whose start it would still be running at."""
-        return [h for h in self.project_quota_holds.get(job.project, ()) if self.is_long_for(job.max_runtime, h.start)]
+        """The quota holds of the job's project whose start it would still be running at (but its own: a head
+        evaluated again after a commit is not kept out by what it reserved itself)."""
+        return [h for h in self.project_quota_holds.get(job.project, ())
+                if h.job_id != job.id and self.is_long_for(job.max_runtime, h.start)]
 
     def count_heads(self, holds: list[QuotaHold], sign: int) -> None:
         """Count these heads into quota usage (sign=1) or out again (sign=-1). Counted out with nothing changed
@@ -384,7 +395,7 @@ class CycleState:
         quota = self.quota
         key = (job.project, info.demand_key, tuple(h.job_id for h in holds))
         cached = self._beside.get(key)
-        if cached is not None and cached[0] == quota.version and self.use_cache:
+        if cached is not None and cached[0] == quota.version and self.accelerate:
             return cached[1]
         devices: dict[str, int] = {}
         jobs = 0
@@ -507,7 +518,7 @@ class CycleState:
         if not short:
             taken = place(self.index, job, info)
             return None if taken is None else Tentative(taken, [])
-        if fits_by_count(self.index, job, info, {i for h in short for i in h.x}) is False:
+        if self.accelerate and fits_by_count(self.index, job, info, {i for h in short for i in h.x}) is False:
             return None  # told by counting, without lifting and settling the holds
         self.lift(short)
         taken = place(self.index, job, info)
@@ -548,7 +559,8 @@ class CycleState:
         if self.quota.check(job.project, info.demand, job.preemptible) is not None:
             return False
         short = self.short_holds(job.max_runtime, info)
-        counted = fits_by_count(self.index, job, info, {i for h in short for i in h.x} if short else ())
+        counted = fits_by_count(self.index, job, info, {i for h in short for i in h.x} if short else ()) \
+            if self.accelerate else None
         if counted is not None:
             return counted
         tentative = self.place_tentative(job, info)

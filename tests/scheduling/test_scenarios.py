@@ -1139,3 +1139,13 @@ def test_one_organizations_excess_does_not_stop_another_borrowing_its_own_lender
     result = cycle(snap)
     assert admitted(result) == [1]  # from S's idle guarantee, on the one free node
     assert {a.job_id: a.borrowed for a in result.admits} == {1: 8}
+
+
+def test_a_single_replica_of_a_required_rack_preempts_on_a_node_of_no_rack():
+    """Defect (found by the plain mode): preemption's capacity bound counted only labelled racks for a job of one
+    replica that requires one, while placement puts a single replica on any node: the job waited for nothing."""
+    node_list = (Node("n0", A100, 8, 8, "default", "", ""),)  # a node of no rack, taken by lower-priority jobs
+    busy = [running(100, "vision", {"n0": 4}, priority=100), running(101, "vision", {"n0": 4}, priority=100)]
+    one = job(1, topology=Topology.REQUIRE_SAME_RACK, priority=1000)
+    result = cycle(snapshot(node_list, [one], busy, quotas=[Quota("vision", A100, 8)]))
+    assert (admitted(result), victims(result)) == ([1], [100, 101])
