@@ -335,7 +335,7 @@ class Cycle:
 
     def may_preempt(self, job: PendingJob) -> bool:
         """Could phase 4 run for this job: preemption on, the job not preemptible itself, and this cycle's budget of
-        simulated removals not spent (preemption.MAX_SIMULATIONS; most waiting jobs of a busy cycle come after)."""
+        preemptions not spent (preemption.MAX_SIMULATIONS; most waiting jobs of a busy cycle come after)."""
         return self.preempting and not job.preemptible and self.state.simulations < MAX_SIMULATIONS
 
     def in_grace(self, job: PendingJob, victims: list[RunRec]) -> bool:

@@ -41,9 +41,12 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
   candidate alone removed, that one is the whole answer (lone_victim: removing jobs only adds room and loosens
   quotas, so the prefix search and fill-back would find it too, after removing and putting back the others);
 - failures are remembered per (project, shape) for the rest of the cycle (Cycle.try_preempt);
-- at most MAX_SIMULATIONS simulated removals per cycle (policy constant below): later jobs that would need one
-  wait for the next cycle, which starts with fresh state and its own budget. This bounds a cycle's preemption
-  work and, with it, preemption storms: a cycle never evicts for more than MAX_SIMULATIONS jobs.
+- at most MAX_SIMULATIONS preemptions found per cycle (policy constant below): later jobs that would need one
+  wait for the next cycle, which starts with fresh state and its own budget. This bounds preemption storms: a
+  cycle never evicts for more than MAX_SIMULATIONS jobs. (Counted as found, not as searched, so that the plain
+  mode, which searches without the bounds, spends the budget alike.)
+
+The plain mode (`state.accelerate` off) runs the rule without any of this: plain_search.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ from .state import CycleState, RunRec
 
 INF = float("inf")
 
-# Simulated removals (find_victims calls that pass the arithmetic bound) per cycle. A cycle that hits it admits
-# the jobs it could, and the rest are considered again next cycle. In steady state a cycle needs a handful.
+# Preemptions found (find_victims calls that found victims) per cycle. A cycle that hits it admits the jobs it
+# could, and the rest are considered again next cycle. In steady state a cycle needs a handful.
 MAX_SIMULATIONS = 128
 
 # Device-seconds of work a one-replica job's victims must save, against the preference order's, to be chosen
