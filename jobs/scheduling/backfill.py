@@ -146,11 +146,18 @@ def quota_start(state: CycleState, job: PendingJob, info: JobInfo) -> tuple[bool
     return True, None
 
 
+def held_demand(info: JobInfo) -> dict[str, int]:
+    """The flavors a head's quota hold is of: those it asks devices of (a replica of none, a launcher on a GPU
+    node, keeps no quota of its flavor from another head), or all of them for a job asking no devices at all
+    (it holds a running-job slot)."""
+    return {f: d for f, d in info.demand.items() if d} or dict(info.demand)
+
+
 def hold_quota(state: CycleState, job: PendingJob, info: JobInfo, start: float | None) -> QuotaHold | None:
     """Install the quota hold of a head starting at `start` (None: unknown), unless a job of its project already
     holds quota of one of its flavors."""
     project = job.project
-    demand = info.demand
+    demand = held_demand(info)
     if any((project, f) in state.quota_holds for f in demand):
         return None
     hold = QuotaHold(job.id, project, start, dict(demand), dict.fromkeys(demand, 0), 0)

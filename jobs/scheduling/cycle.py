@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .backfill import hold_quota, quota_start, reserve
+from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry, fmt_duration
 from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
@@ -41,14 +41,14 @@ from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims, may_have_candidates, reclaims, searched_flavors
 from .quota import COHORT_KINDS, QuotaFailure
-from .shapes import JobInfo, describe_shape
+from .shapes import JobInfo, describe_shape, requeued
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
 
 class Outcome(WaitEntry):
     """What evaluating one job decided: admitted (with its victims), or waiting (`wait`, for phase 6)."""
 
-    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred", "retry_on")
+    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred", "retry_on", "restart")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -64,8 +64,11 @@ class Outcome(WaitEntry):
         self.grace_end: float | None = None
         self.deferred: Sequence[RunRec] = ()
         # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed); () when
-        # nothing in this cycle can end its wait (strict blocking, never fits, a spent budget, a quota hold, a grace).
+        # nothing in this cycle can end its wait (strict blocking, never fits, a spent budget, a quota hold).
         self.retry_on: tuple[tuple[str, str], ...] = ()
+        # A job this cycle preempted, waiting again (Cycle.committed): what it is admitted to is held for its
+        # restart in the next cycle, and nothing of it is in the result but the preemptions it makes.
+        self.restart = False
 
 
 # Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its
@@ -141,6 +144,8 @@ class Cycle:
         self.backfill = policy.blocking == "backfill"
         self.preempting = policy.preemption
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
+        self.restarts: set[int] = set()  # the ids of the jobs this cycle preempted (Cycle.committed)
+        self.flavor_of: dict[str, str] = {}  # node name -> flavor, built at the first preemption
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -178,10 +183,27 @@ class Cycle:
         held back wait for the next cycle: without explanations the order never yields them, and the cycle decides
         the same with explanations or without.)"""
         self.order.changed({victim.project for victim in victims})
+        self.requeue([rec.id for rec in victims if rec.at_start])
         again = {self.admitted_at.pop(rec.id) for rec in victims if not rec.at_start}
         again.update(p for key in self.freed_keys(victims) for p in self.waiting.get(key, ()))
         for position in sorted(again):
             self.try_again(position)
+
+    def requeue(self, victim_ids: list[int]) -> None:
+        """Jobs running at the cycle's start that it preempted wait again in it, each in its place in the order:
+        otherwise a later job of lower order would take what they fit in, and they would preempt it in the next
+        cycle (and what they must preempt to fit is preempted now). Their replicas are still stopping, so what
+        one is admitted to is held for it, to start in the next cycle."""
+        if not victim_ids:
+            return
+        snapshot = self.state.snapshot
+        if not self.flavor_of:
+            self.flavor_of = {n.name: n.flavor for n in snapshot.nodes}
+        ids = set(victim_ids)
+        for victim in snapshot.running:
+            if victim.id in ids:
+                self.restarts.add(victim.id)
+                self.order.add(requeued(victim, self.flavor_of, snapshot.now))
 
     def freed_keys(self, victims: Sequence[RunRec]) -> set[tuple[str, str]]:
         """What committed victims gave back (see retry_keys): capacity of their flavors, their projects' devices
@@ -216,7 +238,9 @@ class Cycle:
         """Phases 2 to 5 for the job at this position of the cycle order (an earlier one when it is evaluated
         again: a job blocks only those after it)."""
         state, policy, waits = self.state, self.policy, self.waits
+        state.at = position
         out = Outcome(job, info)
+        out.restart = job.id in self.restarts
         strict = self.strict
         queue = queue_of(job, policy) if strict else ""
         if strict and queue in state.blocked and self.blocked_at[queue] < position:
@@ -253,7 +277,7 @@ class Cycle:
         if tentative is not None:
             self.admit(out, tentative)
             return out
-        if held is None and out.grace_end is None:
+        if held is None:  # in its grace too: a commit may free what it fits in without preempting another project
             out.retry_on = self.retry_keys(job, info, failure)
         if held is not None:
             if waits:
@@ -306,8 +330,9 @@ class Cycle:
         if tentative is None and self.may_preempt(job):
             victims = self.try_preempt(job, info, failure, constrained)  # phase 4
             if victims is not None and self.in_grace(job, victims):
-                for rec in reversed(victims):  # they keep running until the grace ends
+                for rec in reversed(victims):  # they keep running until the grace ends, for this job
                     state.add_run(rec)
+                    state.spared.setdefault(rec.id, state.at)
                 out.grace_end, out.deferred = job.queued_since + self.policy.reclaim_grace, victims
                 victims = None
             if victims is not None:
@@ -351,7 +376,7 @@ class Cycle:
         when the project's running jobs will have released enough of it, and capacity from then on unless a job
         before it holds capacity of those flavors."""
         state, job, info = self.state, out.job, out.info
-        for f in info.demand:  # a loop, not any() over a generator: asked for most jobs a quota keeps out
+        for f in held_demand(info):  # a loop, not any() over a generator: asked for most jobs a quota keeps out
             if (job.project, f) in state.quota_holds:
                 return  # a head of its project holds that quota already
         possible, start = quota_start(state, job, info)
@@ -456,7 +481,9 @@ class Cycle:
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
         key = None
-        if info.shape_key is not None and state.accelerate:
+        # (Not once a job in its grace spared victims: jobs before it may take them, jobs after it may not, and the
+        # memo tells neither apart.)
+        if info.shape_key is not None and state.accelerate and not state.spared:
             # Exact dominance: if preemption could not make room for (priority, replicas, devices), it cannot
             # for a job of the same project and the same victim rules that asks for more of the same, with no
             # higher priority (fewer candidates), until victims are committed (which clears this).
@@ -493,7 +520,7 @@ class Cycle:
         if not self.policy.waits:
             return self.assemble([])
         state = self.state
-        entries: list[WaitEntry] = [o for o in self.outcomes if o.code]
+        entries: list[WaitEntry] = [o for o in self.outcomes if o.code and not o.restart]
         explainer = Explainer(state)
         waits = explainer.explain(entries) if self.policy.explain else explainer.brief(entries)
         return self.assemble(waits)
@@ -504,15 +531,17 @@ class Cycle:
         preempts = []
         considered = 0
         for out in self.outcomes:
-            considered += out.considered
             for victim in out.victims:
                 if victim.at_start:  # one admitted this cycle was given back (Cycle.give_back)
                     preempts.append(Preempt(victim.id, out.job.id, preempt_reason(state, out.job, out.info, victim)))
+            if out.restart:
+                continue
+            considered += out.considered
             if out.admit is not None:
                 admits.append(out.admit)
         reservations = tuple(
             Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))
-            for h in state.hold_list
+            for h in state.hold_list if h.job_id not in self.restarts
         )
         pending = len(state.snapshot.pending)
         stats = {

@@ -51,11 +51,10 @@ from .model import (
     Node,
     PendingJob,
     Policy,
-    ReplicaGroup,
     RunningJob,
     Snapshot,
 )
-from .shapes import JobInfo
+from .shapes import JobInfo, requeued
 from .state import RunningUsage
 
 HORIZON = 24 * 3600.0  # how far ahead estimates look: a later start reads "beyond 24 h"
@@ -347,7 +346,7 @@ def _carried_out(snap: Snapshot, result: CycleResult) -> Snapshot:
         victim = running.pop(p.victim_id)
         _give_back(nodes, victim)
         ended += _ended(victim, nodes, snap.now)
-        pending[victim.id] = _requeued(victim, nodes, snap.now)
+        pending[victim.id] = requeued(victim, {name: n.flavor for name, n in nodes.items()}, snap.now)
     for admit in result.admits:
         job = pending.pop(admit.job_id)
         _take(nodes, admit.placement, -1)
@@ -408,16 +407,3 @@ def _take(nodes: dict[str, Node], placement: tuple[Assignment, ...], sign: int) 
                                     free_cpu_millis=node.free_cpu_millis + sign * a.cpu_millis,
                                     free_memory_mib=node.free_memory_mib + sign * a.memory_mib)
 
-
-def _requeued(victim: RunningJob, nodes: dict[str, Node], now: float) -> PendingJob:
-    """A preempted job as the queue sees it again: one replica group per role, as it was placed."""
-    groups: dict[str, ReplicaGroup] = {}
-    for a in victim.placement:
-        node = nodes.get(a.node)
-        group = groups.get(a.role)
-        if group is None:
-            group = ReplicaGroup(a.role, 0, a.devices, node.flavor if node else victim.flavor, a.cpu_millis,
-                                 a.memory_mib)
-        groups[a.role] = replace(group, replicas=group.replicas + 1, devices=max(group.devices, a.devices))
-    return PendingJob(victim.id, victim.project, victim.priority, victim.started_at, tuple(groups.values()),
-                      victim.preemptible, max_runtime=victim.max_runtime, queued_at=now)

@@ -11,12 +11,14 @@ in them, removes most of that churn at no cost to any guarantee (only borrowers 
 QuotaState lends only a project's guarantee above max(used now, held). The hold changes only when an entry leaves
 the window, so the cycle asks to be woken then (`expiry`) if a job waits for what is held.
 
-A project's waiting jobs are its demand now: what its non-preemptible jobs that each fit its idle guarantee ask
-for is held too (`waiting_holds`). Lent while they wait, it would be taken back from the borrower as soon as one of
-them is evaluated (in this cycle, or the next: a quiet cluster would churn). A job that would borrow itself holds
-nothing: it could not take a guarantee back, and holding for it would leave the guarantee idle while it waits.
+A project's waiting jobs are its demand now: what its non-preemptible jobs that each fit its guarantee ask for is
+held too (`waiting_holds`). Lent while they wait, it would be taken back from the borrower as soon as one of them is
+evaluated (in this cycle, or the next: a quiet cluster would churn). A job larger than its project's guarantee holds
+nothing: it could never take a guarantee back. A job is held for whether or not it fits the part of the guarantee
+idle now: counting only those made the hold fall as soon as the cycle admitted some of them (the rest no longer fit
+what was left idle), and the next cycle lent what the one before had held.
 
-    held(p, f) = max(the recent demand above, use now + waiting jobs of p that fit g(p, f) - its non-preemptible use)
+    held(p, f) = max(the recent demand above, use now + waiting jobs of p of at most g(p, f) devices of f)
 """
 
 from __future__ import annotations
@@ -78,8 +80,8 @@ def expiry(snapshot: Snapshot, hold: float, binding: set[Key]) -> float | None:
 
 def waiting_holds(snapshot: Snapshot, quota: QuotaState, used: dict[Key, int], pre: dict[Key, int]) -> dict[Key, int]:
     """held(p, f) = use now + the devices of f that p's waiting jobs ask for, for each (project, flavor) with a waiting
-    job that is not preemptible, whose project's budget is not spent, and whose demand of every flavor fits what its
-    project's guarantee leaves above its non-preemptible use (as QuotaState.within_guarantee)."""
+    job that is not preemptible, whose project's budget is not spent, and whose demand of every flavor fits its
+    project's guarantee."""
     waiting: dict[Key, int] = {}
     guar = quota.guar
     for job in snapshot.pending:
@@ -89,13 +91,13 @@ def waiting_holds(snapshot: Snapshot, quota: QuotaState, used: dict[Key, int], p
             group = job.groups[0]
             devices = group.replicas * group.devices
             key = (job.project, group.flavor)
-            if devices and used.get(key, 0) + devices <= guar.get(key, 0):
+            if devices and devices <= guar.get(key, 0):
                 waiting[key] = waiting.get(key, 0) + devices
             continue
         demand: dict[str, int] = {}
         for group in job.groups:
             demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
-        if not all(used.get((job.project, f), 0) + d <= guar.get((job.project, f), 0) for f, d in demand.items()):
+        if not all(d <= guar.get((job.project, f), 0) for f, d in demand.items()):
             continue
         for f, d in demand.items():
             if d:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .model import PendingJob, ReplicaGroup
+from collections.abc import Mapping
+from dataclasses import replace
+
+from .model import PendingJob, ReplicaGroup, RunningJob
 
 # What makes two jobs of identical replicas place alike: flavor, devices, replicas, topology, nodes to avoid, CPU
 # millicores and memory MiB per replica.
@@ -75,6 +78,20 @@ class JobInfos:
         if info is None:
             info = self.by_shape[key] = JobInfo(job)
         return info
+
+
+def requeued(victim: RunningJob, flavor_of: Mapping[str, str], now: float) -> PendingJob:
+    """A preempted job as the queue sees it again, queued `now`: one replica group per role, as it was placed
+    (`flavor_of`: node name -> flavor)."""
+    groups: dict[str, ReplicaGroup] = {}
+    for a in victim.placement:
+        group = groups.get(a.role)
+        if group is None:
+            group = ReplicaGroup(a.role, 0, a.devices, flavor_of.get(a.node, victim.flavor), a.cpu_millis,
+                                 a.memory_mib)
+        groups[a.role] = replace(group, replicas=group.replicas + 1, devices=max(group.devices, a.devices))
+    return PendingJob(victim.id, victim.project, victim.priority, victim.started_at, tuple(groups.values()),
+                      victim.preemptible, max_runtime=victim.max_runtime, queued_at=now)
 
 
 def describe_shape(job: PendingJob) -> str:

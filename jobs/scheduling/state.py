@@ -238,6 +238,11 @@ class CycleState:
         self.mixed_pools: set[str] = set()  # flavors whose reclaim pool holds a job of several flavors
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
+        # Running jobs a job in its reclaim grace would take, kept running for it (Cycle.decide): job id -> the
+        # position in the cycle of the first job that spared it. No later job takes them (`may_take`): the grace
+        # is for capacity that frees by itself to go to that job, not to a job after it.
+        self.spared: dict[int, int] = {}
+        self.at = 0  # the position in the cycle of the job being evaluated
 
     def _load_running(self, running: tuple[RunningJob, ...], usage: RunningUsage | None) -> None:
         """Quota usage of the jobs running at the start of the cycle, summed per (project, flavor) and loaded in
@@ -267,6 +272,11 @@ class CycleState:
                 held[key] = max(held.get(key, 0), devices)
         if held:
             self.quota.hold_back(held)
+
+    def may_take(self, rec: RunRec) -> bool:
+        """May the job being evaluated preempt this one (not spared for a job before it: see `spared`)?"""
+        spared = self.spared.get(rec.id)
+        return spared is None or self.at <= spared
 
     def borrowed_at_start(self, project: str, flavor: str) -> bool:
         """Was the project over its guarantee on this flavor with its non-preemptible jobs when the cycle began

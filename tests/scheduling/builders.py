@@ -18,6 +18,7 @@ from jobs.scheduling import (
     Topology,
     run_cycle,
 )
+from jobs.scheduling.shapes import requeued
 
 A100 = "nvidia-a100-40gb"
 H100 = "nvidia-h100-80gb"
@@ -85,6 +86,11 @@ def carry_out(snap: Snapshot, result: CycleResult, now: float) -> Snapshot:
         still.append(RunningJob(j.id, j.project, j.priority, snap.now, adm.placement, j.groups[0].flavor,
                                 preemptible=j.preemptible, max_runtime=j.max_runtime))
     return rebuilt(snap, still, tuple(pending.values()), now)
+
+
+def as_pending(victim: RunningJob, snap: Snapshot) -> PendingJob:
+    """A job preempted in the cycle of `snap`, as it waits again (the core's own reading of it)."""
+    return requeued(victim, {n.name: n.flavor for n in snap.nodes}, snap.now)
 
 
 def rebuilt(snap: Snapshot, running_jobs, pending, now: float) -> Snapshot:
@@ -180,10 +186,17 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             start_used[(r.project, r.flavor)] += sum(a.devices for a in r.placement)
     reclaimed: dict[tuple[str, str], list[int]] = defaultdict(list)  # (project, flavor) -> devices of its victims
     for p in result.preemptions:
-        victim, preemptor = run[p.victim_id], pending[p.for_job_id]
+        victim = run[p.victim_id]
+        # A preemptor is admitted in the same cycle, or was preempted in it itself (waiting again, it preempts
+        # for a restart in the next cycle: Cycle.requeue).
+        if p.for_job_id in pending:
+            preemptor = pending[p.for_job_id]
+            assert p.for_job_id in admitted_ids, "a preemptor is admitted in the same cycle"
+        else:
+            assert p.for_job_id in victim_ids, "a preemptor is pending or preempted in the same cycle"
+            preemptor = as_pending(run[p.for_job_id], snap)
         if policy.quotas and victim.project != preemptor.project and not victim.preemptible:
             reclaimed[(victim.project, victim.flavor)].append(sum(a.devices for a in victim.placement))
-        assert p.for_job_id in admitted_ids, "a preemptor is admitted in the same cycle"
         assert not preemptor.preemptible
         assert snap.now >= victim.started_at + victim.min_runtime, "preempted before min_runtime"
         if victim.project == preemptor.project:

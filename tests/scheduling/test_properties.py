@@ -42,7 +42,7 @@ from jobs.scheduling.quota import COHORT_KINDS, QuotaFailure
 from jobs.scheduling.shapes import JobInfo
 from jobs.scheduling.state import CycleState
 
-from .builders import carry_out, check_invariants, rebuilt
+from .builders import as_pending, carry_out, check_invariants, rebuilt
 
 FLAVORS = ("a100", "h100")
 POLICIES = [
@@ -473,7 +473,7 @@ def _drive(snap: Snapshot, policy: Policy, steps: int) -> dict[int, float]:
         if not waiting:
             break
         gone = {p.victim_id for p in result.preemptions}
-        requeued = [_as_pending(r, snap) for r in snap.running if r.id in gone]
+        requeued = [as_pending(r, snap) for r in snap.running if r.id in gone]
         ended = [*snap.ended, *(e for r in snap.running if r.id in gone for e in _ended(r, snap, snap.now))]
         after = carry_out(snap, result, snap.now)
         at_once = at_once + 1 if result.preemptions and at_once + 1 < 4 else 0
@@ -504,17 +504,6 @@ def _ended(job: RunningJob, snap: Snapshot, at: float) -> list[EndedUse]:
         devices[flavor] = devices.get(flavor, 0) + a.devices
     return [EndedUse(job.project, f, d, job.started_at, at) for f, d in devices.items()]
 
-
-def _as_pending(job: RunningJob, snap: Snapshot) -> PendingJob:
-    flavor_of = {n.name: n.flavor for n in snap.nodes}
-    roles: dict[str, list[Assignment]] = {}
-    for a in job.placement:
-        roles.setdefault(a.role, []).append(a)
-    groups = tuple(ReplicaGroup(role, len(parts), max(a.devices for a in parts),
-                                flavor_of.get(parts[0].node, job.flavor), parts[0].cpu_millis, parts[0].memory_mib)
-                   for role, parts in roles.items())
-    return PendingJob(job.id, job.project, job.priority, job.started_at, groups, job.preemptible,
-                      max_runtime=job.max_runtime, queued_at=snap.now)
 
 @st.composite
 def capacity_edits(draw):
@@ -802,7 +791,7 @@ def requeued(snap: Snapshot, result) -> Snapshot:
     submitted."""
     gone = {p.victim_id for p in result.preemptions}
     after = carry_out(snap, result, snap.now)
-    again = tuple(_as_pending(r, snap) for r in snap.running if r.id in gone)
+    again = tuple(as_pending(r, snap) for r in snap.running if r.id in gone)
     ended = (*snap.ended, *(e for r in snap.running if r.id in gone for e in _ended(r, snap, snap.now)))
     return replace(after, pending=after.pending + again, ended=ended, arrivals=snap.arrivals)
 

@@ -30,6 +30,7 @@ from .builders import (
     A100,
     H100,
     admitted,
+    as_pending,
     carry_out,
     check_invariants,
     job,
@@ -692,6 +693,40 @@ def test_no_borrow_then_reclaim_churn_across_cycles():
     first = cycle(snap)
     second = cycle(carry_out(snap, first, NOW + 60))
     assert admitted(first) == [1, 3] and victims(second) == [] and admitted(second) == []
+
+
+# Two clusters: a gang of two 8-GPU replicas fits only the east one, where a job of priority 100 runs; the west
+# node is free (the hold case) or runs a job of priority 0 (the cascade case).
+EAST_WEST = nodes(2, cluster="east") + nodes(1, cluster="west", start=2)
+VICTIM_CASES = [
+    # (name, running in the west, pending besides the gang, victims in cycle 1, the victim's restart in cycle 2)
+    ("the victim's place is held: a job of lower order does not take what it fits in", [],
+     [job(2, priority=0)], [100], "n2"),
+    ("the victim preempts what it outranks at once, not in the next cycle",
+     [running(200, "vision", {"n2": 8}, priority=0)], [], [100, 200], "n2"),
+]
+
+
+@pytest.mark.parametrize("blocking", ["skip", "backfill"])
+@pytest.mark.parametrize("ordering", ["fifo", "sjf", "priority-fairshare"])
+@pytest.mark.parametrize("name,west,others,gone,restart", VICTIM_CASES, ids=[c[0] for c in VICTIM_CASES])
+def test_a_job_preempted_in_a_cycle_waits_again_in_it(name, west, others, gone, restart, ordering, blocking):
+    """Defect (the quiet-cluster property, on CI): a job a cycle preempted waited again only from the next cycle,
+    so a job of lower priority admitted after the preemption took the place it could restart in, and the next
+    cycle preempted that job for it. A cycle's victims wait again in it, in their place in the order."""
+    busy = [running(100, "vision", {"n0": 8}, priority=100), *west]
+    gang = job(1, replicas=2, priority=1000)
+    snap = snapshot(EAST_WEST, [gang, *others], busy, quotas=[Quota("vision", A100, 64)])
+    policy = Policy(ordering=ordering, blocking=blocking)
+    first = cycle(snap, policy)
+    assert (admitted(first), victims(first)) == ([1], gone)
+    assert not any(r.job_id == 100 for r in first.reservations)  # what is held for a victim is not in the result
+    gone_jobs = [r for r in snap.running if r.id in gone]
+    again = replace(carry_out(snap, first, NOW), pending=(*(j for j in snap.pending if j.id != 1),
+                                                          *(as_pending(r, snap) for r in gone_jobs)))
+    second = cycle(again, policy)
+    assert victims(second) == []
+    assert [(a.job_id, a.placement[0].node) for a in second.admits] == [(100, restart)]
 
 
 # -- explain --------------------------------------------------------------------------------------------------
