@@ -41,14 +41,14 @@ from .ordering import job_order
 from .placement import Taken
 from .preemption import MAX_SIMULATIONS, find_victims, may_have_candidates, reclaims, searched_flavors
 from .quota import COHORT_KINDS, QuotaFailure
-from .shapes import JobInfo, describe_shape, requeued
+from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
 
 class Outcome(WaitEntry):
     """What evaluating one job decided: admitted (with its victims), or waiting (`wait`, for phase 6)."""
 
-    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred", "retry_on", "restart")
+    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred", "retry_on")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -66,9 +66,6 @@ class Outcome(WaitEntry):
         # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed); () when
         # nothing in this cycle can end its wait (strict blocking, never fits, a spent budget, a quota hold).
         self.retry_on: tuple[tuple[str, str], ...] = ()
-        # A job this cycle preempted, waiting again (Cycle.committed): what it is admitted to is held for its
-        # restart in the next cycle, and nothing of it is in the result but the preemptions it makes.
-        self.restart = False
 
 
 # Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its
@@ -144,8 +141,6 @@ class Cycle:
         self.backfill = policy.blocking == "backfill"
         self.preempting = policy.preemption
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
-        self.restarts: set[int] = set()  # the ids of the jobs this cycle preempted (Cycle.committed)
-        self.flavor_of: dict[str, str] = {}  # node name -> flavor, built at the first preemption
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -183,27 +178,10 @@ class Cycle:
         held back wait for the next cycle: without explanations the order never yields them, and the cycle decides
         the same with explanations or without.)"""
         self.order.changed({victim.project for victim in victims})
-        self.requeue([rec.id for rec in victims if rec.at_start])
         again = {self.admitted_at.pop(rec.id) for rec in victims if not rec.at_start}
         again.update(p for key in self.freed_keys(victims) for p in self.waiting.get(key, ()))
         for position in sorted(again):
             self.try_again(position)
-
-    def requeue(self, victim_ids: list[int]) -> None:
-        """Jobs running at the cycle's start that it preempted wait again in it, each in its place in the order:
-        otherwise a later job of lower order would take what they fit in, and they would preempt it in the next
-        cycle (and what they must preempt to fit is preempted now). Their replicas are still stopping, so what
-        one is admitted to is held for it, to start in the next cycle."""
-        if not victim_ids:
-            return
-        snapshot = self.state.snapshot
-        if not self.flavor_of:
-            self.flavor_of = {n.name: n.flavor for n in snapshot.nodes}
-        ids = set(victim_ids)
-        for victim in snapshot.running:
-            if victim.id in ids:
-                self.restarts.add(victim.id)
-                self.order.add(requeued(victim, self.flavor_of, snapshot.now))
 
     def freed_keys(self, victims: Sequence[RunRec]) -> set[tuple[str, str]]:
         """What committed victims gave back (see retry_keys): capacity of their flavors, their projects' devices
@@ -240,7 +218,6 @@ class Cycle:
         state, policy, waits = self.state, self.policy, self.waits
         state.at = position
         out = Outcome(job, info)
-        out.restart = job.id in self.restarts
         strict = self.strict
         queue = queue_of(job, policy) if strict else ""
         if strict and queue in state.blocked and self.blocked_at[queue] < position:
@@ -333,6 +310,7 @@ class Cycle:
                 for rec in reversed(victims):  # they keep running until the grace ends, for this job
                     state.add_run(rec)
                     state.spared.setdefault(rec.id, state.at)
+                state.in_grace.setdefault(job.project, state.at)
                 out.grace_end, out.deferred = job.queued_since + self.policy.reclaim_grace, victims
                 victims = None
             if victims is not None:
@@ -520,7 +498,7 @@ class Cycle:
         if not self.policy.waits:
             return self.assemble([])
         state = self.state
-        entries: list[WaitEntry] = [o for o in self.outcomes if o.code and not o.restart]
+        entries: list[WaitEntry] = [o for o in self.outcomes if o.code]
         explainer = Explainer(state)
         waits = explainer.explain(entries) if self.policy.explain else explainer.brief(entries)
         return self.assemble(waits)
@@ -531,17 +509,15 @@ class Cycle:
         preempts = []
         considered = 0
         for out in self.outcomes:
+            considered += out.considered
             for victim in out.victims:
                 if victim.at_start:  # one admitted this cycle was given back (Cycle.give_back)
                     preempts.append(Preempt(victim.id, out.job.id, preempt_reason(state, out.job, out.info, victim)))
-            if out.restart:
-                continue
-            considered += out.considered
             if out.admit is not None:
                 admits.append(out.admit)
         reservations = tuple(
             Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))
-            for h in state.hold_list if h.job_id not in self.restarts
+            for h in state.hold_list
         )
         pending = len(state.snapshot.pending)
         stats = {

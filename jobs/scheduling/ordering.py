@@ -29,7 +29,6 @@ queue (priority desc, submitted_at, id), and the next job is the best of the pro
 from __future__ import annotations
 
 import math
-from bisect import insort
 from collections.abc import Callable, Iterable, Iterator
 from heapq import heappop, heappush
 from operator import attrgetter
@@ -66,35 +65,22 @@ _submitted_id = attrgetter("submitted_at", "id")
 _priority = attrgetter("priority")
 
 
-def _best_last(job: PendingJob) -> tuple:
-    """A project's queue order (priority desc, then submitted_at, then id), reversed: FairOrder pops the best."""
-    return job.priority, -job.submitted_at, -job.id
-
-
 class StaticOrder:
     """The whole queue sorted once: decisions do not move it."""
 
     def __init__(self, pending: Iterable[PendingJob], key: Callable[[PendingJob], tuple]) -> None:
-        self.key = key
         self.jobs = sorted(pending, key=key)
-        self.at = -1  # the position of the job yielded last
         self.closed: set[str] = set()  # projects whose remaining jobs are not yielded (see `close`)
         self.done = False
 
     def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
-        closed, info_of, jobs = self.closed, JobInfos().of, self.jobs
-        while self.at + 1 < len(jobs):
-            self.at += 1
-            job = jobs[self.at]
+        closed, info_of = self.closed, JobInfos().of
+        for job in self.jobs:
             # Tested before the JobInfo is found: skipping a closed project's job costs one set lookup.
             if job.project not in closed:
                 yield job, info_of(job)
                 if self.done:
                     return
-
-    def add(self, job: PendingJob) -> None:
-        """Queue a job in its place among those not yielded yet (next, if its place has been passed)."""
-        insort(self.jobs, job, lo=self.at + 1, key=self.key)
 
     def changed(self, projects: Iterable[str]) -> None:
         """Nothing to do: a static order ignores usage."""
@@ -157,13 +143,6 @@ class FairOrder:
                     heappush(heap, (key, project, version[project]))
                     break
 
-    def add(self, job: PendingJob) -> None:
-        """Queue a job in its place in its project's queue (kept best last)."""
-        if job.project not in self.queues:
-            self.queues[job.project], self.version[job.project] = [], 0
-        insort(self.queues[job.project], job, key=_best_last)
-        self.changed((job.project,))
-
     def close(self, project: str | None) -> None:
         """Yield no further job of `project` (None: no further job at all)."""
         for name in self.queues if project is None else (project,):
@@ -212,41 +191,25 @@ class FairOrder:
 
 
 class Passes:
-    """Two groups of jobs, each in the policy's order: every job that is not preemptible, then the preemptible
-    ones. A group's order is built when the one before is exhausted, so its keys see the state the earlier group
-    left."""
+    """Groups of jobs, each in the policy's order, one after the other. A group's order is built when the one
+    before is exhausted, so its keys see the state the earlier groups left."""
 
-    def __init__(self, firm: list[PendingJob], preemptible: list[PendingJob],
-                 make: Callable[[list[PendingJob]], StaticOrder | FairOrder]) -> None:
-        self.firm, self.preemptible = firm, preemptible
+    def __init__(self, groups: list[list[PendingJob]], make: Callable[[list[PendingJob]], StaticOrder | FairOrder]
+                 ) -> None:
+        self.groups = [group for group in groups if group]
         self.make = make
         self.current: StaticOrder | FairOrder | None = None
-        self.in_firm = True  # the first group is being yielded (or is still to come)
         self.closed: set[str] = set()  # projects closed in a group stay closed in the next ones
         self.done = False
 
     def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
-        for firm, group in ((True, self.firm), (False, self.preemptible)):
+        for group in self.groups:
             if self.done:
                 return
-            if not group:
-                continue
-            self.in_firm = firm
             self.current = self.make(group)
             for project in self.closed:
                 self.current.close(project)
             yield from self.current
-        self.current = None
-
-    def add(self, job: PendingJob) -> None:
-        """Queue a job while the order is being yielded: in its group, in its place among the jobs not yielded
-        yet (a job not preemptible queued during the second group goes in that group)."""
-        if self.done or job.project in self.closed:
-            return
-        if job.preemptible and self.in_firm:
-            self.preemptible.append(job)
-        elif self.current is not None:
-            self.current.add(job)
 
     def changed(self, projects: Iterable[str]) -> None:
         if self.current is not None:
@@ -278,4 +241,4 @@ def job_order(pending: Iterable[PendingJob], policy: Policy, quota: QuotaState,
     preemptible: list[PendingJob] = []
     for job in pending:
         (preemptible if job.preemptible else firm).append(job)
-    return Passes(firm, preemptible, make)
+    return Passes([firm, preemptible], make)

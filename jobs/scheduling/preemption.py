@@ -223,7 +223,7 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo,
                 if rec.project != job.project and rec.id in runs:
                     found[rec.id] = (key, rec)
     if state.spared:
-        return [rec for _, rec in sorted(found.values(), key=lambda item: item[0]) if state.may_take(rec)]
+        return [rec for _, rec in sorted(found.values(), key=lambda item: item[0]) if state.may_take(rec, project)]
     return [rec for _, rec in sorted(found.values(), key=lambda item: item[0])]
 
 
@@ -561,7 +561,7 @@ def plain_candidates(state: CycleState, job: PendingJob, info: JobInfo, failure:
     flavors = set(searched_flavors(state, job, info, failure))
     found: list[tuple[tuple, RunRec]] = []
     for rec in state.live_runs():
-        if not flavors.intersection(rec.demand) or not state.may_take(rec):
+        if not flavors.intersection(rec.demand) or not state.may_take(rec, job.project):
             continue
         if rec.at_start:
             if now < rec.evictable_at:

@@ -239,9 +239,12 @@ class CycleState:
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
         # Running jobs a job in its reclaim grace would take, kept running for it (Cycle.decide): job id -> the
-        # position in the cycle of the first job that spared it. No later job takes them (`may_take`): the grace
-        # is for capacity that frees by itself to go to that job, not to a job after it.
+        # position in the cycle of the first job that spared it; and project -> the position of its first job in
+        # its grace. No later job takes them, and no later job of that project preempts another project's job
+        # (`may_take`): the grace is for capacity that frees by itself to go to that job, not to a job after it
+        # (which that job, of higher order, would preempt in the next cycle).
         self.spared: dict[int, int] = {}
+        self.in_grace: dict[str, int] = {}
         self.at = 0  # the position in the cycle of the job being evaluated
 
     def _load_running(self, running: tuple[RunningJob, ...], usage: RunningUsage | None) -> None:
@@ -273,10 +276,13 @@ class CycleState:
         if held:
             self.quota.hold_back(held)
 
-    def may_take(self, rec: RunRec) -> bool:
-        """May the job being evaluated preempt this one (not spared for a job before it: see `spared`)?"""
+    def may_take(self, rec: RunRec, project: str) -> bool:
+        """May the job being evaluated, of this project, preempt this one (see `spared`)?"""
         spared = self.spared.get(rec.id)
-        return spared is None or self.at <= spared
+        if spared is not None and self.at > spared:
+            return False
+        graced = self.in_grace.get(project) if rec.project != project else None
+        return graced is None or self.at <= graced
 
     def borrowed_at_start(self, project: str, flavor: str) -> bool:
         """Was the project over its guarantee on this flavor with its non-preemptible jobs when the cycle began

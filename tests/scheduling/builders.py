@@ -186,17 +186,10 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             start_used[(r.project, r.flavor)] += sum(a.devices for a in r.placement)
     reclaimed: dict[tuple[str, str], list[int]] = defaultdict(list)  # (project, flavor) -> devices of its victims
     for p in result.preemptions:
-        victim = run[p.victim_id]
-        # A preemptor is admitted in the same cycle, or was preempted in it itself (waiting again, it preempts
-        # for a restart in the next cycle: Cycle.requeue).
-        if p.for_job_id in pending:
-            preemptor = pending[p.for_job_id]
-            assert p.for_job_id in admitted_ids, "a preemptor is admitted in the same cycle"
-        else:
-            assert p.for_job_id in victim_ids, "a preemptor is pending or preempted in the same cycle"
-            preemptor = as_pending(run[p.for_job_id], snap)
+        victim, preemptor = run[p.victim_id], pending[p.for_job_id]
         if policy.quotas and victim.project != preemptor.project and not victim.preemptible:
             reclaimed[(victim.project, victim.flavor)].append(sum(a.devices for a in victim.placement))
+        assert p.for_job_id in admitted_ids, "a preemptor is admitted in the same cycle"
         assert not preemptor.preemptible
         assert snap.now >= victim.started_at + victim.min_runtime, "preempted before min_runtime"
         if victim.project == preemptor.project:

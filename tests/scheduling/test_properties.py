@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from dataclasses import replace
@@ -165,7 +166,11 @@ def _replica_requests(rnd: random.Random) -> tuple[int, int]:
             rnd.choice([0, 0, 0, 8192, 32_768, 65_536, 131_072, 300_000]))
 
 
-PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# `make test` tries the same examples on every run (derandomized: a red CI names a change, not a draw);
+# `make fuzz` explores new ones (TIDAL_PROPERTY_EXPLORE=1, TIDAL_PROPERTY_EXAMPLES each).
+EXPLORE = bool(os.environ.get("TIDAL_PROPERTY_EXPLORE"))
+PROPS = settings(max_examples=int(os.environ.get("TIDAL_PROPERTY_EXAMPLES", 300)), deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow], derandomize=not EXPLORE)
 
 
 @PROPS
@@ -212,9 +217,14 @@ def test_explain_off_changes_only_positions_and_quota_reasons(case):
     brief = run_cycle(snap, replace(policy, explain=False))
     assert (brief.admits, brief.preemptions, brief.stats, brief.reservations) == (
         full.admits, full.preemptions, full.stats, full.reservations)
-    expected = [w for w in full.waits if policy.blocking != "strict" or w.code != "blocked"]
-    assert [(w.job_id, w.code) for w in brief.waits] == [(w.job_id, w.code) for w in expected]
-    for b, f in zip(brief.waits, expected, strict=True):
+    # A job behind a blocked head that the cycle evaluated again after a commit (Cycle.committed) is blocked in both.
+    strict = policy.blocking == "strict"
+    expected = [w for w in full.waits if not strict or w.code != "blocked"]
+    got = [w for w in brief.waits if not strict or w.code != "blocked"]
+    assert [(w.job_id, w.code) for w in got] == [(w.job_id, w.code) for w in expected]
+    assert {w.job_id for w in brief.waits if w.code == "blocked"} <= {w.job_id for w in full.waits
+                                                                       if w.code == "blocked"}
+    for b, f in zip(got, expected, strict=True):
         assert (b.project_position, b.flavor_position) == (0, 0)
         if f.code not in ("quota", "max_running"):
             assert b.reason == f.reason
@@ -806,14 +816,17 @@ def test_a_quiet_cluster_does_not_churn(case):
     for a head: reservations are recomputed each cycle from the state the last left, so the first cycle's own
     admissions may move one (another head reserves first), and with it which later jobs a quota hold keeps out;
     nor under strict blocking, where the jobs behind a head that a commit later in the cycle let in wait for the
-    next cycle (the order does not yield a blocked queue again)."""
+    next cycle (the order does not yield a blocked queue again); nor for a job the first cycle preempted, which
+    waits again only from the next cycle (as in Kueue) and may take back what a job of lower order took after it
+    (found on CI; holding its place within the cycle made the reasons quote usage the quota table does not show)."""
     snap, policy, _ = case
     assume(policy.blocking != "strict")
     first = run_cycle(snap, policy)
     assume(first.stats["preempted"] < MAX_SIMULATIONS)  # the budget leaves the rest to the next cycle
     assume(not first.reservations)
     again = run_cycle(requeued(snap, first), policy)
-    assert again.preemptions == ()
+    victims = {p.victim_id for p in first.preemptions}
+    assert [p for p in again.preemptions if p.for_job_id not in victims] == []
 
 
 class Recording(Cycle):
