@@ -1,6 +1,6 @@
-"""Budget alerts, told where tracking's alerts are told: the project's webhooks (signed, retried, by tracking's
-delivery task) and, with a mail server, an e-mail to the project's owners and admins. Tasks: in embedded mode and
-tests they run in-process."""
+"""Budget alerts, told where every alert is told (the notifications app): the project's webhooks (signed, retried)
+and, with a mail server, an e-mail to the project's owners and admins. Tasks: in embedded mode and tests they run
+in-process."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING
 
 from celery import shared_task
 from django.conf import settings
-from django.core.mail import send_mail
 
-from tenancy.models import Membership, Project, Role
-from tracking.models import Webhook
-from tracking.notifications import deliver_webhook_task
+from notifications import send
+from tenancy.models import Project, Role
 
 if TYPE_CHECKING:
     from costs.budgets import BudgetStatus
@@ -43,9 +41,8 @@ def budget_body(status: BudgetStatus, thresholds: list[int], now: datetime) -> s
 @shared_task
 def notify_budget_task(project_id: int, body: str) -> None:
     """Fan a budget alert out to the project's enabled webhooks and, with a mail server, its owners and admins."""
-    for webhook_id in Webhook.objects.filter(project_id=project_id, enabled=True).values_list("pk", flat=True):
-        deliver_webhook_task.delay(webhook_id, body, EVENT)
-    if settings.EMAIL_HOST:
+    send.to_webhooks(project_id, body, EVENT)
+    if send.mail_configured():
         mail_budget_task.delay(project_id, body)
 
 
@@ -53,10 +50,6 @@ def notify_budget_task(project_id: int, body: str) -> None:
 def mail_budget_task(project_id: int, body: str) -> None:
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
-        return
-    recipients = sorted(set(Membership.objects.filter(project=project, role__in=[Role.OWNER, Role.ADMIN])
-                            .exclude(user__email="").values_list("user__email", flat=True)))
-    if not recipients:
         return
     data = json.loads(body)
     budget = data["budget"]
@@ -67,5 +60,6 @@ def mail_budget_task(project_id: int, body: str) -> None:
              f"Forecast for the month: {forecast} ({budget['forecast_basis']}).",
              "Its budget is hard: only preemptible jobs are admitted once it is spent." if budget["hard"] else "",
              f"\nProject: {budget['url']}"]
-    send_mail(subject=f"[Tidal] {project.slug} reached {reached}% of its budget for {budget['month']}",
-              message="\n".join(line for line in lines if line) + "\n", from_email=None, recipient_list=recipients)
+    send.to_members(project.pk, [Role.OWNER, Role.ADMIN],
+                    subject=f"[Tidal] {project.slug} reached {reached}% of its budget for {budget['month']}",
+                    message="\n".join(line for line in lines if line) + "\n")

@@ -7,9 +7,8 @@
    import (mypy checks their types: `make lint`).
 3. Only one module imports the `kubernetes` client.
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
-5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <-
-   costs <- replays; the
-   composition root (mlplatform) may import every app, and no app imports it.
+5. Dependencies between apps run one way: core <- tenancy <- notifications <- quotas <- jobs <- clusters, replay,
+   tracking <- costs <- replays; the composition root (mlplatform) may import every app, and no app imports it.
 """
 
 from __future__ import annotations
@@ -24,10 +23,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays", "tracking", "costs"]
+APPS = ["tenancy", "notifications", "quotas", "jobs", "clusters", "replay", "replays", "tracking", "costs"]
 # Each app may import only apps of a lower layer (and itself): siblings do not import each other.
-LAYERS = {"core": 0, "tenancy": 1, "quotas": 2, "jobs": 3, "clusters": 4, "replay": 4, "tracking": 4,
-          "costs": 5, "replays": 6,
+# Notifications sit under every app that alerts (the webhooks' model, tracking's, fills its registration point).
+LAYERS = {"core": 0, "tenancy": 1, "notifications": 2, "quotas": 3, "jobs": 4, "clusters": 5, "replay": 5,
+          "tracking": 5, "costs": 6, "replays": 7,
           "mlplatform": 9}
 STATE_WRITER = "jobs/lifecycle.py"
 WRITE_METHODS = {"update", "create", "bulk_create", "get_or_create", "update_or_create", "bulk_update", "save"}

@@ -116,7 +116,7 @@ def test_each_threshold_alerts_once_a_month_with_one_webhook_call_and_one_mail(
     Webhook.objects.create(project=tenant.other_project, url="http://93.184.215.16/other", secret=SECRET)
     budget(tenant, "100", hard=True)
     running_h100(tenant, prices, at(0))
-    with mock.patch("tracking.webhooks._send", return_value=200) as send, \
+    with mock.patch("notifications.webhooks._send", return_value=200) as send, \
             django_capture_on_commit_callbacks(execute=True):
         assert check_budgets(at(3)) == 0  # 48 of 100
         assert check_budgets(at(4)) == 1  # 64: 50% crossed
