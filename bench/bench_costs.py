@@ -11,7 +11,7 @@ a device-hour per flavor with a change in the middle of the year, one cluster's 
 class factors (preemptible pays 0.3). About 1,000 segments are left open, as the jobs running now.
 
 Measured (warm; median of --repeat runs; wall and CPU milliseconds of this process and of its PostgreSQL backend):
-the rollup of every closed segment (`costs.rollup.roll_segments`, segments/s), a month's report by project and
+the rollup of every closed segment (`costs.metering.rollup.roll_segments`, segments/s), a month's report by project and
 flavor (< 100 ms), a month of one project per day (< 50 ms), the CSV of the year per job and day through the real
 streaming view (rows, time, peak memory: bounded), and the statements an admission and a finish cost with and
 without the segment listener (at most one more).
@@ -291,7 +291,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> Timing:
 
 
 def roll_all() -> tuple[int, Timing]:
-    from costs.rollup import roll_segments
+    from costs.metering.rollup import roll_segments
 
     pg0, cpu0, wall0 = backend_cpu(), time.process_time(), time.perf_counter()
     rolled = 0
@@ -362,7 +362,7 @@ def statements(world: World, batches: tuple[int, ...]) -> list[tuple[str, int, i
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from costs import segments
+    from costs.metering import segments
     from jobs import lifecycle
     from jobs.lifecycle import Admission, transition, transition_many
     from jobs.models import Job, ReplicaGroup
@@ -416,7 +416,7 @@ def explain(world: World) -> None:
     """EXPLAIN ANALYZE of the rolled part of each report (the query that reads the most)."""
     from django.db import connection
 
-    from costs.reports import ReportQuery, Window, rolled_values
+    from costs.reports.usage import ReportQuery, Window, rolled_values
     from costs.selectors import report_projects
 
     projects = report_projects(world.staff)
@@ -454,7 +454,7 @@ def main() -> int:
     from django.utils import timezone
 
     from costs.models import UsageDay, UsageSegment
-    from costs.reports import ReportQuery, Window, usage_report
+    from costs.reports.usage import ReportQuery, Window, usage_report
     from costs.selectors import report_projects
     from mlplatform.celery import app
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from django.core.management import CommandError, call_command
 
 from clusters.models import Node
+from costs.metering.segments import billed_interval, cluster_grace
 from costs.models import UsageSegment
-from costs.segments import billed_interval, cluster_grace
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import HOLDING
 from quotas.models import Quota
@@ -73,8 +73,8 @@ def within_quotas() -> list[str]:
 
 def segments_match(job_ids: Iterable[int]) -> list[str]:
     """Usage is neither lost nor doubled: every attempt that ran has one segment, billed as
-    `costs.segments.billed_interval` says (from its start to its end and grace, never ending before it starts), and
-    one that never ran has none, so the device-seconds metered equal the device-seconds held."""
+    `costs.metering.segments.billed_interval` says (from its start to its end and grace, never ending before it
+    starts), and one that never ran has none, so the device-seconds metered equal the device-seconds held."""
     attempts = list(Attempt.objects.filter(job_id__in=list(job_ids)).select_related("segment", "cluster"))
     problems = []
     held = metered = 0

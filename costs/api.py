@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from core.csvstream import line_writer
 from costs import selectors, services
 from costs.models import Budget
-from costs.reports import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
+from costs.reports.usage import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
     BudgetSerializer,
     ClassDiscountSerializer,

@@ -1,7 +1,7 @@
 """Rules usage segments keep with their attempts (see `core.consistency`): every attempt that ran has one segment,
-billed as `costs.segments.billed_interval` says (from its start, open while the attempt is, closed at its end with
-its grace), with the devices the attempt placed; an attempt that never ran has none. A rolled segment is history
-(its days are priced and never change), so it is reported, never repaired."""
+billed as `costs.metering.segments.billed_interval` says (from its start, open while the attempt is, closed at its
+end with its grace), with the devices the attempt placed; an attempt that never ran has none. A rolled segment is
+history (its days are priced and never change), so it is reported, never repaired."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.consistency import Check, Problem
+from costs.metering.segments import billed_interval, cluster_grace, epoch, restore_segment
 from costs.models import UsageSegment
-from costs.segments import billed_interval, cluster_grace, epoch, restore_segment
 from jobs.models import Attempt, Outcome
 from jobs.states import HOLDING
 

@@ -10,8 +10,8 @@ from decimal import Decimal
 from django.utils import timezone
 
 from costs import services
+from costs.metering.rollup import roll_segments
 from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, UsageSegment
-from costs.rollup import roll_segments
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from replay.importers import import_philly
 from replay.paths import trace_path

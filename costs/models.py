@@ -13,9 +13,9 @@ from jobs.models import Stage
 
 class UsageSegment(models.Model):
     """One interval an attempt held devices: opened by its admission and closed by the transition that ended it,
-    each in that transition's own transaction (`costs.segments`). Times are UTC epoch seconds, so every report adds
-    and clips them with plain integer arithmetic on any database. An open segment (`end_ts` null) is costed up to
-    now; `rolled` marks a closed segment already split into `UsageDay` rows."""
+    each in that transition's own transaction (`costs.metering.segments`). Times are UTC epoch seconds, so every
+    report adds and clips them with plain integer arithmetic on any database. An open segment (`end_ts` null) is
+    costed up to now; `rolled` marks a closed segment already split into `UsageDay` rows."""
 
     attempt = models.OneToOneField("jobs.Attempt", null=True, on_delete=models.SET_NULL, related_name="segment")
     attempt_number = models.PositiveSmallIntegerField()
@@ -153,7 +153,7 @@ def validate_thresholds(value: object) -> None:
 class Budget(models.Model):
     """What a project may spend per calendar month (UTC), in `TIDAL_CURRENCY`. Crossing a threshold alerts once a
     month (`BudgetAlert`); a hard budget, once spent, stops the scheduler admitting the project's non-preemptible
-    jobs until the month ends or the amount is raised (`costs.budgets`)."""
+    jobs until the month ends or the amount is raised (`costs.budgets.hard_stop`)."""
 
     project = models.OneToOneField("tenancy.Project", on_delete=models.CASCADE, related_name="budget")
     amount = models.DecimalField(max_digits=14, decimal_places=2, validators=[MinValueValidator(0)],

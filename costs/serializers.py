@@ -13,10 +13,10 @@ from rest_framework import serializers
 
 from clusters.selectors import clusters
 from core.serializers import StrictModelSerializer
-from costs.budgets import BudgetStatus
-from costs.budgets import statuses as budget_statuses
+from costs.budgets.status import BudgetStatus
+from costs.budgets.status import statuses as budget_statuses
 from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice
-from costs.reports import GROUPS, STEPS, ReportQuery, Window
+from costs.reports.usage import GROUPS, STEPS, ReportQuery, Window
 from quotas.selectors import flavors, priority_classes
 from tenancy.selectors import organizations_for_user, projects_for_user
 from tenancy.serializers import ScopedProjectField

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from costs import budgets, rollup
+from costs.budgets import alerts
+from costs.metering import rollup
 
 
 @shared_task
@@ -14,4 +15,4 @@ def roll_segments() -> int:
 
 @shared_task
 def check_budgets() -> int:
-    return budgets.check_budgets()
+    return alerts.check_budgets()

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from costs import budget_views, views
+from costs.budgets import views as budget_views
+from costs.reports import views
 
 urlpatterns = [
     path("costs/", views.cost_report, name="costs"),

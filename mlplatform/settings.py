@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "mlplatform",
     "tenancy",
+    "notifications",
     "quotas",
     "jobs",
     "clusters",
@@ -136,7 +137,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# A mail server (EMAIL_HOST) also turns on alert e-mails to project owners (tracking.notifications.mail_alert_task).
+# A mail server (EMAIL_HOST) also turns on alert e-mails to project owners and admins (notifications.send.to_members).
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")

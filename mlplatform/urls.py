@@ -41,7 +41,7 @@ urlpatterns = [
                                                                      authentication_form=LoginForm)), name="login"),
     path("accounts/password_reset/", PasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("costs.analysis_urls")),
+    path("", include("costs.analysis.urls")),
     path("", include("tracking.urls")),
     path("", include("costs.urls")),
     path("", include("tenancy.urls")),

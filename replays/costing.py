@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from costs.pricing import HOUR, PriceBook, Usage, value_at
+from costs.metering.pricing import HOUR, PriceBook, Usage, value_at
 from replay import Segment
 
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.errors import DomainError
-from costs.prices import price_book
+from costs.metering.prices import price_book
 from costs.serializers import currency
 from jobs import scheduling as core
 from jobs.snapshot import policy_from_settings

@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from costs.metering.segments import epoch
 from costs.models import UsageSegment
-from costs.segments import epoch
 from jobs import consistency as jobs_checks
 from jobs import lifecycle
 from jobs.lifecycle import AttemptEnd, transition

@@ -3,13 +3,12 @@
 1. API, view, serializer and form modules never touch `<Model>.objects` directly: they read through selectors,
    which scope every query to what the caller may see.
 2. The scheduler core (`jobs/scheduling/`), the replay engine (`replay/`), tracking's series code (`tracking/series/`)
-   and cost pricing (`costs/pricing.py`) are pure: no Django, ORM or Kubernetes imports, not even through what they
-   import (mypy checks their types: `make lint`).
+   and cost pricing (`costs/metering/pricing.py`) are pure: no Django, ORM or Kubernetes imports, not even through
+   what they import (mypy checks their types: `make lint`).
 3. Only one module imports the `kubernetes` client.
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
-5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <-
-   costs <- replays; the
-   composition root (mlplatform) may import every app, and no app imports it.
+5. Dependencies between apps run one way: core <- tenancy <- notifications <- quotas <- jobs <- clusters, replay,
+   tracking <- costs <- replays; the composition root (mlplatform) may import every app, and no app imports it.
 """
 
 from __future__ import annotations
@@ -24,10 +23,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["tenancy", "quotas", "jobs", "clusters", "replay", "replays", "tracking", "costs"]
+APPS = ["tenancy", "notifications", "quotas", "jobs", "clusters", "replay", "replays", "tracking", "costs"]
 # Each app may import only apps of a lower layer (and itself): siblings do not import each other.
-LAYERS = {"core": 0, "tenancy": 1, "quotas": 2, "jobs": 3, "clusters": 4, "replay": 4, "tracking": 4,
-          "costs": 5, "replays": 6,
+# Notifications sit under every app that alerts (the webhooks' model, tracking's, fills its registration point).
+LAYERS = {"core": 0, "tenancy": 1, "notifications": 2, "quotas": 3, "jobs": 4, "clusters": 5, "replay": 5,
+          "tracking": 5, "costs": 6, "replays": 7,
           "mlplatform": 9}
 STATE_WRITER = "jobs/lifecycle.py"
 WRITE_METHODS = {"update", "create", "bulk_create", "get_or_create", "update_or_create", "bulk_update", "save"}
@@ -134,7 +134,7 @@ def test_no_unscoped_queries_in_api_and_views():
 
 
 FRAMEWORKS = {"django", "kubernetes", "rest_framework", "celery", "redis", "psycopg"}
-PURE_MODULES = ["jobs.scheduling", "replay", "tracking.series", "costs.pricing"]  # mypy checks these too
+PURE_MODULES = ["jobs.scheduling", "replay", "tracking.series", "costs.metering.pricing"]  # mypy checks these too
 
 
 @pytest.mark.parametrize("package", ["jobs/scheduling", "replay", "tracking/series"])
@@ -239,6 +239,41 @@ def test_dependencies_between_apps_run_one_way():
         if wrong:
             offenders[path.relative_to(ROOT).as_posix()] = sorted(wrong)
     assert offenders == {}, f"an app imports one above it (or a sibling): {offenders}"
+
+
+# Costs' rooms (issue 27), one way as apps are: metering is the core, reports read it, budgets and analysis read both.
+COSTS_ROOMS = {"metering": 0, "reports": 1, "budgets": 2, "analysis": 2}
+
+
+def wrong_way_rooms(room: str, source: str) -> set[str]:
+    """Rooms of costs that `source` (a module of `room`) imports against their order (or a sibling room)."""
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+    rooms = {name.split(".")[1] for name in modules if name.startswith("costs.")}
+    return {other for other in rooms & set(COSTS_ROOMS)
+            if other != room and COSTS_ROOMS[other] >= COSTS_ROOMS[room]}
+
+
+def test_the_room_checker_catches_an_import_against_the_order():
+    assert wrong_way_rooms("metering", "from costs.reports.usage import Window\n") == {"reports"}
+    assert wrong_way_rooms("reports", "from costs import budgets\n") == {"budgets"}
+    assert wrong_way_rooms("budgets", "def f():\n    from costs.analysis import Scope\n") == {"analysis"}
+    assert wrong_way_rooms("budgets", "from costs.metering.pricing import HOUR\nfrom costs import models\n") == set()
+
+
+def test_costs_rooms_depend_one_way():
+    offenders = {}
+    for room in COSTS_ROOMS:
+        for path in sorted((ROOT / "costs" / room).rglob("*.py")):
+            wrong = wrong_way_rooms(room, path.read_text())
+            if wrong:
+                offenders[path.relative_to(ROOT).as_posix()] = sorted(wrong)
+    assert offenders == {}, f"a room of costs imports one above it (or a sibling): {offenders}"
 
 
 def test_the_production_requirements_hold_no_test_lint_or_fuzz_package():

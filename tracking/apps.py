@@ -10,9 +10,10 @@ class TrackingConfig(AppConfig):
         from core.embedded import EMBEDDED_LOOPS
         from jobs import ports
         from jobs.auth import register_attempt_authentication
+        from notifications.sources import register_webhook_source
         from tenancy.auth import register_other_credential
         from tenancy.panels import Panel, register_project_panel
-        from tracking import alerts, demo, listeners, services  # noqa: F401  (listeners connects to the job state machine)
+        from tracking import alerts, demo, listeners, selectors, services  # noqa: F401  (listeners connects to the job state machine)
         from tracking.auth import RunTokenAuthentication
         from tracking.env import RUN_ENV_NAMES, run_env
         from tracking.tokens import claim_of
@@ -25,6 +26,8 @@ class TrackingConfig(AppConfig):
                                   "A run token only logs to its own run and reports its attempt's checkpoint; use an "
                                   "API token here.")
         register_project_panel(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))
+        # The webhooks every alert of a project goes to (tracking's, budgets' and later ones) are this app's model.
+        register_webhook_source(selectors.enabled_webhook_ids, selectors.enabled_webhook_target)
         # Embedded mode (no Celery beat): the hung-run check as beat runs it, and the simulated jobs' curves (only
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).
         EMBEDDED_LOOPS.append(("tracking-hung-runs", alerts.check_hung_runs, 60.0, None))

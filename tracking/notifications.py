@@ -1,25 +1,18 @@
-"""Alert notifications as tasks: webhooks (signed, retried with backoff) and e-mail to project owners. In embedded
-mode and tests they run in-process."""
+"""Alert notifications as tasks: what an alert's webhooks and e-mail say, sent through the notifications app
+(webhooks signed and retried with backoff, e-mail to project owners). In embedded mode and tests they run
+in-process."""
 
 from __future__ import annotations
 
 import json
-import logging
 
 from celery import shared_task
-from celery.exceptions import Retry
 from django.conf import settings
-from django.core.mail import send_mail
 from django.utils import timezone
 
-from tenancy.models import Membership, Role
-from tracking import webhooks
-from tracking.models import Alert, Webhook
-
-logger = logging.getLogger(__name__)
-
-MAX_RETRIES = 5
-BACKOFF_SECONDS = 10  # doubled at each retry: 10 s, 20 s, 40 s, 80 s, 160 s
+from notifications import send
+from tenancy.models import Role
+from tracking.models import Alert
 
 
 def alert_body(alert: Alert, event: str) -> bytes:
@@ -46,33 +39,9 @@ def notify_alert_task(alert_id: int, event: str) -> None:
     alert = Alert.objects.filter(pk=alert_id).select_related("run__project").first()
     if alert is None:
         return
-    body = alert_body(alert, event).decode()
-    for webhook_id in Webhook.objects.filter(project_id=alert.run.project_id, enabled=True).values_list("pk",
-                                                                                                        flat=True):
-        deliver_webhook_task.delay(webhook_id, body, event)
-    if settings.EMAIL_HOST:
+    send.to_webhooks(alert.run.project_id, alert_body(alert, event).decode(), event)
+    if send.mail_configured():
         mail_alert_task.delay(alert_id, event)
-
-
-@shared_task(bind=True, max_retries=MAX_RETRIES)
-def deliver_webhook_task(self, webhook_id: int, body: str, event: str) -> Retry | None:
-    """POST one alert body to one webhook; a failure worth retrying is retried with exponential backoff."""
-    webhook = Webhook.objects.filter(pk=webhook_id, enabled=True).first()
-    if webhook is None:
-        return None
-    try:
-        webhooks.deliver(webhook.url, webhook.secret, body.encode(), event)
-    except webhooks.Refused as e:
-        logger.warning("webhook %s not delivered: %s", webhook_id, e)
-    except webhooks.DeliveryFailed as e:
-        if self.request.retries >= MAX_RETRIES:
-            logger.warning("webhook %s given up after %s retries: %s", webhook_id, MAX_RETRIES, e)
-            return None
-        countdown = BACKOFF_SECONDS * 2 ** self.request.retries
-        if self.request.is_eager:  # embedded mode, tests: returned, Celery runs the retry at once (no countdown);
-            return self.retry(countdown=countdown, throw=False)  # raised, it would escape to the caller
-        raise self.retry(countdown=countdown) from e
-    return None
 
 
 @shared_task
@@ -80,12 +49,7 @@ def mail_alert_task(alert_id: int, event: str) -> None:
     alert = Alert.objects.filter(pk=alert_id).select_related("run__project").first()
     if alert is None:
         return
-    project = alert.run.project
-    recipients = sorted(set(Membership.objects.filter(project=project, role=Role.OWNER)
-                            .exclude(user__email="").values_list("user__email", flat=True)))
-    if not recipients:
-        return
     verb = "resolved" if event == "alert.resolved" else "opened"
-    send_mail(subject=f"[Tidal] {alert.rule} {verb} on run {alert.run.name} ({project.slug})",
-              message=f"{alert.message}\n\nRun: {settings.TIDAL['URL']}/api/v1/runs/{alert.run_id}/\n",
-              from_email=None, recipient_list=recipients)
+    send.to_members(alert.run.project_id, [Role.OWNER],
+                    subject=f"[Tidal] {alert.rule} {verb} on run {alert.run.name} ({alert.run.project.slug})",
+                    message=f"{alert.message}\n\nRun: {settings.TIDAL['URL']}/api/v1/runs/{alert.run_id}/\n")

@@ -29,6 +29,7 @@ from django.utils import timezone
 from core.errors import DomainError
 from jobs.models import Attempt, Job, Outcome
 from jobs.states import FINAL, State
+from notifications.sources import Target
 from tenancy.models import Role
 from tenancy.selectors import User, project_ids_for_user, role_in_project
 from tracking.models import Alert, AlertRule, Experiment, Rollup, Run, RunStatus, Series, Webhook
@@ -126,6 +127,16 @@ def webhooks_for_user(user: User) -> QuerySet[Webhook]:
     """Admins and owners only: a webhook URL often carries a credential of its own (a chat service's hook path)."""
     return Webhook.objects.filter(project_id__in=project_ids_for_user(user, min_role=Role.ADMIN)).select_related(
         "project")
+
+
+def enabled_webhook_ids(project_id: int) -> list[int]:
+    """The notifications app's webhook source (unscoped: it delivers what a project's admins configured)."""
+    return list(Webhook.objects.filter(project_id=project_id, enabled=True).values_list("pk", flat=True))
+
+
+def enabled_webhook_target(webhook_id: int) -> Target | None:
+    found = Webhook.objects.filter(pk=webhook_id, enabled=True).values_list("url", "secret").first()
+    return None if found is None else Target(*found)
 
 
 def run_keys(run: Run) -> list[str]:

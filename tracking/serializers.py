@@ -5,12 +5,12 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.serializers import StrictModelSerializer, StrictSerializer, no_control_characters
+from notifications.webhooks import Refused, check_url
 from tenancy.serializers import ScopedProjectField
 from tracking import selectors
 from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
 from tracking.series.validate import shown_last
-from tracking.webhooks import Refused, check_url
 
 
 class ExperimentSerializer(StrictModelSerializer):

@@ -16,6 +16,7 @@ from core.errors import DomainError
 from core.serializers import has_control_character
 from jobs.models import Job
 from jobs.states import State
+from notifications.webhooks import Refused, check_url
 from tenancy.audit import delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
@@ -33,7 +34,6 @@ from tracking.series.validate import (
     clean_points,
     summarize,
 )
-from tracking.webhooks import Refused, check_url
 
 MIN_SECRET = 16  # characters of a webhook secret: an HMAC key short enough to guess signs nothing
 DEFAULT_EXPERIMENT = "Default"  # MLflow's name for the experiment of runs that name none

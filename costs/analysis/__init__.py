@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from costs.models import UsageDay, UsageSegment
-from costs.reports import LABELS, Window
+from costs.reports.usage import LABELS, Window
 from tenancy.models import Project
 
 CHUNK = 500  # ids per IN list: under SQLite's oldest limit of 999 bound parameters

@@ -2,7 +2,7 @@
 (in device-hours and money) and what of the idle part other projects of the organization borrowed.
 
 - guaranteed: the project's *current* `Quota.guaranteed` x the hours of the range from the quota's creation (when
-  later than the range's start, `costs.existence`) up to now (guarantees have no history: a guarantee changed
+  later than the range's start, `costs.metering.existence`) up to now (guarantees have no history: a guarantee changed
   during the range counts as if it had always been the current one);
 - used: the report's device-hours grouped by project and flavor; borrowed: the segments' borrowed devices x the
   time they held them; used within the guarantee: used - borrowed;
@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from costs.analysis import Scope, label, overlap, window_segments
-from costs.existence import quota_starts
-from costs.prices import price_book
-from costs.pricing import HOUR, Usage
-from costs.reports import ReportQuery, report_rows
+from costs.metering.existence import quota_starts
+from costs.metering.prices import price_book
+from costs.metering.pricing import HOUR, Usage
+from costs.reports.usage import ReportQuery, report_rows
 from quotas.models import Quota
 from tenancy.models import Project
 

@@ -19,7 +19,7 @@ from itertools import chain, groupby, pairwise
 import numpy as np
 
 from costs.analysis import Scope, chunks
-from costs.pricing import PriceBook, Usage
+from costs.metering.pricing import PriceBook, Usage
 from tracking.models import Run, Series
 from tracking.points import read_blocks
 from tracking.series.anomaly import GPU_UTIL_COLLAPSE, rules_for_key

@@ -15,9 +15,9 @@ from datetime import datetime
 
 from costs.analysis import Scope, label, window_segments
 from costs.analysis.gpu import Held, low_utilization
-from costs.prices import price_book
-from costs.pricing import Usage
-from costs.reports import ReportQuery, report_rows
+from costs.metering.prices import price_book
+from costs.metering.pricing import Usage
+from costs.reports.usage import ReportQuery, report_rows
 from jobs.models import Outcome
 
 FAILED = (Outcome.FAILED, Outcome.LOST)

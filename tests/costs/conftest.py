@@ -29,8 +29,8 @@ def price(flavor, per_hour: str, since: datetime, cluster=None) -> DevicePrice:
 
 def installed_since(when: datetime) -> None:
     """Date the projects and clusters there are back to `when`: the analyses count guarantees and capacity only
-    from when they existed (costs.existence), and these tests' histories are in 2026 while their rows are created
-    now."""
+    from when they existed (costs.metering.existence), and these tests' histories are in 2026 while their rows are
+    created now."""
     from clusters.models import Cluster
     from tenancy.models import Project
 

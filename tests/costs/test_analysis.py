@@ -15,8 +15,8 @@ from costs.analysis import Scope, percentile
 from costs.analysis.efficiency import quota_efficiency
 from costs.analysis.queueing import queueing
 from costs.analysis.waste import waste
-from costs.reports import Window
-from costs.rollup import roll_segments
+from costs.metering.rollup import roll_segments
+from costs.reports.usage import Window
 from jobs.lifecycle import Admission, AttemptEnd, record_checkpoint, transition, transition_many
 from jobs.states import State
 from tenancy.models import Project

@@ -69,7 +69,7 @@ def test_the_panel_shows_the_thresholds_the_spend_reached_before_the_check_recor
 
     from django.utils import timezone
 
-    from costs.budgets import check_budgets
+    from costs.budgets.alerts import check_budgets
     from costs.models import UsageSegment
     from quotas.models import PriorityClass
 

@@ -13,8 +13,11 @@ import pytest
 from django.db import connection, connections
 
 from core.errors import DomainError
-from costs import budgets, services
-from costs.budgets import check_budgets, spent_hard_budgets, status_of
+from costs import services
+from costs.budgets import alerts
+from costs.budgets.alerts import check_budgets
+from costs.budgets.hard_stop import spent_hard_budgets
+from costs.budgets.status import status_of
 from costs.models import Budget, BudgetAlert
 from jobs import ports
 from jobs.lifecycle import transition
@@ -116,7 +119,7 @@ def test_each_threshold_alerts_once_a_month_with_one_webhook_call_and_one_mail(
     Webhook.objects.create(project=tenant.other_project, url="http://93.184.215.16/other", secret=SECRET)
     budget(tenant, "100", hard=True)
     running_h100(tenant, prices, at(0))
-    with mock.patch("tracking.webhooks._send", return_value=200) as send, \
+    with mock.patch("notifications.webhooks._send", return_value=200) as send, \
             django_capture_on_commit_callbacks(execute=True):
         assert check_budgets(at(3)) == 0  # 48 of 100
         assert check_budgets(at(4)) == 1  # 64: 50% crossed
@@ -158,7 +161,7 @@ def test_concurrent_checks_alert_and_notify_exactly_once(tenant, prices):
     running_h100(tenant, prices, at(0))
     checkers = 4
     barrier = threading.Barrier(checkers, timeout=30)
-    real_alerted = budgets._alerted
+    real_alerted = alerts._alerted
 
     def alerted_then_wait(*args):
         found = real_alerted(*args)
@@ -175,8 +178,8 @@ def test_concurrent_checks_alert_and_notify_exactly_once(tenant, prices):
         finally:
             connections.close_all()
 
-    with mock.patch.object(budgets, "_alerted", alerted_then_wait), \
-            mock.patch.object(budgets.notify_budget_task, "delay", side_effect=lambda *a: sent.append(a)):
+    with mock.patch.object(alerts, "_alerted", alerted_then_wait), \
+            mock.patch.object(alerts.notify_budget_task, "delay", side_effect=lambda *a: sent.append(a)):
         threads = [threading.Thread(target=check) for _ in range(checkers)]
         for thread in threads:
             thread.start()

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from costs import demo
 from costs.models import DevicePrice, UsageDay, UsageSegment
-from costs.reports import ReportQuery, Window, usage_report
+from costs.reports.usage import ReportQuery, Window, usage_report
 from replay.paths import trace_path
 from tenancy.models import AuditEntry, Project
 from tests.costs.conftest import T0

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusters.models import Cluster
+from costs.metering.pricing import DAY, PriceBook, Usage
+from costs.metering.rollup import EPOCH_DAY, roll_segments
 from costs.models import ClassDiscount, CpuPrice, DevicePrice, UsageDay, UsageSegment
-from costs.pricing import DAY, PriceBook, Usage
-from costs.reports import GROUPS, ReportQuery, Window, period_of, usage_report
-from costs.rollup import EPOCH_DAY, roll_segments
+from costs.reports.usage import GROUPS, ReportQuery, Window, period_of, usage_report
 from jobs.models import Job
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Project

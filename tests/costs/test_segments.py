@@ -12,10 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from costs import segments
+from costs.metering import segments
+from costs.metering.rollup import roll_segments
 from costs.models import UsageDay, UsageSegment
-from costs.reports import ReportQuery, Window, usage_report
-from costs.rollup import roll_segments
+from costs.reports.usage import ReportQuery, Window, usage_report
 from jobs import lifecycle
 from jobs.lifecycle import AttemptEnd, transition
 from jobs.states import State

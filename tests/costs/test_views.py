@@ -13,10 +13,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from costs.admin_report import capacity_hours, fragmentation
-from costs.reports import Report, ReportQuery, Row, Window
-from costs.rollup import roll_segments
-from costs.views import OTHER, stacked_series
+from costs.metering.rollup import roll_segments
+from costs.reports.staff import capacity_hours, fragmentation
+from costs.reports.usage import Report, ReportQuery, Row, Window
+from costs.reports.views import OTHER, stacked_series
 from jobs.lifecycle import transition
 from jobs.scheduling.model import Node, PendingJob, ReplicaGroup
 from jobs.states import State
@@ -233,7 +233,7 @@ def test_a_range_without_usage_of_an_installation_that_metered_some_says_only_th
 
 
 def test_the_table_keeps_the_costliest_rows_beyond_its_limit(tenant, usage, monkeypatch):
-    monkeypatch.setattr("costs.views.MAX_TABLE_ROWS", 1)
+    monkeypatch.setattr("costs.reports.views.MAX_TABLE_ROWS", 1)
     response = page(login(tenant.users["member"]), **JANUARY)
     assert response.context["row_count"] == 2
     assert [row["cost"] for row in response.context["rows"]] == [pytest.approx(32.0)]
@@ -326,7 +326,7 @@ def test_utilization_counts_each_node_from_when_it_was_added(tenant, usage):
     demo minutes old is not measured against a month of capacity it never had."""
     from clusters.models import Cluster, Node
     from clusters.services import node_save
-    from costs.admin_report import utilization
+    from costs.reports.staff import utilization
     from tenancy.models import AuditEntry, Project
 
     Cluster.objects.filter(pk=usage["cluster"].pk).update(created_at=at(12))

@@ -17,10 +17,11 @@ from django.utils import timezone
 
 from jobs.models import JobEvent
 from jobs.states import State
+from notifications import webhooks
 from tenancy.models import AuditEntry, Membership, Project, Role
 from tests.crosstenant import CrossTenantMixin
 from tests.jobs.conftest import inventory, run, submit  # noqa: F401  (fixtures)
-from tracking import alerts, services, webhooks
+from tracking import alerts, services
 from tracking.models import Alert, AlertRule, Run, Webhook
 
 pytestmark = pytest.mark.django_db
@@ -236,7 +237,7 @@ def test_the_periodic_task_is_in_the_beat_schedule_and_the_embedded_loops(settin
 def test_a_webhook_gets_the_opening_and_the_resolution_signed(run, tenant, django_capture_on_commit_callbacks):
     Webhook.objects.create(project=tenant.project, url="https://hooks.example.com/tidal?x=1", secret=SECRET)
     public = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 443))]
-    with mock.patch("tracking.webhooks._send", return_value=204) as send, \
+    with mock.patch("notifications.webhooks._send", return_value=204) as send, \
             mock.patch("socket.getaddrinfo", return_value=public):
         with django_capture_on_commit_callbacks(execute=True):
             log(run.pk, "loss", 1, "NaN")
@@ -261,7 +262,7 @@ def test_a_webhook_gets_the_opening_and_the_resolution_signed(run, tenant, djang
                                  "http://[::ffff:10.0.0.1]/x", "http://localhost/hook", "http://224.0.0.1/",
                                  "ftp://hooks.example.com/", "https://user:pw@hooks.example.com/"])
 def test_private_and_malformed_targets_are_refused_without_a_request(url):
-    with mock.patch("tracking.webhooks._send") as send, pytest.raises(webhooks.Refused):
+    with mock.patch("notifications.webhooks._send") as send, pytest.raises(webhooks.Refused):
         webhooks.deliver(url, SECRET, b"{}", "alert.opened")
     send.assert_not_called()
 
@@ -269,7 +270,7 @@ def test_private_and_malformed_targets_are_refused_without_a_request(url):
 def test_a_host_name_resolving_to_a_private_address_is_refused():
     answers = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 443)),
                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", 443))]  # one bad answer is enough
-    with mock.patch("socket.getaddrinfo", return_value=answers), mock.patch("tracking.webhooks._send") as send, \
+    with mock.patch("socket.getaddrinfo", return_value=answers), mock.patch("notifications.webhooks._send") as send, \
             pytest.raises(webhooks.Refused):
         webhooks.deliver("https://rebind.example.com/", SECRET, b"{}", "alert.opened")
     send.assert_not_called()
@@ -277,19 +278,19 @@ def test_a_host_name_resolving_to_a_private_address_is_refused():
 
 def test_private_targets_are_allowed_with_the_setting(settings):
     settings.TIDAL_WEBHOOK_ALLOW_PRIVATE = True
-    with mock.patch("tracking.webhooks._send", return_value=200) as send:
+    with mock.patch("notifications.webhooks._send", return_value=200) as send:
         assert webhooks.deliver("http://10.1.2.3/hook", SECRET, b"{}", "alert.opened") == 200
     assert send.call_args.args[1] == "10.1.2.3"
 
 
 def test_a_failing_target_is_retried_and_a_redirect_is_not_followed(run, tenant):
-    from tracking.notifications import deliver_webhook_task
+    from notifications.tasks import deliver_webhook_task
 
     hook = Webhook.objects.create(project=tenant.project, url="http://93.184.215.14/hook", secret=SECRET)
-    with mock.patch("tracking.webhooks._send", side_effect=[503, OSError("reset"), 200]) as send:
+    with mock.patch("notifications.webhooks._send", side_effect=[503, OSError("reset"), 200]) as send:
         deliver_webhook_task.delay(hook.pk, "{}", "alert.opened")
     assert send.call_count == 3
-    with mock.patch("tracking.webhooks._send", return_value=302) as send:
+    with mock.patch("notifications.webhooks._send", return_value=302) as send:
         deliver_webhook_task.delay(hook.pk, "{}", "alert.opened")
     assert send.call_count == 1
 

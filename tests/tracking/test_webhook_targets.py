@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 
-from tracking import webhooks
+from notifications import webhooks
 from tracking.models import Webhook
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_an_embedded_private_address_or_a_bad_port_is_a_400_naming_url(tenant, c
 
 @pytest.mark.parametrize("url", REFUSED)
 def test_they_are_never_sent_to(url):
-    with mock.patch("tracking.webhooks._send") as send, pytest.raises(webhooks.Refused):
+    with mock.patch("notifications.webhooks._send") as send, pytest.raises(webhooks.Refused):
         webhooks.deliver(url, "s" * 32, b"{}", "alert.opened")
     send.assert_not_called()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from costs.metering.pricing import PriceBook
 from costs.models import ClassDiscount, CpuPrice, DevicePrice
-from costs.pricing import PriceBook
 
 
 def _ts(row_time) -> int:

@@ -21,10 +21,10 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
+from costs.metering.prices import price_book
+from costs.metering.pricing import DAY, HOUR, day_pieces
+from costs.metering.rollup import EPOCH_DAY, usage_of
 from costs.models import UsageDay, UsageSegment
-from costs.prices import price_book
-from costs.pricing import DAY, HOUR, day_pieces
-from costs.rollup import EPOCH_DAY, usage_of
 from jobs.models import Job
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Organization, Project

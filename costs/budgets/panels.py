@@ -11,8 +11,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from costs import selectors
-from costs.budget_views import can_set_budget
-from costs.budgets import BudgetStatus, status_of
+from costs.budgets.status import BudgetStatus, status_of
+from costs.budgets.views import can_set_budget
 from costs.models import BudgetAlert
 from tenancy.models import Project
 

@@ -22,7 +22,7 @@ from costs.analysis import Scope
 from costs.analysis.efficiency import Efficiency, QuotaRow, quota_efficiency
 from costs.analysis.queueing import Queueing, QueueRow, queueing
 from costs.analysis.waste import DEFAULT_GPU_UTIL_BELOW, Waste, WasteRow, waste
-from costs.pricing import HOUR
+from costs.metering.pricing import HOUR
 from costs.serializers import ReportParamsSerializer, currency
 from tenancy.selectors import User
 

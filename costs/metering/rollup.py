@@ -13,9 +13,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from costs.metering.prices import price_book
+from costs.metering.pricing import PriceBook, Usage, day_pieces
 from costs.models import UsageDay, UsageSegment
-from costs.prices import price_book
-from costs.pricing import PriceBook, Usage, day_pieces
 from jobs.bulk import bulk_set
 
 EPOCH_DAY = date(1970, 1, 1)
@@ -56,8 +56,9 @@ def _write_days(rows: list[tuple]) -> None:
 
 def roll_segments(batch: int = 5000, now: datetime | None = None) -> int:
     """Roll up to `batch` closed segments; returns how many. A segment whose end is still ahead (an ended attempt's
-    grace, `costs.segments`) waits for it: a rolled day is final, and reports cost no time after now. Segments are
-    read as plain rows, not models: a backlog of a million rolls at about 20,000 a second (bench/bench_costs.py)."""
+    grace, `costs.metering.segments`) waits for it: a rolled day is final, and reports cost no time after now.
+    Segments are read as plain rows, not models: a backlog of a million rolls at about 20,000 a second
+    (bench/bench_costs.py)."""
     book, until = price_book(), int((now or timezone.now()).timestamp())
     with transaction.atomic():
         segments = list(UsageSegment.objects.select_for_update(skip_locked=True)

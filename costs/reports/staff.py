@@ -2,8 +2,8 @@
 inventory, fragmentation now, the costliest projects and the chargeback of a range.
 
 Capacity is today's inventory (every node's allocatable devices of the flavor, cordoned or not, x 24 h a day), each
-node from when it was added (`costs.existence`): node history is not kept, so a node removed during the range is
-not counted, and one resized counts at its current size.
+node from when it was added (`costs.metering.existence`): node history is not kept, so a node removed during the
+range is not counted, and one resized counts at its current size.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 from django.db.models import QuerySet
 
 from clusters.selectors import nodes
-from costs.existence import node_starts
-from costs.pricing import DAY, HOUR
-from costs.reports import ReportQuery, Row, Window, usage_report
-from costs.rollup import EPOCH_DAY
+from costs.metering.existence import node_starts
+from costs.metering.pricing import DAY, HOUR
+from costs.metering.rollup import EPOCH_DAY
+from costs.reports.usage import ReportQuery, Row, Window, usage_report
 from jobs.scheduling.model import Node, PendingJob
 from jobs.snapshot import build_snapshot
 
@@ -83,7 +83,7 @@ def capacity_hours(day: date, devices: int, now: datetime, since: int | None = N
 class InventoryNode:
     flavor: str
     devices: int
-    since: int  # epoch seconds: when the node was added (costs.existence)
+    since: int  # epoch seconds: when the node was added (costs.metering.existence)
 
 
 def inventory_nodes() -> list[InventoryNode]:

@@ -1,4 +1,4 @@
-"""Pages of the three analyses: the API's figures (`costs.analysis_api`) in a table sorted by any column, with the
+"""Pages of the three analyses: the API's figures (`costs.analysis.api`) in a table sorted by any column, with the
 report's range form (month, or start and end; project). Without a range, the current month. A bad parameter is
 shown on the page (400) with the message the API gives."""
 
@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from costs import analysis_api
+from costs.analysis import api as analysis_api
 from costs.serializers import currency
 from tenancy.selectors import projects_for_user
 

@@ -4,7 +4,7 @@
 Parameters are the API's (`costs.serializers.ReportParamsSerializer`, the same 400s naming the parameter, shown on the
 page), so the page's "Download CSV" link is `/api/v1/costs/csv/` with the very query the page ran. The chart data is
 rendered into the page (`json_script`): the page makes no second request. Data gathering for the admin page lives in
-`costs.admin_report`.
+`costs.reports.staff`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.selectors import clusters
-from costs import admin_report, selectors
-from costs.pricing import DAY
-from costs.reports import GROUPS, STEPS, Report, ReportQuery, period_of, usage_report
-from costs.rollup import EPOCH_DAY
+from costs import selectors
+from costs.metering.pricing import DAY
+from costs.metering.rollup import EPOCH_DAY
+from costs.reports import staff
+from costs.reports.usage import GROUPS, STEPS, Report, ReportQuery, period_of, usage_report
 from costs.serializers import ReportParamsSerializer, currency, month_window
 from quotas.selectors import flavors
 from tenancy.models import Project
@@ -174,8 +175,8 @@ def cost_admin(request: HttpRequest) -> HttpResponse:
     query, errors = validated_query(request, {**params, "group_by": ""})
     if query is None:
         return render(request, "costs/admin.html", {**context, "errors": errors}, status=400)
-    data = admin_report.gather(selectors.report_projects(request.user), query.window, now)
-    chargeback_params = {**params, "group_by": ",".join(admin_report.CHARGEBACK_GROUPS)}
+    data = staff.gather(selectors.report_projects(request.user), query.window, now)
+    chargeback_params = {**params, "group_by": ",".join(staff.CHARGEBACK_GROUPS)}
     return render(request, "costs/admin.html", {
         **context, "data": data, "first_day": query.window.start, "last_day": query.window.end - timedelta(days=1),
         "chart": {"utilization": [flavor.chart() for flavor in data.utilization]},

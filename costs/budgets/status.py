@@ -1,7 +1,7 @@
-"""Budgets: what a project spent this month, where the month is heading, threshold alerts (each once a month) and
-the hard stop the scheduler sees.
+"""Where a budget stands: what a project spent this month and where the month is heading. The threshold alerts
+(`costs.budgets.alerts`) and the hard stop the scheduler sees (`costs.budgets.hard_stop`) read it.
 
-Every number comes from the cost reports (`costs.reports.usage_report`, one report for all the projects asked
+Every number comes from the cost reports (`costs.reports.usage.usage_report`, one report for all the projects asked
 about), so a budget and the cost page never disagree. Months are UTC calendar months.
 
 The month-end forecast is the month so far plus the larger of two estimates of the rest, and says which it used:
@@ -20,17 +20,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from costs.models import Budget, BudgetAlert, UsageSegment
-from costs.notifications import budget_body, notify_budget_task
-from costs.prices import price_book
-from costs.pricing import HOUR
-from costs.reports import ReportQuery, Window, usage_report
-from costs.rollup import usage_of
+from costs.metering.prices import price_book
+from costs.metering.pricing import HOUR
+from costs.metering.rollup import usage_of
+from costs.models import Budget, UsageSegment
+from costs.reports.usage import ReportQuery, Window, usage_report
 from tenancy.models import Project
 
 RATE_DAYS = 7
@@ -40,12 +37,6 @@ def month_of(now: datetime) -> Window:
     """The UTC calendar month `now` falls in."""
     first = now.astimezone(UTC).date().replace(day=1)
     return Window(first, (first + timedelta(days=32)).replace(day=1))
-
-
-def money(value: float) -> str:
-    """`10,240 USD`: whole units, so a reason quoting a spend changes (and is written again) once a unit, not each
-    cycle."""
-    return f"{value:,.0f} {settings.TIDAL['CURRENCY']}"
 
 
 def spent(project_ids: Collection[int], window: Window, now: datetime) -> dict[int, float]:
@@ -135,65 +126,3 @@ def statuses(budgets: Sequence[Budget], now: datetime) -> list[BudgetStatus]:
 
 def status_of(budget: Budget, now: datetime | None = None) -> BudgetStatus:
     return statuses([budget], now or timezone.now())[0]
-
-
-# ----------------------------------------------------------------------------------------- the scheduler's stop
-
-def stop_reason(slug: str, spent_so_far: float, amount: float, month: date) -> str:
-    return (f"project {slug} has spent {money(spent_so_far)} of its {money(amount)} budget for {month:%B}; only "
-            f"preemptible jobs are admitted")
-
-
-def spent_hard_budgets(now: datetime) -> dict[int, str]:
-    """Projects whose hard budget this month is spent, with the reason their queued jobs show: registered with
-    `jobs.ports.register_budget_source`, asked once per scheduling cycle. One query when no budget is hard; else
-    one report for all hard-budget projects."""
-    hard = list(Budget.objects.filter(hard=True).values_list("project_id", "project__slug", "amount"))
-    if not hard:
-        return {}
-    month = month_of(now)
-    to_date = spent([pk for pk, _, _ in hard], month, now)
-    return {pk: stop_reason(slug, to_date.get(pk, 0.0), float(amount), month.start)
-            for pk, slug, amount in hard if to_date.get(pk, 0.0) >= float(amount)}
-
-
-# ---------------------------------------------------------------------------------------------------- alerts
-
-def _alerted(project_ids: Collection[int], month: date) -> set[tuple[int, int]]:
-    """(project, threshold) of the month's alerts already recorded."""
-    return set(BudgetAlert.objects.filter(project_id__in=list(project_ids), month=month)
-               .values_list("project_id", "threshold"))
-
-
-def _record(status: BudgetStatus, threshold: int, now: datetime) -> bool:
-    """Insert the month's alert of this threshold; False when another check inserted it first (the unique
-    constraint decides, whatever the number of checks running at once)."""
-    try:
-        with transaction.atomic():
-            BudgetAlert.objects.create(project_id=status.budget.project_id, month=status.month, threshold=threshold,
-                                       amount=status.budget.amount, cost=status.spent, created_at=now)
-    except IntegrityError:
-        return False
-    return True
-
-
-def check_budgets(now: datetime | None = None) -> int:
-    """Record each threshold crossed this month once, and notify the project's webhooks and owners and admins of
-    the ones this check recorded (one notification per project and check). Returns how many alerts it recorded.
-    Celery beat runs it every minute, as does the embedded loop."""
-    now = now or timezone.now()
-    budgets = list(Budget.objects.select_related("project"))
-    if not budgets:
-        return 0
-    done = _alerted([b.project_id for b in budgets], month_of(now).start)
-    recorded = 0
-    for status in statuses(budgets, now):
-        fresh = [t for t in status.crossed if (status.budget.project_id, t) not in done]
-        won = [t for t in fresh if _record(status, t, now)]
-        if won:
-            recorded += len(won)
-            body = budget_body(status, won, now)
-            project_id = status.budget.project_id
-            # robust: a broken notifier must not undo or fail the check; the alert rows are the record.
-            transaction.on_commit(lambda p=project_id, b=body: notify_budget_task.delay(p, b), robust=True)
-    return recorded

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from costs import analysis_api, analysis_views
+from costs.analysis import api as analysis_api
+from costs.analysis import views as analysis_views
 
 urlpatterns = [
     path("api/v1/costs/efficiency/", analysis_api.EfficiencyView.as_view(), name="cost-efficiency"),
