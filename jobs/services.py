@@ -64,7 +64,7 @@ def job_submit(*, actor: Any, project: Project, spec: dict[str, Any]) -> Submitt
 
 
 def _require_can_manage(actor: Any, job: Job) -> None:
-    """A viewer or outsider is told the role needed; a member who did not submit the job, whose it is to manage."""
+    """Refuse a viewer or an outsider (naming the role needed), and a member who did not submit the job."""
     role = require_role(actor, job.project, Role.MEMBER)
     if not can_manage_job(actor, role, job.submitter_id):
         raise Forbidden("Members can only manage their own jobs; ask a project admin.")

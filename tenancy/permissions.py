@@ -89,7 +89,7 @@ def has_role(user: User, project: Project, minimum: str) -> bool:
     return role_at_least(role_in_project(user, project), minimum)
 
 
-def require_role(user: User, project: Project, minimum: str,
+def require_role(user: User, project: Project, minimum: str, *,
                  refuse: Callable[[str], Exception] = Forbidden) -> str:
     """The user's role in the project, when it is at least `minimum`; else raise `refuse` (a 403: the domain's
     `Forbidden` for services, DRF's `PermissionDenied` for viewsets) naming the role needed."""
