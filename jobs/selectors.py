@@ -15,8 +15,9 @@ from jobs.ports import AttemptEnv
 from jobs.snapshot import load_nodes, load_projects, load_quotas, policy_from_settings
 from jobs.states import HOLDING, State
 from quotas.models import PriorityClass
-from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import project_ids_for_user, role_in_project
+from tenancy.models import Project
+from tenancy.permissions import is_submitter_or_admin
+from tenancy.selectors import project_ids_for_user
 
 # What everyone else sees of an env value (docs/security.md, "Who sees what").
 HIDDEN_VALUE = "••••"
@@ -36,12 +37,7 @@ def job_detail_for_user(user) -> QuerySet[Job]:
 def may_read_env(user, job: Job) -> bool:
     """Whether `user` reads the values of the job's env (which may hold secrets): its submitter, the project's
     admins and owners, and platform staff (who act as owners). Everyone else who sees the job reads only the names."""
-    if not user.is_authenticated:
-        return False
-    if job.submitter_id == user.pk:
-        return True
-    role = role_in_project(user, job.project)
-    return role is not None and ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN]
+    return is_submitter_or_admin(user, job.project, job.submitter_id)
 
 
 def env_shown_to(user, job: Job) -> dict[str, str]:

@@ -15,8 +15,8 @@ from jobs import lifecycle, selectors
 from jobs.models import Attempt, Job, JobEvent, ReplicaGroup
 from jobs.states import FINAL, HOLDING, State
 from quotas import selectors as quota_selectors
-from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import role_in_project
+from tenancy.models import Project, Role
+from tenancy.permissions import can_manage_job, require_role
 
 
 def record_event(job: Job, *, reason: str, actor: Any, kind: str = "note", details: dict | None = None,
@@ -26,13 +26,6 @@ def record_event(job: Job, *, reason: str, actor: Any, kind: str = "note", detai
         job=job, attempt=attempt if attempt is not None else job.attempt, created_at=now or timezone.now(),
         kind=kind, reason=reason[:1000], actor_name=actor_name(actor), details=details or {},
     )
-
-
-def _require_project_role(actor: Any, project: Project, role: str) -> str:
-    actual = role_in_project(actor, project)
-    if actual is None or ROLE_RANK[actual] < ROLE_RANK[role]:
-        raise Forbidden(f"This needs the {role} role in project {project.slug}.")
-    return actual
 
 
 class Submitted(NamedTuple):
@@ -48,7 +41,7 @@ class Submitted(NamedTuple):
 
 def job_submit(*, actor: Any, project: Project, spec: dict[str, Any]) -> Submitted:
     """Check the rules a serializer cannot (role, archived project, can it ever run) and queue the job."""
-    _require_project_role(actor, project, Role.MEMBER)
+    require_role(actor, project, Role.MEMBER)
     if project.archived:
         raise DomainError(f"Project {project.slug} is archived and accepts no new jobs.", field="project")
     spec = dict(spec)
@@ -71,9 +64,9 @@ def job_submit(*, actor: Any, project: Project, spec: dict[str, Any]) -> Submitt
 
 
 def _require_can_manage(actor: Any, job: Job) -> None:
-    """Members manage their own jobs; admins and owners manage every job of the project."""
-    role = _require_project_role(actor, job.project, Role.MEMBER)
-    if ROLE_RANK[role] < ROLE_RANK[Role.ADMIN] and job.submitter_id != actor.pk:
+    """Refuse a viewer or an outsider (naming the role needed), and a member who did not submit the job."""
+    role = require_role(actor, job.project, Role.MEMBER)
+    if not can_manage_job(actor, role, job.submitter_id):
         raise Forbidden("Members can only manage their own jobs; ask a project admin.")
 
 
@@ -99,7 +92,7 @@ def job_resubmit(*, actor: Any, job: Job) -> Submitted:
     """Submit a new job with the same spec, as `actor` (the old one keeps its history). It copies the env's values,
     so only someone who may read them resubmits a job that has an env (the submitter, project admins): anyone else
     is refused, naming env, rather than handed another user's secrets to run with."""
-    _require_project_role(actor, job.project, Role.MEMBER)
+    require_role(actor, job.project, Role.MEMBER)
     if job.env and not selectors.may_read_env(actor, job):
         raise Forbidden("Resubmitting copies the job's environment variables, which only its submitter and the "
                         "project's admins may read: submit a new job with your own env instead.", field="env")

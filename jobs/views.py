@@ -28,8 +28,8 @@ from jobs.scheduling.forecast import NO_EARLIER
 from jobs.states import FINAL, State
 from jobs.templates_launcher import launcher_template
 from quotas import selectors as quota_selectors
-from tenancy.models import ROLE_RANK, Role
-from tenancy.selectors import role_in_project
+from tenancy.models import Role
+from tenancy.permissions import can_manage_job, has_role, role_in_project
 
 PAGE_SIZE = 25
 POLL_SECONDS = 4
@@ -77,16 +77,9 @@ def estimate_text(job: Job, now: datetime | None = None) -> str:
     return text if low == high else f"{text} ({low} to {high})"
 
 
-def _role(request: HttpRequest, project) -> str | None:
-    return role_in_project(request.user, project)
-
-
 def can_manage(request: HttpRequest, job: Job) -> bool:
-    """Members manage their own jobs, admins and owners every job of the project, viewers none (as services)."""
-    role = _role(request, job.project)
-    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
-        return False
-    return ROLE_RANK[role] >= ROLE_RANK[Role.ADMIN] or job.submitter_id == request.user.pk
+    """Whether the caller manages the job (the rule the services apply)."""
+    return can_manage_job(request.user, role_in_project(request.user, job.project), job.submitter_id)
 
 
 def _job_or_404(request: HttpRequest, pk: int, *, detail: bool = False) -> Job:
@@ -120,7 +113,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs = form.filter(jobs).order_by("-submitted_at", "-id")
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     _with_eta(page.object_list)
-    can_submit = bool(project) and (_role(request, project) or Role.VIEWER) != Role.VIEWER and not project.archived
+    can_submit = bool(project) and has_role(request.user, project, Role.MEMBER) and not project.archived
     return render(request, "jobs/job_list.html", {
         "project": project, "form": form, "page": page, "show_all": show_all or not project,
         "can_submit": can_submit,
@@ -129,8 +122,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 def can_resubmit(request: HttpRequest, job: Job) -> bool:
     """Members and above resubmit a job they see, as their own, when they may read its env (as services)."""
-    role = _role(request, job.project)
-    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+    if not has_role(request.user, job.project, Role.MEMBER):
         return False
     return not job.env or selectors.may_read_env(request.user, job)
 
@@ -264,8 +256,7 @@ def _submit_project(request: HttpRequest):
     project = _current_project_or_none(request)
     if project is None:
         raise Http404("Choose a project first.")
-    role = _role(request, project)
-    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+    if not has_role(request.user, project, Role.MEMBER):
         raise PermissionDenied("Submitting jobs needs the member role.")
     return project
 

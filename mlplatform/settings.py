@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tenancy.middleware.RoleMemoMiddleware",
     "tenancy.middleware.CurrentProjectMiddleware",
     "mlplatform.errorpages.UnknownAddresses",
 ]

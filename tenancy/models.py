@@ -29,14 +29,6 @@ class Role(models.TextChoices):
     VIEWER = "viewer", "Viewer"
 
 
-# Higher rank may do everything a lower rank may.
-ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
-
-
-def roles_at_least(role: str) -> list[str]:
-    return [r for r, rank in ROLE_RANK.items() if rank >= ROLE_RANK[role]]
-
-
 class Organization(models.Model):
     """A company or lab; its projects form one sharing cohort for quotas."""
 

@@ -14,8 +14,8 @@ from django.db.models import Model, QuerySet
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
-from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import role_in_project
+from tenancy import permissions
+from tenancy.models import Project, Role
 
 READ_ACTIONS = {"list", "retrieve", "metadata"}
 
@@ -52,11 +52,7 @@ class ScopedViewSet(viewsets.GenericViewSet):
 
     def require_role(self, project: Project, role: str | None = None) -> str:
         """403 unless the caller holds at least `role` (default: the endpoint's write role) in the project."""
-        needed = role or self.write_role
-        actual = role_in_project(self.request.user, project)
-        if actual is None or ROLE_RANK[actual] < ROLE_RANK[needed]:
-            raise PermissionDenied(f"This needs the {needed} role in project {project.slug}.")
-        return actual
+        return permissions.require_role(self.request.user, project, role or self.write_role, refuse=PermissionDenied)
 
     def check_object_permissions(self, request, obj: Model) -> None:
         super().check_object_permissions(request, obj)

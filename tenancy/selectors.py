@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from tenancy import authcache
-from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role, is_slug, roles_at_least
-
-User = AbstractBaseUser | AnonymousUser
+from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role, is_slug
+from tenancy.permissions import User, remember_role, roles_at_least
 
 
 def projects_for_user(user: User, *, min_role: str = Role.VIEWER) -> QuerySet[Project]:
@@ -28,7 +26,8 @@ def project_ids_for_user(user: User, *, min_role: str = Role.VIEWER) -> QuerySet
 
 def project_for_user(user: User, slug: str) -> Project | None:
     """The project of that slug if the user may see it, else None; found through the user's membership in one query,
-    it remembers the user's role, so the role checks of this request need no second query."""
+    whose role is remembered for the rest of the request (`tenancy.permissions`): its role checks need no second
+    query."""
     if not user.is_authenticated or not is_slug(slug):
         return None
     if user.is_staff:
@@ -43,22 +42,8 @@ def project_for_user(user: User, slug: str) -> Project | None:
         found = (membership.project, membership.role)
         authcache.memberships.put((user.pk, slug), epoch, found)
     project, role = found
-    project.known_roles = {user.pk: role}
+    remember_role(user, project, role)
     return project
-
-
-def role_in_project(user: User, project: Project) -> str | None:
-    """The user's role in the project (staff act as owners), or None for an outsider."""
-    if not user.is_authenticated:
-        return None
-    if user.is_staff:
-        return Role.OWNER
-    known = getattr(project, "known_roles", {})
-    if user.pk in known:
-        return known[user.pk]
-    # One membership per (project, user): ordered by key, not by the model's ordering, which joins the project and
-    # the user to sort one row.
-    return Membership.objects.filter(project=project, user=user).order_by("pk").values_list("role", flat=True).first()
 
 
 def organizations_for_user(user: User) -> QuerySet[Organization]:

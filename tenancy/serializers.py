@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.serializers import StrictModelSerializer, StrictSerializer
-from tenancy import selectors
+from tenancy import permissions, selectors
 from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project, Role
 
 
@@ -51,7 +51,7 @@ class ProjectSerializer(StrictModelSerializer):
         read_only_fields = ["id", "created_at", "role"]
 
     def get_role(self, project: Project) -> str | None:
-        return selectors.role_in_project(self.context["request"].user, project)
+        return permissions.role_in_project(self.context["request"].user, project)
 
 
 class MembershipSerializer(StrictModelSerializer):

@@ -14,17 +14,10 @@ from django.utils import timezone
 from core import wakeup
 from core.errors import Conflict, DomainError, Forbidden
 from tenancy.audit import audit_record, delete_audited, save_audited
-from tenancy.models import ROLE_RANK, ApiToken, Membership, Organization, Project, Role, hash_token
-from tenancy.selectors import role_in_project
+from tenancy.models import ApiToken, Membership, Organization, Project, Role, hash_token
+from tenancy.permissions import require_role
 
 TOKEN_PREFIX = "tdl_"  # noqa: S105  (the visible prefix of every token, not a secret)
-
-
-def _require_role(actor: AbstractBaseUser, project: Project, role: str) -> str:
-    actual = role_in_project(actor, project)
-    if actual is None or ROLE_RANK[actual] < ROLE_RANK[role]:
-        raise Forbidden(f"This needs the {role} role in project {project.slug}.")
-    return actual
 
 
 ORGANIZATION_FIELDS = ("name", "slug")
@@ -120,7 +113,7 @@ def membership_save(*, actor: AbstractBaseUser, membership: Membership) -> Membe
     """Add `membership` (not saved yet) or give it the role it now holds. Its project and user never change: that
     is another membership (remove this one, add that one)."""
     project, user = membership.project, membership.user
-    actor_role = _require_role(actor, project, Role.ADMIN)
+    actor_role = require_role(actor, project, Role.ADMIN)
     if membership.pk is None:
         _check_owner_change(actor_role, None, membership.role)
         if Membership.objects.filter(project=project, user=user).exists():
@@ -148,7 +141,7 @@ def membership_remove(*, actor: AbstractBaseUser, membership: Membership) -> Non
     """Remove a member. Their jobs stay, with their history, in the project."""
     membership = Membership.objects.select_for_update().select_related("project", "user").get(pk=membership.pk)
     if membership.user_id != actor.pk:  # anyone may leave a project; removing others needs admin
-        actor_role = _require_role(actor, membership.project, Role.ADMIN)
+        actor_role = require_role(actor, membership.project, Role.ADMIN)
         _check_owner_change(actor_role, membership.role, None)
     _check_not_last_owner(membership)
     audit_record(actor=actor, action="membership.remove", target=membership, project=membership.project,

@@ -21,8 +21,9 @@ from core.errors import DomainError
 from tenancy import selectors, services, throttling
 from tenancy.forms import MemberAddForm, RoleForm, TokenCreateForm
 from tenancy.middleware import SESSION_KEY
-from tenancy.models import ROLE_RANK, Project, Role, is_slug
+from tenancy.models import Project, Role, is_slug
 from tenancy.panels import project_panels
+from tenancy.permissions import has_role, role_in_project
 
 
 def too_many(response: HttpResponse, wait: float) -> HttpResponse:
@@ -78,14 +79,9 @@ def project_with_role_or_403(request: HttpRequest, slug: str, role: str, reason:
     belongs to never reads as missing.
     """
     project = project_or_404(request, slug)
-    if not _role_at_least(request, project, role):
+    if not has_role(request.user, project, role):
         raise PermissionDenied(reason)
     return project
-
-
-def _role_at_least(request: HttpRequest, project: Project, role: str) -> bool:
-    actual = selectors.role_in_project(request.user, project)
-    return actual is not None and ROLE_RANK[actual] >= ROLE_RANK[role]
 
 
 @login_required
@@ -151,7 +147,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     request.session[SESSION_KEY] = project.slug
     return render(request, "tenancy/project_detail.html", {
         "project": project,
-        "role": selectors.role_in_project(request.user, project),
+        "role": role_in_project(request.user, project),
         "member_count": selectors.memberships_for_user(request.user).filter(project=project).count(),
         "panels": project_panels(request, project),
     })
@@ -160,7 +156,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def _settings_context(request: HttpRequest, project: Project, **extra) -> dict:
     return {
         "project": project,
-        "can_admin": _role_at_least(request, project, Role.ADMIN),
+        "can_admin": has_role(request.user, project, Role.ADMIN),
         "memberships": selectors.memberships_for_user(request.user).filter(project=project),
         "tokens": selectors.tokens_for_user(request.user),
         "member_form": extra.pop("member_form", MemberAddForm()),
@@ -212,7 +208,7 @@ def member_update(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
     if membership is None:
         raise Http404("No such member.")
     leaving = bool(request.POST.get("remove")) and membership.user_id == request.user.pk  # needs no role
-    if not leaving and not _role_at_least(request, project, Role.ADMIN):
+    if not leaving and not has_role(request.user, project, Role.ADMIN):
         raise PermissionDenied("Changing or removing members needs the admin role.")
     try:
         if request.POST.get("remove"):

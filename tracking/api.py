@@ -23,8 +23,9 @@ from core.parsers import FormParser, MultiPartParser
 from jobs.auth import AUTHENTICATION_CLASSES, UserOrAttempt
 from tenancy.filters import project_filter
 from tenancy.models import Project, Role
+from tenancy.permissions import role_in_project
 from tenancy.scoping import ScopedViewSet
-from tenancy.selectors import project_for_user, role_in_project
+from tenancy.selectors import project_for_user
 from tracking import alerts, costing, selectors, services
 from tracking.auth import LoggingThrottle, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of

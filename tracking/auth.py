@@ -11,7 +11,8 @@ from rest_framework import authentication, exceptions
 from core.errors import Forbidden
 from jobs.auth import AttemptCredential, AttemptThrottle, attempt_credential
 from tenancy.auth import token_failure
-from tenancy.models import ROLE_RANK, Role
+from tenancy.models import Role
+from tenancy.permissions import can_manage_job, role_at_least
 from tracking import selectors
 from tracking.models import Run
 from tracking.tokens import PREFIX, claim_of
@@ -63,10 +64,10 @@ def check_run_writer(run: Run, user, role: str | None) -> None:
     its name and note). Any member writes a run logged outside a job. A job's run is its submitter's and the
     project's admins' (and its own run token's, which the doors check before): a colleague writing to it could stop
     the job (a NaN tripping a `stop` alert rule) or rewrite its record."""
-    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.MEMBER]:
+    if not role_at_least(role, Role.MEMBER):
         raise Forbidden(f"Logging to a run needs the member role in project {run.project.slug}.")
-    # A job's run is created with the job's submitter as its user.
-    if run.job_id is not None and run.user_id != user.pk and ROLE_RANK[role] < ROLE_RANK[Role.ADMIN]:
+    # A job's run is created with the job's submitter as its user: writing to it is managing the job.
+    if run.job_id is not None and not can_manage_job(user, role, submitter_id=run.user_id):
         raise Forbidden(f"Run {run.pk} is the run of job {run.job_id}: only the job's submitter and the admins of "
                         f"project {run.project.slug} write to it.")
 

@@ -25,8 +25,8 @@ from core.errors import DomainError
 from jobs import selectors as job_selectors
 from jobs.models import Job
 from jobs.states import State
-from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import role_in_project
+from tenancy.models import Project, Role
+from tenancy.permissions import has_role
 from tenancy.views import project_or_404
 from tracking import alerts as alert_services
 from tracking import costing, selectors, services
@@ -361,8 +361,7 @@ def run_alert_action(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _holds(request: HttpRequest, project: Project, role: str) -> bool:
     """Whether the caller holds at least `role` in the project."""
-    held = role_in_project(request.user, project)
-    return held is not None and ROLE_RANK[held] >= ROLE_RANK[role]
+    return has_role(request.user, project, role)
 
 
 def _int(text: str | None) -> int:

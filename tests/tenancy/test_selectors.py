@@ -1,21 +1,23 @@
-"""project_for_user: one query finds the project through the caller's membership and remembers only that caller's
-role; nobody else's role check can use it."""
+"""project_for_user: one query finds the project through the caller's membership and remembers, for the request,
+only that caller's role; nobody else's role check can use it."""
 
 from django.contrib.auth.models import AnonymousUser
 
 from tenancy.models import Membership
-from tenancy.selectors import project_for_user, role_in_project
+from tenancy.permissions import role_in_project, roles_remembered
+from tenancy.selectors import project_for_user
 from tests.conftest import make_user
 
 
 def test_the_remembered_role_is_the_callers_own(tenant, django_assert_num_queries):
     member, viewer = tenant.users["member"], tenant.users["viewer"]
-    with django_assert_num_queries(1):  # a cold cache
-        project = project_for_user(member, "vision")
-        assert role_in_project(member, project) == "member"
-    with django_assert_num_queries(1):  # another user's role is read, not taken from the first caller
-        assert role_in_project(viewer, project) == "viewer"
-    assert role_in_project(tenant.users["outsider"], project) is None
+    with roles_remembered():  # one request's scope, as tenancy.middleware.RoleMemoMiddleware opens
+        with django_assert_num_queries(1):  # a cold cache
+            project = project_for_user(member, "vision")
+            assert role_in_project(member, project) == "member"
+        with django_assert_num_queries(1):  # another user's role is read, not taken from the first caller
+            assert role_in_project(viewer, project) == "viewer"
+        assert role_in_project(tenant.users["outsider"], project) is None
 
 
 def test_projects_the_caller_cannot_see_are_none(tenant):

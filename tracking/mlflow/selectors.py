@@ -13,8 +13,9 @@ import numpy as np
 from django.db.models import Q, QuerySet
 from rest_framework.request import Request
 
-from tenancy.models import ROLE_RANK, Project, Role
-from tenancy.selectors import User, project_for_user, role_in_project
+from tenancy.models import Project, Role
+from tenancy.permissions import role_at_least, role_in_project
+from tenancy.selectors import User, project_for_user
 from tracking import selectors
 from tracking.auth import check_run_writer, run_credential
 from tracking.mlflow import translate
@@ -37,7 +38,7 @@ class Scope:
 
     @property
     def is_member(self) -> bool:
-        return self.role is not None and ROLE_RANK[self.role] >= ROLE_RANK[Role.MEMBER]
+        return role_at_least(self.role, Role.MEMBER)
 
 
 def scope_of(request: Request, slug: str) -> Scope:
