@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "mlplatform",
+    "core",
     "tenancy",
     "quotas",
     "jobs",
