@@ -6,7 +6,8 @@ class ClustersConfig(AppConfig):
     name = "clusters"
 
     def ready(self) -> None:
-        from clusters import backends, services, tasks
+        from clusters import backends, tasks
+        from clusters.backends.kubernetes import loops
         from clusters.kube.envvars import is_reserved
         from core.embedded import EMBEDDED_LOOPS, Loop
         from jobs import ports
@@ -17,7 +18,7 @@ class ClustersConfig(AppConfig):
                                               inventory=backends.inventory, is_reserved_env=is_reserved))
         # Embedded mode (no Celery beat): the same loops in-process; each is a no-op without such clusters.
         tidal = settings.TIDAL
-        EMBEDDED_LOOPS.connect(Loop("simulated-cluster", services.observe_simulated, 1.0))
-        EMBEDDED_LOOPS.connect(Loop("kube-resync", services.kube_resync_all, min(tidal["KUBE_RESYNC_INTERVAL"], 10.0)))
-        EMBEDDED_LOOPS.connect(Loop("kube-node-sync", services.kube_sync_nodes_all, tidal["KUBE_NODE_SYNC_INTERVAL"]))
-        EMBEDDED_LOOPS.connect(Loop("kube-orphan-sweep", services.kube_sweep_all, tidal["KUBE_SWEEP_INTERVAL"]))
+        EMBEDDED_LOOPS.connect(Loop("simulated-cluster", backends.observe_simulated, 1.0))
+        EMBEDDED_LOOPS.connect(Loop("kube-resync", loops.kube_resync_all, min(tidal["KUBE_RESYNC_INTERVAL"], 10.0)))
+        EMBEDDED_LOOPS.connect(Loop("kube-node-sync", loops.kube_sync_nodes_all, tidal["KUBE_NODE_SYNC_INTERVAL"]))
+        EMBEDDED_LOOPS.connect(Loop("kube-orphan-sweep", loops.kube_sweep_all, tidal["KUBE_SWEEP_INTERVAL"]))

@@ -250,7 +250,7 @@ def test_quota_edits_and_cancellations_racing_the_scheduler_never_over_admit(ten
     """A staff client lowers and raises vision's h100 guarantee and borrow limit while jobs are submitted, cancelled,
     dispatched, run and finish, and the scheduler cycles: every admission is within the quota its cycle read, no
     attempt is admitted twice, no cancelled job moves on."""
-    from clusters.services import observe_simulated
+    from clusters.backends import observe_simulated
     from core.errors import DomainError
 
     settings.TIDAL = {**settings.TIDAL, "SIM_START_DELAY": 0.0}
