@@ -10,6 +10,8 @@
 5. Dependencies between apps run one way: core <- tenancy <- quotas <- jobs <- clusters, replay, tracking <-
    costs <- replays; the
    composition root (mlplatform) may import every app, and no app imports it.
+6. Apps connect to each other (core.hooks, Django signals) in their AppConfig.ready(), never as the side effect of an
+   import.
 """
 
 from __future__ import annotations
