@@ -379,15 +379,11 @@ def statements(world: World, batches: tuple[int, ...]) -> list[tuple[str, int, i
                                                          "devices": 8}]) for i, job in enumerate(jobs)]
 
     def count(action: Callable[[], Any], listening: bool) -> int:
-        saved = list(lifecycle._in_transaction)
-        if not listening:
-            lifecycle._in_transaction.remove(segments.follow_attempts)
-        try:
-            with CaptureQueriesContext(connection) as queries, transaction.atomic():
-                action()
-                transaction.set_rollback(True)  # undone, with the work it left for after commit
-        finally:
-            lifecycle._in_transaction[:] = saved
+        listeners = [r for r in lifecycle.on_change if listening or r != segments.follow_attempts]
+        with (lifecycle.on_change.replaced(listeners), CaptureQueriesContext(connection) as queries,
+              transaction.atomic()):
+            action()
+            transaction.set_rollback(True)  # undone, with the work it left for after commit
         return sum(1 for q in queries.captured_queries if "SAVEPOINT" not in q["sql"])
 
     def admit(batch: int) -> Callable[[], Any]:

@@ -20,8 +20,8 @@ from django.db import DatabaseError, connection
 from chaos import invariants
 from chaos.kube import FaultProxy, Kubelet, node
 from chaos.stack import Stack
+from clusters.backends.kubernetes.nodesync import cluster_sync_nodes
 from clusters.models import Cluster, FlavorRule
-from clusters.services import cluster_sync_nodes
 from jobs.models import Job
 from jobs.services import job_submit
 from jobs.states import State

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 
 from clusters import services
+from clusters.backends.kubernetes import clients, nodesync
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
 from core.admin import InlineWrites, WritesThroughServices
 from core.errors import DomainError
@@ -106,7 +107,7 @@ class ClusterAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
             if not cluster.is_kubernetes:
                 self.message_user(request, f"{cluster.name}: simulated, nothing to connect to.", messages.INFO)
                 continue
-            report = services.cluster_test_connection(cluster)
+            report = clients.cluster_test_connection(cluster)
             level = messages.SUCCESS if report.ok else messages.ERROR if report.error else messages.WARNING
             self.message_user(request, f"{cluster.name}: {report.summary()}", level)
 
@@ -117,7 +118,7 @@ class ClusterAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
                 self.message_user(request, f"{cluster.name}: simulated, its nodes are edited here.", messages.INFO)
                 continue
             try:
-                report = services.cluster_sync_nodes(cluster)
+                report = nodesync.cluster_sync_nodes(cluster)
             except Exception as exc:
                 self.message_user(request, f"{cluster.name}: node sync failed: {exc}", messages.ERROR)
                 continue

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters import selectors, services
+from clusters.backends.kubernetes import clients, nodesync
 from clusters.kube.errors import ApiError
 from clusters.models import Cluster, Node
 from clusters.serializers import ClusterSerializer, NodeSerializer
@@ -55,7 +56,7 @@ class ClusterViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
         cluster = self.get_object()
         if not cluster.is_kubernetes:
             return Response({"ok": True, "version": "simulated", "namespace": "", "missing": [], "error": ""})
-        return Response(asdict(services.cluster_test_connection(cluster)))
+        return Response(asdict(clients.cluster_test_connection(cluster)))
 
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["post"], url_path="sync-nodes")
@@ -64,7 +65,7 @@ class ClusterViewSet(StaffWritesMixin, viewsets.ModelViewSet, ScopedViewSet):
         if not cluster.is_kubernetes:
             raise DomainError("Simulated clusters have no node inventory to sync.", code="not_kubernetes")
         try:
-            report = services.cluster_sync_nodes(cluster)
+            report = nodesync.cluster_sync_nodes(cluster)
         except ApiError as exc:
             raise DomainError(f"Node sync failed: {exc}", code="kube_unavailable") from None
         return Response(asdict(report))

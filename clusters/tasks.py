@@ -1,5 +1,6 @@
-"""Celery tasks: thin wrappers that load by id and call a backend or a service, and the functions the dispatch port
-uses to queue them (run in-process in embedded mode)."""
+"""Celery tasks: thin wrappers that load by id and call a backend, and the functions the dispatch port uses to queue
+them (run in-process in embedded mode). The Kubernetes clusters' periodic tasks are
+`clusters.backends.kubernetes.tasks`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import logging
 
 from celery import shared_task
 
-from clusters import services
-from clusters.backends import backend_for_cluster
+from clusters.backends import backend_for_cluster, observe_simulated
+from clusters.backends.kubernetes.nodesync import hold_nodes_of
 from clusters.kube.errors import TransientError
 from jobs.selectors import attempt_with_job
 
@@ -44,7 +45,7 @@ def stop_attempt_task(self, attempt_id: int, reason: str) -> None:
         backend_for_cluster(attempt.cluster).stop(attempt, reason)
     except TransientError as exc:
         if self.request.retries == 0:
-            services.hold_nodes_of(attempt, f"the Kubernetes API is unavailable: {exc}")
+            hold_nodes_of(attempt, f"the Kubernetes API is unavailable: {exc}")
         if self.request.is_eager or self.request.retries >= STOP_RETRIES:
             logger.warning("stop of job %s attempt %s on cluster %s failed (%s); the resync deletes its pods once "
                            "the API answers", attempt.job_id, attempt.number, attempt.cluster.name, exc)
@@ -65,19 +66,4 @@ def queue_stop(attempt_id: int, reason: str) -> None:
 
 @shared_task
 def observe_simulated_task() -> None:
-    services.observe_simulated()
-
-
-@shared_task
-def kube_resync_task() -> None:
-    services.kube_resync_all()
-
-
-@shared_task
-def kube_sync_nodes_task(cluster_id: int | None = None) -> None:
-    services.kube_sync_nodes_all(cluster_id)
-
-
-@shared_task
-def kube_sweep_orphans_task() -> None:
-    services.kube_sweep_all()
+    observe_simulated()

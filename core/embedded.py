@@ -1,6 +1,7 @@
 """In-process replacements for the worker, beat and scheduler services, used when REDIS_URL is unset.
 
-Each app that needs a periodic loop registers it in EMBEDDED_LOOPS; `make run` starts them as daemon threads.
+Each app that needs a periodic loop connects it to EMBEDDED_LOOPS in its AppConfig.ready(); `make run` starts them as
+daemon threads.
 """
 
 from __future__ import annotations
@@ -9,16 +10,26 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from django.db import close_old_connections
+
+from core.hooks import Hook
 
 logger = logging.getLogger(__name__)
 
 Waiter = Callable[[float], object]
 
-# (name, function, interval in seconds, waiter). The waiter blocks between runs (default: sleep the interval); the
-# scheduler's returns early when a submission wakes it. Apps append to this from their AppConfig.ready().
-EMBEDDED_LOOPS: list[tuple[str, Callable[[], object], float, Waiter | None]] = []
+
+class Loop(NamedTuple):
+    name: str
+    func: Callable[[], object]
+    interval: float  # seconds
+    # Blocks between runs (None: sleep the interval); the scheduler's returns early when a submission wakes it.
+    wait: Waiter | None = None
+
+
+EMBEDDED_LOOPS: Hook[Loop] = Hook("core.embedded.loops")
 
 
 def _run_forever(name: str, func: Callable[[], object], interval: float, wait: Waiter | None,

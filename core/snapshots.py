@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from core.hooks import Hook
+
 T = TypeVar("T")
 
 TTL_SECONDS = 2.0
@@ -21,12 +23,8 @@ class Forgettable(Protocol):
     def forget(self) -> None: ...
 
 
-_registry: list[Forgettable] = []
-
-
-def register(copy: Forgettable) -> None:
-    """Have forget_all() drop this per-process copy too."""
-    _registry.append(copy)
+# Every per-process copy, which forget_all() drops: each connects itself when it is made.
+forgettable: Hook[Forgettable] = Hook("core.snapshots.forgettable")
 
 
 class Snapshot(Generic[T]):
@@ -34,7 +32,7 @@ class Snapshot(Generic[T]):
         self._load = load
         self._ttl = ttl
         self._value: tuple[float, T] | None = None
-        register(self)
+        forgettable.connect(self)
 
     def get(self, *, fresh: bool = False) -> T:
         """The copy, read again when `fresh` or older than the TTL."""
@@ -50,7 +48,7 @@ class Snapshot(Generic[T]):
 
 def forget_all() -> None:
     """Drop every copy (tests that rebuild inventories and catalogs between requests)."""
-    for snapshot in _registry:
+    for snapshot in forgettable:
         snapshot.forget()
 
 
@@ -64,7 +62,7 @@ class KeyedSnapshot(Generic[K, T]):
         self._load = load
         self._ttl = ttl
         self._values: dict[K, tuple[float, T]] = {}
-        register(self)
+        forgettable.connect(self)
 
     def get(self, key: K) -> T:
         now = time.monotonic()

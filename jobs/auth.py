@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, permissions
 
+from core.hooks import Hook
 from tenancy.auth import BearerTokenAuthentication
 from tenancy.throttling import PerUserRateThrottle
 
@@ -25,14 +26,9 @@ class AttemptCredential:
     attempt: int  # its number
 
 
-_authentications: list[type[authentication.BaseAuthentication]] = []
-
-
-def register_attempt_authentication(cls: type[authentication.BaseAuthentication]) -> None:
-    """`cls().authenticate(request)` answers (user, an AttemptCredential) for its credentials, None for others, and
-    raises AuthenticationFailed for a bad one. Called once per app in its AppConfig.ready()."""
-    if cls not in _authentications:
-        _authentications.append(cls)
+# `cls().authenticate(request)` answers (user, an AttemptCredential) for its credentials, None for others, and raises
+# AuthenticationFailed for a bad one. Apps connect their class in their AppConfig.ready().
+attempt_authentications: Hook[type[authentication.BaseAuthentication]] = Hook("jobs.auth.attempt_authentications")
 
 
 def attempt_credential(request) -> AttemptCredential | None:
@@ -44,7 +40,7 @@ class AttemptAuthentication(authentication.BaseAuthentication):
     authentication classes after it."""
 
     def authenticate(self, request):
-        for cls in _authentications:
+        for cls in attempt_authentications:
             found = cls().authenticate(request)
             if found is not None:
                 return found

@@ -7,10 +7,11 @@ Entering `admitted` opens an attempt with its placement, `running` marks it star
 capacity (admitted, dispatching, running) ends it with an outcome: succeeded, failed, lost, preempted or cancelled.
 Queueing again (after a preemption or a failed attempt) counts the next attempt. Every change is a JobEvent.
 
-Other apps hook in here and never write state themselves:
-  - `on_change(listener)`: called inside the transaction with the changes, so what it writes (a usage segment
-    opening or closing) commits or rolls back with the transition;
-  - `after_commit(listener)`: called once the transaction committed (a tracking run marking an attempt boundary).
+Other apps follow it through two hooks (`core.hooks`), connecting in their AppConfig.ready(), and never write state
+themselves:
+  - `on_change.connect(listener)`: called inside the transaction with the changes, so what it writes (a usage
+    segment opening or closing) commits or rolls back with the transition;
+  - `after_commit.connect(listener)`: called once the transaction committed.
 The state machine's own side effects run after commit too: an admitted attempt is dispatched, an ended one is
 stopped (its remaining objects deleted), and the scheduler is woken when capacity frees up or a job queues.
 """
@@ -28,6 +29,7 @@ from django.utils import timezone
 from core import wakeup
 from core.actors import actor_name
 from core.errors import InvalidTransition
+from core.hooks import Hook
 from jobs import ports
 from jobs.bulk import bulk_set
 from jobs.models import Attempt, Job, JobEvent, Outcome
@@ -83,20 +85,9 @@ class Admission:
 
 
 Listener = Callable[[Sequence[Change]], None]
-_in_transaction: list[Listener] = []
-_after_commit: list[Listener] = []
-
-
-def on_change(listener: Listener) -> Listener:
-    """Call `listener(changes)` inside the transaction of every transition (also usable as a decorator)."""
-    _in_transaction.append(listener)
-    return listener
-
-
-def after_commit(listener: Listener) -> Listener:
-    """Call `listener(changes)` after the transaction of every transition committed."""
-    _after_commit.append(listener)
-    return listener
+# listener(changes) inside the transaction of every transition, and after it committed.
+on_change: Hook[Listener] = Hook("jobs.lifecycle.on_change")
+after_commit: Hook[Listener] = Hook("jobs.lifecycle.after_commit")
 
 
 # ----------------------------------------------------------------------------------------------- one job
@@ -258,15 +249,13 @@ def repoint_current_attempt(job: Job, attempt: Attempt | None, *, reason: str, a
 # ----------------------------------------------------------------------------------------------- listeners
 
 def _announce(changes: list[Change]) -> None:
-    for listener in _in_transaction:
-        listener(changes)
+    on_change.send(changes)
     transaction.on_commit(lambda: _committed(changes))
 
 
 def _committed(changes: list[Change]) -> None:
     _side_effects(changes)
-    for listener in _after_commit:
-        listener(changes)
+    after_commit.send(changes)
 
 
 def _side_effects(changes: Sequence[Change]) -> None:

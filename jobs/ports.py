@@ -1,6 +1,7 @@
 """The dispatch port: everything jobs needs from the clusters that run them, without importing the clusters app.
 
-The clusters app implements it and registers itself at start-up (`ClustersConfig.ready`): the backend interface
+The clusters app implements it and connects itself to `clusters` at start-up (`ClustersConfig.ready`); the system
+check fails while nothing is connected (`core.checks`). It provides the backend interface
 (dispatch, stop, observe, logs) per cluster, the queueing of dispatch and stop as tasks, the node inventory the
 scheduler places gangs on, and the environment variables its launchers set (which a job spec may not). Jobs calls
 only the functions below; dependencies run one way, clusters -> jobs.
@@ -17,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from core.hooks import Hook
 from jobs import scheduling as core
 
 if TYPE_CHECKING:
@@ -91,7 +93,7 @@ class Inventory:
 
 @dataclass(frozen=True)
 class Clusters:
-    """What the clusters app registers."""
+    """What the clusters app connects."""
 
     backend_for: Callable[[Attempt], Backend]
     queue_dispatch: Callable[[int], None]  # attempt id: dispatch it in a task
@@ -100,17 +102,13 @@ class Clusters:
     is_reserved_env: Callable[[str], bool]  # environment variables the launchers set: a job may not
 
 
-_registered: list[Clusters] = []
-
-
-def register(clusters: Clusters) -> None:
-    _registered[:] = [clusters]
+clusters: Hook[Clusters] = Hook("jobs.ports.clusters", single=True, required=True)
 
 
 def _clusters() -> Clusters:
-    if not _registered:
-        raise RuntimeError("no clusters app registered its backends (is `clusters` in INSTALLED_APPS?)")
-    return _registered[0]
+    if not clusters.receivers:
+        raise RuntimeError("no clusters app connected its backends (is `clusters` in INSTALLED_APPS?)")
+    return clusters.one()
 
 
 def backend_for(attempt: Attempt) -> Backend:
@@ -131,7 +129,7 @@ def inventory() -> Inventory:
 
 def is_reserved_env(name: str) -> bool:
     """Whether a job spec may not set `name`: the launchers or the cluster set it, or an env source does."""
-    return _clusters().is_reserved_env(name) or name in _env_source_names
+    return _clusters().is_reserved_env(name) or any(name in source.names for source in env_sources)
 
 
 # ------------------------------------------------------------------------------------- env of an attempt's process
@@ -145,25 +143,25 @@ class AttemptEnv:
     secret: Mapping[str, str]
 
 
-_env_sources: list[Callable[[Attempt], AttemptEnv]] = []
-_env_source_names: set[str] = set()
+@dataclass(frozen=True)
+class EnvSource:
+    """`env(attempt)`, with every name it may set (a job spec may then not set them: the job's own env comes last in
+    a pod and would override them)."""
+
+    env: Callable[[Attempt], AttemptEnv]
+    names: frozenset[str]
 
 
-def register_env_source(source: Callable[[Attempt], AttemptEnv], names: Iterable[str]) -> None:
-    """Called once per app in its AppConfig.ready(), with every name the source may set (a job spec may then not
-    set them: the job's own env comes last in a pod and would override them). A repeated registration replaces
-    nothing and adds nothing."""
-    if source not in _env_sources:
-        _env_sources.append(source)
-        _env_source_names.update(names)
+# Connected once per app in its AppConfig.ready().
+env_sources: Hook[EnvSource] = Hook("jobs.ports.env_sources")
 
 
 def env_for(attempt: Attempt) -> AttemptEnv:
-    """Everything registered sources give this attempt, merged (backends call it at dispatch)."""
+    """Everything connected sources give this attempt, merged (backends call it at dispatch)."""
     plain: dict[str, str] = {}
     secret: dict[str, str] = {}
-    for source in _env_sources:
-        env = source(attempt)
+    for source in env_sources:
+        env = source.env(attempt)
         plain.update(env.plain)
         secret.update(env.secret)
     return AttemptEnv(plain, secret)
@@ -172,20 +170,15 @@ def env_for(attempt: Attempt) -> AttemptEnv:
 # ------------------------------------------------------------------------------------------- spent hard budgets
 
 # fn(now) -> {project id: why its non-preemptible jobs are not admitted}: projects whose hard budget is spent.
+# Connected in an app's AppConfig.ready() (costs).
 BudgetSource = Callable[[datetime], Mapping[int, str]]
-_budget_sources: list[BudgetSource] = []
-
-
-def register_budget_source(source: BudgetSource) -> None:
-    """Called once per app in its AppConfig.ready() (costs); a repeated registration adds nothing."""
-    if source not in _budget_sources:
-        _budget_sources.append(source)
+budget_sources: Hook[BudgetSource] = Hook("jobs.ports.budget_sources")
 
 
 def spent_budgets(now: datetime) -> dict[int, str]:
-    """Every registered source's projects whose hard budget is spent, with the reason (the snapshot builder asks
+    """Every connected source's projects whose hard budget is spent, with the reason (the snapshot builder asks
     once per cycle)."""
     stops: dict[int, str] = {}
-    for source in _budget_sources:
-        stops.update(source(now))
+    for found in budget_sources.send(now):
+        stops.update(found)
     return stops

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "mlplatform",
+    "core",
     "tenancy",
     "notifications",
     "quotas",
@@ -124,6 +125,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
+# Task modules autodiscovery (`<app>.tasks`) does not find: the Kubernetes clusters' periodic tasks, which keep their
+# names of `clusters.tasks` (the beat schedule below uses them).
+CELERY_IMPORTS = ["clusters.backends.kubernetes.tasks"]
 CELERY_BEAT_SCHEDULE = {
     # What the simulated clusters' attempts do; Kubernetes clusters add their resync, node sync and sweep below.
     "simulated-observe": {"task": "clusters.tasks.observe_simulated_task", "schedule": 2.0},

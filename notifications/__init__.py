@@ -7,6 +7,6 @@ The public API:
   (`notifications.tasks.deliver_webhook_task`);
 - `notifications.send.to_members(project_id, roles, subject, message)`: an e-mail to the project's members of those
   roles, and `notifications.send.mail_configured()`: whether a mail server is set (without one, no mail is sent);
-- `notifications.sources.register_webhook_source`: the registration point the app that keeps the webhooks (tracking,
-  whose `Webhook` model they are) fills in its `AppConfig.ready()`, so this app sits low, under every app that alerts.
+- `notifications.sources.webhook_source`: the hook the app that keeps the webhooks (tracking, whose `Webhook` model
+  they are) connects to in its `AppConfig.ready()`, so this app sits low, under every app that alerts.
 """

@@ -1,11 +1,13 @@
 """Where a project's webhooks come from. The `Webhook` model is tracking's (its API and pages manage it), and
-tracking sits above this app: it fills this registration point in its `AppConfig.ready()`, as apps fill
-`tenancy.panels`. Without a source, no project has a webhook."""
+tracking sits above this app: it connects its source to `webhook_source` in its `AppConfig.ready()`. Without a
+source, no project has a webhook."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from core.hooks import Hook
 
 
 @dataclass(frozen=True)
@@ -16,24 +18,25 @@ class Target:
     secret: str
 
 
-# project id -> ids of its enabled webhooks; webhook id -> its target, None once it is deleted or disabled
-ProjectWebhooks = Callable[[int], Iterable[int]]
-WebhookTarget = Callable[[int], Target | None]
-_sources: list[tuple[ProjectWebhooks, WebhookTarget]] = []
+@dataclass(frozen=True)
+class WebhookSource:
+    """project id -> ids of its enabled webhooks; webhook id -> its target, None once it is deleted or disabled."""
+
+    project_webhooks: Callable[[int], Iterable[int]]
+    target: Callable[[int], Target | None]
 
 
-def register_webhook_source(project_webhooks: ProjectWebhooks, target: WebhookTarget) -> None:
-    _sources[:] = [(project_webhooks, target)]
+webhook_source: Hook[WebhookSource] = Hook("notifications.webhook_source", single=True)
 
 
 def enabled_webhooks(project_id: int) -> list[int]:
-    return [pk for project_webhooks, _ in _sources for pk in project_webhooks(project_id)]
+    return [pk for source in webhook_source for pk in source.project_webhooks(project_id)]
 
 
 def webhook_target(webhook_id: int) -> Target | None:
     """The target of an enabled webhook, read when it is delivered (a retry sees it disabled or its URL changed)."""
-    for _, target in _sources:
-        found = target(webhook_id)
+    for source in webhook_source:
+        found = source.target(webhook_id)
         if found is not None:
             return found
     return None

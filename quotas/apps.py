@@ -6,6 +6,6 @@ class QuotasConfig(AppConfig):
 
     def ready(self) -> None:
         from quotas.views import quota_panel
-        from tenancy.panels import Panel, register_project_panel
+        from tenancy.panels import Panel, project_page
 
-        register_project_panel(Panel("quotas/_project_panel.html", quota_panel, order=10))
+        project_page.connect(Panel("quotas/_project_panel.html", quota_panel, order=10))

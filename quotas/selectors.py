@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from django.db.models import QuerySet
 
+from core.hooks import Hook
 from core.snapshots import Snapshot
 from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
 from tenancy.selectors import project_ids_for_user
@@ -70,20 +71,16 @@ class QuotaUsage:
     lent: int  # of its idle guarantee, devices other projects of the organization are using now
 
 
-# Where the devices projects hold come from: the jobs app registers it at start-up (quotas never imports jobs).
+# Where the devices projects hold come from: `source(organization ids)` -> devices held per (project id, flavor id)
+# in those organizations. The jobs app connects it at start-up (quotas never imports jobs).
 HeldDevices = Callable[[Iterable[int]], Mapping[tuple[int, int], int]]
-_usage_sources: list[HeldDevices] = []
-
-
-def register_usage_source(source: HeldDevices) -> None:
-    """`source(organization ids)` -> devices held per (project id, flavor id) in those organizations."""
-    _usage_sources[:] = [source]
+usage_source: Hook[HeldDevices] = Hook("quotas.selectors.usage_source", single=True)
 
 
 def live_usage(quotas: list[Quota]) -> dict[int, QuotaUsage]:
     """Usage per quota id. Lent capacity is shared out among a cohort's lenders by how much each has idle."""
     orgs = {q.project.organization_id for q in quotas}
-    used = _usage_sources[0](orgs) if _usage_sources and orgs else {}
+    used = usage_source.one()(orgs) if usage_source.receivers and orgs else {}
     cohort_quotas = Quota.objects.filter(project__organization_id__in=orgs).select_related("project")
     borrowed_in_cohort: dict[tuple[int, int], int] = defaultdict(int)
     idle: dict[int, int] = {}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
+from core.hooks import Hook
 from tenancy import authcache, throttling
 from tenancy.models import ApiToken, hash_token
 
@@ -17,18 +19,21 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 READ_ONLY_MESSAGE = "This token is read-only."
 
 
-# Credentials of other doors that apps above register (tracking's run tokens): a valid one used here is refused
-# as the wrong kind of token, not counted as a guess against the client's address.
-_other_credentials: list[tuple[Callable[[str], bool], str]] = []
+@dataclass(frozen=True)
+class OtherCredential:
+    """A credential of another door: `is_valid(secret)` tells a genuine one; `refusal` is what this API answers it."""
+
+    is_valid: Callable[[str], bool]
+    refusal: str
 
 
-def register_other_credential(is_valid: Callable[[str], bool], refusal: str) -> None:
-    """`is_valid(secret)` tells a genuine credential of another kind; `refusal` is what this API answers it."""
-    _other_credentials.append((is_valid, refusal))
+# Credentials of other doors that apps above connect (tracking's run tokens): a valid one used here is refused as the
+# wrong kind of token, not counted as a guess against the client's address.
+other_credentials: Hook[OtherCredential] = Hook("tenancy.auth.other_credentials")
 
 
 def _other_credential_refusal(secret: str) -> str | None:
-    return next((refusal for is_valid, refusal in _other_credentials if is_valid(secret)), None)
+    return next((other.refusal for other in other_credentials if other.is_valid(secret)), None)
 
 
 def _token_from_db(digest: str) -> ApiToken | None:

@@ -63,7 +63,7 @@ def invalidate(**kwargs: Any) -> None:
 class AuthCache:
     def __init__(self) -> None:
         self._entries: dict[Any, tuple[str, float, Any]] = {}
-        snapshots.register(self)
+        snapshots.forgettable.connect(self)
 
     def get(self, key: Any, epoch: str | None) -> Any | None:
         """A copy of the answer cached under `epoch` less than TTL_SECONDS ago, else None."""

@@ -1,5 +1,5 @@
 """Sections other apps add to the project page (quota usage today), so the page lives here without tenancy importing
-the apps above it: each registers a panel at start-up, in its AppConfig.ready()."""
+the apps above it: each connects a panel to `project_page` at start-up, in its AppConfig.ready()."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from core.hooks import Hook
 from tenancy.models import Project
 
 
@@ -19,14 +20,9 @@ class Panel:
     order: int = 100  # smaller first
 
 
-PROJECT_PANELS: list[Panel] = []
-
-
-def register_project_panel(panel: Panel) -> None:
-    PROJECT_PANELS.append(panel)
-    PROJECT_PANELS.sort(key=lambda p: p.order)
+project_page: Hook[Panel] = Hook("tenancy.panels.project_page")
 
 
 def project_panels(request: HttpRequest, project: Project) -> list[tuple[str, dict[str, Any]]]:
     """(template, context) of every panel, in order."""
-    return [(panel.template, panel.context(request, project)) for panel in PROJECT_PANELS]
+    return [(panel.template, panel.context(request, project)) for panel in sorted(project_page, key=lambda p: p.order)]

@@ -9,6 +9,8 @@
 4. Only the state machine (`jobs/lifecycle.py`) writes `Job.state` and attempt rows.
 5. Dependencies between apps run one way: core <- tenancy <- notifications <- quotas <- jobs <- clusters, replay,
    tracking <- costs <- replays; the composition root (mlplatform) may import every app, and no app imports it.
+6. Apps connect to each other (core.hooks, Django signals) in their AppConfig.ready(), never as the side effect of an
+   import.
 """
 
 from __future__ import annotations
@@ -287,3 +289,16 @@ def test_the_production_requirements_hold_no_test_lint_or_fuzz_package():
     assert names("requirements.txt") & dev_only == set()
     assert dev_only <= names("requirements-dev.txt")
     assert "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text().splitlines()
+
+
+def test_apps_connect_in_ready_not_by_importing_for_a_side_effect():
+    """Every connection between apps is made in an AppConfig.ready() (core.hooks, Django signals), where it can be
+    read: no import kept only for what importing it connects, no connecting decorator."""
+    found = []
+    for _app, path in app_modules():
+        source = path.read_text()
+        if path.name == "apps.py" and "noqa: F401" in source:
+            found.append(f"{path.relative_to(ROOT)}: an import kept for its side effect")
+        if re.search(r"^@(receiver|\w+\.on_change|\w+\.after_commit)\b", source, re.MULTILINE):
+            found.append(f"{path.relative_to(ROOT)}: connects by a decorator, at import")
+    assert found == []

@@ -17,8 +17,6 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
-from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
 from django.utils import timezone
 
 from core.actors import actor_name
@@ -50,8 +48,8 @@ class RuleSettings:
 
 
 # Per process, read again after a few seconds: the rules are read by every batch ingested (a query was a third of
-# the anomaly checks' cost), and change rarely. A change is seen at once by the process that made it (the signals
-# below) and within the TTL by the others.
+# the anomaly checks' cost), and change rarely. A change is seen at once by the process that made it (forget_rules,
+# connected to AlertRule's saves and deletes in TrackingConfig.ready()) and within the TTL by the others.
 _rules: KeyedSnapshot[int, RuleSettings] = KeyedSnapshot(
     lambda project_id: RuleSettings(AlertRule.objects.filter(project_id=project_id)))
 
@@ -60,8 +58,7 @@ def rule_settings(project_id: int) -> RuleSettings:
     return _rules.get(project_id)
 
 
-@receiver([post_save, post_delete], sender=AlertRule)
-def _forget_rules(sender: type, instance: AlertRule, **kwargs: object) -> None:
+def forget_rules(sender: type, instance: AlertRule, **kwargs: object) -> None:
     _rules.forget(instance.project_id)
 
 

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class TrackingConfig(AppConfig):
@@ -7,29 +8,36 @@ class TrackingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from core.embedded import EMBEDDED_LOOPS
-        from jobs import ports
-        from jobs.auth import register_attempt_authentication
-        from notifications.sources import register_webhook_source
-        from tenancy.auth import register_other_credential
-        from tenancy.panels import Panel, register_project_panel
-        from tracking import alerts, demo, listeners, selectors, services  # noqa: F401  (listeners connects to the job state machine)
+        from core.embedded import EMBEDDED_LOOPS, Loop
+        from jobs import lifecycle, ports
+        from jobs.auth import attempt_authentications
+        from notifications.sources import WebhookSource, webhook_source
+        from tenancy.auth import OtherCredential, other_credentials
+        from tenancy.models import Project
+        from tenancy.panels import Panel, project_page
+        from tracking import alerts, demo, listeners, selectors, services
         from tracking.auth import RunTokenAuthentication
         from tracking.env import RUN_ENV_NAMES, run_env
+        from tracking.models import AlertRule
         from tracking.tokens import claim_of
         from tracking.views import project_alerts_panel
 
-        ports.register_env_source(run_env, RUN_ENV_NAMES)
-        register_attempt_authentication(RunTokenAuthentication)
+        # Runs follow jobs inside the transaction of every transition (before costs' segments: INSTALLED_APPS order).
+        lifecycle.on_change.connect(listeners.follow_jobs)
+        post_save.connect(listeners.default_experiment, sender=Project, dispatch_uid="tracking-default-experiment")
+        post_save.connect(alerts.forget_rules, sender=AlertRule, dispatch_uid="tracking-forget-rules-save")
+        post_delete.connect(alerts.forget_rules, sender=AlertRule, dispatch_uid="tracking-forget-rules-delete")
+        ports.env_sources.connect(ports.EnvSource(run_env, RUN_ENV_NAMES))
+        attempt_authentications.connect(RunTokenAuthentication)
         # A job's run token on any other endpoint is the wrong kind of token, not a guess to count against its address.
-        register_other_credential(lambda secret: claim_of(secret) is not None,
-                                  "A run token only logs to its own run and reports its attempt's checkpoint; use an "
-                                  "API token here.")
-        register_project_panel(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))
+        other_credentials.connect(OtherCredential(lambda secret: claim_of(secret) is not None,
+                                                  "A run token only logs to its own run and reports its attempt's "
+                                                  "checkpoint; use an API token here."))
+        project_page.connect(Panel("tracking/_project_alerts.html", project_alerts_panel, order=20))
         # The webhooks every alert of a project goes to (tracking's, budgets' and later ones) are this app's model.
-        register_webhook_source(selectors.enabled_webhook_ids, selectors.enabled_webhook_target)
+        webhook_source.connect(WebhookSource(selectors.enabled_webhook_ids, selectors.enabled_webhook_target))
         # Embedded mode (no Celery beat): the hung-run check as beat runs it, and the simulated jobs' curves (only
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).
-        EMBEDDED_LOOPS.append(("tracking-hung-runs", alerts.check_hung_runs, 60.0, None))
-        EMBEDDED_LOOPS.append(("tracking-raw-retention", services.points_prune_raw, 3600.0, None))
-        EMBEDDED_LOOPS.append(("tracking-demo-curves", demo.log_simulated_runs, demo.INTERVAL_SECONDS, None))
+        EMBEDDED_LOOPS.connect(Loop("tracking-hung-runs", alerts.check_hung_runs, 60.0))
+        EMBEDDED_LOOPS.connect(Loop("tracking-raw-retention", services.points_prune_raw, 3600.0))
+        EMBEDDED_LOOPS.connect(Loop("tracking-demo-curves", demo.log_simulated_runs, demo.INTERVAL_SECONDS))

@@ -1,5 +1,5 @@
 """What runs cost: tracking knows when a run first reached a metric value, the costs app above knows what a job's
-attempts cost up to a moment. Costs fills this registration point in its AppConfig.ready() (as apps fill
+attempts cost up to a moment. Costs connects to `cost_source` in its AppConfig.ready() (as apps connect panels to
 `tenancy.panels`); without it runs show no cost. Runs without a job (logged from a laptop or MLflow) cost nothing
 Tidal metered, and show none."""
 
@@ -8,19 +8,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import numpy as np
 
+from core.hooks import Hook
 from tracking.models import Run, Series
 from tracking.points import read_blocks
 
 # {job id: until (epoch seconds) or None for now} -> {job id: cost}
 JobCosts = Callable[[Mapping[int, int | None]], dict[int, float]]
-_sources: list[tuple[JobCosts, Callable[[], str]]] = []
 
 
-def register_cost_source(costs: JobCosts, currency: Callable[[], str]) -> None:
-    _sources[:] = [(costs, currency)]
+class CostSource(NamedTuple):
+    costs: JobCosts
+    currency: Callable[[], str]
+
+
+cost_source: Hook[CostSource] = Hook("tracking.costing.cost_source", single=True)
 
 
 @dataclass(frozen=True)
@@ -90,9 +95,9 @@ def first_reached(run: Run, target: Target) -> tuple[int, int] | None:
 
 def run_costs(runs: Iterable[Run], target: Target | None = None) -> dict[int, RunCost]:
     """Each run with a job: its cost so far, and what it had cost when it first reached `target`."""
-    if not _sources:
+    if not cost_source.receivers:
         return {}
-    costs, currency = _sources[0]
+    costs, currency = cost_source.one()
     runs = [run for run in runs if run.job_id is not None]
     reached = {run.pk: first_reached(run, target) for run in runs} if target else {}
     so_far = costs({run.job_id: None for run in runs})

@@ -1,11 +1,8 @@
 """Tracking follows the job state machine: inside the transaction of every transition, an admitted job gets its
 run (or its run moves to the new attempt), and a job that ended for good ends its run. And every project has its
-default experiment from its creation on."""
+default experiment from its creation on. `TrackingConfig.ready()` connects both."""
 
 from __future__ import annotations
-
-from django.db.models.signals import post_save
-from django.dispatch import receiver
 
 from jobs import lifecycle
 from jobs.states import FINAL, State
@@ -13,7 +10,7 @@ from tenancy.models import Project
 from tracking import services
 
 
-@lifecycle.on_change
+# Connected to jobs.lifecycle.on_change in TrackingConfig.ready().
 def follow_jobs(changes: list[lifecycle.Change]) -> None:
     admitted = {c.job_id: c.attempt for c in changes if c.target == State.ADMITTED}
     if admitted:
@@ -23,7 +20,7 @@ def follow_jobs(changes: list[lifecycle.Change]) -> None:
         services.runs_for_finished_jobs(finished, changes[0].at)
 
 
-@receiver(post_save, sender=Project)
+# Connected to post_save of Project in TrackingConfig.ready().
 def default_experiment(sender: type, instance: Project, created: bool, raw: bool = False, **kwargs: object) -> None:
     """MLflow's experiment 0, which its client uses when none is set, exists before a run first uses it."""
     if created and not raw:

@@ -1,17 +1,29 @@
 """The backend of each cluster (the implementations of `jobs.ports.Backend`) and the node inventory the scheduler
-places on: the clusters' side of the dispatch port, registered at start-up by `ClustersConfig.ready`."""
+places on: the clusters' side of the dispatch port, connected at start-up by `ClustersConfig.ready`. And the
+periodic observation of a cluster's open attempts, whatever its backend.
+
+The Kubernetes adapter is the package `kubernetes/` (backend, mapping, watch, node sync, sweep, clients); the
+simulated cluster is `simulated.py`.
+"""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
+from clusters import selectors
+from clusters.kube.errors import ApiError
 from clusters.models import Cluster, Node
 from jobs import ports
 from jobs import scheduling as core
 from jobs.models import Attempt
+from jobs.observations import record_all
+from jobs.selectors import open_attempts
+
+logger = logging.getLogger(__name__)
 
 
 def backend_for_cluster(cluster: Cluster) -> ports.Backend:
@@ -19,7 +31,7 @@ def backend_for_cluster(cluster: Cluster) -> ports.Backend:
         from clusters.backends.simulated import SimulatedBackend
 
         return SimulatedBackend(cluster)
-    from clusters.backends.kubernetes import KubernetesBackend
+    from clusters.backends.kubernetes.backend import KubernetesBackend
 
     return KubernetesBackend(cluster)
 
@@ -57,3 +69,25 @@ def inventory() -> ports.Inventory:
                                foreign=min(foreign, devices), unavailable=unavailable, cpu_millis=cpu,
                                memory_mib=memory, free_cpu_millis=cpu, free_memory_mib=memory))
     return ports.Inventory(tuple(nodes), cluster_ids)
+
+
+def observe_cluster(cluster: Cluster) -> list[str]:
+    """Record what the cluster's backend observes of every open attempt on it (the full resync); the new job
+    states. An observation hinting that the node inventory is stale (a replica stuck Pending) syncs it again, so
+    the retry is placed on what is really free."""
+    backend = backend_for_cluster(cluster)
+    attempts = list(open_attempts().filter(cluster=cluster))
+    states = record_all(attempts, backend.observe(attempts))
+    if getattr(backend, "nodes_stale", False):
+        from clusters.backends.kubernetes.nodesync import cluster_sync_nodes
+
+        try:
+            cluster_sync_nodes(cluster)
+        except ApiError as exc:
+            logger.warning("node sync of %s after a stuck attempt failed: %s", cluster.name, exc)
+    return states
+
+
+def observe_simulated() -> None:
+    for cluster in selectors.simulated_clusters():
+        observe_cluster(cluster)

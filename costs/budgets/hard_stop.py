@@ -23,7 +23,7 @@ def stop_reason(slug: str, spent_so_far: float, amount: float, month: date) -> s
 
 def spent_hard_budgets(now: datetime) -> dict[int, str]:
     """Projects whose hard budget this month is spent, with the reason their queued jobs show: registered with
-    `jobs.ports.register_budget_source`, asked once per scheduling cycle. One query when no budget is hard; else
+    `jobs.ports.budget_sources`, asked once per scheduling cycle. One query when no budget is hard; else
     one report for all hard-budget projects."""
     hard = list(Budget.objects.filter(hard=True).values_list("project_id", "project__slug", "amount"))
     if not hard:

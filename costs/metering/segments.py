@@ -73,7 +73,7 @@ def _close(attempt_ids: Sequence[int], outcome: str, at: int) -> None:
     UsageSegment.objects.filter(attempt_id__in=attempt_ids, end_ts__isnull=True).update(end_ts=end, outcome=outcome)
 
 
-@lifecycle.on_change
+# Connected to jobs.lifecycle.on_change in CostsConfig.ready().
 def follow_attempts(changes: Sequence[lifecycle.Change]) -> None:
     started = [c.attempt_id for c in changes if c.target == State.RUNNING and c.attempt_id is not None]
     if started:

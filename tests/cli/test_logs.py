@@ -122,8 +122,8 @@ def test_follow_waits_while_the_server_is_busy_streaming(cli, job_file, settings
 def test_attempts_show_in_job_and_an_earlier_attempts_log_stays_readable(cli, job_file):
     """A job whose first attempt lost its node: `tidal job` lists both attempts and why the first ended, and
     `tidal logs --attempt 1` reads what the first attempt kept."""
+    from clusters.backends import observe_simulated
     from clusters.models import Node
-    from clusters.services import observe_simulated
     from jobs.models import Attempt, Job
 
     job = cli("submit", str(job_file(replicas=1)), "--project", "vision", "--quiet").out.strip()

@@ -41,7 +41,7 @@ def kube_client(kube, sleeps) -> Iterator[KubeClient]:
 
 @pytest.fixture(autouse=True)
 def _fresh_clients():
-    from clusters.backends.kubernetes import forget_clients
+    from clusters.backends.kubernetes.clients import forget_clients
 
     forget_clients()
     yield
@@ -83,7 +83,7 @@ def cycle(django_capture_on_commit_callbacks):
 def resync(kube_inventory, django_capture_on_commit_callbacks):
     """One full resync of the Kubernetes cluster (observe every open attempt, record what follows), with its
     after-commit work (stops) run, as in production."""
-    from clusters.services import observe_cluster
+    from clusters.backends import observe_cluster
 
     def run(cluster=None):
         with django_capture_on_commit_callbacks(execute=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from clusters import services
+from clusters.backends.kubernetes import clients
 from clusters.models import Cluster
 from tests.conftest import make_user
 
@@ -122,7 +122,7 @@ def review_reaction(handler):
 
 def test_connection_test_reports_version_and_missing_permissions(kube_inventory, kube, staff_client) -> None:
     kube.handler["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << review_reaction(kube.handler)
-    report = services.cluster_test_connection(kube_inventory["cluster"])
+    report = clients.cluster_test_connection(kube_inventory["cluster"])
     assert not report.ok and report.error == ""
     assert report.version and report.namespace == "tidal-secret"  # the first project by slug
     assert report.missing == ["delete pods in tidal-secret"]
@@ -135,13 +135,13 @@ def test_connection_test_reports_an_unreachable_cluster(db) -> None:
     cluster = Cluster(name="gone", backend="kubernetes")
     cluster.set_kubeconfig(KUBECONFIG.replace("https://k8s.example:6443", "http://127.0.0.1:9"))
     cluster.save()
-    from clusters.backends.kubernetes import build_client
+    from clusters.backends.kubernetes.clients import build_client
     from clusters.kube.ratelimit import Backoff
 
     client = build_client(cluster, backoff=Backoff(max_retries=0))
-    report = services.cluster_test_connection(cluster, client=client)
+    report = clients.cluster_test_connection(cluster, client=client)
     assert not report.ok and "cannot connect" in report.summary()
-    missing = services.cluster_test_connection(Cluster(name="empty", backend="kubernetes"))
+    missing = clients.cluster_test_connection(Cluster(name="empty", backend="kubernetes"))
     assert "no kubeconfig" in missing.error
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clusters import kubemap
+from clusters.backends.kubernetes import mapping
 from clusters.demo import seed_cluster
 from clusters.kube.render import render
 from clusters.models import Cluster
@@ -50,7 +50,7 @@ def rendered(job: Job) -> list[dict[str, Any]]:
         {"role": g.role, "index": i, "node": f"node-{g.role}-{i}", "devices": g.devices}
         for g in groups for i in range(g.replicas)])
     cluster = Cluster(name="gpu", backend=Cluster.Backend.KUBERNETES, cluster_domain=CLUSTER_DOMAIN)
-    return render(*kubemap.render_inputs(attempt, cluster))
+    return render(*mapping.render_inputs(attempt, cluster))
 
 
 def pods_by_rank(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from clusters import kubemap
+from clusters.backends.kubernetes import mapping
 from clusters.kube.errors import RenderError
 from clusters.kube.nodes import NodeRow
 from clusters.kube.render import render
@@ -36,7 +36,7 @@ def job(attempt) -> Job:
 
 
 def test_job_maps_to_render_job(attempt, job, kube_inventory) -> None:
-    render_job, placement, settings = kubemap.render_inputs(
+    render_job, placement, settings = mapping.render_inputs(
         attempt, kube_inventory["cluster"], {"gpu-1": "gpu-1.internal", "gpu-2": "gpu-2"})
     assert render_job.job_id == job.pk and render_job.name == "Bert Large" and render_job.project == "vision"
     assert render_job.namespace == settings.namespace == "tidal-vision"
@@ -64,7 +64,7 @@ def test_the_run_token_reaches_the_pods_only_through_the_attempts_secret(attempt
     from tracking.models import Run
     from tracking.tokens import RunTokenClaim, claim_of
 
-    render_job, placement, settings = kubemap.render_inputs(attempt, kube_inventory["cluster"], {})
+    render_job, placement, settings = mapping.render_inputs(attempt, kube_inventory["cluster"], {})
     run = Run.objects.get(job=job)
     assert render_job.platform_env["TIDAL_RUN_ID"] == str(run.pk)
     assert claim_of(render_job.secret_env["TIDAL_RUN_TOKEN"]) == RunTokenClaim(run.pk, attempt.number)
@@ -81,16 +81,16 @@ def test_the_run_token_reaches_the_pods_only_through_the_attempts_secret(attempt
 def test_bad_launcher_options_are_render_errors(attempt, job) -> None:
     job.launcher_options = {"tensor_parallel": "four"}
     with pytest.raises(RenderError, match="tensor_parallel"):
-        kubemap.render_job(attempt, "tidal-vision")
+        mapping.render_job(attempt, "tidal-vision")
     job.launcher_options = {"run_as_user": 0}
     with pytest.raises(RenderError, match="run_as_user"):
-        kubemap.render_job(attempt, "tidal-vision")
+        mapping.render_job(attempt, "tidal-vision")
 
 
 def test_run_as_user_option_makes_the_pods_run_as_non_root(attempt, job) -> None:
-    assert kubemap.render_job(attempt, "tidal-vision").run_as_user is None  # the image's own user
+    assert mapping.render_job(attempt, "tidal-vision").run_as_user is None  # the image's own user
     job.launcher_options = {**job.launcher_options, "run_as_user": 1000}
-    assert kubemap.render_job(attempt, "tidal-vision").run_as_user == 1000
+    assert mapping.render_job(attempt, "tidal-vision").run_as_user == 1000
 
 
 @pytest.mark.parametrize(("pattern", "expected"), [
@@ -99,18 +99,18 @@ def test_run_as_user_option_makes_the_pods_run_as_non_root(attempt, job) -> None
     ("ml", "ml"),
 ])
 def test_namespace_pattern(pattern, expected) -> None:
-    assert kubemap.namespace_for(Cluster(name="c", namespace_pattern=pattern), "vision", "acme") == expected
+    assert mapping.namespace_for(Cluster(name="c", namespace_pattern=pattern), "vision", "acme") == expected
 
 
 def test_namespace_pattern_errors_are_render_errors() -> None:
     with pytest.raises(RenderError):
-        kubemap.namespace_for(Cluster(name="c", namespace_pattern="tidal-{team}"), "vision")
+        mapping.namespace_for(Cluster(name="c", namespace_pattern="tidal-{team}"), "vision")
 
 
 def test_tolerations_accept_keys_and_objects() -> None:
     cluster = Cluster(name="c", gpu_tolerations=["a.com/gpu", {"key": "b", "operator": "Equal", "value": "x",
                                                                 "effect": "NoExecute"}])
-    tolerations = kubemap.cluster_settings(cluster, "ns").gpu_tolerations
+    tolerations = mapping.cluster_settings(cluster, "ns").gpu_tolerations
     assert [t.to_dict() for t in tolerations] == [
         {"key": "a.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "b", "operator": "Equal", "value": "x", "effect": "NoExecute"}]
@@ -122,7 +122,7 @@ def test_node_fields_from_an_inventory_row() -> None:
                   free={"nvidia.com/gpu": 6}, cpu=Decimal("95.5"), memory=2 * 1024**3, topology={"rack": "r9"},
                   taints=({"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"},), cordoned=True,
                   ready=False)
-    fields = kubemap.node_fields(row, "nvidia.com/gpu")
+    fields = mapping.node_fields(row, "nvidia.com/gpu")
     assert fields == {"hostname": "", "product": "NVIDIA-H100-80GB-HBM3", "devices": 8, "foreign_used": 2,
                       "cpu_millis": 95500, "memory_mib": 2048, "block": "", "rack": "r9", "switch": "",
                       "taints": [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}], "cordoned": True,

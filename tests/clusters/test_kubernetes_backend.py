@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from clusters import services as cluster_services
-from clusters.backends.kubernetes import KubernetesBackend, group_pods
+from clusters.backends.kubernetes import nodesync, sweep
+from clusters.backends.kubernetes.backend import KubernetesBackend, group_pods
 from clusters.kube import names
 from clusters.kube.render import render
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement
@@ -381,7 +381,7 @@ def test_orphan_sweep_deletes_objects_of_no_active_attempt(dispatched, kube, kub
         backend.client.create(manifest)
     foreign = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": NS}}
     kube.put("pods", NS, foreign)
-    deleted = cluster_services.cluster_sweep_orphans(kube_inventory["cluster"])
+    deleted = sweep.cluster_sweep_orphans(kube_inventory["cluster"])
     assert sorted(deleted) == sorted(f"{m['kind']}/{NS}/{m['metadata']['name']}" for m in manifests)
     assert pods_of(kube, job) and "notebook" in live_names(kube)
 
@@ -393,14 +393,14 @@ def test_pods_of_an_ended_attempt_hold_their_node_until_they_are_gone(dispatched
     for pod in pods_of(kube, job).values():
         set_status(kube, pod, running())
     cluster = kube_inventory["cluster"]
-    cluster_services.cluster_sync_nodes(cluster)
+    nodesync.cluster_sync_nodes(cluster)
     assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [0, 0]
     transition(job, State.CANCELLED, reason="cancelled", actor="member")  # its stop never runs
-    cluster_services.cluster_sync_nodes(cluster)
+    nodesync.cluster_sync_nodes(cluster)
     assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [8, 8]
     for name in pods_of(kube, job, attempt=1):
         forget(kube, name)
-    cluster_services.cluster_sync_nodes(cluster)
+    nodesync.cluster_sync_nodes(cluster)
     assert sorted(Node.objects.filter(cluster=cluster).values_list("foreign_used", flat=True)) == [0, 0]
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from clusters import services
+from clusters.backends.kubernetes import nodesync
 from clusters.models import Node
 from jobs.models import Job
 from jobs.states import State
@@ -82,7 +83,7 @@ def test_a_node_not_ready_loses_its_attempts_only_past_the_grace(steps, tenant, 
     for second, condition, since, expected in steps:
         time_machine.move_to(start + timedelta(seconds=second), tick=False)
         say(kube, node, condition, None if since is None else start + timedelta(seconds=since))
-        services.cluster_sync_nodes(cluster)
+        nodesync.cluster_sync_nodes(cluster)
         resync()
         job = Job.objects.select_related("current_attempt").get(pk=job.pk)
         assert job.state == expected, (second, condition, Node.objects.get(cluster=cluster, name=node).__dict__)

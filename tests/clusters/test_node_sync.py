@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusters import services
+from clusters.backends.kubernetes import nodesync
 from clusters.kube import names
 from clusters.models import Cluster, FlavorRule, Node
 from quotas.models import ResourceFlavor
@@ -44,7 +44,7 @@ def test_upsert_creates_updates_and_marks_gone_nodes(kube_inventory) -> None:
     ]
     pods = [pod("jupyter", "gpu-1", 2), pod("ours", "gpu-1", 4, platform=True), pod("done", "gpu-1", 8,
                                                                                      phase="Succeeded")]
-    report = services.nodes_upsert(cluster, nodes, pods)
+    report = nodesync.nodes_upsert(cluster, nodes, pods)
     assert report.created == ["gpu-3"] and report.updated == ["gpu-1"] and report.gone == ["gpu-2"]
     assert sorted(report.unmatched) == ["cpu-1", "gpu-4"]
 
@@ -61,7 +61,7 @@ def test_upsert_creates_updates_and_marks_gone_nodes(kube_inventory) -> None:
     cluster.refresh_from_db()
     assert cluster.last_sync_at is not None and cluster.last_sync_error == ""
 
-    again = services.nodes_upsert(cluster, nodes, pods)
+    again = nodesync.nodes_upsert(cluster, nodes, pods)
     assert again.created == again.updated == again.gone == []  # idempotent
 
 
@@ -74,21 +74,21 @@ def test_cluster_rules_come_before_global_rules(kube_inventory) -> None:
     from clusters.selectors import flavor_rules_for
 
     assert flavor_rules_for(cluster) == [("NVIDIA-H100*", "h100-special"), ("nvidia-h100*", "nvidia-h100-80gb")]
-    services.nodes_upsert(cluster, [node("gpu-7", product="NVIDIA-H100-80GB-HBM3")], [])
+    nodesync.nodes_upsert(cluster, [node("gpu-7", product="NVIDIA-H100-80GB-HBM3")], [])
     assert Node.objects.get(name="gpu-7").flavor == special
 
 
 def test_sync_over_http_from_kmock(kube_inventory, kube) -> None:
     kube.put("nodes", None, node("gpu-1", product="NVIDIA-H100-80GB-HBM3", rack="r7"))
     kube.put("pods", "ml", pod("jupyter", "gpu-1", 3))
-    report = services.cluster_sync_nodes(kube_inventory["cluster"])
+    report = nodesync.cluster_sync_nodes(kube_inventory["cluster"])
     assert report.updated == ["gpu-1"] and report.gone == ["gpu-2"]
     gpu1 = Node.objects.get(name="gpu-1")
     assert gpu1.rack == "r7" and gpu1.foreign_used == 3
 
 
 def test_sync_task_is_a_noop_without_kubernetes_clusters(db) -> None:
-    from clusters.tasks import kube_resync_task, kube_sweep_orphans_task, kube_sync_nodes_task
+    from clusters.backends.kubernetes.tasks import kube_resync_task, kube_sweep_orphans_task, kube_sync_nodes_task
 
     Cluster.objects.create(name="sim")
     kube_sync_nodes_task()
@@ -115,7 +115,7 @@ def test_nodes_without_accelerators_become_the_cpu_flavor_of_their_arch(kube_inv
     npu["status"]["allocatable"]["huawei.com/Ascend910"] = "8"
     bare_gpu = node("gpu-9")  # GPUs, but GFD did not label it: its product is the device resource name
     nodes = [cpu_node("cpu-1"), cpu_node("cpu-arm", arch="arm64"), node("gpu-4", product="Tesla-T4"), npu, bare_gpu]
-    report = services.nodes_upsert(cluster, nodes, [pod("etl", "cpu-1", 0)])
+    report = nodesync.nodes_upsert(cluster, nodes, [pod("etl", "cpu-1", 0)])
 
     assert sorted(report.created) == ["cpu-1", "npu-1"]
     cpu1 = Node.objects.get(cluster=cluster, name="cpu-1")
@@ -135,12 +135,12 @@ def test_nodes_without_accelerators_become_the_cpu_flavor_of_their_arch(kube_inv
 def test_without_a_cpu_flavor_cpu_nodes_are_skipped_and_a_known_gpu_node_keeps_its_flavor(kube_inventory) -> None:
     cluster = kube_inventory["cluster"]
     plugin_restarting = cpu_node("gpu-1")  # no GPUs advertised, no product label for a moment
-    report = services.nodes_upsert(cluster, [plugin_restarting, cpu_node("cpu-1")], [])
+    report = nodesync.nodes_upsert(cluster, [plugin_restarting, cpu_node("cpu-1")], [])
     assert report.unmatched == {"cpu-1": "no accelerator, and no CPU flavor (device resource empty or cpu) for amd64"}
     gpu1 = Node.objects.get(cluster=cluster, name="gpu-1")
     assert gpu1.flavor == kube_inventory["h100"] and gpu1.devices == 0
     ResourceFlavor.objects.create(name="cpu", vendor="none", device_resource="")  # empty counts as CPU too
-    again = services.nodes_upsert(cluster, [plugin_restarting, cpu_node("cpu-1")], [])
+    again = nodesync.nodes_upsert(cluster, [plugin_restarting, cpu_node("cpu-1")], [])
     assert again.created == ["cpu-1"] and again.unmatched == {}
     assert Node.objects.get(name="gpu-1").flavor == kube_inventory["h100"]  # still not a CPU node
     cluster.refresh_from_db()
@@ -154,7 +154,7 @@ def test_a_cpu_job_is_placed_on_a_synced_cpu_node_and_asks_no_device(tenant, kub
 
     cpu = ResourceFlavor.objects.create(name="cpu", vendor="none", device_resource="cpu")
     Quota.objects.create(project=tenant.project, flavor=cpu)
-    services.nodes_upsert(kube_inventory["cluster"], [node("gpu-1", product="NVIDIA-H100-80GB-HBM3"),
+    nodesync.nodes_upsert(kube_inventory["cluster"], [node("gpu-1", product="NVIDIA-H100-80GB-HBM3"),
                                                       node("gpu-2", product="NVIDIA-H100-80GB-HBM3"),
                                                       cpu_node("cpu-1")], [])
     job = submit(tenant, cpu, replicas=2, devices=0)
@@ -180,7 +180,7 @@ def test_cpu_jobs_fill_synced_nodes_by_the_cpu_their_pods_request(tenant, kube_i
     Quota.objects.create(project=tenant.project, flavor=cpu)
     hog = pod("etl", "cpu-1", 0)
     hog["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "96", "memory": "1024Gi"}
-    services.nodes_upsert(kube_inventory["cluster"], [node("gpu-1", product="NVIDIA-H100-80GB-HBM3"),
+    nodesync.nodes_upsert(kube_inventory["cluster"], [node("gpu-1", product="NVIDIA-H100-80GB-HBM3"),
                                                       node("gpu-2", product="NVIDIA-H100-80GB-HBM3"),
                                                       cpu_node("cpu-1"), cpu_node("cpu-2")], [hog])
     cpu1, cpu2 = (Node.objects.get(cluster=kube_inventory["cluster"], name=n) for n in ("cpu-1", "cpu-2"))
@@ -201,3 +201,14 @@ def test_cpu_jobs_fill_synced_nodes_by_the_cpu_their_pods_request(tenant, kube_i
     assert len(pods) == 3
     for manifest in pods:
         assert manifest["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "32000m", "memory": "65536Mi"}
+
+
+def test_every_scheduled_task_is_registered_by_the_modules_the_worker_imports(settings) -> None:
+    """The Kubernetes tasks moved out of `clusters.tasks` keep their names, which beat and queued messages carry."""
+    from mlplatform.celery import app
+
+    app.loader.import_default_modules()
+    registered = set(app.tasks)
+    assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} <= registered
+    assert {"clusters.tasks.kube_resync_task", "clusters.tasks.kube_sync_nodes_task",
+            "clusters.tasks.kube_sweep_orphans_task"} <= registered

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends import observe_cluster
+from clusters.backends.kubernetes.backend import KubernetesBackend
 from clusters.models import Cluster, Node
-from clusters.services import observe_cluster
 from jobs import services as job_services
 from jobs.models import Attempt, Job
 from jobs.states import State

@@ -8,13 +8,13 @@ import logging
 
 import pytest
 
-from clusters import services
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes import clients, nodesync, sweep
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from clusters.backends.kubernetes.watch import PodWatch
 from clusters.kube.client import REQUIRED_PERMISSIONS, Permission
 from clusters.kube.dispatch import dispatch
 from clusters.kube.render import render
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement
-from clusters.reconciler import PodWatch
 from jobs.logs import job_logs
 from jobs.models import Job
 from jobs.selectors import attempt_with_job
@@ -48,7 +48,7 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
         gate, tenant, kube_inventory, kube, cycle) -> None:
     cluster = kube_inventory["cluster"]
     backend = KubernetesBackend(cluster)
-    report = services.cluster_test_connection(cluster)
+    report = clients.cluster_test_connection(cluster)
     assert report.ok and report.missing == [] and report.namespace == OTHER_NS
 
     job = submit(tenant, kube_inventory["h100"], replicas=2)
@@ -74,11 +74,11 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
     events.close()
 
     kube.put("nodes", None, node("gpu-1", product="NVIDIA-H100-80GB-HBM3", rack="r1"))
-    services.cluster_sync_nodes(cluster)  # nodes, and pods of every namespace
+    nodesync.cluster_sync_nodes(cluster)  # nodes, and pods of every namespace
 
     backend.stop(attempt, "cancelled")
     assert pods_of(kube, job) == {}
-    deleted = services.cluster_sweep_orphans(cluster)
+    deleted = sweep.cluster_sweep_orphans(cluster)
     assert sorted(deleted) == sorted(f"{m['kind']}/{NS}/{m['metadata']['name']}" for m in ghost)
 
     assert gate.denied == []
@@ -88,13 +88,13 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
 
 def test_the_sweep_lists_only_in_the_namespaces_of_projects_with_jobs(gate, tenant, kube_inventory, kube) -> None:
     cluster = kube_inventory["cluster"]
-    assert services.cluster_namespaces(cluster) == []  # no job yet: nothing of Tidal's can be anywhere
+    assert sweep.cluster_namespaces(cluster) == []  # no job yet: nothing of Tidal's can be anywhere
     submit(tenant, kube_inventory["h100"])
-    assert services.cluster_namespaces(cluster) == [NS]
+    assert sweep.cluster_namespaces(cluster) == [NS]
     Quota.objects.create(project=tenant.other_project, flavor=kube_inventory["h100"], guaranteed=8)
     submit(tenant, kube_inventory["h100"], project=tenant.other_project, user="outsider")
-    assert services.cluster_namespaces(cluster) == sorted([NS, OTHER_NS])
-    services.cluster_sweep_orphans(cluster)
+    assert sweep.cluster_namespaces(cluster) == sorted([NS, OTHER_NS])
+    sweep.cluster_sweep_orphans(cluster)
     assert gate.denied == [] and {a.namespace for a in gate.authorized} == {NS, OTHER_NS}
 
 
@@ -106,7 +106,7 @@ def test_a_namespace_without_its_rolebinding_is_skipped_with_a_warning(tenant, k
     for namespace in (NS, OTHER_NS):
         dispatch(client, orphan(namespace), workers=1)
     kube.gate.policy = Policy(documented_rbac([NS]))  # the other project's namespace was never bound
-    with caplog.at_level(logging.WARNING, logger="clusters.services"):
-        deleted = services.cluster_sweep_orphans(kube_inventory["cluster"])
+    with caplog.at_level(logging.WARNING, logger="clusters.backends.kubernetes.sweep"):
+        deleted = sweep.cluster_sweep_orphans(kube_inventory["cluster"])
     assert deleted and all(f"/{NS}/" in d for d in deleted)  # the bound namespace is still swept
     assert f"skipped namespace {OTHER_NS}" in caplog.text and "forbidden" in caplog.text

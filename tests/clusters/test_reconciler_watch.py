@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 import threading
 
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from clusters.backends.kubernetes.watch import PodWatch
 from clusters.kube.client import WatchEvent
-from clusters.reconciler import PodWatch
 from jobs.models import Job
 from jobs.states import State
 from tests.clusters.test_kubernetes_backend import pods_of, running, seed_nodes, set_status, terminated

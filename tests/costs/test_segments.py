@@ -136,11 +136,8 @@ def test_a_segment_costs_its_transition_at_most_one_statement(tenant, prices, st
 
     def statements(with_segments: bool) -> int:
         nonlocal job
-        listeners = lifecycle._in_transaction
-        saved = list(listeners)
-        if not with_segments:
-            listeners.remove(segments.follow_attempts)
-        try:
+        listeners = [r for r in lifecycle.on_change if with_segments or r != segments.follow_attempts]
+        with lifecycle.on_change.replaced(listeners):
             with CaptureQueriesContext(connection) as queries:
                 from django.db import transaction
 
@@ -155,8 +152,6 @@ def test_a_segment_costs_its_transition_at_most_one_statement(tenant, prices, st
                     transaction.savepoint_rollback(sid)
                 job.refresh_from_db()
             return len([q for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]])
-        finally:
-            listeners[:] = saved
 
     assert statements(True) - statements(False) == extra
 

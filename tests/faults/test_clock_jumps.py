@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from chaos import invariants
-from clusters.services import observe_simulated
+from clusters.backends import observe_simulated
 from jobs.models import Attempt, Job
 from jobs.services import job_cancel
 from jobs.states import State

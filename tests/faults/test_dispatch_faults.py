@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from chaos import invariants
 from clusters import tasks
-from clusters.backends import simulated
-from clusters.services import observe_simulated
+from clusters.backends import observe_simulated, simulated
 from jobs.models import Job, JobEvent
 from jobs.states import State
 from tests.jobs.conftest import admit, submit

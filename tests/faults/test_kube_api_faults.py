@@ -15,13 +15,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from chaos import invariants
-from clusters import services, tasks
-from clusters.backends import kubernetes
+from clusters import tasks
+from clusters.backends.kubernetes import clients, loops
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from clusters.backends.kubernetes.watch import PodWatch
 from clusters.kube.client import KubeClient
 from clusters.kube.errors import TransientError
 from clusters.kube.ratelimit import Backoff
 from clusters.models import Node
-from clusters.reconciler import PodWatch
 from jobs import services as job_services
 from jobs.lifecycle import transition
 from jobs.models import Job, JobEvent
@@ -38,18 +39,18 @@ DOWN = "http://127.0.0.1:9"  # the discard port: connection refused
 def api(kube, monkeypatch, sleeps):
     """The backend's client: kmock (or `api["url"] = DOWN`), a 0.3 s timeout, two retries recorded, not slept."""
     state = {"url": kube.url}
-    clients: dict[str, KubeClient] = {}
+    built: dict[str, KubeClient] = {}
 
     def client_for(cluster):
-        if state["url"] not in clients:
-            clients[state["url"]] = KubeClient.from_url(
+        if state["url"] not in built:
+            built[state["url"]] = KubeClient.from_url(
                 state["url"], qps=1000.0, burst=1000, request_timeout=0.3, sleep=sleeps.append,
                 backoff=Backoff(base=0.1, cap=1.0, max_retries=2, rand=lambda: 0.5))
-        return clients[state["url"]]
+        return built[state["url"]]
 
-    monkeypatch.setattr(kubernetes, "client_for", client_for)
+    monkeypatch.setattr(clients, "client_for", client_for)
     yield state
-    for client in clients.values():
+    for client in built.values():
         client.close()
 
 
@@ -142,9 +143,9 @@ def test_the_api_down_fails_no_job_and_marks_no_node_gone(dispatched, kube, resy
     kubelet(kube, job, running())
     resync()
     api["url"] = DOWN
-    results = services.kube_resync_all()
+    results = loops.kube_resync_all()
     assert isinstance(results["gpu"], TransientError)  # reported, and the other clusters' resyncs go on
-    assert isinstance(services.kube_sync_nodes_all()["gpu"], TransientError)
+    assert isinstance(loops.kube_sync_nodes_all()["gpu"], TransientError)
     assert state(job) == State.RUNNING
     assert set(Node.objects.values_list("ready", flat=True)) == {True}  # unreachable is not gone
     api["url"] = kube.url
@@ -160,7 +161,7 @@ def test_a_worker_killed_between_its_claim_and_the_creates_is_redispatched_once(
     def die(self, attempt):
         raise Killed()
 
-    monkeypatch.setattr(kubernetes.KubernetesBackend, "create", die)
+    monkeypatch.setattr(KubernetesBackend, "create", die)
     with pytest.raises(Killed):
         dispatched()
     job = Job.objects.get()
@@ -178,7 +179,7 @@ def test_a_watch_stream_cut_mid_event_resumes_and_misses_nothing(dispatched, kub
     pods = [set_status(kube, pod, running()) for pod in pods_of(kube, job).values()]
     half = b'{"type": "MODIFIED", "object": {"metadata": {"name": "'  # the connection dies inside an event
     kube.handler[kube.handler.action.WATCH][:1] << ({"type": "MODIFIED", "object": pods[0]}, half)
-    watch = PodWatch(kubernetes.KubernetesBackend(kube_inventory["cluster"]), timeout_seconds=1)
+    watch = PodWatch(KubernetesBackend(kube_inventory["cluster"]), timeout_seconds=1)
     watch.run(threading.Event(), rounds=1, pause=0)
     assert state(job) == State.RUNNING
     kubelet(kube, job, terminated(0, "Completed", phase="Succeeded"))  # while no stream is open
@@ -215,7 +216,7 @@ def test_a_stop_failing_in_an_outage_holds_its_nodes_until_the_resync_deletes_it
     resync()  # the API is back: the pods of the ended attempt are deleted
     assert pods_of(kube, job, attempt=1) == {}
     assert job.events.filter(kind="note").last().reason.startswith("stopped attempt 1 (still running after it ended")
-    assert services.kube_sync_nodes_all()["gpu"].updated == ["gpu-1", "gpu-2"]  # gone: the nodes are free again
+    assert loops.kube_sync_nodes_all()["gpu"].updated == ["gpu-1", "gpu-2"]  # gone: the nodes are free again
     cycle()
     assert state(waiting) == State.DISPATCHING
     kubelet(kube, waiting, running())

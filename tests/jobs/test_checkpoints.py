@@ -95,13 +95,13 @@ def test_the_next_attempt_is_given_the_latest_reported_checkpoint(job):
 
 
 def test_a_kubernetes_pod_of_the_next_attempt_gets_it_in_its_env(job):
-    from clusters import kubemap
+    from clusters.backends.kubernetes import mapping
     from clusters.kube.render import render
 
     attempt_client(job, 1).post(url(job), {"checkpoint": "s3://ckpt/1000", "step": 1000}, format="json")
     next_attempt(job)
     job.refresh_from_db()
-    render_job, placement, settings = kubemap.render_inputs(job.current_attempt, job.current_attempt.cluster, {})
+    render_job, placement, settings = mapping.render_inputs(job.current_attempt, job.current_attempt.cluster, {})
     pod = next(m for m in render(render_job, placement, settings) if m["kind"] == "Pod")
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["TIDAL_RESUME_FROM"] == "s3://ckpt/1000" and env["TIDAL_RESUME_STEP"] == "1000"

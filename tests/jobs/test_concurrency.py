@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 from django.db import connection, connections, transaction
@@ -223,13 +224,13 @@ class AdmissionAudit:
 
 
 @pytest.fixture
-def audit(monkeypatch) -> AdmissionAudit:
+def audit(monkeypatch) -> Iterator[AdmissionAudit]:
     from jobs import lifecycle, loop
 
     checker = AdmissionAudit()
     monkeypatch.setattr(loop, "build_snapshot", checker.read(loop.build_snapshot))
-    monkeypatch.setattr(lifecycle, "_in_transaction", [*lifecycle._in_transaction, checker])
-    return checker
+    with lifecycle.on_change.replaced([*lifecycle.on_change, checker]):
+        yield checker
 
 
 def test_the_audit_catches_an_admission_over_the_quota_the_cycle_read(tenant, inventory, audit):
@@ -249,7 +250,7 @@ def test_quota_edits_and_cancellations_racing_the_scheduler_never_over_admit(ten
     """A staff client lowers and raises vision's h100 guarantee and borrow limit while jobs are submitted, cancelled,
     dispatched, run and finish, and the scheduler cycles: every admission is within the quota its cycle read, no
     attempt is admitted twice, no cancelled job moves on."""
-    from clusters.services import observe_simulated
+    from clusters.backends import observe_simulated
     from core.errors import DomainError
 
     settings.TIDAL = {**settings.TIDAL, "SIM_START_DELAY": 0.0}

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
+from clusters.backends import observe_simulated
 from clusters.models import Node
-from clusters.services import observe_simulated
 from jobs.loop import MIN_WAIT, next_wait
 from jobs.models import Attempt, Job
 from jobs.scheduling import CycleResult

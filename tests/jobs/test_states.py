@@ -122,12 +122,11 @@ def test_a_failed_attempt_keeps_its_cause_details_and_logs(tenant, inventory):
     assert attempt.details["rack"] == "r3" and attempt.logs == {"worker-0": ["Killed"]}
 
 
-def test_listeners_run_in_the_transaction_and_after_commit(tenant, inventory, django_capture_on_commit_callbacks,
-                                                          monkeypatch):
+def test_listeners_run_in_the_transaction_and_after_commit(tenant, inventory, django_capture_on_commit_callbacks):
     inside, after = [], []
-    monkeypatch.setattr(lifecycle, "_in_transaction", [lambda changes: inside.extend(changes)])
-    monkeypatch.setattr(lifecycle, "_after_commit", [lambda changes: after.extend(changes)])
-    with django_capture_on_commit_callbacks(execute=True):
+    with (lifecycle.on_change.replaced([lambda changes: inside.extend(changes)]),
+          lifecycle.after_commit.replaced([lambda changes: after.extend(changes)]),
+          django_capture_on_commit_callbacks(execute=True)):
         job = admit(submit(tenant, inventory["a100"], devices=8), inventory["cluster"], ["a-n1"])
         assert [c.target for c in inside] == [State.QUEUED, State.ADMITTED] and after == []
     # After commit: the submission, the admission, and the simulated cluster's dispatch claim it caused.
@@ -137,11 +136,11 @@ def test_listeners_run_in_the_transaction_and_after_commit(tenant, inventory, dj
     assert admission.source == State.QUEUED and admission.actor == "scheduler"
 
 
-def test_a_rolled_back_transition_tells_no_after_commit_listener(tenant, inventory, monkeypatch):
+def test_a_rolled_back_transition_tells_no_after_commit_listener(tenant, inventory):
     after = []
-    monkeypatch.setattr(lifecycle, "_after_commit", [lambda changes: after.extend(changes)])
     job = submit(tenant, inventory["a100"], devices=1)
-    with pytest.raises(RuntimeError), transaction.atomic():
+    with (lifecycle.after_commit.replaced([lambda changes: after.extend(changes)]), pytest.raises(RuntimeError),
+          transaction.atomic()):
         transition(job, State.CANCELLED, reason="x", actor="system")
         raise RuntimeError("a fault in the middle")
     assert Job.objects.get(pk=job.pk).state == State.QUEUED and after == []

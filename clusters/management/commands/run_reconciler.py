@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from django.core.management.base import BaseCommand
 
 from clusters import selectors
-from clusters.backends.kubernetes import KubernetesBackend
-from clusters.reconciler import PodWatch
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from clusters.backends.kubernetes.watch import PodWatch
 
 # How long a stopping watch thread may take once its stream is cut: the list or reconcile it may be in the middle of.
 STOP_GRACE_SECONDS = 10.0

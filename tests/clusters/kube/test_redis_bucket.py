@@ -108,20 +108,20 @@ def test_unreachable_redis_falls_back_to_the_process_bucket(caplog, closed_port)
 
 def test_clients_built_with_redis_configured_share_the_clusters_bucket(prefix, kube_inventory, settings,
                                                                        monkeypatch) -> None:
-    from clusters.backends import kubernetes as backend
+    from clusters.backends.kubernetes import clients
 
     settings.REDIS_URL = REDIS_URL
-    monkeypatch.setattr(backend, "BUCKET_KEY_PREFIX", prefix)
+    monkeypatch.setattr(clients, "BUCKET_KEY_PREFIX", prefix)
     cluster = kube_inventory["cluster"]
     cluster.qps, cluster.burst = 5.0, 3
-    first = backend.build_client(cluster)
-    second = backend.build_client(cluster)  # as another worker process would build it
+    first = clients.build_client(cluster)
+    second = clients.build_client(cluster)  # as another worker process would build it
     assert isinstance(first.bucket, RedisTokenBucket) and first.bucket.key == f"{prefix}{cluster.pk}"
     assert [first.bucket.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
     assert second.bucket.reserve() > 0  # the burst is spent for both
     first.close()
     second.close()
     settings.REDIS_URL = ""
-    local = backend.build_client(cluster)
+    local = clients.build_client(cluster)
     assert not isinstance(local.bucket, RedisTokenBucket)  # embedded mode: the in-process bucket
     local.close()

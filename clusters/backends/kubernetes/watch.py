@@ -4,8 +4,8 @@
 to a first start or a 410 Gone) and observes the one attempt an event touches; a RELIST observes every open
 attempt on the cluster. What the backend observes is recorded by `jobs.observations.record_observation`.
 ``run()`` drives a :class:`~clusters.kube.client.Watcher` forever, resuming from the last resourceVersion after
-each watch round; API errors are logged and retried after a pause. The periodic full resync
-(``kube_resync_task``) runs besides, so a missed event is repaired within its interval.
+each watch round; API errors are logged and retried after a pause. The periodic full resync (``loops``) runs
+besides, so a missed event is repaired within its interval.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 
-from clusters import kubemap
-from clusters.backends.kubernetes import KubernetesBackend, group_pods
+from clusters.backends.kubernetes import mapping
+from clusters.backends.kubernetes.backend import KubernetesBackend, group_pods
 from clusters.kube import names
 from clusters.kube.client import Watcher, WatchEvent
 from clusters.kube.dispatch import attempt_key
@@ -38,7 +38,7 @@ class PodWatch:
     def __init__(self, backend: KubernetesBackend, *, timeout_seconds: int = 60) -> None:
         self.backend = backend
         self.pods: dict[tuple[str, str], Mapping[str, Any]] = {}
-        self.watcher = Watcher(backend.client, label_selector=names.instance_selector(kubemap.instance()),
+        self.watcher = Watcher(backend.client, label_selector=names.instance_selector(mapping.instance()),
                                timeout_seconds=timeout_seconds)
 
     def handle(self, event: WatchEvent) -> list[str]:

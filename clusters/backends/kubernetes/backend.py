@@ -1,7 +1,7 @@
 """The Kubernetes backend: dispatch admitted attempts, stop ended ones, observe the pods of open ones, read logs.
 
 * ``dispatch(attempt)`` claims ``admitted -> dispatching`` exactly once, renders the attempt
-  (``clusters.kubemap`` -> ``clusters.kube.render``) and creates its objects. An attempt already ``dispatching`` (a
+  (``mapping`` -> ``clusters.kube.render``) and creates its objects. An attempt already ``dispatching`` (a
   redelivered task, or the resync finding missing pods) is created again: names are deterministic, so 409 means
   "already there" and is adopted. A RenderError or PermanentError (403, 422 ...) is reported as a failed attempt
   (``invalid_spec``) with the API server's reason; a TransientError (retries exhausted) leaves the attempt
@@ -9,16 +9,14 @@
 * ``stop(attempt, reason)`` deletes the attempt's objects, pods first with the cluster's grace period. The state
   machine calls it after every attempt ends (cancelled, preempted, failed, succeeded).
 * ``observe(attempts)`` (the periodic full resync) and ``observe_attempt`` (also the watch loop's, in
-  ``clusters.reconciler``) turn pods into ``jobs.observations.Observation``s: ``attempt_status`` + ``classify``
+  ``watch``) turn pods into ``jobs.observations.Observation``s: ``attempt_status`` + ``classify``
   give the phase, the failure cause, the replicas' last log lines and the nodes lost under the attempt. What
   follows from an observation (retry, lost node, max runtime) is decided on the jobs side.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
@@ -28,8 +26,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import kubemap, selectors
+from clusters import selectors
 from clusters.backends import redispatch_before
+from clusters.backends.kubernetes import clients, mapping
 from clusters.kube import names
 from clusters.kube.client import KubeClient
 from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
@@ -37,13 +36,11 @@ from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
 from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
 from clusters.kube.nodes import node_is_ready, not_ready_since
-from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.kube.render import MAIN_CONTAINER, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
 from clusters.kube.streams import LogPosition
 from clusters.models import Cluster, Node
 from core.errors import DomainError
-from core.redis import redis_client
 from jobs.models import Attempt
 from jobs.observations import record_observation
 from jobs.ports import FollowedLog, LogsUnavailable, Observation, Phase
@@ -53,7 +50,6 @@ from jobs.states import State
 logger = logging.getLogger(__name__)
 
 ACTOR = "backend"
-BUCKET_KEY_PREFIX = "tidal:kube-qps:"  # + cluster id: the Redis hash of the cluster's shared token bucket
 PENDING_GRACE_MARGIN = 60  # seconds beyond the termination grace period before a Pending replica counts as stuck
 # When several replicas fail, the most specific cause wins: NCCL errors are usually the echo of a peer's crash.
 CAUSE_PRIORITY = ("image_pull", "invalid_spec", "node_lost", "preempted", "cuda_oom", "host_oom", "user_error",
@@ -62,63 +58,11 @@ assert set(CAUSE_PRIORITY) == set(CAUSES)
 MAX_LOGGED_REPLICAS = 8
 MAX_LINE = 500
 
-# ------------------------------------------------------------------------------------------------------ client
-
-_clients: dict[int, tuple[str, KubeClient]] = {}
-_clients_lock = threading.Lock()
-
-
-def shared_bucket(cluster: Cluster) -> RedisTokenBucket | None:
-    """With Redis (several Celery worker processes), one token bucket per cluster in Redis, so the cluster's QPS
-    and burst hold across all of them; None in embedded mode, where one process holds the only client."""
-    client = redis_client()
-    if client is None:
-        return None
-    return RedisTokenBucket(client, f"{BUCKET_KEY_PREFIX}{cluster.pk}", cluster.qps, cluster.burst)
-
-
-def build_client(cluster: Cluster, **kwargs: Any) -> KubeClient:
-    kwargs.setdefault("qps", cluster.qps)
-    kwargs.setdefault("burst", cluster.burst)
-    kwargs.setdefault("bucket", shared_bucket(cluster))
-    if cluster.in_cluster:
-        return KubeClient.in_cluster(**kwargs)
-    kubeconfig = cluster.get_kubeconfig()
-    if not kubeconfig:
-        raise PermanentError(f"cluster {cluster.name} has no kubeconfig (and is not in-cluster)",
-                             reason="NoKubeconfig")
-    return KubeClient.from_kubeconfig(kubeconfig, **kwargs)
-
-
-def client_for(cluster: Cluster) -> KubeClient:
-    """One client per cluster and process, so its token bucket holds the cluster's QPS across every thread of
-    the process (and, through Redis, across processes); rebuilt when the credentials or limits change."""
-    fingerprint = hashlib.sha256(
-        f"{cluster.kubeconfig_encrypted}|{cluster.in_cluster}|{cluster.qps}|{cluster.burst}".encode()).hexdigest()
-    with _clients_lock:
-        cached = _clients.get(cluster.pk)
-        if cached is not None and cached[0] == fingerprint:
-            return cached[1]
-        client = build_client(cluster)
-        _clients[cluster.pk] = (fingerprint, client)
-    if cached is not None:
-        cached[1].close()
-    return client
-
-
-def forget_clients() -> None:
-    with _clients_lock:
-        clients = [client for _, client in _clients.values()]
-        _clients.clear()
-    for client in clients:
-        client.close()
-
-
 # ----------------------------------------------------------------------------------------------------- helpers
 
 def group_pods(pods: Iterable[Mapping[str, Any]]) -> dict[AttemptKey, list[Mapping[str, Any]]]:
     """Platform pods of this instance by (job label, attempt); others are ignored (never trust a selector)."""
-    own = {names.LABEL_MANAGED: "true", names.LABEL_INSTANCE: names.label_value(kubemap.instance())}
+    own = {names.LABEL_MANAGED: "true", names.LABEL_INSTANCE: names.label_value(mapping.instance())}
     out: dict[AttemptKey, list[Mapping[str, Any]]] = defaultdict(list)
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
@@ -149,7 +93,7 @@ class KubernetesBackend:
     @property
     def client(self) -> KubeClient:
         if self._client is None:
-            self._client = client_for(self.cluster)
+            self._client = clients.client_for(self.cluster)
         return self._client
 
     # ------------------------------------------------------------------------------------------------ dispatch
@@ -182,7 +126,7 @@ class KubernetesBackend:
     def create(self, attempt: Attempt) -> bool:
         """Render and create the attempt's objects. True when every object exists."""
         try:
-            render_job, placement, cluster_settings = kubemap.render_inputs(attempt, self.cluster,
+            render_job, placement, cluster_settings = mapping.render_inputs(attempt, self.cluster,
                                                                             self._hostnames(attempt))
             manifests = render(render_job, placement, cluster_settings)
         except RenderError as exc:
@@ -219,7 +163,7 @@ class KubernetesBackend:
         logged; the orphan sweep tries again."""
         try:
             deleted = cleanup(self.client, self._namespace(attempt), attempt.job_id, attempt.number,
-                              instance=kubemap.instance(), grace_seconds=self.cluster.termination_grace_seconds)
+                              instance=mapping.instance(), grace_seconds=self.cluster.termination_grace_seconds)
         except (PermanentError, RenderError) as exc:
             logger.warning("stop of job %s attempt %s on %s failed (%s); the orphan sweep will retry",
                            attempt.job_id, attempt.number, self.cluster.name, exc)
@@ -240,7 +184,7 @@ class KubernetesBackend:
         """Full resync: list every platform pod of this instance once and observe each open attempt. Attempts
         admitted long ago and never claimed (a lost dispatch task) are dispatched again."""
         attempts = list(attempts)
-        pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(kubemap.instance()))
+        pods, _ = self.client.list("Pod", None, label_selector=names.instance_selector(mapping.instance()))
         by_attempt = group_pods(pods)
         self._stop_ended(by_attempt, {attempt_key(attempt.job_id, attempt.number) for attempt in attempts})
         lost = self.lost_nodes()
@@ -308,7 +252,7 @@ class KubernetesBackend:
     # outcomes ---------------------------------------------------------------------------------------------
 
     def _namespace(self, attempt: Attempt) -> str:
-        return kubemap.job_namespace(self.cluster, attempt.job)
+        return mapping.job_namespace(self.cluster, attempt.job)
 
     def _tail(self, attempt: Attempt, pod: str, lines: int) -> list[str]:
         if lines <= 0:
@@ -326,7 +270,7 @@ class KubernetesBackend:
     def _succeeded(self, attempt: Attempt, status: AttemptStatus) -> Observation:
         rank0 = next((r for r in status.replicas if r.rank == 0), None)
         keep = settings.TIDAL["KUBE_LOG_LINES"]
-        logs = {kubemap.replica_key(rank0.role, rank0.index): self._tail(attempt, rank0.pod, keep)} if rank0 else {}
+        logs = {mapping.replica_key(rank0.role, rank0.index): self._tail(attempt, rank0.pod, keep)} if rank0 else {}
         return Observation(attempt.pk, Phase.SUCCEEDED, status.message, logs={k: v for k, v in logs.items() if v})
 
     def _failed(self, attempt: Attempt, status: AttemptStatus, lost: set[str]) -> Observation:
@@ -334,7 +278,7 @@ class KubernetesBackend:
         logs: dict[str, list[str]] = {}
         failures: list[tuple[ReplicaState, Failure]] = []
         for replica in status.failed[:MAX_LOGGED_REPLICAS]:
-            key = kubemap.replica_key(replica.role, replica.index)
+            key = mapping.replica_key(replica.role, replica.index)
             logs[key] = self._tail(attempt, replica.pod, keep)
             failures.append((replica, classify(exit_code=replica.exit_code, reason=replica.reason,
                                                message=replica.message, log_lines=logs[key])))
@@ -344,9 +288,9 @@ class KubernetesBackend:
             message += f" (at {failure.last_frame})"
         details = {
             **self._where(replica.node),
-            "replica": kubemap.replica_key(replica.role, replica.index), "pod": replica.pod,
+            "replica": mapping.replica_key(replica.role, replica.index), "pod": replica.pod,
             "k8s_reason": replica.reason, "last_frame": failure.last_frame,
-            "replicas": [{"replica": kubemap.replica_key(r.role, r.index), "node": r.node, "reason": r.reason,
+            "replicas": [{"replica": mapping.replica_key(r.role, r.index), "node": r.node, "reason": r.reason,
                           "exit_code": r.exit_code, "cause": f.cause} for r, f in failures],
         }
         lost_nodes = sorted(lost | (set(status.avoid_nodes) if failure.cause == "node_lost" else set()))
@@ -422,7 +366,7 @@ class KubernetesBackend:
         failure = pending_failure(pod=replica.pod, node=replica.node, seconds=seconds,
                                   unschedulable=replica.unschedulable, reason=replica.reason, message=replica.message)
         self.nodes_stale = True
-        details = {**self._where(replica.node), "replica": kubemap.replica_key(replica.role, replica.index),
+        details = {**self._where(replica.node), "replica": mapping.replica_key(replica.role, replica.index),
                    "pod": replica.pod, "k8s_reason": replica.reason, "pending_seconds": round(seconds)}
         return Observation(attempt.pk, Phase.FAILED, failure.summary, cause=failure.cause, details=details)
 
@@ -432,7 +376,7 @@ class KubernetesBackend:
         """(namespace, pod name) of one replica of the attempt."""
         from clusters.kube.render import pod_name
 
-        render_job = kubemap.render_job(attempt, self._namespace(attempt))
+        render_job = mapping.render_job(attempt, self._namespace(attempt))
         return render_job.namespace, pod_name(render_job, role, index)
 
     def logs(self, attempt: Attempt, role: str, index: int, tail: int) -> list[str]:
