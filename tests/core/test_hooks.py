@@ -55,7 +55,7 @@ def test_a_hook_is_declared_once_and_replaced_receivers_come_back(hook_names) ->
 
 
 def test_the_apps_follow_the_state_machine_and_fill_the_dispatch_port_in_ready() -> None:
-    from costs.segments import follow_attempts
+    from costs.metering.segments import follow_attempts
 
     from tracking.listeners import follow_jobs
 
@@ -75,5 +75,5 @@ def test_manage_py_hooks_lists_who_follows_the_state_machine() -> None:
     out = io.StringIO()
     call_command("hooks", stdout=out)
     listed = out.getvalue()
-    assert "jobs.lifecycle.on_change\n  tracking.listeners.follow_jobs\n  costs.segments.follow_attempts\n" in listed
+    assert "jobs.lifecycle.on_change\n  tracking.listeners.follow_jobs\n  costs.metering.segments.follow_attempts\n" in listed
     assert "jobs.ports.clusters (single, required)\n  Clusters(backend_for=backend_for_attempt" in listed
