@@ -185,8 +185,8 @@ class Cycle:
 
     def freed_keys(self, victims: Sequence[RunRec]) -> set[tuple[str, str]]:
         """What committed victims gave back (see retry_keys): capacity of their flavors, their projects' devices
-        and slots, what their organizations can lend, and the unowned capacity where their organization held more
-        than it owns."""
+        and slots, what their organizations can lend, and the unowned capacity where their organization claimed
+        some."""
         quota = self.state.quota
         keys: set[tuple[str, str]] = set()
         for rec in victims:
@@ -195,7 +195,7 @@ class Cycle:
             for f in rec.demand:
                 keys.add(("flavor", f))
                 keys.add(("cohort", f"{cohort}/{f}"))
-                if quota.net[(cohort, f)] + rec.demand[f] > 0:  # it held more than it owns before they went
+                if quota.beyond_lenders(cohort, f) + rec.demand[f] > 0:  # it claimed unowned capacity before
                     keys.add(("excess", f))
         return keys
 
@@ -274,6 +274,10 @@ class Cycle:
                 out.wait("place", constrained=constrained)
             if self.backfill and not job.preemptible and not any(f in state.head_flavors for f in info.flavors):
                 self.reserve_for_capacity(out)  # phase 5
+        if out.retry_on and state.reserved(job):
+            # Not evaluated again this cycle: its reservation keeps what it waits for from later jobs, and admitted
+            # on a retry it would leave that reservation behind.
+            out.retry_on = ()
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
             out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict and position < self.blocked_at.get(queue, position + 1):

@@ -12,26 +12,27 @@ project's non-preemptible jobs take the guarantee back by priority preemption.
 Borrowing stays inside the organization (the cohort): a project borrows its cohort's lendable capacity, and
 capacity nobody is guaranteed, never another organization's guarantee. Per cohort c and flavor f:
     lend(c, f)      = sum of lendable over c's projects
-    net(c, f)       = devices c's projects hold - sum of their guarantees     (what c holds beyond what it owns)
+    r(c, f)         = borrowed(c, f) - lend(c, f)      what c's borrowing takes beyond what its lenders may lend
+    claim(c, f)     = max(0, r(c, f))                  what it takes of the capacity nobody is guaranteed
 and per flavor:
     unowned(f)      = max(0, devices of f on schedulable nodes - sum of every project's g)
-    excess(f)       = sum over cohorts of max(0, net(c, f))                   must stay <= unowned(f)
-A job is within quota when, for each flavor f it asks for (others(f) = excess(f) less c's own share of it):
-  - inside its project's guarantee: its cohort holds no more than it owns after admission, or what it then holds
-    beyond that fits in the unowned capacity other cohorts leave:  net(c, f) + d <= 0  or
-    others(f) + net(c, f) + d <= unowned(f). Else it fails as "lent": its project lent that guarantee to its
-    cohort's borrowers and the cohort has nothing else to give them, so preemption takes it back from them, rather
-    than admitting the job onto devices another organization is guaranteed.
-  - above it: borrowing is on, borrowed(p, f) <= b after admission, and what the cohort's borrowing then takes
-    beyond its lenders, r' = borrowed(c, f) - lend(c, f) after admission, is covered by them or fits in the
-    unowned capacity other cohorts leave:  r' <= 0  or  others(f) + r' <= unowned(f). Else it fails as "cohort".
-Lend limits and lend holds bound what borrowers may take (lend <= the cohort's idle guarantee, so r' >= net: a
-borrower that passes keeps the excess bound); they never keep a guarantee from its own project. A cohort whose
-borrowing its own lenders cover is never held back by another cohort's excess (a lost node, a guarantee raised).
+    excess(f)       = sum over cohorts of claim(c, f)                        must stay <= unowned(f)
+A job is within quota when, for each flavor f it asks for, r' = r(c, f) after admission is covered by its
+cohort's lenders or fits in the unowned capacity other cohorts leave (others(f) = excess(f) less c's own claim):
+r' <= 0  or  others(f) + r' <= unowned(f); and
+  - inside its project's guarantee: else it fails as "lent": its project lent that guarantee to its cohort's
+    borrowers and the cohort has nothing else to give them, so preemption takes it back from them, rather than
+    admitting the job onto devices another organization is guaranteed;
+  - above it: borrowing is on and borrowed(p, f) <= b after admission; else, or when r' does not fit, it fails
+    ("cohort" for the last).
+Lend limits and lend holds keep part of a guarantee from borrowers, never from its own project: what a cohort's
+borrowers take beyond what its lenders may lend comes from the unowned capacity, as much as what it holds beyond
+its guarantees does (r >= held - guaranteed, since lend <= the cohort's idle guarantee). A cohort whose borrowing
+its own lenders cover is never held back by another cohort's claim (a lost node, a guarantee raised).
 Pooling lenders per cohort and the unowned capacity across cohorts is exact: any borrower may use any lender of its
 cohort and any unowned device, so the aggregate check is the flow feasibility check.
 
-Monotone, as preemption's bounds and the remembered answers need: net, r' and others(f) only fall when any
+Monotone, as preemption's bounds and the remembered answers need: r, r' and others(f) only fall when any
 project's usage falls and only rise with the job's devices. So removing running jobs never turns a pass into a
 failure, nor does a smaller demand; raising usage never turns a failure into a pass.
 """
@@ -131,13 +132,11 @@ class QuotaState:
         self.run_used: dict[tuple[str, str], int] = defaultdict(int)
         self.lend: dict[tuple[str, str], float] = defaultdict(float)  # (cohort, flavor) -> lendable of members
         self.borrowed_total: dict[tuple[str, str], int] = defaultdict(int)  # (cohort, flavor) -> borrowed
-        self.net: dict[tuple[str, str], int] = defaultdict(int)  # (cohort, flavor) -> held - guaranteed
-        self.excess: dict[str, int] = defaultdict(int)  # flavor -> sum over cohorts of max(0, net(c, f))
+        self.excess: dict[str, float] = defaultdict(float)  # flavor -> sum over cohorts of claim(c, f)
         guaranteed: dict[str, int] = defaultdict(int)
         for (project, flavor), g in self.guar.items():
             guaranteed[flavor] += g
             self.lend[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
-            self.net[(self.cohort_of(project), flavor)] -= g
         self.unowned: dict[str, int] = {f: max(0, total - guaranteed[f]) for f, total in flavor_totals.items()}
 
     def hold_back(self, held: dict[tuple[str, str], int]) -> None:
@@ -147,7 +146,7 @@ class QuotaState:
             cohort_key = (self.cohort_of(key[0]), key[1])
             before = self._lendable(*key)
             self.held[key] = devices
-            self.lend[cohort_key] += self._lendable(*key) - before
+            self._shift_cohort(cohort_key, 0, self._lendable(*key) - before)
 
     def binding_holds(self) -> set[tuple[str, str]]:
         """(project, flavor) keys whose lend hold keeps back part of an idle guarantee right now."""
@@ -186,18 +185,37 @@ class QuotaState:
         self.version = self._last_version
         if used < 0 or pre < 0:
             self.loosened += 1
-        net = self.net
-        before_n = net[cohort_key]
-        after_n = net[cohort_key] = before_n + used + pre
-        if before_n > 0 or after_n > 0:
-            self.excess[flavor] += (after_n if after_n > 0 else 0) - (before_n if before_n > 0 else 0)
         delta = (after - g if after > g else 0) - (total - g if total > g else 0)
-        before_l, after_l = lendable(g, total, hold, lend_limit), lendable(g, after, hold, lend_limit)
-        if delta:
-            self.borrowed_total[cohort_key] += delta
-        if after_l != before_l:
-            self.lend[cohort_key] += after_l - before_l
+        lend_delta = lendable(g, after, hold, lend_limit) - lendable(g, total, hold, lend_limit)
+        if delta or lend_delta:
+            self._shift_cohort(cohort_key, delta, lend_delta)
         return delta
+
+    def _shift_cohort(self, cohort_key: tuple[str, str], borrowed: int, lend: float) -> None:
+        """Move a cohort's borrowed and lendable sums, and the flavor's excess with its claim."""
+        borrowed_total, lend_total = self.borrowed_total, self.lend
+        before = borrowed_total[cohort_key] - lend_total[cohort_key]
+        borrowed_total[cohort_key] += borrowed
+        lend_total[cohort_key] += lend
+        after = before + borrowed - lend
+        if before > 0 or after > 0:
+            self.excess[cohort_key[1]] += (after if after > 0 else 0) - (before if before > 0 else 0)
+
+    def beyond_lenders_with(self, project: str, flavor: str, devices: int) -> float:
+        """r'(c, f): beyond_lenders of the project's cohort once the project holds `devices` more of the flavor."""
+        key = (project, flavor)
+        g, lend_limit, hold = self.guar.get(key, 0), self.llimit.get(key, INF), self.held.get(key, 0)
+        total = self.used[key] + self.pre[key]
+        after = total + devices
+        borrowed = (after - g if after > g else 0) - (total - g if total > g else 0)
+        lend = lendable(g, after, hold, lend_limit) - lendable(g, total, hold, lend_limit)
+        return self.beyond_lenders(self.cohort_of(project), flavor) + borrowed - lend
+
+    def beyond_lenders(self, cohort: str, flavor: str) -> float:
+        """r(c, f): what the cohort's borrowing takes beyond what its lenders may lend (negative: they could lend
+        that much more)."""
+        cohort_key = (cohort, flavor)
+        return self.borrowed_total[cohort_key] - self.lend[cohort_key]
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
                at_start: bool = False) -> int:
@@ -276,26 +294,23 @@ class QuotaState:
                 continue
             after_total = before_total + devices
             cohort_key = (cohort, flavor)
-            net_after = self.net[cohort_key] + x + devices
-            if after_total <= g:
-                if net_after <= 0:
-                    continue  # inside the guarantee, and the cohort holds no more than it owns: most such jobs
-                failure = self._beyond_own(flavor, cohort_key, net_after, "lent")
-                if failure is not None:
-                    return failure
-                continue
-            before_b = before_total - g if before_total > g else 0
-            after_b = after_total - g
-            if key not in guar and not self.borrowing:
-                return QuotaFailure("no_quota", flavor)
-            if not self.borrowing:
-                return QuotaFailure("borrowing_off", flavor)
-            if after_b > self.blimit.get(key, 0):
-                return QuotaFailure("borrow_limit" if key in guar else "no_quota", flavor)
-            # What the cohort's borrowing takes beyond its lenders with this job in, its project's terms
+            inside = after_total <= g
+            if not inside:
+                if key not in guar and not self.borrowing:
+                    return QuotaFailure("no_quota", flavor)
+                if not self.borrowing:
+                    return QuotaFailure("borrowing_off", flavor)
+                if after_total - g > self.blimit.get(key, 0):
+                    return QuotaFailure("borrow_limit" if key in guar else "no_quota", flavor)
+            borrowed = self.borrowed_total[cohort_key]
+            if inside and not borrowed and not x:
+                continue  # inside the guarantee, and nobody of its cohort borrows: most such jobs
+            # r' (what the cohort's borrowing takes beyond its lenders with this job in), its project's terms
             # (_lendable) written out: most waiting jobs of a full cluster are checked up to here.
             lend_limit, hold = self.llimit.get(key, INF), self.held.get(key, 0)
-            lend, borrowed = self.lend[cohort_key], self.borrowed_total[cohort_key]
+            lend = self.lend[cohort_key]
+            before_b = before_total - g if before_total > g else 0
+            after_b = after_total - g if after_total > g else 0
             lendable_before = lendable(g, before_total, hold, lend_limit)
             if x:  # the extra usage moves the cohort's sums as _add would
                 borrowed += before_b - (held - g if held > g else 0)
@@ -303,7 +318,7 @@ class QuotaState:
             beyond = borrowed + after_b - before_b - (lend - lendable_before + lendable(g, after_total, hold,
                                                                                          lend_limit))
             if beyond > 0:
-                failure = self._beyond_own(flavor, cohort_key, beyond, "cohort")
+                failure = self._beyond_own(flavor, cohort_key, beyond, "lent" if inside else "cohort")
                 if failure is not None:
                     return failure
         return None
@@ -312,7 +327,7 @@ class QuotaState:
         """A cohort would take `beyond` > 0 devices of the flavor more than its own (what it owns, or its lenders
         lend): None when the unowned capacity other cohorts leave holds it, else the failure with its shortfall
         (each device other projects give back lowers both terms by one at most)."""
-        own = self.net[cohort_key]
+        own = self.borrowed_total[cohort_key] - self.lend[cohort_key]
         others = self.excess[flavor] - (own if own > 0 else 0)
         short = others + beyond - self.unowned.get(flavor, 0)
         if short <= 0:
@@ -324,10 +339,10 @@ class QuotaState:
         """check() as if this usage were gone: devices per (project, flavor, preemptible), and running jobs of
         the project (preemption's candidates, summed). The state is left as it was, its version included."""
         # check() reads the project's own running jobs, its cohort's sums and each flavor's excess over all
-        # cohorts: another cohort's usage counts only while that cohort holds more than it owns (net > 0).
+        # cohorts: another cohort's usage counts only while that cohort claims unowned capacity (r > 0).
         cohort = self.cohort_of(project)
         devices = {key: d for key, d in usage[0].items()
-                   if self.cohort_of(key[0]) == cohort or self.net[(self.cohort_of(key[0]), key[1])] > 0}
+                   if self.cohort_of(key[0]) == cohort or self.beyond_lenders(self.cohort_of(key[0]), key[1]) > 0}
         jobs = usage[1]
         before = self.mark()
         for (p, flavor, pre), d in devices.items():
@@ -346,7 +361,7 @@ class QuotaState:
         version); past that:
 
         A demand of one flavor f is answered from what check() reads of the state: the project's running jobs
-        and its usage of f, its cohort's lendable, borrowed and net f, and the excess on f. For those
+        and its usage of f, its cohort's lendable and borrowed f, and the excess on f. For those
         values, the answers over the number of devices are monotone: what a demand that passed asks for or less
         passes (inside the guarantee, or under the borrow limit and what the cohort can lend), and what a demand
         that failed asks for or more fails, for the same reason but two: a cohort failure turns into the borrow
@@ -377,7 +392,7 @@ class QuotaState:
         key = (project, flavor)
         cohort_key = (self.cohort.get(project, project), flavor)
         values = (key, self.running[project], self.used[key] + self.pre[key], self.lend[cohort_key],
-                  self.borrowed_total[cohort_key], self.net[cohort_key], self.excess[flavor])
+                  self.borrowed_total[cohort_key], self.excess[flavor])
         known = self._answers.get(values)
         if known is None:
             known = self._answers[values] = Answers()
@@ -466,9 +481,7 @@ class QuotaState:
                 unheld += max(0, self.guar.get(key, 0) - max(total, self.held.get(key, 0)))
         # What other cohorts hold of the unowned capacity, and what this cohort's borrowing already takes beyond
         # its lenders: check()'s terms.
-        own = self.net[cohort_key]
-        beyond = self.borrowed_total[cohort_key] - self.lend[cohort_key]
-        unowned = max(0.0, self.unowned.get(flavor, 0) - (self.excess[flavor] - max(0, own)) - max(0.0, beyond))
+        unowned = max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
         found = int(lenders), int(unheld - others), int(idle - unheld), int(unowned)
         self._lending[(project, flavor)] = (self.version, found)
         return found

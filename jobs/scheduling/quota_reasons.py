@@ -64,20 +64,21 @@ class QuotaReasons:
 
 
     def _lent(self, project: str, f: str, need: int) -> str:
-        """A job inside its guarantee whose organization lent it out: what the organization holds beyond what it
-        is guaranteed once the job runs, against the capacity nobody is guaranteed that others leave."""
+        """A job inside its guarantee whose organization lent it out: what the organization's borrowers would take
+        beyond what its lenders may lend once the job runs, against the capacity nobody is guaranteed that others
+        leave."""
         quota = self.quota
         key = (project, f)
         used, g = quota.used[key] + quota.pre[key], quota.guar.get(key, 0)
         cohort = quota.cohort_of(project)
-        own = quota.net[(cohort, f)]
-        beyond = own + need
+        own = quota.beyond_lenders(cohort, f)
+        beyond = quota.beyond_lenders_with(project, f, need)
         left = max(0, quota.unowned.get(f, 0) - (quota.excess[f] - max(0, own)))
         return (f"project {project} uses {used} of its {g} guaranteed {f}; this job needs {need}, within the "
-                f"guarantee, but organization {cohort}'s projects borrow it: with this job the organization would "
-                f"hold {beyond} {f} more than it is guaranteed, and only {left} that nobody is guaranteed are free "
-                f"of other organizations' use; its borrowers' jobs are preempted to give it back as soon as they may "
-                f"be")
+                f"guarantee, but organization {cohort}'s projects borrow it: with this job its borrowers would take "
+                f"{beyond:g} {f} more than its lenders may lend, and only {left:g} that nobody is guaranteed are "
+                f"free of other organizations' use; its borrowers' jobs are preempted to give it back as soon as "
+                f"they may be")
 
 
 def short_quota_reason(failure: QuotaFailure) -> str:

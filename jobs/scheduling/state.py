@@ -363,6 +363,11 @@ class CycleState:
 
     # -- reservations -----------------------------------------------------------------------------------------
 
+    def reserved(self, job: PendingJob) -> bool:
+        """Does the job hold a backfill reservation or a quota hold?"""
+        return (any(h.job_id == job.id for h in self.hold_list)
+                or any(h.job_id == job.id for h in self.project_quota_holds.get(job.project, ())))
+
     def holds_for(self, flavors: Iterable[str]) -> list[Hold]:
         if not self.holds:
             return []

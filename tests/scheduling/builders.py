@@ -132,6 +132,7 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
     victim_ids = [p.victim_id for p in result.preemptions]
     assert len(victim_ids) == len(set(victim_ids))
     admitted_ids = {a.job_id for a in result.admits}
+    assert not admitted_ids & {r.job_id for r in result.reservations}, "an admitted job keeps no reservation"
     # Capacity: nobody over-allocated in devices, CPU or memory; victims give theirs back.
     free = {n.name: n.free for n in snap.nodes}
     cpu = {n.name: n.free_cpu_millis for n in snap.nodes}

@@ -404,7 +404,7 @@ BORROW_LIMIT = re.compile(r"borrow limit (?:of )?(\d+)")
 NO_GUARANTEE = re.compile(r"project (\S+) has no guaranteed (\S+?)(?: and uses (\d+))?(?: and borrows (\d+))?;")
 WOULD_BORROW = re.compile(r"so it would borrow (\d+)")
 TO_LEND = re.compile(r"has only (\d+) \S+ to lend")
-LENT = re.compile(r"would hold (\d+) \S+ more than it is guaranteed, and only (\d+) that nobody")
+LENT = re.compile(r"would take (\d+) \S+ more than its lenders may lend, and only (\d+) that nobody")
 
 
 @PROPS

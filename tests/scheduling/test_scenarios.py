@@ -457,6 +457,22 @@ def test_a_head_holds_no_quota_of_a_flavor_it_asks_no_devices_of():
     assert holds == {("vision", H100): 1, ("vision", A100): 2}
 
 
+def test_a_head_that_reserved_is_not_admitted_later_in_the_cycle_beside_its_reservation():
+    """Defect (a property, on new examples): a head waiting for its project's running-job slot reserved it, a
+    later job's preemption freed the slot, the head was evaluated again and admitted, and its reservation stayed
+    in the result. A head that reserved waits for the next cycle: its reservation keeps what it waits for."""
+    quotas = [Quota("vision", A100, 8), Quota("nlp", A100, 0, borrow_limit=8)]
+    projects = [Project("vision", "org"), Project("nlp", "org", max_running_jobs=1)]
+    node_list = nodes(1) + nodes(1, devices=1, start=1)  # n0 (8 GPUs) that nlp borrows, n1 (1 GPU) free
+    borrower = running(100, "nlp", {"n0": 8}, priority=1000, max_runtime=3600.0)
+    head = job(1, project="nlp", devices=1, priority=1000, max_runtime=600.0)
+    owner = job(2, priority=500)  # takes its guarantee back from nlp
+    snap = snapshot(node_list, [head, owner], [borrower], quotas, projects)
+    result = cycle(snap, Policy(ordering="fifo", blocking="backfill"))
+    assert (admitted(result), victims(result)) == ([2], [100])
+    assert [r.job_id for r in result.reservations] == [1]
+
+
 def test_preemptible_jobs_never_preempt():
     node_list = nodes(1)
     jobs = [running(100, "vision", {"n0": 8}, priority=100)]
@@ -1169,10 +1185,26 @@ def test_a_lent_guarantee_waits_with_an_honest_reason_while_its_borrowers_may_no
     w = waits(result)[1]
     assert w.code == "quota"
     assert w.reason == ("project Q uses 0 of its 16 guaranteed nvidia-a100-40gb; this job needs 16, within the "
-                        "guarantee, but organization org1's projects borrow it: with this job the organization "
-                        "would hold 16 nvidia-a100-40gb more than it is guaranteed, and only 0 that nobody is "
+                        "guarantee, but organization org1's projects borrow it: with this job its borrowers would "
+                        "take 16 nvidia-a100-40gb more than its lenders may lend, and only 0 that nobody is "
                         "guaranteed are free of other organizations' use; its borrowers' jobs are preempted to give "
                         "it back as soon as they may be")
+
+
+def test_what_an_organization_borrows_beyond_what_its_lenders_may_lend_comes_out_of_the_unowned_capacity():
+    """Defect (a property, on new examples): org1's only lender had just used its guarantee (the lend hold keeps it
+    from lending), so org1's borrower took the 8 devices nobody is guaranteed; org1 still held less than its
+    guarantees, so org2's borrower was let onto that capacity too (11 of 8). An organization claims of the unowned
+    capacity what its borrowers take beyond what its lenders may lend."""
+    quotas = [Quota("lender", H100, 16), Quota("borrower", H100, 0, borrow_limit=8),
+              Quota("other", H100, 0, borrow_limit=8)]
+    projects = [Project("lender", "org1"), Project("borrower", "org1"), Project("other", "org2")]
+    pending = [job(1, project="borrower", flavor=H100, priority=1000), job(2, project="other", flavor=H100, devices=3)]
+    snap = snapshot(nodes(3, flavor=H100, prefix="h"), pending, quotas=quotas, projects=projects)
+    snap = replace(snap, ended=(EndedUse("lender", H100, 16, NOW - 100, NOW - 1),))  # kept from lending for 4 s
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert waits(result)[2].code == "quota"
 
 
 def test_one_organizations_excess_does_not_stop_another_borrowing_its_own_lenders():
