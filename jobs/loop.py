@@ -179,6 +179,12 @@ def _update_queue_gauges(result: core.CycleResult, queued: dict[int, QueuedRow])
         metrics.QUEUE_LENGTH.labels(project, flavor).set(count)
 
 
+def _observe_phases(result: core.CycleResult, forecast_seconds: float) -> None:
+    for phase, seconds in result.seconds.items():
+        metrics.PHASE_SECONDS.labels(phase).observe(seconds)
+    metrics.PHASE_SECONDS.labels("forecast").observe(forecast_seconds)
+
+
 def run_once(now: datetime | None = None) -> core.CycleResult | None:
     """One scheduling cycle. Returns None when another scheduler holds the leader lock.
 
@@ -195,7 +201,9 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         result = core.run_cycle(read.snapshot, policy)
         # The forecast is pure work of up to TIDAL_ETA_SECONDS: done before the writes below lock the rows of the
         # jobs they admit and preempt, so cancelling one of them does not wait for it.
+        forecast_started = time.perf_counter()
         estimates = _estimated_starts(read.snapshot, policy, result)
+        _observe_phases(result, time.perf_counter() - forecast_started)
         _apply_preemptions(result, now)
         _apply_admits(result, read, now)
         _apply_waits(result, read.queued, estimates)

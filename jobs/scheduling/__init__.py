@@ -16,6 +16,7 @@ from .forecast import (
     runtime_shares,
 )
 from .model import (
+    PHASES,
     Admit,
     Arrival,
     ArrivalRate,
@@ -40,6 +41,7 @@ from .model import (
 from .state import RunningUsage
 
 __all__ = [
+    "PHASES",
     "Admit",
     "Arrival",
     "ArrivalRate",

@@ -18,6 +18,7 @@ Phases 2-5 run per job in cycle order, on one mutable CycleState; each job's dec
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from .backfill import held_demand, hold_quota, quota_start, reserve
@@ -27,6 +28,7 @@ from .feasibility import ideal_index, structural_reason, surely_fits, unavailabi
 from .lending import expiry
 from .model import (
     DEFAULT_POLICY,
+    PHASES,
     Admit,
     Assignment,
     CycleResult,
@@ -141,6 +143,7 @@ class Cycle:
         self.backfill = policy.blocking == "backfill"
         self.preempting = policy.preemption
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
+        self.seconds = dict.fromkeys(PHASES, 0.0)  # CycleResult.seconds
 
     def run(self) -> None:
         policy, blocked = self.policy, self.state.blocked
@@ -149,7 +152,12 @@ class Cycle:
         # queue is blocked the cycle is over. Its cost then depends on the jobs up to the heads, not on how many
         # wait behind them. With explanations on, they are evaluated and explained as before.
         close_blocked = policy.blocking == "strict" and not policy.explain
+        clock, seconds = time.perf_counter, self.seconds
+        evaluating = 0.0
+        last = clock()
         for job, info in self.order:
+            yielded = clock()
+            seconds["order"] += yielded - last
             out = self.evaluate(job, info, len(self.outcomes))
             self.outcomes.append(out)
             self.settle(len(self.outcomes) - 1)
@@ -157,6 +165,10 @@ class Cycle:
                 queue = queue_of(job, policy)
                 if blocked.get(queue) == job.id:  # this job now blocks its queue
                     self.order.close(job.project if queue != "*" else None)
+            last = clock()
+            evaluating += last - yielded
+        seconds["order"] += clock() - last
+        seconds["other"] = evaluating - sum(seconds[p] for p in ("quota", "place", "preempt", "backfill"))
 
     def settle(self, position: int) -> None:
         """Keep what an evaluation at this position of the cycle decided: an admitted job and what its victims
@@ -238,7 +250,9 @@ class Cycle:
             if waits:
                 out.wait("budget", self.budget_stops[job.project])
             return out
+        started = time.perf_counter()
         failure = state.quota.check_demand(job.project, info.demand_key, info.demand)  # phase 2
+        self.seconds["quota"] += time.perf_counter() - started
         # Whether backfill holds limit where it may go (a job its quota keeps out is asked only if it may preempt).
         constrained = failure is None and state.constrained(job.max_runtime, info)
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
@@ -268,12 +282,16 @@ class Cycle:
             if failure.kind == "cohort":
                 self.borrower_waits = True
             elif self.backfill and not job.preemptible and failure.kind in RESERVABLE:
+                started = time.perf_counter()
                 self.reserve_for_quota(out)  # phase 5
+                self.seconds["backfill"] += time.perf_counter() - started
         else:
             if waits:
                 out.wait("place", constrained=constrained)
             if self.backfill and not job.preemptible and not any(f in state.head_flavors for f in info.flavors):
+                started = time.perf_counter()
                 self.reserve_for_capacity(out)  # phase 5
+                self.seconds["backfill"] += time.perf_counter() - started
         if out.retry_on and state.reserved(job):
             # Not evaluated again this cycle: its reservation keeps what it waits for from later jobs, and admitted
             # on a retry it would leave that reservation behind.
@@ -306,10 +324,15 @@ class Cycle:
         why the job fails its quota now (None: it passes)."""
         state, job, info = self.state, out.job, out.info
         tentative = None
+        clock, seconds = time.perf_counter, self.seconds
         if failure is None:
+            started = clock()
             tentative = self.try_place(job, info, constrained)  # phase 3
+            seconds["place"] += clock() - started
         if tentative is None and self.may_preempt(job):
+            started = clock()
             victims = self.try_preempt(job, info, failure, constrained)  # phase 4
+            seconds["preempt"] += clock() - started
             if victims is not None and self.in_grace(job, victims):
                 for rec in reversed(victims):  # they keep running until the grace ends, for this job
                     state.add_run(rec)
@@ -501,10 +524,12 @@ class Cycle:
     def result(self) -> CycleResult:
         if not self.policy.waits:
             return self.assemble([])
+        started = time.perf_counter()
         state = self.state
         entries: list[WaitEntry] = [o for o in self.outcomes if o.code]
         explainer = Explainer(state)
         waits = explainer.explain(entries) if self.policy.explain else explainer.brief(entries)
+        self.seconds["explain"] = time.perf_counter() - started
         return self.assemble(waits)
 
     def assemble(self, waits: list[Wait]) -> CycleResult:
@@ -538,7 +563,8 @@ class Cycle:
             # A borrower waits, maybe on what the lend hold keeps back: run again when that falls.
             wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds()))
         wake_at = min((w for w in wakes if w is not None), default=None)
-        return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations, wake_at)
+        return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations, wake_at,
+                           dict(self.seconds))
 
     def _job(self, job_id: int) -> PendingJob:
         return next(o.job for o in self.outcomes if o.job.id == job_id)

@@ -278,3 +278,11 @@ class CycleResult:
     # ends (Policy.reclaim_grace), or what the lend hold keeps from a waiting borrower falls (Policy.lend_hold).
     # The caller runs a cycle then. None: no such moment.
     wake_at: float | None = None
+    # Wall seconds the cycle spent per phase (PHASES); not a decision, so results compare equal without it.
+    seconds: dict[str, float] = field(default_factory=dict, compare=False)
+
+
+# A cycle's phases as CycleResult.seconds names them: yielding the next job in order, the quota check, placement,
+# the victim search, backfill reservations, the rest of a job's evaluation (structural checks, blocking, quota
+# holds), and phase 6's reasons and positions. The forecast is the caller's (jobs.loop).
+PHASES = ("order", "quota", "place", "preempt", "backfill", "other", "explain")

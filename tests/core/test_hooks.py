@@ -56,7 +56,6 @@ def test_a_hook_is_declared_once_and_replaced_receivers_come_back(hook_names) ->
 
 def test_the_apps_follow_the_state_machine_and_fill_the_dispatch_port_in_ready() -> None:
     from costs.metering.segments import follow_attempts
-
     from tracking.listeners import follow_jobs
 
     assert lifecycle.on_change.receivers == (follow_jobs, follow_attempts)  # runs first, then their segments
@@ -75,5 +74,6 @@ def test_manage_py_hooks_lists_who_follows_the_state_machine() -> None:
     out = io.StringIO()
     call_command("hooks", stdout=out)
     listed = out.getvalue()
-    assert "jobs.lifecycle.on_change\n  tracking.listeners.follow_jobs\n  costs.metering.segments.follow_attempts\n" in listed
+    assert ("jobs.lifecycle.on_change\n  tracking.listeners.follow_jobs\n  costs.metering.segments.follow_attempts\n"
+            in listed)
     assert "jobs.ports.clusters (single, required)\n  Clusters(backend_for=backend_for_attempt" in listed

@@ -7,12 +7,13 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from clusters.backends import observe_simulated
 from clusters.models import Node
 from jobs.loop import MIN_WAIT, next_wait
 from jobs.models import Attempt, Job
-from jobs.scheduling import CycleResult
+from jobs.scheduling import PHASES, CycleResult
 from jobs.states import State
 from quotas.models import Quota
 from tests.jobs.conftest import submit
@@ -49,6 +50,20 @@ def test_gang_runs_and_succeeds_on_the_simulated_cluster(tenant, inventory, cycl
     job = refreshed(job)
     assert job.state == State.SUCCEEDED
     assert [e.to_state for e in job.events.all()] == ["queued", "admitted", "dispatching", "running", "succeeded"]
+
+
+def test_each_cycle_reports_the_time_of_each_phase_to_prometheus(tenant, inventory, cycle):
+    """Per-phase time, as Kueue reports its phases: every phase of the core and the forecast, once per cycle."""
+    def counts() -> dict[str, float]:
+        return {phase: REGISTRY.get_sample_value("tidal_scheduler_phase_seconds_count", {"phase": phase}) or 0.0
+                for phase in (*PHASES, "forecast")}
+
+    submit(tenant, inventory["a100"], devices=8, max_runtime=600)
+    submit(tenant, inventory["a100"], devices=8, name="second")
+    before = counts()
+    result = cycle()
+    assert {phase: n - before[phase] for phase, n in counts().items()} == dict.fromkeys((*PHASES, "forecast"), 1.0)
+    assert set(result.seconds) == set(PHASES) and all(s >= 0 for s in result.seconds.values())
 
 
 def test_waiting_job_is_explained(tenant, inventory, cycle):

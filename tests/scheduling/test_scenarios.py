@@ -3,11 +3,13 @@ reasons."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
 
 from jobs.scheduling import (
+    PHASES,
     Arrival,
     Assignment,
     EndedUse,
@@ -743,6 +745,20 @@ def test_no_borrow_then_reclaim_churn_across_cycles():
     first = cycle(snap)
     second = cycle(carry_out(snap, first, NOW + 60))
     assert admitted(first) == [1, 3] and victims(second) == [] and admitted(second) == []
+
+
+def test_a_cycle_reports_the_seconds_of_each_phase_and_they_add_up_to_at_most_its_time():
+    busy = [running(100 + k, "nlp", {f"n{k}": 8}, priority=100) for k in range(4)]
+    pending = [job(k, priority=1000 if k % 3 else 100, max_runtime=600.0) for k in range(1, 40)]
+    snap = snapshot(nodes(6), pending, busy, quotas=[Quota("vision", A100, 32), Quota("nlp", A100, 16, 16)])
+    started = time.perf_counter()
+    result = run_cycle(snap, Policy())
+    took = time.perf_counter() - started
+    assert set(result.seconds) == set(PHASES)
+    assert all(seconds >= 0 for seconds in result.seconds.values())
+    assert sum(result.seconds.values()) <= took
+    assert result.seconds["preempt"] > 0 and result.seconds["explain"] > 0  # it preempted and explained
+    assert result == replace(result, seconds={})  # time is not a decision
 
 
 # -- explain --------------------------------------------------------------------------------------------------
