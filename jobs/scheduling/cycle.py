@@ -292,10 +292,6 @@ class Cycle:
                 started = time.perf_counter()
                 self.reserve_for_capacity(out)  # phase 5
                 self.seconds["backfill"] += time.perf_counter() - started
-        if out.retry_on and state.reserved(job):
-            # Not evaluated again this cycle: its reservation keeps what it waits for from later jobs, and admitted
-            # on a retry it would leave that reservation behind.
-            out.retry_on = ()
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
             out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict and position < self.blocked_at.get(queue, position + 1):
@@ -511,6 +507,8 @@ class Cycle:
 
     def admit(self, out: Outcome, tentative: Tentative) -> None:
         state, job, info = self.state, out.job, out.info
+        if state.reserved(job):  # a head evaluated again after a commit: what it reserved is not needed now
+            state.release(job)
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]

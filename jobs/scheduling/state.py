@@ -368,6 +368,22 @@ class CycleState:
         return (any(h.job_id == job.id for h in self.hold_list)
                 or any(h.job_id == job.id for h in self.project_quota_holds.get(job.project, ())))
 
+    def release(self, job: PendingJob) -> None:
+        """Drop the job's backfill reservation and quota hold (it is admitted after all): what they kept from
+        later jobs is theirs again, so failures remembered since are forgotten."""
+        for hold in [h for h in self.hold_list if h.job_id == job.id]:
+            self.lift([hold])
+            self.hold_list.remove(hold)
+            for f in hold.flavors:
+                if self.holds.get(f) is hold:
+                    del self.holds[f]
+        held = self.project_quota_holds.get(job.project, [])
+        for quota_hold in [h for h in held if h.job_id == job.id]:
+            held.remove(quota_hold)
+            for key in [k for k, h in self.quota_holds.items() if h is quota_hold]:
+                del self.quota_holds[key]
+        self.forget_failures(())
+
     def holds_for(self, flavors: Iterable[str]) -> list[Hold]:
         if not self.holds:
             return []
