@@ -103,6 +103,11 @@ class _Forecasts:
         return abs((time.time() - wall) - (time.monotonic() - monotonic)) > CLOCK_JUMP_SECONDS
 
 
+def forget_forecasts() -> None:
+    """The next cycle forecasts afresh (tests: a database rolled back between them gives the next the same ids)."""
+    _Forecasts.fingerprint = None
+
+
 def _fingerprint(snapshot: core.Snapshot, policy: core.Policy, shares: core.RuntimeShares) -> tuple:
     # Projects by name and whether their budget stops them only: their decayed usage (and the spend a budget's
     # reason quotes) moves a little every cycle, and forecasting again for that alone would cost a simulation per

@@ -58,7 +58,9 @@ def api_body(flavor_name="nvidia-h100-80gb", *, project="vision", replicas=1, de
 @pytest.fixture
 def cycle(django_capture_on_commit_callbacks):
     """One scheduler cycle with its after-commit work (dispatch, stop) run, as in production."""
-    from jobs.loop import run_once
+    from jobs.loop import forget_forecasts, run_once
+
+    forget_forecasts()
 
     def run():
         with django_capture_on_commit_callbacks(execute=True):
