@@ -479,9 +479,12 @@ class QuotaState:
                 total = self.used[key] + self.pre[key]
                 idle += max(0, self.guar.get(key, 0) - total)
                 unheld += max(0, self.guar.get(key, 0) - max(total, self.held.get(key, 0)))
-        # What other cohorts hold of the unowned capacity, and what this cohort's borrowing already takes beyond
-        # its lenders: check()'s terms.
-        unowned = max(0.0, self.unowned.get(flavor, 0) - self.excess[flavor])
+        # check()'s terms: the unowned capacity other cohorts' claims leave, less what its borrowers take beyond
+        # the other projects' lending (once this project uses its own idle guarantee, that comes from there too).
+        borrowed = self.borrowed_total[cohort_key]
+        own_claim = max(0.0, borrowed - self.lend[cohort_key])
+        unowned = max(0.0, self.unowned.get(flavor, 0) - (self.excess[flavor] - own_claim)
+                      - max(0.0, borrowed - others))
         found = int(lenders), int(unheld - others), int(idle - unheld), int(unowned)
         self._lending[(project, flavor)] = (self.version, found)
         return found

@@ -75,11 +75,12 @@ class QuotaHold:
     counted in still leaves the head its quota then. A job whose release is counted that is preempted instead
     releases nothing later: its quota is free now, and the head's extra grows by it (as Hold.rel shrinks)."""
 
-    __slots__ = ("job_id", "project", "start", "need", "released", "ended", "counted")
+    __slots__ = ("job_id", "project", "start", "need", "released", "ended", "counted", "at")
 
     def __init__(self, job_id: int, project: str, start: float | None, need: dict[str, int],
-                 released: dict[str, int], ended: int) -> None:
+                 released: dict[str, int], ended: int, at: int) -> None:
         self.job_id = job_id
+        self.at = at  # the head's position in the cycle: only jobs after it are held to it
         self.project = project
         self.start = start
         self.need = need
@@ -399,10 +400,11 @@ class CycleState:
         return self.is_long_for(max_runtime, hold.start)
 
     def quota_holds_against(self, job: PendingJob, info: JobInfo) -> list[QuotaHold]:
-        """The quota holds of the job's project whose start it would still be running at (but its own: a head
-        evaluated again after a commit is not kept out by what it reserved itself)."""
+        """The quota holds of the job's project whose start it would still be running at, of heads before it in
+        the cycle (a job evaluated again after a commit is not kept out by what it or a later head reserved)."""
+        at = self.at
         return [h for h in self.project_quota_holds.get(job.project, ())
-                if h.job_id != job.id and self.is_long_for(job.max_runtime, h.start)]
+                if h.at < at and self.is_long_for(job.max_runtime, h.start)]
 
     def count_heads(self, holds: list[QuotaHold], sign: int) -> None:
         """Count these heads into quota usage (sign=1) or out again (sign=-1). Counted out with nothing changed

@@ -475,6 +475,23 @@ def test_a_head_admitted_after_it_reserved_keeps_no_reservation():
     assert (admitted(result), victims(result), result.reservations) == ([1, 2], [100], ())
 
 
+def test_a_head_evaluated_again_is_not_held_to_a_later_heads_quota_hold():
+    """Defect (the quiet-cluster property, on new examples): two heads of a project at its running-job limit each
+    held a slot; when a commit freed one, each, evaluated again, was kept out by the other's hold, and the next
+    cycle admitted the first. A quota hold keeps out only the jobs after its head in the cycle."""
+    quotas = [Quota("vision", A100, 8), Quota("nlp", A100, 0, borrow_limit=8), Quota("nlp", H100, 1)]
+    projects = [Project("vision", "org"), Project("nlp", "org", max_running_jobs=1)]
+    node_list = nodes(1) + nodes(1, devices=2, start=1) + nodes(1, flavor=H100, devices=1, prefix="h")
+    borrower = running(100, "nlp", {"n0": 8}, priority=1000, max_runtime=3600.0)
+    first = job(1, project="nlp", devices=1, priority=1000)
+    second = job(2, project="nlp", devices=1, flavor=H100, priority=500)
+    owner = job(3, priority=100)  # takes its guarantee back from nlp
+    snap = snapshot(node_list, [first, second, owner], [borrower], quotas, projects)
+    result = cycle(snap, Policy(ordering="fifo", blocking="backfill"))
+    assert (admitted(result), victims(result)) == ([1, 3], [100])
+    assert waits(result)[2].code == "max_running"
+
+
 def test_preemptible_jobs_never_preempt():
     node_list = nodes(1)
     jobs = [running(100, "vision", {"n0": 8}, priority=100)]
