@@ -1240,6 +1240,22 @@ def test_what_an_organization_borrows_beyond_what_its_lenders_may_lend_comes_out
     assert waits(result)[2].code == "quota"
 
 
+def test_a_quota_reason_counts_what_borrowers_hold_of_the_projects_own_guarantee():
+    """Defect (a property, on new examples): vision lends its idle guarantee to nlp's preemptible job; a vision job
+    that needs its whole guarantee and 10 more was told its organization had 12 to lend (the capacity nobody is
+    guaranteed), by which it would fit: once vision uses its guarantee, nlp's 6 come out of those 12 too."""
+    quotas = [Quota("vision", H100, 16, borrow_limit=64), Quota("nlp", H100, 0, borrow_limit=8)]
+    busy = [running(100, "vision", {"h0": 2}, flavor=H100), running(101, "nlp", {"h1": 6}, flavor=H100,
+                                                                  preemptible=True)]
+    node_list = nodes(3, flavor=H100, prefix="h") + nodes(1, flavor=H100, devices=4, prefix="h", start=3)
+    snap = snapshot(node_list, [job(1, flavor=H100, devices=8, replicas=3)], busy, quotas)
+    result = cycle(snap, Policy(preemption=False))
+    assert waits(result)[1].code == "quota"
+    assert "this job needs 24, so it would borrow 10" in waits(result)[1].reason
+    assert "has only 6 nvidia-h100-80gb to lend: 0 of its projects' idle guarantee and 6 that nobody" in (
+        waits(result)[1].reason)
+
+
 def test_one_organizations_excess_does_not_stop_another_borrowing_its_own_lenders():
     """Defect: org1 holding more than its guarantees (here: a node of the unowned capacity went away) stopped every
     other organization borrowing that flavor, even from idle guarantees of its own projects, and the reason quoted
