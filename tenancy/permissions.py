@@ -27,7 +27,7 @@ from tenancy.models import Membership, Project, Role
 User: TypeAlias = AbstractBaseUser | AnonymousUser
 
 # Higher rank may do everything a lower rank may.
-ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+ROLE_RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
 
 
 def role_at_least(role: str | None, minimum: str) -> bool:
