@@ -96,6 +96,10 @@ class ReportQuery:
     def columns(self) -> list[str]:
         return [GROUPS[name] for name in self.group_by]
 
+    def moment(self, now: datetime) -> int:
+        """The moment the report is as of (epoch seconds): `as_of`, else `now` to the second."""
+        return int(now.timestamp()) if self.as_of is None else self.as_of
+
 
 def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = None) -> QuerySet:
     """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
@@ -178,7 +182,7 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
 def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterator[Row]:
     """Every row of the report as of `query.as_of` (else `now`), labelled, rolled rows in period order and then what
     only unrolled segments hold."""
-    moment = int(now.timestamp()) if query.as_of is None else query.as_of
+    moment = query.moment(now)
     late = None if query.as_of is None else late_segments(projects, query, moment)
     pending = _unrolled(projects, query, moment, late)
 
