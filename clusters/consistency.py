@@ -5,6 +5,7 @@ lost as a vanished node is: retried away from those nodes within the job's retry
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from clusters.models import Node
 from core.consistency import Check, Problem
@@ -30,7 +31,7 @@ def attempt_on_missing_nodes() -> Iterator[Problem]:
         held = job.state in HOLDING and job.current_attempt_id == attempt.pk
         yield Problem("clusters.attempt_on_missing_nodes", f"attempt {attempt.number} of job {job.pk} is open but "
                       f"{where}", attempt, job.project,
-                      fix=(lambda attempt=attempt, gone=gone, where=where: _lose(attempt, gone, where)) if held
+                      fix=partial(_lose, attempt, gone, where) if held
                       else None)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from core.choices import TextChoices
 from quotas.models import Arch, ResourceFlavor
 
 namespace_pattern_validator = RegexValidator(
@@ -22,7 +23,7 @@ def default_tolerations() -> list[str]:
 
 
 class Cluster(models.Model):
-    class Backend(models.TextChoices):
+    class Backend(TextChoices):
         SIMULATED = "simulated", "Simulated"
         KUBERNETES = "kubernetes", "Kubernetes"
 

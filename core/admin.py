@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib import messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from core.errors import DomainError
 
+# The mixins' host, for mypy: without Django's stubs `ModelAdmin` is an unknown (Any) base, so `super()`'s views and
+# `message_user` are found on it. At run time they are plain mixins, listed before `admin.ModelAdmin`.
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin as _ModelAdmin
+else:
+    _ModelAdmin = object
 
-class WritesThroughServices:
+
+class WritesThroughServices(_ModelAdmin):
     """For a ModelAdmin whose `save_model` and `delete_model` call the app's service functions (which validate,
     audit and wake the scheduler, as from the API): the bulk "delete selected" action deletes one by one through
     `delete_model` instead of one SQL DELETE that would skip them. A rule a service enforces beyond the form (the
@@ -37,7 +46,7 @@ class WritesThroughServices:
             return HttpResponseRedirect(request.get_full_path())
 
 
-class InlineWrites:
+class InlineWrites(_ModelAdmin):
     """For a ModelAdmin with inlines: `inline_writes` maps an inline's model to (save, delete) functions taking
     (request, obj), so rows edited inline go through the services like the model's own page."""
 

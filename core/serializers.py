@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rest_framework import serializers
 
@@ -37,13 +37,23 @@ def fresh_copy(field: serializers.Field) -> serializers.Field:
     return clone
 
 
-class FieldsBuiltOnce:
+# The mixin's host, for mypy: without DRF's stubs `Serializer` is an unknown (Any) base, so `super().get_fields` is
+# found on it. At run time a plain mixin, listed before the serializer class.
+if TYPE_CHECKING:
+    from rest_framework.serializers import Serializer as _Serializer
+else:
+    _Serializer = object
+
+
+class FieldsBuiltOnce(_Serializer):
     """For serializers whose fields do not depend on the instance or the context (every serializer here).
 
     DRF deep-copies every declared field for every serializer instance, re-running each field's __init__, and a
     ModelSerializer also rebuilds every field from the model: together about 40% of a job submission's CPU. Build
     them once per class instead, and give each instance copies.
     """
+
+    _fields_built_once: ClassVar[dict[str, serializers.Field]]  # set on each class by its first instance
 
     def get_fields(self) -> dict[str, serializers.Field]:
         cls = type(self)

@@ -3,7 +3,7 @@ budgets (a project's members read, its admins write)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 
@@ -43,7 +43,7 @@ def report_query(request: Request) -> ReportQuery:
     return params.validated_data["query"]
 
 
-def row_json(row: Row, group_by: tuple[str, ...]) -> dict:
+def row_json(row: Row, group_by: Sequence[str]) -> dict:
     return {"period": row.period, "group": {name: row.labels.get(name, "") for name in group_by},
             "device_hours": round(row.device_hours, 4), "cpu_hours": round(row.cpu_hours, 4),
             "cost": round(row.cost, 4)}
@@ -51,7 +51,7 @@ def row_json(row: Row, group_by: tuple[str, ...]) -> dict:
 
 def as_of(query: ReportQuery, now: datetime) -> datetime:
     """The moment a report is as of: its query's, else `now` to the second."""
-    return datetime.fromtimestamp(int(now.timestamp()) if query.as_of is None else query.as_of, UTC)
+    return datetime.fromtimestamp(query.moment(now), UTC)
 
 
 def report_json(report: Report, moment: datetime) -> dict:

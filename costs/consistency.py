@@ -6,6 +6,7 @@ history (its days are priced and never change), so it is reported, never repaire
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from django.db.models import F, Q
 from django.utils import timezone
@@ -27,7 +28,7 @@ def attempt_without_segment() -> Iterator[Problem]:
     for attempt in Attempt.objects.filter(RAN, segment__isnull=True).select_related("job__project", "cluster"):
         yield Problem("costs.attempt_without_segment",
                       f"attempt {attempt.number} of job {attempt.job_id} has no usage segment", attempt,
-                      attempt.job.project, fix=lambda attempt=attempt: _restore(attempt))
+                      attempt.job.project, fix=partial(_restore, attempt))
 
 
 def _restore(attempt: Attempt) -> str:
@@ -51,7 +52,7 @@ def segment_open_after_attempt() -> Iterator[Problem]:
         yield Problem("costs.segment_open_after_attempt",
                       f"segment {segment.pk} of job {segment.job_id} attempt {attempt.number} is open but the "
                       f"attempt ended at {attempt.ended_at.isoformat()}", segment, segment.project,
-                      fix=lambda segment=segment, end=end: _close(segment, end, segment.attempt.outcome))
+                      fix=partial(_close, segment, end, attempt.outcome))
 
 
 def segment_of_attempt_that_never_ran() -> Iterator[Problem]:
@@ -63,7 +64,7 @@ def segment_of_attempt_that_never_ran() -> Iterator[Problem]:
         yield Problem("costs.segment_of_attempt_that_never_ran",
                       f"segment {segment.pk} of job {segment.job_id} attempt {segment.attempt.number} bills an "
                       f"attempt that never ran{'; ' + ROLLED if segment.rolled else ''}", segment, segment.project,
-                      fix=None if segment.rolled else lambda segment=segment: _delete(segment))
+                      fix=None if segment.rolled else partial(_delete, segment))
 
 
 def _delete(segment: UsageSegment) -> str:
@@ -78,7 +79,11 @@ def open_segment_without_attempt() -> Iterator[Problem]:
         yield Problem("costs.open_segment_without_attempt",
                       f"segment {segment.pk} (job {segment.job_id}, attempt {segment.attempt_number}) is open but "
                       "its attempt no longer exists", segment, segment.project,
-                      fix=lambda segment=segment: _close(segment, epoch(timezone.now()), segment.outcome))
+                      fix=partial(_close_now, segment))
+
+
+def _close_now(segment: UsageSegment) -> str:
+    return _close(segment, epoch(timezone.now()), segment.outcome)
 
 
 def _close(segment: UsageSegment, end_ts: int, outcome: str) -> str:
@@ -97,7 +102,7 @@ def segment_closed_while_attempt_open() -> Iterator[Problem]:
         yield Problem("costs.segment_closed_while_attempt_open",
                       f"segment {segment.pk} of job {segment.job_id} attempt {segment.attempt.number} is closed but "
                       f"the attempt is open{'; ' + ROLLED if segment.rolled else ''}", segment, segment.project,
-                      fix=None if segment.rolled else lambda segment=segment: _reopen(segment))
+                      fix=None if segment.rolled else partial(_reopen, segment))
 
 
 def _reopen(segment: UsageSegment) -> str:
@@ -116,8 +121,7 @@ def segment_devices_differ() -> Iterator[Problem]:
                           f"segment {segment.pk} of job {segment.job_id} counts {segment.devices} devices, its "
                           f"attempt placed {placed}{'; ' + ROLLED if segment.rolled else ''}", segment,
                           segment.project,
-                          fix=None if segment.rolled else lambda segment=segment, placed=placed: _set_devices(
-                              segment, placed))
+                          fix=None if segment.rolled else partial(_set_devices, segment, placed))
 
 
 def _set_devices(segment: UsageSegment, devices: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 
 from django.db.models import Count, F, Q
 from django.utils import timezone
@@ -31,7 +32,7 @@ def holding_without_attempt() -> Iterator[Problem]:
         current = job.current_attempt
         why = "no current attempt" if current is None else f"its current attempt {current.number} ended"
         yield Problem("jobs.holding_without_attempt", f"job {job.pk} is {job.state} with {why}", job, job.project,
-                      fix=lambda job=job, why=why: _requeue(job, why))
+                      fix=partial(_requeue, job, why))
 
 
 def _requeue(job: Job, why: str) -> str:
@@ -54,7 +55,7 @@ def open_attempt_of_idle_job() -> Iterator[Problem]:
     for attempt in attempts:
         yield Problem("jobs.open_attempt_of_idle_job",
                       f"attempt {attempt.number} of job {attempt.job_id} is open but the job is {attempt.job.state}",
-                      attempt, attempt.job.project, fix=lambda attempt=attempt: _close(attempt))
+                      attempt, attempt.job.project, fix=partial(_close, attempt))
 
 
 def extra_open_attempts() -> Iterator[Problem]:
@@ -69,7 +70,7 @@ def extra_open_attempts() -> Iterator[Problem]:
         yield Problem("jobs.extra_open_attempts",
                       f"job {attempt.job_id} has attempt {attempt.number} open besides its current attempt "
                       f"{attempt.job.attempt}", attempt, attempt.job.project,
-                      fix=lambda attempt=attempt: _close(attempt))
+                      fix=partial(_close, attempt))
 
 
 def _close(attempt: Attempt) -> str:
@@ -99,7 +100,7 @@ def foreign_current_attempt() -> Iterator[Problem]:
     for job in jobs:
         yield Problem("jobs.foreign_current_attempt",
                       f"job {job.pk}'s current attempt {job.current_attempt_id} is job "
-                      f"{job.current_attempt.job_id}'s", job, job.project, fix=lambda job=job: _repoint(job))
+                      f"{job.current_attempt.job_id}'s", job, job.project, fix=partial(_repoint, job))
 
 
 def _repoint(job: Job) -> str:

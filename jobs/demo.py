@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 
 from jobs.models import Job
@@ -44,7 +46,7 @@ def seed_jobs() -> int:
         return 0
     users = {u.username: u for u in get_user_model().objects.all()}
     for project, who, name, stage, launcher, flavor, replicas, devices, duration, priority, topology in JOBS:
-        options = {}
+        options: dict[str, Any] = {}
         if launcher == "megatron":
             options = {"tensor_parallel": 8, "pipeline_parallel": 2}
         elif launcher == "ray":

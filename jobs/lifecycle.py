@@ -39,7 +39,7 @@ from jobs.states import FINAL, State, can_transition, ends_attempt
 _CLEARED_WAIT = {"wait_code": "", "wait_reason": "", "project_position": None, "flavor_position": None, "eta": None,
                  "eta_low": None, "eta_high": None, "eta_note": ""}
 WAIT_FIELDS = list(_CLEARED_WAIT)
-_OUTCOME_OF_TARGET = {State.SUCCEEDED: Outcome.SUCCEEDED, State.CANCELLED: Outcome.CANCELLED,
+_OUTCOME_OF_TARGET: dict[str, str] = {State.SUCCEEDED: Outcome.SUCCEEDED, State.CANCELLED: Outcome.CANCELLED,
                       State.PREEMPTED: Outcome.PREEMPTED, State.FAILED: Outcome.FAILED,
                       State.RETRYING: Outcome.FAILED}
 
@@ -262,10 +262,11 @@ def _side_effects(changes: Sequence[Change]) -> None:
     """Dispatch what was admitted, stop what ended, and wake the scheduler when capacity frees or a job queues."""
     wake = False
     for change in changes:
-        if change.target == State.ADMITTED:
-            ports.dispatch(change.attempt_id)
-        if change.outcome:
-            ports.stop(change.attempt_id, change.outcome)
+        if change.attempt_id is not None:  # an admission opens an attempt, an outcome ends one: never None then
+            if change.target == State.ADMITTED:
+                ports.dispatch(change.attempt_id)
+            if change.outcome:
+                ports.stop(change.attempt_id, change.outcome)
         wake = wake or bool(change.outcome) or change.target == State.QUEUED
     if wake:
         wakeup.wake_scheduler()

@@ -175,7 +175,7 @@ def job_log_stream(job: Job, *, user: Any, replica: str = "", tail: int = 200, a
     except BaseException:
         _release(places)
         raise
-    if followed is not None:
+    if followed is not None and chosen is not None:  # (only a chosen attempt is followed)
         number = chosen.number
         return LogStream(iter(followed), resume=lambda: _resume_line(followed, number), leases=places)
     _release(places)

@@ -14,8 +14,10 @@ import logging
 import threading
 import time
 from collections import Counter as Tally
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -50,10 +52,11 @@ def _take_leader_lock() -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _admission(admit: core.Admit, cluster_ids: dict[str, int]) -> Admission:
+def _admission(admit: core.Admit, cluster_ids: Mapping[str, int]) -> Admission:
     cluster = core.split_node_key(admit.placement[0].node)[0]
-    placement = [{"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1], "devices": a.devices}
-                 for a in admit.placement]
+    placement: list[dict[str, Any]] = [
+        {"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1], "devices": a.devices}
+        for a in admit.placement]
     where = ", ".join(sorted({row["node"] for row in placement}))
     return Admission(admit.job_id, cluster_ids[cluster], placement, admit.borrowed,
                      reason=f"admitted on {cluster}: {where}")

@@ -6,12 +6,13 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from core.choices import TextChoices
 from jobs.states import State
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Project
 
 
-class Stage(models.TextChoices):
+class Stage(TextChoices):
     PRETRAIN = "pretrain", "Pre-training"
     SFT = "sft", "SFT"
     RL = "rl", "RL"
@@ -20,7 +21,7 @@ class Stage(models.TextChoices):
     OTHER = "other", "Other"
 
 
-class Launcher(models.TextChoices):
+class Launcher(TextChoices):
     PYTORCH = "pytorch", "PyTorch (torchrun, DDP/FSDP)"
     DEEPSPEED = "deepspeed", "DeepSpeed"
     MEGATRON = "megatron", "Megatron"
@@ -28,7 +29,7 @@ class Launcher(models.TextChoices):
     COMMAND = "command", "Command"
 
 
-class Topology(models.TextChoices):
+class Topology(TextChoices):
     NONE = "none", "No constraint"
     PREFER_SAME_RACK = "prefer-same-rack", "Prefer one rack"
     REQUIRE_SAME_RACK = "require-same-rack", "Require one rack"
@@ -118,7 +119,7 @@ class ReplicaGroup(models.Model):
         return f"{self.role} x{self.replicas} ({self.devices} {self.flavor.name})"
 
 
-class Outcome(models.TextChoices):
+class Outcome(TextChoices):
     """How an attempt ended."""
 
     SUCCEEDED = "succeeded", "Succeeded"

@@ -56,8 +56,14 @@ class LogsUnavailable(Exception):
 class FollowedLog(Protocol):
     """A replica's log as it is followed: its lines (iterate once), and where it stands."""
 
-    position: str  # what `follow(after=...)` resumes from to give exactly the lines after the last one given
-    paused: str  # once the lines are exhausted: "" when the replica's log ended, else why it stopped early
+    # Read-only (properties in the backends' streams).
+    @property
+    def position(self) -> str:
+        """What `follow(after=...)` resumes from to give exactly the lines after the last one given."""
+
+    @property
+    def paused(self) -> str:
+        """Once the lines are exhausted: "" when the replica's log ended, else why it stopped early."""
 
     def __iter__(self) -> Iterator[str]: ...
 

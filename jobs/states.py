@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.db import models
+from core.choices import TextChoices
 
 
-class State(models.TextChoices):
+class State(TextChoices):
     QUEUED = "queued", "Queued"
     ADMITTED = "admitted", "Admitted"
     DISPATCHING = "dispatching", "Dispatching"

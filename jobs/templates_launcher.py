@@ -107,7 +107,7 @@ groups:
 """,
 }
 
-DEFAULT_NAMES = {
+DEFAULT_NAMES: dict[str, str] = {
     Launcher.PYTORCH: "my-pytorch-job",
     Launcher.DEEPSPEED: "my-deepspeed-job",
     Launcher.MEGATRON: "my-megatron-job",

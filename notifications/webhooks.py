@@ -15,6 +15,7 @@ import http.client
 import ipaddress
 import socket
 import ssl
+from typing import cast
 from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
@@ -80,7 +81,7 @@ def resolve(parts: SplitResult) -> str:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
         raise DeliveryFailed(f"cannot resolve {parts.hostname}: {e}") from None
-    addresses = [info[4][0] for info in infos]
+    addresses = [str(info[4][0]) for info in infos]  # an AF_INET(6) sockaddr's host: a str
     for address in addresses:
         _require_public(ipaddress.ip_address(address.split("%", 1)[0]))
     return addresses[0]
@@ -107,12 +108,15 @@ def deliver(url: str, secret: str, body: bytes, event: str) -> int:
 def _send(parts: SplitResult, address: str, body: bytes, headers: dict[str, str]) -> int:
     """One POST over a connection to the checked `address`; the Host header and TLS name stay the URL's host."""
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = cast(str, parts.hostname)  # `check_url` refused a URL without one
     if parts.scheme == "https":
         connection: http.client.HTTPConnection = http.client.HTTPSConnection(
-            parts.hostname, port, timeout=TIMEOUT_SECONDS, context=ssl.create_default_context())
+            host, port, timeout=TIMEOUT_SECONDS, context=ssl.create_default_context())
     else:
-        connection = http.client.HTTPConnection(parts.hostname, port, timeout=TIMEOUT_SECONDS)
-    connection._create_connection = lambda _, *args: socket.create_connection((address, port), *args)  # pin
+        connection = http.client.HTTPConnection(host, port, timeout=TIMEOUT_SECONDS)
+    # Pin the checked address. typeshed does not declare http.client's connection factory.
+    connection._create_connection = (  # type: ignore[attr-defined]
+        lambda _, *args: socket.create_connection((address, port), *args))
     try:
         path = parts.path or "/"
         connection.request("POST", f"{path}?{parts.query}" if parts.query else path, body=body, headers=headers)

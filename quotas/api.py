@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import django_filters
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
@@ -14,8 +16,15 @@ from quotas.serializers import PriorityClassSerializer, QuotaSerializer, Resourc
 from tenancy.filters import project_filter
 from tenancy.scoping import ScopedViewSet, visible_to_everyone
 
+# The mixin's host, for mypy: without DRF's stubs `ModelViewSet` is an unknown (Any) base, so `action` and the
+# permission checks of `super()` are found on it. At run time a plain mixin.
+if TYPE_CHECKING:
+    from rest_framework.viewsets import ModelViewSet as _ModelViewSet
+else:
+    _ModelViewSet = object
 
-class StaffWritesMixin:
+
+class StaffWritesMixin(_ModelViewSet):
     """Catalog and quota changes are platform-admin work: anybody else gets 403.
 
     For existing objects the check runs after the scoped lookup, so another tenant's object still answers 404.

@@ -6,6 +6,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from core.choices import TextChoices
 from tenancy.models import Project
 
 flavor_name_validator = RegexValidator(
@@ -16,7 +17,7 @@ flavor_name_validator = RegexValidator(
 CPU_DEVICE_RESOURCES = frozenset({"", "cpu"})
 
 
-class Arch(models.TextChoices):
+class Arch(TextChoices):
     AMD64 = "amd64", "amd64"
     ARM64 = "arm64", "arm64"
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.choices import TextChoices
 
-class RunStatus(models.TextChoices):
+
+class RunStatus(TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
 
 
-class RunKind(models.TextChoices):
+class RunKind(TextChoices):
     REPLAY = "replay", "Replay (API)"
     WHATIF = "whatif", "What-if (admin)"
 

@@ -204,9 +204,9 @@ def replay_execute(run_id: int) -> ReplayRun | None:
             message=f"replayed {len(trace.jobs)} jobs under {', '.join(r.name for r in results)}")
     except Exception as exc:  # a failed run is a result to show, not a crashed worker
         logger.exception("replay run %s failed", run_id)
-        text = trace_error(exc, "trace") if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}"
+        why = trace_error(exc, "trace") if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}"
         ReplayRun.objects.filter(pk=run_id).update(status=RunStatus.FAILED, finished_at=timezone.now(),
-                                                   eta_seconds=None, message=text[:5000])
+                                                   eta_seconds=None, message=why[:5000])
     return selectors.run_by_id(run_id)
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -10,8 +11,15 @@ from django.utils import timezone
 from tenancy import selectors, throttling
 from tenancy.models import Role
 
+# The mixin's host, for mypy: without Django's stubs `AuthenticationForm` is an unknown (Any) base, so its
+# `cleaned_data`, `request`, `user_cache` and `clean` are found on it. At run time a plain mixin.
+if TYPE_CHECKING:
+    from django.contrib.auth.forms import AuthenticationForm as _AuthenticationForm
+else:
+    _AuthenticationForm = object
 
-class LockoutMixin:
+
+class LockoutMixin(_AuthenticationForm):
     """For a sign-in form: refuse an account locked out for this client after too many wrong passwords (checked
     before the password, so the right one does not get through either), count wrong passwords, and forget them on
     a right one. A refusal leaves `locked_for`, the seconds it lasts, for the view's answer (`signin_view`)."""

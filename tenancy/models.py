@@ -10,6 +10,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from core.choices import TextChoices
+
 slug_validator = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
     "Use 1-40 lowercase letters, digits and dashes, starting and ending with a letter or digit.",
@@ -22,7 +24,7 @@ def is_slug(text: str) -> bool:
     return slug_validator.regex.fullmatch(text) is not None
 
 
-class Role(models.TextChoices):
+class Role(TextChoices):
     OWNER = "owner", "Owner"
     ADMIN = "admin", "Admin"
     MEMBER = "member", "Member"

@@ -17,17 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeAlias
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from core.errors import Forbidden
 from tenancy.models import Membership, Project, Role
 
-User = AbstractBaseUser | AnonymousUser
+User: TypeAlias = AbstractBaseUser | AnonymousUser
 
 # Higher rank may do everything a lower rank may.
-ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+ROLE_RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
 
 
 def role_at_least(role: str | None, minimum: str) -> bool:

@@ -29,7 +29,7 @@ class ScopedProjectField(serializers.SlugRelatedField):
         project = selectors.project_for_user(self.context["request"].user, data)
         if project is None:
             self.fail("does_not_exist", slug_name=self.slug_field, value=data[:100])
-        return project
+        return project  # type: ignore[return-value]  # not None: DRF's fail() raises, unknown without its stubs
 
 
 class OrganizationSerializer(StrictModelSerializer):

@@ -238,19 +238,23 @@ def _series_query(request: Request) -> tuple[str, int, int | None, int | None]:
         key = check_key(request.query_params.get("key"), "key")
     except BatchError as e:
         raise ValidationError({"key": [e.message]}) from None
-    values = {}
-    for name, default in (("max_points", DEFAULT_MAX_POINTS), ("min_step", None), ("max_step", None)):
-        raw = request.query_params.get(name)
-        if raw is None or raw == "":
-            values[name] = default
-            continue
-        try:
-            values[name] = int(raw)
-        except ValueError:
-            raise ValidationError({name: ["Must be an integer."]}) from None
-    if not 2 <= values["max_points"] <= MAX_MAX_POINTS:
+    max_points, min_step, max_step = (_int_param(request, name) for name in ("max_points", "min_step", "max_step"))
+    if max_points is None:
+        max_points = DEFAULT_MAX_POINTS
+    if not 2 <= max_points <= MAX_MAX_POINTS:
         raise ValidationError({"max_points": [f"Must be between 2 and {MAX_MAX_POINTS}."]})
-    return key, values["max_points"], values["min_step"], values["max_step"]
+    return key, max_points, min_step, max_step
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    """The query parameter as an integer; None when absent or empty."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValidationError({name: ["Must be an integer."]}) from None
 
 
 def _special(value: float) -> str:

@@ -54,7 +54,8 @@ def parse_target(key: str | None, below: str | None, above: str | None) -> Targe
         return None
     if bool(below) == bool(above):
         raise TargetError("below", "Give one of below or above.")
-    name, raw = ("below", below) if below else ("above", above)
+    name = "below" if below else "above"
+    raw = below or above or ""  # the one given
     try:
         value = float(raw)
     except ValueError:

@@ -4,6 +4,8 @@ default experiment from its creation on. `TrackingConfig.ready()` connects both.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from jobs import lifecycle
 from jobs.states import FINAL, State
 from tenancy.models import Project
@@ -11,7 +13,7 @@ from tracking import services
 
 
 # Connected to jobs.lifecycle.on_change in TrackingConfig.ready().
-def follow_jobs(changes: list[lifecycle.Change]) -> None:
+def follow_jobs(changes: Sequence[lifecycle.Change]) -> None:
     admitted = {c.job_id: c.attempt for c in changes if c.target == State.ADMITTED}
     if admitted:
         services.runs_for_admitted_jobs(admitted, admitted, changes[0].at)

@@ -12,6 +12,7 @@ from dataclasses import fields
 from django.conf import settings
 from django.db import models
 
+from core.choices import TextChoices
 from jobs.models import Job
 from tenancy.models import Project
 from tracking.series.rollup import Aggregate
@@ -36,7 +37,7 @@ class Experiment(models.Model):
 ALL_RULES = "*"  # in Run.muted_rules: every rule
 
 
-class RunStatus(models.TextChoices):
+class RunStatus(TextChoices):
     # MLflow's names, so its client reads them unchanged.
     RUNNING = "RUNNING", "Running"
     FINISHED = "FINISHED", "Finished"
@@ -168,7 +169,7 @@ class Rollup(models.Model):
         return Aggregate(self.chunk, *(getattr(self, name) for name in self.AGGREGATE_FIELDS))
 
 
-class Resolution(models.TextChoices):
+class Resolution(TextChoices):
     """How an alert closed."""
 
     CLEARED = "cleared", "Cleared"  # its condition cleared (the rule stopped firing; a hung run moved or stopped)
@@ -203,7 +204,7 @@ class Alert(models.Model):
         return f"{self.rule} on run {self.run_id}: {self.message}"
 
 
-class AlertAction(models.TextChoices):
+class AlertAction(TextChoices):
     NONE = "none", "None"
     STOP = "stop", "Stop the job"
     RESTART = "restart", "Restart the job from its last checkpoint"

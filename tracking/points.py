@@ -105,7 +105,7 @@ def _stored_as_is(new: Block, old: Block) -> np.ndarray:
 
 def _without(group: KeyPoints, drop: np.ndarray) -> KeyPoints:
     keep = np.flatnonzero(~drop).tolist()
-    return KeyPoints(*([column[i] for i in keep] for column in group))
+    return KeyPoints._make([column[i] for i in keep] for column in group)
 
 
 def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], Block]:

@@ -41,11 +41,11 @@ from tracking.tokens import RunTokenClaim
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
 # A running run's job that is not running now, by the job's state: what the run is shown as.
-WAITING_LABELS = {State.ADMITTED: "Starting", State.DISPATCHING: "Starting", State.PREEMPTED: "Preempted",
-                  State.RETRYING: "Retrying"}
+WAITING_LABELS: dict[str, str] = {State.ADMITTED: "Starting", State.DISPATCHING: "Starting",
+                                  State.PREEMPTED: "Preempted", State.RETRYING: "Retrying"}
 # Why a job waits in the queue again, by how its latest attempt ended.
-QUEUED_AGAIN = {Outcome.PREEMPTED: "Queued (preempted)", Outcome.FAILED: "Queued (retry)",
-                Outcome.LOST: "Queued (retry)"}
+QUEUED_AGAIN: dict[str, str] = {Outcome.PREEMPTED: "Queued (preempted)", Outcome.FAILED: "Queued (retry)",
+                                Outcome.LOST: "Queued (retry)"}
 
 
 @dataclass(frozen=True)

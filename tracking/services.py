@@ -126,7 +126,7 @@ def run_update(*, run: Run, name: str | None = None, note: str | None = None, st
     if status is not None and status != run.status and run.job_id is not None and not by_job:
         raise DomainError(f"Run {run.pk} follows its job (job {run.job_id}): its status changes with the job's; "
                           "cancel the job to stop it.", field="status")
-    fields = []
+    fields: list[str] = []
     if name is not None:
         run.name, fields = name[:250], [*fields, "name"]
     if note is not None:

@@ -158,8 +158,8 @@ def _metric_text(value: float | None) -> str:
 def _metric_cells(entry: dict) -> list[tuple[str, bool]]:
     """A metric's last, min and max cells: (text, marked). A non-finite last value is named and marked, not shown
     as "—", which means nothing was logged (min and max are of finite values: "—" when there were none)."""
-    last, finite = shown_last(entry)
-    first = (_metric_text(last), False) if finite or last is None else (str(last), True)
+    last, _ = shown_last(entry)
+    first = (last, True) if isinstance(last, str) else (_metric_text(last), False)  # a str: a non-finite spelling
     return [first, (_metric_text(entry.get("min")), False), (_metric_text(entry.get("max")), False)]
 
 
@@ -438,7 +438,7 @@ class RuleRow:
     rule: str
     enabled: bool
     action: str
-    params: list[tuple[str, object, object]]  # (name, default, this project's value or None)
+    params: list[tuple[str, float, float | None]]  # (name, default, this project's value or None)
 
 
 @login_required

@@ -13,6 +13,7 @@ Every HTTP call goes through one token bucket (QPS/burst) and one retry loop:
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from collections.abc import Iterator
@@ -275,7 +276,7 @@ class KubeClient:
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
 
-    def list_nodes(self) -> list[dict[str, Any]]:
+    def list_nodes(self) -> builtins.list[dict[str, Any]]:  # builtins: here `list` is the method
         items: list[dict[str, Any]] = []
         token = ""
         while True:
@@ -325,7 +326,7 @@ class KubeClient:
     def server_version(self) -> dict[str, Any]:
         return self._json("GET", "/version")
 
-    def missing_permissions(self, namespace: str) -> list[str]:
+    def missing_permissions(self, namespace: str) -> builtins.list[str]:
         """One SelfSubjectAccessReview per right in ``REQUIRED_PERMISSIONS`` (namespaced ones in ``namespace``);
         returns the denied ones, e.g. ``"delete pods in tidal-nlp"``, ``"watch pods (cluster-wide)"``."""
         return [permission.describe(namespace) for permission in REQUIRED_PERMISSIONS

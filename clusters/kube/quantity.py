@@ -56,4 +56,4 @@ def parse_count(text: str | int | None) -> int:
     """An integer device count (extended resources are whole numbers); missing means 0."""
     if text in (None, ""):
         return 0
-    return int(parse_quantity(text))  # type: ignore[arg-type]
+    return int(parse_quantity(text))

@@ -17,7 +17,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,7 +47,7 @@ class BoundedLines:
         self._lines.close()
 
     def _read(self, chunks: Iterator[bytes], max_seconds: float, stop: Callable[[], None],
-              clock: Clock) -> Iterator[str]:
+              clock: Clock) -> Generator[str, None, None]:
         pipe: queue.Queue = queue.Queue()
 
         def pump() -> None:
@@ -177,7 +177,7 @@ class TimestampedLines:
         self._lines.close()
         self._source.close()
 
-    def _read(self) -> Iterator[str]:
+    def _read(self) -> Generator[str, None, None]:
         seen: dict[int, int] = {}  # stamp -> lines read with it, for the stamp `after` ends on
         for line in self._source:
             stamp_text, _, text = line.partition(" ")

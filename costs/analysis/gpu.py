@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, groupby, pairwise
+from itertools import groupby
 
 import numpy as np
 
@@ -79,19 +79,21 @@ def _points_in_time(series: list[int], since: int, before: int) -> Iterator[tupl
     """Per (series, attempt): its points (timestamp ms, value) with since <= timestamp < before, in time order."""
     blocks = read_blocks(series, min_timestamp=since, before_timestamp=before)
     for (series_id, attempt), group in groupby(blocks, lambda block: (block.series_id, block.attempt)):
-        group = list(group)
-        timestamps = np.concatenate([block.timestamps for block in group])
-        values = np.concatenate([block.values for block in group])
+        of_attempt = list(group)
+        timestamps = np.concatenate([block.timestamps for block in of_attempt])
+        values = np.concatenate([block.values for block in of_attempt])
         order = np.argsort(timestamps, kind="stable")
         inside = order[(timestamps[order] >= since) & (timestamps[order] < before)]
         yield (series_id, attempt), list(zip(timestamps[inside].tolist(), values[inside].tolist(), strict=True))
 
 
-def _low_intervals(points: Iterable[tuple[int, float]], below: float, first: int,
+def _low_intervals(points: Sequence[tuple[int, float]], below: float, first: int,
                    last: int) -> Iterator[tuple[float, float]]:
     """Merged intervals inside [first, last) of the points (ms timestamps, in order) under `below`."""
     current: tuple[float, float] | None = None
-    for (ts, value), (following, _) in pairwise(chain(points, [(None, None)])):
+    followings: list[int | None] = [ts for ts, _ in points[1:]]
+    followings.append(None)  # the last point's
+    for (ts, value), following in zip(points, followings, strict=True):
         if not value < below:  # nor a NaN, which is not a reading
             continue
         at = ts / 1000

@@ -52,7 +52,8 @@ def committed(project_ids: Collection[int], now: datetime, until: int) -> dict[i
     """What each project's running jobs with a max runtime will cost from now until it ends (at most `until`,
     epoch seconds), at their hourly prices now. A job's runtime is counted from its start (its segment's start, as
     the max runtime is enforced)."""
-    book, at, found = price_book(), int(now.timestamp()), defaultdict(float)
+    book, at = price_book(), int(now.timestamp())
+    found: defaultdict[int, float] = defaultdict(float)
     segments = (UsageSegment.objects.filter(end_ts__isnull=True, project_id__in=list(project_ids),
                                             job__max_runtime__isnull=False)
                 .annotate(max_runtime=F("job__max_runtime")))

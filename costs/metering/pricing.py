@@ -29,13 +29,13 @@ class Usage:
     cpu_millis: int
 
 
-def value_at(timeline: Timeline, at: int) -> float | None:
+def value_at(timeline: Timeline, at: float) -> float | None:
     """The value in force at `at`, or None before the first date."""
     index = bisect_right(timeline, (at, float("inf"))) - 1
     return timeline[index][1] if index >= 0 else None
 
 
-def _changes(timeline: Timeline, start: int, end: int) -> list[int]:
+def _changes(timeline: Timeline, start: float, end: float) -> list[int]:
     return [since for since, _ in timeline if start < since < end]
 
 
@@ -55,7 +55,7 @@ class PriceBook:
             prices = [self.cpu]
         return [*prices, self.discount.get(usage.priority_class_id, ())]
 
-    def hourly(self, usage: Usage, at: int) -> float:
+    def hourly(self, usage: Usage, at: float) -> float:
         """What `usage` costs per hour at `at`."""
         if usage.devices:
             own = self.device.get((usage.flavor_id, usage.cluster_id), ()) if usage.cluster_id is not None else ()
@@ -68,8 +68,9 @@ class PriceBook:
         factor = value_at(self.discount.get(usage.priority_class_id, ()), at)
         return amount * (1.0 if factor is None else factor)
 
-    def cost(self, usage: Usage, start: int, end: int) -> float:
-        """What `usage` cost from `start` to `end` (epoch seconds), each piece at the prices then in force."""
+    def cost(self, usage: Usage, start: float, end: float) -> float:
+        """What `usage` cost from `start` to `end` (epoch seconds, fractions too: the GPU analysis cuts at points'
+        milliseconds), each piece at the prices then in force."""
         if end <= start:
             return 0.0
         cuts = sorted({start, end, *(at for line in self._timelines(usage) for at in _changes(line, start, end))})

@@ -100,7 +100,7 @@ def utilization(projects: QuerySet, window: Window, now: datetime) -> list[Flavo
     for node in inventory_nodes():
         inventory[node.flavor].append(node)
     report = usage_report(projects, ReportQuery(window, ("flavor",), "day"), now)
-    used: dict[str, dict[date, Row]] = defaultdict(dict)
+    used: dict[str, dict[date | None, Row]] = defaultdict(dict)  # a "day" report: its periods are days
     for row in report.rows:
         used[row.labels["flavor"]][row.period] = row
     today = now.astimezone(UTC).date()
@@ -110,10 +110,10 @@ def utilization(projects: QuerySet, window: Window, now: datetime) -> list[Flavo
     for flavor in sorted(inventory.keys() | used.keys()):
         entry = FlavorUtilization(flavor, sum(node.devices for node in inventory[flavor]))
         for day in days:
-            row = used[flavor].get(day)
+            day_row = used[flavor].get(day)
             capacity = sum(capacity_hours(day, node.devices, now, node.since) for node in inventory[flavor])
-            entry.days.append(UtilizationDay(day, row.device_hours if row else 0.0, capacity,
-                                             row.cost if row else 0.0))
+            entry.days.append(UtilizationDay(day, day_row.device_hours if day_row else 0.0, capacity,
+                                             day_row.cost if day_row else 0.0))
         result.append(entry)
     return result
 

@@ -96,6 +96,10 @@ class ReportQuery:
     def columns(self) -> list[str]:
         return [GROUPS[name] for name in self.group_by]
 
+    def moment(self, now: datetime) -> int:
+        """The moment the report is as of (epoch seconds): `as_of`, else `now` to the second."""
+        return int(now.timestamp()) if self.as_of is None else self.as_of
+
 
 def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = None) -> QuerySet:
     """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
@@ -158,7 +162,8 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
     unrolled = Q(rolled=False) | Q(pk__in=late.segments) if late and late.segments else Q(rolled=False)
     segments = (UsageSegment.objects.filter(unrolled, start_ts__lt=end, project_id__in=projects, **query.filters)
                 .filter(Q(end_ts__isnull=True) | Q(end_ts__gt=start)))
-    book, found = price_book(), {}
+    book = price_book()
+    found: dict[tuple, Row] = {}
     for segment in segments:
         usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
         since = max(start, late.first_ts) if late and segment.pk in late.segments else start
@@ -177,7 +182,7 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
 def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterator[Row]:
     """Every row of the report as of `query.as_of` (else `now`), labelled, rolled rows in period order and then what
     only unrolled segments hold."""
-    moment = int(now.timestamp()) if query.as_of is None else query.as_of
+    moment = query.moment(now)
     late = None if query.as_of is None else late_segments(projects, query, moment)
     pending = _unrolled(projects, query, moment, late)
 
@@ -209,10 +214,10 @@ def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
 def _of_ids(model, ids: set) -> QuerySet:
     """`model`'s rows of these ids. On PostgreSQL the ids travel as one array parameter: a block's 2,000 job ids as
     2,000 placeholders cost the driver ~20 ms to parse, a quarter of the time of a year's CSV per job."""
-    ids = [pk for pk in ids if pk is not None]
+    pks = [pk for pk in ids if pk is not None]
     if connection.vendor == "postgresql":
-        return model.objects.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [ids]))
-    return model.objects.filter(pk__in=ids)
+        return model.objects.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [pks]))
+    return model.objects.filter(pk__in=pks)
 
 
 def _names(model, field: str) -> Any:

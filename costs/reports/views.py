@@ -10,7 +10,7 @@ rendered into the page (`json_script`): the page makes no second request. Data g
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -84,9 +84,11 @@ def epoch_seconds(day: date) -> int:
     return (day - EPOCH_DAY).days * DAY
 
 
-def periods_of(query: ReportQuery) -> list[date]:
-    """Every period of the window, with or without usage, so the chart spans the whole range."""
-    found, day = [], query.window.start
+def periods_of(query: ReportQuery) -> list[date | None]:
+    """Every period of the window, with or without usage, so the chart spans the whole range (one, None, when the
+    query is not stepped)."""
+    found: list[date | None] = []
+    day = query.window.start
     while day < query.window.end:
         period = period_of(day, query.step)
         if not found or found[-1] != period:
@@ -95,7 +97,7 @@ def periods_of(query: ReportQuery) -> list[date]:
     return found
 
 
-def group_label(labels: Mapping[str, str], group_by: tuple[str, ...]) -> str:
+def group_label(labels: Mapping[str, str], group_by: Sequence[str]) -> str:
     return " · ".join(labels.get(name) or "—" for name in group_by) if group_by else "total"
 
 
@@ -108,13 +110,15 @@ def stacked_series(report: Report, top: int = TOP_GROUPS) -> dict[str, Any]:
     for row in report.rows:
         costs[group_label(row.labels, report.query.group_by)][index[row.period]] += row.cost
     ranked = sorted(costs, key=lambda label: (-sum(costs[label]), label))
-    series = [{"label": label, "values": costs[label]} for label in ranked[:top]]
+    series: list[dict[str, Any]] = [{"label": label, "values": costs[label]} for label in ranked[:top]]
     if len(ranked) > top:
         rest = [sum(costs[label][i] for label in ranked[top:]) for i in range(len(periods))]
         series.append({"label": OTHER, "values": rest})
     for entry in series:
         entry["values"] = [round(value, 4) for value in entry["values"]]
-    return {"x": [epoch_seconds(period) for period in periods], "series": series, "currency": currency()}
+    # An unstepped report's one period (None) starts with its window (the page always steps its report).
+    x = [epoch_seconds(period or report.query.window.start) for period in periods]
+    return {"x": x, "series": series, "currency": currency()}
 
 
 def table_rows(report: Report) -> tuple[list[dict[str, Any]], int]:
@@ -155,7 +159,7 @@ def cost_report(request: HttpRequest) -> HttpResponse:
     return render(request, "costs/report.html", {
         **context, "report": report, "total": report.total, "rows": rows, "row_count": row_count,
         "last_day": query.window.end - timedelta(days=1), "chart": stacked_series(report),
-        "as_of": datetime.fromtimestamp(query.as_of, UTC),
+        "as_of": datetime.fromtimestamp(query.moment(now), UTC),
         "never_metered": not report.rows and not selectors.usage_metered(projects),
         "csv_url": f"{reverse('cost-report-csv')}?{urlencode(params)}",
     })

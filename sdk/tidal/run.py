@@ -113,6 +113,7 @@ class Run:
             self._warn_once("type", "log() takes a dict of metric names to numbers, not %s", type(metrics).__name__)
             return
         with self._lock:
+            number: int | None
             if step is None:
                 number = self._next_step
             else:

@@ -33,18 +33,18 @@ class _Gpus:
     def sample(self) -> dict[str, float]:
         values: dict[str, float] = {}
         nvml = self.nvml
+        readers: list[tuple[str, Callable[[Any], float]]] = [
+            ("utilization", lambda h: nvml.nvmlDeviceGetUtilizationRates(h).gpu),
+            ("memory_percent", lambda h: _percent(nvml.nvmlDeviceGetMemoryInfo(h))),
+            ("memory_used_gib", lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used / GIB),
+            ("power_watts", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000),
+            ("temperature_c", lambda h: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
+        ]
         for index, handle in enumerate(self.handles):
             prefix = f"system/gpu.{index}."
-            readers: list[tuple[str, Callable[[], float]]] = [
-                ("utilization", lambda h=handle: nvml.nvmlDeviceGetUtilizationRates(h).gpu),
-                ("memory_percent", lambda h=handle: _percent(nvml.nvmlDeviceGetMemoryInfo(h))),
-                ("memory_used_gib", lambda h=handle: nvml.nvmlDeviceGetMemoryInfo(h).used / GIB),
-                ("power_watts", lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h) / 1000),
-                ("temperature_c", lambda h=handle: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
-            ]
             for name, read in readers:
                 try:
-                    values[prefix + name] = float(read())
+                    values[prefix + name] = float(read(handle))
                 except Exception:  # noqa: S112  (a reading this GPU does not support)
                     continue
         return values

@@ -51,6 +51,8 @@ class ApiError(CliError):
     """An HTTP error answer from the server: the status, its stable code, the fields it names, and for a 429 the
     seconds its Retry-After asks to wait."""
 
+    status: int  # an answer's: never None here
+
     def __init__(self, message: str, *, status: int, code: str | None = None,
                  fields: dict[str, list[str]] | None = None, retry_after: float | None = None):
         super().__init__(message, code=code, status=status, fields=fields)

@@ -21,7 +21,7 @@ def duration(seconds: float | None) -> str:
         return "-"
     seconds = int(round(abs(seconds)))
     units = [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)]
-    parts = []
+    parts: list[str] = []
     for name, size in units:
         if seconds >= size or (name == "s" and not parts):
             parts.append(f"{seconds // size}{name}")

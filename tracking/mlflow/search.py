@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Expression, F, FloatField, OrderBy, Q, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
@@ -151,20 +152,22 @@ def _condition(alias: str, clause: Clause, kind: str) -> Q:
     if kind in ("number", "time"):
         if op != "!=" and op not in NUMBER_OPS:
             raise invalid(f"Invalid comparator {op!r} for {clause.entity}.{clause.key}; use =, !=, <, <=, > or >=.")
-        value = _number(clause.value)
+        number = _number(clause.value)
+        value: float | datetime = number
         if kind == "time":
-            if not math.isfinite(value):
+            if not math.isfinite(number):
                 raise invalid(f"{clause.key} takes a time in milliseconds, got {clause.value[:100]}.")
-            value = from_ms(int(value))
+            value = from_ms(int(number))
         if op == "!=":
             return ~Q(**{alias: value}) & Q(**{f"{alias}__isnull": False})
         return Q(**{f"{alias}__{NUMBER_OPS[op]}": value})
     if op not in TEXT_OPS:
         raise invalid(f"Invalid comparator {op!r} for {clause.entity}.{clause.key}; use =, !=, LIKE, ILIKE, IN or "
                       "NOT IN.")
-    values = _strings(clause.value) if op in ("IN", "NOT IN") else [_string(clause.value)]
+    strings = _strings(clause.value) if op in ("IN", "NOT IN") else [_string(clause.value)]
+    values: list[str] | list[int] = strings
     if kind == "id":  # run ids are strings in MLflow: one that names no run matches nothing
-        values = [pk for pk in map(pk_of, values) if pk is not None]
+        values = [pk for pk in map(pk_of, strings) if pk is not None]
         if op in ("LIKE", "ILIKE"):
             raise invalid("run_id takes =, !=, IN or NOT IN.")
     present = Q(**{f"{alias}__isnull": False})
@@ -176,7 +179,7 @@ def _condition(alias: str, clause: Clause, kind: str) -> Q:
         return Q(**{f"{alias}__in": values})
     if op == "NOT IN":
         return ~Q(**{f"{alias}__in": values}) & present
-    return Q(**{f"{alias}__{'regex' if op == 'LIKE' else 'iregex'}": _like(values[0])})
+    return Q(**{f"{alias}__{'regex' if op == 'LIKE' else 'iregex'}": _like(strings[0])})
 
 
 def apply_filter(runs: QuerySet, text: str) -> QuerySet:

@@ -9,7 +9,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from tracking.mlflow.errors import invalid
 from tracking.models import Experiment, Run
@@ -29,6 +29,10 @@ MAX_INT64 = 2**63 - 1
 INTEGER = re.compile(r"-?[0-9]{1,30}")  # longer is no int64 either, and converting thousands of digits is slow
 
 
+@overload
+def ms(moment: datetime) -> int: ...
+@overload
+def ms(moment: None) -> None: ...
 def ms(moment: datetime | None) -> int | None:
     return None if moment is None else int(moment.timestamp() * 1000)
 

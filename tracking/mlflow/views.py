@@ -8,7 +8,9 @@ tracking.auth.LoggingThrottle), the URL project's scope, and MLflow's error shap
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.renderers import JSONRenderer
@@ -59,12 +61,17 @@ class MlflowEndpoint(APIView):
         return errors.exception_handler
 
     def get(self, request: Request, project: str) -> Response:
-        return Response(self.answer(request, scope_of(request, project), request.query_params.dict()))
+        return self._answered(request, project, request.query_params.dict())
 
     def post(self, request: Request, project: str) -> Response:
         body = body_of(request)
         if not isinstance(body, dict):
             raise invalid("The request body must be a JSON object.")
+        return self._answered(request, project, body)
+
+    def _answered(self, request: Request, project: str, body: dict) -> Response:
+        if self.answer is None:
+            raise ImproperlyConfigured(f"{type(self).__name__}.as_view() needs answer=")
         return Response(self.answer(request, scope_of(request, project), body))
 
 
@@ -154,7 +161,7 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
     runs = search.order(runs, strings(body, "order_by"))
     offset = translate.decode_page_token(text(body, "page_token", required=False))
     page = list(runs[offset:offset + max_results + 1])
-    found = {"runs": [translate.run(run) for run in page[:max_results]]}
+    found: dict[str, Any] = {"runs": [translate.run(run) for run in page[:max_results]]}
     if len(page) > max_results:
         found["next_page_token"] = translate.encode_page_token(offset + max_results)
     return found
@@ -199,7 +206,7 @@ def metrics_get_history(request: Request, scope: Scope, body: dict) -> dict:
         raise invalid(f"Invalid value {max_results} for parameter 'max_results'; it must be a positive integer.")
     first_step = translate.decode_page_token(text(body, "page_token", required=False), "step")
     points, next_step = metric_history_page(run, key, first_step, min(max_results or HISTORY_PAGE, HISTORY_PAGE))
-    found = {"metrics": [translate.history_point(key, *point) for point in points]}
+    found: dict[str, Any] = {"metrics": [translate.history_point(key, *point) for point in points]}
     if next_step is not None:
         found["next_page_token"] = translate.encode_page_token(next_step, "step")
     return found

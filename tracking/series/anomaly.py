@@ -96,9 +96,10 @@ Event = Finding | Cleared
 History = Callable[[str, int, int], Sequence[float]]
 
 
-def check_params(rule: str, params: Any) -> dict[str, float]:
-    """A rule's parameters merged over its defaults; ParamError names the first bad one ("params.<name>")."""
-    if rule not in DEFAULTS:
+def check_params(rule: str | None, params: Any) -> dict[str, float]:
+    """A rule's parameters merged over its defaults; ParamError names the first bad one ("params.<name>"). No rule
+    (an update that names none, of no rule) is refused as an unknown one."""
+    if rule is None or rule not in DEFAULTS:
         raise ParamError("rule", f"{rule!r} is not a rule; one of {', '.join(RULES)}")
     if params is None:
         params = {}

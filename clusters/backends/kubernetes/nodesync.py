@@ -57,8 +57,10 @@ def _node_flavor(row: NodeRow, node: Node | None, flavors: Mapping[str, Resource
     node without any accelerator (no product label, no device resource) becomes the CPU flavor of its arch.
     """
     flavor = flavors.get(row.flavor) if row.flavor else None
-    if flavor is not None or node is not None:
-        return flavor or node.flavor, ""
+    if flavor is not None:
+        return flavor, ""
+    if node is not None:
+        return node.flavor, ""
     if row.product:
         return None, f"{row.product}: no flavor rule matches"
     arch = row.arch or Arch.AMD64

@@ -20,7 +20,7 @@ from tidal_cli.commands import (
 )
 from tidal_cli.commands.show import waiting_summary
 from tidal_cli.humanize import relative
-from tidal_cli.output import emit_json, fields, table, truncate
+from tidal_cli.output import Column, emit_json, fields, table, truncate
 
 
 def _located(error: ApiError, job_file: jobfile.JobFile) -> CliError:
@@ -78,7 +78,7 @@ def cmd_submit(args: argparse.Namespace) -> None:
     print(f"Follow it with: tidal job {job['id']}")
 
 
-JOB_COLUMNS = [
+JOB_COLUMNS: list[Column] = [
     ("id", "ID"), ("project", "PROJECT"), ("name", "NAME", lambda v: truncate(v, 40)), ("state", "STATE"),
     ("flavor", "FLAVOR"), ("total_devices", "DEVICES"), ("priority_class", "PRIORITY"),
     ("submitted_at", "SUBMITTED", relative), ("note", "NOTE"),

@@ -47,7 +47,7 @@ def follow(api: Api, path: str, *, replica: str | None, attempt: int | None, tai
     cursor: str | None = None
     tries = 0
     while True:
-        query = {"replica": replica, "follow": "true"}
+        query: dict[str, str | int | None] = {"replica": replica, "follow": "true"}
         query.update({"cursor": cursor} if cursor else {"attempt": attempt, "tail": tail})
         resume = None
         given = False

@@ -18,7 +18,7 @@ from typing import Any
 from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import add_command, positive
 from tidal_cli.humanize import duration
-from tidal_cli.output import emit_json, table
+from tidal_cli.output import Column, emit_json, table
 
 FINAL = {"succeeded", "failed"}
 
@@ -27,14 +27,14 @@ def _num(fmt: str):
     return lambda v: "-" if v is None else fmt.format(v)
 
 
-SUMMARY_COLUMNS = [
+SUMMARY_COLUMNS: list[Column] = [
     ("name", "POLICY"), ("jobs", "JOBS", _num("{:.0f}")), ("wait_mean", "WAIT MEAN", _num("{:.0f}")),
     ("wait_p50", "P50", _num("{:.0f}")), ("wait_p95", "P95", _num("{:.0f}")), ("wait_p99", "P99", _num("{:.0f}")),
     ("jct_mean", "JCT MEAN", _num("{:.0f}")), ("jct_p95", "JCT P95", _num("{:.0f}")),
     ("preemptions", "PREEMPT", _num("{:.0f}")), ("makespan", "MAKESPAN", _num("{:.0f}")),
     ("utilization", "UTIL", _num("{:.3f}")),
 ]
-PROJECT_COLUMNS = [
+PROJECT_COLUMNS: list[Column] = [
     ("name", "PROJECT"), ("jobs", "JOBS", _num("{:.0f}")), ("wait_mean", "WAIT MEAN", _num("{:.0f}")),
     ("wait_p95", "P95", _num("{:.0f}")), ("jct_mean", "JCT MEAN", _num("{:.0f}")),
     ("guarantee", "GUAR", _num("{:.0f}")), ("share", "SHARE", _num("{:.3f}")),

@@ -12,7 +12,7 @@ from tidal_cli.humanize import duration, estimate, relative, timestamp
 from tidal_cli.output import emit_json, fields, table
 
 
-def waiting_summary(waiting: dict | None, project: str = "", flavor: str = "") -> list[tuple[str, str]]:
+def waiting_summary(waiting: dict | None, project: str = "", flavor: str = "") -> list[tuple[str, str | None]]:
     """Label/value pairs explaining a queued job: reason, positions, ETA."""
     if not waiting:
         return []

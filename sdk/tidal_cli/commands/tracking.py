@@ -10,7 +10,7 @@ from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import add_command, list_rows, positive
 from tidal_cli.csvcells import write_csv
 from tidal_cli.humanize import duration, parse_time, relative
-from tidal_cli.output import emit_json, fields, table, truncate
+from tidal_cli.output import Column, emit_json, fields, table, truncate
 
 RUN_STATUSES = ["RUNNING", "FINISHED", "FAILED", "KILLED"]
 
@@ -79,9 +79,10 @@ def cmd_runs(args: argparse.Namespace) -> None:
                      sort=args.sort, param=args.param or None)
     if args.json:
         return emit_json(rows)
-    columns = [("id", "ID"), ("project", "PROJECT"), ("experiment_name", "EXPERIMENT", lambda v: truncate(v, 24)),
-               ("name", "NAME", lambda v: truncate(v, 32)), ("shown", "STATUS"), ("job", "JOB"),
-               ("started_at", "STARTED", relative), ("duration", "DURATION")]
+    columns: list[Column] = [
+        ("id", "ID"), ("project", "PROJECT"), ("experiment_name", "EXPERIMENT", lambda v: truncate(v, 24)),
+        ("name", "NAME", lambda v: truncate(v, 32)), ("shown", "STATUS"), ("job", "JOB"),
+        ("started_at", "STARTED", relative), ("duration", "DURATION")]
     kind, _, key = (args.sort or "").lstrip("-").partition(".")
     for row in rows:
         start, end = parse_time(row.get("started_at")), parse_time(row.get("ended_at"))
@@ -167,7 +168,7 @@ def alert_id(value: str) -> int:
     return int(text)
 
 
-ALERT_COLUMNS = [("id", "ID"), ("run", "RUN"), ("rule", "RULE"), ("key", "KEY"), ("step", "STEP"),
+ALERT_COLUMNS: list[Column] = [("id", "ID"), ("run", "RUN"), ("rule", "RULE"), ("key", "KEY"), ("step", "STEP"),
                  ("opened_at", "OPENED", relative), ("state", "STATE"), ("message", "MESSAGE")]
 
 
