@@ -46,7 +46,7 @@ def use_mlflow(django_db_setup, live_server, monkeypatch):
     # The client keeps connections open, each holding a live server thread that closes SQLite's shared in-memory
     # connection when its client lets go: at the end of the session that is after the server stopped sharing it, an
     # error in that thread. So each test closes its connections (pooled ones by closing the client's sessions, those
-    # of dropped responses by collecting them) and waits for the server's threads to end.
+    # of dropped responses by collecting them) and waits for the server threads it started to end.
     sessions = {}
     cached = request_utils._cached_get_request_session
 
@@ -62,12 +62,13 @@ def use_mlflow(django_db_setup, live_server, monkeypatch):
         monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", token)
         return MlflowClient()
 
+    before = set(threading.enumerate())  # server threads of earlier tests (a stream still open) are not ours
     yield use
     fluent._active_run_stack.get().clear()  # a failed test must not leave its run active for the next
     for session in sessions.values():
         session.close()
     gc.collect()
-    for thread in threading.enumerate():
+    for thread in set(threading.enumerate()) - before:
         if thread.name.endswith("(process_request_thread)"):
             thread.join(timeout=5)
 
