@@ -17,6 +17,8 @@ Cases:
 - "stress": about 75% of every node taken by single-node jobs of random projects, whatever their quotas: most
   projects are far over their guarantee and the others reclaim it, so one cycle preempts well over a thousand
   jobs. Not a state the scheduler produces; it checks that preemption work stays bounded.
+- "plain mode": the empty and busy cycles again with every acceleration off (`run_cycle(..., accelerate=False)`):
+  how much slower, and whether it decided the same (a third of the runs).
 - "replay-size burst": 500 new jobs at once on a cluster filled as in "busy" (many admissions and reclaims).
 - "replay-size step": what trace replay runs at most events: the previous cycle's decisions were applied
   (admitted jobs run, victims are pending again) and one job was submitted since.
@@ -346,9 +348,18 @@ def main() -> None:
     for label, pending, fill, realistic, target in full_cases:
         snap = make_snapshot(pending, fill, realistic=realistic)
         times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
-        stats = run_cycle(snap, policy).stats
+        result = run_cycle(snap, policy)
+        stats = result.stats
         rows.append((label, times, cpu, peak, target, f"busy {busy_share(snap):.0%}{cpu_share(snap)}, "
                      f"{stats['admitted']} admits, {stats['preempted']} preempted"))
+        if realistic:  # the plain mode beside it: the same decisions, found without any acceleration
+            plain_times, plain_cpu, plain_peak = measure(
+                lambda snap=snap: run_cycle(snap, policy, accelerate=False), max(1, args.repeat // 3))
+            same = run_cycle(snap, policy, accelerate=False) == result
+            ratio = statistics.median(plain_cpu) / statistics.median(cpu)
+            rows.append((f"{label}, plain mode", plain_times, plain_cpu, plain_peak, None,
+                         f"{ratio:.1f}x the accelerated CPU; the same decisions, reasons and positions: "
+                         f"{'yes' if same else 'NO'}"))
     for label, pending, build in (("replay-size burst, 500 new on busy 75%", 500, make_snapshot),
                                   ("replay-size step, 500 pending, busy", 500, replay_step),
                                   ("replay-size step, 3000 pending, busy", 3000, replay_step)):

@@ -496,47 +496,40 @@ class CycleState:
 
     def remove_run(self, rec: RunRec) -> None:
         """Simulate (or commit) preempting a running job: its devices, CPU, memory and quota come back."""
-        holds = self._holds_touching(rec)
-        nodes = {u[0] for u in rec.usage} if holds else None
-        self.lift(holds, nodes)
-        for i, devices, cpu, mem in rec.usage:
-            self.index.give(i, devices, cpu, mem)
-            for h in holds:
-                if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
-                    rel = h.rel[i]  # it will not release them at its end any more: they are free now
-                    rel[0] -= devices
-                    rel[1] -= cpu
-                    rel[2] -= mem
-        self.settle(holds, nodes)
-        self.quota.change(rec.project, rec.demand, rec.preemptible, -1, at_start=rec.at_start)
-        if self.quota_holds:
-            self._rebase_quota_holds(rec, -1)
-        if rec.at_start:
-            del self.runs[rec.id]
-        else:  # admitted this cycle: only a revocable one is ever removed
-            self._forget_new(rec)
+        self.shift_run(rec, -1)
 
     def add_run(self, rec: RunRec) -> None:
         """Inverse of remove_run (fill-back)."""
+        self.shift_run(rec, 1)
+
+    def shift_run(self, rec: RunRec, sign: int) -> None:
+        """Take a running job's devices, CPU, memory and quota (sign=1) or give them back (sign=-1). While it is
+        off, what a reservation counted it to release by the reservation's start is free now instead."""
         holds = self._holds_touching(rec)
         nodes = {u[0] for u in rec.usage} if holds else None
         self.lift(holds, nodes)
+        move = self.index.take if sign > 0 else self.index.give
         for i, devices, cpu, mem in rec.usage:
-            self.index.take(i, devices, cpu, mem)
+            move(i, devices, cpu, mem)
             for h in holds:
                 if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
                     rel = h.rel[i]
-                    rel[0] += devices
-                    rel[1] += cpu
-                    rel[2] += mem
+                    rel[0] += sign * devices
+                    rel[1] += sign * cpu
+                    rel[2] += sign * mem
         self.settle(holds, nodes)
-        self.quota.change(rec.project, rec.demand, rec.preemptible, 1, at_start=rec.at_start)
+        self.quota.change(rec.project, rec.demand, rec.preemptible, sign, at_start=rec.at_start)
         if self.quota_holds:
-            self._rebase_quota_holds(rec, 1)
+            self._rebase_quota_holds(rec, sign)
         if rec.at_start:
-            self.runs[rec.id] = rec
-        else:
+            if sign > 0:
+                self.runs[rec.id] = rec
+            else:
+                del self.runs[rec.id]
+        elif sign > 0:
             self._keep_new(rec, revocable=True)
+        else:  # admitted this cycle: only a revocable one is ever removed
+            self._forget_new(rec)
 
     # -- placement --------------------------------------------------------------------------------------------
 
