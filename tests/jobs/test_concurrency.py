@@ -313,19 +313,30 @@ def test_quota_edits_and_cancellations_racing_the_scheduler_never_over_admit(ten
             observe_simulated()  # dispatching -> running -> succeeded, as the beat task does
             time.sleep(0.05)
 
+    def raced() -> tuple[int, set, int, int]:
+        """Cycles that admitted, the limits they read, edits and cancellations so far."""
+        admitting = [cycle for cycle in list(audit.cycles) if cycle["admitted"]]
+        limits_read = {cycle["read"].get(("vision", "nvidia-h100-80gb")) for cycle in admitting}
+        return len(admitting), limits_read, len(edits), len(cancelled)
+
     threads = [in_thread(scheduler), in_thread(cluster), in_thread(editor), in_thread(canceller),
                *(in_thread(submitter, seed) for seed in range(3))]
-    stop.wait(timeout=8)
+    # Until the edits did race the admissions (at least 8 s, at most 60: a slow machine cycles less often).
+    started = time.monotonic()
+    while not stop.wait(timeout=0.5):
+        admitting, limits_read, edited, cancels = raced()
+        enough = admitting >= 10 and len(limits_read) >= 3 and edited >= 20 and cancels
+        if time.monotonic() - started >= 60 or (enough and time.monotonic() - started >= 8):
+            break
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
 
     assert audit.violations == []
-    admitting = [cycle for cycle in audit.cycles if cycle["admitted"]]
-    limits_read = {cycle["read"].get(("vision", "nvidia-h100-80gb")) for cycle in admitting}
-    assert len(admitting) >= 10 and len(limits_read) >= 3, (len(admitting), limits_read)  # the edits did race
-    assert len(edits) >= 20 and cancelled
+    admitting, limits_read, edited, cancels = raced()
+    assert admitting >= 10 and len(limits_read) >= 3, (admitting, limits_read)  # the edits did race
+    assert edited >= 20 and cancels
 
     admissions = Counter(JobEvent.objects.filter(to_state="admitted").values_list("job_id", "attempt"))
     assert set(admissions.values()) == {1}, "an attempt was admitted twice"
