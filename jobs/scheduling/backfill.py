@@ -104,15 +104,15 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
         amounts[0] += devices
         amounts[1] += cpu
         amounts[2] += mem
-    x = {i: (d, c, m) for i, (d, c, m) in need.items()}
-    rel = {i: [0, 0, 0] for i in x}
+    released_by_start: dict[int, list[int]] = {i: [0, 0, 0] for i in need}
     for t, i, devices, cpu, mem in releases:
-        if t <= start and i in rel:
-            amounts = rel[i]
+        if t <= start and i in released_by_start:
+            amounts = released_by_start[i]
             amounts[0] += devices
             amounts[1] += cpu
             amounts[2] += mem
-    hold = Hold(job.id, start, info.flavors, x, rel, taken)
+    hold = Hold(job.id, start, info.flavors, {i: (d, c, m) for i, (d, c, m) in need.items()}, released_by_start,
+                taken)
     install(state, hold)
     return hold
 
@@ -190,10 +190,10 @@ def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
     the job's topology allows has room for R (whole replicas per node, summed, each node counting its scarcest
     resource): placement is exact for such jobs, so this is the time bisection over placements would find, in
     one pass over the sorted releases. None when it never fits or the job is not of that kind."""
-    key = info.shape_key
-    if key is None or len(info.flavors) != 1:  # a shape key: identical replicas
+    shape = info.shape
+    if shape is None or len(info.flavors) != 1:  # a shape: identical replicas
         return None
-    flavor, devices, replicas, cpu, mem = key[0], key[1], key[2], key[5], key[6]
+    flavor, devices, replicas, cpu, mem = shape.flavor, shape.devices, shape.replicas, shape.cpu, shape.memory
     if devices <= 0:
         return None
     index = state.index

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry, fmt_duration
+from .fast.memo import DominanceMemo
 from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
 from .lending import expiry
 from .model import (
@@ -134,8 +135,10 @@ class Cycle:
         # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
         self.waiting: dict[tuple[str, str], list[int]] = {}
         self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
-        self.structural: dict[tuple, tuple[str, str] | None] = {}
-        self.fitting: dict[tuple, list[tuple[int, int, int]]] = {}  # see structural_check
+        self.structural: dict[tuple, tuple[str, str] | None] = {}  # see structural_check
+        # (flavor, devices, topology) -> sizes known to fit the inventory: follows no event (the inventory does not
+        # change within a cycle)
+        self.fits_inventory = DominanceMemo(accelerate)
         self.ideal: CapacityIndex | None = None  # the inventory back in service, built when a job needs it
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
         self.waits = policy.waits  # a waiting job's outcome records why (`wait`) only when Waits are returned
@@ -340,7 +343,8 @@ class Cycle:
                 tentative = state.place_tentative(job, info)
                 assert tentative is not None  # find_victims checked it fits on this very state
                 out.victims = victims
-                state.forget_failures(victims)  # capacity grew: earlier failures may fit now
+                state.capacity_grew()  # earlier failures may fit now
+                state.usage_fell(victims)
                 for rec in victims:
                     if not rec.at_start:
                         self.give_back(rec)
@@ -414,28 +418,23 @@ class Cycle:
         devices foreign pods hold keep it out. None when it could fit."""
         if not self.state.accelerate:
             return self._structural(job, info)  # the plain mode: asked of every job, nothing remembered
-        shape = info.shape_key
-        if shape is not None:
-            known = self.structural.get(shape, UNKNOWN)  # the same shape seen before: most jobs
-            if known is not UNKNOWN:
-                return known  # type: ignore[return-value]
-            # A job of identical replicas that asks for no more replicas, CPU and memory per replica than one
-            # that could fit could fit too: a few entries per (flavor, devices, topology) settle most others.
-            replicas, cpu, mem = shape[2], shape[5], shape[6]
-            for r, c, m in self.fitting.get((shape[0], shape[1], shape[3]), ()):
-                if replicas <= r and cpu <= c and mem <= m:
-                    self.structural[shape] = None
-                    return None
-            key: tuple = shape
+        shape = info.shape
+        key: tuple = shape if shape is not None else (
+            tuple((g.flavor, g.devices, g.replicas, g.cpu_millis, g.memory_mib) for g in job.groups), job.topology)
+        known = self.structural.get(key, UNKNOWN)  # the same shape seen before: most jobs
+        if known is not UNKNOWN:
+            return known  # type: ignore[return-value]
+        # A job of identical replicas that asks for no more replicas, CPU and memory per replica than one that
+        # could fit could fit too: a few entries per (flavor, devices, topology) settle most others.
+        context = (shape.flavor, shape.devices, shape.topology) if shape is not None else None
+        if shape is not None and self.fits_inventory.known(context, shape.size):
+            found = None
         else:
-            key = (tuple((g.flavor, g.devices, g.replicas, g.cpu_millis, g.memory_mib) for g in job.groups),
-                   job.topology)
-        if key not in self.structural:
             found = None if surely_fits(self.state.index, job) else self._structural(job, info)
             if found is None and shape is not None:
-                self.fitting.setdefault((shape[0], shape[1], shape[3]), []).append((replicas, cpu, mem))
-            self.structural[key] = found
-        return self.structural[key]
+                self.fits_inventory.record(context, shape.size, True)
+        self.structural[key] = found
+        return found
 
     def _structural(self, job: PendingJob, info: JobInfo) -> tuple[str, str] | None:
         now = structural_reason(self.state.index, job, info)
@@ -451,22 +450,19 @@ class Cycle:
 
     def try_place(self, job: PendingJob, info: JobInfo, constrained: bool) -> Tentative | None:
         state = self.state
-        key = info.shape_key
-        # Exact for identical replicas: free capacity only shrinks between preemptions (which clear it), and at
+        shape = info.shape
+        # Exact for identical replicas: free capacity only shrinks until it grows (an invalidation event), and at
         # least as many replicas, each asking for at least the CPU and memory of a gang that did not fit, do not
-        # fit either.
-        if key is not None and state.accelerate:
-            devices_shape = (key[0], key[1], key[3], key[4])  # flavor, devices, topology, nodes to avoid
-            replicas, cpu, mem = key[2], key[5], key[6]
-            failed = state.neg_place.get((devices_shape, False), [])
-            if constrained:  # what did not fit unconstrained, and what did not fit beside the same holds
-                failed = failed + state.neg_place.get((devices_shape, True), [])
-            if any(replicas >= r and cpu >= c and mem >= m for r, c, m in failed):
+        # fit either. Beside reservations (constrained): what did not fit unconstrained, or beside them.
+        if shape is not None:
+            failed, size = state.failed_placements, shape.size
+            context = (shape.flavor, shape.devices, shape.topology, shape.avoid)
+            if failed.known_to_fail((context, False), size) or (
+                    constrained and failed.known_to_fail((context, True), size)):
                 return None
         tentative = state.place_tentative(job, info)
-        if tentative is None and key is not None:
-            state.neg_place.setdefault(((key[0], key[1], key[3], key[4]), constrained), []).append(
-                (key[2], key[5], key[6]))
+        if tentative is None and shape is not None:
+            state.failed_placements.record((context, constrained), size, False)
         return tentative
 
     def try_preempt(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
@@ -481,28 +477,26 @@ class Cycle:
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
-        key = None
+        context = None
         # (Not once a job in its grace spared victims: jobs before it may take them, jobs after it may not, and the
         # memo tells neither apart.)
-        if info.shape_key is not None and state.accelerate and not state.spared:
-            # Exact dominance: if preemption could not make room for (priority, replicas, devices), it cannot
-            # for a job of the same project and the same victim rules that asks for more of the same, with no
-            # higher priority (fewer candidates), until victims are committed (which clears this).
-            flavor, devices, replicas, topology, avoid, cpu, mem = info.shape_key
-            key = (job.project, failure is not None, reclaims(state, job, info, failure), constrained, flavor,
-                   topology, avoid, tuple(h.job_id for h in holds) if holds else ())
-            for priority, r, d, c, m in state.neg_preempt.get(key, ()):
-                if job.priority <= priority and replicas >= r and devices >= d and cpu >= c and mem >= m:
-                    return None
+        shape = info.shape
+        if shape is not None and state.accelerate and not state.spared:
+            # Exact dominance: if preemption could not make room for (priority, replicas, devices, CPU, memory), it
+            # cannot for a job of the same project and the same victim rules that asks for more of the same, with
+            # no higher priority (fewer candidates), until capacity grows or usage falls.
+            context = (job.project, failure is not None, reclaims(state, job, info, failure), constrained,
+                       shape.flavor, shape.topology, shape.avoid, tuple(h.job_id for h in holds) if holds else ())
+            size = (-job.priority, shape.replicas, shape.devices, shape.cpu, shape.memory)
+            if state.failed_preemptions.known_to_fail(context, size):
+                return None
         if not may_have_candidates(state, job, info, failure):
             return None  # most attempts end here, before any running job's record or victim pool is built
         state.count_heads(holds, 1)
         victims = find_victims(state, job, info, failure)
         state.count_heads(holds, -1)
-        if victims is None and key is not None:
-            group = info.groups[0][1]
-            state.neg_preempt.setdefault(key, []).append((job.priority, info.replicas, group.devices,
-                                                          group.cpu_millis, group.memory_mib))
+        if victims is None and context is not None:
+            state.failed_preemptions.record(context, size, False)
         return victims
 
     def admit(self, out: Outcome, tentative: Tentative) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from .fast.memo import DominanceMemo
 from .model import PendingJob, ReplicaGroup, Topology, Wait
 from .placement import fits_by_count, group_room, max_room, place, undo
 from .quota import QuotaFailure
@@ -74,8 +75,9 @@ class Explainer:
         self.reasons: dict[tuple, tuple[str, str]] = {}
         self.quota_reasons: dict[tuple, str] = {}  # (project, JobInfo.demand_key) -> its reason
         self.quota_texts = QuotaReasons(state.quota)
-        # ((flavor, devices, topology, avoid), holds) -> ((replicas, cpu, mem) that fit, those that did not)
-        self.fitted: dict[tuple, tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]] = {}
+        # ((flavor, devices, topology, avoid), holds) -> sizes that fit and that did not: the state no longer
+        # changes, so it follows no event
+        self.fitted = DominanceMemo(state.accelerate)
         self.rooms: dict[tuple[str, int, int, int], int] = {}  # (flavor, devices, cpu, mem) -> group_room
 
     # -- reasons ----------------------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ class Explainer:
         info = entry.info
         # The reason of a held job quotes its max runtime; others depend on the shape only.
         runtime = entry.job.max_runtime if entry.constrained else None
-        key = (info.shape_key, entry.constrained, runtime) if info.shape_key else None
+        key = (info.shape, entry.constrained, runtime) if info.shape else None
         if key is not None and key in self.reasons:
             return self.reasons[key]
         found = self._diagnose(entry.job, info, entry.constrained)
@@ -97,31 +99,25 @@ class Explainer:
         were none)? Told once per shape up to replicas, CPU and memory: no more replicas asking for no more CPU
         and memory than a gang that fits fit too, and at least as many asking for at least as much as one that
         does not fit do not."""
-        key = info.shape_key
-        if key is None:
-            if loose:
-                job = replace(job, topology=Topology.NONE)
-                info = JobInfo(job)
-            return self._fits_now(job, info, holds)
-        replicas, cpu, mem = key[2], key[5], key[6]
-        topology = Topology.NONE if loose else key[3]
-        fit, unfit = self.fitted.setdefault(((key[0], key[1], topology, key[4]), tuple(h.job_id for h in holds)),
-                                            ([], []))
-        if any(replicas <= r and cpu <= c and mem <= m for r, c, m in fit):
-            return True
-        if any(replicas >= r and cpu >= c and mem >= m for r, c, m in unfit):
-            return False
+        shape = info.shape
+        if shape is not None:
+            context = ((shape.flavor, shape.devices, Topology.NONE if loose else shape.topology, shape.avoid),
+                       tuple(h.job_id for h in holds))
+            known = self.fitted.known(context, shape.size)
+            if known is not None:
+                return known
         if loose:
             job = replace(job, topology=Topology.NONE)
             info = JobInfo(job)
         fits = self._fits_now(job, info, holds)
-        (fit if fits else unfit).append((replicas, cpu, mem))
+        if shape is not None:
+            self.fitted.record(context, shape.size, fits)
         return fits
 
     def _fits_now(self, job: PendingJob, info: JobInfo, holds: list[Hold]) -> bool:
         state = self.state
         # Most jobs: counted, without placing and undoing nor lifting and settling the holds.
-        fits = fits_by_count(state.index, job, info, {i for h in holds for i in h.x})
+        fits = fits_by_count(state.index, job, info, {i for h in holds for i in h.need})
         if fits is None:
             state.lift(holds)
             taken = place(state.index, job, info)

@@ -207,9 +207,10 @@ def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: 
     """Would `place` succeed, were the capacity reservations keep hidden on nodes `hidden` visible? Told by counting
     alone (some domain the topology allows has room for every replica), which is exact for identical replicas of
     one flavor and no nodes to avoid; None for other jobs. Changes nothing (no reservation lifted and settled)."""
-    if info.shape_key is None or len(info.flavors) != 1 or job.avoid_nodes:  # a shape key: single
+    shape = info.shape
+    if shape is None or len(info.flavors) != 1 or job.avoid_nodes:  # a shape: identical replicas
         return None
-    flavor, devices, replicas, _, _, cpu, mem = info.shape_key
+    flavor, devices, replicas, cpu, mem = shape.flavor, shape.devices, shape.replicas, shape.cpu, shape.memory
     gain = _hidden_gain(index, hidden, flavor, devices, cpu, mem)
     for d in allowed_domains(index, job.topology, flavor, replicas):
         more = sum(gain.get(lid, 0) for lid in d.leaves) if gain else 0

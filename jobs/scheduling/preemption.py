@@ -290,10 +290,10 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
             room += r.demand.get(flavor, 0)
         if room < need:
             return False
-    key = info.shape_key
-    if key is None:
+    shape = info.shape
+    if shape is None:
         return True  # mixed replica sizes: the per-flavor count above is all that is exact enough
-    flavor, devices, replicas, cpu, mem = key[0], key[1], key[2], key[5], key[6]
+    flavor, devices, replicas, cpu, mem = shape.flavor, shape.devices, shape.replicas, shape.cpu, shape.memory
     if devices <= 0:
         return True  # 0-device replicas: counts capped at ZERO_DEVICE_ROOM are no bound; simulation decides
     leaf_of, leaves = index.leaf_of, index.leaves
@@ -309,14 +309,14 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
                     amounts[0] += d
                     amounts[1] += c
                     amounts[2] += m
-    # A reservation keeps max(0, x - rel) of a node's capacity from jobs that would still run at its start, and
-    # removing jobs only lowers rel: at most actual - that stays usable for such a job.
+    # A reservation keeps max(0, need - released_by_start) of a node's capacity from jobs that would still run at
+    # its start, and removing jobs only lowers what is released by then: at most actual - that stays usable.
     kept: dict[int, tuple[int, int, int]] = {}
     for h in state.holds_for((flavor,)):
         long = state.is_long(job.max_runtime, h)
-        for i, x in h.x.items():
+        for i, x in h.need.items():
             if long:
-                rel = h.rel[i]
+                rel = h.released_by_start[i]
                 kept[i] = (max(0, x[0] - rel[0]), max(0, x[1] - rel[1]), max(0, x[2] - rel[2]))
             if i not in extra:
                 extra[i] = [0, 0, 0]
@@ -391,15 +391,12 @@ def passes_quota_bound(state: CycleState, job: PendingJob, info: JobInfo) -> boo
     job of that project asking for at least as many devices with no higher priority (its own candidates a
     subset) fails too, and admissions in between only raise quota usage, which never loosens a quota."""
     flavor, devices = info.primary, info.demand[info.primary]
-    key = (job.project, flavor, state.heads_in)
-    failed = state.neg_bound.get(key) if state.accelerate else None
-    if failed is not None:
-        for priority, d in failed:
-            if job.priority <= priority and devices >= d:
-                return False
+    context, size = (job.project, flavor, state.heads_in), (-job.priority, devices)
+    if state.failed_quota_bounds.known_to_fail(context, size):
+        return False
     if could_pass_quota_without(state, job, info, *borrower_candidates(state, job, flavor)):
         return True
-    state.neg_bound.setdefault(key, []).append((job.priority, devices))
+    state.failed_quota_bounds.record(context, size, False)
     return False
 
 

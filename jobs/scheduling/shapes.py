@@ -4,18 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 from .model import PendingJob, ReplicaGroup, RunningJob
 
-# What makes two jobs of identical replicas place alike: flavor, devices, replicas, topology, nodes to avoid, CPU
-# millicores and memory MiB per replica.
-ShapeKey = tuple[str, int, int, str, frozenset[str], int, int]
+
+class Shape(NamedTuple):
+    """What makes two jobs of identical replicas place alike (a tuple: it is a dictionary key)."""
+
+    flavor: str
+    devices: int  # per replica
+    replicas: int
+    topology: str
+    avoid: frozenset[str]  # nodes to avoid
+    cpu: int  # millicores per replica
+    memory: int  # MiB per replica
+
+    @property
+    def size(self) -> tuple[int, int, int]:
+        """What dominance compares (fast/memo.py): more replicas, or more CPU or memory each, is harder to fit."""
+        return self.replicas, self.cpu, self.memory
 
 
 class JobInfo:
-    """Demand per flavor, replica groups in placement order, and the key used to cache failures by shape."""
+    """Demand per flavor, replica groups in placement order, and its Shape when its replicas are identical."""
 
-    __slots__ = ("demand", "demand_key", "flavors", "primary", "groups", "replicas", "shape_key", "single")
+    __slots__ = ("demand", "demand_key", "flavors", "primary", "groups", "replicas", "shape", "single")
 
     def __init__(self, job: PendingJob) -> None:
         groups = job.groups
@@ -28,9 +42,9 @@ class JobInfo:
             self.groups: tuple[tuple[int, ReplicaGroup], ...] = ((0, group),)
             self.replicas = group.replicas
             self.single = group.replicas > 0
-            self.shape_key: ShapeKey | None = (
-                (group.flavor, group.devices, group.replicas, job.topology, job.avoid_nodes, group.cpu_millis,
-                 group.memory_mib)
+            self.shape: Shape | None = (
+                Shape(group.flavor, group.devices, group.replicas, job.topology, job.avoid_nodes, group.cpu_millis,
+                      group.memory_mib)
                 if self.single else None
             )
             return
@@ -54,9 +68,9 @@ class JobInfo:
         self.single = len(classes) == 1
         if self.single:
             flavor, devices, cpu, mem = next(iter(classes))
-            self.shape_key = (flavor, devices, self.replicas, job.topology, job.avoid_nodes, cpu, mem)
+            self.shape = Shape(flavor, devices, self.replicas, job.topology, job.avoid_nodes, cpu, mem)
         else:
-            self.shape_key = None
+            self.shape = None
 
 
 class JobInfos:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from .capacity import CapacityIndex
+from .fast.memo import DominanceMemo
 from .lending import lend_holds, waiting_holds
 from .model import PendingJob, Policy, RunningJob, Snapshot
 from .placement import Taken, fits_by_count, place, undo
@@ -44,23 +45,23 @@ class RunRec:
 
 
 class Hold:
-    """A backfill reservation: at `start` the head job needs x[i] = (devices, cpu, memory) on node i.
+    """A backfill reservation: at `start` the head job needs need[i] = (devices, cpu, memory) on node i.
 
-    rel[i] is what jobs ending by `start` will have released on node i by then, [devices, cpu, memory]. Keeping
-    max(0, x[i] - rel[i]) of each out of placement's sight (hidden) guarantees free + rel >= x at all times, so
-    jobs that run past `start` can never delay the head; jobs that end by `start` may use hidden capacity (they
-    add to rel what they take).
+    released_by_start[i] is what jobs ending by `start` will have released on node i by then, [devices, cpu,
+    memory]. Keeping max(0, need[i] - released_by_start[i]) of each out of placement's sight (hidden) guarantees
+    free + released_by_start >= need at all times, so jobs that run past `start` can never delay the head; jobs
+    that end by `start` may use hidden capacity (they add to released_by_start what they take).
     """
 
-    __slots__ = ("job_id", "start", "flavors", "x", "rel", "taken")
+    __slots__ = ("job_id", "start", "flavors", "need", "released_by_start", "taken")
 
-    def __init__(self, job_id: int, start: float, flavors: tuple[str, ...], x: dict[int, tuple[int, int, int]],
-                 rel: dict[int, list[int]], taken: Taken) -> None:
+    def __init__(self, job_id: int, start: float, flavors: tuple[str, ...], need: dict[int, tuple[int, int, int]],
+                 released_by_start: dict[int, list[int]], taken: Taken) -> None:
         self.job_id = job_id
         self.start = start
         self.flavors = flavors
-        self.x = x
-        self.rel = rel
+        self.need = need
+        self.released_by_start = released_by_start
         self.taken = taken
 
 
@@ -73,7 +74,8 @@ class QuotaHold:
     the head counted in: the project's usage raised by what the head needs beyond those releases (`extra`). The
     project's usage only falls until `start` and its limits are monotone in it, so what passes now with the head
     counted in still leaves the head its quota then. A job whose release is counted that is preempted instead
-    releases nothing later: its quota is free now, and the head's extra grows by it (as Hold.rel shrinks)."""
+    releases nothing later: its quota is free now, and the head's extra grows by it (as Hold.released_by_start
+    shrinks)."""
 
     __slots__ = ("job_id", "project", "start", "need", "released", "ended", "counted", "at")
 
@@ -96,15 +98,15 @@ class QuotaHold:
         return self.start is not None and rec.end is not None and max(rec.end, now) <= self.start
 
 
-Released = tuple[Hold, int, int, int, int]  # (hold, node index, devices, cpu, memory) added to hold.rel
+Released = tuple[Hold, int, int, int, int]  # (hold, node index, devices, cpu, memory) added to hold.released_by_start
 
 
 class Tentative:
-    __slots__ = ("taken", "rel_added")
+    __slots__ = ("taken", "released_added")
 
-    def __init__(self, taken: Taken, rel_added: list[Released]) -> None:
+    def __init__(self, taken: Taken, released_added: list[Released]) -> None:
         self.taken = taken
-        self.rel_added = rel_added
+        self.released_added = released_added
 
 
 def run_record(job: RunningJob, index: CapacityIndex, at_start: bool = True) -> RunRec:
@@ -225,10 +227,12 @@ class CycleState:
         self.heads_in: tuple[int, ...] = ()  # the reserved heads counted into quota usage right now (count_heads)
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
-        # ((flavor, devices, topology, avoid), constrained) -> (replicas, cpu, mem) that failed (Cycle.try_place)
-        self.neg_place: dict[tuple, list[tuple[int, int, int]]] = {}
-        self.neg_preempt: dict[tuple, list[tuple[int, int, int, int, int]]] = {}  # see Cycle.try_preempt
-        self.neg_bound: dict[tuple, list[tuple[int, int]]] = {}  # see preemption.passes_quota_bound
+        # Failures remembered until an invalidation event they follow (fast/memo.py): placements (Cycle.try_place)
+        # until capacity grows, preemptions (Cycle.try_preempt) until capacity grows or usage falls, quota bounds
+        # (fast.preemption.passes_quota_bound) until usage falls.
+        self.failed_placements = DominanceMemo(accelerate)
+        self.failed_preemptions = DominanceMemo(accelerate)
+        self.failed_quota_bounds = DominanceMemo(accelerate)
         self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
         # Victim pools as of the start of the cycle, built on first use:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
@@ -383,7 +387,8 @@ class CycleState:
             held.remove(quota_hold)
             for key in [k for k, h in self.quota_holds.items() if h is quota_hold]:
                 del self.quota_holds[key]
-        self.forget_failures(())
+        self.capacity_grew()
+        self.usage_fell(())
 
     def holds_for(self, flavors: Iterable[str]) -> list[Hold]:
         if not self.holds:
@@ -468,21 +473,21 @@ class CycleState:
     def lift(self, holds: list[Hold], nodes: Iterable[int] | None = None) -> None:
         """Make what these holds keep hidden visible: on all their nodes, or only on `nodes` (see settle)."""
         for h in holds:
-            for i in h.x if nodes is None else [i for i in nodes if i in h.x]:
+            for i in h.need if nodes is None else [i for i in nodes if i in h.need]:
                 self.index.set_hidden(i, 0, 0, 0)
 
     def settle(self, holds: list[Hold], nodes: Iterable[int] | None = None) -> None:
-        """Hide again what these holds keep: max(0, x - rel) of each node, at most what is free there. Every
-        node of a hold is settled at all times outside a lift, so an edit of some nodes (a running job removed
-        or put back, a tentative placement undone) needs to lift and settle only those (`nodes`)."""
+        """Hide again what these holds keep: max(0, need - released_by_start) of each node, at most what is free
+        there. Every node of a hold is settled at all times outside a lift, so an edit of some nodes (a running job
+        removed or put back, a tentative placement undone) needs to lift and settle only those (`nodes`)."""
         index = self.index
         free, cpu, mem = index.free, index.cpu, index.mem
         hidden, hidden_cpu, hidden_mem = index.hidden, index.hidden_cpu, index.hidden_mem
         for h in holds:
-            x = h.x
-            for i in x if nodes is None else [i for i in nodes if i in x]:
-                need, need_cpu, need_mem = x[i]
-                rel, rel_cpu, rel_mem = h.rel[i]
+            needs, released = h.need, h.released_by_start
+            for i in needs if nodes is None else [i for i in nodes if i in needs]:
+                need, need_cpu, need_mem = needs[i]
+                rel, rel_cpu, rel_mem = released[i]
                 index.set_hidden(i, min(free[i] + hidden[i], max(0, need - rel)),
                                  min(cpu[i] + hidden_cpu[i], max(0, need_cpu - rel_cpu)),
                                  min(mem[i] + hidden_mem[i], max(0, need_mem - rel_mem)))
@@ -492,7 +497,7 @@ class CycleState:
     def _holds_touching(self, rec: RunRec) -> list[Hold]:
         if not self.hold_list:
             return []
-        return [h for h in self.holds_for(rec.demand) if any(u[0] in h.x for u in rec.usage)]
+        return [h for h in self.holds_for(rec.demand) if any(u[0] in h.need for u in rec.usage)]
 
     def remove_run(self, rec: RunRec) -> None:
         """Simulate (or commit) preempting a running job: its devices, CPU, memory and quota come back."""
@@ -512,8 +517,8 @@ class CycleState:
         for i, devices, cpu, mem in rec.usage:
             move(i, devices, cpu, mem)
             for h in holds:
-                if i in h.x and rec.end is not None and max(rec.end, self.now) <= h.start:
-                    rel = h.rel[i]
+                if i in h.need and rec.end is not None and max(rec.end, self.now) <= h.start:
+                    rel = h.released_by_start[i]
                     rel[0] += sign * devices
                     rel[1] += sign * cpu
                     rel[2] += sign * mem
@@ -550,22 +555,22 @@ class CycleState:
         if not short:
             taken = place(self.index, job, info)
             return None if taken is None else Tentative(taken, [])
-        if self.accelerate and fits_by_count(self.index, job, info, {i for h in short for i in h.x}) is False:
+        if self.accelerate and fits_by_count(self.index, job, info, {i for h in short for i in h.need}) is False:
             return None  # told by counting, without lifting and settling the holds
         self.lift(short)
         taken = place(self.index, job, info)
-        rel_added: list[Released] = []
+        released_added: list[Released] = []
         if taken is not None:
-            rel_added = self._add_rel(short, taken)
+            released_added = self._add_released(short, taken)
         self.settle(short)
-        return None if taken is None else Tentative(taken, rel_added)
+        return None if taken is None else Tentative(taken, released_added)
 
-    def _add_rel(self, short: list[Hold], taken: Taken) -> list[Released]:
+    def _add_released(self, short: list[Hold], taken: Taken) -> list[Released]:
         added = []
         for h in short:
             for _, _, i, devices, cpu, mem in taken:
-                if i in h.x:
-                    rel = h.rel[i]  # ends before the hold's start: gives them back in time
+                if i in h.need:
+                    rel = h.released_by_start[i]  # ends before the hold's start: gives them back in time
                     rel[0] += devices
                     rel[1] += cpu
                     rel[2] += mem
@@ -573,12 +578,12 @@ class CycleState:
         return added
 
     def undo_tentative(self, tentative: Tentative) -> None:
-        holds = [added[0] for added in tentative.rel_added]
+        holds = [added[0] for added in tentative.released_added]
         nodes = {t[2] for t in tentative.taken} if holds else None
         self.lift(holds, nodes)
         undo(self.index, tentative.taken)
-        for h, i, devices, cpu, mem in tentative.rel_added:
-            rel = h.rel[i]
+        for h, i, devices, cpu, mem in tentative.released_added:
+            rel = h.released_by_start[i]
             rel[0] -= devices
             rel[1] -= cpu
             rel[2] -= mem
@@ -591,7 +596,7 @@ class CycleState:
         if self.quota.check(job.project, info.demand, job.preemptible) is not None:
             return False
         short = self.short_holds(job.max_runtime, info)
-        counted = fits_by_count(self.index, job, info, {i for h in short for i in h.x} if short else ()) \
+        counted = fits_by_count(self.index, job, info, {i for h in short for i in h.need} if short else ()) \
             if self.accelerate else None
         if counted is not None:
             return counted
@@ -601,13 +606,21 @@ class CycleState:
         self.undo_tentative(tentative)
         return True
 
-    def forget_failures(self, victims: Iterable[RunRec]) -> None:
-        """Victims were committed: capacity grew, so cached failures are stale (victim pools are not: see
-        preemption._pools). A live pool changes only on the victims' flavors (they leave it, and their projects
-        may stop borrowing there), or where a job of several flavors may stop counting as a borrower."""
-        self.neg_place.clear()
-        self.neg_preempt.clear()
-        self.neg_bound.clear()
+    # -- the two invalidation events (docs/scheduling-invariants.md) ---------------------------------------------
+
+    def capacity_grew(self) -> None:
+        """Capacity came back (victims committed, a reservation released): remembered placement and preemption
+        failures may fit now."""
+        self.failed_placements.forget()
+        self.failed_preemptions.forget()
+
+    def usage_fell(self, victims: Iterable[RunRec]) -> None:
+        """Quota usage fell (victims committed, a quota hold released): remembered preemption and quota bound
+        failures may pass now. Victim pools as of the start of the cycle stay (see fast.preemption._pools); a
+        live pool changes only on the victims' flavors (they leave it, and their projects may stop borrowing
+        there), or where a job of several flavors may stop counting as a borrower."""
+        self.failed_preemptions.forget()
+        self.failed_quota_bounds.forget()
         touched = {f for rec in victims for f in rec.demand} | self.mixed_pools
         for flavor in [f for f in self.live_pool if f in touched]:
             del self.live_pool[flavor]
