@@ -25,6 +25,7 @@ from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .explain import Explainer, WaitEntry, fmt_duration
 from .fast.memo import DominanceMemo
+from .fast.preemption import nothing_to_take, shortcut_search
 from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
 from .lending import expiry
 from .model import (
@@ -42,7 +43,7 @@ from .model import (
 )
 from .ordering import job_order
 from .placement import Taken
-from .preemption import MAX_SIMULATIONS, find_victims, may_have_candidates, reclaims, searched_flavors
+from .preemption import MAX_SIMULATIONS, find_victims, plain_search, reclaims
 from .quota import COHORT_KINDS, QuotaFailure
 from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
@@ -468,12 +469,8 @@ class Cycle:
     def try_preempt(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
                     constrained: bool) -> list[RunRec] | None:
         state = self.state
-        running, revocable = state.running_flavors, state.revocable
-        flavors = searched_flavors(state, job, info, failure)
-        if not any(f in running for f in flavors) and not (
-                any(job.priority > state.revocable_lowest(f, job.project) for f in flavors)
-                or (any(f in revocable for f in flavors) and reclaims(state, job, info, failure))):
-            return None  # nothing was running on these flavors, and nothing admitted in this cycle it may take
+        if state.accelerate and nothing_to_take(state, job, info, failure):
+            return None  # most attempts end here, before any running job's record or victim pool is built
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
@@ -490,10 +487,8 @@ class Cycle:
             size = (-job.priority, shape.replicas, shape.devices, shape.cpu, shape.memory)
             if state.failed_preemptions.known_to_fail(context, size):
                 return None
-        if not may_have_candidates(state, job, info, failure):
-            return None  # most attempts end here, before any running job's record or victim pool is built
         state.count_heads(holds, 1)
-        victims = find_victims(state, job, info, failure)
+        victims = find_victims(state, job, info, failure, shortcut_search if state.accelerate else plain_search)
         state.count_heads(holds, -1)
         if victims is None and context is not None:
             state.failed_preemptions.record(context, size, False)

@@ -66,7 +66,7 @@ class QuotaFailure:
         self.kind = kind
         self.flavor = flavor
         # A cohort or lent failure: the fewest devices other projects would have to give back before the job's
-        # demand of that flavor passes (preemption.could_pass_quota_without): each device given back lowers the
+        # demand of that flavor passes (fast.preemption.could_pass_quota_without): each device given back lowers the
         # cohorts' excess over the unowned capacity, and the job's cohort's own excess, by one at most.
         self.short = short
 

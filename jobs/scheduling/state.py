@@ -40,7 +40,7 @@ class RunRec:
         self.usage = usage  # (node index, devices, cpu millicores, memory MiB) per replica on nodes of the snapshot
         self.demand = demand  # devices per flavor
         self.at_start = at_start  # running when the cycle began (only these can be victims)
-        # Its last checkpoint, or its start: a preemption throws away the work done since (preemption._lost).
+        # Its last checkpoint, or its start: a preemption throws away the work done since (preemption.lost_work).
         self.saved_at = started_at if saved_at is None else saved_at
 
 
@@ -238,7 +238,7 @@ class CycleState:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
-        # flavor -> reclaim pool as of the last commit (preemption._live_pool)
+        # flavor -> reclaim pool as of the last commit (fast.preemption._live_pool)
         self.live_pool: dict[str, tuple[list, set[str], dict[str, int]]] = {}
         self.mixed_pools: set[str] = set()  # flavors whose reclaim pool holds a job of several flavors
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline

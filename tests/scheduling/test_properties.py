@@ -28,8 +28,7 @@ from jobs.scheduling import (
     run_cycle,
 )
 from jobs.scheduling.cycle import Cycle
-from jobs.scheduling.preemption import (
-    MAX_SIMULATIONS,
+from jobs.scheduling.fast.preemption import (
     borrower_candidates,
     candidate_usage,
     could_pass_quota_without,
@@ -39,6 +38,7 @@ from jobs.scheduling.preemption import (
     quota_prefix,
     victim_candidates,
 )
+from jobs.scheduling.preemption import MAX_SIMULATIONS
 from jobs.scheduling.quota import COHORT_KINDS, QuotaFailure
 from jobs.scheduling.shapes import JobInfo
 from jobs.scheduling.state import CycleState
@@ -628,7 +628,7 @@ def quota_blocked(state: CycleState, lent: bool = False):
 @PROPS
 @given(scenarios())
 def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
-    """preemption.could_pass_quota_without says what the quota check says once every victim candidate of a job its
+    """fast.preemption.could_pass_quota_without says what the quota check says once every victim candidate of a job its
     quota keeps out is really removed (remove_run), from the candidates listed (candidate_usage) or, for a job
     of one flavor, summed without listing them (borrower_candidates): a job it turns away could not have been
     admitted by any simulated removal, and one it lets through is simulated as before."""
@@ -703,7 +703,7 @@ def _two_flavor_shortfall() -> tuple[Snapshot, Policy, float]:
     job of two flavors whose organization cannot lend the one device of a100 it would borrow while another
     organization holds the 4 a100 nobody is guaranteed beyond its own; once that organization gives back one, the
     job fails on its h100 borrow limit instead. The property's old form checked the whole job's demand and took
-    that for the shortfall bound being wrong; the bound (preemption.could_pass_quota_without) is used only for jobs
+    that for the shortfall bound being wrong; the bound (fast.preemption.could_pass_quota_without) is used only for jobs
     of one flavor, and holds per flavor."""
     node_list = tuple(Node(name, "a100", devices, devices, "c1", "", "", True) for name, devices in
                       (("n0", 8), ("n1", 4), ("n2", 8), ("n3", 4), ("n4", 8)))
