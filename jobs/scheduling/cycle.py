@@ -49,17 +49,19 @@ from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
 
 
-class Outcome(WaitEntry):
-    """What evaluating one job decided: admitted (with its victims), or waiting (`wait`, for phase 6)."""
+class Outcome:
+    """What evaluating one job decided: admitted (with its victims), or waiting (`wait`: what phase 6 explains,
+    explain.WaitEntry)."""
 
-    __slots__ = ("considered", "victims", "admit", "grace_end", "deferred", "retry_on")
+    __slots__ = ("job", "info", "code", "reason", "quota_kind", "quota_flavor", "constrained", "considered",
+                 "victims", "admit", "grace_end", "deferred", "retry_on")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
         self.info = info
         self.code = ""  # not waiting (yet)
         self.reason = self.quota_kind = self.quota_flavor = ""
-        self.constrained = False
+        self.constrained = False  # it waits where backfill holds limit it
         self.considered = False  # reached the quota phase (not blocked by strict ordering)
         self.victims: Sequence[RunRec] = ()  # shared empty tuples until set: most jobs have none
         self.admit: Admit | None = None
@@ -70,6 +72,14 @@ class Outcome(WaitEntry):
         # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed); () when
         # nothing in this cycle can end its wait (strict blocking, never fits, a spent budget, a quota hold).
         self.retry_on: tuple[tuple[str, str], ...] = ()
+
+    def wait(self, code: str, reason: str = "", quota_kind: str = "", quota_flavor: str = "",
+             constrained: bool = False) -> None:
+        self.code = code
+        self.reason = reason
+        self.quota_kind = quota_kind
+        self.quota_flavor = quota_flavor
+        self.constrained = constrained
 
 
 # Quota failures of its project's own limits, which its project's running jobs ending cure: a head reserves its

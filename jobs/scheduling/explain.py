@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import Protocol
 
 from .fast.memo import DominanceMemo
 from .model import PendingJob, ReplicaGroup, Topology, Wait
@@ -43,28 +44,18 @@ def fmt_duration(seconds: float) -> str:
     return f"{d}d{h}h" if h else f"{d}d"
 
 
-class WaitEntry:
-    """A job as evaluated in the cycle; once `wait` is called, a waiting one: its code ("place" until explain
-    finds which capacity reason), its reason when evaluation wrote one, and what explain needs to write the
-    others (quota reasons and placement reasons quote the end-of-cycle state). Its fields are set by the cycle's
-    Outcome, which builds one per job (no chain of constructors: a queue holds 10,000)."""
+class WaitEntry(Protocol):
+    """A job the cycle left waiting (cycle.Outcome): its code ("place" until explain finds which capacity
+    reason), its reason when evaluation wrote one, and what explain needs to write the others (quota reasons and
+    placement reasons quote the end-of-cycle state)."""
 
-    __slots__ = ("job", "info", "code", "reason", "quota_kind", "quota_flavor", "constrained")
     job: PendingJob
     info: JobInfo
-    code: str  # "" while not waiting
+    code: str
     reason: str
     quota_kind: str
     quota_flavor: str
     constrained: bool
-
-    def wait(self, code: str, reason: str = "", quota_kind: str = "", quota_flavor: str = "",
-             constrained: bool = False) -> None:
-        self.code = code
-        self.reason = reason
-        self.quota_kind = quota_kind
-        self.quota_flavor = quota_flavor
-        self.constrained = constrained
 
 
 class Explainer:

@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from heapq import heappop, heappush
 from operator import attrgetter
+from typing import NamedTuple
 
 from .model import PendingJob, Policy, Project
 from .quota import QuotaState
@@ -63,6 +64,21 @@ def key_sjf(job: PendingJob) -> tuple:
 
 _submitted_id = attrgetter("submitted_at", "id")
 _priority = attrgetter("priority")
+
+
+class GuaranteeRoom(NamedTuple):
+    """What a project's guarantee of a flavor still holds for its next job."""
+
+    regular: int  # for a job that is not preemptible (its project's preemptible jobs it would take back)
+    preemptible: int  # for a preemptible job (its project's preemptible jobs count against it)
+
+
+class Standing(NamedTuple):
+    """A project's place in the fair order, as of its usage `changes` (QuotaState.changes)."""
+
+    changes: int
+    share: float  # dominant share now, plus its past use
+    room: dict[str, GuaranteeRoom]  # flavor -> what its guarantee still holds
 
 
 class StaticOrder:
@@ -117,7 +133,7 @@ class FairOrder:
             queue.sort(key=_submitted_id, reverse=True)
             queue.sort(key=_priority)
         self.version = dict.fromkeys(self.queues, 0)
-        self.standings: dict[str, tuple[int, float, dict[str, tuple[int, int]]]] = {}  # see standing
+        self.standings: dict[str, Standing] = {}  # see standing
         self.head_info: dict[str, JobInfo] = {}  # project -> the JobInfo of its head job (head_key finds it)
         self.info_of = JobInfos().of
         self.heap: list[tuple[tuple, str, int]] = []
@@ -159,24 +175,24 @@ class FairOrder:
         head = self.queues[project][-1]
         info = self.head_info[project] = self.info_of(head)
         standing = self.standings.get(project)  # standing()'s cache, looked up here: this runs once per job
-        if standing is None or standing[0] != self.quota.changes[project]:
+        if standing is None or standing.changes != self.quota.changes[project]:
             standing = self.standing(project)
         demand_key = info.demand_key
         if len(demand_key) == 2:  # one flavor: would it take the project above its guarantee (QuotaState.would_borrow)
-            room = standing[2].get(demand_key[0])
-            borrows = self.quota.enabled and demand_key[1] > (room[head.preemptible] if room else 0)
+            room = standing.room.get(demand_key[0])
+            left = 0 if room is None else room.preemptible if head.preemptible else room.regular
+            borrows = self.quota.enabled and demand_key[1] > left
         else:
             borrows = self.quota.would_borrow(project, info.demand, head.preemptible)
-        return borrows, -head.priority, standing[1], head.submitted_at, head.id
+        return borrows, -head.priority, standing.share, head.submitted_at, head.id
 
-    def standing(self, project: str) -> tuple[int, float, dict[str, tuple[int, int]]]:
-        """(quota.changes when computed, share, room per flavor): the project's share, and what its guarantee
-        still holds of each flavor it is guaranteed or uses, for a job that is not preemptible and for one that
-        is (whose own preemptible jobs count against it). Both move only when its usage does."""
+    def standing(self, project: str) -> Standing:
+        """The project's share, and what its guarantee still holds of each flavor it is guaranteed or uses. Both
+        move only when its usage does."""
         quota = self.quota
         guar, used, pre, totals = quota.guar, quota.used, quota.pre, quota.totals
         current = 0.0
-        room: dict[str, tuple[int, int]] = {}
+        room: dict[str, GuaranteeRoom] = {}
         for f in quota.flavors_of.get(project, ()):
             key = (project, f)
             g = guar.get(key, 0)
@@ -185,8 +201,9 @@ class FairOrder:
                 current = max(current, use / g)
             elif use:
                 current = max(current, 1.0 + use / (totals.get(f) or 1))
-            room[f] = (g - used[key], g - use)
-        standing = self.standings[project] = (quota.changes[project], current + self.past.get(project, 0.0), room)
+            room[f] = GuaranteeRoom(g - used[key], g - use)
+        standing = self.standings[project] = Standing(quota.changes[project], current + self.past.get(project, 0.0),
+                                                      room)
         return standing
 
 

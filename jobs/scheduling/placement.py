@@ -243,15 +243,6 @@ def max_room(index: CapacityIndex, info: JobInfo, level: str) -> int:
     return group_room(index, info.groups[0][1], level)
 
 
-def group_fits(index: CapacityIndex, group: ReplicaGroup, level: str, cpu: bool = True, mem: bool = True) -> bool:
-    """Does some domain of a level have room for every replica of the group (with cpu / mem False, as if CPU /
-    memory did not limit)?"""
-    cpu_req = group.cpu_millis if cpu else 0
-    mem_req = group.memory_mib if mem else 0
-    return any(index.has_room(d.leaves, group.devices, cpu_req, mem_req, group.replicas)
-               for d in index.domains.get((group.flavor, level), ()) if level == "cluster" or d.labelled)
-
-
 def group_room(index: CapacityIndex, group: ReplicaGroup, level: str, cpu: bool = True, mem: bool = True) -> int:
     """Replicas of a group that fit in the roomiest domain of a level (for explanations); with cpu / mem False,
     as if CPU / memory did not limit."""

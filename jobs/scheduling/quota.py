@@ -454,12 +454,6 @@ class QuotaState:
         key = (project, flavor)
         return self.run_used[key] > self.guar.get(key, 0)
 
-    def idle_supply(self, project: str, flavor: str) -> float:
-        """What the project's cohort could still lend it on this flavor: its lenders' idle guarantee, and the
-        unowned capacity other cohorts' borrowing leaves (for explanations)."""
-        lenders, _, _, unowned = self.lending(project, flavor)
-        return lenders + unowned
-
     def lending(self, project: str, flavor: str) -> tuple[int, int, int, int]:
         """(lenders, limited, held, unowned) for a project of this flavor, for explanations: the idle guarantee of
         the other projects of its cohort not yet borrowed, the idle guarantee their lend limits keep back, what

@@ -109,21 +109,6 @@ class Tentative:
         self.released_added = released_added
 
 
-def run_record(job: RunningJob, index: CapacityIndex, at_start: bool = True) -> RunRec:
-    usage: list[tuple[int, int, int, int]] = []
-    demand: dict[str, int] = {}
-    for a in job.placement:
-        i = index.index_of.get(a.node)
-        flavor = job.flavor
-        if i is not None:
-            usage.append((i, a.devices, a.cpu_millis, a.memory_mib))
-            flavor = index.nodes[i].flavor
-        demand[flavor] = demand.get(flavor, 0) + a.devices
-    end = job.started_at + job.max_runtime if job.max_runtime is not None else None
-    return RunRec(job.id, job.project, job.priority, job.started_at, end, job.started_at + job.min_runtime,
-                  job.preemptible, usage, demand, at_start, saved_at(job))
-
-
 def saved_at(job: RunningJob) -> float:
     """Since when a preemption of this job throws its work away: its last checkpoint, or its start (a checkpoint
     before its start is an earlier attempt's)."""
