@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
+from .elastic import at_minimum, grow, split_running
 from .explain import Explainer, WaitEntry, fmt_duration
 from .fast.memo import DominanceMemo
 from .fast.preemption import nothing_to_take, shortcut_search
@@ -34,10 +36,12 @@ from .model import (
     Admit,
     Assignment,
     CycleResult,
+    Grow,
     PendingJob,
     Policy,
     Preempt,
     Reservation,
+    Shrink,
     Snapshot,
     Wait,
 )
@@ -122,6 +126,11 @@ def grace_reason(state: CycleState, job: PendingJob, victims: Sequence[RunRec], 
             f"(a preemption waits {fmt_duration(state.policy.reclaim_grace)} after the job is queued)")
 
 
+def shrink_reason(job: PendingJob, replicas: int) -> str:
+    return (f"gave back {replicas} grown replica{'s' if replicas > 1 else ''} to job {job.id} of project "
+            f"{job.project} (an elastic job's replicas above its minimum go first)")
+
+
 def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
     if victim.project == job.project:
         return f"preempted for higher-priority job {job.id} ({job.priority} > {victim.priority}) in its project"
@@ -137,6 +146,15 @@ class Cycle:
                  usage: RunningUsage | None = None) -> None:
         """`accelerate=False`: the plain mode, every remembered answer, bound and counting shortcut off (see
         docs/scheduling-invariants.md): the same decisions, reasons and positions, found the long way."""
+        # Elastic jobs (elastic.py): pending ones at their minimum, running ones split into base and grown replicas.
+        self.elastic = tuple(job for job in snapshot.running if job.elastic)
+        self.grown: dict[int, tuple[int, Assignment]] = {}  # grown replica's id -> (its job's id, its assignment)
+        pending = tuple(map(at_minimum, snapshot.pending))
+        if self.elastic or any(a is not b for a, b in zip(pending, snapshot.pending, strict=True)):
+            running, self.grown = split_running(snapshot.running)
+            snapshot = replace(snapshot, running=running, pending=pending)
+        self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)
+        self.grows: list[Grow] = []
         self.policy = policy
         self.state = CycleState(snapshot, policy, usage, accelerate)
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
@@ -183,6 +201,19 @@ class Cycle:
             evaluating += last - yielded
         seconds["order"] += clock() - last
         seconds["other"] = evaluating - sum(seconds[p] for p in ("quota", "place", "preempt", "backfill"))
+        if self.elastic:
+            started = clock()
+            self.grows = grow(self.state, self.elastic, self.resized(), self.short)
+            seconds["grow"] = clock() - started
+
+    def resized(self) -> set[int]:
+        """Elastic jobs shrunk or preempted in this cycle."""
+        found = set()
+        for out in self.outcomes:
+            for victim in out.victims:
+                if victim.at_start:
+                    found.add(self.grown[victim.id][0] if victim.grown else victim.id)
+        return found
 
     def settle(self, position: int) -> None:
         """Keep what an evaluation at this position of the cycle decided: an admitted job and what its victims
@@ -300,6 +331,7 @@ class Cycle:
                 self.reserve_for_quota(out)  # phase 5
                 self.seconds["backfill"] += time.perf_counter() - started
         else:
+            self.short.update(info.flavors)
             if waits:
                 out.wait("place", constrained=constrained)
             if self.backfill and not job.preemptible and not any(f in state.head_flavors for f in info.flavors):
@@ -533,14 +565,24 @@ class Cycle:
         state = self.state
         admits = []
         preempts = []
+        shrunk: dict[tuple[int, int], list[Assignment]] = {}  # (elastic job, for job) -> replicas it gives back
         considered = 0
         for out in self.outcomes:
             considered += out.considered
             for victim in out.victims:
-                if victim.at_start:  # one admitted this cycle was given back (Cycle.give_back)
+                if not victim.at_start:
+                    continue  # one admitted this cycle was given back (Cycle.give_back)
+                if victim.grown:
+                    job_id, replica = self.grown[victim.id]
+                    shrunk.setdefault((job_id, out.job.id), []).append(replica)
+                else:
                     preempts.append(Preempt(victim.id, out.job.id, preempt_reason(state, out.job, out.info, victim)))
             if out.admit is not None:
                 admits.append(out.admit)
+        preempted = {p.victim_id for p in preempts}  # an elastic job preempted whole: its grown replicas go too
+        shrinks = tuple(Shrink(job_id, tuple(sorted(removed, key=lambda a: (a.role, a.index))), for_id,
+                               shrink_reason(self._job(for_id), len(removed)))
+                        for (job_id, for_id), removed in shrunk.items() if job_id not in preempted)
         reservations = tuple(
             Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))
             for h in state.hold_list
@@ -561,7 +603,7 @@ class Cycle:
             wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds()))
         wake_at = min((w for w in wakes if w is not None), default=None)
         return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations, wake_at,
-                           dict(self.seconds))
+                           tuple(self.grows), shrinks, dict(self.seconds))
 
     def _job(self, job_id: int) -> PendingJob:
         return next(o.job for o in self.outcomes if o.job.id == job_id)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from .cycle import run_cycle
+from .elastic import elastic_groups
 from .model import (
     Arrival,
     ArrivalRate,
@@ -337,7 +338,8 @@ def kth_arrival(k: int, per_hour: float) -> float:
 
 
 def _carried_out(snap: Snapshot, result: CycleResult) -> Snapshot:
-    """The snapshot with a cycle's decisions carried out at its moment: victims queue again, admitted jobs run."""
+    """The snapshot with a cycle's decisions carried out at its moment: victims queue again, elastic jobs shrink,
+    admitted jobs run, elastic jobs grow."""
     nodes = {n.name: n for n in snap.nodes}
     pending = {j.id: j for j in snap.pending}
     running = {r.id: r for r in snap.running}
@@ -347,11 +349,21 @@ def _carried_out(snap: Snapshot, result: CycleResult) -> Snapshot:
         _give_back(nodes, victim)
         ended += _ended(victim, nodes, snap.now)
         pending[victim.id] = requeued(victim, {name: n.flavor for name, n in nodes.items()}, snap.now)
+    for shrink in result.shrinks:
+        shrunk = running[shrink.job_id]
+        _give_back(nodes, replace(shrunk, placement=shrink.removed))
+        running[shrunk.id] = replace(shrunk, placement=tuple(a for a in shrunk.placement if a not in shrink.removed),
+                                     resized_at=snap.now)
     for admit in result.admits:
         job = pending.pop(admit.job_id)
         _take(nodes, admit.placement, -1)
         running[job.id] = RunningJob(job.id, job.project, job.priority, snap.now, admit.placement,
-                                     JobInfo(job).primary, job.preemptible, 0.0, job.max_runtime)
+                                     JobInfo(job).primary, job.preemptible, 0.0, job.max_runtime,
+                                     elastic=elastic_groups(job))
+    for grown in result.grows:
+        growing = running[grown.job_id]
+        _take(nodes, grown.placement, -1)
+        running[growing.id] = replace(growing, placement=growing.placement + grown.placement, resized_at=snap.now)
     return replace(snap, nodes=tuple(nodes.values()), running=tuple(running.values()),
                    pending=tuple(pending.values()), ended=tuple(ended))
 

@@ -63,6 +63,9 @@ class ReplicaGroup:
     flavor: str
     cpu_millis: int = 0  # per replica: what its pod requests (0: nothing to count)
     memory_mib: int = 0
+    # Elastic: the group runs on min_replicas..replicas (admitted at its minimum, grown into idle capacity, shrunk
+    # before its job is evicted: elastic.py). None: a rigid gang of exactly `replicas`.
+    min_replicas: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +100,19 @@ class PendingJob:
 
 
 @dataclass(frozen=True, slots=True)
+class Elastic:
+    """A running job's elastic group: it may run on min_replicas..max_replicas of its role."""
+
+    role: str
+    min_replicas: int
+    max_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     id: int
     project: str
-    priority: int
+    priority: float  # its job's (an int); a grown replica ranks half a priority below it (elastic.py)
     started_at: float
     placement: tuple[Assignment, ...]
     flavor: str
@@ -110,6 +122,12 @@ class RunningJob:
     # When this attempt last saved a checkpoint: what it did before survives a preemption. None: none yet (a
     # preemption throws away everything since started_at).
     checkpointed_at: float | None = None
+    # Elastic groups (empty: a rigid gang); its last resize (None: none since it started) and the seconds it waits
+    # between resizes.
+    elastic: tuple[Elastic, ...] = ()
+    resized_at: float | None = None
+    resize_cooldown: float = 300.0
+    grown_of: int | None = None  # set by the core on a grown replica it splits off an elastic job (elastic.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +265,25 @@ class Preempt:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Grow:
+    """An elastic job runs these replicas more (indexes after its highest)."""
+
+    job_id: int
+    placement: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """An elastic job gives these replicas back (its highest indexes) so that `for_job_id` can start; it keeps
+    running on the rest."""
+
+    job_id: int
+    removed: tuple[Assignment, ...]
+    for_job_id: int
+    reason: str
+
+
 class Wait(NamedTuple):
     """Why a pending job was not admitted. A named tuple, not a dataclass like the others: a cycle builds one per
     waiting job (10,000 in a big queue), and a tuple is built in half the time."""
@@ -278,11 +315,13 @@ class CycleResult:
     # ends (Policy.reclaim_grace), or what the lend hold keeps from a waiting borrower falls (Policy.lend_hold).
     # The caller runs a cycle then. None: no such moment.
     wake_at: float | None = None
+    grows: tuple[Grow, ...] = ()
+    shrinks: tuple[Shrink, ...] = ()
     # Wall seconds the cycle spent per phase (PHASES); not a decision, so results compare equal without it.
     seconds: dict[str, float] = field(default_factory=dict, compare=False)
 
 
 # A cycle's phases as CycleResult.seconds names them: yielding the next job in order, the quota check, placement,
 # the victim search, backfill reservations, the rest of a job's evaluation (structural checks, blocking, quota
-# holds), and phase 6's reasons and positions. The forecast is the caller's (jobs.loop).
-PHASES = ("order", "quota", "place", "preempt", "backfill", "other", "explain")
+# holds), the growth of elastic jobs, and phase 6's reasons and positions. The forecast is the caller's (jobs.loop).
+PHASES = ("order", "quota", "place", "preempt", "backfill", "other", "grow", "explain")

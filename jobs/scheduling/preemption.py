@@ -230,7 +230,7 @@ def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligibl
     return None
 
 
-def _kind(rec: RunRec) -> tuple[bool, int]:
+def _kind(rec: RunRec) -> tuple[bool, float]:
     return not rec.preemptible, rec.priority
 
 

@@ -218,8 +218,9 @@ class QuotaState:
         return self.borrowed_total[cohort_key] - self.lend[cohort_key]
 
     def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
-               at_start: bool = False) -> int:
-        """Add (sign=1) or remove (sign=-1) a job's usage; returns the change in its project's borrowed devices."""
+               at_start: bool = False, job: bool = True) -> int:
+        """Add (sign=1) or remove (sign=-1) a job's usage; returns the change in its project's borrowed devices.
+        `job` False: devices alone (a grown replica of an elastic job), no running job."""
         delta_borrowed = 0
         for flavor, devices in demand.items():
             key = (project, flavor)
@@ -229,7 +230,8 @@ class QuotaState:
                 delta_borrowed += self._add(project, flavor, sign * devices, 0)
                 if at_start:
                     self.run_used[key] += sign * devices
-        self._count_jobs(project, sign)  # a job of no device changes the running count alone
+        if job:
+            self._count_jobs(project, sign)  # a job of no device changes the running count alone
         return delta_borrowed
 
     def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],

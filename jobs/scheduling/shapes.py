@@ -104,7 +104,10 @@ def requeued(victim: RunningJob, flavor_of: Mapping[str, str], now: float) -> Pe
             group = ReplicaGroup(a.role, 0, a.devices, flavor_of.get(a.node, victim.flavor), a.cpu_millis,
                                  a.memory_mib)
         groups[a.role] = replace(group, replicas=group.replicas + 1, devices=max(group.devices, a.devices))
-    return PendingJob(victim.id, victim.project, victim.priority, victim.started_at, tuple(groups.values()),
+    for e in victim.elastic:  # it asks again for its minimum and may grow to its maximum
+        if e.role in groups:
+            groups[e.role] = replace(groups[e.role], replicas=e.max_replicas, min_replicas=e.min_replicas)
+    return PendingJob(victim.id, victim.project, int(victim.priority), victim.started_at, tuple(groups.values()),
                       victim.preemptible, max_runtime=victim.max_runtime, queued_at=now)
 
 

@@ -25,11 +25,11 @@ class RunRec:
     preempted."""
 
     __slots__ = ("id", "project", "priority", "started_at", "end", "evictable_at", "preemptible", "usage",
-                 "demand", "at_start", "saved_at")
+                 "demand", "at_start", "saved_at", "grown")
 
-    def __init__(self, id: int, project: str, priority: int, started_at: float, end: float | None,
+    def __init__(self, id: int, project: str, priority: float, started_at: float, end: float | None,
                  evictable_at: float, preemptible: bool, usage: list[tuple[int, int, int, int]], demand: dict[str, int],
-                 at_start: bool, saved_at: float | None = None) -> None:
+                 at_start: bool, saved_at: float | None = None, grown: bool = False) -> None:
         self.id = id
         self.project = project
         self.priority = priority
@@ -42,6 +42,9 @@ class RunRec:
         self.at_start = at_start  # running when the cycle began (only these can be victims)
         # Its last checkpoint, or its start: a preemption throws away the work done since (preemption.lost_work).
         self.saved_at = started_at if saved_at is None else saved_at
+        # A grown replica of an elastic job (elastic.py): preemptible use, and no running job of its own (taking it
+        # frees no running-job slot).
+        self.grown = grown
 
 
 class Hold:
@@ -175,6 +178,8 @@ class RunningUsage:
             total[1] += sign
             if not total[1]:
                 del sums[key]
+        if job.grown_of is not None:
+            return  # a grown replica of an elastic job: not a running job of its own
         n = self.count.get(job.project, 0) + sign
         if n:
             self.count[job.project] = n
@@ -200,7 +205,7 @@ class CycleState:
         self.new_runs: dict[int, RunRec] = {}
         self._new_by_project: dict[str, dict[int, RunRec]] = {}
         self.revocable: dict[str, dict[str, dict[int, RunRec]]] = {}
-        self._lowest: dict[tuple[str, str], int] = {}  # revocable_lowest, per (flavor, project) until it changes
+        self._lowest: dict[tuple[str, str], float] = {}  # revocable_lowest, per (flavor, project) until it changes
         self._load_running(snapshot.running, usage)
         self._run_used_at_start = dict(self.quota.run_used)  # (borrowed_at_start)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
@@ -222,7 +227,7 @@ class CycleState:
         # Victim pools as of the start of the cycle, built on first use:
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
-        self.own_lowest: dict[tuple[str, str], int] = {}  # (project, flavor) -> lowest priority in own_pool
+        self.own_lowest: dict[tuple[str, str], float] = {}  # (project, flavor) -> lowest priority in own_pool
         # flavor -> reclaim pool as of the last commit (fast.preemption._live_pool)
         self.live_pool: dict[str, tuple[list, set[str], dict[str, int]]] = {}
         self.mixed_pools: set[str] = set()  # flavors whose reclaim pool holds a job of several flavors
@@ -311,7 +316,7 @@ class CycleState:
             started = job.started_at
             end = None if job.max_runtime is None else started + job.max_runtime
             rec = RunRec(job.id, job.project, job.priority, started, end, started + job.min_runtime,
-                         job.preemptible, usage, demand, True, saved_at(job))
+                         job.preemptible, usage, demand, True, saved_at(job), job.grown_of is not None)
             runs[job.id] = rec
             for flavor in demand:
                 lst = by_flavor.get(flavor)
@@ -508,7 +513,7 @@ class CycleState:
                     rel[1] += sign * cpu
                     rel[2] += sign * mem
         self.settle(holds, nodes)
-        self.quota.change(rec.project, rec.demand, rec.preemptible, sign, at_start=rec.at_start)
+        self.quota.change(rec.project, rec.demand, rec.preemptible, sign, at_start=rec.at_start, job=not rec.grown)
         if self.quota_holds:
             self._rebase_quota_holds(rec, sign)
         if rec.at_start:

@@ -18,6 +18,7 @@ from jobs.scheduling import (
     Topology,
     run_cycle,
 )
+from jobs.scheduling.elastic import at_minimum
 from jobs.scheduling.shapes import requeued
 
 A100 = "nvidia-a100-40gb"
@@ -137,14 +138,20 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
     free = {n.name: n.free for n in snap.nodes}
     cpu = {n.name: n.free_cpu_millis for n in snap.nodes}
     mem = {n.name: n.free_memory_mib for n in snap.nodes}
-    for v in victim_ids:
-        for a in run[v].placement:
-            if a.node in free:
-                free[a.node] += a.devices
-                cpu[a.node] += a.cpu_millis
-                mem[a.node] += a.memory_mib
+    given_back = [a for v in victim_ids for a in run[v].placement] + [a for s in result.shrinks for a in s.removed]
+    for a in given_back:
+        if a.node in free:
+            free[a.node] += a.devices
+            cpu[a.node] += a.cpu_millis
+            mem[a.node] += a.memory_mib
+    for a in (a for g in result.grows for a in g.placement):
+        assert by_node[a.node].schedulable
+        free[a.node] -= a.devices
+        cpu[a.node] -= a.cpu_millis
+        mem[a.node] -= a.memory_mib
+    check_elastic(snap, result, policy)
     for adm in result.admits:
-        j = pending[adm.job_id]
+        j = at_minimum(pending[adm.job_id])
         # Gang: every replica of every group with its requests, each on one schedulable node of its flavor, one
         # cluster.
         expected = sorted((g.role, k, g.devices, g.cpu_millis, g.memory_mib, g.flavor) for g in j.groups
@@ -215,8 +222,15 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             if r.id not in victim_ids:
                 (pre_after if r.preemptible else used_after)[(r.project, r.flavor)] += d
         touched = set()
+        for s in result.shrinks:
+            r = run[s.job_id]
+            (pre_after if r.preemptible else used_after)[(r.project, r.flavor)] -= sum(a.devices for a in s.removed)
+        for g in result.grows:
+            r = run[g.job_id]
+            pre_after[(r.project, r.flavor)] += sum(a.devices for a in g.placement)
+            touched.add((r.project, r.flavor))
         for adm in result.admits:
-            j = pending[adm.job_id]
+            j = at_minimum(pending[adm.job_id])
             for g in j.groups:
                 d = g.replicas * g.devices
                 (pre_after if j.preemptible else used_after)[(j.project, g.flavor)] += d
@@ -246,6 +260,44 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
                     continue
                 assert now[what][node] + ends[what][node] >= n, (
                     f"reservation of job {res.job_id} delayed on {node} ({what})")
+
+
+def check_elastic(snap: Snapshot, result: CycleResult, policy: Policy) -> None:
+    """Elastic jobs: shrinks take grown replicas only, never below the minimum, never from a job preempted or
+    grown in the same cycle; growth never beyond the maximum, only past the cooldown, never into a flavor a job
+    that passed its quota waits for capacity of."""
+    run = {r.id: r for r in snap.running}
+    by_node = {n.name: n for n in snap.nodes}
+    preempted = {p.victim_id for p in result.preemptions}
+    shrunk = {s.job_id for s in result.shrinks}
+    grown = {g.job_id for g in result.grows}
+    assert not shrunk & preempted and not shrunk & grown and not grown & preempted
+    for s in result.shrinks:
+        job = run[s.job_id]
+        minimum = {e.role: e.min_replicas for e in job.elastic}
+        assert s.removed and all(a in job.placement and a.index >= minimum[a.role] for a in s.removed)
+    for job_id in shrunk:
+        job = run[job_id]
+        removed = {a for s in result.shrinks if s.job_id == job_id for a in s.removed}
+        for e in job.elastic:
+            left = sum(1 for a in job.placement if a.role == e.role and a not in removed)
+            assert left >= e.min_replicas, f"job {job_id} shrunk below its minimum"
+    for g in result.grows:
+        job = run[g.job_id]
+        assert snap.now >= (job.resized_at or job.started_at) + job.resize_cooldown, "grown within its cooldown"
+        for e in job.elastic:
+            after = sum(1 for a in (*job.placement, *g.placement) if a.role == e.role)
+            assert after <= e.max_replicas, f"job {job.id} grown beyond its maximum"
+        indexes = [(a.role, a.index) for a in (*job.placement, *g.placement)]
+        assert len(indexes) == len(set(indexes)), "a grown replica reuses an index"
+        if policy.waits:
+            short = {by_node[a.node].flavor for a in g.placement}
+            assert not any(w.code in ("capacity", "reclaim") and pending_flavors(snap, w.job_id) & short
+                           for w in result.waits), "grown ahead of a job waiting for capacity"
+
+
+def pending_flavors(snap: Snapshot, job_id: int) -> set[str]:
+    return {g.flavor for j in snap.pending if j.id == job_id for g in j.groups}
 
 
 def _amounts(placement) -> dict[str, dict[str, int]]:

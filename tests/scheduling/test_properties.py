@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from jobs.scheduling import (
     Arrival,
     Assignment,
+    Elastic,
     EndedUse,
     Node,
     PendingJob,
@@ -192,6 +193,46 @@ def test_deterministic_and_independent_of_input_order(case):
                        quotas=tuple(rnd.sample(snap.quotas, len(snap.quotas))),
                        projects=tuple(rnd.sample(snap.projects, len(snap.projects))))
     assert run_cycle(shuffled, policy) == first
+
+
+@st.composite
+def elastic_scenarios(draw):
+    """A scenario whose jobs are elastic in part: running ones above, at or below a random minimum (max up to four
+    replicas more), some past their resize cooldown; pending ones asking for a minimum and a maximum."""
+    snap, policy, x = draw(scenarios())
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    running = []
+    for r in snap.running:
+        workers = sum(1 for a in r.placement if a.role == "worker")
+        if rnd.random() < 0.6:
+            low = rnd.choice([1, 1, workers])  # most with a grown replica where they have two
+            r = replace(r, elastic=(Elastic("worker", low, workers + rnd.choice([0, 1, 2, 4])),),
+                        resized_at=rnd.choice([None, snap.now - 100.0, snap.now - 1000.0]),
+                        resize_cooldown=rnd.choice([0.0, 300.0]))
+        running.append(r)
+    pending = []
+    for j in snap.pending:
+        worker = j.groups[-1]
+        if rnd.random() < 0.5:
+            high = worker.replicas + rnd.choice([0, 1, 3])
+            elastic = replace(worker, replicas=high, min_replicas=rnd.randint(1, high))
+            j = replace(j, groups=(*j.groups[:-1], elastic))
+        pending.append(j)
+    return replace(snap, running=tuple(running), pending=tuple(pending)), policy, x
+
+
+@PROPS
+@given(elastic_scenarios())
+def test_elastic_jobs_keep_every_invariant_and_the_plain_mode_decides_the_same(case):
+    """Elastic jobs (elastic.py): admitted at their minimum, shrunk only of grown replicas and never below their
+    minimum, grown only past their cooldown, up to their maximum and never into a flavor a job waits for; devices,
+    CPU, memory and quotas never over-allocated (builders.check_invariants); the plain mode and the forecast
+    agree."""
+    snap, policy, _ = case
+    result = run_cycle(snap, policy)
+    check_invariants(snap, result, policy)
+    assert run_cycle(snap, policy, accelerate=False) == result
+    assert forecast(snap, policy, 10, accelerate=False) == forecast(snap, policy, 10)
 
 
 @PROPS

@@ -195,7 +195,8 @@ def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, 
     for rec in own:
         for flavor, d in rec.demand.items():
             extra[flavor] = extra.get(flavor, 0) - d
-    failure = quota.check(job.project, info.demand, job.preemptible, (extra, -len(own)))
+    slots = sum(not rec.grown for rec in own)  # a grown replica of an elastic job frees no running-job slot
+    failure = quota.check(job.project, info.demand, job.preemptible, (extra, -slots))
     if failure is None or failure.kind in OWN_LIMITS or not others:
         return failure is None
     if failure.kind in COHORT_KINDS and len(info.demand) == 1 and failure.short > sum(others.values()):
@@ -209,7 +210,7 @@ def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, 
             if flavor in info.demand:
                 key = (rec.project, flavor, rec.preemptible)
                 devices[key] = devices.get(key, 0) + d
-    return quota.check_without(job.project, info.demand, job.preemptible, (devices, len(own))) is None
+    return quota.check_without(job.project, info.demand, job.preemptible, (devices, slots)) is None
 
 
 OWN_LIMITS = ("max_running", "no_quota", "borrowing_off", "borrow_limit")  # QuotaFailure kinds of a project alone

@@ -1,0 +1,120 @@
+"""Elastic jobs: replica groups that run on min_replicas..replicas (`ReplicaGroup.min_replicas`).
+
+The rules, in every cycle:
+- Admission: a pending elastic job needs the minimum of every elastic group. The cycle sees it at its minimum
+  (`at_minimum`): quotas, placement, preemption and explanations treat it as the gang of that size.
+- A running elastic job is its base (each group's replicas below its minimum, by index) and its grown replicas
+  (`split_running`). A grown replica is preemptible use of its project (quotas count it so), holds no running-job
+  slot of its own, and ranks half a priority below its job. So preemption's preference takes grown replicas before
+  any whole job of their priority (preemptible first, then lowest priority), and every waiting non-preemptible job
+  of their flavor at their job's priority or above may take them, its own project's included: a job never waits
+  for capacity an elastic job grew into. Taking grown replicas shrinks their job (`Shrink`, highest indexes first);
+  only taking its base preempts it, and then its grown replicas go with it.
+- Growth (`grow`, after every waiting job was evaluated): a job past its resize cooldown, neither shrunk nor
+  preempted in this cycle, grows, highest priority first, one replica at a time up to its maximum, into visible
+  capacity of a flavor no waiting job of this cycle was short of, within its project's quota as preemptible use.
+  A grown replica has no known end, so it never uses capacity a reservation holds. It goes on any node of its
+  flavor: an elastic group has no topology rule of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from .model import Assignment, Elastic, Grow, PendingJob, ReplicaGroup, RunningJob, Topology
+from .shapes import JobInfo
+from .state import CycleState, RunRec
+
+# Ids of grown replicas, a function of their job's id and rank (highest index first), so that the order of the
+# snapshot's running jobs changes nothing: -(GROWN_IDS + job id * RANKS + rank), never a real job's (positive) or a
+# forecast's simulated arrival's (small negative).
+GROWN_IDS = 1 << 50
+RANKS = 1 << 20
+
+
+def at_minimum(job: PendingJob) -> PendingJob:
+    """A pending job as admission sees it: each elastic group at its minimum."""
+    if not any(g.min_replicas is not None for g in job.groups):
+        return job
+    return replace(job, groups=tuple(g if g.min_replicas is None else replace(g, replicas=g.min_replicas)
+                                     for g in job.groups))
+
+
+def elastic_groups(job: PendingJob) -> tuple[Elastic, ...]:
+    """The elastic groups a job runs with once admitted (RunningJob.elastic)."""
+    return tuple(Elastic(g.role, g.min_replicas, g.replicas) for g in job.groups if g.min_replicas is not None)
+
+
+def part_id(job_id: int, rank: int) -> int:
+    return -(GROWN_IDS + job_id * RANKS + rank)
+
+
+def split_running(running: tuple[RunningJob, ...]) -> tuple[tuple[RunningJob, ...], dict[int, tuple[int, Assignment]]]:
+    """The running jobs with each elastic one as its base and its grown replicas, and per grown replica's id its
+    job's id and assignment."""
+    parts: list[RunningJob] = []
+    grown: dict[int, tuple[int, Assignment]] = {}
+    for job in running:
+        if not job.elastic:
+            parts.append(job)
+            continue
+        minimum = {e.role: e.min_replicas for e in job.elastic}
+        base = tuple(a for a in job.placement if a.index < minimum.get(a.role, a.index + 1))
+        extra = sorted((a for a in job.placement if a.index >= minimum.get(a.role, a.index + 1)),
+                       key=lambda a: (-a.index, a.role))
+        parts.append(replace(job, placement=base))
+        for rank, a in enumerate(extra):
+            pid = part_id(job.id, rank)
+            grown[pid] = (job.id, a)
+            parts.append(RunningJob(pid, job.project, job.priority - 0.5, job.started_at, (a,), job.flavor, True,
+                                    0.0, job.max_runtime, job.checkpointed_at, grown_of=job.id))
+    return tuple(parts), grown
+
+
+def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short: set[str]) -> list[Grow]:
+    """Phase "grow": the replicas elastic running jobs add in this cycle (see the module's rules). `resized`: jobs
+    shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of."""
+    grows = []
+    for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, j.id)):
+        if job.id in resized or state.now < (job.resized_at or job.started_at) + job.resize_cooldown:
+            continue
+        added: list[Assignment] = []
+        for group in job.elastic:
+            added += _grow_group(state, job, group.role, group.max_replicas, short, len(added))
+        if added:
+            grows.append(Grow(job.id, tuple(added)))
+    return grows
+
+
+def _grow_group(state: CycleState, job: RunningJob, role: str, most: int, short: set[str],
+                ranks_used: int) -> list[Assignment]:
+    replicas = [a for a in job.placement if a.role == role]
+    if not replicas or len(replicas) >= most:
+        return []
+    like = max(replicas, key=lambda a: a.index)  # a new replica asks for what its group's replicas ask
+    i = state.index.index_of.get(like.node)
+    flavor = job.flavor if i is None else state.index.node_flavor[i]
+    if flavor in short:
+        return []
+    one = PendingJob(job.id, job.project, int(job.priority), state.now,
+                     (ReplicaGroup(role, 1, like.devices, flavor, like.cpu_millis, like.memory_mib),), True,
+                     Topology.NONE)
+    info = JobInfo(one)
+    added: list[Assignment] = []
+    index = like.index
+    for _ in range(most - len(replicas)):
+        # Growth adds no running job: checked as if its job's slot were free.
+        if state.quota.check(job.project, info.demand, True, ({}, -1)) is not None:
+            break
+        tentative = state.place_tentative(one, info)
+        if tentative is None:
+            break
+        (_, _, node, devices, cpu, mem), = tentative.taken
+        index += 1
+        state.quota.change(job.project, info.demand, True, 1, job=False)
+        state.admitted(RunRec(part_id(job.id, RANKS // 2 + ranks_used + len(added)), job.project, job.priority - 0.5,
+                              state.now, None, state.now, True, [(node, devices, cpu, mem)], dict(info.demand),
+                              False, grown=True), revocable=False)
+        added.append(Assignment(role, index, state.index.nodes[node].name, devices, cpu, mem))
+    return added

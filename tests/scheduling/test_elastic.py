@@ -1,0 +1,170 @@
+"""Elastic jobs in the scheduler core (jobs/scheduling/elastic.py): admitted at their minimum, grown into capacity
+nobody waiting can use, shrunk before they are evicted. Table-driven scenarios; the property tests of
+test_properties.py run elastic jobs through both modes too."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from jobs.scheduling import (
+    Assignment,
+    Elastic,
+    PendingJob,
+    Policy,
+    Project,
+    Quota,
+    ReplicaGroup,
+    RunningJob,
+    forecast,
+    run_cycle,
+)
+
+from .builders import A100, admitted, check_invariants, job, nodes, running, snapshot, victims, waits
+
+NOW = 10_000.0
+
+
+def cycle(snap, policy=None):
+    policy = policy or Policy()
+    result = run_cycle(snap, policy)
+    check_invariants(snap, result, policy)
+    assert run_cycle(snap, policy, accelerate=False) == result, "the plain mode decides the same"
+    return result
+
+
+def elastic_job(id: int, project: str = "vision", low: int = 2, high: int = 4, priority: int = 500,
+                **kw) -> PendingJob:
+    return PendingJob(id, project, priority, float(id), (ReplicaGroup("worker", high, 8, A100, min_replicas=low),),
+                      **kw)
+
+
+def elastic_running(id: int, project: str, on: list[str], low: int = 2, high: int = 4, priority: int = 500,
+                    **kw) -> RunningJob:
+    """Replicas 0, 1, ... on these nodes (8 devices each), running since long ago."""
+    placement = tuple(Assignment("worker", k, node, 8) for k, node in enumerate(on))
+    return RunningJob(id, project, priority, 0.0, placement, A100, elastic=(Elastic("worker", low, high),), **kw)
+
+
+def shrinks(result) -> dict[int, list[int]]:
+    """Elastic job -> the replica indexes it gives back."""
+    return {s.job_id: sorted(a.index for a in s.removed) for s in result.shrinks}
+
+
+def grows(result) -> dict[int, list[int]]:
+    return {g.job_id: sorted(a.index for a in g.placement) for g in result.grows}
+
+
+def test_admitted_at_its_minimum_when_its_maximum_does_not_fit():
+    snap = snapshot(nodes(3), [elastic_job(1, low=2, high=4)], quotas=[Quota("vision", A100, 64)], now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert sorted(a.index for a in result.admits[0].placement) == [0, 1]
+    assert result.grows == ()  # it grows from the next cycle on, past its cooldown from its start
+
+
+def test_waits_when_not_even_its_minimum_fits():
+    busy = running(10, "vision", {"n1": 8})
+    snap = snapshot(nodes(2), [elastic_job(1, low=2, high=4)], [busy], quotas=[Quota("vision", A100, 64)], now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == []
+    assert waits(result)[1].code == "capacity"
+    assert "needs 16" in waits(result)[1].reason  # its minimum, 2 x 8
+
+
+def test_grows_into_idle_capacity_up_to_its_maximum():
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    snap = snapshot(nodes(6), [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    result = cycle(snap)
+    assert grows(result) == {10: [2, 3]}
+    assert {a.node for a in result.grows[0].placement}.isdisjoint({"n0", "n1"})
+
+
+def test_does_not_grow_while_a_job_waits_for_capacity_of_its_flavor():
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    rigid = job(1, "vision", replicas=2)  # 2 x 8: one node is free
+    snap = snapshot(nodes(3), [rigid], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [] and waits(result)[1].code == "capacity"
+    assert result.grows == ()
+
+
+def test_reclaim_shrinks_before_it_evicts():
+    # vision's elastic job borrows nlp's guarantee with its two grown replicas; nlp takes one node back.
+    e = elastic_running(10, "vision", ["n0", "n1", "n2", "n3"], low=2, high=4)
+    quotas = [Quota("vision", A100, 16, borrow_limit=16), Quota("nlp", A100, 16)]
+    snap = snapshot(nodes(4), [job(1, "nlp")], [e], quotas=quotas, now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert victims(result) == []  # nobody evicted
+    assert shrinks(result) == {10: [3]}  # its highest replica, the one the job needs
+    assert "gave back 1 grown replica to job 1 of project nlp" in result.shrinks[0].reason
+
+
+def test_evicts_whole_only_when_shrinking_to_its_minimum_is_not_enough():
+    e = elastic_running(10, "vision", ["n0", "n1", "n2", "n3"], low=2, high=4)
+    quotas = [Quota("vision", A100, 0, borrow_limit=32), Quota("nlp", A100, 32)]
+    snap = snapshot(nodes(4), [job(1, "nlp", replicas=3)], [e], quotas=quotas, now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert victims(result) == [10] and result.shrinks == ()  # preempted whole: its grown replicas go with it
+
+
+def test_a_job_of_its_own_project_at_its_priority_takes_grown_replicas_first():
+    e = elastic_running(10, "vision", ["n0", "n1", "n2"], low=2, high=4, priority=500)
+    low = running(11, "vision", {"n3": 8}, priority=100)
+    snap = snapshot(nodes(4), [job(1, "vision", priority=500)], [e, low], quotas=[Quota("vision", A100, 64)],
+                    now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert shrinks(result) == {10: [2]} and victims(result) == []  # not the lower-priority rigid job
+
+
+def test_a_lower_priority_job_does_not_take_grown_replicas():
+    e = elastic_running(10, "vision", ["n0", "n1", "n2"], low=2, high=4, priority=500)
+    snap = snapshot(nodes(3), [job(1, "vision", priority=100)], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [] and result.shrinks == ()
+
+
+@pytest.mark.parametrize(("resized_ago", "grown"), [(100.0, False), (400.0, True)])
+def test_resizes_at_most_once_per_cooldown(resized_ago, grown):
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4, resized_at=NOW - resized_ago,
+                        resize_cooldown=300.0)
+    snap = snapshot(nodes(4), [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    assert bool(cycle(snap).grows) is grown
+
+
+def test_growth_stays_within_its_projects_quota():
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    snap = snapshot(nodes(4), [], [e], quotas=[Quota("vision", A100, 24)], now=NOW)
+    assert grows(cycle(snap)) == {10: [2]}  # 24 devices: one more replica, not two
+
+
+def test_growth_takes_no_running_job_slot():
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    snap = snapshot(nodes(4), [], [e], quotas=[Quota("vision", A100, 64)], projects=[Project("vision", "org", 1)],
+                    now=NOW)
+    assert grows(cycle(snap)) == {10: [2, 3]}
+
+
+def test_grown_replicas_never_use_capacity_a_reservation_holds():
+    # A 3-node gang reserves its earliest start (the rigid job on n2 ends in 100 s); the free n3 is held for it.
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    ending = running(11, "vision", {"n2": 8}, max_runtime=NOW + 100.0)
+    gang = job(1, "vision", replicas=2, submitted_at=NOW - Policy().reserve_after - 1)
+    snap = snapshot(nodes(4), [gang], [e, ending], quotas=[Quota("vision", A100, 64)], now=NOW)
+    result = cycle(snap)
+    assert [r.job_id for r in result.reservations] == [1]
+    assert result.grows == ()
+
+
+def test_the_forecast_carries_shrinks_and_growth_out():
+    e = elastic_running(10, "vision", ["n0", "n1", "n2", "n3"], low=2, high=4)
+    quotas = [Quota("vision", A100, 16, borrow_limit=16), Quota("nlp", A100, 16)]
+    later = replace(job(1, "nlp", max_runtime=600.0))
+    snap = snapshot(nodes(4), [later], [e], quotas=quotas, now=NOW)
+    starts = forecast(snap, Policy(), 20)
+    assert starts == forecast(snap, Policy(), 20, accelerate=False)
+    assert starts[1] == NOW  # it starts at once: the elastic job shrinks for it
