@@ -29,6 +29,15 @@ class Launcher(TextChoices):
     COMMAND = "command", "Command"
 
 
+# Launchers that cannot change a running job's world size, and why: a replica group of their jobs may not be elastic
+# (`replicas: {min, max}` with min < max). torchrun (c10d rendezvous), DeepSpeed's elastic agent and Ray worker groups
+# restart training at a new world size; these do not.
+NOT_RESIZABLE: dict[str, str] = {
+    "megatron": "Megatron fixes its tensor and pipeline parallel sizes, and with them its world size, at start",
+    "command": "a plain command gets no rendezvous, so its processes cannot agree on a new world size",
+}
+
+
 class Topology(TextChoices):
     NONE = "none", "No constraint"
     PREFER_SAME_RACK = "prefer-same-rack", "Prefer one rack"
@@ -63,8 +72,13 @@ class Job(models.Model):
     duration = models.PositiveIntegerField(
         null=True, blank=True, help_text="Simulated backend only: seconds the job runs before it succeeds."
     )
+    # Elastic jobs (a replica group with min_replicas): the throughput kept per added worker, and the seconds
+    # between two resizes (RunningJob.resize_cooldown).
+    scaling_efficiency = models.FloatField(default=0.9, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    resize_cooldown = models.PositiveIntegerField(default=300, help_text="Seconds between two resizes.")
 
-    # Derived at submission from the replica groups, for queue filters and the scheduler snapshot.
+    # Derived at submission from the replica groups, for queue filters and the scheduler snapshot; an elastic job's
+    # total_devices is its minimum need (what admission needs; a running attempt's own devices say what it holds).
     flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     total_devices = models.PositiveIntegerField(default=0)
 
@@ -111,12 +125,25 @@ class ReplicaGroup(models.Model):
     cpu_millis = models.PositiveIntegerField(default=4000)
     memory_mib = models.PositiveIntegerField(default=16384)
     rdma = models.BooleanField(default=False)
+    # Elastic: the group runs on min_replicas..replicas workers (replicas is then its maximum). Null: a rigid gang.
+    min_replicas = models.PositiveIntegerField(null=True, blank=True,
+                                               validators=[MinValueValidator(1), MaxValueValidator(1024)])
 
     class Meta:
         ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"{self.role} x{self.replicas} ({self.devices} {self.flavor.name})"
+        size = self.replicas if self.min_replicas is None else f"{self.min_replicas}..{self.replicas}"
+        return f"{self.role} x{size} ({self.devices} {self.flavor.name})"
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_replicas is not None
+
+    @property
+    def needed(self) -> int:
+        """Replicas admission needs: the minimum of an elastic group, else all of them."""
+        return self.replicas if self.min_replicas is None else self.min_replicas
 
 
 class Outcome(TextChoices):
@@ -169,6 +196,33 @@ class Attempt(models.Model):
     @property
     def devices(self) -> int:
         return sum(int(row["devices"]) for row in self.placement)
+
+
+class AttemptResize(models.Model):
+    """One resize of an elastic job's attempt (a Grow or Shrink of the scheduler applied by the state machine): the
+    attempt goes on, with its placement changed. The attempt's replicas over time are its admission's placement, then
+    `new_replicas` from each resize's `at` on. Written only by `jobs.lifecycle.resize`."""
+
+    class Kind(TextChoices):
+        GROW = "grow", "Grow"
+        SHRINK = "shrink", "Shrink"
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="resizes")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=6, choices=Kind.choices)
+    old_replicas = models.PositiveIntegerField(help_text="Replicas (world size in pods) before.")
+    new_replicas = models.PositiveIntegerField()
+    old_devices = models.PositiveIntegerField()
+    new_devices = models.PositiveIntegerField()
+    reason = models.CharField(max_length=1000)
+    for_job = models.PositiveIntegerField(null=True, blank=True, help_text="The job a shrink made room for.")
+    replicas = models.JSONField(default=list, help_text="The replicas added or removed: {role, index, node, devices}.")
+
+    class Meta:
+        ordering = ["attempt", "at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.attempt}: {self.old_replicas} -> {self.new_replicas}"
 
 
 class JobEvent(models.Model):

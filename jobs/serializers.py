@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -8,7 +10,7 @@ from rest_framework import serializers
 from core import k8snames
 from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer, WholeNumberField, no_control_characters
 from jobs import ports, selectors
-from jobs.models import Attempt, Job, JobEvent, Launcher, Outcome, ReplicaGroup, Stage, Topology
+from jobs.models import NOT_RESIZABLE, Attempt, Job, JobEvent, Launcher, Outcome, ReplicaGroup, Stage, Topology
 from jobs.states import State
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
@@ -37,15 +39,70 @@ class CatalogNameField(serializers.Field):
         return value.name
 
 
+MAX_REPLICAS = 1024
+
+
+@extend_schema_field({"oneOf": [
+    {"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS},
+    {"type": "object", "properties": {"min": {"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS},
+                                      "max": {"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS}},
+     "required": ["min", "max"], "additionalProperties": False}]})
+class ReplicasField(serializers.Field):
+    """A group's replicas: a whole number (a rigid gang of exactly that many) or {"min": m, "max": n} (elastic: it
+    runs on m..n workers). Internally (min, max); a rigid gang's min is its max."""
+
+    default_error_messages = {
+        "invalid": 'A whole number of replicas, or {{"min": ..., "max": ...}} for an elastic group.',
+        "keys": 'Give exactly "min" and "max" (unknown: {keys}).',
+        "order": "min ({low}) must be at most max ({high}).",
+    }
+
+    def to_internal_value(self, data: Any) -> tuple[int, int]:
+        number = WholeNumberField(min_value=1, max_value=MAX_REPLICAS)
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - {"min", "max"})
+            if unknown or not {"min", "max"} <= set(data):
+                self.fail("keys", keys=", ".join(map(str, unknown)) or "none")
+            bounds = []
+            for key in ("min", "max"):
+                try:
+                    bounds.append(number.run_validation(data[key]))
+                except serializers.ValidationError as error:
+                    raise serializers.ValidationError({key: error.detail}) from None
+            low, high = bounds
+            if low > high:
+                self.fail("order", low=low, high=high)
+            return low, high
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            count = number.run_validation(data)
+            return count, count
+        if isinstance(data, str):
+            number.run_validation(data)  # names the text given
+        self.fail("invalid")
+        raise AssertionError  # unreachable: fail() raises
+
+    def to_representation(self, value: Any) -> Any:
+        low, high = value
+        return high if low == high else {"min": low, "max": high}
+
+
 class ReplicaGroupInput(StrictSerializer):
     role = serializers.RegexField(r"\A[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?\Z", max_length=20, default="worker",
                                   error_messages={"invalid": "Use 1-20 lowercase letters, digits and dashes."})
-    replicas = WholeNumberField(min_value=1, max_value=1024)
+    replicas = ReplicasField(help_text='A whole number, or {"min": m, "max": n}: elastic, runs on m..n workers.')
     devices = WholeNumberField(min_value=0, max_value=64, help_text="Devices per replica.")
     flavor = CatalogNameField("flavors", "flavor")
     cpu_millis = WholeNumberField(min_value=100, max_value=1_024_000, default=4000)
     memory_mib = WholeNumberField(min_value=128, max_value=16_777_216, default=16384)
     rdma = serializers.BooleanField(default=False)
+
+    def to_internal_value(self, data: Any) -> dict:
+        """`replicas` as the model stores it: the maximum, and `min_replicas` the minimum when it is lower (None: a
+        rigid gang; {min: n, max: n} is one too)."""
+        group = super().to_internal_value(data)
+        low, high = group["replicas"]
+        group["replicas"], group["min_replicas"] = high, (low if low < high else None)
+        return group
 
 
 class WaitingSerializer(serializers.Serializer):
@@ -98,6 +155,10 @@ class JobSubmitSerializer(StrictSerializer):
                                        validators=[no_control_characters])
     duration = WholeNumberField(min_value=1, max_value=90 * 86400, required=False, allow_null=True,
                                         help_text="Simulated clusters only: how long the job runs.")
+    scaling_efficiency = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.9, help_text=(
+        "Elastic jobs: the share of one worker's throughput each added worker brings (0..1)."))
+    resize_cooldown = WholeNumberField(min_value=0, max_value=7 * 86400, default=300, help_text=(
+        "Elastic jobs: seconds between two resizes."))
 
     def validate_env(self, env: dict) -> dict:
         if len(env) > 200:
@@ -158,7 +219,31 @@ class JobSubmitSerializer(StrictSerializer):
                     f"tensor_parallel x pipeline_parallel ({product}) must divide the world size ({world})."]})
         if attrs.get("launcher") == Launcher.RAY and not str(options.get("entrypoint", "")).strip():
             raise serializers.ValidationError({"launcher_options.entrypoint": ["Ray jobs need an entrypoint."]})
+        self._validate_elastic(attrs)
         return attrs
+
+    @staticmethod
+    def _validate_elastic(attrs: dict) -> None:
+        """An elastic group (min < max) needs a launcher that can resize, no topology rule (grown replicas go on any
+        node of the flavor) and a project that allows elastic jobs."""
+        elastic = [i for i, g in enumerate(attrs["groups"]) if g.get("min_replicas") is not None]
+        if not elastic:
+            return
+        field = f"groups[{elastic[0]}].replicas"
+        launcher = attrs.get("launcher", Launcher.PYTORCH)
+        if launcher in NOT_RESIZABLE:
+            raise serializers.ValidationError({field: [
+                f"min < max makes the group elastic, which the {launcher} launcher cannot do: "
+                f"{NOT_RESIZABLE[launcher]}. Give a whole number of replicas."]})
+        if attrs.get("topology", Topology.NONE) != Topology.NONE:
+            raise serializers.ValidationError({"topology": [
+                "An elastic job (replicas: {min, max}) takes no topology rule: the scheduler places grown replicas "
+                "on any node of the flavor. Use topology: none, or a whole number of replicas."]})
+        project = attrs.get("project")
+        if project is not None and not project.elastic_jobs:
+            raise serializers.ValidationError({field: [
+                f"Project {project.slug} does not allow elastic jobs (its admins turned them off): give a whole "
+                "number of replicas."]})
 
 
 class RelatedRows(serializers.ListSerializer):
@@ -176,7 +261,7 @@ class ReplicaGroupOutput(FieldsBuiltOnce, serializers.ModelSerializer):
 
     class Meta:
         model = ReplicaGroup
-        fields = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
+        fields = ["role", "replicas", "min_replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
         list_serializer_class = RelatedRows
 
 

@@ -48,14 +48,16 @@ def job_submit(*, actor: Any, project: Project, spec: dict[str, Any]) -> Submitt
     groups = spec.pop("groups")
     priority_class = spec.pop("priority_class", None) or quota_selectors.default_priority_class()
     main = max(groups, key=lambda g: (g["devices"] * g["replicas"], g["devices"]))
-    reason = selectors.never_fits_reason(project, groups, spec.get("topology", "none"), priority_class)
+    # An elastic group needs only its minimum to run (what admission asks; growth is never promised).
+    needed = [{**g, "replicas": g.get("min_replicas") or g["replicas"]} for g in groups]
+    reason = selectors.never_fits_reason(project, needed, spec.get("topology", "none"), priority_class)
     if reason:
         raise DomainError(f"This job can never run: {reason}", field="groups", code="never_fits")
     now = timezone.now()
     with transaction.atomic():
         job = Job.objects.create(
             project=project, submitter=actor, submitter_name=actor_name(actor), priority_class=priority_class,
-            flavor=main["flavor"], total_devices=sum(g["devices"] * g["replicas"] for g in groups),
+            flavor=main["flavor"], total_devices=sum(g["devices"] * g["replicas"] for g in needed),
             submitted_at=now, queued_at=now, **spec,
         )
         created = ReplicaGroup.objects.bulk_create(ReplicaGroup(job=job, **group) for group in groups)
@@ -84,8 +86,8 @@ def job_cancel(*, actor: Any, job: Job, reason: str = "") -> Job:
 
 SPEC_FIELDS = ["name", "stage", "launcher", "image", "command", "args", "env", "launcher_options", "topology",
                "priority_class", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
-               "checkpoint_path", "labels", "experiment", "duration"]
-GROUP_FIELDS = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
+               "checkpoint_path", "labels", "experiment", "duration", "scaling_efficiency", "resize_cooldown"]
+GROUP_FIELDS = ["role", "replicas", "min_replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
 
 
 def job_resubmit(*, actor: Any, job: Job) -> Submitted:

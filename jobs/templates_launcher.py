@@ -34,7 +34,7 @@ env:
   NCCL_DEBUG: WARN
 groups:
   - role: worker
-    replicas: 2
+    replicas: 2              # or {{min: 2, max: 8}}: elastic, runs on 2..8 workers (topology: none)
     devices: 8               # devices per replica
     flavor: {flavor}
 """,

@@ -68,7 +68,7 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
-    list_display = ["slug", "name", "organization", "archived", "max_running_jobs", "created_at"]
+    list_display = ["slug", "name", "organization", "archived", "max_running_jobs", "elastic_jobs", "created_at"]
     list_filter = ["organization", "archived"]
     search_fields = ["slug", "name", "organization__name"]
     inlines = [MembershipInline]

@@ -54,6 +54,9 @@ class Project(models.Model):
     max_running_jobs = models.PositiveIntegerField(
         null=True, blank=True, help_text="Cap on jobs admitted or running at once; empty means no cap."
     )
+    elastic_jobs = models.BooleanField(
+        default=True, help_text="New jobs may be elastic (replicas: {min, max}); off: every new job is a rigid gang."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
