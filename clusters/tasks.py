@@ -56,6 +56,22 @@ def stop_attempt_task(self, attempt_id: int, reason: str) -> None:
                          attempt.cluster.name)
 
 
+@shared_task(acks_late=True)
+def resize_attempt_task(attempt_id: int, resize_id: int) -> None:
+    """Carry out a resize the state machine applied: the backend starts the added replicas or stops the removed."""
+    from jobs.models import AttemptResize
+
+    attempt = attempt_with_job(attempt_id)
+    resize = AttemptResize.objects.filter(pk=resize_id, attempt_id=attempt_id).first()
+    if attempt is None or attempt.cluster is None or resize is None or attempt.ended_at is not None:
+        return
+    backend_for_cluster(attempt.cluster).resize(attempt, resize)
+
+
+def queue_resize(attempt_id: int, resize_id: int) -> None:
+    resize_attempt_task.delay(attempt_id, resize_id)
+
+
 def queue_dispatch(attempt_id: int) -> None:
     dispatch_attempt_task.delay(attempt_id)
 

@@ -2,6 +2,7 @@
 
     transition(job, target, ...)       one job, conditional on the state it was read in
     transition_many(admissions, ...)   the scheduler's admissions, in bulk
+    resize(job_id, ...)                an elastic job's running attempt grows or shrinks (not a transition)
 
 Entering `admitted` opens an attempt with its placement, `running` marks it started, and leaving the states that hold
 capacity (admitted, dispatching, running) ends it with an outcome: succeeded, failed, lost, preempted or cancelled.
@@ -32,8 +33,8 @@ from core.errors import InvalidTransition
 from core.hooks import Hook
 from jobs import ports
 from jobs.bulk import bulk_set
-from jobs.models import Attempt, Job, JobEvent, Outcome
-from jobs.states import FINAL, State, can_transition, ends_attempt
+from jobs.models import Attempt, AttemptResize, Job, JobEvent, Outcome, ReplicaGroup
+from jobs.states import FINAL, HOLDING, State, can_transition, ends_attempt
 
 # What the scheduler writes of a waiting job, cleared (in this order) when it leaves the queue.
 _CLEARED_WAIT = {"wait_code": "", "wait_reason": "", "project_position": None, "flavor_position": None, "eta": None,
@@ -88,6 +89,26 @@ Listener = Callable[[Sequence[Change]], None]
 # listener(changes) inside the transaction of every transition, and after it committed.
 on_change: Hook[Listener] = Hook("jobs.lifecycle.on_change")
 after_commit: Hook[Listener] = Hook("jobs.lifecycle.after_commit")
+
+
+@dataclass(frozen=True, slots=True)
+class Resized:
+    """One resize of a running attempt, as listeners see it: what it holds from `at` on."""
+
+    job_id: int
+    project_id: int
+    attempt_id: int
+    attempt: int  # the attempt's number
+    resize_id: int  # the AttemptResize row
+    at: datetime
+    old_devices: int
+    new_devices: int
+    new_cpu_millis: int  # what its replicas request together from `at` on
+
+
+ResizeListener = Callable[[Resized], None]
+# listener(resized) inside the transaction of every resize (costs: the usage segment follows the device count).
+on_resize: Hook[ResizeListener] = Hook("jobs.lifecycle.on_resize")
 
 
 # ----------------------------------------------------------------------------------------------- one job
@@ -209,6 +230,84 @@ def transition_many(admissions: Sequence[Admission], *, now: datetime, actor: st
         _announce([Change(job_id, project_id, State.QUEUED, State.ADMITTED, now, actor, attempt.pk, number)
                    for (job_id, number, project_id), attempt in zip(rows, attempts, strict=True)])
     return [job_id for job_id, _, _ in rows]
+
+
+# ------------------------------------------------------------------------------------------------- resizes
+
+GROWN_REASON = "grew into idle capacity"
+
+
+def resize(job_id: int, *, attempt_id: int, version: int, kind: str, replicas: Sequence[Mapping[str, Any]],
+           reason: str, now: datetime, actor: Any = "scheduler", for_job: int | None = None) -> AttemptResize | None:
+    """Grow (`kind` "grow": `replicas` are new rows {role, index, node, devices}) or shrink ("shrink": `replicas`
+    leave, by role and index) the job's open attempt `attempt_id`: an event of that attempt, not a new one. Its
+    placement changes, an AttemptResize row keeps the old and new world size and why, a JobEvent of kind "resize"
+    shows it on the timeline, `on_resize` listeners follow inside the transaction (the usage segment), and after
+    commit the backend adds or stops the replicas (`ports.resize`).
+
+    Applied at most once: the UPDATE is conditional on the attempt's `resize_count` being `version` (what the
+    caller read, e.g. the scheduler's snapshot), so a decision applied twice, or made on a placement that changed
+    since, changes nothing and returns None. None as well when the job no longer runs on that attempt (a grow needs
+    it running: a gang still starting is not grown), when a replica to add is there already or one to remove is
+    not, or when the result would leave a group's bounds (min_replicas..replicas)."""
+    if kind not in AttemptResize.Kind.values or not replicas:
+        raise ValueError(f"a resize is a grow or a shrink of at least one replica, not {kind!r} of {len(replicas)}")
+    states = [State.RUNNING] if kind == AttemptResize.Kind.GROW else list(HOLDING)
+    with transaction.atomic():
+        job = (Job.objects.select_for_update(of=("self",)).filter(pk=job_id, current_attempt_id=attempt_id,
+                                                                  state__in=states).first())
+        attempt = Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True, resize_count=version).first()
+        if job is None or attempt is None:
+            return None
+        old = list(attempt.placement)
+        new = _resized(old, replicas, grow=kind == AttemptResize.Kind.GROW)
+        groups = {g.role: g for g in ReplicaGroup.objects.filter(job_id=job_id)}
+        if new is None or not _within_bounds(new, groups):
+            return None
+        if Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True, resize_count=version).update(
+                placement=new, resize_count=version + 1, resized_at=now) != 1:
+            return None
+        devices = (sum(int(r["devices"]) for r in old), sum(int(r["devices"]) for r in new))
+        row = AttemptResize.objects.create(
+            attempt_id=attempt_id, at=now, kind=kind, old_replicas=len(old), new_replicas=len(new),
+            old_devices=devices[0], new_devices=devices[1], reason=reason[:1000], for_job=for_job,
+            replicas=[dict(r) for r in replicas])
+        verb = "grew" if kind == AttemptResize.Kind.GROW else "shrank"
+        JobEvent.objects.create(
+            job=job, attempt=attempt.number, created_at=now, kind="resize",
+            reason=f"{verb} from {len(old)} to {len(new)} workers: {reason}"[:1000], actor_name=actor_name(actor),
+            details={"old_replicas": len(old), "new_replicas": len(new), "old_devices": devices[0],
+                     "new_devices": devices[1], **({"for_job": for_job} if for_job else {})})
+        cpu = sum(groups[r["role"]].cpu_millis for r in new if r["role"] in groups)
+        on_resize.send(Resized(job_id, job.project_id, attempt_id, attempt.number, row.pk, now, devices[0],
+                               devices[1], cpu))
+        transaction.on_commit(lambda: ports.resize(attempt_id, row.pk))
+        if kind == AttemptResize.Kind.SHRINK:
+            transaction.on_commit(wakeup.wake_scheduler)  # capacity freed
+    return row
+
+
+def _resized(placement: list[dict[str, Any]], replicas: Sequence[Mapping[str, Any]],
+             grow: bool) -> list[dict[str, Any]] | None:
+    """The placement with `replicas` added (none of them there yet) or removed (all of them there), else None."""
+    present = {(r["role"], int(r["index"])) for r in placement}
+    named = {(r["role"], int(r["index"])) for r in replicas}
+    if len(named) != len(replicas):
+        return None
+    if grow:
+        return None if named & present else placement + [dict(r) for r in replicas]
+    if not named <= present:
+        return None
+    return [r for r in placement if (r["role"], int(r["index"])) not in named]
+
+
+def _within_bounds(placement: list[dict[str, Any]], groups: Mapping[str, ReplicaGroup]) -> bool:
+    """Every group of the placement has min_replicas..replicas replicas (a rigid group exactly its replicas)."""
+    counts: dict[str, int] = {}
+    for r in placement:
+        counts[r["role"]] = counts.get(r["role"], 0) + 1
+    return all(role in groups and groups[role].needed <= n <= groups[role].replicas for role, n in counts.items()) \
+        and all(g.role in counts for g in groups.values())
 
 
 # ------------------------------------------------------------------------------------------------- repairs

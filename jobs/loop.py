@@ -2,7 +2,8 @@
 
 One cycle = take the leader lock, requeue due retries, read a snapshot, call the pure `run_cycle`, and apply every
 decision in the same transaction through the state machine (`jobs.lifecycle`), which dispatches admitted attempts
-and stops preempted ones after commit. Waiting jobs get their reasons, positions and estimated starts with their
+and stops preempted ones after commit, in this order: preemptions, shrinks of elastic jobs, admissions, grows of
+elastic jobs (resizes: `lifecycle.resize`). Waiting jobs get their reasons, positions and estimated starts with their
 range or why they have none (the pure `estimate_starts`: the scheduler run forward from this cycle, within a
 budget). On PostgreSQL the leader lock is a transaction-level advisory lock, so two scheduler processes never decide
 at once; on SQLite the IMMEDIATE transaction already serializes writers.
@@ -29,7 +30,7 @@ from jobs import lifecycle, metrics, services
 from jobs import scheduling as core
 from jobs.bulk import bulk_set
 from jobs.lifecycle import WAIT_FIELDS, Admission
-from jobs.models import Job
+from jobs.models import AttemptResize, Job
 from jobs.scheduling.ordering import decayed_usage
 from jobs.selectors import runtime_shares
 from jobs.snapshot import CycleInput, QueuedRow, build_snapshot, policy_from_settings, recent_arrival_rates
@@ -54,9 +55,7 @@ def _take_leader_lock() -> bool:
 
 def _admission(admit: core.Admit, cluster_ids: Mapping[str, int]) -> Admission:
     cluster = core.split_node_key(admit.placement[0].node)[0]
-    placement: list[dict[str, Any]] = [
-        {"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1], "devices": a.devices}
-        for a in admit.placement]
+    placement: list[dict[str, Any]] = [_replica_row(a) for a in admit.placement]
     where = ", ".join(sorted({row["node"] for row in placement}))
     return Admission(admit.job_id, cluster_ids[cluster], placement, admit.borrowed,
                      reason=f"admitted on {cluster}: {where}")
@@ -79,6 +78,30 @@ def _apply_preemptions(result: core.CycleResult, now: datetime) -> None:
         lifecycle.transition(job, State.QUEUED, reason="requeued after preemption; resumes from its checkpoint",
                              actor="scheduler", now=now)
         metrics.PREEMPTIONS.labels(job.project.slug, job.flavor.name).inc()
+
+
+def _replica_row(a: core.Assignment) -> dict[str, Any]:
+    return {"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1], "devices": a.devices}
+
+
+def _apply_resizes(result: core.CycleResult, read: CycleInput, now: datetime, *, grows: bool) -> None:
+    """Shrinks (before the admissions that use what they free) or grows (last), each an event of the job's current
+    attempt through the state machine, conditional on the attempt's resize count the snapshot read: a decision on
+    a placement that changed since (or applied already) changes nothing. A grow waits until the job runs (a gang
+    still starting is not grown: the core asks again next cycle); a shrink applies while the job holds capacity."""
+    decisions: list[tuple[int, str, tuple[core.Assignment, ...], str, int | None]] = (
+        [(g.job_id, AttemptResize.Kind.GROW, g.placement, lifecycle.GROWN_REASON, None) for g in result.grows]
+        if grows else
+        [(s.job_id, AttemptResize.Kind.SHRINK, s.removed, s.reason, s.for_job_id) for s in result.shrinks])
+    for job_id, kind, replicas, reason, for_job in decisions:
+        version = read.versions.get(job_id)
+        if version is None:
+            continue
+        applied = lifecycle.resize(job_id, attempt_id=version[0], version=version[1], kind=kind,
+                                   replicas=[_replica_row(a) for a in replicas], reason=reason, now=now,
+                                   for_job=for_job)
+        if applied is not None:
+            metrics.RESIZES.labels(kind).inc()
 
 
 def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> None:
@@ -213,14 +236,16 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         estimates = _estimated_starts(read.snapshot, policy, result)
         _observe_phases(result, time.perf_counter() - forecast_started)
         _apply_preemptions(result, now)
+        _apply_resizes(result, read, now, grows=False)
         _apply_admits(result, read, now)
+        _apply_resizes(result, read, now, grows=True)
         _apply_waits(result, read.queued, estimates)
         _decay_usage(read.snapshot, policy, now)
         _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)
-    if result.admits or result.preemptions:
-        logger.info("cycle: %d admitted, %d preempted, %d waiting", len(result.admits), len(result.preemptions),
-                    len(result.waits))
+    if result.admits or result.preemptions or result.grows or result.shrinks:
+        logger.info("cycle: %d admitted, %d preempted, %d grown, %d shrunk, %d waiting", len(result.admits),
+                    len(result.preemptions), len(result.grows), len(result.shrinks), len(result.waits))
     return result
 
 

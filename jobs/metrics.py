@@ -12,3 +12,4 @@ ADMISSIONS = Counter("tidal_admissions_total", "Jobs admitted", ["project", "fla
 PREEMPTIONS = Counter("tidal_preemptions_total", "Jobs preempted", ["project", "flavor"])
 SUBMIT_TO_ADMIT = Histogram("tidal_submit_to_admit_seconds", "Time from submission to admission",
                             buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400))
+RESIZES = Counter("tidal_resizes_total", "Elastic jobs' attempts resized (grow, shrink)", ["kind"])

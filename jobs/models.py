@@ -179,6 +179,10 @@ class Attempt(models.Model):
     checkpoint_at = models.DateTimeField(null=True, blank=True)
     log_location = models.CharField(max_length=300, blank=True, help_text="Where the live logs are read.")
     logs = models.JSONField(default=dict, blank=True, help_text="Last lines per replica, kept when it ended.")
+    # Elastic jobs: how many times the attempt was resized (the version a resize is conditional on, so one decision
+    # is never applied twice) and when last (its cooldown counts from then). Its resizes are `resizes`.
+    resize_count = models.PositiveIntegerField(default=0)
+    resized_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["job", "number"]

@@ -22,7 +22,7 @@ from core.hooks import Hook
 from jobs import scheduling as core
 
 if TYPE_CHECKING:
-    from jobs.models import Attempt
+    from jobs.models import Attempt, AttemptResize
 
 
 class Phase(StrEnum):
@@ -77,6 +77,11 @@ class Backend(Protocol):
     def stop(self, attempt: Attempt, reason: str) -> None:
         """Delete what is left of the attempt's workload (with the cluster's grace period). Idempotent."""
 
+    def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
+        """Carry out a resize of an elastic job's running attempt (`attempt.placement` is already the new one): a
+        grow starts the replicas `resize.replicas` lists, joining the running ones; a shrink stops them (highest
+        ranks, with the cluster's grace). Idempotent. Only backends of clusters in `Inventory.resizable` are asked."""
+
     def observe(self, attempts: Iterable[Attempt]) -> Iterable[Observation]:
         """What these open attempts on the backend's cluster look like now (one per attempt at most)."""
 
@@ -95,6 +100,9 @@ class Inventory:
 
     nodes: tuple[core.Node, ...]
     cluster_ids: Mapping[str, int]
+    # Clusters whose backend can resize a running attempt (Backend.resize): elsewhere an elastic job runs as a rigid
+    # gang of the size it was admitted at (the snapshot gives the scheduler no elastic groups there).
+    resizable: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,7 @@ class Clusters:
     queue_stop: Callable[[int, str], None]  # attempt id, reason: stop it in a task
     inventory: Callable[[], Inventory]
     is_reserved_env: Callable[[str], bool]  # environment variables the launchers set: a job may not
+    queue_resize: Callable[[int, int], None] | None = None  # attempt id, AttemptResize id: resize it in a task
 
 
 clusters: Hook[Clusters] = Hook("jobs.ports.clusters", single=True, required=True)
@@ -127,6 +136,13 @@ def dispatch(attempt_id: int) -> None:
 
 def stop(attempt_id: int, reason: str) -> None:
     _clusters().queue_stop(attempt_id, reason)
+
+
+def resize(attempt_id: int, resize_id: int) -> None:
+    queue = _clusters().queue_resize
+    if queue is None:
+        raise RuntimeError("the connected clusters app cannot resize attempts")
+    queue(attempt_id, resize_id)
 
 
 def inventory() -> Inventory:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,9 +68,9 @@ def _groups_by_job(**where: Any) -> dict[int, tuple[core.ReplicaGroup, ...]]:
     """The replica groups of the jobs `where` selects (ReplicaGroup.objects.filter's arguments), by job id."""
     groups: dict[int, list[core.ReplicaGroup]] = defaultdict(list)
     rows = ReplicaGroup.objects.filter(**where).order_by("id").values_list(
-        "job_id", "role", "replicas", "devices", "flavor__name", "cpu_millis", "memory_mib")
-    for job_id, role, replicas, devices, flavor, cpu, memory in rows:
-        groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor, cpu, memory))
+        "job_id", "role", "replicas", "devices", "flavor__name", "cpu_millis", "memory_mib", "min_replicas")
+    for job_id, role, replicas, devices, flavor, cpu, memory, least in rows:
+        groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor, cpu, memory, least))
     return {job_id: tuple(items) for job_id, items in groups.items()}
 
 
@@ -81,18 +81,23 @@ _JOB_FIELDS = ("id", "project__slug", "priority_class__value", "priority_class__
 def _running_rows() -> list[tuple]:
     return list(Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
         *_JOB_FIELDS, "current_attempt__cluster__name", "current_attempt__placement", "current_attempt__started_at",
-        "current_attempt__admitted_at", "current_attempt__checkpoint_at", "min_runtime", "submitted_at"))
+        "current_attempt__admitted_at", "current_attempt__checkpoint_at", "min_runtime", "current_attempt_id",
+        "current_attempt__resize_count", "current_attempt__resized_at", "resize_cooldown", "submitted_at"))
 
 
-def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]],
-             now: float) -> tuple[core.RunningJob, ...]:
+def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]], now: float,
+             resizable: frozenset[str] = frozenset()) -> tuple[core.RunningJob, ...]:
     """Jobs holding capacity; each replica carries its group's CPU and memory requests (the placement stored with
     the attempt names only node and devices), and each job the time its attempt last reported a checkpoint (what
     a preemption would throw away is the work since). A start after `now` (the clock was turned back since) counts
-    as now: the forecast would otherwise add the jump to every estimate."""
+    as now: the forecast would otherwise add the jump to every estimate.
+
+    An elastic job (a group with min_replicas) carries its elastic groups, its attempt's last resize and its
+    cooldown, from its attempt's current replicas; on a cluster whose backend cannot resize (not in `resizable`)
+    it carries none and is a rigid gang of the replicas it runs."""
     running = []
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
-            checkpointed, min_runtime, _ in rows:
+            checkpointed, min_runtime, _, _, resized, cooldown, _ in rows:
         requests = {g.role: (g.cpu_millis, g.memory_mib) for g in groups.get(job_id, ())}
         assignments = tuple(core.Assignment(a["role"], a["index"], node_key(cluster, a["node"]), a["devices"],
                                             *requests.get(a["role"], (0, 0)))
@@ -101,8 +106,17 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
             id=job_id, project=project, priority=priority, started_at=min((started or admitted).timestamp(), now),
             placement=assignments, flavor=flavor, preemptible=preemptible, min_runtime=float(min_runtime),
             max_runtime=float(max_runtime) if max_runtime else None,
-            checkpointed_at=min(checkpointed.timestamp(), now) if checkpointed else None))
+            checkpointed_at=min(checkpointed.timestamp(), now) if checkpointed else None,
+            elastic=tuple(core.Elastic(g.role, g.min_replicas, g.replicas) for g in groups.get(job_id, ())
+                          if g.min_replicas is not None) if cluster in resizable else (),
+            resized_at=min(resized.timestamp(), now) if resized else None, resize_cooldown=float(cooldown)))
     return tuple(running)
+
+
+def resize_versions(rows: Iterable[tuple]) -> dict[int, tuple[int, int]]:
+    """Per running job: its attempt's id and resize count as read, what applying a Grow or Shrink is conditional
+    on (`jobs.lifecycle.resize`)."""
+    return {row[0]: (row[-5], row[-4]) for row in rows}
 
 
 def _pending_rows() -> list[tuple]:
@@ -167,7 +181,7 @@ def _arrivals(since: float, rows: Iterable[tuple[int, str, float]],
         if at > since:
             devices: dict[str, int] = defaultdict(int)
             for g in groups.get(job_id, ()):
-                devices[g.flavor] += g.replicas * g.devices
+                devices[g.flavor] += (g.min_replicas or g.replicas) * g.devices  # an elastic job needs its min
             arrivals += [core.Arrival(project, f, d, at) for f, d in devices.items() if d]
     return tuple(arrivals)
 
@@ -193,14 +207,16 @@ class CycleInput:
     snapshot: core.Snapshot
     queued: dict[int, QueuedRow]
     cluster_ids: Mapping[str, int]
+    # Per running job: its attempt's id and resize count as read (`resize_versions`).
+    versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def build_snapshot(now: float) -> CycleInput:
     running_rows, pending_rows = _running_rows(), _pending_rows()
     groups = _groups_by_job(job_id__in=[row[0] for row in running_rows] + [row[0] for row in pending_rows])
-    running = _running(running_rows, groups, now)
-    pending, queued = _pending(pending_rows, groups)
     inventory = ports.inventory()
+    running = _running(running_rows, groups, now, inventory.resizable)
+    pending, queued = _pending(pending_rows, groups)
     projects = load_projects(ports.spent_budgets(datetime.fromtimestamp(now, tz=UTC)))
     since = now - policy_from_settings().lend_hold
     submitted = [(row[0], row[1], row[-1].timestamp()) for row in running_rows] + \
@@ -209,4 +225,4 @@ def build_snapshot(now: float) -> CycleInput:
                              projects=projects, running=running, pending=pending,
                              ended=_ended(since, inventory.cluster_ids.values(), inventory.nodes),
                              arrivals=_arrivals(since, submitted, groups))
-    return CycleInput(snapshot, queued, inventory.cluster_ids)
+    return CycleInput(snapshot, queued, inventory.cluster_ids, resize_versions(running_rows))

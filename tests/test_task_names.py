@@ -10,6 +10,7 @@ from mlplatform.celery import app
 NAMES = {
     "clusters.tasks.dispatch_attempt_task", "clusters.tasks.kube_resync_task", "clusters.tasks.kube_sweep_orphans_task",
     "clusters.tasks.kube_sync_nodes_task", "clusters.tasks.observe_simulated_task", "clusters.tasks.stop_attempt_task",
+    "clusters.tasks.resize_attempt_task",
     "costs.notifications.mail_budget_task", "costs.notifications.notify_budget_task", "costs.tasks.check_budgets",
     "costs.tasks.roll_segments", "replays.tasks.replay_task", "tracking.notifications.deliver_webhook_task",
     "tracking.notifications.mail_alert_task", "tracking.notifications.notify_alert_task",

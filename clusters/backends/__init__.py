@@ -26,6 +26,11 @@ from jobs.selectors import open_attempts
 logger = logging.getLogger(__name__)
 
 
+# Backends that carry out Backend.resize: elastic jobs grow and shrink on their clusters only. The Kubernetes
+# backend does not yet (an elastic job runs there as a rigid gang of its minimum): docs/kubernetes.md.
+RESIZABLE_BACKENDS = frozenset({Cluster.Backend.SIMULATED})
+
+
 def backend_for_cluster(cluster: Cluster) -> ports.Backend:
     if cluster.backend == Cluster.Backend.SIMULATED:
         from clusters.backends.simulated import SimulatedBackend
@@ -54,11 +59,13 @@ def inventory() -> ports.Inventory:
     """Every node (a gang never spans clusters: the scheduler's node names carry the cluster's)."""
     rows = Node.objects.order_by("cluster__name", "position", "name").values_list(
         "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready",
-        "cordoned", "cluster__enabled", "cpu_millis", "memory_mib")
-    nodes, cluster_ids = [], {}
-    for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled, cpu, memory \
-            in rows:
+        "cordoned", "cluster__enabled", "cpu_millis", "memory_mib", "cluster__backend")
+    nodes, cluster_ids, resizable = [], {}, set()
+    for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled, cpu, memory, \
+            backend in rows:
         cluster_ids[cluster] = cluster_id
+        if backend in RESIZABLE_BACKENDS:
+            resizable.add(cluster)
         capacity = max(0, devices - foreign)
         unavailable = ("in a disabled cluster" if not enabled else "not ready" if not ready
                        else "cordoned" if cordoned else "")
@@ -68,7 +75,7 @@ def inventory() -> ports.Inventory:
                                cluster=cluster, block=block, rack=rack, schedulable=not unavailable,
                                foreign=min(foreign, devices), unavailable=unavailable, cpu_millis=cpu,
                                memory_mib=memory, free_cpu_millis=cpu, free_memory_mib=memory))
-    return ports.Inventory(tuple(nodes), cluster_ids)
+    return ports.Inventory(tuple(nodes), cluster_ids, frozenset(resizable))
 
 
 def observe_cluster(cluster: Cluster) -> list[str]:

@@ -24,10 +24,10 @@ from clusters import selectors
 from clusters.backends import redispatch_before
 from clusters.models import Cluster
 from core.errors import DomainError
-from jobs.models import Attempt
+from jobs.models import Attempt, AttemptResize
 from jobs.ports import FollowedLog, Observation, Phase
 from jobs.selectors import attempt_with_job
-from jobs.services import job_claim_for_dispatch
+from jobs.services import job_claim_for_dispatch, record_event
 from jobs.states import State
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,14 @@ class SimulatedBackend:
         with transaction.atomic():
             job_claim_for_dispatch(attempt, log_location=f"simulated cluster {self.cluster.name}: no container "
                                    "runs, status lines only")
+
+    def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
+        """Its replicas are the attempt's placement rows, already changed: the added ones run at once and the
+        removed ones are gone at once (no grace). The timeline says so."""
+        names = ", ".join(f"{r['role']}-{r['index']}" for r in resize.replicas)
+        verb = "started" if resize.kind == AttemptResize.Kind.GROW else "stopped"
+        record_event(attempt.job, actor="backend", attempt=attempt.number, now=resize.at,
+                     reason=f"simulated cluster {self.cluster.name}: {verb} {names}")
 
     def stop(self, attempt: Attempt, reason: str) -> None:
         # Nothing runs for real: the attempt's end already released its simulated devices.

@@ -41,7 +41,7 @@ from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, st
 from clusters.kube.streams import LogPosition
 from clusters.models import Cluster, Node
 from core.errors import DomainError
-from jobs.models import Attempt
+from jobs.models import Attempt, AttemptResize
 from jobs.observations import record_observation
 from jobs.ports import FollowedLog, LogsUnavailable, Observation, Phase
 from jobs.services import job_claim_for_dispatch, record_event
@@ -155,6 +155,14 @@ class KubernetesBackend:
     def _report(self, attempt: Attempt, phase: Phase, **fields: Any) -> str:
         with transaction.atomic():
             return record_observation(attempt, Observation(attempt.pk, phase, **fields))
+
+    # -------------------------------------------------------------------------------------------------- resize
+
+    def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
+        """Not carried out on Kubernetes yet: its clusters are not in `Inventory.resizable`, so the scheduler never
+        grows or shrinks an attempt here (an elastic job runs as a rigid gang of its minimum) and this is never
+        asked. Refused loudly rather than leaving the placement and the pods apart."""
+        raise NotImplementedError(f"cluster {self.cluster.name}: the Kubernetes backend does not resize attempts")
 
     # ---------------------------------------------------------------------------------------------------- stop
 

@@ -86,9 +86,13 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
     job = attempt.job
     options = job.launcher_options or {}
     extra = ports.env_for(attempt)
+    # An elastic group runs the replicas its attempt was placed on (admitted at its minimum), not its maximum.
+    placed: dict[str, int] = {}
+    for row in attempt.placement or []:
+        placed[str(row["role"])] = placed.get(str(row["role"]), 0) + 1
     groups = tuple(
-        ReplicaGroup(role=g.role, replicas=g.replicas, devices=g.devices, cpu=f"{g.cpu_millis}m",
-                     memory=f"{g.memory_mib}Mi", rdma=1 if g.rdma else 0)
+        ReplicaGroup(role=g.role, replicas=g.replicas if g.min_replicas is None else placed.get(g.role, g.replicas),
+                     devices=g.devices, cpu=f"{g.cpu_millis}m", memory=f"{g.memory_mib}Mi", rdma=1 if g.rdma else 0)
         for g in job.groups.all()
     )
     return RenderJob(
