@@ -22,6 +22,7 @@ class CostsConfig(AppConfig):
 
         # Usage segments open and close inside the transaction of every transition (after tracking's runs).
         lifecycle.on_change.connect(segments.follow_attempts)
+        lifecycle.on_resize.connect(segments.follow_resizes)  # an elastic attempt's segment follows its devices
         cost_source.connect(CostSource(lambda until: usage.job_costs(until, timezone.now()),
                                        lambda: settings.TIDAL["CURRENCY"]))
         project_page.connect(Panel("costs/_project_panel.html", project_cost_panel, order=30))

@@ -10,7 +10,12 @@ What is billed is the time an attempt's pods held their devices with the whole g
 - until its pods are really gone: an attempt that ended with its pods asked to stop (preempted, cancelled, failed,
   lost) is billed its grace too, the cluster's termination grace period during which they may still run and hold
   their devices (Kubernetes clusters; a simulated cluster's pods stop at once). One that succeeded has none: its
-  pods had exited."""
+  pods had exited.
+
+An elastic job's attempt is billed at the devices it holds at each moment: a resize (`lifecycle.on_resize`) closes
+its open segment at the resize (outcome "resized") and opens one at the new device count. The attempt points to its
+current segment only (`UsageSegment.attempt` is one-to-one): the closed pieces keep their job and attempt number,
+so an attempt's usage is every segment of (job, attempt_number)."""
 
 from __future__ import annotations
 
@@ -49,7 +54,8 @@ def _open_sql(count: int) -> str:
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '
         f"j.priority_class_id, j.stage, COALESCE(NULLIF(j.experiment, ''), %s), j.total_devices, "
-        f'(SELECT COALESCE(SUM(g.replicas * g.cpu_millis), 0) FROM {group} g WHERE g.job_id = j.id), '
+        f'(SELECT COALESCE(SUM(COALESCE(g.min_replicas, g.replicas) * g.cpu_millis), 0) FROM {group} g '
+        f'WHERE g.job_id = j.id), '
         f"a.borrowed, %s, '', %s "
         f'FROM {attempt} a JOIN {job} j ON j.id = a.job_id JOIN {project} p ON p.id = j.project_id '
         f'WHERE a.id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM {segment} s WHERE s.attempt_id = a.id)')
@@ -86,6 +92,28 @@ def follow_attempts(changes: Sequence[lifecycle.Change]) -> None:
             ended[change.outcome, epoch(change.at)].append(change.attempt_id)
     for (outcome, at), attempts in ended.items():  # one group: only single transitions end attempts
         _close(attempts, outcome, at)
+
+
+RESIZED = "resized"  # the outcome of a segment an elastic attempt's resize closed (the attempt went on)
+
+
+# Connected to jobs.lifecycle.on_resize in CostsConfig.ready().
+def follow_resizes(resized: lifecycle.Resized) -> None:
+    """Close the attempt's open segment at the resize and open the next at the new device count and CPU, both in
+    the resize's transaction. An attempt with no open segment (not started yet) has nothing to split: its segment
+    opens at its start."""
+    at = epoch(resized.at)
+    current = UsageSegment.objects.filter(attempt_id=resized.attempt_id, end_ts__isnull=True).first()
+    if current is None:
+        return
+    # The closed piece lets go of the attempt first: one segment per attempt points to it (the open one).
+    UsageSegment.objects.filter(pk=current.pk, end_ts__isnull=True).update(
+        end_ts=max(at, current.start_ts), outcome=RESIZED, attempt=None)
+    current.pk = None
+    current.devices, current.cpu_millis, current.start_ts = resized.new_devices, resized.new_cpu_millis, \
+        max(at, current.start_ts)
+    current.end_ts, current.outcome, current.rolled = None, "", False
+    current.save(force_insert=True)
 
 
 def _open_unseen_run(attempt_id: int) -> None:

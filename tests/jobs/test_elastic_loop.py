@@ -14,9 +14,9 @@ from jobs.loop import _apply_resizes
 from jobs.models import Attempt, AttemptResize, Job
 from jobs.scheduling import CycleResult, Grow, Shrink
 from jobs.scheduling.model import Assignment
+from jobs.services import job_submit
 from jobs.snapshot import build_snapshot
 from jobs.states import State
-from jobs.services import job_submit
 from tests.jobs.conftest import spec, submit
 
 INSTANT = {**settings.TIDAL, "SIM_START_DELAY": 0.0}
@@ -133,8 +133,9 @@ def test_a_shrink_below_the_minimum_or_of_a_replica_not_there_changes_nothing(te
     missing = lifecycle.resize(job.pk, attempt_id=attempt.pk, version=0, kind="shrink",
                                replicas=[{"role": "worker", "index": 7, "node": "x", "devices": 8}], reason="test",
                                now=timezone.now())
+    three = [{"role": "worker", "index": i, "node": "r2-n2", "devices": 8} for i in (2, 3, 4)]
     above = lifecycle.resize(job.pk, attempt_id=attempt.pk, version=0, kind="grow", reason="test", now=timezone.now(),
-                             replicas=[{"role": "worker", "index": i, "node": "r2-n2", "devices": 8} for i in (2, 3, 4)])
+                             replicas=three)
     assert (below, missing, above) == (None, None, None) and workers(job) == 2
     assert not AttemptResize.objects.exists()
 
