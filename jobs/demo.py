@@ -28,7 +28,11 @@ JOBS = [
     ("robotics", "alice", "sim-data-gen", "data", "command", "nvidia-h100-80gb", 1, 8, 1500, "preemptible", "none"),
     ("robotics", "carol", "grpo-manipulation", "rl", "ray", "nvidia-h100-80gb", 2, 8, 900, "normal", "none"),
     ("language", "alice", "ascend-port-test", "eval", "pytorch", "ascend-910b", 2, 8, 600, "normal", "none"),
+    ("vision", "bob", "elastic-ddp", "pretrain", "pytorch", "nvidia-h100-80gb", 4, 8, 2400, "normal", "none"),
 ]
+# Elastic demo jobs: the minimum of their group (replicas above is the maximum) and their resize cooldown, short so
+# that `make run` shows one admitted at its minimum grow into idle capacity within a minute or two.
+ELASTIC = {"elastic-ddp": (1, 60)}
 
 # The experiment each demo job's run is logged to, and the failures the simulated curves inject
 # (tracking/demo.py): a run diverging to NaN and one whose throughput collapses, both within a minute of `make run`
@@ -36,7 +40,8 @@ JOBS = [
 EXPERIMENTS = {"llama-70b-pretrain": "llama-70b", "sft-chat-v3": "chat-sft", "eval-mmlu": "evals",
                "vit-g-pretrain": "vit-g", "detector-sft": "detector", "clip-ablation-1": "clip-ablations",
                "clip-ablation-2": "clip-ablations", "vision-big-sweep": "vision-sweep", "ppo-locomotion": "locomotion",
-               "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port"}
+               "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port",
+               "elastic-ddp": "elastic-ddp"}
 LABELS = {"sft-chat-v3": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
           "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
 
@@ -51,11 +56,13 @@ def seed_jobs() -> int:
             options = {"tensor_parallel": 8, "pipeline_parallel": 2}
         elif launcher == "ray":
             options = {"entrypoint": "python train.py"}
+        least, cooldown = ELASTIC.get(name, (None, 300))
         job_submit(actor=users[who], project=Project.objects.get(slug=project), spec={
             "name": name, "stage": stage, "launcher": launcher, "image": "ghcr.io/acme/trainer:2026.11",
             "command": ["python", "train.py"], "args": ["--config", f"configs/{name}.yaml"],
-            "groups": [{"role": "worker", "replicas": replicas, "devices": devices,
+            "groups": [{"role": "worker", "replicas": replicas, "devices": devices, "min_replicas": least,
                         "flavor": ResourceFlavor.objects.get(name=flavor)}],
+            "resize_cooldown": cooldown,
             "priority_class": PriorityClass.objects.get(name=priority), "topology": topology,
             "max_runtime": duration * 2, "duration": duration, "retry_limit": 2,
             "checkpoint_path": f"s3://acme-ckpt/{project}/{name}", "launcher_options": options,

@@ -155,7 +155,7 @@ def test_projects_through_the_api_and_the_console(tenant, clients, console, comm
     change = AuditEntry.objects.get(action="project.change")
     assert change.changes == {"description": ["", "vision models"]} and change.project == tenant.project
     form = {"organization": tenant.organization.pk, "name": "Vision", "slug": "vision",
-            "description": "vision models", "max_running_jobs": "4",
+            "description": "vision models", "max_running_jobs": "4", "elastic_jobs": "on",
             "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"}
     response = committed(lambda: console.post(f"/admin/tenancy/project/{tenant.project.pk}/change/", form))
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -202,7 +202,7 @@ def test_memberships_through_the_console_and_the_projects_inline(tenant, console
     assert console.post(f"/admin/tenancy/membership/{added.pk}/delete/", {"post": "yes"}).status_code == 302
     rows = list(tenant.project.memberships.order_by("pk"))
     inline = {"organization": tenant.organization.pk, "name": "Vision", "slug": "vision", "description": "",
-              "max_running_jobs": "", "memberships-TOTAL_FORMS": str(len(rows) + 1),
+              "max_running_jobs": "", "elastic_jobs": "on", "memberships-TOTAL_FORMS": str(len(rows) + 1),
               "memberships-INITIAL_FORMS": str(len(rows))}
     for n, row in enumerate(rows):
         inline.update({f"memberships-{n}-id": row.pk, f"memberships-{n}-project": tenant.project.pk,

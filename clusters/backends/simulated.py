@@ -1,7 +1,10 @@
 """The simulated backend: a fake cluster for `make run`, demos and tests.
 
 Nothing runs: an attempt's replicas "run" TIDAL_SIM_START_DELAY seconds after admission and succeed after the job's
-declared `duration`. Failure injection, for trying recovery by hand:
+declared `duration`. An elastic job's replicas are its attempt's placement rows: a resize starts or stops them at
+once, and its work advances at `r x scaling_efficiency^(r-1)` per second with r replicas (relative to one replica;
+`duration` is the seconds it takes at the size it started with), nothing during the RESCALE_PAUSE after a resize.
+Failure injection, for trying recovery by hand:
 - a job label `sim.tidal.dev/fail-after: "<seconds>"` fails its first attempt that long after it starts
   (`sim.tidal.dev/fail-cause` picks the cause: user_error by default, or e.g. cuda_oom, nccl, image_pull);
 - a node marked not ready (admin console or API) is lost under every attempt running on it.
@@ -35,6 +38,27 @@ logger = logging.getLogger(__name__)
 FAIL_AFTER_LABEL = "sim.tidal.dev/fail-after"
 FAIL_CAUSE_LABEL = "sim.tidal.dev/fail-cause"
 FOLLOW_INTERVAL = 2.0  # seconds between the status lines of a followed replica
+RESCALE_PAUSE = 30.0  # seconds an elastic job makes no progress after a resize (rendezvous and restart, as Pollux)
+
+
+def speed(replicas: int, efficiency: float) -> float:
+    """Work per second with `replicas` workers, relative to one: each added worker brings `efficiency` of the last."""
+    return replicas * efficiency ** (replicas - 1)
+
+
+def seconds_of_work(started: datetime, now: datetime, first: int, resizes: Iterable[AttemptResize],
+                    efficiency: float) -> float:
+    """Seconds of work at the starting size (`first` replicas) done from `started` to `now`, through `resizes`
+    (in order): the job succeeds once they reach its duration."""
+    base = speed(first, efficiency)
+    done, since, replicas = 0.0, started, first
+    for resize in resizes:
+        at = max(resize.at, since)
+        done += (at - since).total_seconds() * speed(replicas, efficiency) / base
+        since, replicas = min(at + timedelta(seconds=RESCALE_PAUSE), max(now, at)), resize.new_replicas
+    if now > since:
+        done += (now - since).total_seconds() * speed(replicas, efficiency) / base
+    return done
 
 
 class SimulatedBackend:
@@ -81,11 +105,15 @@ class SimulatedBackend:
             return Observation(attempt.pk, Phase.PENDING, "replicas starting (simulated)", lost_nodes=lost,
                                details=details)
         ran = (now - started).total_seconds()
+        worked = ran
+        if attempt.resize_count:  # an elastic attempt resized since it started
+            resizes = list(attempt.resizes.order_by("at", "id"))
+            worked = seconds_of_work(started, now, resizes[0].old_replicas, resizes, job.scaling_efficiency)
         fail_after = _label_seconds(job.labels, FAIL_AFTER_LABEL)
         if fail_after is not None and attempt.number == 1 and ran >= fail_after:
             return Observation(attempt.pk, Phase.FAILED, "injected failure (simulated)",
                                cause=job.labels.get(FAIL_CAUSE_LABEL, "user_error"), lost_nodes=lost, details=details)
-        if job.duration is not None and ran >= job.duration:
+        if job.duration is not None and worked >= job.duration:
             return Observation(attempt.pk, Phase.SUCCEEDED, "completed (simulated)", lost_nodes=lost)
         return Observation(attempt.pk, Phase.RUNNING, "all replicas running (simulated)", lost_nodes=lost,
                            details=details)

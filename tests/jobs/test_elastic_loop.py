@@ -150,3 +150,46 @@ def test_shrink_decisions_apply_only_to_jobs_still_holding(tenant, inventory, cy
     shrink = Shrink(job.pk, (Assignment("worker", top["index"], f"sim/{top['node']}", 8),), 0, "test")
     _apply_resizes(CycleResult(shrinks=(shrink,)), read, timezone.now() + timedelta(seconds=1), grows=False)
     assert not AttemptResize.objects.filter(kind="shrink").exists()
+
+
+# --------------------------------------------------------------------------------------- the simulated cluster
+
+def test_the_simulated_progress_model():
+    from clusters.backends.simulated import RESCALE_PAUSE, seconds_of_work, speed
+
+    start = timezone.now()
+    grow = AttemptResize(at=start + timedelta(seconds=100), old_replicas=1, new_replicas=4)
+    assert speed(1, 0.9) == 1 and speed(4, 0.9) == pytest.approx(4 * 0.9 ** 3)
+    assert seconds_of_work(start, start + timedelta(seconds=100), 1, [grow], 0.9) == pytest.approx(100)
+    within_pause = start + timedelta(seconds=100 + RESCALE_PAUSE / 2)
+    assert seconds_of_work(start, within_pause, 1, [grow], 0.9) == pytest.approx(100)
+    later = start + timedelta(seconds=100 + RESCALE_PAUSE + 50)
+    assert seconds_of_work(start, later, 1, [grow], 0.9) == pytest.approx(100 + 50 * 4 * 0.9 ** 3)
+    shrink = AttemptResize(at=later, old_replicas=4, new_replicas=2)
+    end = later + timedelta(seconds=RESCALE_PAUSE + 10)
+    assert seconds_of_work(start, end, 1, [grow, shrink], 0.9) == pytest.approx(100 + 50 * 2.916 + 10 * 1.8)
+
+
+def test_on_the_simulated_cluster_a_grown_job_finishes_sooner(tenant, inventory, cycle,
+                                                               django_capture_on_commit_callbacks):
+    job = running(elastic(tenant, inventory["h100"], 1, 4, cooldown=3600, duration=600,
+                          scaling_efficiency=1.0), cycle)
+    past = timezone.now() - timedelta(seconds=400)
+    Attempt.objects.filter(pk=job.current_attempt_id).update(started_at=past, admitted_at=past)
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=0, kind="grow", now=past + timedelta(
+            seconds=100), reason="test", replicas=[{"role": "worker", "index": i, "node": "r2-n2", "devices": 8}
+                                                    for i in (1, 2, 3)])
+    assert job.events.filter(kind="note", reason__contains="started worker-1, worker-2, worker-3").exists()
+    observe_simulated()  # 100 s at 1 worker, a pause, 270 s at 4: 1180 s of work at its first size, of 600
+    job.refresh_from_db()
+    assert job.state == State.SUCCEEDED
+
+
+def test_on_the_simulated_cluster_an_unresized_job_runs_its_duration(tenant, inventory, cycle):
+    job = running(elastic(tenant, inventory["h100"], 1, 4, cooldown=3600, duration=600), cycle)
+    past = timezone.now() - timedelta(seconds=400)
+    Attempt.objects.filter(pk=job.current_attempt_id).update(started_at=past, admitted_at=past)
+    observe_simulated()
+    job.refresh_from_db()
+    assert job.state == State.RUNNING
