@@ -27,6 +27,8 @@ from jobs.serializers import (
     JobSerializer,
     JobSubmitSerializer,
     LogQuerySerializer,
+    QueueJobSerializer,
+    ScaleSerializer,
 )
 from jobs.states import State
 from quotas.selectors import flavors
@@ -151,6 +153,19 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         body = {"project": slug or None, **selectors.failure_counts(jobs)}
         return Response(FailureCausesSerializer(body).data)
 
+    @extend_schema(request=ScaleSerializer, responses=JobDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def scale(self, request: Request, pk: str | None = None) -> Response:
+        """Set an elastic job's maximum replicas while it waits or runs: raised, the scheduler may grow it into idle
+        capacity; lowered below what it runs, it shrinks at once (its highest ranks). For those who manage the job."""
+        job = self.get_object()
+        body = ScaleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.job_scale(actor=request.user, job=job, maximum=body.validated_data["max"],
+                           role=body.validated_data["role"])
+        scaled = selectors.job_detail_for_user(request.user).get(pk=job.pk)
+        return Response(JobDetailSerializer(scaled, context=self.get_serializer_context()).data)
+
     @extend_schema(request=None, responses={201: JobDetailSerializer})
     @action(detail=True, methods=["post"])
     def resubmit(self, request: Request, pk: str | None = None) -> Response:
@@ -174,6 +189,6 @@ class QueueViewSet(mixins.ListModelMixin, ScopedViewSet):
     """Waiting jobs with the reason they wait, their position per project and per flavor, and an ETA."""
 
     selector = staticmethod(selectors.queue_for_user)
-    serializer_class = JobSerializer
+    serializer_class = QueueJobSerializer
     filterset_class = QueueFilter
     ordering_fields = ["flavor_position", "project_position", "submitted_at"]

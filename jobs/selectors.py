@@ -30,7 +30,7 @@ def jobs_for_user(user) -> QuerySet[Job]:
 
 def job_detail_for_user(user) -> QuerySet[Job]:
     groups = Prefetch("groups", queryset=ReplicaGroup.objects.select_related("flavor"))
-    attempts = Prefetch("attempts", queryset=Attempt.objects.select_related("cluster"))
+    attempts = Prefetch("attempts", queryset=Attempt.objects.select_related("cluster").prefetch_related("resizes"))
     return jobs_for_user(user).prefetch_related(groups, attempts, "events")
 
 
@@ -48,9 +48,10 @@ def env_shown_to(user, job: Job) -> dict[str, str]:
 
 
 def queue_for_user(user) -> QuerySet[Job]:
-    """Waiting jobs in scheduler order: position in the flavor's queue, then submission."""
-    return jobs_for_user(user).filter(state=State.QUEUED).order_by("flavor__name", "flavor_position", "submitted_at",
-                                                                   "id")
+    """Waiting jobs in scheduler order: position in the flavor's queue, then submission (with their groups: an
+    elastic job shows its bounds)."""
+    return jobs_for_user(user).filter(state=State.QUEUED).prefetch_related("groups").order_by(
+        "flavor__name", "flavor_position", "submitted_at", "id")
 
 
 def events_for_job(job: Job) -> QuerySet[JobEvent]:

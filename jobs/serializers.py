@@ -10,8 +10,19 @@ from rest_framework import serializers
 from core import k8snames
 from core.serializers import FieldsBuiltOnce, FreeFormJSON, StrictSerializer, WholeNumberField, no_control_characters
 from jobs import ports, selectors
-from jobs.models import NOT_RESIZABLE, Attempt, Job, JobEvent, Launcher, Outcome, ReplicaGroup, Stage, Topology
-from jobs.states import State
+from jobs.models import (
+    NOT_RESIZABLE,
+    Attempt,
+    AttemptResize,
+    Job,
+    JobEvent,
+    Launcher,
+    Outcome,
+    ReplicaGroup,
+    Stage,
+    Topology,
+)
+from jobs.states import HOLDING, State
 from quotas import selectors as quota_selectors
 from tenancy.serializers import ScopedProjectField
 
@@ -246,6 +257,37 @@ class JobSubmitSerializer(StrictSerializer):
                 "number of replicas."]})
 
 
+class ScaleSerializer(StrictSerializer):
+    """A new maximum for an elastic job's group."""
+
+    max = WholeNumberField(min_value=1, max_value=MAX_REPLICAS, help_text="The group's new maximum replicas.")
+    role = serializers.CharField(max_length=40, required=False, allow_null=True, default=None,
+                                 help_text="The elastic group (needed only when the job has several).")
+
+
+class WorkersSerializer(serializers.Serializer):
+    """An elastic job's size: the workers its current attempt runs (null: none runs) of min..max."""
+
+    running = serializers.IntegerField(allow_null=True)
+    min = serializers.IntegerField()
+    max = serializers.IntegerField()
+    min_devices = serializers.IntegerField(help_text="What admission needs: every group at its minimum.")
+    summary = serializers.CharField(help_text='e.g. "running 6 of 2..8 workers", "needs 2..8 workers"')
+
+
+def workers_of(job: Job) -> dict | None:
+    """The `elastic` block of a job whose groups are loaded (None: a rigid gang)."""
+    groups = list(job.groups.all())
+    if not any(g.min_replicas is not None for g in groups):
+        return None
+    least, most = sum(g.needed for g in groups), sum(g.replicas for g in groups)
+    attempt = job.current_attempt if job.state in HOLDING else None
+    running = len(attempt.placement) if attempt is not None else None
+    summary = (f"running {running} of {least}..{most} workers" if running is not None
+               else f"needs {least}..{most} workers")
+    return {"running": running, "min": least, "max": most, "min_devices": job.total_devices, "summary": summary}
+
+
 class RelatedRows(serializers.ListSerializer):
     """A nested list taken from `context["related"][<field name>]` when the caller passes the rows it just wrote
     (a new job's groups, events and attempts), so they are rendered without being read back; otherwise read as
@@ -272,20 +314,30 @@ class JobEventSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         list_serializer_class = RelatedRows
 
 
+class AttemptResizeSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+    class Meta:
+        model = AttemptResize
+        fields = ["at", "kind", "old_replicas", "new_replicas", "old_devices", "new_devices", "reason", "for_job",
+                  "replicas"]
+        read_only_fields = fields
+
+
 class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
-    """One attempt of a job: where it ran, when, and why it ended."""
+    """One attempt of a job: where it ran, when, why it ended, and (an elastic job's) its resizes: its replicas over
+    time are its admission's placement, then each resize's new_replicas from its `at` on."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     devices = serializers.IntegerField(read_only=True)
     # Declared: a read-only model field loses allow_blank, and the schema then left out the open attempt's "".
     outcome = serializers.ChoiceField(choices=Outcome.choices, allow_blank=True, read_only=True,
                                       help_text="Empty while the attempt is open.")
+    resizes = AttemptResizeSerializer(many=True, read_only=True)
 
     class Meta:
         model = Attempt
         fields = ["number", "cluster", "placement", "devices", "borrowed", "admitted_at", "started_at", "ended_at",
                   "outcome", "cause", "reason", "exit_code", "details", "checkpoint", "checkpoint_step",
-                  "checkpoint_at", "log_location"]
+                  "checkpoint_at", "log_location", "resizes"]
         read_only_fields = fields
         list_serializer_class = RelatedRows
 
@@ -333,17 +385,45 @@ class JobDetailSerializer(JobSerializer):
     groups = ReplicaGroupOutput(many=True, read_only=True)
     attempts = AttemptSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
+    elastic = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "image", "command", "args", "env", "launcher_options", "groups",
                   "placement", "max_runtime", "min_runtime", "retry_limit", "retry_backoff", "permanent_exit_codes",
-                  "checkpoint_path", "duration", "retry_at", "attempts", "events"]
+                  "checkpoint_path", "duration", "retry_at", "attempts", "events", "elastic", "scaling_efficiency",
+                  "resize_cooldown"]
         read_only_fields = fields
+
+    @extend_schema_field(WorkersSerializer(allow_null=True))
+    def get_elastic(self, job: Job) -> dict | None:
+        given = self.context.get("related", {}).get("groups")
+        if given is not None:  # a job just submitted: queued, its groups not read back
+            least = sum(g.needed for g in given)
+            if not any(g.min_replicas is not None for g in given):
+                return None
+            most = sum(g.replicas for g in given)
+            return {"running": None, "min": least, "max": most, "min_devices": job.total_devices,
+                    "summary": f"needs {least}..{most} workers"}
+        return workers_of(job)
 
     @extend_schema_field(serializers.DictField(child=serializers.CharField()))
     def get_env(self, job: Job) -> dict[str, str]:
         request = self.context.get("request")
         return selectors.env_shown_to(request.user if request else AnonymousUser(), job)
+
+
+class QueueJobSerializer(JobSerializer):
+    """A waiting job, with an elastic job's bounds (its total_devices is its minimum need)."""
+
+    elastic = serializers.SerializerMethodField()
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "elastic"]
+        read_only_fields = fields
+
+    @extend_schema_field(WorkersSerializer(allow_null=True))
+    def get_elastic(self, job: Job) -> dict | None:
+        return workers_of(job)
 
 
 class CheckpointSerializer(StrictSerializer):

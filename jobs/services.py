@@ -9,10 +9,11 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
+from core import wakeup
 from core.actors import actor_name
 from core.errors import DomainError, Forbidden, InvalidTransition, NotFound
 from jobs import lifecycle, selectors
-from jobs.models import Attempt, Job, JobEvent, ReplicaGroup
+from jobs.models import Attempt, AttemptResize, Job, JobEvent, ReplicaGroup
 from jobs.states import FINAL, HOLDING, State
 from quotas import selectors as quota_selectors
 from tenancy.models import Project, Role
@@ -82,6 +83,54 @@ def job_cancel(*, actor: Any, job: Job, reason: str = "") -> Job:
         lifecycle.transition(job, State.CANCELLED, reason=reason or f"cancelled by {actor_name(actor)}",
                              actor=actor)
     return job
+
+
+def job_scale(*, actor: Any, job: Job, maximum: int, role: str | None = None) -> Job:
+    """Set the maximum replicas of an elastic job's group (`role`: needed when it has several elastic groups) while
+    it waits or runs: raised, the scheduler may grow it into idle capacity; lowered below what it runs, its attempt
+    shrinks at once (its highest ranks, an event of the attempt as any resize). For those who manage the job."""
+    _require_can_manage(actor, job)
+    if job.state in FINAL:
+        raise InvalidTransition(f"Job {job.pk} already {job.state}.", field="state")
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        elastic = [g for g in ReplicaGroup.objects.filter(job=job).order_by("id") if g.min_replicas is not None]
+        if not elastic:
+            raise DomainError(f"Job {job.pk} is not elastic (its replica groups are rigid gangs): only an elastic "
+                              "job's maximum can change.", field="max")
+        if role is None and len(elastic) > 1:
+            raise DomainError("The job has several elastic groups: name one with role.", field="role")
+        group = next((g for g in elastic if role in (None, g.role)), None)
+        if group is None:
+            raise DomainError(f"No elastic group {role!r}; elastic groups: "
+                              f"{', '.join(g.role for g in elastic)}.", field="role")
+        least = group.min_replicas or 1
+        if maximum < least:
+            raise DomainError(f"max ({maximum}) must be at least the group's min ({least}).", field="max")
+        if maximum == group.replicas:
+            return job
+        before = group.replicas
+        _shrink_to(job, group.role, maximum, actor)
+        ReplicaGroup.objects.filter(pk=group.pk).update(replicas=maximum)
+        record_event(job, reason=f"max {group.role} replicas {before} -> {maximum} by {actor_name(actor)}",
+                     actor=actor, details={"role": group.role, "old_max": before, "new_max": maximum})
+        transaction.on_commit(wakeup.wake_scheduler)  # a raised maximum may grow it now
+    return job
+
+
+def _shrink_to(job: Job, role: str, maximum: int, actor: Any) -> None:
+    """Shrink the job's running attempt to at most `maximum` replicas of `role` (its highest indexes)."""
+    attempt = Attempt.objects.filter(pk=job.current_attempt_id, ended_at__isnull=True).first()
+    if attempt is None or job.state not in HOLDING:
+        return
+    rows = sorted((r for r in attempt.placement if r["role"] == role), key=lambda r: int(r["index"]))
+    if len(rows) <= maximum:
+        return
+    done = lifecycle.resize(job.pk, attempt_id=attempt.pk, version=attempt.resize_count,
+                            kind=AttemptResize.Kind.SHRINK, replicas=rows[maximum:], now=timezone.now(),
+                            reason=f"its maximum was lowered to {maximum} by {actor_name(actor)}", actor=actor)
+    if done is None:
+        raise InvalidTransition(f"Job {job.pk} changed meanwhile; try again.", field="max")
 
 
 SPEC_FIELDS = ["name", "stage", "launcher", "image", "command", "args", "env", "launcher_options", "topology",

@@ -17,7 +17,7 @@ def _inventory(inventory):
 class TestJobs(CrossTenantMixin):
     basename = "job"
     detail_writes = ()  # jobs are never edited or deleted; their writes are actions
-    detail_actions = ("cancel", "resubmit", "checkpoint")
+    detail_actions = ("cancel", "resubmit", "checkpoint", "scale")
 
     def make_object(self, tenant, project):
         from quotas.models import ResourceFlavor
