@@ -14,11 +14,14 @@ def cmd_queue(args: argparse.Namespace) -> None:
     rows = list_rows("queue/", project=args.project, flavor=args.flavor)
     if args.json:
         return emit_json(rows)
+    # An elastic job's devices are its minimum need: "8 (min)".
     shown = [{**row, **{f"w_{k}": v for k, v in (row.get("waiting") or {}).items()},
-              "estimate": estimate(row.get("waiting"))} for row in rows]
+              "estimate": estimate(row.get("waiting")),
+              "devices": f"{row.get('total_devices')} (min)" if row.get("elastic") else row.get("total_devices")}
+             for row in rows]
     print(table(shown, [
         ("flavor", "FLAVOR"), ("w_flavor_position", "POS"), ("w_project_position", "PROJ POS"), ("id", "ID"),
-        ("project", "PROJECT"), ("name", "NAME", lambda v: truncate(v, 32)), ("total_devices", "DEVICES"),
+        ("project", "PROJECT"), ("name", "NAME", lambda v: truncate(v, 32)), ("devices", "DEVICES"),
         ("priority_class", "PRIORITY"), ("submitted_at", "WAITING", lambda v: relative(v).removesuffix(" ago")),
         ("estimate", "ETA"), ("w_reason", "REASON"),
     ], empty="The queue is empty: nothing is waiting."))

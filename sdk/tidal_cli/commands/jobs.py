@@ -1,4 +1,4 @@
-"""submit, jobs, cancel, resubmit."""
+"""submit, jobs, cancel, resubmit, scale."""
 
 from __future__ import annotations
 
@@ -129,6 +129,17 @@ def cmd_resubmit(args: argparse.Namespace) -> None:
         print(note)
 
 
+def cmd_scale(args: argparse.Namespace) -> None:
+    body = {"max": args.max, **({"role": args.role} if args.role else {})}
+    try:
+        job = Api.from_config().post(f"jobs/{args.id}/scale/", body)
+    except ApiError as error:
+        raise job_not_found(error, args.id) from None
+    if args.json:
+        return emit_json(job)
+    print(f"Job {job['id']} ({job['name']}): {(job.get('elastic') or {}).get('summary', job['state'])}")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     submit = add_command(sub, "submit", cmd_submit, "submit a job from a YAML file",
                          "Submit a job described by a YAML file (see sdk/examples/). The project comes from --project, "
@@ -156,3 +167,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 ("resubmit", cmd_resubmit, "submit a new job with the same spec as a previous one")):
         parser = add_command(sub, name, handler, text)
         parser.add_argument("id", type=job_id, help="the job id")
+
+    scale = add_command(sub, "scale", cmd_scale, "change an elastic job's maximum workers while it waits or runs",
+                        "Set the maximum replicas of an elastic job's group (replicas: {min, max}). Raised, the "
+                        "scheduler may grow the job into idle capacity; lowered below what it runs, it shrinks at once "
+                        "(its highest ranks stop).")
+    scale.add_argument("id", type=job_id, help="the job id")
+    scale.add_argument("--max", type=positive, required=True, help="the new maximum replicas (at least its min)")
+    scale.add_argument("--role", help="the elastic group, when the job has several")

@@ -1,5 +1,5 @@
 """`tidal job <id>`: the spec summary, replica groups, the current attempt's placement, why it waits, every attempt
-with why it ended, and the events timeline."""
+with why it ended, an elastic job's workers and resizes with why, and the events timeline."""
 
 from __future__ import annotations
 
@@ -75,7 +75,11 @@ def render_job(job: dict) -> str:
         ("project", job.get("project")), ("submitter", job.get("submitter")),
         ("stage / launcher", f"{job.get('stage')} / {job.get('launcher')}"),
         ("priority", job.get("priority_class")), ("image", job.get("image")), ("command", _command_line(job)),
-        ("devices", f"{job.get('total_devices')} x {job.get('flavor')}"), ("topology", job.get("topology")),
+        ("devices", f"{job.get('total_devices')} x {job.get('flavor')}"
+         + (" (its minimum need)" if job.get("elastic") else "")),
+        ("workers", (job.get("elastic") or {}).get("summary")),
+        ("resize cooldown", duration(job["resize_cooldown"]) if job.get("elastic") else None),
+        ("topology", job.get("topology")),
         ("max runtime", duration(job["max_runtime"]) if job.get("max_runtime") else "none"),
         ("min runtime", duration(job["min_runtime"]) if job.get("min_runtime") else None),
         ("retries", f"{job.get('retry_limit')} (backoff {duration(job.get('retry_backoff'))})"
@@ -88,7 +92,9 @@ def render_job(job: dict) -> str:
         ("borrowed", f"{job['borrowed']} devices from other projects" if job.get("borrowed") else None),
         ("failure", job.get("failure_cause")), ("times", _times(job)),
     ]))
-    out += ["", "Replica groups", table(job.get("groups") or [], [
+    groups = [{**g, "replicas": f"{g['min_replicas']}..{g['replicas']}" if g.get("min_replicas") else g["replicas"]}
+              for g in job.get("groups") or []]
+    out += ["", "Replica groups", table(groups, [
         ("role", "ROLE"), ("replicas", "REPLICAS"), ("devices", "DEVICES/REPLICA"), ("flavor", "FLAVOR"),
         ("cpu_millis", "CPU", lambda v: f"{(v or 0) / 1000:g}"), ("memory_mib", "MEMORY", _memory),
         ("rdma", "RDMA")])]
@@ -101,6 +107,12 @@ def render_job(job: dict) -> str:
             ("number", "#"), ("cluster", "CLUSTER"), ("nodes", "NODES"), ("admitted_at", "ADMITTED", timestamp),
             ("started_at", "STARTED", timestamp), ("ended_at", "ENDED", timestamp), ("outcome", "OUTCOME"),
             ("why", "WHY IT ENDED")])]
+    resizes = [{**r, "attempt": a["number"], "size": f"{r['old_replicas']} -> {r['new_replicas']}"}
+               for a in job.get("attempts") or [] for r in a.get("resizes") or []]
+    if resizes:
+        out += ["", "Resizes", table(resizes, [
+            ("at", "TIME", timestamp), ("attempt", "ATTEMPT"), ("kind", "KIND"), ("size", "WORKERS"),
+            ("reason", "WHY")])]
     if job.get("waiting"):
         out += ["", "Waiting", fields(waiting_summary(job["waiting"], job.get("project", ""), job.get("flavor", "")))]
     events = [{**e, "change": _change(e)} for e in job.get("events") or []]
