@@ -25,6 +25,7 @@ from jobs.logs import job_logs as read_logs
 from jobs.logs import replicas_of
 from jobs.models import Job, Launcher
 from jobs.scheduling.forecast import NO_EARLIER
+from jobs.serializers import workers_of
 from jobs.states import FINAL, State
 from jobs.templates_launcher import launcher_template
 from quotas import selectors as quota_selectors
@@ -140,6 +141,8 @@ def _detail_context(request: HttpRequest, job: Job) -> dict:
         "can_resubmit": can_resubmit(request, job),
         "eta_text": estimate_text(job) if job.state == State.QUEUED else "",
         "poll_seconds": POLL_SECONDS,
+        "workers": workers_of(job),  # an elastic job's size: "running 6 of 2..8 workers"
+        "resizes": [(a.number, r) for a in job.attempts.all() for r in a.resizes.all()],
     }
 
 
@@ -189,7 +192,8 @@ def spec_as_yaml(job: Job, groups, env: dict[str, str]) -> str:
     spec = {name: getattr(job, name) for name in services.SPEC_FIELDS}
     spec["env"] = env
     spec["priority_class"] = job.priority_class.name
-    spec["groups"] = [{"role": g.role, "replicas": g.replicas, "devices": g.devices, "flavor": g.flavor.name,
+    spec["groups"] = [{"role": g.role, "replicas": g.replicas if g.min_replicas is None else
+                       {"min": g.min_replicas, "max": g.replicas}, "devices": g.devices, "flavor": g.flavor.name,
                        "cpu_millis": g.cpu_millis, "memory_mib": g.memory_mib, "rdma": g.rdma} for g in groups]
     spec = {key: value for key, value in spec.items() if value not in (None, "", [], {})}
     return yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=100)
@@ -312,6 +316,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     jobs = _with_eta(jobs)
     by_flavor: dict[str, list[Job]] = {}
     for job in jobs:
+        job.workers = workers_of(job)  # an elastic job's bounds, for the template
         by_flavor.setdefault(job.flavor.name, []).append(job)
     return render(request, "jobs/queue.html", {
         "project": project, "show_all": show_all, "by_flavor": by_flavor, "total": len(jobs),
