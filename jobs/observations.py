@@ -13,9 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import InvalidTransition
-from jobs import failures
-from jobs.lifecycle import AttemptEnd, transition
-from jobs.models import Attempt, Job, Outcome
+from jobs import failures, ports
+from jobs.lifecycle import AttemptEnd, resize, transition
+from jobs.models import Attempt, AttemptResize, Job, Outcome, ReplicaGroup
 from jobs.ports import Observation, Phase
 from jobs.states import HOLDING, State
 
@@ -28,7 +28,9 @@ def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | N
     1. only the job's current, open attempt counts: a late report of an earlier attempt changes nothing;
     2. a node under the attempt went away or is not ready, and the attempt did not succeed: the attempt is lost
        (cause node_lost, retried away from those nodes), whatever else was seen first: pods garbage-collected
-       with their node are a lost node, not an unknown failure;
+       with their node are a lost node, not an unknown failure. Unless the job is elastic, running on a cluster
+       whose backend resizes, and every replica on those nodes is a grown one (index >= its group's min): then
+       the attempt shrinks off them and goes on (`_shrink_off`);
     3. a failed replica: the attempt fails, and is retried or not by the cause and the job's permanent exit codes;
     4. a vanished workload: the attempt fails as unknown (retried);
     5. still running past the job's max runtime: the attempt fails, not retried;
@@ -44,6 +46,8 @@ def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | N
     try:
         if seen.lost_nodes and seen.phase != Phase.SUCCEEDED:
             nodes = ", ".join(seen.lost_nodes)
+            if _shrink_off(attempt, seen.lost_nodes, f"node {nodes} went away or became NotReady", now):
+                return State.RUNNING
             return _fail(attempt, cause=failures.NODE_LOST, reason=f"node {nodes} went away or became NotReady",
                          seen=seen, now=now)
         if seen.phase == Phase.FAILED:
@@ -63,6 +67,24 @@ def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | N
     except InvalidTransition:  # cancelled or preempted between the backend's read and this write
         return ""
     return ""
+
+
+def _shrink_off(attempt: Attempt, lost: Iterable[str], reason: str, now: datetime) -> bool:
+    """Shrink an elastic job's running attempt off the lost nodes, when every replica there is a grown one (the job
+    keeps at least its minimum: the core's base replicas are the indexes below it) and its cluster's backend
+    resizes. Whether it did."""
+    job = attempt.job
+    if job.state != State.RUNNING or attempt.cluster is None:
+        return False
+    minimum = {g.role: g.min_replicas for g in ReplicaGroup.objects.filter(job=job) if g.min_replicas is not None}
+    gone = [r for r in attempt.placement if r["node"] in set(lost)]
+    if not gone or not minimum or any(int(r["index"]) < minimum.get(r["role"], 1 << 30) for r in gone):
+        return False
+    if attempt.cluster.name not in ports.inventory().resizable:
+        return False
+    done = resize(job.pk, attempt_id=attempt.pk, version=attempt.resize_count, kind=AttemptResize.Kind.SHRINK,
+                  replicas=gone, reason=reason, now=now, actor=ACTOR)
+    return done is not None
 
 
 def record_gone_placement(attempt: Attempt, nodes: Iterable[str], *, reason: str,

@@ -193,3 +193,40 @@ def test_on_the_simulated_cluster_an_unresized_job_runs_its_duration(tenant, inv
     observe_simulated()
     job.refresh_from_db()
     assert job.state == State.RUNNING
+
+
+# --------------------------------------------------------------------------------------------- lost nodes
+
+def _grown_on(job, node, indexes):
+    lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=0, kind="grow", now=timezone.now(),
+                     reason="test", replicas=[{"role": "worker", "index": i, "node": node, "devices": 8}
+                                              for i in indexes])
+
+
+def test_a_lost_node_under_grown_replicas_shrinks_the_job(tenant, inventory, cycle):
+    from clusters.models import Node
+
+    job = running(elastic(tenant, inventory["h100"], 1, 4, cooldown=3600), cycle)
+    base = Attempt.objects.get(pk=job.current_attempt_id).placement[0]["node"]
+    lost = next(n for n in ("r1-n1", "r2-n2") if n != base)
+    _grown_on(job, lost, (1, 2))
+    Node.objects.filter(name=lost).update(ready=False)
+    observe_simulated()
+    job.refresh_from_db()
+    assert job.state == State.RUNNING and job.attempts.count() == 1
+    assert [r["node"] for r in Attempt.objects.get(pk=job.current_attempt_id).placement] == [base]
+    shrink = AttemptResize.objects.get(kind="shrink")
+    assert (shrink.old_replicas, shrink.new_replicas) == (3, 1) and f"node {lost} went away" in shrink.reason
+
+
+def test_a_lost_node_under_the_minimum_loses_the_attempt(tenant, inventory, cycle):
+    from clusters.models import Node
+
+    job = running(elastic(tenant, inventory["h100"], 1, 4, cooldown=3600, retry_limit=1), cycle)
+    base = Attempt.objects.get(pk=job.current_attempt_id).placement[0]["node"]
+    _grown_on(job, next(n for n in ("r1-n1", "r2-n2") if n != base), (1,))
+    Node.objects.filter(name=base).update(ready=False)
+    observe_simulated()
+    job.refresh_from_db()
+    assert job.state == State.RETRYING and not AttemptResize.objects.filter(kind="shrink").exists()
+    assert Attempt.objects.get(job=job, number=1).outcome == "lost"
