@@ -80,7 +80,7 @@ def _shrink_off(attempt: Attempt, lost: Iterable[str], reason: str, now: datetim
     gone = [r for r in attempt.placement if r["node"] in set(lost)]
     if not gone or not minimum or any(int(r["index"]) < minimum.get(r["role"], 1 << 30) for r in gone):
         return False
-    if attempt.cluster.name not in ports.inventory().resizable:
+    if job.launcher not in ports.inventory().resizable.get(attempt.cluster.name, ()):
         return False
     done = resize(job.pk, attempt_id=attempt.pk, version=attempt.resize_count, kind=AttemptResize.Kind.SHRINK,
                   replicas=gone, reason=reason, now=now, actor=ACTOR)

@@ -80,7 +80,8 @@ class Backend(Protocol):
     def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
         """Carry out a resize of an elastic job's running attempt (`attempt.placement` is already the new one): a
         grow starts the replicas `resize.replicas` lists, joining the running ones; a shrink stops them (highest
-        ranks, with the cluster's grace). Idempotent. Only backends of clusters in `Inventory.resizable` are asked."""
+        ranks, with the cluster's grace). Idempotent. Asked only for the launchers `Inventory.resizable` gives the
+        attempt's cluster."""
 
     def observe(self, attempts: Iterable[Attempt]) -> Iterable[Observation]:
         """What these open attempts on the backend's cluster look like now (one per attempt at most)."""
@@ -100,9 +101,9 @@ class Inventory:
 
     nodes: tuple[core.Node, ...]
     cluster_ids: Mapping[str, int]
-    # Clusters whose backend can resize a running attempt (Backend.resize): elsewhere an elastic job runs as a rigid
-    # gang of the size it was admitted at (the snapshot gives the scheduler no elastic groups there).
-    resizable: frozenset[str] = frozenset()
+    # Per cluster, the launchers whose jobs its backend resizes (Backend.resize): elsewhere an elastic job runs as a
+    # rigid gang of the size it was admitted at (the snapshot gives the scheduler no elastic groups for it).
+    resizable: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -81,23 +81,25 @@ _JOB_FIELDS = ("id", "project__slug", "priority_class__value", "priority_class__
 def _running_rows() -> list[tuple]:
     return list(Job.objects.filter(state__in=list(HOLDING), current_attempt__isnull=False).values_list(
         *_JOB_FIELDS, "current_attempt__cluster__name", "current_attempt__placement", "current_attempt__started_at",
-        "current_attempt__admitted_at", "current_attempt__checkpoint_at", "min_runtime", "current_attempt_id",
+        "current_attempt__admitted_at", "current_attempt__checkpoint_at", "min_runtime", "launcher",
+        "current_attempt_id",
         "current_attempt__resize_count", "current_attempt__resized_at", "resize_cooldown", "submitted_at"))
 
 
 def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]], now: float,
-             resizable: frozenset[str] = frozenset()) -> tuple[core.RunningJob, ...]:
+             resizable: Mapping[str, frozenset[str]] | None = None) -> tuple[core.RunningJob, ...]:
     """Jobs holding capacity; each replica carries its group's CPU and memory requests (the placement stored with
     the attempt names only node and devices), and each job the time its attempt last reported a checkpoint (what
     a preemption would throw away is the work since). A start after `now` (the clock was turned back since) counts
     as now: the forecast would otherwise add the jump to every estimate.
 
     An elastic job (a group with min_replicas) carries its elastic groups, its attempt's last resize and its
-    cooldown, from its attempt's current replicas; on a cluster whose backend cannot resize (not in `resizable`)
-    it carries none and is a rigid gang of the replicas it runs."""
+    cooldown, from its attempt's current replicas; on a cluster whose backend cannot resize its launcher's jobs
+    (`resizable`: per cluster, the launchers it resizes) it carries none and is a rigid gang of what it runs."""
     running = []
+    resizable = resizable or {}
     for job_id, project, priority, preemptible, flavor, max_runtime, cluster, placement, started, admitted, \
-            checkpointed, min_runtime, _, _, resized, cooldown, _ in rows:
+            checkpointed, min_runtime, launcher, _, _, resized, cooldown, _ in rows:
         requests = {g.role: (g.cpu_millis, g.memory_mib) for g in groups.get(job_id, ())}
         assignments = tuple(core.Assignment(a["role"], a["index"], node_key(cluster, a["node"]), a["devices"],
                                             *requests.get(a["role"], (0, 0)))
@@ -108,7 +110,7 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
             max_runtime=float(max_runtime) if max_runtime else None,
             checkpointed_at=min(checkpointed.timestamp(), now) if checkpointed else None,
             elastic=tuple(core.Elastic(g.role, g.min_replicas, g.replicas) for g in groups.get(job_id, ())
-                          if g.min_replicas is not None) if cluster in resizable else (),
+                          if g.min_replicas is not None) if launcher in resizable.get(cluster, ()) else (),
             resized_at=min(resized.timestamp(), now) if resized else None, resize_cooldown=float(cooldown)))
     return tuple(running)
 

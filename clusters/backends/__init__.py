@@ -19,16 +19,20 @@ from clusters.kube.errors import ApiError
 from clusters.models import Cluster, Node
 from jobs import ports
 from jobs import scheduling as core
-from jobs.models import Attempt
+from jobs.models import Attempt, Launcher
 from jobs.observations import record_all
 from jobs.selectors import open_attempts
 
 logger = logging.getLogger(__name__)
 
 
-# Backends that carry out Backend.resize: elastic jobs grow and shrink on their clusters only. The Kubernetes
-# backend does not yet (an elastic job runs there as a rigid gang of its minimum): docs/kubernetes.md.
-RESIZABLE_BACKENDS = frozenset({Cluster.Backend.SIMULATED})
+# The launchers whose jobs each backend resizes (Backend.resize): elastic jobs grow and shrink there only. On
+# Kubernetes, torchrun's c10d rendezvous (pytorch); a DeepSpeed or Ray elastic job runs there as a rigid gang of its
+# minimum (docs/kubernetes.md).
+RESIZABLE_LAUNCHERS: dict[str, frozenset[str]] = {
+    Cluster.Backend.SIMULATED: frozenset(Launcher.values),
+    Cluster.Backend.KUBERNETES: frozenset({Launcher.PYTORCH}),
+}
 
 
 def backend_for_cluster(cluster: Cluster) -> ports.Backend:
@@ -60,12 +64,11 @@ def inventory() -> ports.Inventory:
     rows = Node.objects.order_by("cluster__name", "position", "name").values_list(
         "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready",
         "cordoned", "cluster__enabled", "cpu_millis", "memory_mib", "cluster__backend")
-    nodes, cluster_ids, resizable = [], {}, set()
+    nodes, cluster_ids, resizable = [], {}, {}
     for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled, cpu, memory, \
             backend in rows:
         cluster_ids[cluster] = cluster_id
-        if backend in RESIZABLE_BACKENDS:
-            resizable.add(cluster)
+        resizable[cluster] = RESIZABLE_LAUNCHERS.get(backend, frozenset())
         capacity = max(0, devices - foreign)
         unavailable = ("in a disabled cluster" if not enabled else "not ready" if not ready
                        else "cordoned" if cordoned else "")
@@ -75,7 +78,7 @@ def inventory() -> ports.Inventory:
                                cluster=cluster, block=block, rack=rack, schedulable=not unavailable,
                                foreign=min(foreign, devices), unavailable=unavailable, cpu_millis=cpu,
                                memory_mib=memory, free_cpu_millis=cpu, free_memory_mib=memory))
-    return ports.Inventory(tuple(nodes), cluster_ids, frozenset(resizable))
+    return ports.Inventory(tuple(nodes), cluster_ids, resizable)
 
 
 def observe_cluster(cluster: Cluster) -> list[str]:

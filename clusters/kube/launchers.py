@@ -86,6 +86,8 @@ def rendezvous_env(job: RenderJob, replica: Replica, master: Replica) -> dict[st
         "PET_MASTER_ADDR": master.dns_name,
         "PET_MASTER_PORT": str(job.master_port),
     }
+    if job.elastic_nodes and job.launcher == "pytorch":
+        env.update(elastic_env(job, master))
     if job.launcher == "megatron":
         tp, pp = job.tensor_parallel, job.pipeline_parallel
         env["TENSOR_MODEL_PARALLEL_SIZE"] = str(tp)
@@ -98,6 +100,21 @@ def rendezvous_env(job: RenderJob, replica: Replica, master: Replica) -> dict[st
         env["RAY_DASHBOARD_ADDRESS"] = f"http://{master.dns_name}:{RAY_DASHBOARD_PORT}"
         env["TIDAL_RAY_NODES"] = str(nnodes)
     return env
+
+
+def elastic_env(job: RenderJob, master: Replica) -> dict[str, str]:
+    """torchrun's elastic flags (it reads `--<flag>` from `PET_<FLAG>`): run on min..max nodes, meet through the c10d
+    rendezvous hosted by rank 0's agent (reached through the headless Service; rank 0 is never the one a shrink
+    removes), one rendezvous per attempt, and restart the workers at most `max_restarts` times on failures (a
+    node joining or leaving restarts them at the new world size without counting)."""
+    low, high = job.elastic_nodes or (job.total_replicas, job.total_replicas)
+    return {
+        "PET_NNODES": f"{low}:{high}",
+        "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": f"{master.dns_name}:{job.master_port}",
+        "PET_RDZV_ID": f"tidal-{job.job_id}-{job.attempt}",
+        "PET_MAX_RESTARTS": str(job.max_restarts),
+    }
 
 
 def deepspeed_hostfile(replicas: list[Replica]) -> str:

@@ -107,7 +107,7 @@ def _replicas(job: RenderJob, placement: Placement, service: str | None, domain:
     out: list[Replica] = []
     rank = 0
     for group in job.replica_groups:
-        for index in range(group.replicas):
+        for index in group.replica_indexes:
             pod = pod_name(job, group.role, index)
             dns = f"{pod}.{service}.{job.namespace}.svc.{domain}" if service else "localhost"
             out.append(Replica(group.role, index, rank, group.devices, pod, dns))
@@ -317,7 +317,8 @@ def render(job: RenderJob, placement: Placement, settings: ClusterSettings) -> l
     """All manifests of one job attempt, parent first. Pure and deterministic; raises ``RenderError``."""
     validate(job, settings)
     parent = base_name(job)
-    service = parent if job.total_replicas > 1 else None
+    # An elastic job gets its headless Service even at one pod: pods it grows reach the rendezvous through it.
+    service = parent if job.total_replicas > 1 or job.elastic_nodes else None
     replicas = _replicas(job, placement, service, settings.cluster_domain)
     master = replicas[0]
     out: list[Manifest] = [_parent(job, settings, replicas)]

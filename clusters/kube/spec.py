@@ -20,6 +20,13 @@ class ReplicaGroup:
     cpu: str = "1"
     memory: str = "4Gi"
     rdma: int = 0
+    # The replicas' indexes when they are not 0..replicas-1: an elastic group after a resize (its attempt's
+    # placement; a shrink off a lost node may leave a gap). Empty: 0..replicas-1.
+    indexes: tuple[int, ...] = ()
+
+    @property
+    def replica_indexes(self) -> tuple[int, ...]:
+        return self.indexes or tuple(range(self.replicas))
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,10 @@ class RenderJob:
     # `restricted` Pod Security Standard; unknown, the image's own user is kept (it may be root), which `baseline`
     # allows and `restricted` does not.
     run_as_user: int | None = None
+    # Elastic (pytorch only): the job runs on min..max pods and torchrun's c10d rendezvous lets pods join and leave
+    # (PET_NNODES=min:max, launchers.rendezvous_env). None: a fixed world size.
+    elastic_nodes: tuple[int, int] | None = None
+    max_restarts: int = 3  # torchrun --max-restarts of an elastic job: failed restarts before the pod gives up
 
     @property
     def total_replicas(self) -> int:

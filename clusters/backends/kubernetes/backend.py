@@ -36,7 +36,7 @@ from clusters.kube.dispatch import dispatch as kube_dispatch
 from clusters.kube.errors import ApiError, PermanentError, RenderError, TransientError
 from clusters.kube.failures import CAUSES, Failure, classify, pending_failure
 from clusters.kube.nodes import node_is_ready, not_ready_since
-from clusters.kube.render import MAIN_CONTAINER, render
+from clusters.kube.render import MAIN_CONTAINER, pod_name, render
 from clusters.kube.status import AttemptStatus, ReplicaState, attempt_status, stuck_pending
 from clusters.kube.streams import LogPosition
 from clusters.models import Cluster, Node
@@ -72,6 +72,11 @@ def group_pods(pods: Iterable[Mapping[str, Any]]) -> dict[AttemptKey, list[Mappi
         if key is not None:
             out[key].append(pod)
     return out
+
+
+def _replica_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(names.LABEL_ROLE, "")), str(labels.get(names.LABEL_INDEX, ""))
 
 
 def _pick(failures: list[tuple[ReplicaState, Failure]]) -> tuple[ReplicaState, Failure]:
@@ -159,10 +164,25 @@ class KubernetesBackend:
     # -------------------------------------------------------------------------------------------------- resize
 
     def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
-        """Not carried out on Kubernetes yet: its clusters are not in `Inventory.resizable`, so the scheduler never
-        grows or shrinks an attempt here (an elastic job runs as a rigid gang of its minimum) and this is never
-        asked. Refused loudly rather than leaving the placement and the pods apart."""
-        raise NotImplementedError(f"cluster {self.cluster.name}: the Kubernetes backend does not resize attempts")
+        """An elastic pytorch job's attempt (`attempt.placement` already the new one) grows or shrinks. A grow
+        creates the new ranks' pods: the attempt is dispatched again, which adopts every object that exists and
+        creates the rest (idempotent), and the new pods join the running ones through torchrun's c10d rendezvous
+        (launchers.elastic_env). A shrink deletes the removed ranks' pods (the highest) with the cluster's
+        termination grace: SIGTERM first, so the job can checkpoint; torchrun restarts its workers at the new world
+        size. A TransientError propagates (the task is acknowledged late); the resync repairs a grow whose pods are
+        missing (`_growing`) and ignores a shrink's pods (not in the placement)."""
+        if resize.kind == AttemptResize.Kind.GROW:
+            self.create(attempt)
+            return
+        namespace = self._namespace(attempt)
+        render_job = mapping.render_job(attempt, namespace)
+        deleted = [name for name in (pod_name(render_job, str(row["role"]), int(row["index"]))
+                                     for row in resize.replicas)
+                   if self.client.delete("Pod", namespace, name,
+                                         grace_seconds=self.cluster.termination_grace_seconds)]
+        record_event(attempt.job, kind="note", actor=ACTOR, attempt=attempt.number, reason=(
+            f"shrink: deleted {len(deleted)} pods in namespace {namespace} with a grace of "
+            f"{self.cluster.termination_grace_seconds}s"), details={"namespace": namespace, "deleted": deleted})
 
     # ---------------------------------------------------------------------------------------------------- stop
 
@@ -232,7 +252,11 @@ class KubernetesBackend:
         """What the pods of one attempt say, `lost_nodes` being the cluster's nodes gone or NotReady past the grace.
         None while nothing is decided and nothing is missing."""
         job = attempt.job
-        expected = sum(group.replicas for group in job.groups.all())
+        # The replicas the attempt holds now (an elastic job's change with each resize): pods of replicas a shrink
+        # removed (terminating) are not the attempt's any more.
+        current = {(str(row["role"]), str(row["index"])) for row in attempt.placement}
+        pods = [p for p in pods if _replica_key(p) in current] if attempt.resize_count else pods
+        expected = len(attempt.placement) or sum(group.replicas for group in job.groups.all())
         status = attempt_status(pods, expected=expected, launcher=job.launcher, not_ready_nodes=lost_nodes)
         placed = {str(row["node"]) for row in attempt.placement}
         if status.state == "succeeded":
@@ -248,6 +272,8 @@ class KubernetesBackend:
         if stuck is not None:
             return stuck
         if len(status.replicas) < expected:
+            if job.state == State.RUNNING and self._growing(attempt, status):
+                return None
             if job.state == State.RUNNING:
                 return self._vanished(attempt, status, expected, pods)
             if redispatch and attempt.admitted_at <= redispatch_before():
@@ -328,6 +354,20 @@ class KubernetesBackend:
         lost = tuple(sorted(vanished_on - self._live_nodes(vanished_on)))
         details = self._where(lost[0]) if lost else {}
         return Observation(attempt.pk, Phase.VANISHED, message, lost_nodes=lost, details=details)
+
+    def _growing(self, attempt: Attempt, status: AttemptStatus) -> bool:
+        """The pods missing are replicas a grow added (its pods not created yet, or lost on the way): created now
+        (dispatch adopts the rest), rather than the attempt counted as vanished."""
+        if not attempt.resize_count:
+            return False
+        present = {(r.role, r.index) for r in status.replicas}
+        missing = {(str(row["role"]), int(row["index"])) for row in attempt.placement} - present
+        added = {(str(row["role"]), int(row["index"])) for resize in
+                 attempt.resizes.filter(kind=AttemptResize.Kind.GROW) for row in resize.replicas}
+        if not missing or not missing <= added:
+            return False
+        self.create(attempt)
+        return True
 
     def _deleted_owner(self, pods: list[Mapping[str, Any]]) -> str:
         """The name of the parent ConfigMap owning these pods if it no longer exists; "" while it does, when the pods

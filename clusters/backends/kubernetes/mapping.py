@@ -86,15 +86,20 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
     job = attempt.job
     options = job.launcher_options or {}
     extra = ports.env_for(attempt)
-    # An elastic group runs the replicas its attempt was placed on (admitted at its minimum), not its maximum.
-    placed: dict[str, int] = {}
+    # An elastic group runs the replicas its attempt holds now (admitted at its minimum, then grown or shrunk), by
+    # their indexes, not its maximum.
+    placed: dict[str, list[int]] = {}
     for row in attempt.placement or []:
-        placed[str(row["role"])] = placed.get(str(row["role"]), 0) + 1
+        placed.setdefault(str(row["role"]), []).append(int(row["index"]))
+    rows = list(job.groups.all())
     groups = tuple(
-        ReplicaGroup(role=g.role, replicas=g.replicas if g.min_replicas is None else placed.get(g.role, g.replicas),
-                     devices=g.devices, cpu=f"{g.cpu_millis}m", memory=f"{g.memory_mib}Mi", rdma=1 if g.rdma else 0)
-        for g in job.groups.all()
+        ReplicaGroup(role=g.role, devices=g.devices, cpu=f"{g.cpu_millis}m", memory=f"{g.memory_mib}Mi",
+                     rdma=1 if g.rdma else 0,
+                     **({"replicas": g.replicas} if g.min_replicas is None or g.role not in placed else
+                        {"replicas": len(placed[g.role]), "indexes": tuple(sorted(placed[g.role]))}))
+        for g in rows
     )
+    elastic = any(g.min_replicas is not None for g in rows)
     return RenderJob(
         job_id=job.pk,
         name=job.name,
@@ -118,6 +123,8 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
         run_as_user=_int_option(options, "run_as_user") if "run_as_user" in options else None,
         platform_env=extra.plain,
         secret_env=extra.secret,
+        elastic_nodes=(sum(g.needed for g in rows), sum(g.replicas for g in rows)) if elastic else None,
+        max_restarts=_int_option(options, "max_restarts", 3) if "max_restarts" in options else 3,
     )
 
 
