@@ -1,0 +1,145 @@
+"""Elastic pytorch jobs on Kubernetes (issue 29): torchrun's elastic env, manifests valid against the API schema,
+and against kmock (a real HTTP API server emulator) a grow creates the new ranks' pods joining the rendezvous, a
+shrink deletes the highest ranks with the termination grace, and the resync neither counts a grow's pods not yet
+created nor a shrink's terminating pods against the attempt."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+from django.utils import timezone
+
+from clusters.kube import names
+from clusters.kube.render import render
+from clusters.kube.spec import ClusterSettings, Placement, ReplicaPlacement
+from jobs import lifecycle
+from jobs.models import Attempt, AttemptResize, Job
+from jobs.services import job_scale, job_submit
+from jobs.states import State
+from tests.clusters.kube.test_kube_render import K8S_VERSION, env_of, make_job, pods
+from tests.clusters.test_kubernetes_backend import NS, pods_of, refresh, running, seed_nodes, set_status
+from tests.jobs.conftest import spec
+
+
+def test_an_elastic_job_renders_torchruns_elastic_env_and_valid_manifests() -> None:
+    groups = (make_job().replica_groups[0].__class__("worker", 2, 8, "16", "128Gi", 0, indexes=(0, 2)),)
+    job = make_job(replica_groups=groups, elastic_nodes=(1, 4), max_restarts=5)
+    placement = Placement((ReplicaPlacement("worker", 0, "n0"), ReplicaPlacement("worker", 2, "n2")))
+    manifests = render(job, placement, ClusterSettings())
+    for manifest in manifests:
+        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+    assert [m["kind"] for m in manifests].count("Service") == 1
+    rendered = pods(manifests)
+    assert [p["metadata"]["labels"][names.LABEL_INDEX] for p in rendered] == ["0", "2"]
+    envs = [env_of(p) for p in rendered]
+    master = rendered[0]["spec"]["hostname"]
+    for env in envs:
+        assert env["PET_NNODES"] == "1:4" and env["PET_RDZV_BACKEND"] == "c10d" and env["PET_MAX_RESTARTS"] == "5"
+        assert env["PET_RDZV_ENDPOINT"].startswith(f"{master}.") and env["PET_RDZV_ENDPOINT"].endswith(":29500")
+        assert env["PET_RDZV_ID"] == "tidal-1234-2"
+
+
+def test_one_elastic_pod_still_gets_the_headless_service() -> None:
+    job = make_job(replicas=1, elastic_nodes=(1, 3))
+    manifests = render(job, Placement((ReplicaPlacement("worker", 0, "n0"),)), ClusterSettings())
+    assert any(m["kind"] == "Service" for m in manifests)
+    assert ".svc." in env_of(pods(manifests)[0])["PET_RDZV_ENDPOINT"]
+
+
+def test_a_rigid_job_has_no_elastic_env() -> None:
+    job = make_job()
+    env = env_of(pods(render(job, Placement(tuple(ReplicaPlacement("worker", i, f"n{i}") for i in range(2))),
+                             ClusterSettings()))[0])
+    assert env["PET_NNODES"] == "2" and "PET_RDZV_BACKEND" not in env
+
+
+@pytest.fixture
+def elastic_on_kube(tenant, kube_inventory, kube, cycle, resync):
+    """An elastic pytorch job (1..3 x 4 H100) admitted at its minimum on kmock and running."""
+    seed_nodes(kube)
+    body = spec(kube_inventory["h100"], replicas=3, devices=4, resize_cooldown=0, command=["torchrun", "train.py"])
+    body["groups"][0]["min_replicas"] = 1
+    job = job_submit(actor=tenant.users["member"], project=tenant.project, spec=body).job
+    cycle()
+    job = refresh(job)
+    assert job.state == State.DISPATCHING and len(pods_of(kube, job)) == 1
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    resync()
+    job = refresh(job)
+    assert job.state == State.RUNNING
+    return job
+
+
+def test_grow_creates_the_new_ranks_pods_joining_the_rendezvous(elastic_on_kube, kube, cycle, resync):
+    job = elastic_on_kube
+    first = pods_of(kube, job)
+    result = cycle()  # the cluster is idle: it grows to its maximum
+    assert result.grows
+    job = refresh(job)
+    attempt = Attempt.objects.get(pk=job.current_attempt_id)
+    assert len(attempt.placement) == 3 and job.attempts.count() == 1
+    grown = pods_of(kube, job)
+    assert set(first) < set(grown) and len(grown) == 3
+    endpoints = {env_of(p)["PET_RDZV_ENDPOINT"] for p in grown.values()}
+    assert len(endpoints) == 1 and {env_of(p)["PET_NNODES"] for p in grown.values()} == {"1:3"}
+    assert {env_of(p)["PET_RDZV_ID"] for p in grown.values()} == {f"tidal-{job.pk}-1"}
+    for pod in grown.values():  # as the API server stored them (the emulated kubelet's status left out)
+        kubernetes_validate.validate({k: v for k, v in pod.items() if k != "status"}, K8S_VERSION, strict=True)
+    assert job.events.filter(kind="note", reason__startswith="created 2 objects").exists()
+    for pod in grown.values():
+        set_status(kube, pod, running())
+    resync()
+    assert refresh(job).state == State.RUNNING
+
+
+def test_a_grows_pods_not_yet_created_are_created_by_the_resync(elastic_on_kube, kube, resync):
+    job = elastic_on_kube
+    lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=0, kind="grow", now=timezone.now(),
+                     reason=lifecycle.GROWN_REASON,
+                     replicas=[{"role": "worker", "index": 1, "node": "gpu-2", "devices": 4}])  # no task run
+    assert len(pods_of(kube, job)) == 1
+    resync()
+    job = refresh(job)
+    assert job.state == State.RUNNING and len(pods_of(kube, job)) == 2
+
+
+def test_shrink_deletes_the_highest_ranks_with_the_grace(elastic_on_kube, kube, cycle, resync, tenant,
+                                                         django_capture_on_commit_callbacks):
+    job = elastic_on_kube
+    cycle()
+    job = refresh(job)
+    for pod in pods_of(kube, job).values():
+        set_status(kube, pod, running())
+    with django_capture_on_commit_callbacks(execute=True):
+        job_scale(actor=tenant.users["member"], job=Job.objects.get(pk=job.pk), maximum=1)
+    left = pods_of(kube, job)
+    ranks = sorted(p["metadata"]["labels"][names.LABEL_INDEX] for p in left.values()
+                   if not p["metadata"].get("deletionTimestamp"))
+    assert ranks == ["0"], ranks
+    note = job.events.filter(kind="note", reason__startswith="shrink: deleted 2 pods").get()
+    assert "grace of 45s" in note.reason
+    pod_deletes = [r for r in kube.handler[kube.handler.action.DELETE] if "/pods/" in r.url.path]
+    assert sorted(r.url.path.rsplit("-", 1)[-1] for r in pod_deletes) == ["1", "2"]  # the highest ranks
+    assert {r.data["gracePeriodSeconds"] for r in pod_deletes} == {45}  # SIGTERM first: time to checkpoint
+    shrink = AttemptResize.objects.get(kind="shrink")
+    assert (shrink.old_replicas, shrink.new_replicas) == (3, 1)
+    resync()  # the removed ranks' pods (terminating or gone) are no longer the attempt's
+    job = refresh(job)
+    assert job.state == State.RUNNING and len(Attempt.objects.get(pk=job.current_attempt_id).placement) == 1
+
+
+def test_only_pytorch_is_resized_on_kubernetes(tenant, kube_inventory, kube, cycle, resync):
+    seed_nodes(kube)
+    body = spec(kube_inventory["h100"], replicas=3, devices=4, resize_cooldown=0, launcher="deepspeed",
+                command=["deepspeed", "train.py"])
+    body["groups"][0]["min_replicas"] = 1
+    job = job_submit(actor=tenant.users["member"], project=tenant.project, spec=body).job
+    cycle()
+    for pod in pods_of(kube, refresh(job)).values():
+        set_status(kube, pod, running())
+    resync()
+    assert refresh(job).state == State.RUNNING
+    cycle()
+    assert len(pods_of(kube, refresh(job))) == 1 and not AttemptResize.objects.exists()  # a rigid gang of its min
+    assert NS == "tidal-vision"
