@@ -102,7 +102,8 @@ def test_jobs_filters_by_state_and_project(cli, job_file):
     assert cli("jobs", "--state", "sleeping").code == 2
 
 
-@pytest.mark.parametrize("example", ["pytorch-ddp.yaml", "deepspeed.yaml", "megatron.yaml", "ray.yaml"])
+@pytest.mark.parametrize("example", ["pytorch-ddp.yaml", "deepspeed.yaml", "megatron.yaml", "ray.yaml",
+                                     "elastic-ddp.yaml"])
 def test_shipped_examples_are_accepted(cli, example):
     result = cli("submit", str(EXAMPLES / example), "--json")
     assert result.code == 0, result.err

@@ -143,3 +143,57 @@ def test_only_pytorch_is_resized_on_kubernetes(tenant, kube_inventory, kube, cyc
     cycle()
     assert len(pods_of(kube, refresh(job))) == 1 and not AttemptResize.objects.exists()  # a rigid gang of its min
     assert NS == "tidal-vision"
+
+
+# ------------------------------------------------------------------------------------- the shipped example
+
+def test_the_elastic_example_starts_torchrun_elastic_on_every_pod(tenant, clients):
+    from clusters.backends.kubernetes import mapping
+    from clusters.demo import seed_cluster
+    from clusters.models import Cluster
+    from quotas.demo import seed_quotas
+    from tests.clusters.test_examples import EXAMPLES, argv_of, dns_name, pods_by_rank
+
+    seed_cluster()
+    seed_quotas()
+    body = (EXAMPLES / "elastic-ddp.yaml").read_bytes()
+    response = clients["member"].post("/api/v1/jobs/", data=body, content_type="application/yaml")
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    assert response.json()["elastic"]["summary"] == "needs 1..4 workers"
+    attempt = Attempt(job=job, number=1, placement=[  # grown to 3 of its 4 nodes
+        {"role": "worker", "index": i, "node": f"node-{i}", "devices": 8} for i in range(3)])
+    cluster = Cluster(name="gpu", backend=Cluster.Backend.KUBERNETES, cluster_domain="cluster.local")
+    manifests = render(*mapping.render_inputs(attempt, cluster))
+    ranks = pods_by_rank(manifests)
+    assert len(ranks) == 3
+    for pod in ranks:
+        kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+        argv, env = argv_of(pod), env_of(pod)
+        assert argv[:2] == ["torchrun", "train_elastic.py"]
+        assert (env["PET_NNODES"], env["PET_RDZV_BACKEND"], env["PET_MAX_RESTARTS"]) == ("1:4", "c10d", "3")
+        assert env["PET_RDZV_ENDPOINT"] == f"{dns_name(ranks[0])}:29500"
+
+
+def test_the_elastic_training_script_resumes_at_any_world_size(tmp_path):
+    import importlib.util
+    import os
+    import signal
+
+    from tests.clusters.test_examples import EXAMPLES
+
+    loaded = importlib.util.spec_from_file_location("train_elastic", EXAMPLES / "train_elastic.py")
+    script = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(script)  # torch is imported only by main()
+    for world in (1, 2, 3, 5, 8):  # every sample of a step read once, whatever the world size
+        read = [i for rank in range(world) for i in script.shard(7, rank, world, 512)]
+        assert read == list(range(7 * 512, 8 * 512))
+    assert script.load_state(tmp_path) == 0
+    script.save_state(tmp_path, 1234, world=4)
+    assert script.load_state(tmp_path) == 1234  # read back by a run of any size
+    stop = script.StopRequested().install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.stop
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
