@@ -110,9 +110,16 @@ def open_attempts() -> QuerySet[Attempt]:
 def held_devices(organization_ids: Iterable[int]) -> dict[tuple[int, int], int]:
     """Devices held by admitted, dispatching and running jobs per (project id, flavor id), in these organizations
     (registered as the quotas app's usage source)."""
-    held = (Job.objects.filter(state__in=HOLDING, project__organization_id__in=list(organization_ids))
-            .values("project_id", "flavor_id").annotate(devices=Sum("total_devices")))
-    return {(row["project_id"], row["flavor_id"]): row["devices"] or 0 for row in held}
+    holding = Job.objects.filter(state__in=HOLDING, project__organization_id__in=list(organization_ids))
+    # A resized elastic attempt holds what its placement says now (its job's total_devices is its minimum need).
+    resized = Q(current_attempt__resize_count__gt=0)
+    held = (holding.exclude(resized).values("project_id", "flavor_id").annotate(devices=Sum("total_devices")))
+    out = {(row["project_id"], row["flavor_id"]): row["devices"] or 0 for row in held}
+    for project_id, flavor_id, placement in holding.filter(resized).values_list(
+            "project_id", "flavor_id", "current_attempt__placement"):
+        key = (project_id, flavor_id)
+        out[key] = out.get(key, 0) + sum(int(row["devices"]) for row in placement)
+    return out
 
 
 def runtime_shares(recent: int = 500, least: int = 20) -> core.RuntimeShares:

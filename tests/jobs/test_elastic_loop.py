@@ -230,3 +230,18 @@ def test_a_lost_node_under_the_minimum_loses_the_attempt(tenant, inventory, cycl
     job.refresh_from_db()
     assert job.state == State.RETRYING and not AttemptResize.objects.filter(kind="shrink").exists()
     assert Attempt.objects.get(job=job, number=1).outcome == "lost"
+
+
+def test_quota_usage_counts_what_a_resized_attempt_holds(tenant, inventory, cycle):
+    from jobs.selectors import held_devices
+
+    job = running(elastic(tenant, inventory["h100"], 1, 4, cooldown=3600), cycle)
+    rigid = submit(tenant, inventory["a100"], replicas=1)
+    cycle()
+    key, other = (tenant.project.pk, inventory["h100"].pk), (tenant.project.pk, inventory["a100"].pk)
+    assert held_devices([tenant.organization.pk])[key] == 8
+    lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=0, kind="grow", now=timezone.now(),
+                     reason="test", replicas=[{"role": "worker", "index": i, "node": "r2-n2", "devices": 8}
+                                              for i in (1, 2)])
+    held = held_devices([tenant.organization.pk])
+    assert held[key] == 24 and held[other] == rigid.total_devices == 8
