@@ -12,6 +12,7 @@ from jobs.lifecycle import transition
 from jobs.models import Attempt
 from jobs.services import job_submit
 from jobs.states import State
+from quotas.models import Quota
 from tests.costs.conftest import at
 from tests.jobs.conftest import admit, spec
 
@@ -39,6 +40,7 @@ def row(index, node):
 def test_segments_device_seconds_equal_the_sum_over_the_resize_history(tenant, prices,
                                                                        django_capture_on_commit_callbacks):
     cluster, h100 = prices["cluster"], prices["h100"]
+    Quota.objects.filter(project=tenant.project, flavor=h100).update(borrow_limit=16)  # room for 4 x 8 in quota
     job = elastic_job(tenant, h100, 1, 4)
     job = admit(job, cluster, ["r1-n1"], now=at(0))
     for state in (State.DISPATCHING, State.RUNNING):
