@@ -72,34 +72,53 @@ def within_quotas() -> list[str]:
 
 
 def segments_match(job_ids: Iterable[int]) -> list[str]:
-    """Usage is neither lost nor doubled: every attempt that ran has one segment, billed as
+    """Usage is neither lost nor doubled: every attempt that ran has its segments, billed as
     `costs.metering.segments.billed_interval` says (from its start to its end and grace, never ending before it
-    starts), and one that never ran has none, so the device-seconds metered equal the device-seconds held."""
-    attempts = list(Attempt.objects.filter(job_id__in=list(job_ids)).select_related("segment", "cluster"))
+    starts), and one that never ran has none, so the device-seconds metered equal the device-seconds held. An elastic
+    attempt's usage is split at each resize (one segment per device count, no gap, no overlap: the attempt points at
+    the last; the others keep its job and number), and what it held is summed over its resize history."""
+    job_ids = list(job_ids)
+    attempts = list(Attempt.objects.filter(job_id__in=job_ids).select_related("cluster").prefetch_related("resizes"))
+    pieces: dict[tuple[int, int], list[UsageSegment]] = defaultdict(list)
+    for segment in UsageSegment.objects.filter(job_id__in=job_ids).order_by("start_ts", "id"):
+        pieces[segment.job_id, segment.attempt_number].append(segment)
     problems = []
     held = metered = 0
     for attempt in attempts:
-        segment: UsageSegment | None = getattr(attempt, "segment", None)
+        own = pieces.get((attempt.job_id, attempt.number), [])
         name = f"job {attempt.job_id} attempt {attempt.number}"
         billed = billed_interval(attempt, cluster_grace(attempt))
         if billed is None:
-            if segment is not None:
+            if own:
                 problems.append(f"{name} never ran but has a usage segment")
             continue
-        if segment is None:
+        if not own:
             problems.append(f"{name} has no usage segment")
             continue
         start, end = billed
-        if segment.start_ts != start or segment.end_ts != end:
-            problems.append(f"{name}: segment [{segment.start_ts}, {segment.end_ts}) but attempt [{start}, {end})")
-        if segment.end_ts is not None and segment.end_ts < segment.start_ts:
-            problems.append(f"{name}: segment ends before it starts ({segment.end_ts} < {segment.start_ts})")
-        if end is not None and segment.end_ts is not None:
-            held += (end - start) * sum(int(r["devices"]) for r in attempt.placement)
-            metered += (segment.end_ts - segment.start_ts) * segment.devices
+        first, last = own[0], own[-1]
+        if first.start_ts != start or last.end_ts != end:
+            problems.append(f"{name}: segment [{first.start_ts}, {last.end_ts}) but attempt [{start}, {end})")
+        if any(a.end_ts != b.start_ts for a, b in zip(own, own[1:], strict=False)):
+            problems.append(f"{name}: its segments leave a gap or overlap")
+        if any(s.end_ts is not None and s.end_ts < s.start_ts for s in own):
+            problems.append(f"{name}: a segment ends before it starts")
+        if end is not None and last.end_ts is not None:
+            held += _held(attempt, start, end)
+            metered += sum((s.end_ts - s.start_ts) * s.devices for s in own if s.end_ts is not None)
     if held != metered:
         problems.append(f"{metered} device-seconds metered for {held} held")
     return problems
+
+
+def _held(attempt: Attempt, start: int, end: int) -> int:
+    """Device-seconds an attempt held from `start` to `end`: its devices before each resize, then after the last."""
+    total, since = 0, start
+    for resize in sorted(attempt.resizes.all(), key=lambda r: (r.at, r.pk)):
+        at = max(since, int(resize.at.timestamp()))
+        total += (at - since) * resize.old_devices
+        since = at
+    return total + (end - since) * sum(int(r["devices"]) for r in attempt.placement)
 
 
 def consistent() -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.invariants import consistent
+from chaos.invariants import consistent, segments_match
 from costs.models import UsageSegment
 from jobs import lifecycle
 from jobs.lifecycle import transition
@@ -51,7 +51,7 @@ def test_segments_device_seconds_equal_the_sum_over_the_resize_history(tenant, p
         resize(job, "grow", [row(2, "r2-n2"), row(3, "r2-n1")], at(3))
     assert consistent() == []  # the consistency checks see one open segment at the attempt's devices
     transition(job, State.SUCCEEDED, reason="done", actor="backend", now=at(4))
-    assert consistent() == []
+    assert consistent() == [] and segments_match([job.pk]) == []  # the chaos invariant too
 
     attempt = Attempt.objects.get(pk=job.current_attempt_id)
     history = [(at(0.5), 1)] + [(r.at, r.new_replicas) for r in attempt.resizes.order_by("at")]
