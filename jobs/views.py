@@ -222,6 +222,25 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+def job_scale(request: HttpRequest, pk: int) -> HttpResponse:
+    """An elastic job's new maximum, from the job page's form (the service checks it, as for the API)."""
+    job = _manage_or_403(request, pk)
+    text = request.POST.get("max", "").strip()
+    if not text.isdigit():
+        messages.error(request, f"max: a whole number of workers, not {text[:20]!r}.")
+        return redirect("job_detail", pk=job.pk)
+    try:
+        services.job_scale(actor=request.user, job=job, maximum=int(text), role=request.POST.get("role") or None)
+        messages.success(request, f"Job #{job.pk}: at most {int(text)} workers.")
+    except Forbidden as error:
+        raise PermissionDenied(error.message) from error
+    except DomainError as error:
+        messages.error(request, f"{error.field}: {error.message}" if error.field else error.message)
+    return redirect("job_detail", pk=job.pk)
+
+
+@login_required
+@require_POST
 def job_resubmit(request: HttpRequest, pk: int) -> HttpResponse:
     """A submission by the caller of a job they see (services decide: members and above, who may read its env)."""
     job = _job_or_404(request, pk, detail=True)

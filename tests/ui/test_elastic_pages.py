@@ -66,3 +66,19 @@ def test_another_projects_elastic_job_page_is_not_found(tenant, infra, ui, submi
     job = elastic(submit, tenant, infra)
     assert ui["outsider"].get(reverse("job_detail", args=[job.pk])).status_code == 404
     assert ui["outsider"].get(reverse("job_live", args=[job.pk])).status_code == 404
+
+
+def test_the_job_page_scales_an_elastic_job(tenant, infra, ui, submit):
+    job = elastic(submit, tenant, infra, 1, 3)
+    page = ui["member"].get(reverse("job_detail", args=[job.pk])).content.decode()
+    assert 'id="scale-job"' in page
+    assert 'id="scale-job"' not in ui["viewer"].get(reverse("job_detail", args=[job.pk])).content.decode()
+    done = ui["member"].post(reverse("job_scale", args=[job.pk]), {"max": "2"}, follow=True)
+    assert "at most 2 workers" in done.content.decode() and job.groups.get().replicas == 2
+    refused = ui["member"].post(reverse("job_scale", args=[job.pk]), {"max": "0"}, follow=True).content.decode()
+    assert "max: max (0) must be at least the group&#x27;s min (1)." in refused and job.groups.get().replicas == 2
+    text = ui["member"].post(reverse("job_scale", args=[job.pk]), {"max": "x"}, follow=True).content.decode()
+    assert "max: a whole number of workers" in text
+    assert ui["viewer"].post(reverse("job_scale", args=[job.pk]), {"max": "3"}).status_code == 403
+    assert ui["outsider"].post(reverse("job_scale", args=[job.pk]), {"max": "3"}).status_code == 404
+    assert job.groups.get().replicas == 2
