@@ -424,3 +424,41 @@ def test_cancelling_a_job_the_cycle_admits_does_not_wait_for_the_forecast(tenant
     assert waited < 1.0, f"the cancellation waited {waited:.1f} s for the cycle's forecast"
     admitted.refresh_from_db()
     assert admitted.state == "cancelled" and not Attempt.objects.filter(job=admitted).exists()
+
+
+def test_a_resize_races_itself_and_applies_once(tenant, inventory):
+    """Threads applying grows read at the same version (the same decision twice, or two different ones from the same
+    snapshot): exactly one wins; the attempt's placement and history say the same."""
+    from django.utils import timezone
+
+    from jobs import lifecycle
+    from jobs.lifecycle import Admission, transition, transition_many
+    from jobs.models import AttemptResize
+    from jobs.services import job_submit
+    from jobs.states import State
+    from tests.jobs.conftest import spec
+
+    body = spec(inventory["h100"], replicas=4)
+    body["groups"][0]["min_replicas"] = 1
+    job = job_submit(actor=tenant.users["member"], project=tenant.project, spec=body).job
+    transition_many([Admission(job.pk, inventory["cluster"].pk,
+                               [{"role": "worker", "index": 0, "node": "r1-n1", "devices": 8}])], now=timezone.now())
+    job = Job.objects.get(pk=job.pk)
+    if job.state == State.ADMITTED:  # the simulated backend's dispatch, after commit, may have claimed it
+        job = transition(job, State.DISPATCHING, reason="test", actor="backend")
+    job = transition(job, State.RUNNING, reason="test", actor="backend")
+    barrier = threading.Barrier(6)
+    results: list[object] = []
+
+    def grow(index: int) -> None:
+        barrier.wait()
+        results.append(lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=0, kind="grow",
+                                        now=timezone.now(), reason="race", replicas=[
+                                            {"role": "worker", "index": index, "node": "r1-n2", "devices": 8}]))
+
+    threads = [in_thread(grow, index) for index in (1, 1, 1, 2, 2, 3)]
+    for thread in threads:
+        thread.join()
+    assert sum(r is not None for r in results) == 1 and len(results) == 6
+    attempt = Attempt.objects.get(pk=job.current_attempt_id)
+    assert len(attempt.placement) == 2 and attempt.resize_count == 1 and AttemptResize.objects.count() == 1
