@@ -7,7 +7,7 @@ class ReplicaGroupInline(admin.TabularInline):
     model = ReplicaGroup
     extra = 0
     can_delete = False
-    readonly_fields = ["role", "replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
+    readonly_fields = ["role", "replicas", "min_replicas", "devices", "flavor", "cpu_millis", "memory_mib", "rdma"]
 
 
 class AttemptInline(admin.TabularInline):
