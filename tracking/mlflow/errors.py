@@ -68,7 +68,9 @@ def as_mlflow_error(exc: Exception) -> MlflowError | None:
         code = {"already_exists": "RESOURCE_ALREADY_EXISTS", "not_found": "RESOURCE_DOES_NOT_EXIST"}.get(exc.code)
         code = code or {403: "PERMISSION_DENIED", 404: "RESOURCE_DOES_NOT_EXIST"}.get(exc.status_code)
         # Anything else (a finished run refusing data included) is a bad value in MLflow's terms.
-        return MlflowError(code or "INVALID_PARAMETER_VALUE", exc.message)
+        # An upload over a size limit (413) or without its length (411) keeps its status.
+        status = exc.status_code if exc.status_code in (411, 413) else None
+        return MlflowError(code or "INVALID_PARAMETER_VALUE", exc.message, status=status)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return MlflowError("UNAUTHENTICATED", str(exc.detail))
     if isinstance(exc, exceptions.PermissionDenied):
