@@ -86,7 +86,7 @@ def _spool(body: Body, path: str, limit: int, room: int, project: Project, used:
     `limit` (what an artifact, or the part, may still be) or than the project has room for."""
     if body.length is not None:
         if body.length > limit:
-            raise _too_large(path, body.length, limit)
+            raise _too_large(path, body.length)
         if body.length > room:
             raise _quota_error(project, body.length, used)
     out, spooled = stores.spool_file(stores.configured())
@@ -96,7 +96,7 @@ def _spool(body: Body, path: str, limit: int, room: int, project: Project, used:
             while body.read is not None and (chunk := body.read(stores.CHUNK_BYTES)):
                 size += len(chunk)
                 if size > limit:
-                    raise _too_large(path, size, limit)
+                    raise _too_large(path, size)
                 if size > room:
                     raise _quota_error(project, size, used)
                 out.write(chunk)
@@ -109,9 +109,9 @@ def _spool(body: Body, path: str, limit: int, room: int, project: Project, used:
     return spooled, size
 
 
-def _too_large(path: str, size: int, limit: int) -> TooLarge:
-    return TooLarge(f"Artifact {path!r} is over {max_bytes():,} bytes ({size:,} at least), the largest a single "
-                    "artifact may be (TIDAL_ARTIFACT_MAX_BYTES).", field="Content-Length")
+def _too_large(path: str, size: int) -> TooLarge:
+    return TooLarge(f"The upload of artifact {path!r} (Content-Length) is over {max_bytes():,} bytes ({size:,} at "
+                    "least), the largest a single artifact may be (TIDAL_ARTIFACT_MAX_BYTES).", field="Content-Length")
 
 
 def _reserve(run: Run, path: str, size: int, upload: ArtifactUpload | None = None) -> ArtifactUpload:
@@ -164,7 +164,7 @@ def artifact_put(*, run: Run, path: str, body: Body) -> Artifact:
 
 def upload_create(*, run: Run, path: str, parts: int) -> ArtifactUpload:
     if not 1 <= parts <= MAX_PARTS:
-        raise DomainError(f"num_parts must be between 1 and {MAX_PARTS:,}; got {parts}.", field="num_parts")
+        raise DomainError(f"Parameter 'num_parts' must be between 1 and {MAX_PARTS:,}; got {parts}.", field="num_parts")
     used = used_bytes(run.project_id) - _size_of(run, path)
     if used >= quota_bytes():
         raise _quota_error(run.project, 0, used)
@@ -209,12 +209,12 @@ def upload_complete(*, upload: ArtifactUpload, numbers: list[int]) -> Artifact:
     received = store.parts(key, upload.store_upload)
     missing = [n for n in numbers if n not in received]
     if not numbers or missing:
-        raise DomainError(f"Parts {missing[:10] or '(none named)'} of upload {upload.pk} never arrived; nothing was "
-                          "stored.", field="parts")
+        raise DomainError(f"Parameter 'parts' names parts {missing[:10] or '(none)'} of upload {upload.pk} that never "
+                          "arrived; nothing was stored.", field="parts")
     numbers = sorted(set(numbers))
     size = sum(received[n][0] for n in numbers)
     if size > max_bytes():
-        raise _too_large(upload.path, size, max_bytes())
+        raise _too_large(upload.path, size)
     try:
         _reserve(run, upload.path, size, upload)
     except QuotaExceeded:

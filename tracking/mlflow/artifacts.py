@@ -153,7 +153,7 @@ class MultipartEndpoint(MlflowEndpoint):
         except paths.PathError as error:
             raise invalid(str(error)) from None
         if self.step == "create":
-            return Response(_created(request, project, run, path, integer(body, "num_parts") or 1))
+            return Response(_created(request, project, run, path, _num_parts(body)))
         upload = services.open_upload(text(body, "upload_id"))
         if upload.run_id != run.pk or upload.path != path:
             raise not_found(f"No multipart upload {upload.pk} of {path!r} in run {run.pk}.")
@@ -172,6 +172,11 @@ def _created(request: Request, project: str, run: Run, path: str, parts: int) ->
         credentials.append({"url": request.build_absolute_uri(f"{url}?signature={_signature(upload.pk, number)}"),
                             "part_number": number, "headers": {}})
     return {"upload_id": upload.pk, "credentials": credentials}
+
+
+def _num_parts(body: dict) -> int:
+    parts = integer(body, "num_parts")
+    return 1 if parts is None else parts
 
 
 def _part_numbers(parts: object) -> list[int]:

@@ -26,7 +26,8 @@ endpoints = [
 
 artifact_endpoints = [
     path("artifacts", artifacts.ArtifactListEndpoint.as_view()),
-    path("artifacts/<path:artifact_path>", artifacts.ArtifactEndpoint.as_view()),
+    # Any character, a newline too, reaches the view, whose path check names the field (Django's `path` stops at one).
+    re_path(r"^artifacts/(?P<artifact_path>(?s:.+))$", artifacts.ArtifactEndpoint.as_view()),
     path("mpu/create/<path:artifact_path>", artifacts.MultipartEndpoint.as_view(step="create")),
     path("mpu/complete/<path:artifact_path>", artifacts.MultipartEndpoint.as_view(step="complete")),
     path("mpu/abort/<path:artifact_path>", artifacts.MultipartEndpoint.as_view(step="abort")),

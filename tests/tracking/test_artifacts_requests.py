@@ -1,0 +1,229 @@
+"""Hand-written requests to the artifact proxy: every endpoint's tenancy (an outsider finds nothing, a viewer writes
+nothing, a member does), and bad input (paths leaving the run's folder, control characters, oversized uploads,
+quotas, forged part URLs, missing parts) answered by a 4xx naming the field, with nothing half-written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import client_for
+from tracking.artifacts import services
+from tracking.models import Artifact, ArtifactUpload
+
+BASE = "/mlflow/{project}/api/2.0/mlflow-artifacts"
+
+
+def root(run) -> str:
+    return f"{run.experiment_id}/{run.pk}/artifacts"
+
+
+def url(run, rest: str = "", project: str = "vision") -> str:
+    return BASE.format(project=project) + rest.replace("<root>", root(run))
+
+
+def put(client, run, path: str, data: bytes, project: str = "vision", **extra):
+    return client.generic("PUT", url(run, f"/artifacts/<root>/{path}", project), data,
+                          content_type="application/octet-stream", **extra)
+
+
+def mpu(client, run, step: str, body: dict, folder: str = ""):
+    return client.post(url(run, f"/mpu/{step}/<root>{folder}"), body, format="json")
+
+
+def files_in(store_root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store_root)): p.read_bytes() for p in store_root.rglob("*") if p.is_file()}
+
+
+def refusal(response, status: int, *words: str) -> str:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) == {"error_code", "message"}
+    for word in words:
+        assert word in body["message"], body["message"]
+    return body["error_code"]
+
+
+@pytest.fixture
+def member(tenant):
+    return client_for(tenant.users["member"])
+
+
+# Tenancy of every endpoint.
+
+ENDPOINTS = [  # (method, path, body, a write?)
+    ("get", "/artifacts?path=<root>", None, False),
+    ("get", "/artifacts/<root>/model.bin", None, False),
+    ("put", "/artifacts/<root>/new.bin", b"new", True),
+    ("delete", "/artifacts/<root>/model.bin", None, True),
+    ("post", "/mpu/create/<root>", {"path": "big.bin", "num_parts": 2}, True),
+    ("post", "/mpu/complete/<root>", {"path": "big.bin", "upload_id": "0" * 32, "parts": []}, True),
+    ("post", "/mpu/abort/<root>", {"path": "big.bin", "upload_id": "0" * 32}, True),
+]
+
+
+def call(client, method: str, address: str, body):
+    if method == "put":
+        return client.generic("PUT", address, body, content_type="application/octet-stream")
+    if method == "post":
+        return client.post(address, body, format="json")
+    return getattr(client, method)(address)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("method", "path", "body", "write"), ENDPOINTS)
+def test_an_outsider_finds_no_artifact_endpoint_of_another_tenant(tenant, run, method, path, body, write):
+    services.artifact_put(run=run, path="model.bin", body=_body(b"weights"))
+    outsider = client_for(tenant.users["outsider"])
+    for project in ("vision", "secret"):  # not their project; theirs, naming vision's run
+        response = call(outsider, method, url(run, path, project), body)
+        assert refusal(response, 404) == "RESOURCE_DOES_NOT_EXIST"
+        assert b"weights" not in response.content
+    assert list(Artifact.objects.values_list("path", flat=True)) == ["model.bin"]
+    assert not ArtifactUpload.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("method", "path", "body", "write"), ENDPOINTS)
+def test_a_viewer_reads_artifacts_and_writes_none(tenant, run, method, path, body, write):
+    services.artifact_put(run=run, path="model.bin", body=_body(b"weights"))
+    response = call(client_for(tenant.users["viewer"]), method, url(run, path), body)
+    if write:
+        assert refusal(response, 403) == "PERMISSION_DENIED"
+        assert list(Artifact.objects.values_list("path", "size")) == [("model.bin", 7)]
+    else:
+        assert response.status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_member_uses_every_endpoint(tenant, run, member, _artifacts_in_a_temporary_folder):
+    """The positive control of the two tests above, endpoint by endpoint."""
+    assert put(member, run, "model.bin", b"weights").status_code == 200
+    listed = member.get(url(run, "/artifacts?path=<root>")).json()
+    assert listed == {"files": [{"path": "model.bin", "is_dir": False, "file_size": 7}]}
+    download = member.get(url(run, "/artifacts/<root>/model.bin"))
+    assert b"".join(download.streaming_content) == b"weights" and download["Content-Length"] == "7"
+    created = mpu(member, run, "create", {"path": "big.bin", "num_parts": 2}).json()
+    assert [c["part_number"] for c in created["credentials"]] == [1, 2]
+    for credential, data in zip(created["credentials"], (b"first-", b"second"), strict=True):
+        assert member.generic("PUT", credential["url"], data).status_code == 200
+    assert mpu(member, run, "complete", {"path": "big.bin", "upload_id": created["upload_id"],
+                                         "parts": [{"part_number": 1}, {"part_number": 2}]}).status_code == 200
+    assert b"".join(member.get(url(run, "/artifacts/<root>/big.bin")).streaming_content) == b"first-second"
+    other = mpu(member, run, "create", {"path": "dropped.bin", "num_parts": 1}).json()
+    assert mpu(member, run, "abort", {"path": "dropped.bin", "upload_id": other["upload_id"]}).status_code == 200
+    assert member.delete(url(run, "/artifacts/<root>/model.bin")).status_code == 200
+    assert list(Artifact.objects.values_list("path", "size")) == [("big.bin", 12)]
+    assert not ArtifactUpload.objects.exists()
+    assert list(files_in(_artifacts_in_a_temporary_folder).values()) == [b"first-second"]
+
+
+# Bad input.
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("path", "reason"), [
+    ("a/../../../escape.txt", "'..' segment"),
+    ("../other-run/x", "'..' segment"),
+    ("./x", "'.' segment"),
+    ("/etc/passwd", "empty segment"),  # <root>//etc/passwd
+    ("dir//x", "empty segment"),
+    ("a\\..\\b", "backslash"),
+    ("bell%07.txt", "control character (U+0007)"),
+    ("new%0Aline.txt", "control character (U+000A)"),
+    ("x" * 300, "over 255 bytes"),
+])
+def test_an_artifact_path_leaving_the_run_or_holding_control_characters_is_refused(run, member, path, reason,
+                                                                                   _artifacts_in_a_temporary_folder):
+    assert refusal(put(member, run, path, b"payload"), 400, "'path'", reason) == "INVALID_PARAMETER_VALUE"
+    assert refusal(member.get(url(run, f"/artifacts/<root>/{path}")), 400, "'path'", reason)
+    assert not Artifact.objects.exists() and not files_in(_artifacts_in_a_temporary_folder)
+
+
+@pytest.mark.django_db
+def test_a_listing_path_and_a_multipart_file_name_are_checked_too(run, member, _artifacts_in_a_temporary_folder):
+    refusal(member.get(url(run, "/artifacts"), {"path": f"{root(run)}/../.."}), 400, "'path'", "'..' segment")
+    refusal(member.get(url(run, "/artifacts"), {"path": "elsewhere"}), 404, "'path'", "names no run's artifacts")
+    refusal(member.get(url(run, "/artifacts")), 400, "'path'")
+    refusal(mpu(member, run, "create", {"path": "tab\there.bin", "num_parts": 1}), 400, "'path'", "U+0009")
+    refusal(mpu(member, run, "create", {"path": "x.bin", "num_parts": 0}), 400, "num_parts")
+    refusal(mpu(member, run, "create", {"num_parts": 1}), 400, "'path'")
+    assert not ArtifactUpload.objects.exists() and not files_in(_artifacts_in_a_temporary_folder)
+
+
+@pytest.mark.django_db
+def test_an_oversized_upload_is_refused_and_nothing_is_written(run, member, settings,
+                                                               _artifacts_in_a_temporary_folder):
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_MAX_BYTES": 1000}
+    assert put(member, run, "ok.bin", b"x" * 1000).status_code == 200
+    refusal(put(member, run, "big.bin", b"x" * 1001), 413, "Content-Length", "TIDAL_ARTIFACT_MAX_BYTES")
+    refusal(put(member, run, "ok.bin", b"y" * 5000), 413, "Content-Length")  # a replacement: the first stays
+    assert list(Artifact.objects.values_list("path", "size")) == [("ok.bin", 1000)]
+    assert files_in(_artifacts_in_a_temporary_folder) == {f"projects/{run.project_id}/runs/{run.pk}/ok.bin":
+                                                          b"x" * 1000}
+    assert not ArtifactUpload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_upload_without_its_length_is_refused(run, member):
+    refusal(put(member, run, "x.bin", b"data", CONTENT_LENGTH=""), 411, "Content-Length")
+    refusal(put(member, run, "x.bin", b"data", CONTENT_LENGTH="-4"), 400, "Content-Length")
+    assert not Artifact.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_projects_quota_holds_and_says_so(tenant, run, other_run, member, settings,
+                                              _artifacts_in_a_temporary_folder):
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_QUOTA_BYTES": 3000}
+    assert put(member, run, "a.bin", b"a" * 2000).status_code == 200
+    refusal(put(member, run, "b.bin", b"b" * 1001), 400, "quota is 3,000", "2,000 are used",
+            "TIDAL_ARTIFACT_QUOTA_BYTES")
+    assert put(member, run, "a.bin", b"c" * 2900).status_code == 200  # a replacement gives its own room back
+    assert put(member, run, "d.bin", b"d" * 100).status_code == 200
+    refusal(put(member, run, "e.bin", b"e"), 400, "quota")
+    # Another project has its own quota.
+    services.artifact_put(run=other_run, path="theirs.bin", body=_body(b"t" * 3000))
+    assert sorted(Artifact.objects.filter(run=run).values_list("path", "size")) == [("a.bin", 2900), ("d.bin", 100)]
+    assert services.used_bytes(run.project_id) == 3000
+    assert len(files_in(_artifacts_in_a_temporary_folder)) == 3 and not ArtifactUpload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_multipart_refusals_leave_nothing(run, member, settings, _artifacts_in_a_temporary_folder):
+    created = mpu(member, run, "create", {"path": "big.bin", "num_parts": 2}).json()
+    first, second = (c["url"] for c in created["credentials"])
+    forged = first.replace("signature=", "signature=0")
+    refusal(member.generic("PUT", forged, b"part"), 403, "'signature'")
+    refusal(member.generic("PUT", second.replace("/2?", "/3?"), b"part"), 403, "'signature'")  # another part's URL
+    refusal(member.generic("POST", first, b"part"), 405)
+    assert member.generic("PUT", first, b"part one").status_code == 200
+    # Completing with a part that never arrived: refused, nothing stored, the upload still open.
+    refusal(mpu(member, run, "complete", {"path": "big.bin", "upload_id": created["upload_id"],
+                                          "parts": [{"part_number": 1}, {"part_number": 2}]}), 400, "[2]", "parts")
+    refusal(mpu(member, run, "complete", {"path": "big.bin", "upload_id": created["upload_id"],
+                                          "parts": [{"part_number": "one"}]}), 400, "'parts'")
+    refusal(mpu(member, run, "complete", {"path": "other.bin", "upload_id": created["upload_id"],
+                                          "parts": [{"part_number": 1}]}), 404)  # the upload is of big.bin
+    assert not Artifact.objects.exists()
+    # A part over the largest artifact, counting the parts before it.
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_MAX_BYTES": 12}
+    refusal(member.generic("PUT", second, b"12345"), 413, "TIDAL_ARTIFACT_MAX_BYTES")
+    # Over the quota as parts arrive: the part is refused.
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_MAX_BYTES": 1000, "ARTIFACT_QUOTA_BYTES": 10}
+    refusal(member.generic("PUT", second, b"two"), 400, "quota is 10")
+    # Over the quota at completion (another file took the room meanwhile): the whole upload is dropped.
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_QUOTA_BYTES": 20}
+    assert member.generic("PUT", second, b"two").status_code == 200
+    assert put(member, run, "meanwhile.bin", b"m" * 10).status_code == 200
+    refusal(mpu(member, run, "complete", {"path": "big.bin", "upload_id": created["upload_id"],
+                                          "parts": [{"part_number": 1}, {"part_number": 2}]}), 400, "quota is 20")
+    refusal(member.generic("PUT", first, b"again"), 404, "No multipart upload")
+    assert list(Artifact.objects.values_list("path", flat=True)) == ["meanwhile.bin"]
+    assert not ArtifactUpload.objects.exists()
+    assert list(files_in(_artifacts_in_a_temporary_folder)) == [f"projects/{run.project_id}/runs/{run.pk}/meanwhile.bin"]
+
+
+def _body(data: bytes) -> services.Body:
+    import io
+
+    return services.Body(io.BytesIO(data).read, len(data))
