@@ -220,7 +220,8 @@ def test_multipart_refusals_leave_nothing(run, member, settings, _artifacts_in_a
     refusal(member.generic("PUT", first, b"again"), 404, "No multipart upload")
     assert list(Artifact.objects.values_list("path", flat=True)) == ["meanwhile.bin"]
     assert not ArtifactUpload.objects.exists()
-    assert list(files_in(_artifacts_in_a_temporary_folder)) == [f"projects/{run.project_id}/runs/{run.pk}/meanwhile.bin"]
+    assert list(files_in(_artifacts_in_a_temporary_folder)) == [
+        f"projects/{run.project_id}/runs/{run.pk}/meanwhile.bin"]
 
 
 def _body(data: bytes) -> services.Body:

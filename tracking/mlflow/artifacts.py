@@ -79,7 +79,7 @@ class ArtifactEndpoint(MlflowEndpoint):
     http_method_names = ["get", "put", "delete", "options"]
     throttle_classes = [LoggingThrottle]  # a folder logged is a request a file: counted as logging is
 
-    def get(self, request: Request, project: str, artifact_path: str = "") -> Any:  # type: ignore[override]
+    def get(self, request: Request, project: str, artifact_path: str = "") -> Any:
         run, path = locate(scope_of(request, project), artifact_path)
         artifact = artifact_selectors.artifact_at(run, path)
         if artifact is None:
@@ -186,7 +186,7 @@ def _part_numbers(parts: object) -> list[int]:
     bad = [n for n in numbers if isinstance(n, bool) or not isinstance(n, int)]
     if bad:
         raise invalid(f"Parameter 'parts' holds a part_number that is no integer ({bad[0]!r}).")
-    return numbers  # type: ignore[return-value]
+    return numbers
 
 
 def _signature(upload: str, number: int) -> str:
