@@ -24,8 +24,8 @@ from rest_framework.response import Response
 
 from tracking.artifacts import paths, services
 from tracking.artifacts import selectors as artifact_selectors
-from tracking.artifacts import store as stores
 from tracking.artifacts.services import Body, LengthRequired
+from tracking.artifacts.views import streamed
 from tracking.auth import LoggingThrottle
 from tracking.bodies import body_of
 from tracking.mlflow import errors
@@ -33,7 +33,7 @@ from tracking.mlflow.errors import MlflowError, invalid, not_found
 from tracking.mlflow.selectors import Scope, run_in, scope_of, writable_run
 from tracking.mlflow.translate import integer, text
 from tracking.mlflow.views import MlflowEndpoint
-from tracking.models import Run
+from tracking.models import Artifact, Run
 
 # <experiment id>/<run id>/artifacts[/<path in the run's artifacts>]: where a run's artifact URI points.
 RUN_ROOT = re.compile(r"(?P<experiment>[^/]+)/(?P<run>[^/]+)/artifacts(?:/(?P<rest>.+))?")
@@ -84,7 +84,7 @@ class ArtifactEndpoint(MlflowEndpoint):
         artifact = artifact_selectors.artifact_at(run, path)
         if artifact is None:
             raise not_found(f"Run {run.pk} has no artifact {path!r}.")
-        return download(run, artifact, attachment=True)
+        return download(run, artifact)
 
     def put(self, request: Request, project: str, artifact_path: str = "") -> Response:
         scope = scope_of(request, project)
@@ -101,18 +101,13 @@ class ArtifactEndpoint(MlflowEndpoint):
         return Response({})
 
 
-def download(run: Run, artifact: Any, *, attachment: bool, content_type: str = "application/octet-stream",
-             ) -> StreamingHttpResponse:
+def download(run: Run, artifact: Artifact) -> StreamingHttpResponse:
     """A stored file streamed in chunks, with its length."""
     try:
         file = services.read(run, artifact)
     except FileNotFoundError:
         raise not_found(f"Artifact {artifact.path!r} of run {run.pk} is missing from the store.") from None
-    response = StreamingHttpResponse(stores.chunks(file), content_type=content_type)
-    response["Content-Length"] = str(artifact.size)
-    name = posixpath.basename(artifact.path).replace('"', "")
-    response["Content-Disposition"] = f'{"attachment" if attachment else "inline"}; filename="{name}"'
-    return response
+    return streamed(file, artifact)
 
 
 class ArtifactListEndpoint(MlflowEndpoint):
