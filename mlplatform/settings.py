@@ -337,6 +337,7 @@ CELERY_BEAT_SCHEDULE.update({
     # Running jobs whose run stopped logging steps (docs/alerts.md).
     "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
     "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
+    "tracking-artifact-uploads": {"task": "tracking.tasks.sweep_artifact_uploads", "schedule": 3600.0},
     # Closed usage segments cut into priced days (docs/costs.md).
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
     # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).

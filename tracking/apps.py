@@ -16,6 +16,7 @@ class TrackingConfig(AppConfig):
         from tenancy.models import Project
         from tenancy.panels import Panel, project_page
         from tracking import alerts, demo, listeners, selectors, services
+        from tracking.artifacts import services as artifact_services
         from tracking.auth import RunTokenAuthentication
         from tracking.env import RUN_ENV_NAMES, run_env
         from tracking.models import AlertRule
@@ -40,4 +41,5 @@ class TrackingConfig(AppConfig):
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).
         EMBEDDED_LOOPS.connect(Loop("tracking-hung-runs", alerts.check_hung_runs, 60.0))
         EMBEDDED_LOOPS.connect(Loop("tracking-raw-retention", services.points_prune_raw, 3600.0))
+        EMBEDDED_LOOPS.connect(Loop("tracking-artifact-uploads", artifact_services.uploads_sweep, 3600.0))
         EMBEDDED_LOOPS.connect(Loop("tracking-demo-curves", demo.log_simulated_runs, demo.INTERVAL_SECONDS))

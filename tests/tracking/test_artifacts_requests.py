@@ -228,3 +228,37 @@ def _body(data: bytes) -> services.Body:
     import io
 
     return services.Body(io.BytesIO(data).read, len(data))
+
+
+@pytest.mark.django_db
+def test_an_unreachable_store_is_a_503_the_client_retries_and_nothing_is_recorded(run, member, settings, monkeypatch):
+    from tests.tracking.s3server import CREDENTIALS, free_port
+
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_URL": "s3://nowhere/artifacts",
+                      "ARTIFACT_S3_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    response = put(member, run, "model.bin", b"weights")
+    assert refusal(response, 503, "could not be reached") == "TEMPORARILY_UNAVAILABLE"
+    assert response["Retry-After"]
+    assert not Artifact.objects.exists() and not ArtifactUpload.objects.exists()
+    created = mpu(member, run, "create", {"path": "big.bin", "num_parts": 1})
+    assert refusal(created, 503) == "TEMPORARILY_UNAVAILABLE" and not ArtifactUpload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_uploads_left_open_are_swept_with_their_parts(run, member, _artifacts_in_a_temporary_folder):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    stale = mpu(member, run, "create", {"path": "stale.bin", "num_parts": 2}).json()
+    assert member.generic("PUT", stale["credentials"][0]["url"], b"part").status_code == 200
+    fresh = mpu(member, run, "create", {"path": "fresh.bin", "num_parts": 1}).json()
+    ArtifactUpload.objects.filter(pk=stale["upload_id"]).update(
+        created_at=timezone.now() - services.UPLOAD_TTL - timedelta(minutes=1))
+    assert any("/.uploads/" in f"/{key}" for key in files_in(_artifacts_in_a_temporary_folder))
+    assert services.uploads_sweep() == 1
+    assert list(ArtifactUpload.objects.values_list("pk", flat=True)) == [fresh["upload_id"]]
+    assert not files_in(_artifacts_in_a_temporary_folder)  # the stale part is gone; the fresh upload has none yet
+    refusal(member.generic("PUT", stale["credentials"][1]["url"], b"late"), 404, "No multipart upload")

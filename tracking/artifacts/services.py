@@ -11,6 +11,7 @@ lock.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -230,6 +231,21 @@ def upload_complete(*, upload: ArtifactUpload, numbers: list[int]) -> Artifact:
 def upload_abort(*, upload: ArtifactUpload) -> None:
     stores.configured().abort(key_of(upload.run, upload.path), upload.store_upload)
     upload.delete()
+
+
+def uploads_sweep() -> int:
+    """Drop the uploads left open past UPLOAD_TTL (a client that died between parts, a process killed while its
+    store committed): their parts in the store and their rows, which count against no quota any more. Hourly
+    (Celery beat, or the embedded loops); how many."""
+    stale = list(ArtifactUpload.objects.select_related("run").filter(created_at__lt=timezone.now() - UPLOAD_TTL))
+    for upload in stale:
+        if upload.parts and upload.store_upload:
+            with contextlib.suppress(stores.StoreUnavailable, OSError):  # the next sweep tries again
+                stores.configured().abort(key_of(upload.run, upload.path), upload.store_upload)
+                upload.delete()
+        else:
+            upload.delete()
+    return len(stale)
 
 
 def artifacts_delete(*, run: Run, path: str) -> int:

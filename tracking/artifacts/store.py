@@ -10,23 +10,34 @@ neither direction holds a whole file in memory."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
+import logging
 import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 CHUNK_BYTES = 1024 * 1024  # what uploads are read and files copied by
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+logger = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
     """The store refused an operation in a way the client caused (S3's EntityTooSmall for a short part)."""
+
+
+class StoreUnavailable(Exception):
+    """The store could not be reached or refused for its own reasons (a network error, S3 answering 5xx, a missing
+    bucket or wrong credentials, a full disk): the request may succeed later, or once an operator fixed it."""
 
 
 class ArtifactStore(Protocol):
@@ -138,6 +149,28 @@ class FileStore:
         shutil.rmtree(self._upload_dir(upload), ignore_errors=True)
 
 
+def _s3_errors(method: Callable) -> Callable:
+    """S3's failures that are not the client's, as StoreUnavailable (logged): a network error, a 5xx after boto3's
+    retries, a missing bucket, refused credentials."""
+    @functools.wraps(method)
+    def wrapped(self: S3Store, *args: Any, **kwargs: Any) -> Any:
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return method(self, *args, **kwargs)
+        except (StoreError, FileNotFoundError):
+            raise
+        except (ClientError, S3UploadFailedError) as error:
+            code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else "upload"
+            logger.warning("artifact store s3://%s refused %s: %s", self.bucket, method.__name__, error)
+            raise StoreUnavailable(f"The artifact store refused the request ({code}).") from error
+        except BotoCoreError as error:
+            logger.warning("artifact store s3://%s unreachable in %s: %s", self.bucket, method.__name__, error)
+            raise StoreUnavailable("The artifact store could not be reached.") from error
+    return wrapped
+
+
 def _file_tag(number: int, size: int) -> str:
     return f'"{number}-{size}"'
 
@@ -170,6 +203,7 @@ class S3Store:
     def spool_dir(self) -> Path:
         return Path(tempfile.gettempdir()) / "tidal-artifacts"
 
+    @_s3_errors
     def put(self, key: str, source: Path) -> None:
         from boto3.s3.transfer import TransferConfig
 
@@ -181,20 +215,24 @@ class S3Store:
         finally:
             source.unlink(missing_ok=True)
 
+    @_s3_errors
     def open(self, key: str) -> IO[bytes]:
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
         except self.client.exceptions.NoSuchKey:
             raise FileNotFoundError(key) from None
 
+    @_s3_errors
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):  # DeleteObjects takes 1,000 keys a call
             objects = [{"Key": self._key(key)} for key in keys[start:start + 1000]]
             self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
 
+    @_s3_errors
     def begin(self, key: str) -> str:
         return self.client.create_multipart_upload(Bucket=self.bucket, Key=self._key(key))["UploadId"]
 
+    @_s3_errors
     def put_part(self, key: str, upload: str, number: int, source: Path) -> str:
         try:
             with source.open("rb") as body:
@@ -204,11 +242,13 @@ class S3Store:
             source.unlink(missing_ok=True)
         return found["ETag"]
 
+    @_s3_errors
     def parts(self, key: str, upload: str) -> dict[int, tuple[int, str]]:
         pages = self.client.get_paginator("list_parts").paginate(Bucket=self.bucket, Key=self._key(key),
                                                                  UploadId=upload)
         return {part["PartNumber"]: (part["Size"], part["ETag"]) for page in pages for part in page.get("Parts", [])}
 
+    @_s3_errors
     def complete(self, key: str, upload: str, parts: list[tuple[int, str]]) -> None:
         from botocore.exceptions import ClientError
 
@@ -221,6 +261,7 @@ class S3Store:
                 raise StoreError(error.response["Error"].get("Message") or str(error)) from None
             raise
 
+    @_s3_errors
     def abort(self, key: str, upload: str) -> None:
         self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key), UploadId=upload)
 

@@ -96,8 +96,21 @@ def _opened(run: Run, artifact: Artifact) -> IO[bytes]:
         raise Http404(f"Artifact {artifact.path!r} is missing from the store.") from None
 
 
+def _store_down(error: stores.StoreUnavailable) -> HttpResponse:
+    response = HttpResponse(f"{error} Try again shortly.", status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = "5"
+    return response
+
+
 @login_required
 def artifact_download(request: HttpRequest, pk: int, path: str) -> HttpResponse:
+    try:
+        return _download(request, pk, path)
+    except stores.StoreUnavailable as error:
+        return _store_down(error)
+
+
+def _download(request: HttpRequest, pk: int, path: str) -> HttpResponse:
     run, artifact = _artifact_or_404(request, pk, path)
     inline = request.GET.get("inline") == "1" and kind_of(artifact.path) == "image"
     content_type = IMAGE_TYPES[posixpath.splitext(artifact.path)[1].lower()] if inline else ""
@@ -106,6 +119,13 @@ def artifact_download(request: HttpRequest, pk: int, path: str) -> HttpResponse:
 
 @login_required
 def artifact_preview(request: HttpRequest, pk: int, path: str) -> HttpResponse:
+    try:
+        return _preview(request, pk, path)
+    except stores.StoreUnavailable as error:
+        return _store_down(error)
+
+
+def _preview(request: HttpRequest, pk: int, path: str) -> HttpResponse:
     run, artifact = _artifact_or_404(request, pk, path)
     kind = kind_of(artifact.path)
     context: dict = {"run": run, "artifact": artifact, "kind": kind, "truncated": artifact.size > PREVIEW_BYTES}

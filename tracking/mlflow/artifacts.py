@@ -22,6 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.errors import DATABASE_RETRY_AFTER_SECONDS
 from tracking.artifacts import paths, services
 from tracking.artifacts import selectors as artifact_selectors
 from tracking.artifacts.services import Body, LengthRequired
@@ -206,7 +207,10 @@ def upload_part(request: HttpRequest, project: str, upload: str, number: int) ->
         error = errors.as_mlflow_error(exc)
         if error is None:
             raise
-        return JsonResponse(errors.body(error.code, error.message), status=error.status)
+        response = JsonResponse(errors.body(error.code, error.message), status=error.status)
+        if error.status == 503:
+            response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+        return response
     response = HttpResponse(status=200)
     response["ETag"] = etag
     return response

@@ -14,6 +14,7 @@ from core.errors import (
     DomainError,
     log_database_unavailable,
 )
+from tracking.artifacts.store import FULL, StoreUnavailable
 from tracking.series.validate import BatchError
 
 # MLflow's codes and the HTTP status its server answers each with (mlflow.exceptions.ERROR_CODE_TO_HTTP_STATUS).
@@ -62,6 +63,10 @@ def as_mlflow_error(exc: Exception) -> MlflowError | None:
         return exc
     if isinstance(exc, DATABASE_UNAVAILABLE):
         return MlflowError("TEMPORARILY_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE)
+    if isinstance(exc, StoreUnavailable):
+        return MlflowError("TEMPORARILY_UNAVAILABLE", f"{exc} Try again shortly.")
+    if isinstance(exc, OSError) and exc.errno in FULL:  # the artifact store's disk, or the spool's
+        return MlflowError("TEMPORARILY_UNAVAILABLE", "The artifact store is out of space; try again later.")
     if isinstance(exc, BatchError):
         return invalid(str(exc))
     if isinstance(exc, DomainError):
@@ -95,7 +100,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return None
     headers = {}
     if error.code == "TEMPORARILY_UNAVAILABLE":  # as on the API (core.errors); MLflow's client retries a 503
-        log_database_unavailable(exc, context)
+        if isinstance(exc, DATABASE_UNAVAILABLE):
+            log_database_unavailable(exc, context)
         headers["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
     if error.code == "UNAUTHENTICATED":
         headers["WWW-Authenticate"] = "Bearer"
