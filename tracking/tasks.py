@@ -1,5 +1,6 @@
 """Celery beat's tasks of tracking: the hung-run check, the retention of raw points and the sweep of abandoned
-artifact uploads (thin: they call the services). Alert notifications are tasks of their own module, tracking.notifications, which alerts enqueue."""
+artifact uploads (thin: they call the services). Alert notifications are tasks of their own module,
+tracking.notifications, which alerts enqueue."""
 
 from __future__ import annotations
 
