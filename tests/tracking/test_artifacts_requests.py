@@ -262,3 +262,37 @@ def test_uploads_left_open_are_swept_with_their_parts(run, member, _artifacts_in
     assert list(ArtifactUpload.objects.values_list("pk", flat=True)) == [fresh["upload_id"]]
     assert not files_in(_artifacts_in_a_temporary_folder)  # the stale part is gone; the fresh upload has none yet
     refusal(member.generic("PUT", stale["credentials"][1]["url"], b"late"), 404, "No multipart upload")
+
+
+@pytest.mark.django_db
+def test_a_completion_tried_again_after_the_store_failed_counts_the_upload_once(run, member, settings, monkeypatch,
+                                                                                _artifacts_in_a_temporary_folder):
+    from tracking.artifacts import store as stores
+
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_QUOTA_BYTES": 20}
+    created = mpu(member, run, "create", {"path": "model.bin", "num_parts": 1}).json()
+    assert member.generic("PUT", created["credentials"][0]["url"], b"x" * 12).status_code == 200
+    real = stores.FileStore.complete
+
+    def down_once(self, *args):
+        monkeypatch.setattr(stores.FileStore, "complete", real)
+        raise stores.StoreUnavailable("The artifact store could not be reached.")
+
+    monkeypatch.setattr(stores.FileStore, "complete", down_once)
+    body = {"path": "model.bin", "upload_id": created["upload_id"], "parts": [{"part_number": 1}]}
+    assert refusal(mpu(member, run, "complete", body), 503) == "TEMPORARILY_UNAVAILABLE"
+    assert mpu(member, run, "complete", body).status_code == 200  # 12 bytes of 20: its first reservation not again
+    assert list(Artifact.objects.values_list("path", "size")) == [("model.bin", 12)]
+    assert services.used_bytes(run.project_id) == 12 and not ArtifactUpload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_part_of_an_upload_the_store_dropped_meanwhile_is_a_404(run, member, _artifacts_in_a_temporary_folder):
+    import shutil
+
+    created = mpu(member, run, "create", {"path": "model.bin", "num_parts": 1}).json()
+    shutil.rmtree(_artifacts_in_a_temporary_folder / ".uploads")  # an abort racing this part
+    refusal(member.generic("PUT", created["credentials"][0]["url"], b"part"), 404, "open any more")
+    body = {"path": "model.bin", "upload_id": created["upload_id"], "parts": [{"part_number": 1}]}
+    refusal(mpu(member, run, "complete", body), 404, "open any more")
+    assert not Artifact.objects.exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -121,7 +121,8 @@ def _reserve(run: Run, path: str, size: int, upload: ArtifactUpload | None = Non
     room."""
     with transaction.atomic():
         Project.objects.select_for_update().filter(pk=run.project_id).exists()
-        used = used_bytes(run.project_id) - _size_of(run, path)
+        # Less what this upload reserved before (a completion tried again after the store failed).
+        used = used_bytes(run.project_id) - _size_of(run, path) - (upload.reserved if upload else 0)
         if used + size > quota_bytes():
             raise _quota_error(run.project, size, used)
         if upload is None:
@@ -160,8 +161,9 @@ def artifact_put(*, run: Run, path: str, body: Body) -> Artifact:
 
 
 # Multipart uploads: create, then parts through signed URLs (any order, in parallel), then complete or abort. A
-# part writes nothing to the database: the store keeps the parts, and their sizes are counted against the largest
-# artifact as they arrive and against the project's quota at completion, which refuses the whole upload.
+# part writes nothing to the database: the store keeps the parts, whose sizes are counted against the largest
+# artifact and the project's room as they arrive, and against the quota again, reserved under the lock, at
+# completion, which drops the whole upload when the room is gone.
 
 def upload_create(*, run: Run, path: str, parts: int) -> ArtifactUpload:
     if not 1 <= parts <= MAX_PARTS:
@@ -191,14 +193,25 @@ def upload_part(*, upload: ArtifactUpload, number: int, body: Body) -> str:
     run = upload.run
     store = stores.configured()
     key = key_of(run, upload.path)
-    received = sum(size for n, (size, _) in store.parts(key, upload.store_upload).items() if n != number)
+    with _gone_as_not_found(upload):
+        received = sum(size for n, (size, _) in store.parts(key, upload.store_upload).items() if n != number)
     used = used_bytes(run.project_id) - _size_of(run, upload.path)
     spooled, _ = _spool(body, upload.path, max_bytes() - received, quota_bytes() - used - received, run.project,
                         used + received)
     try:
-        return store.put_part(key, upload.store_upload, number, spooled)
+        with _gone_as_not_found(upload):
+            return store.put_part(key, upload.store_upload, number, spooled)
     finally:
         spooled.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _gone_as_not_found(upload: ArtifactUpload) -> Iterator[None]:
+    """An upload the store no longer has (aborted or completed meanwhile, by a request racing this one)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise NotFound(f"No multipart upload {upload.pk} open any more (completed or aborted meanwhile).") from None
 
 
 def upload_complete(*, upload: ArtifactUpload, numbers: list[int]) -> Artifact:
@@ -207,7 +220,8 @@ def upload_complete(*, upload: ArtifactUpload, numbers: list[int]) -> Artifact:
     run = upload.run
     store = stores.configured()
     key = key_of(run, upload.path)
-    received = store.parts(key, upload.store_upload)
+    with _gone_as_not_found(upload):
+        received = store.parts(key, upload.store_upload)
     missing = [n for n in numbers if n not in received]
     if not numbers or missing:
         raise DomainError(f"Parameter 'parts' names parts {missing[:10] or '(none)'} of upload {upload.pk} that never "
@@ -222,14 +236,16 @@ def upload_complete(*, upload: ArtifactUpload, numbers: list[int]) -> Artifact:
         upload_abort(upload=upload)
         raise
     try:
-        store.complete(key, upload.store_upload, [(n, received[n][1]) for n in numbers])
+        with _gone_as_not_found(upload):
+            store.complete(key, upload.store_upload, [(n, received[n][1]) for n in numbers])
     except stores.StoreError as error:
         raise DomainError(f"The store refused the parts: {error}", field="parts") from None
     return _record(run, upload.path, size, upload)
 
 
 def upload_abort(*, upload: ArtifactUpload) -> None:
-    stores.configured().abort(key_of(upload.run, upload.path), upload.store_upload)
+    with contextlib.suppress(FileNotFoundError):  # the store dropped it already
+        stores.configured().abort(key_of(upload.run, upload.path), upload.store_upload)
     upload.delete()
 
 

@@ -163,6 +163,8 @@ def _s3_errors(method: Callable) -> Callable:
             raise
         except (ClientError, S3UploadFailedError) as error:
             code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else "upload"
+            if code in ("NoSuchUpload", "NoSuchKey"):  # what the filesystem store says with FileNotFoundError
+                raise FileNotFoundError(code) from error
             logger.warning("artifact store s3://%s refused %s: %s", self.bucket, method.__name__, error)
             raise StoreUnavailable(f"The artifact store refused the request ({code}).") from error
         except BotoCoreError as error:
