@@ -296,3 +296,18 @@ def test_a_part_of_an_upload_the_store_dropped_meanwhile_is_a_404(run, member, _
     body = {"path": "model.bin", "upload_id": created["upload_id"], "parts": [{"part_number": 1}]}
     refusal(mpu(member, run, "complete", body), 404, "open any more")
     assert not Artifact.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_project_can_have_its_own_quota_set_by_staff(tenant, run, member, settings):
+    from tenancy.models import Project
+    from tenancy.services import project_save
+    from tests.conftest import make_user
+
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_QUOTA_BYTES": 10}
+    project = Project.objects.get(pk=tenant.project.pk)
+    project_save(actor=make_user("staff", is_staff=True), project=project, values={"artifact_quota_bytes": 100})
+    assert put(member, run, "a.bin", b"a" * 90).status_code == 200  # over the default, within its own
+    refusal(put(member, run, "b.bin", b"b" * 11), 400, "quota is 100", "the project's artifact quota", "90 are used")
+    assert project.audit.latest("pk").changes == {"artifact_quota_bytes": [None, 100]}  # audited, as every setting
+    assert list(Artifact.objects.values_list("path", flat=True)) == ["a.bin"]

@@ -59,8 +59,10 @@ def max_bytes() -> int:
     return settings.TIDAL["ARTIFACT_MAX_BYTES"]
 
 
-def quota_bytes() -> int:
-    return settings.TIDAL["ARTIFACT_QUOTA_BYTES"]
+def quota_bytes(project: Project) -> int:
+    """The project's own quota (set in the admin console) or the default, TIDAL_ARTIFACT_QUOTA_BYTES."""
+    own = project.artifact_quota_bytes
+    return settings.TIDAL["ARTIFACT_QUOTA_BYTES"] if own is None else own
 
 
 def used_bytes(project_id: int) -> int:
@@ -76,10 +78,11 @@ def _size_of(run: Run, path: str) -> int:
 
 
 def _quota_error(project: Project, size: int, used: int) -> QuotaExceeded:
+    source = ("the project's artifact quota" if project.artifact_quota_bytes is not None
+              else "the default, TIDAL_ARTIFACT_QUOTA_BYTES")
     return QuotaExceeded(
-        f"Project {project.slug}'s artifacts would hold {used + size:,} bytes; its quota is {quota_bytes():,} "
-        f"(TIDAL_ARTIFACT_QUOTA_BYTES), and {used:,} are used. Delete artifacts, or ask an administrator for more.",
-        field="quota")
+        f"Project {project.slug}'s artifacts would hold {used + size:,} bytes; its quota is {quota_bytes(project):,} "
+        f"({source}), and {used:,} are used. Delete artifacts, or ask an administrator for more.", field="quota")
 
 
 def _spool(body: Body, path: str, limit: int, room: int, project: Project, used: int) -> tuple[Path, int]:
@@ -123,7 +126,7 @@ def _reserve(run: Run, path: str, size: int, upload: ArtifactUpload | None = Non
         Project.objects.select_for_update().filter(pk=run.project_id).exists()
         # Less what this upload reserved before (a completion tried again after the store failed).
         used = used_bytes(run.project_id) - _size_of(run, path) - (upload.reserved if upload else 0)
-        if used + size > quota_bytes():
+        if used + size > quota_bytes(run.project):
             raise _quota_error(run.project, size, used)
         if upload is None:
             return ArtifactUpload.objects.create(id=secrets.token_hex(16), run=run, path=path, parts=0,
@@ -145,7 +148,7 @@ def _record(run: Run, path: str, size: int, upload: ArtifactUpload) -> Artifact:
 def artifact_put(*, run: Run, path: str, body: Body) -> Artifact:
     """Store a whole file at `path` of the run's artifacts (MLflow's PUT `mlflow-artifacts/artifacts/<path>`)."""
     used = used_bytes(run.project_id) - _size_of(run, path)
-    spooled, size = _spool(body, path, max_bytes(), quota_bytes() - used, run.project, used)
+    spooled, size = _spool(body, path, max_bytes(), quota_bytes(run.project) - used, run.project, used)
     try:
         upload = _reserve(run, path, size)
     except BaseException:
@@ -169,7 +172,7 @@ def upload_create(*, run: Run, path: str, parts: int) -> ArtifactUpload:
     if not 1 <= parts <= MAX_PARTS:
         raise DomainError(f"Parameter 'num_parts' must be between 1 and {MAX_PARTS:,}; got {parts}.", field="num_parts")
     used = used_bytes(run.project_id) - _size_of(run, path)
-    if used >= quota_bytes():
+    if used >= quota_bytes(run.project):
         raise _quota_error(run.project, 0, used)
     store = stores.configured()
     return ArtifactUpload.objects.create(id=secrets.token_hex(16), run=run, path=path, parts=parts,
@@ -196,8 +199,8 @@ def upload_part(*, upload: ArtifactUpload, number: int, body: Body) -> str:
     with _gone_as_not_found(upload):
         received = sum(size for n, (size, _) in store.parts(key, upload.store_upload).items() if n != number)
     used = used_bytes(run.project_id) - _size_of(run, upload.path)
-    spooled, _ = _spool(body, upload.path, max_bytes() - received, quota_bytes() - used - received, run.project,
-                        used + received)
+    room = quota_bytes(run.project) - used - received
+    spooled, _ = _spool(body, upload.path, max_bytes() - received, room, run.project, used + received)
     try:
         with _gone_as_not_found(upload):
             return store.put_part(key, upload.store_upload, number, spooled)
