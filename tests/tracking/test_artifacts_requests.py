@@ -311,3 +311,15 @@ def test_a_project_can_have_its_own_quota_set_by_staff(tenant, run, member, sett
     refusal(put(member, run, "b.bin", b"b" * 11), 400, "quota is 100", "the project's artifact quota", "90 are used")
     assert project.audit.latest("pk").changes == {"artifact_quota_bytes": [None, 100]}  # audited, as every setting
     assert list(Artifact.objects.values_list("path", flat=True)) == ["a.bin"]
+
+
+@pytest.mark.django_db
+def test_the_admin_consoles_project_form_holds_the_artifact_quota(tenant):
+    from django.test import Client
+
+    from tests.conftest import make_user
+
+    staff = Client()
+    staff.force_login(make_user("root", is_staff=True, is_superuser=True))
+    page = staff.get(f"/admin/tenancy/project/{tenant.project.pk}/change/")
+    assert page.status_code == 200 and 'name="artifact_quota_bytes"' in page.content.decode()
