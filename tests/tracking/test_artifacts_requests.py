@@ -323,3 +323,16 @@ def test_the_admin_consoles_project_form_holds_the_artifact_quota(tenant):
     staff.force_login(make_user("root", is_staff=True, is_superuser=True))
     page = staff.get(f"/admin/tenancy/project/{tenant.project.pk}/change/")
     assert page.status_code == 200 and 'name="artifact_quota_bytes"' in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_file_cannot_take_a_folders_name_nor_go_under_a_file(run, member, _artifacts_in_a_temporary_folder):
+    assert put(member, run, "ckpt/step-1/model.bin", b"weights").status_code == 200
+    refusal(put(member, run, "ckpt", b"x"), 400, "'path'", "a folder")
+    refusal(put(member, run, "ckpt/step-1", b"x"), 400, "'path'", "a folder")
+    refusal(put(member, run, "ckpt/step-1/model.bin/extra", b"x"), 400, "'path'", "is a file")
+    refusal(mpu(member, run, "create", {"path": "step-1", "num_parts": 1}, "/ckpt"), 400, "'path'", "a folder")
+    assert put(member, run, "ckpt/step-1/model.bin", b"weights, again").status_code == 200  # a file replaces a file
+    assert list(Artifact.objects.values_list("path", "size")) == [("ckpt/step-1/model.bin", 14)]
+    assert list(files_in(_artifacts_in_a_temporary_folder).values()) == [b"weights, again"]
+    assert not ArtifactUpload.objects.exists()

@@ -145,8 +145,23 @@ def _record(run: Run, path: str, size: int, upload: ArtifactUpload) -> Artifact:
     return artifact
 
 
+def _check_no_clash(run: Run, path: str) -> None:
+    """A path is a file or a folder, not both: a file where the run has a folder, or under one of its files, is
+    refused (a folder and a file of one name cannot both exist on a filesystem, and would not list apart)."""
+    if Artifact.objects.filter(run=run, path__startswith=f"{path}/").exists():
+        raise DomainError(f"Parameter 'path' names {path!r}, a folder of run {run.pk}'s artifacts; a file cannot "
+                          "take its name.", field="path")
+    parts = path.split("/")
+    folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
+    clash = Artifact.objects.filter(run=run, path__in=folders).values_list("path", flat=True).first()
+    if clash is not None:
+        raise DomainError(f"Parameter 'path' puts {path!r} under {clash!r}, which is a file of run {run.pk}'s "
+                          "artifacts, not a folder.", field="path")
+
+
 def artifact_put(*, run: Run, path: str, body: Body) -> Artifact:
     """Store a whole file at `path` of the run's artifacts (MLflow's PUT `mlflow-artifacts/artifacts/<path>`)."""
+    _check_no_clash(run, path)
     used = used_bytes(run.project_id) - _size_of(run, path)
     spooled, size = _spool(body, path, max_bytes(), quota_bytes(run.project) - used, run.project, used)
     try:
@@ -171,6 +186,7 @@ def artifact_put(*, run: Run, path: str, body: Body) -> Artifact:
 def upload_create(*, run: Run, path: str, parts: int) -> ArtifactUpload:
     if not 1 <= parts <= MAX_PARTS:
         raise DomainError(f"Parameter 'num_parts' must be between 1 and {MAX_PARTS:,}; got {parts}.", field="num_parts")
+    _check_no_clash(run, path)
     used = used_bytes(run.project_id) - _size_of(run, path)
     if used >= quota_bytes(run.project):
         raise _quota_error(run.project, 0, used)
