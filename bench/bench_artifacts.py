@@ -1,6 +1,6 @@
 """Artifacts through MLflow's own client: a large file logged (the multipart path: parts PUT to the signed part
-URLs, spooled, assembled) and downloaded (streamed) with the server's peak memory; and runs of 10,000 artifacts
-listed (one folder of 10,000 files; a tree of 100 folders).
+URLs, spooled, assembled), downloaded (streamed), and logged again in one PUT, with the server's peak memory; and
+runs of 10,000 artifacts listed (one folder of 10,000 files; a tree of 100 folders).
 
     .venv/bin/python bench/bench_artifacts.py [--size-mb 1024] [--files 10000] [--workers 4] [--repeat 20]
 
@@ -110,6 +110,15 @@ def write_file(path: Path, size_mb: int) -> None:
             out.write(block[:-8] + i.to_bytes(8, "big"))
 
 
+def single_put(client, run_id: str, source: Path) -> None:
+    """The same file in one PUT, as the client sends files below its multipart threshold (500 MiB)."""
+    os.environ["MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD"] = "false"
+    try:
+        client.log_artifact(run_id, str(source), "single")
+    finally:
+        del os.environ["MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD"]
+
+
 def same_file(a: Path, b: Path) -> bool:
     with a.open("rb") as left, b.open("rb") as right:
         while True:
@@ -168,7 +177,8 @@ def main() -> int:
         rows = [(f"log_artifact ({'multipart' if multipart else 'ONE PUT'})",
                  lambda: client.log_artifact(str(setup["big"]), str(source), "model")),
                 ("download_artifacts (streamed)",
-                 lambda: client.download_artifacts(str(setup["big"]), "model/model.bin", str(STORE / "back")))]
+                 lambda: client.download_artifacts(str(setup["big"]), "model/model.bin", str(STORE / "back"))),
+                ("log_artifact (one streamed PUT)", lambda: single_put(client, str(setup["big"]), source))]
         (STORE / "back").mkdir()
         peaks = []
         for label, step in rows:
