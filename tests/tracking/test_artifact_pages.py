@@ -95,3 +95,16 @@ def test_another_tenants_run_and_a_missing_path_are_404(tenant, logged, address)
     viewer = browser(tenant.users["viewer"])
     assert viewer.get(f"/runs/{logged.pk}/artifacts/{address.replace('loss', 'nothing')}").status_code == 404
     assert viewer.get(f"/runs/{logged.pk}/artifacts/{address.split('/')[0]}/../../etc/passwd").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_file_name_beyond_ascii_downloads_under_its_name(tenant, run):
+    log(run, "résultats/courbe d'été.csv", b"a,b\n1,2\n")
+    client = browser(tenant.users["viewer"])
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    link = f"/runs/{run.pk}/artifacts/download/r%C3%A9sultats/courbe%20d'%C3%A9t%C3%A9.csv"
+    shown = link.replace("'", "&#x27;")  # the quote escaped in HTML, which the browser reads back
+    assert f'href="{shown}"' in html
+    response = client.get(link)
+    assert b"".join(response.streaming_content) == b"a,b\n1,2\n"
+    assert response["Content-Disposition"] == "attachment; filename*=utf-8''courbe%20d%27%C3%A9t%C3%A9.csv"

@@ -18,6 +18,7 @@ from typing import IO
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.utils.http import content_disposition_header
 
 from tracking import selectors
 from tracking.artifacts import paths, services
@@ -70,8 +71,7 @@ def streamed(file: IO[bytes], artifact: Artifact, *, inline_type: str = "") -> S
     """A stored file as a response, in chunks, with its length; an attachment unless `inline_type` is given."""
     response = StreamingHttpResponse(stores.chunks(file), content_type=inline_type or "application/octet-stream")
     response["Content-Length"] = str(artifact.size)
-    name = posixpath.basename(artifact.path).replace('"', "").replace("\\", "")
-    response["Content-Disposition"] = f'{"inline" if inline_type else "attachment"}; filename="{name}"'
+    response["Content-Disposition"] = content_disposition_header(not inline_type, posixpath.basename(artifact.path))
     return response
 
 
