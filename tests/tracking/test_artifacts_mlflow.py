@@ -138,6 +138,9 @@ def test_the_mlflow_client_logs_lists_and_downloads_artifacts(tenant, use_mlflow
     assert under(store, run) == rows
     assert rows["weights.bin"] == 102_400 and len(rows) == 7 + (1 if figure else 0)
     assert not leftovers(store) and not ArtifactUpload.objects.exists()
+    # Deleting the run (committed at once here) takes its files out of the store.
+    Run.objects.filter(pk=run.pk).delete()
+    assert under(store, run) == {} and not Artifact.objects.exists()
 
 
 def _figure():

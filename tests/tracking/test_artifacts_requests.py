@@ -336,3 +336,20 @@ def test_a_file_cannot_take_a_folders_name_nor_go_under_a_file(run, member, _art
     assert list(Artifact.objects.values_list("path", "size")) == [("ckpt/step-1/model.bin", 14)]
     assert list(files_in(_artifacts_in_a_temporary_folder).values()) == [b"weights, again"]
     assert not ArtifactUpload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_deleted_runs_files_leave_the_store_once_the_deletion_commits(tenant, run, other_run,
+                                                                      django_capture_on_commit_callbacks,
+                                                                      _artifacts_in_a_temporary_folder):
+    from tracking.models import Run
+
+    services.artifact_put(run=run, path="ckpt/model.bin", body=_body(b"weights"))
+    services.artifact_put(run=other_run, path="theirs.bin", body=_body(b"kept"))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        Run.objects.filter(pk=run.pk).delete()
+    assert len(files_in(_artifacts_in_a_temporary_folder)) == 2  # nothing before the commit
+    for callback in callbacks:
+        callback()
+    assert list(files_in(_artifacts_in_a_temporary_folder).values()) == [b"kept"]
+    assert list(Artifact.objects.values_list("path", flat=True)) == ["theirs.bin"]

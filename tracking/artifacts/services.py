@@ -12,6 +12,7 @@ lock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from core.errors import DomainError, NotFound, QuotaExceeded
 from tenancy.models import Project
 from tracking.artifacts import store as stores
 from tracking.models import Artifact, ArtifactUpload, Run
+
+logger = logging.getLogger(__name__)
 
 MAX_PARTS = 10_000  # S3's limit of a multipart upload
 UPLOAD_TTL = timedelta(days=2)  # an upload neither completed nor aborted by then takes no more parts nor room
@@ -281,6 +284,16 @@ def uploads_sweep() -> int:
         else:
             upload.delete()
     return len(stale)
+
+
+def run_files_forget(run_id: int, project_id: int) -> None:
+    """Remove a deleted run's files from the store (its rows went with it). Once the deletion committed; a store
+    that fails leaves them, logged."""
+    prefix = f"projects/{project_id}/runs/{run_id}/"
+    try:
+        stores.configured().delete_prefix(prefix)
+    except (stores.StoreUnavailable, OSError) as error:
+        logger.warning("the files of deleted run %s stay in the artifact store (%s): %s", run_id, prefix, error)
 
 
 def artifacts_delete(*, run: Run, path: str) -> int:

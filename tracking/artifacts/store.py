@@ -54,6 +54,9 @@ class ArtifactStore(Protocol):
     def delete(self, keys: list[str]) -> None:
         """Remove these keys; a missing one is no error."""
 
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every key under `prefix` (a folder: it ends with '/')."""
+
     def begin(self, key: str) -> str:
         """Start a multipart upload to `key`; its id in the store."""
 
@@ -107,6 +110,9 @@ class FileStore:
         for key in keys:
             with contextlib.suppress(FileNotFoundError):
                 self._path(key).unlink()
+
+    def delete_prefix(self, prefix: str) -> None:
+        shutil.rmtree(self._path(prefix), ignore_errors=True)
 
     def _upload_dir(self, upload: str) -> Path:
         if not upload.isalnum():
@@ -229,6 +235,14 @@ class S3Store:
         for start in range(0, len(keys), 1000):  # DeleteObjects takes 1,000 keys a call
             objects = [{"Key": self._key(key)} for key in keys[start:start + 1000]]
             self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
+
+    @_s3_errors
+    def delete_prefix(self, prefix: str) -> None:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key(prefix))
+        for page in pages:
+            objects = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+            if objects:
+                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
 
     @_s3_errors
     def begin(self, key: str) -> str:
