@@ -308,6 +308,15 @@ TIDAL = {
     "LOG_STREAMS_PER_PROCESS": env_int("TIDAL_LOG_STREAMS_PER_PROCESS", 4, minimum=1),
     # Where a job's process reaches this server to log its run (TIDAL_URL and MLflow's tracking URI).
     "URL": env_str("TIDAL_URL", "http://127.0.0.1:8000").rstrip("/"),
+    # Where runs' artifacts are stored (tracking.artifacts.store): file:///a/folder (default var/artifacts) or
+    # s3://bucket/prefix, the S3 endpoint of an S3-compatible store (MinIO) and its region; credentials come from
+    # boto3's usual chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, an instance role).
+    "ARTIFACT_URL": env_str("TIDAL_ARTIFACT_URL", (VAR_DIR / "artifacts").as_uri()),
+    "ARTIFACT_S3_ENDPOINT_URL": env_str("TIDAL_ARTIFACT_S3_ENDPOINT_URL", ""),
+    "ARTIFACT_S3_REGION": env_str("TIDAL_ARTIFACT_S3_REGION", ""),
+    # The largest single artifact, and the artifact bytes a project may keep in all.
+    "ARTIFACT_MAX_BYTES": env_int("TIDAL_ARTIFACT_MAX_BYTES", 50 * 2**30, minimum=0),
+    "ARTIFACT_QUOTA_BYTES": env_int("TIDAL_ARTIFACT_QUOTA_BYTES", 500 * 2**30, minimum=0),
     # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.
     "TRACKING_RAW_RETENTION_DAYS": env_int("TIDAL_TRACKING_RAW_RETENTION_DAYS", 0, minimum=0),
     # Cost reports (docs/costs.md): the currency every price is in, and the longest range one report may cover.
@@ -328,6 +337,7 @@ CELERY_BEAT_SCHEDULE.update({
     # Running jobs whose run stopped logging steps (docs/alerts.md).
     "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
     "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
+    "tracking-artifact-uploads": {"task": "tracking.tasks.sweep_artifact_uploads", "schedule": 3600.0},
     # Closed usage segments cut into priced days (docs/costs.md).
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
     # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).

@@ -54,6 +54,11 @@ class Project(models.Model):
     max_running_jobs = models.PositiveIntegerField(
         null=True, blank=True, help_text="Cap on jobs admitted or running at once; empty means no cap."
     )
+    # Read by tracking's artifacts (tracking.artifacts.services.quota_bytes); one number, as max_running_jobs is.
+    artifact_quota_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True,
+        help_text="Bytes of run artifacts the project may keep; empty means the default (TIDAL_ARTIFACT_QUOTA_BYTES).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -21,7 +21,7 @@ TOKEN_PREFIX = "tdl_"  # noqa: S105  (the visible prefix of every token, not a s
 
 
 ORGANIZATION_FIELDS = ("name", "slug")
-PROJECT_FIELDS = ("organization", "name", "slug", "description", "max_running_jobs")
+PROJECT_FIELDS = ("organization", "name", "slug", "description", "max_running_jobs", "artifact_quota_bytes")
 SCHEDULING_FIELDS = frozenset({"max_running_jobs"})  # what the scheduler reads of a project
 
 
