@@ -1,0 +1,1 @@
+from tests.jobs.conftest import cycle, inventory  # noqa: F401  (the simulated cluster's fixtures)
