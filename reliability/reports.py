@@ -63,7 +63,7 @@ def reliability_report(diagnoses: QuerySet[Diagnosis], since: datetime, until: d
     rows = list(diagnoses.filter(ended_at__gte=since, ended_at__lt=until, outcome__in=FAILED).values(
         "pk", "cause", "project__slug", "cluster", "nodes", "ended_at", "devices", "lost_seconds", "ran_seconds",
         "job_id", "attempt__number", "attempt__checkpoint_at", "attempt__started_at", "attempt__admitted_at",
-        "attempt__cluster_id", "job__flavor_id", "job__priority_class_id", "attempt__details"))
+        "attempt__cluster_id", "job__flavor_id", "job__priority_class_id", "attempt__details", "attempt__placement"))
     report.failures = len(rows)
     report.by_class = [{"cause": cause, "failures": n} for cause, n in Counter(r["cause"] for r in rows).most_common()]
     report.by_project = _counted([(r["project__slug"], r["cause"]) for r in rows])
@@ -79,10 +79,15 @@ def reliability_report(diagnoses: QuerySet[Diagnosis], since: datetime, until: d
 
 
 def _nodes(row: dict[str, Any]) -> list[str]:
+    """The nodes a failure is counted against: those its evidence names, else its failed replica's, else the
+    attempt's only node (a failure of a gang spread over many nodes names none of them by itself)."""
     if row["nodes"]:
         return [str(n) for n in row["nodes"]]
     node = (row["attempt__details"] or {}).get("node")
-    return [str(node)] if node else []
+    if node:
+        return [str(node)]
+    placed = {str(p.get("node")) for p in row["attempt__placement"] or [] if p.get("node")}
+    return list(placed) if len(placed) == 1 else []
 
 
 def _recovery(report: Report, rows: list[dict[str, Any]]) -> None:
