@@ -77,7 +77,9 @@ def _advance(progress: Progress, last_step: int | None, last_step_at: datetime |
         return
     if progress.last_step is not None and last_step <= progress.last_step:
         return
-    if progress.last_step is not None and progress.last_step_at is not None and last_step_at > progress.last_step_at:
+    # Steps across a hang say nothing of the step time: they would raise the bound of the next hang.
+    if (progress.last_step is not None and progress.last_step_at is not None
+            and last_step_at > progress.last_step_at and progress.hang_detected_at is None):
         per_step = (last_step_at - progress.last_step_at).total_seconds() / (last_step - progress.last_step)
         progress.step_seconds = per_step if progress.step_seconds is None else (
             _SMOOTHING * per_step + (1 - _SMOOTHING) * progress.step_seconds)
