@@ -10,7 +10,7 @@ from django.utils import timezone
 from jobs.models import Job
 from jobs.states import State
 from reliability.hangs import RESTART_LABEL, check_hangs
-from reliability.models import Diagnosis, ProjectPolicy, Progress
+from reliability.models import Diagnosis, Progress, ProjectPolicy
 from tests.jobs.conftest import run, submit
 from tracking.models import Run
 
