@@ -15,7 +15,8 @@ from reliability.models import Diagnosis, FailurePattern, QuarantinedNode
 class FailurePatternForm(forms.ModelForm):
     class Meta:
         model = FailurePattern
-        fields = ["pattern", "source", "cause", "confidence", "action", "quarantine", "description", "enabled"]
+        fields = ["pattern", "source", "cause", "confidence", "action", "quarantine", "context", "description",
+                  "enabled"]
 
     def clean(self) -> dict:
         data = super().clean()

@@ -42,6 +42,8 @@ class FailurePattern(models.Model):
                               help_text="Empty: the cause's usual action.")
     quarantine = models.CharField(max_length=5, blank=True, choices=[("", "no"), (rules.QUARANTINE_NOW, "at once"),
                                                                      (rules.QUARANTINE_COUNT, "counted")])
+    context = models.CharField(max_length=500, blank=True, help_text="A log pattern only: a regular expression one "
+                               "of the 5 lines before the match must match.")
     description = models.CharField(max_length=300, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -55,7 +57,7 @@ class FailurePattern(models.Model):
 
     def as_rule(self) -> rules.Rule:
         return rules.Rule(self.pattern, self.source, self.cause, self.confidence, self.action,
-                          f"pattern-{self.pk}", self.quarantine)
+                          f"pattern-{self.pk}", self.quarantine, self.context)
 
 
 class Diagnosis(models.Model):

@@ -65,6 +65,12 @@ class Rule:
     action: str
     name: str = ""
     quarantine: str = ""  # QUARANTINE_NOW / QUARANTINE_COUNT for a node-level hardware fault
+    # A log rule only: a pattern one of the CONTEXT_LINES lines before the match must match (what the process was
+    # doing when it died: a segfault right after NCCL's network plugin loaded is NCCL's, not the user's).
+    context: str = ""
+
+
+CONTEXT_LINES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +134,8 @@ class Diagnosis:
 
 
 def _r(pattern: str, source: str, cause: str, confidence: float, action: str, name: str,
-       quarantine: str = "") -> Rule:
-    return Rule(pattern, source, cause, confidence, action, name, quarantine)
+       quarantine: str = "", context: str = "") -> Rule:
+    return Rule(pattern, source, cause, confidence, action, name, quarantine, context)
 
 
 # The built-in rules, most specific first (ties go to the earlier rule).
@@ -181,11 +187,13 @@ BUILTIN: tuple[Rule, ...] = (
        "check_network", "log-nccl-error"),
     _r(r"DistBackendError|ProcessGroupNCCL|NCCL communicator was aborted", LOG, "nccl", 0.7, "check_network",
        "log-nccl-generic"),
+    _r(r"Segmentation fault|SIGSEGV|SIGBUS|Bus error", LOG, "nccl", 0.6, "check_network", "log-nccl-crash",
+       context=r"NCCL (INFO|WARN) (NET|Plugin|IB|Socket)|NET/(IB|Plugin|Socket)|libnccl|nccl-net"),
     # --- loss divergence (tracking's alerts, or the training code saying so)
     _r(r"non_finite|NaN|Inf", ALERT, "loss_nan", 0.88, "lower_lr", "alert-non-finite"),
     _r(r"loss_spike|grad_norm_explosion", ALERT, "loss_nan", 0.6, "lower_lr", "alert-divergence"),
-    _r(r"loss (is|became|=) ?nan|nan loss|Loss is NaN|loss: nan|non-finite loss|FloatingPointError|"
-       r"found NaN|overflow.*loss scale.*minimum|gradient overflow.*skipping step.*min", LOG, "loss_nan", 0.84,
+    _r(r"\bloss( is| became|:|=)? ?(nan|inf)\b|nan loss|non-finite loss|FloatingPointError|found NaN|"
+       r"loss scale already at minimum|grad_norm:? nan\b", LOG, "loss_nan", 0.84,
        "lower_lr", "log-nan"),
     # --- data loading and storage
     _r(r"DataLoader worker \(pid[^)]*\) (is killed|exited unexpectedly)|Input/output error|Stale file handle|"
@@ -264,6 +272,12 @@ def validate(rule: Rule) -> Rule:
         raise InvalidRule(f"Quarantine is '', {QUARANTINE_NOW!r} or {QUARANTINE_COUNT!r}.", "quarantine")
     if not rule.pattern.strip():
         raise InvalidRule("A pattern may not be blank.", "pattern")
+    if rule.context and rule.source != LOG:
+        raise InvalidRule("Only a log rule has a context (the lines before its match).", "context")
+    try:
+        re.compile(rule.context)
+    except re.error as exc:
+        raise InvalidRule(f"Not a valid regular expression: {exc}.", "context") from None
     try:
         compiled = re.compile(rule.pattern, re.I)
     except re.error as exc:
@@ -278,10 +292,12 @@ class Compiled:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
-        self.by_source: dict[str, list[tuple[int, Rule, re.Pattern[str]]]] = {s: [] for s in SOURCES}
+        self.by_source: dict[str, list[tuple[int, Rule, re.Pattern[str], re.Pattern[str] | None]]] = {
+            s: [] for s in SOURCES}
         for order, rule in enumerate(self.rules):
             pattern = rf"(?:{rule.pattern})\Z" if rule.source in WHOLE_VALUE else rule.pattern
-            self.by_source[rule.source].append((order, rule, re.compile(pattern, re.I)))
+            context = re.compile(rule.context, re.I) if rule.context else None
+            self.by_source[rule.source].append((order, rule, re.compile(pattern, re.I), context))
 
 
 _builtin = Compiled(BUILTIN)
@@ -293,33 +309,34 @@ def ruleset(extra: Iterable[Rule] = ()) -> Compiled:
     return Compiled((*extra, *BUILTIN)) if extra else _builtin
 
 
-def _items(evidence: Evidence) -> Iterable[tuple[str, str, Item]]:
-    """(source, text matched against, the item) of every piece of evidence."""
+def _items(evidence: Evidence) -> Iterable[tuple[str, str, Item, Sequence[str]]]:
+    """(source, text matched against, the item, the log lines before it) of every piece of evidence."""
     for replica, lines in evidence.logs.items():
         first = evidence.first_line.get(replica, 1)
         start = max(0, len(lines) - _LOG_TAIL)
         for offset, line in enumerate(lines[start:], start=start):
             text = str(line)[:2000]
-            yield LOG, text, Item(LOG, text.strip(), replica=replica, line=first + offset)
+            before = lines[max(0, offset - CONTEXT_LINES):offset]
+            yield LOG, text, Item(LOG, text.strip(), replica=replica, line=first + offset), before
     for reason in evidence.reasons:
-        yield REASON, reason, Item(REASON, reason)
+        yield REASON, reason, Item(REASON, reason), ()
     if evidence.exit_code is not None:
-        yield EXIT_CODE, str(evidence.exit_code), Item(EXIT_CODE, str(evidence.exit_code))
+        yield EXIT_CODE, str(evidence.exit_code), Item(EXIT_CODE, str(evidence.exit_code)), ()
     for xid in evidence.xids:
         where = f" on {xid.node}" if xid.node else ""
         gpu = f" GPU {xid.gpu}" if xid.gpu else ""
         when = f", {xid.seconds_before_end:.0f} s before the attempt ended" if xid.seconds_before_end is not None \
             else ""
         text = f"Xid {xid.xid}{where}{gpu}{when}" + (f": {xid.message}" if xid.message else "")
-        yield XID, str(xid.xid), Item(XID, text, node=xid.node)
+        yield XID, str(xid.xid), Item(XID, text, node=xid.node), ()
     for source, values in ((NODE_CONDITION, evidence.node_conditions), (K8S_EVENT, evidence.k8s_events),
                            (ALERT, evidence.alerts), (PROGRESS, evidence.progress)):
         for value in values:
-            yield source, value, Item(source, value, node=_node_of(value) if source == NODE_CONDITION else "")
+            yield source, value, Item(source, value, node=_node_of(value) if source == NODE_CONDITION else ""), ()
     if evidence.outcome:
-        yield OUTCOME, evidence.outcome, Item(OUTCOME, evidence.outcome)
+        yield OUTCOME, evidence.outcome, Item(OUTCOME, evidence.outcome), ()
     if evidence.cause:
-        yield CAUSE, evidence.cause, Item(CAUSE, evidence.cause)
+        yield CAUSE, evidence.cause, Item(CAUSE, evidence.cause), ()
 
 
 def _node_of(condition: str) -> str:
@@ -331,9 +348,11 @@ def diagnose(evidence: Evidence, rules: Compiled | None = None) -> Diagnosis:
     """The most likely cause of a failed attempt, with its evidence and recommended action."""
     rules = rules or _builtin
     votes: dict[str, list[tuple[float, int, Rule, Item]]] = {}
-    for source, text, item in _items(evidence):
-        for order, rule, pattern in rules.by_source[source]:
+    for source, text, item, before in _items(evidence):
+        for order, rule, pattern, context in rules.by_source[source]:
             if (pattern.match(text) if source in WHOLE_VALUE else pattern.search(text)) is None:
+                continue
+            if context is not None and not any(context.search(str(line)) for line in before):
                 continue
             cause = rule.cause or (evidence.cause if source == CAUSE else "")
             if cause not in CAUSES_BY_NAME:

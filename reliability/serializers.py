@@ -39,8 +39,8 @@ class FailurePatternSerializer(StrictModelSerializer):
 
     class Meta:
         model = FailurePattern
-        fields = ["id", "pattern", "source", "cause", "confidence", "action", "quarantine", "description", "enabled",
-                  "created_at", "created_by"]
+        fields = ["id", "pattern", "source", "cause", "confidence", "action", "quarantine", "context", "description",
+                  "enabled", "created_at", "created_by"]
         read_only_fields = ["id", "created_at", "created_by"]
 
 

@@ -170,15 +170,19 @@ def node_release(node: Node, *, actor: Any, note: str = "") -> bool:
 
 def pattern_values(data: dict[str, Any]) -> dict[str, Any]:
     """The fields of a failure pattern, validated as a rule (DomainError naming the field)."""
+    try:
+        confidence = float(data.get("confidence", 0.8))
+    except (TypeError, ValueError):
+        raise DomainError("A confidence is a number.", field="confidence") from None
     rule = rules.Rule(str(data.get("pattern", "")), str(data.get("source", rules.LOG)), str(data.get("cause", "")),
-                      float(data.get("confidence", 0.8)), str(data.get("action", "") or ""), "",
-                      str(data.get("quarantine", "") or ""))
+                      confidence, str(data.get("action", "") or ""), "", str(data.get("quarantine", "") or ""),
+                      str(data.get("context", "") or ""))
     try:
         rules.validate(rule)
     except rules.InvalidRule as error:
         raise DomainError(str(error), field=error.field) from None
     return {"pattern": rule.pattern, "source": rule.source, "cause": rule.cause, "confidence": rule.confidence,
-            "action": rule.action, "quarantine": rule.quarantine}
+            "action": rule.action, "quarantine": rule.quarantine, "context": rule.context}
 
 
 def pattern_create(*, actor: Any, data: dict[str, Any]) -> FailurePattern:
@@ -193,7 +197,8 @@ def pattern_create(*, actor: Any, data: dict[str, Any]) -> FailurePattern:
 
 def pattern_update(pattern: FailurePattern, *, actor: Any, data: dict[str, Any]) -> FailurePattern:
     merged = {"pattern": pattern.pattern, "source": pattern.source, "cause": pattern.cause,
-              "confidence": pattern.confidence, "action": pattern.action, "quarantine": pattern.quarantine, **data}
+              "confidence": pattern.confidence, "action": pattern.action, "quarantine": pattern.quarantine,
+              "context": pattern.context, **data}
     values = pattern_values(merged)
     with transaction.atomic():
         for name, value in values.items():

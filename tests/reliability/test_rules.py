@@ -120,3 +120,12 @@ def test_every_builtin_rule_is_valid_and_its_action_known():
         if rule.cause:  # the backend-cause rule votes for the backend's own class
             rules.validate(rule)
         assert not rule.action or rule.action in rules.ACTIONS
+
+
+def test_a_context_is_for_log_rules_and_must_compile():
+    with pytest.raises(rules.InvalidRule) as refused:
+        rules.validate(rules.Rule("x", rules.REASON, "nccl", 0.8, "", context="y"))
+    assert refused.value.field == "context"
+    with pytest.raises(rules.InvalidRule) as refused:
+        rules.validate(rules.Rule("x", rules.LOG, "nccl", 0.8, "", context="(y"))
+    assert refused.value.field == "context"
