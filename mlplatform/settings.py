@@ -325,7 +325,7 @@ TIDAL = {
     # Hang detection: a running job's run with no new step for max(factor x its recent step time, minimum seconds).
     "HANG_STEP_FACTOR": env_float("TIDAL_HANG_STEP_FACTOR", 2.0, minimum=1.0),
     "HANG_MIN_SECONDS": env_float("TIDAL_HANG_MIN_SECONDS", 60.0, minimum=1.0),
-    "HANG_CHECK_INTERVAL": env_float("TIDAL_HANG_CHECK_INTERVAL", 15.0, minimum=1.0),
+    "HANG_CHECK_INTERVAL": env_float("TIDAL_HANG_CHECK_INTERVAL", 5.0, minimum=1.0),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(

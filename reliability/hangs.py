@@ -8,7 +8,8 @@ checkpoint like every infrastructure failure. A run that never logged a step is 
 use tracking is not hung).
 
 The recent step time comes from what the check saw between two of its passes: (time of the newest step - time of
-the step seen last) / steps between them, smoothed.
+the step seen last) / steps between them, smoothed; until then, the time from the attempt's start to the first step
+seen stands in for it. The detection comes at most one check interval after the bound is crossed.
 """
 
 from __future__ import annotations
@@ -61,7 +62,12 @@ def check_hangs(now: datetime | None = None) -> int:
             continue
         since = max(progress.last_step_at, started_at)
         idle = (now - since).total_seconds()
-        bound = bound_seconds(progress.step_seconds)
+        # Until two steps were seen the step time is not known: the time the attempt took to its first step seen
+        # (start-up included, so too long rather than too short) stands in, or a run of slow steps would be hung
+        # between its first two.
+        step = progress.step_seconds if progress.step_seconds is not None else max(
+            0.0, (progress.last_step_at - started_at).total_seconds())
+        bound = bound_seconds(step)
         if idle > bound and progress.hang_detected_at is None:
             found += 1
             restart = project_id in opted or str((labels or {}).get(RESTART_LABEL, "")).lower() == "true"

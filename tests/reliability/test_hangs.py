@@ -62,8 +62,21 @@ def test_progress_again_clears_the_hang(tenant, inventory):
     assert check_hangs(T0 + timedelta(seconds=100)) == 1
     logged(job, 6, T0 + timedelta(seconds=110))
     assert check_hangs(T0 + timedelta(seconds=111)) == 0
-    assert Progress.objects.get(attempt=job.current_attempt).hang_detected_at is None
-    assert check_hangs(T0 + timedelta(seconds=200)) == 1  # and a second hang is reported again
+    progress = Progress.objects.get(attempt=job.current_attempt)
+    assert progress.hang_detected_at is None and progress.step_seconds is None  # not learned across the hang
+    logged(job, 16, T0 + timedelta(seconds=150))
+    assert check_hangs(T0 + timedelta(seconds=151)) == 0
+    assert Progress.objects.get(attempt=job.current_attempt).step_seconds == 4.0
+    assert check_hangs(T0 + timedelta(seconds=150 + 61)) == 1  # and a second hang is reported again
+
+
+def test_slow_steps_are_not_a_hang_before_the_step_time_is_known(tenant, inventory):
+    """Seen first after its first step, 120 s into the attempt: 120 s stands in for the step time (bound 240 s)."""
+    job = running_job(tenant, inventory)
+    logged(job, 1, T0 + timedelta(seconds=120))
+    assert check_hangs(T0 + timedelta(seconds=121)) == 0
+    assert check_hangs(T0 + timedelta(seconds=120 + 200)) == 0
+    assert check_hangs(T0 + timedelta(seconds=120 + 241)) == 1
 
 
 def test_a_run_that_never_logged_a_step_is_not_judged(tenant, inventory):
