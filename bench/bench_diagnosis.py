@@ -70,14 +70,13 @@ def hang_delays(runs: int, seed: int = 28) -> bool:
     import django
 
     django.setup()
+    import logging
     from datetime import timedelta
 
     from django.conf import settings
     from django.db import connection
     from django.test.utils import setup_test_environment
     from django.utils import timezone
-
-    import logging
 
     logging.disable(logging.WARNING)  # the eager tasks' and the check's own log lines
     setup_test_environment()
