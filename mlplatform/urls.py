@@ -23,7 +23,7 @@ api_v1 = [
     path("runs/<int:pk>/log-batch/", RunLogBatchView.as_view(), name="run-log-batch"),
     path("costs/", CostReportView.as_view(), name="cost-report"),
     path("costs/csv/", CostReportCsvView.as_view(), name="cost-report-csv"),
-    path("attempts/<int:pk>/diagnosis/", AttemptDiagnosisView.as_view(), name="attempt-diagnosis"),
+    path("attempts/<int:id>/diagnosis/", AttemptDiagnosisView.as_view(), name="attempt-diagnosis"),
     path("reliability/", ReliabilityReportView.as_view(), name="reliability-report"),
     path("", include(router.urls)),
 ]

@@ -60,8 +60,8 @@ class AttemptDiagnosisView(APIView):
     """The diagnosis of one attempt, by the attempt's id (`GET /api/v1/attempts/<id>/diagnosis/`)."""
 
     @extend_schema(responses=DiagnosisSerializer)
-    def get(self, request: Request, pk: int) -> Response:
-        diagnosis = selectors.diagnosis_of_attempt(request.user, pk)
+    def get(self, request: Request, id: int) -> Response:  # noqa: A002  (the path's name, as the router's)
+        diagnosis = selectors.diagnosis_of_attempt(request.user, id)
         if diagnosis is None:
             raise Http404
         return Response(DiagnosisSerializer(diagnosis).data)

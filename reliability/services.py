@@ -122,7 +122,10 @@ def _quarantine_reason(node: Node, found: rules.Diagnosis, now: datetime) -> str
         return ""
     label = failures.label_of(found.cause)
     if found.quarantine == rules.QUARANTINE_NOW:
-        return f"{label}: {found.summary}"[:500]
+        # Every signed-in user sees why a node is out of service: the reason names the GPU fault, never a line of
+        # the tenant's log.
+        xids = [item.text for item in found.evidence if item.source == rules.XID and item.node == node.name]
+        return f"{label}{': ' + '; '.join(xids[:2]) if xids else ''}"[:500]
     window = settings.TIDAL["QUARANTINE_WINDOW"]
     limit = settings.TIDAL["QUARANTINE_FAILURES"]
     recent = NodeFault.objects.filter(node=node, released=False, at__gte=now - timedelta(seconds=window)).count()

@@ -64,14 +64,14 @@ class TestDiagnoses(CrossTenantMixin):
 def test_the_diagnosis_of_an_attempt_by_its_id(tenant, inventory, clients):
     mine = failed_attempt(tenant, inventory, lines=(NCCL,), cause="nccl")
     theirs = failed_attempt(tenant, inventory, tenant.other_project)
-    url = reverse("attempt-diagnosis", kwargs={"pk": mine.attempt_id})
+    url = reverse("attempt-diagnosis", kwargs={"id": mine.attempt_id})
     body = clients["viewer"].get(url).json()
     assert (body["cause"], body["kind"], body["job"]) == ("nccl_timeout", "infra", mine.job_id)
     assert body["evidence"][0]["line"] == 1 and "Watchdog" in body["evidence"][0]["text"]
     outsider = clients["outsider"].get(url)
     assert outsider.status_code == 404 and outsider.json()["error"]["code"] == "not_found"
-    assert clients["member"].get(reverse("attempt-diagnosis", kwargs={"pk": theirs.attempt_id})).status_code == 404
-    assert clients["member"].get(reverse("attempt-diagnosis", kwargs={"pk": 999999})).status_code == 404
+    assert clients["member"].get(reverse("attempt-diagnosis", kwargs={"id": theirs.attempt_id})).status_code == 404
+    assert clients["member"].get(reverse("attempt-diagnosis", kwargs={"id": 999999})).status_code == 404
 
 
 def test_the_report_counts_only_the_callers_failures(tenant, inventory, clients):
