@@ -9,7 +9,7 @@ from django.contrib import admin, messages
 from core.admin import WritesThroughServices
 from core.errors import DomainError
 from reliability import services
-from reliability.models import Diagnosis, FailurePattern, QuarantinedNode
+from reliability.models import Diagnosis, FailurePattern, ProjectPolicy, QuarantinedNode
 
 
 class FailurePatternForm(forms.ModelForm):
@@ -83,3 +83,11 @@ class QuarantinedNodeAdmin(admin.ModelAdmin):
             except DomainError as error:
                 self.message_user(request, error.message, messages.ERROR)
         self.message_user(request, "Released: the scheduler places jobs there again.")
+
+
+@admin.register(ProjectPolicy)
+class ProjectPolicyAdmin(admin.ModelAdmin):
+    """A project's opt-in: restart its hung jobs from their checkpoint."""
+
+    list_display = ["project", "restart_on_hang"]
+    autocomplete_fields = ["project"]

@@ -37,16 +37,29 @@ def current_rules() -> rules.Compiled:
 
 # ------------------------------------------------------------------------------------- before the attempt ends
 
-def verdict(attempt: Attempt, cause: str, reason: str, seen: Observation) -> Verdict:
+def verdict(attempt: Attempt, cause: str, reason: str, seen: Observation) -> Verdict | None:
     """Connected to `jobs.observations.failure_diagnosis`: the cause all the evidence points to (which decides the
-    retry), and the nodes a retry must avoid (those a hardware or network fault names)."""
+    retry), and the nodes a retry must avoid (those a hardware or network fault names). None, leaving the backend's
+    cause, should the diagnosis itself fail: a failure must still end its attempt."""
+    try:
+        with transaction.atomic():  # a savepoint: a failed query here must not abort the transition's transaction
+            return _verdict(attempt, cause, reason, seen)
+    except Exception:
+        logger.exception("diagnosis of attempt %s failed; the backend's cause %s stands", attempt.pk, cause)
+        return None
+
+
+def _verdict(attempt: Attempt, cause: str, reason: str, seen: Observation) -> Verdict:
     found = rules.diagnose(evidence.of_attempt(
         attempt, cause=cause, reason=reason, exit_code=seen.exit_code, details=dict(seen.details),
         logs={k: list(v) for k, v in seen.logs.items()}, outcome=Outcome.LOST if seen.lost_nodes else Outcome.FAILED),
         current_rules())
     placed = {str(row.get("node")) for row in attempt.placement or []}
-    avoid = tuple(n for n in found.nodes if n in placed) if failures.kind_of(found.cause) in (
-        failures.HARDWARE, failures.INFRA) else ()
+    avoid: tuple[str, ...] = ()
+    if failures.kind_of(found.cause) in (failures.HARDWARE, failures.INFRA):
+        # On other nodes: those the evidence names, else the failed replica's.
+        failed_on = str(seen.details.get("node") or "")
+        avoid = tuple(n for n in found.nodes if n in placed) or ((failed_on,) if failed_on in placed else ())
     changed = f"{found.summary} (the backend saw: {reason})" if reason else found.summary
     return Verdict(found.cause, changed if found.cause != cause else reason, avoid)
 
@@ -64,7 +77,11 @@ def follow_attempts(changes: Sequence[Change]) -> None:
     attempts = Attempt.objects.filter(pk__in=ended).select_related("job", "cluster").exclude(
         diagnosis__isnull=False)
     for attempt in attempts:
-        diagnose_attempt(attempt, compiled=compiled)
+        try:
+            with transaction.atomic():  # a savepoint: a diagnosis that fails must not undo the transition
+                diagnose_attempt(attempt, compiled=compiled)
+        except Exception:
+            logger.exception("diagnosis of attempt %s failed; the attempt ended all the same", attempt.pk)
 
 
 def diagnose_attempt(attempt: Attempt, *, compiled: rules.Compiled | None = None,

@@ -163,3 +163,32 @@ def test_each_simulated_failure_is_diagnosed_as_injected(tenant, inventory, cycl
     job = fail_first_attempt(failing(tenant, inventory["a100"], cause, devices=1, retry_limit=1), cycle)
     assert Diagnosis.objects.get(attempt=job.current_attempt).cause == expected
     assert job.current_attempt.cause == expected
+
+
+@override_settings(TIDAL=INSTANT)
+def test_a_retry_avoids_a_node_another_jobs_failure_quarantined(tenant, inventory, cycle):
+    """Job A's GPU falls off the bus on its node (quarantined); job B fails on another node with an NCCL timeout:
+    B's retry avoids its own node (avoid_nodes) and the quarantined one (the inventory)."""
+    a = fail_first_attempt(failing(tenant, inventory["h100"], "xid_bus", devices=8, retry_backoff=0), cycle)
+    quarantined = a.current_attempt.placement[0]["node"]
+    Job.objects.filter(pk=a.pk).update(state=State.CANCELLED)  # out of the way
+    b = fail_first_attempt(failing(tenant, inventory["h100"], "nccl_timeout", devices=8, retry_backoff=0), cycle)
+    own = b.current_attempt.placement[0]["node"]
+    assert b.state == State.RETRYING and own != quarantined and b.avoid_nodes == [f"sim/{own}"]
+    cycle()  # requeues the due retry and admits it
+    b = Job.objects.get(pk=b.pk)
+    assert b.attempt == 2 and b.state == State.DISPATCHING
+    assert b.current_attempt.placement[0]["node"] not in {own, quarantined}
+
+
+@override_settings(TIDAL=INSTANT)
+def test_a_diagnosis_that_fails_does_not_stop_the_attempt_ending(tenant, inventory, cycle, monkeypatch):
+    from reliability import rules
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in a rule")
+
+    monkeypatch.setattr(rules, "diagnose", broken)
+    job = fail_first_attempt(failing(tenant, inventory["a100"], "host_oom", devices=1, retry_limit=1), cycle)
+    assert job.state == State.RETRYING and job.current_attempt.cause == "host_oom"  # the backend's cause stands
+    assert not Diagnosis.objects.exists()
