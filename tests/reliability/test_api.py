@@ -217,3 +217,31 @@ def test_the_quarantine_page_is_staff_only_and_releases(tenant, inventory, djang
     assert "Xid 48 on GPU 1" in staff.get(reverse("reliability-quarantine")).content.decode()
     assert staff.post(reverse("reliability-release", kwargs={"pk": node.pk})).status_code == 302
     assert Node.objects.get(pk=node.pk).quarantined_at is None
+
+
+def test_recovery_time_lost_work_and_effective_training_time(tenant, prices, clients):
+    """Failed 600 s into its attempt, 300 s after its last checkpoint; running again 120 s later."""
+    from jobs.lifecycle import Admission, record_checkpoint, transition_many
+
+    inventory = prices  # the a100 at 1.00 a device-hour
+    t0 = timezone.now() - timedelta(seconds=1000)
+    job = run(submit(tenant, inventory["a100"], devices=2, retry_limit=1), inventory["cluster"], ["a-n1"], now=t0)
+    record_checkpoint(job.current_attempt, "s3://ckpt/300", now=t0 + timedelta(seconds=300), step=300)
+    transition(job, State.RETRYING, reason="nccl", actor="backend", now=t0 + timedelta(seconds=600),
+               end=AttemptEnd(cause="nccl_timeout", exit_code=1, logs={"worker-0": [NCCL]}))
+    transition(job, State.QUEUED, reason="retry", actor="scheduler", now=t0 + timedelta(seconds=600))
+    transition_many([Admission(job.pk, inventory["cluster"].pk, [{"role": "worker", "index": 0, "node": "a-n2",
+                                                                   "devices": 2}])], now=t0 + timedelta(seconds=700))
+    job.refresh_from_db()
+    if job.state == State.ADMITTED:
+        transition(job, State.DISPATCHING, reason="test", actor="system", now=t0 + timedelta(seconds=700))
+    transition(job, State.RUNNING, reason="test", actor="system", now=t0 + timedelta(seconds=720))
+    diagnosis = Diagnosis.objects.get(attempt__job=job)
+    assert (diagnosis.ran_seconds, diagnosis.lost_seconds, diagnosis.devices) == (600.0, 300.0, 2)
+    body = clients["viewer"].get(reverse("reliability-report")).json()
+    assert (body["recoveries"], body["mttr_seconds"]) == (1, 120.0)
+    assert body["gpu_hours_lost"] == pytest.approx(2 * 300 / 3600, abs=0.001)  # rounded to 3 places
+    assert body["money_lost"] == pytest.approx(2 * 300 / 3600 * 1.00, abs=0.01)
+    [row] = body["jobs"]
+    # wall ~1000 s from the first start; ran 600 + ~280 s; lost 300 s
+    assert row["attempts"] == 2 and row["ratio"] == pytest.approx(580 / 1000, abs=0.02)
