@@ -33,7 +33,7 @@ class Extra:
 evidence_sources: Hook[Callable[[Attempt], Extra]] = Hook("reliability.evidence.sources")
 
 
-def of_attempt(attempt: Attempt, *, cause: str = "", reason: str = "", exit_code: int | None = None,
+def of_attempt(attempt: Attempt, *, cause: str = "", exit_code: int | None = None,
                details: dict[str, Any] | None = None, logs: dict[str, list[str]] | None = None,
                outcome: str = "", ended_at: datetime | None = None) -> rules.Evidence:
     """The evidence of `attempt` (loaded with its job and cluster). The keyword arguments override the row's
@@ -42,7 +42,7 @@ def of_attempt(attempt: Attempt, *, cause: str = "", reason: str = "", exit_code
     logs = logs if logs is not None else (attempt.logs or {})
     exit_code = exit_code if exit_code is not None else attempt.exit_code
     ended_at = ended_at or attempt.ended_at or timezone.now()
-    reasons = _reasons(details, reason or attempt.reason)
+    reasons = _reasons(details)
     xids = [_xid(row, ended_at) for row in details.get("xid_events", []) if isinstance(row, dict)]
     k8s_events = [str(e) for e in details.get("events", []) if e]
     conditions = [f"{row['node']}: {row['condition']}" for row in details.get("node_conditions", [])
@@ -61,7 +61,8 @@ def of_attempt(attempt: Attempt, *, cause: str = "", reason: str = "", exit_code
         outcome=outcome or attempt.outcome, cause=cause or attempt.cause)
 
 
-def _reasons(details: dict[str, Any], reason: str) -> tuple[str, ...]:
+def _reasons(details: dict[str, Any]) -> tuple[str, ...]:
+    """The pods' own reasons (OOMKilled, ImagePullBackOff...), not the attempt's sentence about them."""
     found = [str(details.get("k8s_reason") or "")]
     found.extend(str(row.get("reason") or "") for row in details.get("replicas", []) if isinstance(row, dict))
     found.extend(str(r) for r in details.get("reasons", []) if r)

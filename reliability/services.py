@@ -51,7 +51,7 @@ def verdict(attempt: Attempt, cause: str, reason: str, seen: Observation) -> Ver
 
 def _verdict(attempt: Attempt, cause: str, reason: str, seen: Observation) -> Verdict:
     found = rules.diagnose(evidence.of_attempt(
-        attempt, cause=cause, reason=reason, exit_code=seen.exit_code, details=dict(seen.details),
+        attempt, cause=cause, exit_code=seen.exit_code, details=dict(seen.details),
         logs={k: list(v) for k, v in seen.logs.items()}, outcome=Outcome.LOST if seen.lost_nodes else Outcome.FAILED),
         current_rules())
     placed = {str(row.get("node")) for row in attempt.placement or []}
