@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -21,6 +22,13 @@ from tenancy.selectors import projects_for_user
 def job_panel(request: HttpRequest, job: Job) -> dict:
     """The job page's diagnoses: one per attempt that ended other than succeeded (the job is the caller's)."""
     return {"diagnoses": list(selectors.diagnoses_of_job(job))}
+
+
+def cost_panel(request: HttpRequest, projects: QuerySet, start: datetime, end: datetime) -> dict:
+    """The cost report's "lost to failures": GPU-hours and money of the work failed attempts lost, over the report's
+    projects and range (the caller's: `projects` is what the cost report lets them see)."""
+    diagnoses = selectors.diagnoses_for_user(request.user).filter(project_id__in=projects)
+    return {"report": reports.reliability_report(diagnoses, start, end)}
 
 
 def _days(request: HttpRequest) -> int:

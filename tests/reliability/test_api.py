@@ -245,3 +245,18 @@ def test_recovery_time_lost_work_and_effective_training_time(tenant, prices, cli
     [row] = body["jobs"]
     # wall ~1000 s from the first start; ran 600 + ~280 s; lost 300 s
     assert row["attempts"] == 2 and row["ratio"] == pytest.approx(580 / 1000, abs=0.02)
+
+
+def test_the_cost_report_shows_what_failures_lost_to_the_callers_projects_only(tenant, prices):
+    """One a100 device for 600 s since its start (no checkpoint): 1/6 GPU-hour, 0.17 at 1.00 a device-hour; the
+    other organization's failure is not counted."""
+    failed_attempt(tenant, prices)
+    failed_attempt(tenant, prices, tenant.other_project)
+    member = Client()
+    member.force_login(tenant.users["viewer"])
+    page = member.get(reverse("costs")).content.decode()
+    assert 'id="lost-to-failures"' in page
+    assert '<dd id="lost-failures">1</dd>' in page and '<dd id="lost-gpu-hours">0.2</dd>' in page
+    assert '<dd id="lost-money">0.17 USD</dd>' in page
+    other = member.get(reverse("costs") + "?project=vision").content.decode()
+    assert '<dd id="lost-failures">1</dd>' in other
