@@ -55,9 +55,10 @@ def check_hangs(now: datetime | None = None) -> int:
     found = 0
     for attempt_id, last_step, last_step_at, started_at, labels, project_id in rows:
         progress = known.get(attempt_id) or Progress(attempt_id=attempt_id)
-        _advance(progress, last_step, last_step_at)
+        # Written only when it changed (a new step, a hang): most passes over a healthy fleet write nothing.
+        changed = _advance(progress, last_step, last_step_at) or progress.pk is None
         if progress.last_step_at is None:
-            if progress.pk is None:
+            if changed:
                 progress.save()
             continue
         since = max(progress.last_step_at, started_at)
@@ -72,17 +73,18 @@ def check_hangs(now: datetime | None = None) -> int:
             found += 1
             restart = project_id in opted or str((labels or {}).get(RESTART_LABEL, "")).lower() == "true"
             _hung(progress, since, idle, bound, now, restart)
-        else:
+        elif changed:
             progress.save()
     return found
 
 
-def _advance(progress: Progress, last_step: int | None, last_step_at: datetime | None) -> None:
-    """Take the run's newest step: learn the step time from the steps since the last pass, and clear a hang."""
+def _advance(progress: Progress, last_step: int | None, last_step_at: datetime | None) -> bool:
+    """Take the run's newest step: learn the step time from the steps since the last pass, and clear a hang.
+    Returns whether there was a new step."""
     if last_step is None or last_step_at is None:
-        return
+        return False
     if progress.last_step is not None and last_step <= progress.last_step:
-        return
+        return False
     # Steps across a hang say nothing of the step time: they would raise the bound of the next hang.
     if (progress.last_step is not None and progress.last_step_at is not None
             and last_step_at > progress.last_step_at and progress.hang_detected_at is None):
@@ -93,6 +95,7 @@ def _advance(progress: Progress, last_step: int | None, last_step_at: datetime |
     if progress.hang_detected_at is not None:  # it moves again
         progress.hang_since = progress.hang_detected_at = None
         progress.hang_message = ""
+    return True
 
 
 def _hung(progress: Progress, since: datetime, idle: float, bound: float, now: datetime, restart: bool) -> None:

@@ -102,3 +102,11 @@ def test_a_project_opts_in_for_all_its_jobs(tenant, inventory):
     logged(job, 100, T0 + timedelta(seconds=30))
     check_hangs(T0 + timedelta(seconds=200))
     assert Job.objects.get(pk=job.pk).state == State.RETRYING
+
+
+def test_a_pass_over_runs_that_did_not_move_writes_nothing(tenant, inventory, django_assert_num_queries):
+    job = running_job(tenant, inventory)
+    logged(job, 10, T0 + timedelta(seconds=40))
+    check_hangs(T0 + timedelta(seconds=41))
+    with django_assert_num_queries(3):  # the runs, their progress, the projects opted in: no UPDATE
+        assert check_hangs(T0 + timedelta(seconds=45)) == 0
