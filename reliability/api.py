@@ -16,18 +16,21 @@ from rest_framework.views import APIView
 from core.errors import DomainError
 from core.filters import IdFilter
 from reliability import reports, selectors, services
-from reliability.models import Diagnosis, FailurePattern
+from reliability.models import Diagnosis, FailurePattern, ProjectPolicy
 from reliability.serializers import (
     DiagnosisSerializer,
     FailurePatternSerializer,
     NodeQuarantineSerializer,
+    ProjectPolicySerializer,
     QuarantineSerializer,
     ReleaseSerializer,
     ReportQuerySerializer,
 )
 from tenancy.filters import project_filter
+from tenancy.models import Project
 from tenancy.scoping import ScopedViewSet
 from tenancy.selectors import projects_for_user
+from tracking.api import ProjectSettingViewSet
 
 
 class DiagnosisFilter(django_filters.FilterSet):
@@ -142,3 +145,29 @@ class NodeQuarantineViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Sc
         body.is_valid(raise_exception=True)
         services.node_release(node, actor=request.user, note=body.validated_data.get("note", ""))
         return Response(NodeQuarantineSerializer(node).data)
+
+
+class ProjectPolicyFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = ProjectPolicy
+        fields = ["project"]
+
+
+class ProjectPolicyViewSet(ProjectSettingViewSet):
+    """A project's reliability choices (restart its hung jobs from their checkpoint); project admins write."""
+
+    selector = staticmethod(selectors.policies_for_user)
+    serializer_class = ProjectPolicySerializer
+    filterset_class = ProjectPolicyFilter
+    noun = "A reliability policy"
+
+    def new(self, project: Project) -> ProjectPolicy:
+        return ProjectPolicy(project=project)
+
+    def save(self, obj: ProjectPolicy, values: dict) -> ProjectPolicy:
+        return services.policy_save(actor=self.request.user, policy=obj, values=values)
+
+    def remove(self, obj: ProjectPolicy) -> None:
+        services.policy_delete(actor=self.request.user, policy=obj)

@@ -136,6 +136,10 @@ class ProjectPolicy(models.Model):
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="reliability_policy")
     restart_on_hang = models.BooleanField(default=False)
 
+    class Meta:
+        ordering = ["project_id"]
+        verbose_name_plural = "project policies"
+
     def __str__(self) -> str:
         return f"{self.project_id}: restart on hang {self.restart_on_hang}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from clusters.models import Node
-from reliability.models import Diagnosis, FailurePattern
+from reliability.models import Diagnosis, FailurePattern, ProjectPolicy
 from tenancy.selectors import project_ids_for_user
 
 
@@ -41,3 +41,9 @@ def nodes_for_user(user) -> QuerySet[Node]:
 
 def quarantined_nodes() -> QuerySet[Node]:
     return Node.objects.filter(quarantined_at__isnull=False).select_related("cluster").order_by("-quarantined_at")
+
+
+def policies_for_user(user) -> QuerySet[ProjectPolicy]:
+    if not user.is_authenticated:
+        return ProjectPolicy.objects.none()
+    return ProjectPolicy.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")

@@ -11,7 +11,8 @@ from rest_framework import serializers
 from core.serializers import StrictModelSerializer, StrictSerializer
 from jobs.failures import CAUSES
 from reliability import rules
-from reliability.models import Diagnosis, FailurePattern
+from reliability.models import Diagnosis, FailurePattern, ProjectPolicy
+from tenancy.serializers import ScopedProjectField
 
 
 class DiagnosisSerializer(StrictModelSerializer):
@@ -73,3 +74,11 @@ class ReportQuerySerializer(StrictSerializer):
         if until - since > timedelta(days=400):
             raise serializers.ValidationError({"since": ["A report covers at most 400 days."]})
         return {**attrs, "since": since, "until": until}
+
+
+class ProjectPolicySerializer(StrictModelSerializer):
+    project = ScopedProjectField()
+
+    class Meta:
+        model = ProjectPolicy
+        fields = ["id", "project", "restart_on_hang"]

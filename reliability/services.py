@@ -22,8 +22,8 @@ from jobs.observations import Verdict
 from jobs.ports import Observation
 from jobs.services import record_event
 from reliability import evidence, rules
-from reliability.models import Diagnosis, FailurePattern, NodeFault
-from tenancy.audit import audit_record
+from reliability.models import Diagnosis, FailurePattern, NodeFault, ProjectPolicy
+from tenancy.audit import audit_record, delete_audited, save_audited
 
 logger = logging.getLogger(__name__)
 
@@ -236,3 +236,21 @@ def pattern_delete(pattern: FailurePattern, *, actor: Any) -> None:
     with transaction.atomic():
         audit_record(actor=actor, action="failure_pattern.delete", target=pattern, changes={"pattern": pattern.pattern})
         pattern.delete()
+
+
+# ------------------------------------------------------------------------------------------ project policies
+
+POLICY_FIELDS = ("restart_on_hang",)
+
+
+def policy_save(*, actor: Any, policy: ProjectPolicy, values: dict[str, Any]) -> ProjectPolicy:
+    """Create or change a project's reliability policy (one per project: a second is a 400 naming `project`)."""
+    for name in POLICY_FIELDS:
+        if name in values:
+            setattr(policy, name, values[name])
+    save_audited(actor=actor, obj=policy, fields=POLICY_FIELDS, project=policy.project)
+    return policy
+
+
+def policy_delete(*, actor: Any, policy: ProjectPolicy) -> None:
+    delete_audited(actor=actor, obj=policy, fields=POLICY_FIELDS, project=policy.project)

@@ -86,7 +86,7 @@ def _failed_with_diagnosis(tenant, project, user, flavor, cluster, node, marker)
     """A job whose attempt failed with the tenant's marker in its log: its diagnosis (reliability) quotes it."""
     from jobs.lifecycle import AttemptEnd, transition
     from jobs.states import State
-    from reliability.models import FailurePattern
+    from reliability.models import FailurePattern, ProjectPolicy
 
     failed = admit(submit(tenant, flavor, project=project, user=user, devices=1, name=f"{marker}-failed"), cluster,
                    [node])
@@ -97,6 +97,7 @@ def _failed_with_diagnosis(tenant, project, user, flavor, cluster, node, marker)
         cause="user_error", exit_code=1, logs={"worker-0": ["Traceback (most recent call last):",
                                                             f"ValueError: {marker} bad batch"]}))
     FailurePattern.objects.get_or_create(pattern="fuzz pattern", defaults={"cause": "nccl"})
+    ProjectPolicy.objects.create(project=project, restart_on_hang=True)
 
 
 def _path_parameters() -> dict[str, list[dict[str, str]]]:
@@ -105,13 +106,14 @@ def _path_parameters() -> dict[str, list[dict[str, str]]]:
     from costs.models import ClassDiscount, CpuPrice, DevicePrice
     from jobs.models import Attempt, Job
     from quotas.models import PriorityClass, Quota, ResourceFlavor
-    from reliability.models import Diagnosis, FailurePattern
+    from reliability.models import Diagnosis, FailurePattern, ProjectPolicy
     from replays.models import ReplayRun
     from tenancy.models import ApiToken, AuditEntry
     from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
 
     by_id = {"alert-rules": AlertRule, "alerts": Alert, "audit": AuditEntry, "experiments": Experiment, "jobs": Job,
              "diagnoses": Diagnosis, "failure-patterns": FailurePattern, "quarantine": Node, "attempts": Attempt,
+             "reliability-policies": ProjectPolicy,
              "memberships": Membership, "nodes": Node, "prices/cpu": CpuPrice, "prices/devices": DevicePrice,
              "prices/discounts": ClassDiscount, "quotas": Quota, "replays": ReplayRun, "runs": Run,
              "tokens": ApiToken, "webhooks": Webhook}

@@ -260,3 +260,26 @@ def test_the_cost_report_shows_what_failures_lost_to_the_callers_projects_only(t
     assert '<dd id="lost-money">0.17 USD</dd>' in page
     other = member.get(reverse("costs") + "?project=vision").content.decode()
     assert '<dd id="lost-failures">1</dd>' in other
+
+
+class TestProjectPolicies(CrossTenantMixin):
+    basename = "reliabilitypolicy"
+
+    def make_object(self, tenant, project):
+        from reliability.models import ProjectPolicy
+        return ProjectPolicy.objects.create(project=project)
+
+    def create_payload(self, tenant, project):
+        return {"project": project.slug, "restart_on_hang": True}
+
+    def update_payload(self, tenant, obj):
+        return {"restart_on_hang": True}
+
+    def test_an_admin_opts_in_once_per_project(self, tenant, clients):
+        created = clients["admin"].post(self.list_url(), self.create_payload(tenant, tenant.project), format="json")
+        assert created.status_code == 201 and created.json()["restart_on_hang"] is True
+        again = clients["admin"].post(self.list_url(), self.create_payload(tenant, tenant.project), format="json")
+        assert again.status_code == 400 and "project" in again.json()["error"]["fields"]
+        assert clients["member"].post(self.list_url(), {"project": "vision", "restart_on_hang": False},
+                                      format="json").status_code == 403
+        assert AuditEntry.objects.filter(action="projectpolicy.create").count() == 1
