@@ -37,8 +37,12 @@ EXPERIMENTS = {"llama-70b-pretrain": "llama-70b", "sft-chat-v3": "chat-sft", "ev
                "vit-g-pretrain": "vit-g", "detector-sft": "detector", "clip-ablation-1": "clip-ablations",
                "clip-ablation-2": "clip-ablations", "vision-big-sweep": "vision-sweep", "ppo-locomotion": "locomotion",
                "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port"}
+# And the failures the simulated cluster injects, for the failure diagnosis to show (docs/reliability-diagnosis.md):
+# a GPU falling off the bus (its node quarantined, the job retried elsewhere) and a CUDA out of memory.
 LABELS = {"sft-chat-v3": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
-          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
+          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"},
+          "grpo-manipulation": {"sim.tidal.dev/fail-after": "90", "sim.tidal.dev/fail-cause": "xid_bus"},
+          "eval-mmlu": {"sim.tidal.dev/fail-after": "60", "sim.tidal.dev/fail-cause": "cuda_oom"}}
 
 
 def seed_jobs() -> int:

@@ -6,6 +6,7 @@ from clusters import api as clusters_api
 from costs import api as costs_api
 from jobs import api as jobs_api
 from quotas import api as quotas_api
+from reliability import api as reliability_api
 from replays import api as replays_api
 from tenancy import api as tenancy_api
 from tracking import api as tracking_api
@@ -33,3 +34,7 @@ router.register("prices/devices", costs_api.DevicePriceViewSet, basename="device
 router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
 router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")
 router.register("budgets", costs_api.BudgetViewSet, basename="budget")
+router.register("diagnoses", reliability_api.DiagnosisViewSet, basename="diagnosis")
+router.register("failure-patterns", reliability_api.FailurePatternViewSet, basename="failurepattern")
+router.register("quarantine", reliability_api.NodeQuarantineViewSet, basename="quarantine")
+router.register("reliability-policies", reliability_api.ProjectPolicyViewSet, basename="reliabilitypolicy")

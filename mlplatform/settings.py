@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "replays",
     "tracking",
     "costs",
+    "reliability",
 ]
 
 MIDDLEWARE = [
@@ -322,6 +323,18 @@ TIDAL = {
     # Cost reports (docs/costs.md): the currency every price is in, and the longest range one report may cover.
     "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
     "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
+    # Failure diagnosis (docs/reliability-diagnosis.md). Infrastructure failures (lost nodes, NCCL, GPU Xid, hangs)
+    # are retried without using a job's retry limit, at most this many times per job.
+    "INFRA_RETRY_LIMIT": env_int("TIDAL_INFRA_RETRY_LIMIT", 10, minimum=0),
+    # A node is quarantined (nothing new placed there) after this many hardware-class failures within the window
+    # (seconds), or at once after one Xid 79, 48 or an uncorrectable ECC error. Off: diagnoses only.
+    "QUARANTINE_ENABLED": env_bool("TIDAL_QUARANTINE_ENABLED", True),
+    "QUARANTINE_FAILURES": env_int("TIDAL_QUARANTINE_FAILURES", 2, minimum=1),
+    "QUARANTINE_WINDOW": env_float("TIDAL_QUARANTINE_WINDOW", 86400.0, minimum=1.0),
+    # Hang detection: a running job's run with no new step for max(factor x its recent step time, minimum seconds).
+    "HANG_STEP_FACTOR": env_float("TIDAL_HANG_STEP_FACTOR", 2.0, minimum=1.0),
+    "HANG_MIN_SECONDS": env_float("TIDAL_HANG_MIN_SECONDS", 60.0, minimum=1.0),
+    "HANG_CHECK_INTERVAL": env_float("TIDAL_HANG_CHECK_INTERVAL", 5.0, minimum=1.0),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(
@@ -342,6 +355,8 @@ CELERY_BEAT_SCHEDULE.update({
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
     # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).
     "costs-check-budgets": {"task": "costs.tasks.check_budgets", "schedule": 60.0},
+    # Running jobs whose run stopped progressing for max(2 x its step time, 60 s) (docs/reliability-diagnosis.md).
+    "reliability-hangs": {"task": "reliability.tasks.check_hangs", "schedule": TIDAL["HANG_CHECK_INTERVAL"]},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)
