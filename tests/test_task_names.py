@@ -13,7 +13,7 @@ NAMES = {
     "costs.notifications.mail_budget_task", "costs.notifications.notify_budget_task", "costs.tasks.check_budgets",
     "costs.tasks.roll_segments", "replays.tasks.replay_task", "tracking.notifications.deliver_webhook_task",
     "tracking.notifications.mail_alert_task", "tracking.notifications.notify_alert_task",
-    "tracking.tasks.check_hung_runs", "tracking.tasks.prune_raw_points",
+    "tracking.tasks.check_hung_runs", "tracking.tasks.prune_raw_points", "telemetry.tasks.read_telemetry",
 }
 
 
