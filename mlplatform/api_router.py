@@ -7,6 +7,7 @@ from costs import api as costs_api
 from jobs import api as jobs_api
 from quotas import api as quotas_api
 from replays import api as replays_api
+from telemetry import api as telemetry_api
 from tenancy import api as tenancy_api
 from tracking import api as tracking_api
 
@@ -29,6 +30,8 @@ router.register("runs", tracking_api.RunViewSet, basename="run")
 router.register("alerts", tracking_api.AlertViewSet, basename="alert")
 router.register("alert-rules", tracking_api.AlertRuleViewSet, basename="alertrule")
 router.register("webhooks", tracking_api.WebhookViewSet, basename="webhook")
+router.register("telemetry/attempts", telemetry_api.AttemptTelemetryViewSet, basename="gpu-telemetry")
+router.register("telemetry/sources", telemetry_api.TelemetrySourceViewSet, basename="telemetry-source")
 router.register("prices/devices", costs_api.DevicePriceViewSet, basename="deviceprice")
 router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
 router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")
