@@ -40,6 +40,8 @@ class Holder:
     nodes: dict[str, int]  # node -> devices its replicas hold there
     order: dict[str, int]  # node -> its first replica's place in the placement (ordinals follow it)
     known: dict[tuple[str, int], int] = field(default_factory=dict)  # (node, gpu) -> ordinal
+    rows: dict[tuple[str, int], int] = field(default_factory=dict)  # (node, gpu) -> its AttemptGpu's id
+    latest: dict[tuple[str, int], datetime | None] = field(default_factory=dict)  # (node, gpu) -> its last_at
 
     def alive(self, timestamp: int, slack: int) -> bool:
         return self.admitted <= timestamp and (self.ended is None or timestamp <= self.ended + slack)
@@ -61,9 +63,10 @@ class Attribution:
                     .select_related("job__project__organization"))
         for attempt in attempts:
             self._add(cluster, attempt)
-        for row in AttemptGpu.objects.filter(attempt_id__in=list(self.holders)).values_list(
-                "attempt_id", "node", "gpu", "ordinal"):
-            self.holders[row[0]].known[(row[1], row[2])] = row[3]
+        for attempt_id, node, gpu, ordinal, pk, last_at in AttemptGpu.objects.filter(
+                attempt_id__in=list(self.holders)).values_list("attempt_id", "node", "gpu", "ordinal", "pk", "last_at"):
+            holder = self.holders[attempt_id]
+            holder.known[(node, gpu)], holder.rows[(node, gpu)], holder.latest[(node, gpu)] = ordinal, pk, last_at
 
     def _add(self, cluster: Cluster, attempt: Attempt) -> None:
         job = attempt.job

@@ -106,6 +106,12 @@ def read_source(source: TelemetrySource, now: datetime) -> Read:
         return Read(window, error=str(exc))
     read = Read(window)
     with transaction.atomic():
+        # Two reads of one source at once (a beat task still running when the next starts): the one that locks the
+        # row first stores the window; the other finds the position moved and stores nothing (no tally twice).
+        if not TelemetrySource.objects.select_for_update().filter(pk=source.pk,
+                                                                  read_through=source.read_through).exists():
+            source.refresh_from_db()
+            return Read()
         found = attribution.Attribution(source.cluster, window.start, window.end, slack=window.step)
         parsed = list(samples(result, source.labels))
         grouped, read.unattributed = attribution.group(found, parsed)

@@ -4,6 +4,7 @@ member of (another organization's telemetry is a 404); the sources are a catalog
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -18,7 +19,7 @@ def sources() -> QuerySet[TelemetrySource]:
     return TelemetrySource.objects.select_related("cluster")
 
 
-def telemetry_for_user(user) -> QuerySet[AttemptTelemetry]:
+def telemetry_for_user(user: Any) -> QuerySet[AttemptTelemetry]:
     return (AttemptTelemetry.objects.filter(attempt__job__project__in=project_ids_for_user(user))
             .select_related("attempt__job__project", "attempt__cluster").order_by("-attempt__admitted_at", "-pk"))
 

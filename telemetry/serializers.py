@@ -65,7 +65,7 @@ class AttemptTelemetryDetailSerializer(AttemptTelemetrySerializer):
         fields = [*AttemptTelemetrySerializer.Meta.fields, "gpus", "readings"]
 
     def get_gpus(self, tally: AttemptTelemetry) -> list[dict[str, Any]]:
-        return AttemptGpuSerializer(self.context["gpus"], many=True).data
+        return list(AttemptGpuSerializer(self.context["gpus"], many=True).data)
 
     def get_readings(self, tally: AttemptTelemetry) -> dict[str, Any]:
         readings = self.context["readings"]

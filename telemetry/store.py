@@ -12,9 +12,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
-from django.db.models import F
-
-from jobs.models import Attempt
 from telemetry.attribution import Holder
 from telemetry.fields import SM_ACTIVE, UTILIZATION, Sample, key
 from telemetry.models import AttemptGpu, AttemptTelemetry
@@ -28,10 +25,19 @@ logger = logging.getLogger(__name__)
 
 def store(holders: Mapping[int, Holder], grouped: Mapping[int, list[Sample]], node_name: dict[str, str] | None = None,
           now: datetime | None = None) -> int:
-    """Write each attempt's samples (inside the caller's transaction); returns the points stored."""
+    """Write each attempt's samples (inside the caller's transaction); returns the points stored. A handful of
+    statements per attempt (its run's batch), and a few for them all (the GPUs' latest readings and the tallies)."""
     node_name = node_name or {}
     runs = dict(Run.objects.filter(job_id__in={holders[a].job_id for a in grouped}).values_list("job_id", "pk"))
+    tallies = {t.attempt_id: t for t in AttemptTelemetry.objects.filter(attempt_id__in=list(grouped))}
+    missing = [AttemptTelemetry(attempt_id=a) for a in grouped if a not in tallies]
+    if missing:
+        AttemptTelemetry.objects.bulk_create(missing)
+        tallies.update({t.attempt_id: t for t in AttemptTelemetry.objects.filter(
+            attempt_id__in=[m.attempt_id for m in missing])})
     stored = 0
+    gpus: list[AttemptGpu] = []
+    alerts_due: list[tuple[Holder, int, AttemptTelemetry, datetime | None]] = []
     for attempt_id, samples in grouped.items():
         holder = holders[attempt_id]
         run_id = runs.get(holder.job_id)
@@ -41,8 +47,16 @@ def store(holders: Mapping[int, Holder], grouped: Mapping[int, list[Sample]], no
         ordinals = _ordinals(holder, samples)
         stored += services.run_log_measured(run_id=run_id, attempt=holder.number,
                                             batch=_batch(holder, ordinals, samples))
-        _latest(holder, ordinals, samples)
-        _tally(holder, run_id, samples, now)
+        gpus += _latest(holder, samples)
+        tally = tallies[attempt_id]
+        was_idle = tally.idle_since
+        if _tally(holder, tally, samples):
+            alerts_due.append((holder, run_id, tally, was_idle))
+    if gpus:
+        AttemptGpu.objects.bulk_update(gpus, ["last_at", *LATEST.values()], batch_size=500)
+    AttemptTelemetry.objects.bulk_update(list(tallies.values()), TALLY_FIELDS, batch_size=500)
+    for holder, run_id, tally, was_idle in alerts_due:
+        _judge_idle(holder, run_id, tally, was_idle, now)
     return stored
 
 
@@ -55,6 +69,8 @@ def _ordinals(holder: Holder, samples: Iterable[Sample]) -> dict[tuple[str, int]
         rows = [AttemptGpu(attempt_id=holder.attempt_id, ordinal=start + i, node=node, gpu=gpu, uuid=uuid[:100])
                 for i, ((node, gpu), uuid) in enumerate(new)]
         AttemptGpu.objects.bulk_create(rows)
+        created = AttemptGpu.objects.filter(attempt_id=holder.attempt_id, ordinal__gte=start)
+        holder.rows.update({(row.node, row.gpu): row.pk for row in created})
         holder.known.update({(row.node, row.gpu): row.ordinal for row in rows})
     return holder.known
 
@@ -73,50 +89,68 @@ def _batch(holder: Holder, ordinals: Mapping[tuple[str, int], int], samples: Ite
 
 LATEST = {SM_ACTIVE: "last_sm_active", UTILIZATION: "last_utilization", "memory_used_gib": "last_memory_used_gib",
           "power_watts": "last_power_watts"}
+TALLY_FIELDS = ["sm_sum", "sm_count", "utilization_sum", "utilization_count", "first_at", "last_at", "idle_since"]
 
 
-def _latest(holder: Holder, ordinals: Mapping[tuple[str, int], int], samples: Iterable[Sample]) -> None:
-    """Each GPU's newest readings, for the Clusters page's grid (only those newer than what is kept)."""
+def _latest(holder: Holder, samples: Iterable[Sample]) -> list[AttemptGpu]:
+    """Each GPU's newest readings in these samples, for the Clusters page's grid (a late stretch, older than what
+    is kept, changes nothing)."""
     newest: dict[tuple[str, int], dict[str, tuple[int, float]]] = defaultdict(dict)
     for s in samples:
         if s.suffix in LATEST and s.timestamp >= newest[(s.node, s.gpu)].get(s.suffix, (-1, 0.0))[0]:
             newest[(s.node, s.gpu)][s.suffix] = (s.timestamp, s.value)
+    rows = []
     for (node, gpu), readings in newest.items():
         at = _moment(max(ts for ts, _ in readings.values()))
-        values = {LATEST[suffix]: value for suffix, (_, value) in readings.items()}
-        AttemptGpu.objects.filter(attempt_id=holder.attempt_id, node=node, gpu=gpu).exclude(last_at__gt=at).update(
-            last_at=at, **values)
+        kept = holder.latest.get((node, gpu))
+        if kept is not None and kept >= at:
+            continue
+        holder.latest[(node, gpu)] = at
+        row = AttemptGpu(pk=holder.rows[(node, gpu)], last_at=at)
+        for name in LATEST.values():
+            setattr(row, name, None)
+        for suffix, (_, value) in readings.items():
+            setattr(row, LATEST[suffix], value)
+        rows.append(row)
+    return rows
 
 
-def _tally(holder: Holder, run_id: int, samples: list[Sample], now: datetime | None) -> None:
-    """Add the samples to the attempt's means; follow since when every GPU is idle; open or clear the idle alert."""
-    sm = [s for s in samples if s.suffix == SM_ACTIVE]
-    utilization = [s for s in samples if s.suffix == UTILIZATION]
+def _tally(holder: Holder, tally: AttemptTelemetry, samples: list[Sample]) -> bool:
+    """Add the samples to the attempt's means and follow since when every GPU is idle. Returns whether the idle
+    state is to be judged (the samples are the newest the attempt has)."""
+    sm = [s.value for s in samples if s.suffix == SM_ACTIVE]
+    utilization = [s.value for s in samples if s.suffix == UTILIZATION]
+    tally.sm_sum += sum(sm)
+    tally.sm_count += len(sm)
+    tally.utilization_sum += sum(utilization)
+    tally.utilization_count += len(utilization)
     times = [s.timestamp for s in samples]
-    tally, _ = AttemptTelemetry.objects.get_or_create(attempt_id=holder.attempt_id)
-    AttemptTelemetry.objects.filter(pk=tally.pk).update(
-        sm_sum=F("sm_sum") + sum(s.value for s in sm), sm_count=F("sm_count") + len(sm),
-        utilization_sum=F("utilization_sum") + sum(s.value for s in utilization),
-        utilization_count=F("utilization_count") + len(utilization))
     first, last = _moment(min(times)), _moment(max(times))
     if tally.first_at is None or first < tally.first_at:
         tally.first_at = first
     if tally.last_at is not None and last <= tally.last_at:
-        AttemptTelemetry.objects.filter(pk=tally.pk).update(first_at=tally.first_at)
-        return  # a late stretch: the idle state follows the newest samples only
+        return False  # a late stretch: the idle state follows the newest samples only
     params = alerts.rule_settings(holder.project_id).active.get(anomaly.GPU_IDLE)
+    below = (params or anomaly.DEFAULTS[anomaly.GPU_IDLE])["below"]
     # SM activity where the GPUs report it (DCGM's profiling metrics), else GPU utilization (older GPUs).
-    activity = sm or utilization
-    idle_since = idle_after(tally.idle_since, activity, params["below"] if params else anomaly.DEFAULTS[
-        anomaly.GPU_IDLE]["below"], after=tally.last_at)
-    AttemptTelemetry.objects.filter(pk=tally.pk).update(first_at=tally.first_at, last_at=last, idle_since=idle_since)
-    if params is None or not Attempt.objects.filter(pk=holder.attempt_id, ended_at=None).exists():
+    activity = [s for s in samples if s.suffix == SM_ACTIVE] or [s for s in samples if s.suffix == UTILIZATION]
+    tally.idle_since = idle_after(tally.idle_since, activity, below, after=tally.last_at)
+    tally.last_at = last
+    return params is not None and holder.ended is None
+
+
+def _judge_idle(holder: Holder, run_id: int, tally: AttemptTelemetry, was_idle: datetime | None,
+                now: datetime | None) -> None:
+    """Open the gpu_idle alert of an attempt idle for the project's window (its action, e.g. stopping the job,
+    follows), or clear it when the GPUs work again."""
+    params = alerts.rule_settings(holder.project_id).active.get(anomaly.GPU_IDLE)
+    if params is None:
         return
-    if idle_since is None:
-        if tally.idle_since is not None:
+    if tally.idle_since is None:
+        if was_idle is not None:
             alerts.clear_finding(run_id, anomaly.GPU_IDLE, now=now)
         return
-    finding = anomaly.gpu_idle((last - idle_since).total_seconds(), params)
+    finding = anomaly.gpu_idle((tally.last_at - tally.idle_since).total_seconds(), params)
     if finding is not None:
         alerts.open_finding(run_id, finding, now)
 
