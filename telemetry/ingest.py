@@ -12,6 +12,7 @@ has caught up, so an outage of Prometheus, of the database or of the reader lose
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -49,6 +50,7 @@ class Read:
     points: int = 0
     unattributed: int = 0
     error: str = ""
+    query_seconds: float = 0.0  # waiting for Prometheus' answer (and decoding it)
 
 
 def next_window(read_through: datetime | None, now: datetime) -> Window | None:
@@ -95,6 +97,7 @@ def read_source(source: TelemetrySource, now: datetime) -> Read:
     if window is None:
         return Read()
     tidal = settings.TIDAL
+    asked = time.perf_counter()
     try:
         result = prometheus.query_range(tidal["PROMETHEUS_URL"], query(source.selector), window.start, window.end,
                                         window.step, token=tidal["PROMETHEUS_TOKEN"],
@@ -104,7 +107,7 @@ def read_source(source: TelemetrySource, now: datetime) -> Read:
                        source.cluster.name, exc, window.start)
         TelemetrySource.objects.filter(pk=source.pk).update(last_error=str(exc)[:500], last_read_at=now)
         return Read(window, error=str(exc))
-    read = Read(window)
+    read = Read(window, query_seconds=time.perf_counter() - asked)
     with transaction.atomic():
         # Two reads of one source at once (a beat task still running when the next starts): the one that locks the
         # row first stores the window; the other finds the position moved and stores nothing (no tally twice).

@@ -8,7 +8,7 @@ from typing import Any
 from core.errors import DomainError
 from telemetry.fields import ConfigError, check_label, check_selector
 from telemetry.models import TelemetrySource
-from tenancy.audit import save_audited
+from tenancy.audit import delete_audited, save_audited
 
 SOURCE_FIELDS = ("enabled", "pod_label", "namespace_label", "node_label", "gpu_label", "uuid_label", "selector")
 # Labels a source cannot do without: the node and the GPU's index place every sample; the pod attributes it.
@@ -32,3 +32,9 @@ def source_save(*, actor: Any, source: TelemetrySource, values: Mapping[str, Any
         raise DomainError("must be true or false", field="enabled")
     save_audited(actor=actor, obj=source, fields=SOURCE_FIELDS)
     return source
+
+
+def source_delete(*, actor: Any, source: TelemetrySource) -> None:
+    """Stop reading a cluster's telemetry and forget its position (a Kubernetes cluster gets a default source again
+    at the next read: disable it to stop reading)."""
+    delete_audited(actor=actor, obj=source, fields=("pod_label", "node_label", "gpu_label", "selector"))

@@ -11,6 +11,10 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model
 
 from telemetry.attribution import Holder
 from telemetry.fields import SM_ACTIVE, UTILIZATION, Sample, key
@@ -52,12 +56,24 @@ def store(holders: Mapping[int, Holder], grouped: Mapping[int, list[Sample]], no
         was_idle = tally.idle_since
         if _tally(holder, tally, samples):
             alerts_due.append((holder, run_id, tally, was_idle))
-    if gpus:
-        AttemptGpu.objects.bulk_update(gpus, ["last_at", *LATEST.values()], batch_size=500)
-    AttemptTelemetry.objects.bulk_update(list(tallies.values()), TALLY_FIELDS, batch_size=500)
+    _update_rows(AttemptGpu, gpus, ["last_at", *LATEST.values()])
+    _update_rows(AttemptTelemetry, list(tallies.values()), TALLY_FIELDS)
     for holder, run_id, tally, was_idle in alerts_due:
         _judge_idle(holder, run_id, tally, was_idle, now)
     return stored
+
+
+def _update_rows(model: type[Model], rows: list[Any], names: list[str]) -> None:
+    """One UPDATE by primary key, executed for every row: Django's bulk_update builds a CASE per field and row, and
+    spent more time compiling it than the rest of a read of 10,000 GPUs."""
+    if not rows:
+        return
+    fields = [model._meta.get_field(name) for name in names]
+    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+    with connection.cursor() as cursor:
+        cursor.executemany(f"UPDATE {model._meta.db_table} SET {assignments} WHERE id = %s",  # noqa: S608
+                           [[f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
+                            for row in rows])
 
 
 def _ordinals(holder: Holder, samples: Iterable[Sample]) -> dict[tuple[str, int], int]:
