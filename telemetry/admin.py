@@ -1,4 +1,6 @@
+from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
 from core.admin import WritesThroughServices
 from telemetry import services
@@ -13,8 +15,8 @@ class TelemetrySourceAdmin(WritesThroughServices, admin.ModelAdmin):
                     "last_error"]
     readonly_fields = ["read_through", "last_read_at", "last_error"]
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: TelemetrySource, form: forms.ModelForm, change: bool) -> None:
         services.source_save(actor=request.user, source=obj)
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: TelemetrySource) -> None:
         services.source_delete(actor=request.user, source=obj)
