@@ -137,3 +137,11 @@ def test_the_clusters_grid_names_only_the_callers_own_jobs(tenant, inventory):
     assert page.count("% SM active (#") == 8 and f"#{mine.pk} vision" in page
     assert page.count("% SM active (another project)") == 8 and "secret" not in page
     assert f'href="/jobs/{theirs.pk}/"' not in page
+
+
+def test_the_run_page_charts_the_first_gpus_beside_the_training_metrics(tenant, inventory):
+    job = running_job(tenant, inventory, nodes=("r1-n1", "r1-n2"))  # 16 GPUs
+    page = page_client(tenant.users["viewer"]).get(reverse("run_detail", args=[job.run.pk])).content.decode()
+    assert 'data-key="system/gpu.7.sm_active"' in page and 'data-key="system/gpu.0.utilization"' in page
+    assert 'data-key="system/gpu.8.sm_active"' not in page
+    assert "The series of 8 more GPUs (from GPU 8 on) are not charted here" in page
