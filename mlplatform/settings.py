@@ -320,7 +320,7 @@ TIDAL = {
     # lands late), how far back a cluster's first read starts, and the HTTP timeout.
     "PROMETHEUS_URL": env_str("TIDAL_PROMETHEUS_URL", "").rstrip("/"),
     "PROMETHEUS_TOKEN": env_secret("TIDAL_PROMETHEUS_TOKEN", ""),
-    "TELEMETRY_INTERVAL": env_float("TIDAL_TELEMETRY_INTERVAL", 30.0, minimum=1.0),
+    "TELEMETRY_INTERVAL": env_float("TIDAL_TELEMETRY_INTERVAL", 60.0, minimum=1.0),
     "TELEMETRY_STEP": env_int("TIDAL_TELEMETRY_STEP", 15, minimum=1),
     "TELEMETRY_WINDOW": env_int("TIDAL_TELEMETRY_WINDOW", 600, minimum=1),
     "TELEMETRY_DELAY": env_int("TIDAL_TELEMETRY_DELAY", 30, minimum=0),
