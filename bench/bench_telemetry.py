@@ -139,6 +139,16 @@ def wait_for_samples(url: str, count: int, timeout: float) -> None:
     raise SystemExit(f"bench_telemetry: Prometheus did not hold {count} GPUs' samples in {timeout:.0f} s")
 
 
+def held_at(url: str, moment: int) -> int:
+    """How many GPUs' utilization Prometheus answers for at `moment`."""
+    import httpx
+
+    body = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)", "time": str(moment)},
+                     timeout=10).json()
+    result = body["data"]["result"]
+    return int(float(result[0]["value"][1])) if result else 0
+
+
 def setup_django(database_url: str | None, directory: Path) -> None:
     os.environ.update(DJANGO_SETTINGS_MODULE="tests.settings", DEBUG="0")
     os.environ.pop("REDIS_URL", None)
@@ -160,12 +170,23 @@ def setup_django(database_url: str | None, directory: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
+def expected_pods(nodes: int, nodes_per_job: int) -> list[tuple[str, str, str]]:
+    """What make_world's jobs' pods are named in a new database: job n (from 1) is `llm-<n - 1>`, attempt 1."""
+    from clusters.kube.render import replica_pod_name
+
+    return [(f"gpu-{first + i:05d}", replica_pod_name(number + 1, f"llm-{number}", 1, "worker", i), "tidal-train")
+            for number, first in enumerate(range(0, nodes, nodes_per_job))
+            for i in range(min(nodes_per_job, nodes - first))]
+
+
 def make_world(nodes: int, nodes_per_job: int) -> tuple[object, list[tuple[str, str, str]]]:
     """A cluster of `nodes` 8-GPU nodes, all held by running jobs of `nodes_per_job` 8-GPU replicas (one a node) of
     one project. The cluster is a simulated one, so the admissions' dispatch claims the attempts without an API
     server (a Kubernetes cluster's would fail them); nothing observes it here, so they stay open. Its exporter names
     the pods as Tidal does on Kubernetes, so attribution is by pod name as there (the namespace is checked only on
     Kubernetes clusters). Returns the cluster and per node (node, pod, namespace)."""
+    from datetime import timedelta
+
     from django.utils import timezone
 
     from clusters.kube.render import replica_pod_name
@@ -198,14 +219,15 @@ def make_world(nodes: int, nodes_per_job: int) -> tuple[object, list[tuple[str, 
                                                           "devices": GPUS_PER_NODE} for i, node in enumerate(held)]))
         pods += [(node, replica_pod_name(job.pk, job.name, 1, "worker", i), f"tidal-{project.slug}")
                  for i, node in enumerate(held)]
-    transition_many(admissions, now=timezone.now())
+    # Admitted a while ago: the samples Prometheus took while the world was made are within the attempts' lives.
+    transition_many(admissions, now=timezone.now() - timedelta(minutes=5))
     return cluster, pods
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=10_000)
-    parser.add_argument("--gpus-per-job", type=int, default=64,
+    parser.add_argument("--gpus-per-job", type=int, default=256,
                         help="GPUs of each job (a multiple of 8): each job is one run, written as one batch a read")
     parser.add_argument("--scrape", type=int, default=15, help="seconds between scrapes (and the stored step)")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long the reader runs after the first data")
@@ -217,18 +239,20 @@ def main() -> int:
     directory = Path(tempfile.mkdtemp(prefix="bench-telemetry-"))
     nodes = max(1, args.gpus // GPUS_PER_NODE)
     try:
-        # Prometheus starts first, scraping an exporter with no GPUs yet, while the world is made.
-        exporter = Exporter([])
+        # Prometheus starts first and scrapes the GPUs while the world is made: in a new database the jobs' ids, so
+        # their pods' names, are known before (make_world checks it).
+        per_job = max(1, args.gpus_per_job // GPUS_PER_NODE)
+        exporter = Exporter(expected_pods(nodes, per_job))
         server = serve(exporter)
         process, url = start_prometheus(directory, f"127.0.0.1:{server.server_address[1]}", args.scrape)
         try:
             started = time.perf_counter()
             setup_django(os.environ.get("BENCH_TELEMETRY_DATABASE_URL"), directory)
-            cluster, pods = make_world(nodes, max(1, args.gpus_per_job // GPUS_PER_NODE))
-            exporter.assign(pods)
-            per_job = max(1, args.gpus_per_job // GPUS_PER_NODE)
+            cluster, pods = make_world(nodes, per_job)
+            if pods != expected_pods(nodes, per_job):
+                raise SystemExit("bench_telemetry: the jobs' pods are not named as expected (a database not new?)")
             print(f"world: {nodes:,} nodes x {GPUS_PER_NODE} GPUs held by {-(-nodes // per_job):,} running jobs of "
-                  f"{per_job * GPUS_PER_NODE} GPUs ({time.perf_counter() - started:.1f} s)")
+                  f"{per_job * GPUS_PER_NODE} GPUs (migrations and jobs: {time.perf_counter() - started:.1f} s)")
             return measure(args, cluster, nodes, exporter, url)
         finally:
             process.terminate()
@@ -249,9 +273,13 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     wait_for_samples(url, nodes * GPUS_PER_NODE, timeout=max(60.0, 3.0 * args.scrape))
     settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": url, "TELEMETRY_STEP": args.scrape, "TELEMETRY_DELAY": 0,
                       "TELEMETRY_WINDOW": args.scrape * 20, "TELEMETRY_TIMEOUT": 120.0}
+    # The first read is of the latest whole step for which Prometheus holds every GPU's sample (else the next one).
+    first = int(time.time()) // args.scrape * args.scrape
+    if held_at(url, first) < nodes * GPUS_PER_NODE:
+        first += args.scrape
+        time.sleep(max(0.0, first - time.time() + 0.5))
     source = TelemetrySource.objects.create(cluster=cluster,
-                                            read_through=datetime.fromtimestamp(time.time() - args.scrape,
-                                                                                tz=UTC))
+                                            read_through=datetime.fromtimestamp(first - args.scrape, tz=UTC))
     produced = nodes * GPUS_PER_NODE * len(FIELDS) / args.scrape
     print(f"the cluster produces {produced:,.0f} points/s ({nodes * GPUS_PER_NODE:,} GPUs x {len(FIELDS)} fields "
           f"every {args.scrape} s)")
@@ -288,8 +316,11 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     print(f"\nmedians over {len(rows)} reads: query {statistics.median(r[2] for r in rows):.2f} s, store "
           f"{statistics.median(r[3] for r in rows):.2f} s (CPU {statistics.median(r[4] for r in rows):.2f} s), "
           f"{statistics.median(r[5] for r in rows):,.0f} points/s")
+    cpu = sum(r[4] for r in rows)
     print(f"ingest: {points:,} points in {busy:.1f} s of reading = {points / busy:,.0f} points/s, "
-          f"{points / busy / produced:.1f}x the {produced:,.0f} points/s the cluster produces")
+          f"{points / busy / produced:.1f}x the {produced:,.0f} points/s the cluster produces; per CPU second of "
+          f"this process {points / cpu:,.0f} points/s ({points / cpu / produced:.1f}x: what a machine of its own "
+          "would sustain, less Prometheus' and the database's own time)")
     lags = [r[6] for r in rows]
     print(f"lag after each read: max {max(lags):.1f} s, median {statistics.median(lags):.1f} s (now minus the "
           "position; it stays bounded while a read of one interval's samples takes less than the interval)")
