@@ -147,3 +147,30 @@ def test_one_read_asks_for_at_most_the_window(tenant, inventory, kube, exporter,
     assert int(source.read_through.timestamp()) == read.window.end
     steps = points(job, "system/gpu.0.utilization")
     assert len(steps) == 3
+
+
+def test_an_answer_that_is_not_prometheus_fails_the_read_and_keeps_the_position(tenant, inventory, kube, exporter,
+                                                                                 prometheus_server, settings):
+    job = submit(tenant, inventory["h100"], replicas=1, devices=8)
+    admit(job, kube, ["gpu-node-7"])
+    settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": f"http://{exporter.address}"}  # the exporter: no API
+    ingest.ensure_sources()
+    source = TelemetrySource.objects.get(cluster=kube)
+    read = ingest.read_source(source, datetime.now(tz=UTC))
+    assert read.points == 0 and "answered" in read.error
+    source.refresh_from_db()
+    assert source.read_through is None and "answered" in source.last_error
+
+
+def test_two_reads_of_one_window_store_it_once(tenant, inventory, kube, exporter, prometheus_server):
+    job = submit(tenant, inventory["h100"], replicas=1, devices=8)
+    job = admit(job, kube, ["gpu-node-7"])
+    exporter.set(pods={g: (pod_of(job), "tidal-vision") for g in range(8)})
+    prometheus_server.wait_for_scrapes(3)
+    now = datetime.now(tz=UTC)
+    TelemetrySource.objects.create(cluster=kube, read_through=now - timedelta(seconds=4))  # scraped since
+    first, second = TelemetrySource.objects.get(cluster=kube), TelemetrySource.objects.get(cluster=kube)
+    assert ingest.read_source(first, now).points > 0
+    assert ingest.read_source(second, now).points == 0  # it read the position it had before the first stored
+    tally = AttemptTelemetry.objects.get(attempt=job.current_attempt)
+    assert tally.sm_count == len(points(job, "system/gpu.0.sm_active")) * 8  # each sample counted once
