@@ -32,6 +32,7 @@ router.register("alert-rules", tracking_api.AlertRuleViewSet, basename="alertrul
 router.register("webhooks", tracking_api.WebhookViewSet, basename="webhook")
 router.register("telemetry/attempts", telemetry_api.AttemptTelemetryViewSet, basename="gpu-telemetry")
 router.register("telemetry/sources", telemetry_api.TelemetrySourceViewSet, basename="telemetry-source")
+router.register("telemetry/gpus", telemetry_api.GpuActivityViewSet, basename="gpu-activity")
 router.register("prices/devices", costs_api.DevicePriceViewSet, basename="deviceprice")
 router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
 router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")

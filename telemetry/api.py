@@ -3,7 +3,10 @@ telemetry is a 404); per cluster, where its telemetry is read from (a catalog: e
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers
 from rest_framework.request import Request
@@ -13,14 +16,16 @@ from clusters.selectors import clusters
 from core.errors import DomainError
 from quotas.api import StaffWritesMixin
 from telemetry import readings, selectors, services
-from telemetry.models import AttemptTelemetry, TelemetrySource
+from telemetry.models import AttemptGpu, AttemptTelemetry, TelemetrySource
 from telemetry.serializers import (
     AttemptTelemetryDetailSerializer,
     AttemptTelemetrySerializer,
+    GpuActivitySerializer,
     TelemetrySourceCreateSerializer,
     TelemetrySourceSerializer,
 )
 from tenancy.scoping import ScopedViewSet, visible_to_everyone
+from tenancy.selectors import project_ids_for_user
 
 
 class TelemetryFilter(django_filters.FilterSet):
@@ -54,6 +59,34 @@ class AttemptTelemetryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, 
         gpus = list(tally.attempt.gpus.all())
         found = readings.attempt_readings(tally, gpus, int(raw))
         return Response(AttemptTelemetryDetailSerializer(tally, context={"gpus": gpus, "readings": found}).data)
+
+
+class GpuActivityFilter(django_filters.FilterSet):
+    cluster = django_filters.CharFilter(field_name="attempt__cluster__name")
+    node = django_filters.CharFilter(field_name="node")
+
+    class Meta:
+        model = AttemptGpu
+        fields = ["cluster", "node"]
+
+
+class GpuActivityViewSet(mixins.ListModelMixin, ScopedViewSet):
+    """Every GPU held by an open attempt and read in the last 5 minutes, with its latest SM activity, utilization,
+    memory and power (the Clusters page's grid). Like node occupancy, the job and project are named only to their
+    members; others read "other"."""
+
+    selector = visible_to_everyone(selectors.current_gpus)
+    serializer_class = GpuActivitySerializer
+    project_attr = None
+    filterset_class = GpuActivityFilter
+    ordering_fields = ["node", "gpu"]
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        visible = set(project_ids_for_user(self.request.user).values_list("id", flat=True))
+        return {**super().get_serializer_context(), "visible": visible}
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        return super().filter_queryset(queryset).order_by("attempt__cluster__name", "node", "gpu")
 
 
 class TelemetrySourceViewSet(StaffWritesMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,

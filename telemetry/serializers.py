@@ -36,6 +36,32 @@ class AttemptGpuSerializer(StrictModelSerializer):
                   "last_memory_used_gib", "last_power_watts"]
 
 
+class GpuActivitySerializer(StrictModelSerializer):
+    """A GPU's latest readings; its job and project only for their members (others read "other")."""
+
+    cluster = serializers.CharField(source="attempt.cluster.name", read_only=True, default=None)
+    sm_active = serializers.FloatField(source="last_sm_active", read_only=True, allow_null=True)
+    utilization = serializers.FloatField(source="last_utilization", read_only=True, allow_null=True)
+    memory_used_gib = serializers.FloatField(source="last_memory_used_gib", read_only=True, allow_null=True)
+    power_watts = serializers.FloatField(source="last_power_watts", read_only=True, allow_null=True)
+    project = serializers.SerializerMethodField()
+    job = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AttemptGpu
+        fields = ["cluster", "node", "gpu", "uuid", "last_at", "sm_active", "utilization", "memory_used_gib",
+                  "power_watts", "project", "job"]
+
+    def _mine(self, gpu: AttemptGpu) -> bool:
+        return gpu.attempt.job.project_id in self.context["visible"]
+
+    def get_project(self, gpu: AttemptGpu) -> str:
+        return gpu.attempt.job.project.slug if self._mine(gpu) else "other"
+
+    def get_job(self, gpu: AttemptGpu) -> int | None:
+        return gpu.attempt.job_id if self._mine(gpu) else None
+
+
 class AttemptTelemetrySerializer(StrictModelSerializer):
     id = serializers.IntegerField(source="attempt_id", read_only=True)
     job = serializers.IntegerField(source="attempt.job_id", read_only=True)

@@ -145,3 +145,16 @@ def test_the_run_page_charts_the_first_gpus_beside_the_training_metrics(tenant, 
     assert 'data-key="system/gpu.7.sm_active"' in page and 'data-key="system/gpu.0.utilization"' in page
     assert 'data-key="system/gpu.8.sm_active"' not in page
     assert "The series of 8 more GPUs (from GPU 8 on) are not charted here" in page
+
+
+def test_the_gpus_api_names_only_the_callers_own_jobs(tenant, inventory, clients):
+    mine = running_job(tenant, inventory)
+    theirs = running_job(tenant, inventory, project=tenant.other_project, user="outsider", nodes=("r2-n1",))
+    rows = clients["viewer"].get(reverse("gpu-activity-list"), {"cluster": "sim"}).json()["results"]
+    assert len(rows) == 16 and all(row["sm_active"] is not None and 0 <= row["sm_active"] <= 100 for row in rows)
+    by_node = {node: [row for row in rows if row["node"] == node] for node in ("r1-n1", "r2-n1")}
+    assert {(row["project"], row["job"]) for row in by_node["r1-n1"]} == {("vision", mine.pk)}
+    assert {(row["project"], row["job"]) for row in by_node["r2-n1"]} == {("other", None)}
+    outsider = clients["outsider"].get(reverse("gpu-activity-list"), {"node": "r2-n1"}).json()["results"]
+    assert {(row["project"], row["job"]) for row in outsider} == {("secret", theirs.pk)}
+    assert [row["gpu"] for row in outsider] == list(range(8))
