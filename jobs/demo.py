@@ -38,7 +38,10 @@ EXPERIMENTS = {"llama-70b-pretrain": "llama-70b", "sft-chat-v3": "chat-sft", "ev
                "clip-ablation-2": "clip-ablations", "vision-big-sweep": "vision-sweep", "ppo-locomotion": "locomotion",
                "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port"}
 LABELS = {"sft-chat-v3": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
-          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
+          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"},
+          # Its GPUs idle from the start (a data job holding GPUs for CPU work): GPU telemetry's gpu_idle alert opens
+          # after 15 minutes (telemetry/simulated.py).
+          "sim-data-gen": {"sim.tidal.dev/gpu-idle": "true"}}
 
 
 def seed_jobs() -> int:
