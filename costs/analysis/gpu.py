@@ -46,9 +46,10 @@ class Low:
 
 
 def low_utilization(scope: Scope, held: Mapping[tuple[int, int], Held], below: float,
-                    book: PriceBook) -> dict[int, Low]:
+                    book: PriceBook, *, sm_activity: bool = True) -> dict[int, Low]:
     """Per job: device-seconds and cost inside the window at GPU utilization under `below` percent. `held` has
-    the attempts (job, number) metered in the window: only their jobs' runs are read."""
+    the attempts (job, number) metered in the window: only their jobs' runs are read. `sm_activity`: runs with SM
+    activity series are judged by them (else by utilization alone, the figure shown beside it)."""
     run_jobs: dict[int, int] = {}
     for batch in chunks({job for job, _ in held}):
         run_jobs.update(Run.objects.filter(job_id__in=batch).values_list("id", "job_id"))
@@ -59,7 +60,8 @@ def low_utilization(scope: Scope, held: Mapping[tuple[int, int], Held], below: f
                                                              raw_pruned=False)
                                        .values_list("id", "run_id", "key")):
             if key.endswith(f".{SM_ACTIVE}"):
-                sm_active[series_id] = run_id
+                if sm_activity:
+                    sm_active[series_id] = run_id
             elif GPU_UTIL_COLLAPSE in rules_for_key(key):  # tracking's own test of a GPU utilization key
                 utilization[series_id] = run_id
     measured = set(sm_active.values())  # runs with SM activity are judged by it alone

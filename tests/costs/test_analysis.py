@@ -421,4 +421,6 @@ def test_a_run_with_sm_activity_is_judged_by_it_not_by_utilization(tenant, price
     rows = waste(scope()).rows
     assert [row.job_id for row in rows if row.low_seconds] == [busy_looking.pk]
     # 60 readings a minute apart; the last counts until 5 minutes after it (GAP_CAP): 64 minutes on 8 devices.
-    assert next(row for row in rows if row.job_id == busy_looking.pk).low_seconds == pytest.approx(8 * 64 * 60)
+    judged = next(row for row in rows if row.job_id == busy_looking.pk)
+    assert judged.low_seconds == pytest.approx(8 * 64 * 60)
+    assert judged.low_gpu_util_seconds == 0  # utilization alone, shown beside: 95% reads busy
