@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "clusters",
     "replays",
     "tracking",
+    "telemetry",
     "costs",
     "reliability",
 ]
@@ -335,6 +336,18 @@ TIDAL = {
     "HANG_STEP_FACTOR": env_float("TIDAL_HANG_STEP_FACTOR", 2.0, minimum=1.0),
     "HANG_MIN_SECONDS": env_float("TIDAL_HANG_MIN_SECONDS", 60.0, minimum=1.0),
     "HANG_CHECK_INTERVAL": env_float("TIDAL_HANG_CHECK_INTERVAL", 5.0, minimum=1.0),
+    # GPU telemetry (docs/telemetry.md): the Prometheus that scrapes the clusters' DCGM exporters ("" : none; the
+    # simulated clusters make their own), its bearer token, how often it is read, the resolution of what is stored
+    # (seconds between points), the longest stretch one read asks for, how far behind now reads stay (a scrape
+    # lands late), how far back a cluster's first read starts, and the HTTP timeout.
+    "PROMETHEUS_URL": env_str("TIDAL_PROMETHEUS_URL", "").rstrip("/"),
+    "PROMETHEUS_TOKEN": env_secret("TIDAL_PROMETHEUS_TOKEN", ""),
+    "TELEMETRY_INTERVAL": env_float("TIDAL_TELEMETRY_INTERVAL", 60.0, minimum=1.0),
+    "TELEMETRY_STEP": env_int("TIDAL_TELEMETRY_STEP", 15, minimum=1),
+    "TELEMETRY_WINDOW": env_int("TIDAL_TELEMETRY_WINDOW", 600, minimum=1),
+    "TELEMETRY_DELAY": env_int("TIDAL_TELEMETRY_DELAY", 30, minimum=0),
+    "TELEMETRY_LOOKBACK": env_int("TIDAL_TELEMETRY_LOOKBACK", 3600, minimum=1),
+    "TELEMETRY_TIMEOUT": env_float("TIDAL_TELEMETRY_TIMEOUT", 10.0, minimum=0.1),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(
@@ -357,6 +370,8 @@ CELERY_BEAT_SCHEDULE.update({
     "costs-check-budgets": {"task": "costs.tasks.check_budgets", "schedule": 60.0},
     # Running jobs whose run stopped progressing for max(2 x its step time, 60 s) (docs/reliability-diagnosis.md).
     "reliability-hangs": {"task": "reliability.tasks.check_hangs", "schedule": TIDAL["HANG_CHECK_INTERVAL"]},
+    # GPU telemetry read from Prometheus (docs/telemetry.md): a no-op without TIDAL_PROMETHEUS_URL.
+    "telemetry-read": {"task": "telemetry.tasks.read_telemetry", "schedule": TIDAL["TELEMETRY_INTERVAL"]},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)
