@@ -144,6 +144,10 @@ class Node(models.Model):
     position = models.PositiveIntegerField(
         default=0, validators=[MinValueValidator(0)], help_text="Order of the node in its cluster (ties in placement)."
     )
+    # Quarantine (reliability): hardware-class failures took the node out of service until staff release it;
+    # nothing new is placed there. Written only by reliability's services, never by node sync.
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.CharField(max_length=500, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -155,4 +159,4 @@ class Node(models.Model):
 
     @property
     def schedulable(self) -> bool:
-        return self.ready and not self.cordoned and self.cluster.enabled
+        return self.ready and not self.cordoned and self.quarantined_at is None and self.cluster.enabled

@@ -57,7 +57,7 @@ class NodeSerializer(StrictModelSerializer):
     class Meta:
         model = Node
         fields = ["id", "cluster", "name", "flavor", "devices", "foreign_used", "free", "used_by", "arch", "block",
-                  "rack", "switch", "cordoned", "ready", "taints", "updated_at"]
+                  "rack", "switch", "cordoned", "ready", "quarantined_at", "quarantine_reason", "taints", "updated_at"]
         read_only_fields = [f for f in fields if f not in ("cordoned", "ready")]
 
     def get_used_by(self, node: Node) -> list[dict]:

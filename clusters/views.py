@@ -58,7 +58,7 @@ class NodeRow:
     node: object
     cells: list[Cell]
     used: int
-    status: str  # "", "cordoned", "not ready", "cordoned, not ready"
+    status: str  # "", "cordoned", "not ready", "quarantined", or several of them ("cordoned, not ready")
 
 
 @dataclass
@@ -99,6 +99,8 @@ def _status(node) -> str:
         parts.append("cordoned")
     if not node.ready:
         parts.append("not ready")
+    if node.quarantined_at:
+        parts.append("quarantined")
     return ", ".join(parts)
 
 

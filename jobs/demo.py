@@ -42,8 +42,15 @@ EXPERIMENTS = {"llama-70b-pretrain": "llama-70b", "sft-chat-v3": "chat-sft", "ev
                "clip-ablation-2": "clip-ablations", "vision-big-sweep": "vision-sweep", "ppo-locomotion": "locomotion",
                "sim-data-gen": "sim-data", "grpo-manipulation": "manipulation", "ascend-port-test": "ascend-port",
                "elastic-ddp": "elastic-ddp"}
+# And the failures the simulated cluster injects, for the failure diagnosis to show (docs/reliability-diagnosis.md):
+# a GPU falling off the bus (its node quarantined, the job retried elsewhere) and a CUDA out of memory.
 LABELS = {"sft-chat-v3": {"sim.tidal.dev/anomaly": "nan", "sim.tidal.dev/anomaly-step": "250"},
-          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"}}
+          "vit-g-pretrain": {"sim.tidal.dev/anomaly": "throughput", "sim.tidal.dev/anomaly-step": "300"},
+          "grpo-manipulation": {"sim.tidal.dev/fail-after": "90", "sim.tidal.dev/fail-cause": "xid_bus"},
+          "eval-mmlu": {"sim.tidal.dev/fail-after": "60", "sim.tidal.dev/fail-cause": "cuda_oom"},
+          # Its GPUs idle from the start (a data job holding GPUs for CPU work): GPU telemetry's gpu_idle alert opens
+          # after 15 minutes (telemetry/simulated.py).
+          "sim-data-gen": {"sim.tidal.dev/gpu-idle": "true"}}
 
 
 def seed_jobs() -> int:

@@ -6,13 +6,16 @@ from its clock and injected failures. The rules that follow from a report live h
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.errors import InvalidTransition
+from core.hooks import Hook
 from jobs import failures, ports
 from jobs.lifecycle import AttemptEnd, resize, transition
 from jobs.models import Attempt, AttemptResize, Job, Outcome, ReplicaGroup
@@ -20,6 +23,23 @@ from jobs.ports import Observation, Phase
 from jobs.states import HOLDING, State
 
 ACTOR = "backend"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the failure diagnosis concluded of a failing attempt before it ends: the cause (one of
+    `jobs.failures.CAUSES`), the reason in its words, and the nodes a retry must avoid (names in the attempt's
+    cluster)."""
+
+    cause: str
+    reason: str = ""
+    avoid_nodes: tuple[str, ...] = ()
+
+
+# diagnose(attempt, cause, reason, seen) -> Verdict | None: refines the backend's cause from all the evidence
+# (connected by `reliability`); without it the backend's cause stands.
+Diagnoser = Callable[[Attempt, str, str, Observation], "Verdict | None"]
+failure_diagnosis: Hook[Diagnoser] = Hook("jobs.observations.failure_diagnosis", single=True)
 
 
 def record_observation(attempt: Attempt, seen: Observation, *, now: datetime | None = None) -> str:
@@ -122,30 +142,67 @@ def _past_max_runtime(job: Job, attempt: Attempt, now: datetime) -> bool:
 
 
 def failed_attempts(job: Job) -> int:
-    """Attempts of the job that failed or were lost (preemptions are not failures and use no retry)."""
-    return job.attempts.filter(outcome__in=[Outcome.FAILED, Outcome.LOST]).count()
+    """Attempts of the job that failed or were lost and used one of its retries (preemptions are not failures, and
+    infrastructure failures are the platform's: neither uses a retry)."""
+    return (job.attempts.filter(outcome__in=[Outcome.FAILED, Outcome.LOST])
+            .exclude(cause__in=failures.NOT_COUNTED).count())
+
+
+def infrastructure_failures(job: Job) -> int:
+    """Attempts of the job that failed or were lost to the infrastructure (retried without using its retries)."""
+    return job.attempts.filter(outcome__in=[Outcome.FAILED, Outcome.LOST], cause__in=failures.NOT_COUNTED).count()
+
+
+def record_hang(attempt: Attempt, *, reason: str, now: datetime | None = None) -> str:
+    """End `attempt` (loaded with its job and cluster), whose run stopped progressing, as a hang: retried from its
+    checkpoint as every infrastructure failure is. Returns the job's new state, or "" when it is no longer the
+    job's current, running attempt (or another writer moved it first)."""
+    job = attempt.job
+    if attempt.ended_at is not None or job.current_attempt_id != attempt.pk or job.state != State.RUNNING:
+        return ""
+    seen = Observation(attempt.pk, Phase.FAILED, message=reason, cause="hang")
+    try:
+        return _fail(attempt, cause="hang", reason=reason, seen=seen, now=now or timezone.now())
+    except InvalidTransition:
+        return ""
+
+
+def _diagnosed(attempt: Attempt, cause: str, reason: str, seen: Observation) -> Verdict:
+    for diagnose in failure_diagnosis:
+        verdict = diagnose(attempt, cause, reason, seen)
+        if verdict is not None and verdict.cause in failures.BY_NAME:
+            return verdict
+    return Verdict(cause, reason)
 
 
 def _fail(attempt: Attempt, *, cause: str, reason: str, seen: Observation, now: datetime) -> str:
-    """End a failed attempt: retry the whole gang from its checkpoint with exponential backoff, avoiding lost nodes,
-    or fail the job for good."""
+    """End a failed attempt: retry the whole gang from its checkpoint with exponential backoff, avoiding lost nodes
+    and those the diagnosis names, or fail the job for good. The cause is the diagnosis' (when one is connected),
+    and decides whether the retry uses one of the job's retries (`jobs.failures.decide_retry`)."""
     job = attempt.job
-    lost = cause == failures.NODE_LOST
+    verdict = _diagnosed(attempt, cause, reason, seen)
+    cause, reason = verdict.cause, verdict.reason or reason
+    lost = cause == failures.NODE_LOST or bool(seen.lost_nodes)
     end = AttemptEnd(reason=reason, cause=cause, lost=lost, exit_code=seen.exit_code, logs=seen.logs,
-                     details={**seen.details, **({"lost_nodes": list(seen.lost_nodes)} if lost else {})})
+                     details={**seen.details, **({"lost_nodes": list(seen.lost_nodes)} if seen.lost_nodes else {})})
     details = {"cause": cause, "attempt": attempt.number}
     retries_used = failed_attempts(job)
-    if failures.is_retryable(cause, seen.exit_code, job.permanent_exit_codes) and retries_used < job.retry_limit:
-        backoff = job.retry_backoff * (2 ** retries_used)
+    decision = failures.decide_retry(
+        cause, exit_code=seen.exit_code, permanent_exit_codes=job.permanent_exit_codes, retries_used=retries_used,
+        retry_limit=job.retry_limit, infra_retries_used=infrastructure_failures(job),
+        infra_retry_limit=settings.TIDAL["INFRA_RETRY_LIMIT"])
+    if decision.retry:
+        backoff = job.retry_backoff * (2 ** retries_used) if decision.counted else job.retry_backoff
         cluster = attempt.cluster.name if attempt.cluster else ""
-        avoid = sorted(set(job.avoid_nodes) | {f"{cluster}/{node}" for node in seen.lost_nodes})
-        transition(job, State.RETRYING, reason=f"attempt {attempt.number} failed ({cause}): {reason}; retry "
-                   f"{retries_used + 1}/{job.retry_limit} in {backoff}s", actor=ACTOR, now=now, details=details,
-                   end=end, retry_at=now + timedelta(seconds=backoff), avoid_nodes=avoid)
+        avoid = sorted(set(job.avoid_nodes) | {f"{cluster}/{node}" for node in (*seen.lost_nodes,
+                                                                                   *verdict.avoid_nodes)})
+        which = (f"retry {retries_used + 1}/{job.retry_limit}" if decision.counted
+                 else "retry not counted against the job's retry limit (infrastructure)")
+        details["counted"] = decision.counted
+        transition(job, State.RETRYING, reason=f"attempt {attempt.number} failed ({cause}): {reason}; {which} in "
+                   f"{backoff}s", actor=ACTOR, now=now, details=details, end=end,
+                   retry_at=now + timedelta(seconds=backoff), avoid_nodes=avoid)
         return State.RETRYING
-    why = "not retried" if not failures.is_retryable(cause, seen.exit_code, job.permanent_exit_codes) else (
-        f"retry limit {job.retry_limit} reached")
-    transition(job, State.FAILED, reason=f"{cause}: {reason} ({why})", actor=ACTOR, now=now, details=details,
-               end=end)
+    transition(job, State.FAILED, reason=f"{cause}: {reason} ({decision.why})", actor=ACTOR, now=now,
+               details=details, end=end)
     return State.FAILED
-

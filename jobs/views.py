@@ -24,6 +24,7 @@ from jobs.forms import JobFilterForm, JobSpecForm, LauncherForm
 from jobs.logs import job_logs as read_logs
 from jobs.logs import replicas_of
 from jobs.models import Job, Launcher
+from jobs.panels import job_panels
 from jobs.scheduling.forecast import NO_EARLIER
 from jobs.serializers import workers_of
 from jobs.states import FINAL, State
@@ -152,6 +153,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = _detail_context(request, job)
     context["spec_yaml"] = spec_as_yaml(job, context["groups"], context["env"])
     context["logs"] = _logs_context(request, job)
+    context["panels"] = job_panels(request, job)
     return render(request, "jobs/job_detail.html", context)
 
 

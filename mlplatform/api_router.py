@@ -6,7 +6,9 @@ from clusters import api as clusters_api
 from costs import api as costs_api
 from jobs import api as jobs_api
 from quotas import api as quotas_api
+from reliability import api as reliability_api
 from replays import api as replays_api
+from telemetry import api as telemetry_api
 from tenancy import api as tenancy_api
 from tracking import api as tracking_api
 
@@ -29,7 +31,14 @@ router.register("runs", tracking_api.RunViewSet, basename="run")
 router.register("alerts", tracking_api.AlertViewSet, basename="alert")
 router.register("alert-rules", tracking_api.AlertRuleViewSet, basename="alertrule")
 router.register("webhooks", tracking_api.WebhookViewSet, basename="webhook")
+router.register("telemetry/attempts", telemetry_api.AttemptTelemetryViewSet, basename="gpu-telemetry")
+router.register("telemetry/sources", telemetry_api.TelemetrySourceViewSet, basename="telemetry-source")
+router.register("telemetry/gpus", telemetry_api.GpuActivityViewSet, basename="gpu-activity")
 router.register("prices/devices", costs_api.DevicePriceViewSet, basename="deviceprice")
 router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
 router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")
 router.register("budgets", costs_api.BudgetViewSet, basename="budget")
+router.register("diagnoses", reliability_api.DiagnosisViewSet, basename="diagnosis")
+router.register("failure-patterns", reliability_api.FailurePatternViewSet, basename="failurepattern")
+router.register("quarantine", reliability_api.NodeQuarantineViewSet, basename="quarantine")
+router.register("reliability-policies", reliability_api.ProjectPolicyViewSet, basename="reliabilitypolicy")

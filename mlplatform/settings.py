@@ -51,7 +51,9 @@ INSTALLED_APPS = [
     "clusters",
     "replays",
     "tracking",
+    "telemetry",
     "costs",
+    "reliability",
 ]
 
 MIDDLEWARE = [
@@ -308,11 +310,44 @@ TIDAL = {
     "LOG_STREAMS_PER_PROCESS": env_int("TIDAL_LOG_STREAMS_PER_PROCESS", 4, minimum=1),
     # Where a job's process reaches this server to log its run (TIDAL_URL and MLflow's tracking URI).
     "URL": env_str("TIDAL_URL", "http://127.0.0.1:8000").rstrip("/"),
+    # Where runs' artifacts are stored (tracking.artifacts.store): file:///a/folder (default var/artifacts) or
+    # s3://bucket/prefix, the S3 endpoint of an S3-compatible store (MinIO) and its region; credentials come from
+    # boto3's usual chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, an instance role).
+    "ARTIFACT_URL": env_str("TIDAL_ARTIFACT_URL", (VAR_DIR / "artifacts").as_uri()),
+    "ARTIFACT_S3_ENDPOINT_URL": env_str("TIDAL_ARTIFACT_S3_ENDPOINT_URL", ""),
+    "ARTIFACT_S3_REGION": env_str("TIDAL_ARTIFACT_S3_REGION", ""),
+    # The largest single artifact, and the artifact bytes a project may keep in all.
+    "ARTIFACT_MAX_BYTES": env_int("TIDAL_ARTIFACT_MAX_BYTES", 50 * 2**30, minimum=0),
+    "ARTIFACT_QUOTA_BYTES": env_int("TIDAL_ARTIFACT_QUOTA_BYTES", 500 * 2**30, minimum=0),
     # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.
     "TRACKING_RAW_RETENTION_DAYS": env_int("TIDAL_TRACKING_RAW_RETENTION_DAYS", 0, minimum=0),
     # Cost reports (docs/costs.md): the currency every price is in, and the longest range one report may cover.
     "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
     "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
+    # Failure diagnosis (docs/reliability-diagnosis.md). Infrastructure failures (lost nodes, NCCL, GPU Xid, hangs)
+    # are retried without using a job's retry limit, at most this many times per job.
+    "INFRA_RETRY_LIMIT": env_int("TIDAL_INFRA_RETRY_LIMIT", 10, minimum=0),
+    # A node is quarantined (nothing new placed there) after this many hardware-class failures within the window
+    # (seconds), or at once after one Xid 79, 48 or an uncorrectable ECC error. Off: diagnoses only.
+    "QUARANTINE_ENABLED": env_bool("TIDAL_QUARANTINE_ENABLED", True),
+    "QUARANTINE_FAILURES": env_int("TIDAL_QUARANTINE_FAILURES", 2, minimum=1),
+    "QUARANTINE_WINDOW": env_float("TIDAL_QUARANTINE_WINDOW", 86400.0, minimum=1.0),
+    # Hang detection: a running job's run with no new step for max(factor x its recent step time, minimum seconds).
+    "HANG_STEP_FACTOR": env_float("TIDAL_HANG_STEP_FACTOR", 2.0, minimum=1.0),
+    "HANG_MIN_SECONDS": env_float("TIDAL_HANG_MIN_SECONDS", 60.0, minimum=1.0),
+    "HANG_CHECK_INTERVAL": env_float("TIDAL_HANG_CHECK_INTERVAL", 5.0, minimum=1.0),
+    # GPU telemetry (docs/telemetry.md): the Prometheus that scrapes the clusters' DCGM exporters ("" : none; the
+    # simulated clusters make their own), its bearer token, how often it is read, the resolution of what is stored
+    # (seconds between points), the longest stretch one read asks for, how far behind now reads stay (a scrape
+    # lands late), how far back a cluster's first read starts, and the HTTP timeout.
+    "PROMETHEUS_URL": env_str("TIDAL_PROMETHEUS_URL", "").rstrip("/"),
+    "PROMETHEUS_TOKEN": env_secret("TIDAL_PROMETHEUS_TOKEN", ""),
+    "TELEMETRY_INTERVAL": env_float("TIDAL_TELEMETRY_INTERVAL", 60.0, minimum=1.0),
+    "TELEMETRY_STEP": env_int("TIDAL_TELEMETRY_STEP", 15, minimum=1),
+    "TELEMETRY_WINDOW": env_int("TIDAL_TELEMETRY_WINDOW", 600, minimum=1),
+    "TELEMETRY_DELAY": env_int("TIDAL_TELEMETRY_DELAY", 30, minimum=0),
+    "TELEMETRY_LOOKBACK": env_int("TIDAL_TELEMETRY_LOOKBACK", 3600, minimum=1),
+    "TELEMETRY_TIMEOUT": env_float("TIDAL_TELEMETRY_TIMEOUT", 10.0, minimum=0.1),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(
@@ -328,10 +363,15 @@ CELERY_BEAT_SCHEDULE.update({
     # Running jobs whose run stopped logging steps (docs/alerts.md).
     "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
     "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
+    "tracking-artifact-uploads": {"task": "tracking.tasks.sweep_artifact_uploads", "schedule": 3600.0},
     # Closed usage segments cut into priced days (docs/costs.md).
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
     # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).
     "costs-check-budgets": {"task": "costs.tasks.check_budgets", "schedule": 60.0},
+    # Running jobs whose run stopped progressing for max(2 x its step time, 60 s) (docs/reliability-diagnosis.md).
+    "reliability-hangs": {"task": "reliability.tasks.check_hangs", "schedule": TIDAL["HANG_CHECK_INTERVAL"]},
+    # GPU telemetry read from Prometheus (docs/telemetry.md): a no-op without TIDAL_PROMETHEUS_URL.
+    "telemetry-read": {"task": "telemetry.tasks.read_telemetry", "schedule": TIDAL["TELEMETRY_INTERVAL"]},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

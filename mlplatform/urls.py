@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from costs.api import CostReportCsvView, CostReportView
 from mlplatform import health, metrics
 from mlplatform.api_router import router
+from reliability.api import AttemptDiagnosisView, ReliabilityReportView
 from tenancy.api import MeView
 from tenancy.forms import AdminLoginForm, LoginForm
 from tenancy.views import PasswordResetView, signin_view
@@ -22,6 +23,8 @@ api_v1 = [
     path("runs/<int:pk>/log-batch/", RunLogBatchView.as_view(), name="run-log-batch"),
     path("costs/", CostReportView.as_view(), name="cost-report"),
     path("costs/csv/", CostReportCsvView.as_view(), name="cost-report-csv"),
+    path("attempts/<int:id>/diagnosis/", AttemptDiagnosisView.as_view(), name="attempt-diagnosis"),
+    path("reliability/", ReliabilityReportView.as_view(), name="reliability-report"),
     path("", include(router.urls)),
 ]
 
@@ -44,6 +47,7 @@ urlpatterns = [
     path("", include("costs.analysis.urls")),
     path("", include("tracking.urls")),
     path("", include("costs.urls")),
+    path("", include("reliability.urls")),
     path("", include("tenancy.urls")),
 ]
 

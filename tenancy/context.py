@@ -7,6 +7,7 @@ NAVIGATION = [
     ("queue", "Queue"),
     ("experiments", "Experiments"),
     ("costs", "Costs"),
+    ("reliability", "Reliability"),
     ("clusters", "Clusters"),
 ]
 

@@ -57,6 +57,11 @@ class Project(models.Model):
     elastic_jobs = models.BooleanField(
         default=True, help_text="New jobs may be elastic (replicas: {min, max}); off: every new job is a rigid gang."
     )
+    # Read by tracking's artifacts (tracking.artifacts.services.quota_bytes); one number, as max_running_jobs is.
+    artifact_quota_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True,
+        help_text="Bytes of run artifacts the project may keep; empty means the default (TIDAL_ARTIFACT_QUOTA_BYTES).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -21,7 +21,8 @@ TOKEN_PREFIX = "tdl_"  # noqa: S105  (the visible prefix of every token, not a s
 
 
 ORGANIZATION_FIELDS = ("name", "slug")
-PROJECT_FIELDS = ("organization", "name", "slug", "description", "max_running_jobs", "elastic_jobs")
+PROJECT_FIELDS = ("organization", "name", "slug", "description", "max_running_jobs", "artifact_quota_bytes",
+                  "elastic_jobs")
 SCHEDULING_FIELDS = frozenset({"max_running_jobs"})  # what the scheduler reads of a project
 
 

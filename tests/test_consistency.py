@@ -84,7 +84,7 @@ def test_a_running_job_whose_attempt_ended_is_requeued_and_its_segment_closed_at
     assert job.state == State.RETRYING and job.retry_at is not None
     segment = UsageSegment.objects.get(attempt_id=running.current_attempt_id)
     assert (segment.end_ts, segment.outcome) == (epoch(ended), "failed")  # not "now", when the repair ran
-    assert "requeued by check_consistency" in job.events.last().reason
+    assert "requeued by check_consistency" in job.events.filter(kind="transition").last().reason
     audited = AuditEntry.objects.filter(action="consistency.jobs.holding_without_attempt").get()
     assert (audited.actor_name, audited.project_id, audited.target_id) == ("check_consistency",
                                                                            running.project_id, str(running.pk))
@@ -220,13 +220,17 @@ def test_an_attempt_on_a_deleted_node_is_lost_and_retried_away_from_it(tenant, i
     assert UsageSegment.objects.get(attempt=attempt).end_ts is not None
 
 
-def test_an_attempt_on_a_deleted_cluster_fails_its_job_past_the_retry_limit(running):
+def test_an_attempt_on_a_deleted_cluster_fails_its_job_past_the_retry_limit(running, settings):
+    """A lost node is the platform's failure: its retry does not use the job's retry limit (0 here) but the
+    platform's (TIDAL_INFRA_RETRY_LIMIT), which is 0 here too."""
+    settings.TIDAL = {**settings.TIDAL, "INFRA_RETRY_LIMIT": 0}
     sql("UPDATE jobs_attempt SET cluster_id = NULL WHERE id = %s", running.current_attempt_id)
 
     code, out = check("--fix")
     assert code == 0 and "its cluster no longer exists" in out
     job = Job.objects.get(pk=running.pk)
-    assert job.state == State.FAILED and "retry limit 0 reached" in job.events.last().reason
+    assert job.state == State.FAILED
+    assert "infrastructure retry limit 0 reached" in job.events.filter(kind="transition").last().reason
 
 
 def test_quota_over_its_limit_is_reported_never_repaired(running, tenant):

@@ -44,7 +44,8 @@ def serving(base: str, tries: int = 100) -> bool:
 def embedded_server(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DEBUG="1", DATABASE_URL=f"sqlite:///{tmp_path / 'e2e.sqlite3'}", TIDAL_SIM_START_DELAY="0.5",
-               TIDAL_SCHEDULER_INTERVAL="1", PORT=str(free_port()))
+               TIDAL_SCHEDULER_INTERVAL="1", PORT=str(free_port()),
+               TIDAL_ARTIFACT_URL=(tmp_path / "artifacts").as_uri())  # the demo runs' artifacts, not in var/
     manage(env, "migrate", "--noinput")
     manage(env, "seed_demo", "--without-jobs")
     secret = manage(env, "shell", "-c", "from django.contrib.auth.models import User; "

@@ -14,7 +14,8 @@ NAMES = {
     "costs.notifications.mail_budget_task", "costs.notifications.notify_budget_task", "costs.tasks.check_budgets",
     "costs.tasks.roll_segments", "replays.tasks.replay_task", "tracking.notifications.deliver_webhook_task",
     "tracking.notifications.mail_alert_task", "tracking.notifications.notify_alert_task",
-    "tracking.tasks.check_hung_runs", "tracking.tasks.prune_raw_points",
+    "tracking.tasks.check_hung_runs", "tracking.tasks.prune_raw_points", "tracking.tasks.sweep_artifact_uploads",
+    "reliability.tasks.check_hangs", "telemetry.tasks.read_telemetry",
 }
 
 

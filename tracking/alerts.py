@@ -127,6 +127,25 @@ def _open(run: Run, finding: anomaly.Finding, settings: RuleSettings, now: datet
     return alert
 
 
+def open_finding(run_id: int, finding: anomaly.Finding, now: datetime | None = None) -> Alert | None:
+    """Open an alert of a rule judged outside ingestion (GPU telemetry's idle GPUs), under the run's row lock, with
+    the project's action, notified as every alert is; None when muted or already open."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return None
+        return _open(run, finding, rule_settings(run.project_id), now)
+
+
+def clear_finding(run_id: int, rule: str, key: str = "", now: datetime | None = None) -> None:
+    """Its condition cleared (judged outside ingestion): the open alert resolves, notified."""
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id).first()
+        if run is not None:
+            _resolve(run, rule, key, now or timezone.now())
+
+
 def _resolve(run: Run, rule: str, key: str, now: datetime) -> None:
     """Its condition cleared."""
     _close(Alert.objects.filter(run=run, rule=rule, key=key), now, Resolution.CLEARED)

@@ -16,15 +16,17 @@ class TrackingConfig(AppConfig):
         from tenancy.models import Project
         from tenancy.panels import Panel, project_page
         from tracking import alerts, demo, listeners, selectors, services
+        from tracking.artifacts import services as artifact_services
         from tracking.auth import RunTokenAuthentication
         from tracking.env import RUN_ENV_NAMES, run_env
-        from tracking.models import AlertRule
+        from tracking.models import AlertRule, Run
         from tracking.tokens import claim_of
         from tracking.views import project_alerts_panel
 
         # Runs follow jobs inside the transaction of every transition (before costs' segments: INSTALLED_APPS order).
         lifecycle.on_change.connect(listeners.follow_jobs)
         post_save.connect(listeners.default_experiment, sender=Project, dispatch_uid="tracking-default-experiment")
+        post_delete.connect(listeners.forget_artifacts, sender=Run, dispatch_uid="tracking-forget-artifacts")
         post_save.connect(alerts.forget_rules, sender=AlertRule, dispatch_uid="tracking-forget-rules-save")
         post_delete.connect(alerts.forget_rules, sender=AlertRule, dispatch_uid="tracking-forget-rules-delete")
         ports.env_sources.connect(ports.EnvSource(run_env, RUN_ENV_NAMES))
@@ -40,4 +42,5 @@ class TrackingConfig(AppConfig):
         # here: with Celery, simulated clusters are for tests and trials, and nothing logs for them).
         EMBEDDED_LOOPS.connect(Loop("tracking-hung-runs", alerts.check_hung_runs, 60.0))
         EMBEDDED_LOOPS.connect(Loop("tracking-raw-retention", services.points_prune_raw, 3600.0))
+        EMBEDDED_LOOPS.connect(Loop("tracking-artifact-uploads", artifact_services.uploads_sweep, 3600.0))
         EMBEDDED_LOOPS.connect(Loop("tracking-demo-curves", demo.log_simulated_runs, demo.INTERVAL_SECONDS))

@@ -11,11 +11,14 @@ a failure (the seeded demo labels two jobs):
   - `sim.tidal.dev/anomaly: nan`: the gradient norm explodes, the loss climbs, then both are NaN for good;
   - `sim.tidal.dev/anomaly: throughput`: tokens/s and GPU utilisation collapse for COLLAPSE_STEPS, then recover;
   `sim.tidal.dev/anomaly-step` says at which step (default DEFAULT_ANOMALY_STEP).
-Kubernetes jobs are never touched: their processes log for themselves.
+Kubernetes jobs are never touched: their processes log for themselves. A run's first tick also stores a few
+artifacts (its config, the first steps as CSV, a JSON summary) for the run page to list and preview.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import math
 import random
@@ -23,10 +26,13 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from core.errors import DomainError
 from jobs.models import Job
 from jobs.states import State
 from tracking import services
-from tracking.models import RunStatus
+from tracking.artifacts import services as artifacts
+from tracking.artifacts.store import StoreUnavailable
+from tracking.models import Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +74,26 @@ def log_simulated_runs(now: datetime | None = None) -> int:
                                              params=params(job.pk, total) if run.last_step is None else None)
         except services.RunFinished:  # the job ended between the read and the write
             continue
+        if run.last_step is None:
+            log_demo_artifacts(run, job.pk, total)
     return logged
+
+
+def log_demo_artifacts(run: Run, seed: int, total: int) -> None:
+    """What a training script saves beside its curves, so the run page has artifacts to list and preview: its
+    config, a sample of its data and its evaluation summary. A store that refuses leaves the curves logged."""
+    config = "".join(f"{key}: {value}\n" for key, value in params(seed, total).items())
+    first = {step: curves(seed, step, total) for step in range(0, 1000, 100)}
+    sample = "step,train/loss,train/lr\n" + "".join(
+        f"{step},{float(point['train/loss']):.4f},{float(point['train/lr']):.3g}\n" for step, point in first.items())
+    summary = json.dumps({"seed": seed, "total_steps": total, "eval": {"every": EVAL_EVERY}}, indent=2)
+    for path, text in (("config.yaml", config), ("data/first-steps.csv", sample), ("eval/summary.json", summary)):
+        data = text.encode()
+        try:
+            artifacts.artifact_put(run=run, path=path, body=artifacts.Body(io.BytesIO(data).read, len(data)))
+        except (DomainError, StoreUnavailable, OSError) as error:
+            logger.warning("demo artifacts of run %s not stored: %s", run.pk, error)
+            return
 
 
 def anomaly_of(labels: dict) -> tuple[str, int] | None:

@@ -242,3 +242,43 @@ class Webhook(models.Model):
 
     def __str__(self) -> str:
         return f"webhook {self.pk} of project {self.project_id}"
+
+
+class Artifact(models.Model):
+    """A file a run logged (MLflow's `log_artifact`, a checkpoint, a plot): its bytes are in the artifact store
+    (tracking.artifacts.store) under `tracking.artifacts.services.key_of`, its path and size here, so listing a
+    run's files and summing a project's bytes for its quota read the database, never the store."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts", db_index=False)
+    # The run's project, kept on the row for the per-project quota's sum.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    path = models.CharField(max_length=1024, help_text="Relative to the run's artifact root, '/'-separated.")
+    size = models.BigIntegerField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "path"]
+        constraints = [models.UniqueConstraint(fields=["run", "path"], name="one_artifact_per_path")]
+        indexes = [models.Index(fields=["project"], name="tracking_artifact_project_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.path}"
+
+
+class ArtifactUpload(models.Model):
+    """An upload in progress. A multipart one (MLflow's `mpu/create`) takes its parts through the signed part URLs
+    it was given, which the store keeps (no row per part: parts arrive in parallel), until `mpu/complete` assembles
+    them or `mpu/abort` drops them. A whole file's upload has a row only while the store commits it, holding its
+    place in the project's quota (`reserved`)."""
+
+    id = models.CharField(primary_key=True, max_length=32)  # random: part URLs name it
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    path = models.CharField(max_length=1024)
+    parts = models.PositiveIntegerField(help_text="How many parts the client announced; 0 for a whole file.")
+    store_upload = models.CharField(max_length=1024, blank=True,
+                                    help_text="The store's own id of a multipart upload (S3's UploadId).")
+    reserved = models.BigIntegerField(default=0, help_text="Bytes counted against the project's quota meanwhile.")
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} of run {self.run_id} {self.path}"

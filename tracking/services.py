@@ -28,6 +28,7 @@ from tracking.series.validate import (
     MAX_PARAMS,
     MAX_TAG_VALUE,
     MAX_TAGS,
+    Batch,
     BatchError,
     batch_size,
     clean_pairs,
@@ -184,6 +185,24 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             run.tags, fields = {**run.tags, **clean_tags}, [*fields, "tags"]
         if fields:
             run.save(update_fields=fields)
+    return batch_size(batch)
+
+
+def run_log_measured(*, run_id: int, attempt: int, batch: Batch) -> int:
+    """Points the platform measured for a run's attempt rather than the job logged (GPU telemetry, `telemetry`):
+    stored in blocks with their rollups and summarized for the runs table as logged points are, under the run's row
+    lock. They are not the run's progress (their steps are seconds into the attempt, not training steps: the
+    hung-run check and the anomaly rules never see them), and a run that ended still takes them (a scrape arrives
+    after the attempt it measured). A batch read again stores nothing new. Returns the points."""
+    if not batch:
+        return 0
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return 0
+        write_points(run.pk, attempt, batch)
+        run.summary = summarize(batch, run.summary)
+        run.save(update_fields=["summary"])
     return batch_size(batch)
 
 

@@ -1,11 +1,13 @@
-"""Celery beat's tasks of tracking: the hung-run check and the retention of raw points (thin: they call the
-services). Alert notifications are tasks of their own module, tracking.notifications, which alerts enqueue."""
+"""Celery beat's tasks of tracking: the hung-run check, the retention of raw points and the sweep of abandoned
+artifact uploads (thin: they call the services). Alert notifications are tasks of their own module,
+tracking.notifications, which alerts enqueue."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from tracking import alerts, services
+from tracking.artifacts import services as artifact_services
 
 
 @shared_task
@@ -16,3 +18,8 @@ def check_hung_runs() -> int:
 @shared_task
 def prune_raw_points() -> int:
     return services.points_prune_raw()
+
+
+@shared_task
+def sweep_artifact_uploads() -> int:
+    return artifact_services.uploads_sweep()

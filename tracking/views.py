@@ -7,6 +7,7 @@ points; the charts fetch their series from the API (`/api/v1/runs/<id>/series/`)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -250,12 +251,25 @@ def _run_or_404(request: HttpRequest, pk: int) -> Run:
     return run
 
 
+CHARTED_GPUS = 8  # per-GPU series (`system/gpu.<i>.<field>`, GPU telemetry) charted on a run page, of GPUs 0-7
+PER_GPU = re.compile(r"^system/gpu\.(\d+)\.")
+
+
 def key_groups(keys: list[str]) -> list[dict]:
-    """Metric keys by chart group (train/, eval/, system/, other), in that order, empty groups left out."""
+    """Metric keys by chart group (train/, eval/, system/, other), in that order, empty groups left out. Per-GPU
+    series of GPUs past the first CHARTED_GPUS are left out of the charts (a 64-GPU job measured by DCGM has some
+    800 of them; the job page shows every GPU), and the System group says how many."""
+    ordinals = {k: int(m.group(1)) for k in keys if (m := PER_GPU.match(k)) is not None}
+    hidden = {k for k, ordinal in ordinals.items() if ordinal >= CHARTED_GPUS}
+    gpus = {ordinals[k] for k in hidden}
+    keys = [k for k in keys if k not in hidden]
     named = {prefix for prefix, _ in KEY_GROUPS}
     groups = [{"id": prefix, "label": label, "keys": [k for k in keys if k.split("/", 1)[0] == prefix]}
               for prefix, label in KEY_GROUPS]
     groups.append({"id": "other", "label": "Other", "keys": [k for k in keys if k.split("/", 1)[0] not in named]})
+    if gpus:
+        groups[2]["note"] = (f"The series of {len(gpus)} more GPUs (from GPU {CHARTED_GPUS} on) are not charted here: "
+                             "the job page shows every GPU.")
     return [g for g in groups if g["keys"]]
 
 

@@ -63,15 +63,16 @@ def inventory() -> ports.Inventory:
     """Every node (a gang never spans clusters: the scheduler's node names carry the cluster's)."""
     rows = Node.objects.order_by("cluster__name", "position", "name").values_list(
         "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready",
-        "cordoned", "cluster__enabled", "cpu_millis", "memory_mib", "cluster__backend")
+        "cordoned", "cluster__enabled", "cpu_millis", "memory_mib", "quarantined_at", "cluster__backend")
     nodes, cluster_ids, resizable = [], {}, {}
     for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled, cpu, memory, \
-            backend in rows:
+            quarantined_at, backend in rows:
         cluster_ids[cluster] = cluster_id
         resizable[cluster] = RESIZABLE_LAUNCHERS.get(backend, frozenset())
         capacity = max(0, devices - foreign)
+        # A quarantined node (hardware faults, reliability) is out of service like a cordoned one.
         unavailable = ("in a disabled cluster" if not enabled else "not ready" if not ready
-                       else "cordoned" if cordoned else "")
+                       else "cordoned" if cordoned else f"quarantined ({name})" if quarantined_at else "")
         # Node sync stores CPU and memory already net of what pods the platform did not create request; 0 means
         # the node does not model them (the scheduler then never counts them there).
         nodes.append(core.Node(name=core.node_key(cluster, name), flavor=flavor, devices=capacity, free=capacity,

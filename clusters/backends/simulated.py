@@ -6,7 +6,9 @@ once, and its work advances at `r x scaling_efficiency^(r-1)` per second with r 
 `duration` is the seconds it takes at the size it started with), nothing during the RESCALE_PAUSE after a resize.
 Failure injection, for trying recovery by hand:
 - a job label `sim.tidal.dev/fail-after: "<seconds>"` fails its first attempt that long after it starts
-  (`sim.tidal.dev/fail-cause` picks the cause: user_error by default, or e.g. cuda_oom, nccl, image_pull);
+  (`sim.tidal.dev/fail-cause` picks the cause: user_error by default, or e.g. cuda_oom, nccl, image_pull, or a GPU
+  fault xid_bus, xid_memory, xid_nvlink), with the log tail, exit code and DCGM Xid event such a failure shows
+  (`SIMULATED_FAILURES`), for the failure diagnosis to read;
 - a node marked not ready (admin console or API) is lost under every attempt running on it.
 The backend only reports what it sees; `jobs.observations.record_observation` decides what follows, exactly as for
 Kubernetes (retries, lost nodes, max runtime).
@@ -61,6 +63,32 @@ def seconds_of_work(started: datetime, now: datetime, first: int, resizes: Itera
     return done
 
 
+_NCCL_TIMEOUT = ("[rank{rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation "
+                 "timeout: WorkNCCL(SeqNum=20417, OpType=ALLREDUCE, NumelIn=131072000, NumelOut=131072000, "
+                 "Timeout(ms)=600000) ran for 600087 milliseconds before timing out.")
+# What an injected failure of each cause looks like: (exit code, last log lines, Xid reported by DCGM or None).
+SIMULATED_FAILURES: dict[str, tuple[int, list[str], int | None]] = {
+    "user_error": (1, ["step 1200 loss 2.114", "Traceback (most recent call last):",
+                       '  File "/workspace/train.py", line 212, in <module>', "    main()",
+                       '  File "/workspace/train.py", line 187, in main', "    logits = model(batch['input_ids'])",
+                       "KeyError: 'input_ids'"], None),
+    "cuda_oom": (1, ["step 40 loss 7.912", "Traceback (most recent call last):",
+                     '  File "/workspace/train.py", line 150, in train_step', "    loss.backward()",
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
+                     "capacity of 79.15 GiB of which 1.91 GiB is free."], None),
+    "nccl": (1, ["NCCL WARN NET/IB : Got completion from peer 10.0.3.17<49152> with error 12, opcode 0, len 0, "
+                 "vendor err 129 (Recv)",
+                 "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process "
+                 "exited or there was a network error, NCCL version 2.21.5"], None),
+    "nccl_timeout": (1, [_NCCL_TIMEOUT.format(rank=3)], None),
+    "xid_bus": (1, [_NCCL_TIMEOUT.format(rank=5)], 79),
+    "xid_memory": (1, ["RuntimeError: CUDA error: uncorrectable ECC error encountered"], 48),
+    "xid_nvlink": (1, [_NCCL_TIMEOUT.format(rank=1)], 74),
+    "loss_nan": (1, ["step 5120 loss nan", "FloatingPointError: Loss is NaN at step 5120"], None),
+    "data_error": (1, ["OSError: [Errno 5] Input/output error: '/datasets/c4/shard-00417.arrow'"], None),
+}
+
+
 class SimulatedBackend:
     log_source = "simulated"
 
@@ -111,12 +139,26 @@ class SimulatedBackend:
             worked = seconds_of_work(started, now, resizes[0].old_replicas, resizes, job.scaling_efficiency)
         fail_after = _label_seconds(job.labels, FAIL_AFTER_LABEL)
         if fail_after is not None and attempt.number == 1 and ran >= fail_after:
-            return Observation(attempt.pk, Phase.FAILED, "injected failure (simulated)",
-                               cause=job.labels.get(FAIL_CAUSE_LABEL, "user_error"), lost_nodes=lost, details=details)
+            return self._injected(attempt, job.labels.get(FAIL_CAUSE_LABEL, "user_error"), lost, details, now)
         if job.duration is not None and worked >= job.duration:
             return Observation(attempt.pk, Phase.SUCCEEDED, "completed (simulated)", lost_nodes=lost)
         return Observation(attempt.pk, Phase.RUNNING, "all replicas running (simulated)", lost_nodes=lost,
                            details=details)
+
+    def _injected(self, attempt: Attempt, cause: str, lost: tuple[str, ...], details: dict,
+                  now: datetime) -> Observation:
+        """An injected failure as a real one shows: rank 0's log tail, its exit code, and for a GPU fault the Xid
+        DCGM reported on the first replica's node 40 s before."""
+        exit_code, lines, xid = SIMULATED_FAILURES.get(cause, (None, [], None))
+        first = next(iter(attempt.placement), {"role": "worker", "index": 0, "node": ""})
+        node = str(first.get("node") or "")
+        details = {**details, "node": details.get("node", node), "replica": f"{first['role']}-{first['index']}"}
+        if xid is not None:
+            details["xid_events"] = [{"xid": xid, "node": node, "gpu": 3,
+                                      "at": (now - timedelta(seconds=40)).isoformat()}]
+        return Observation(attempt.pk, Phase.FAILED, "injected failure (simulated)", cause=cause, exit_code=exit_code,
+                           lost_nodes=lost, details=details,
+                           logs={f"{first['role']}-{first['index']}": lines} if lines else {})
 
     def _rack(self, node: str) -> str:
         return self.cluster.nodes.filter(name=node).values_list("rack", flat=True).first() or ""

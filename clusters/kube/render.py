@@ -47,7 +47,12 @@ def base_name(job: RenderJob) -> str:
 
 
 def pod_name(job: RenderJob, role: str, index: int) -> str:
-    return names.object_name(f"tidal-{names.slug(str(job.job_id))}", job.name, f"a{job.attempt}-{role}-{index}")
+    return replica_pod_name(job.job_id, job.name, job.attempt, role, index)
+
+
+def replica_pod_name(job_id: int | str, job_name: str, attempt: int, role: str, index: int) -> str:
+    """A replica's pod name from what an attempt row knows: GPU telemetry finds the attempt of a pod by it."""
+    return names.object_name(f"tidal-{names.slug(str(job_id))}", job_name, f"a{attempt}-{role}-{index}")
 
 
 def _child_name(job: RenderJob, what: str) -> str:

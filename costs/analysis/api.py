@@ -84,7 +84,8 @@ def waste_row(row: WasteRow) -> dict[str, Any]:
             "flavor": row.labels.get("flavor", ""),
             "failed_device_hours": _hours(row.failed_seconds), "failed_cost": _money(row.failed_cost),
             "lost_work_device_hours": _hours(row.lost_seconds), "lost_work_cost": _money(row.lost_cost),
-            "low_util_device_hours": _hours(row.low_seconds), "low_util_cost": _money(row.low_cost)}
+            "low_util_device_hours": _hours(row.low_seconds), "low_util_cost": _money(row.low_cost),
+            "low_gpu_util_device_hours": _hours(row.low_gpu_util_seconds)}
 
 
 def queueing_row(row: QueueRow) -> dict[str, Any]:
@@ -151,8 +152,12 @@ class WasteRowSerializer(serializers.Serializer):
     failed_cost = serializers.FloatField()
     lost_work_device_hours = serializers.FloatField()
     lost_work_cost = serializers.FloatField()
-    low_util_device_hours = serializers.FloatField()
+    low_util_device_hours = serializers.FloatField(
+        help_text="Device-hours under the threshold: by SM activity where the job has GPU telemetry, else by GPU "
+                  "utilization.")
     low_util_cost = serializers.FloatField()
+    low_gpu_util_device_hours = serializers.FloatField(
+        help_text="The same by GPU utilization alone (which reads high while SMs wait), shown beside it.")
 
 
 class WasteSerializer(_Range):

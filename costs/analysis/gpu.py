@@ -1,7 +1,9 @@
 """Device-seconds at low GPU utilization, read from the system metrics of jobs' runs (tracking).
 
 The SDK logs each GPU's utilization as `system/gpu.<i>.utilization` (percent, every 10 s by default); other
-loggers use keys like `system/gpu_util`: every key tracking's GPU utilization rule watches counts. A point
+loggers use keys like `system/gpu_util`: every key tracking's GPU utilization rule watches counts. A run with GPU
+telemetry (`system/gpu.<i>.sm_active`, DCGM's SM activity: telemetry.fields) is judged by SM activity instead, which
+reads low where utilization reads 98% for GPUs whose SMs mostly wait. A point
 counts from its time until the next point of its series and attempt, at most `GAP_CAP` seconds, and only while its
 attempt held devices inside the window; the time of points under the threshold is low. Each series stands for an
 equal share of the job's devices (rank 0 logs its own node's GPUs; the other nodes are taken to behave alike), so a
@@ -20,6 +22,7 @@ import numpy as np
 
 from costs.analysis import Scope, chunks
 from costs.metering.pricing import PriceBook, Usage
+from telemetry.fields import SM_ACTIVE
 from tracking.models import Run, Series
 from tracking.points import read_blocks
 from tracking.series.anomaly import GPU_UTIL_COLLAPSE, rules_for_key
@@ -43,19 +46,26 @@ class Low:
 
 
 def low_utilization(scope: Scope, held: Mapping[tuple[int, int], Held], below: float,
-                    book: PriceBook) -> dict[int, Low]:
+                    book: PriceBook, *, sm_activity: bool = True) -> dict[int, Low]:
     """Per job: device-seconds and cost inside the window at GPU utilization under `below` percent. `held` has
-    the attempts (job, number) metered in the window: only their jobs' runs are read."""
+    the attempts (job, number) metered in the window: only their jobs' runs are read. `sm_activity`: runs with SM
+    activity series are judged by them (else by utilization alone, the figure shown beside it)."""
     run_jobs: dict[int, int] = {}
     for batch in chunks({job for job, _ in held}):
         run_jobs.update(Run.objects.filter(job_id__in=batch).values_list("id", "job_id"))
-    series_runs: dict[int, int] = {}
+    utilization: dict[int, int] = {}
+    sm_active: dict[int, int] = {}
     for batch in chunks(run_jobs):
         for series_id, run_id, key in (Series.objects.filter(run_id__in=batch, key__istartswith="system/gpu",
                                                              raw_pruned=False)
                                        .values_list("id", "run_id", "key")):
-            if GPU_UTIL_COLLAPSE in rules_for_key(key):  # tracking's own test of a GPU utilization key
-                series_runs[series_id] = run_id
+            if key.endswith(f".{SM_ACTIVE}"):
+                if sm_activity:
+                    sm_active[series_id] = run_id
+            elif GPU_UTIL_COLLAPSE in rules_for_key(key):  # tracking's own test of a GPU utilization key
+                utilization[series_id] = run_id
+    measured = set(sm_active.values())  # runs with SM activity are judged by it alone
+    series_runs = {**sm_active, **{s: run for s, run in utilization.items() if run not in measured}}
     shares = Counter(series_runs.values())  # GPU series per run
     found: dict[int, Low] = defaultdict(Low)
     start, until = scope.window.start_ts, scope.until_ts

@@ -61,14 +61,16 @@ EFFICIENCY = Page(
 WASTE = Page(
     "waste", "Waste",
     "Per job: attempts that failed or were lost, whole; work lost to preemption or failure since the last "
-    "checkpoint; device-hours with GPU utilization under the threshold. The three overlap: they are not added.",
+    "checkpoint; device-hours with GPU use under the threshold (SM activity where the job has GPU telemetry, else "
+    "GPU utilization; utilization alone beside it). The three overlap: they are not added.",
     analysis_api.WasteParamsSerializer, analysis_api.waste_of,
     (Column("job_name", "Job"), Column("project", "Project"), Column("flavor", "Flavor"),
      Column("failed_device_hours", "Failed device-h", "hours"), Column("failed_cost", "Failed cost", "money"),
      Column("lost_work_device_hours", "Lost work device-h", "hours"),
      Column("lost_work_cost", "Lost work cost", "money"),
-     Column("low_util_device_hours", "Low GPU util device-h", "hours"),
-     Column("low_util_cost", "Low GPU util cost", "money")),
+     Column("low_util_device_hours", "Low GPU use device-h", "hours"),
+     Column("low_util_cost", "Low GPU use cost", "money"),
+     Column("low_gpu_util_device_hours", "Low GPU_UTIL device-h", "hours")),
     "-failed_cost", ("gpu_util_below",))
 QUEUEING = Page(
     "queueing", "Queueing",

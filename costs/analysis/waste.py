@@ -37,11 +37,13 @@ class WasteRow:
     failed_cost: float = 0.0
     lost_seconds: float = 0.0
     lost_cost: float = 0.0
-    low_seconds: float = 0.0
+    low_seconds: float = 0.0  # by SM activity where the run has GPU telemetry, else by utilization
     low_cost: float = 0.0
+    low_gpu_util_seconds: float = 0.0  # by GPU utilization alone (DCGM's GPU_UTIL or the SDK's), shown beside it
     labels: dict[str, str] = field(default_factory=dict)
 
-    FIGURES = ("failed_seconds", "failed_cost", "lost_seconds", "lost_cost", "low_seconds", "low_cost")
+    FIGURES = ("failed_seconds", "failed_cost", "lost_seconds", "lost_cost", "low_seconds", "low_cost",
+               "low_gpu_util_seconds")
 
 
 @dataclass
@@ -83,6 +85,8 @@ def waste(scope: Scope, gpu_util_below: float = DEFAULT_GPU_UTIL_BELOW) -> Waste
     for job, low in low_utilization(scope, held, gpu_util_below, book).items():
         found = row(job, *jobs[job])
         found.low_seconds, found.low_cost = low.device_seconds, low.cost
+    for job, low in low_utilization(scope, held, gpu_util_below, book, sm_activity=False).items():
+        row(job, *jobs[job]).low_gpu_util_seconds = low.device_seconds
     ordered = sorted(rows.values(), key=lambda r: -max(r.failed_cost, r.lost_cost, r.low_cost))
     label(ordered, (("job", "job_id"), ("project", "project_id"), ("flavor", "flavor_id")))
     return Waste(gpu_util_below, ordered)

@@ -27,6 +27,7 @@ from costs import selectors
 from costs.metering.pricing import DAY
 from costs.metering.rollup import EPOCH_DAY
 from costs.reports import staff
+from costs.reports.panels import report_panels
 from costs.reports.usage import GROUPS, STEPS, Report, ReportQuery, period_of, usage_report
 from costs.serializers import ReportParamsSerializer, currency, month_window
 from quotas.selectors import flavors
@@ -156,12 +157,19 @@ def cost_report(request: HttpRequest) -> HttpResponse:
     projects = selectors.report_projects(request.user)
     report = usage_report(projects, query, now)
     rows, row_count = table_rows(report)
+    # What the report covers, for the panels other apps add (reliability: what failures lost).
+    covered = projects.filter(**{"pk" if column == "project_id" else column: value
+                                 for column, value in query.filters.items()
+                                 if column in ("project_id", "organization_id")})
+    start = datetime.combine(query.window.start, datetime.min.time(), UTC)
+    end = datetime.combine(query.window.end, datetime.min.time(), UTC)
     return render(request, "costs/report.html", {
         **context, "report": report, "total": report.total, "rows": rows, "row_count": row_count,
         "last_day": query.window.end - timedelta(days=1), "chart": stacked_series(report),
         "as_of": datetime.fromtimestamp(query.moment(now), UTC),
         "never_metered": not report.rows and not selectors.usage_metered(projects),
         "csv_url": f"{reverse('cost-report-csv')}?{urlencode(params)}",
+        "panels": report_panels(request, covered, start, end),
     })
 
 

@@ -160,7 +160,8 @@ def hold_quota(state: CycleState, job: PendingJob, info: JobInfo, start: float |
     demand = held_demand(info)
     if any((project, f) in state.quota_holds for f in demand):
         return None
-    hold = QuotaHold(job.id, project, start, dict(demand), dict.fromkeys(demand, 0), 0, state.at)
+    hold = QuotaHold(job.id, project, start, dict(demand), dict.fromkeys(demand, 0), 0, state.at,
+                     slot=not state.project_quota_holds.get(project))
     for rec in state.project_runs(project):
         if hold.releases_by_start(rec, state.now):
             hold.ended += 1

@@ -47,6 +47,7 @@ from .model import (
 )
 from .ordering import job_order
 from .placement import Taken
+from .pools import lend
 from .preemption import MAX_SIMULATIONS, find_victims, plain_search, reclaims
 from .quota import COHORT_KINDS, QuotaFailure
 from .shapes import JobInfo, describe_shape
@@ -126,9 +127,12 @@ def grace_reason(state: CycleState, job: PendingJob, victims: Sequence[RunRec], 
             f"(a preemption waits {fmt_duration(state.policy.reclaim_grace)} after the job is queued)")
 
 
-def shrink_reason(job: PendingJob, replicas: int) -> str:
-    return (f"gave back {replicas} grown replica{'s' if replicas > 1 else ''} to job {job.id} of project "
-            f"{job.project} (an elastic job's replicas above its minimum go first)")
+def shrink_reason(job: PendingJob | None, replicas: int, pool: str) -> str:
+    """Why an elastic job shrank: for a job (None: its pool took its capacity back)."""
+    given = f"gave back {replicas} grown replica{'s' if replicas > 1 else ''}"
+    if job is None:
+        return f"{given} to pool {pool}, which took back the capacity it lent"
+    return f"{given} to job {job.id} of project {job.project} (an elastic job's replicas above its minimum go first)"
 
 
 def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
@@ -153,6 +157,8 @@ class Cycle:
         if self.elastic or any(a is not b for a, b in zip(pending, snapshot.pending, strict=True)):
             running, self.grown = split_running(snapshot.running)
             snapshot = replace(snapshot, running=running, pending=pending)
+        # Pools (pools.py): what training holds beyond what they lend goes back first; the rest see what is left.
+        snapshot, self.given_back = lend(snapshot)
         self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)
         self.grows: list[Grow] = []
         self.policy = policy
@@ -208,7 +214,7 @@ class Cycle:
 
     def resized(self) -> set[int]:
         """Elastic jobs shrunk or preempted in this cycle."""
-        found = set()
+        found = {job.grown_of or job.id for _, job in self.given_back}
         for out in self.outcomes:
             for victim in out.victims:
                 if victim.at_start:
@@ -331,13 +337,14 @@ class Cycle:
                 self.reserve_for_quota(out)  # phase 5
                 self.seconds["backfill"] += time.perf_counter() - started
         else:
-            self.short.update(info.flavors)
             if waits:
                 out.wait("place", constrained=constrained)
             if self.backfill and not job.preemptible and not any(f in state.head_flavors for f in info.flavors):
                 started = time.perf_counter()
                 self.reserve_for_capacity(out)  # phase 5
                 self.seconds["backfill"] += time.perf_counter() - started
+        if failure is None or failure.kind == "lent" or out.grace_end is not None:
+            self.short.update(info.flavors)  # it waits for capacity of its flavors: no elastic job grows into them
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
             out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict and position < self.blocked_at.get(queue, position + 1):
@@ -565,7 +572,14 @@ class Cycle:
         state = self.state
         admits = []
         preempts = []
-        shrunk: dict[tuple[int, int], list[Assignment]] = {}  # (elastic job, for job) -> replicas it gives back
+        shrunk: dict[tuple[int, int | None], list[Assignment]] = {}  # (elastic job, for job) -> replicas given back
+        pool_of: dict[int, str] = {}  # elastic job -> the pool its replicas went back to
+        for pool, job in self.given_back:
+            if job.grown_of is None:
+                preempts.append(Preempt(job.id, None, f"pool {pool} took back the capacity it lent"))
+            else:
+                shrunk.setdefault((job.grown_of, None), []).append(job.placement[0])
+                pool_of[job.grown_of] = pool
         considered = 0
         for out in self.outcomes:
             considered += out.considered
@@ -581,7 +595,8 @@ class Cycle:
                 admits.append(out.admit)
         preempted = {p.victim_id for p in preempts}  # an elastic job preempted whole: its grown replicas go too
         shrinks = tuple(Shrink(job_id, tuple(sorted(removed, key=lambda a: (a.role, a.index))), for_id,
-                               shrink_reason(self._job(for_id), len(removed)))
+                               shrink_reason(None if for_id is None else self._job(for_id), len(removed),
+                                             pool_of.get(job_id, "")))
                         for (job_id, for_id), removed in shrunk.items() if job_id not in preempted)
         reservations = tuple(
             Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))

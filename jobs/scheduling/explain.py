@@ -150,10 +150,22 @@ class Explainer:
         if resources is not None:
             return "capacity", resources
         free = self.free.get(group.flavor, 0)
+        if job.avoid_nodes:
+            return "capacity", self._avoiding_reason(job, group, free, shape)
         room = self._room(group, group.cpu_millis, group.memory_mib)  # max_room(index, info, "cluster"), remembered
-        avoid = f" (avoiding {len(job.avoid_nodes)} nodes)" if job.avoid_nodes else ""
-        return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented{avoid}: needs "
+        return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented: needs "
                             f"{shape} on whole nodes of one cluster, room for {room}")
+
+    def _avoiding_reason(self, job: PendingJob, group: ReplicaGroup, free: int, shape: str) -> str:
+        """A job kept off some nodes (where an earlier attempt was lost, or a pool's, which lend only to preemptible
+        work): what is free on the nodes it may use."""
+        index = self.state.index
+        avoided = [index.nodes[i] for i in (index.index_of.get(n) for n in job.avoid_nodes) if i is not None]
+        elsewhere = free - sum(index.free[index.index_of[n.name]] for n in avoided if n.flavor == group.flavor)
+        pools = sorted({n.pool for n in avoided if n.pool})
+        why = f"; the nodes of pool {', '.join(pools)} lend only to preemptible work" if pools else ""
+        return (f"waiting for capacity: {elsewhere} {group.flavor} free on the nodes it may use ({len(avoided)} "
+                f"avoided{why}): needs {shape} on whole nodes of one cluster")
 
     def _resource_reason(self, info: JobInfo) -> str | None:
         """'waiting for CPU: ...' for the first group (biggest replicas first) whose devices would fit in one

@@ -53,6 +53,16 @@ class Node:
     # What running jobs' replicas do not request of it (ignored while the allocatable above is 0).
     free_cpu_millis: int = 0
     free_memory_mib: int = 0
+    pool: str = ""  # the pool that lends this node's devices to training (pools.py); "": none
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """Capacity online serving owns and lends to training while it does not need it (pools.py)."""
+
+    name: str
+    lendable: int  # devices of its nodes training may hold now: the caller subtracts serving's demand and headroom
+    back_at: float | None = None  # when the caller expects lending to stop (for reasons); None: not known
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +259,7 @@ class Snapshot:
     arrivals: tuple[Arrival, ...] = ()
     # Recent submission rates, for the range of estimated starts (the forecast); the cycle ignores them.
     arrival_rates: tuple[ArrivalRate, ...] = ()
+    pools: tuple[Pool, ...] = ()  # what the pools of Node.pool lend now
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +272,7 @@ class Admit:
 @dataclass(frozen=True, slots=True)
 class Preempt:
     victim_id: int
-    for_job_id: int
+    for_job_id: int | None  # None: its pool took its capacity back (pools.py)
     reason: str
 
 
@@ -275,12 +286,12 @@ class Grow:
 
 @dataclass(frozen=True, slots=True)
 class Shrink:
-    """An elastic job gives these replicas back (its highest indexes) so that `for_job_id` can start; it keeps
-    running on the rest."""
+    """An elastic job gives these replicas back (its highest indexes) so that `for_job_id` can start (None: to the
+    pool that lent their capacity); it keeps running on the rest."""
 
     job_id: int
     removed: tuple[Assignment, ...]
-    for_job_id: int
+    for_job_id: int | None
     reason: str
 
 

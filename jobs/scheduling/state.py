@@ -78,12 +78,17 @@ class QuotaHold:
     project's usage only falls until `start` and its limits are monotone in it, so what passes now with the head
     counted in still leaves the head its quota then. A job whose release is counted that is preempted instead
     releases nothing later: its quota is free now, and the head's extra grows by it (as Hold.released_by_start
-    shrinks)."""
+    shrinks).
 
-    __slots__ = ("job_id", "project", "start", "need", "released", "ended", "counted", "at")
+    Only the first quota hold of a project holds a running-job slot (`slot`): a project's heads of other flavors
+    hold their devices alone. Were each to count the slots its project's ending jobs release, one job's slot
+    would count once per head, and preempting that job would raise the usage counted in by more than the slot it
+    frees: removing a running job would tighten a quota (fact F6, docs/scheduling-invariants.md)."""
+
+    __slots__ = ("job_id", "project", "start", "need", "released", "ended", "counted", "at", "slot")
 
     def __init__(self, job_id: int, project: str, start: float | None, need: dict[str, int],
-                 released: dict[str, int], ended: int, at: int) -> None:
+                 released: dict[str, int], ended: int, at: int, slot: bool = True) -> None:
         self.job_id = job_id
         self.at = at  # the head's position in the cycle: only jobs after it are held to it
         self.project = project
@@ -92,10 +97,12 @@ class QuotaHold:
         self.released = released
         self.ended = ended
         self.counted: tuple[dict[str, int], int] | None = None  # the extra counted into quota usage now
+        self.slot = slot
 
     def extra(self) -> tuple[dict[str, int], int]:
         """(devices per flavor, running jobs) the head adds to its project's usage at its start."""
-        return {f: max(0, d - self.released[f]) for f, d in self.need.items()}, max(0, 1 - self.ended)
+        return {f: max(0, d - self.released[f]) for f, d in self.need.items()}, \
+            max(0, 1 - self.ended) if self.slot else 0
 
     def releases_by_start(self, rec: RunRec, now: float) -> bool:
         return self.start is not None and rec.end is not None and max(rec.end, now) <= self.start

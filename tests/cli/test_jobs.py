@@ -151,3 +151,24 @@ def test_quiet_submit_prints_only_the_id_for_scripts(cli, job_file):
     job = int(result.out)  # the whole output is the id
     assert cli("job", str(job), "--json").json()["state"] == "queued"
     assert cli("submit", str(job_file()), "--project", "vision", "--quiet", "--json").code == 2
+
+
+def test_tidal_job_shows_the_diagnosis_of_a_failed_attempt(cli, tenant, demo_cluster):
+    from jobs.lifecycle import AttemptEnd, transition
+    from jobs.states import State
+    from quotas.models import ResourceFlavor
+    from tests.jobs.conftest import run, submit
+
+    node = demo_cluster.nodes.filter(flavor__name="nvidia-a100-40gb").first()
+    job = run(submit(tenant, ResourceFlavor.objects.get(name="nvidia-a100-40gb"), devices=1), demo_cluster,
+              [node.name])
+    transition(job, State.FAILED, reason="failed", actor="backend", end=AttemptEnd(
+        cause="user_error", exit_code=1, logs={"worker-0": [
+            "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]}))
+    shown = cli("job", str(job.pk))
+    assert shown.code == 0, shown.err
+    assert "Diagnosis" in shown.out and "attempt 1: cuda_oom (mixed, confidence 0.9" in shown.out
+    assert "action: Reduce the batch size" in shown.out
+    assert "[log worker-0 line 3] torch.OutOfMemoryError: CUDA out of memory" in shown.out
+    assert cli("job", str(job.pk), "--json").json()["diagnoses"][0]["cause"] == "cuda_oom"

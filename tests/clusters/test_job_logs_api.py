@@ -42,7 +42,8 @@ def test_failed_attempt_serves_the_lines_it_kept(tenant, kube_inventory, kube, c
         b"ValueError: nan loss\n")
     resync()
     job = Job.objects.get(pk=job.pk)
-    assert job.state == State.FAILED and job.current_attempt.cause == "user_error"
+    # The backend saw a user error; the diagnosis (reliability) reads the "nan loss" it raised as the loss diverging.
+    assert job.state == State.FAILED and job.current_attempt.cause == "loss_nan"
     assert "train.py:42 in step" in job.events.get(to_state=State.FAILED).reason
     assert pods_of(kube, job) == {}  # cleaned up: the pod is gone
     body = clients["member"].get(f"/api/v1/jobs/{job.pk}/logs/?replica=worker-0&tail=2").json()

@@ -26,7 +26,7 @@ def test_relist_then_modified_event(tenant, kube_inventory, kube, cycle) -> None
     job = dispatched(tenant, kube_inventory, cycle, kube, retry_limit=1)
     pods = [set_status(kube, pod, running()) for pod in pods_of(kube, job).values()]
     failed = copy.deepcopy(pods[1])
-    failed["status"] = terminated(1, "Error")
+    failed["status"] = terminated(137, "OOMKilled")  # retried within the limit (a user error would not be)
     kube.handler[kube.handler.action.WATCH][:1] << ({"type": "MODIFIED", "object": failed},)
     watch = PodWatch(KubernetesBackend(kube_inventory["cluster"]), timeout_seconds=1)
     seen = []

@@ -56,9 +56,11 @@ def test_a_hook_is_declared_once_and_replaced_receivers_come_back(hook_names) ->
 
 def test_the_apps_follow_the_state_machine_and_fill_the_dispatch_port_in_ready() -> None:
     from costs.metering.segments import follow_attempts
+    from reliability.services import follow_attempts as diagnose_ended
     from tracking.listeners import follow_jobs
 
-    assert lifecycle.on_change.receivers == (follow_jobs, follow_attempts)  # runs first, then their segments
+    # runs first, then their segments, then the diagnoses of the attempts that ended
+    assert lifecycle.on_change.receivers == (follow_jobs, follow_attempts, diagnose_ended)
     assert ports.clusters.one().queue_dispatch.__module__ == "clusters.tasks"
     assert ports.clusters in declared()
 

@@ -406,3 +406,21 @@ def test_a_project_filter_names_only_visible_projects(tenant, lending):
 
     response = client_for(other).get(API["efficiency"], {"month": "2026-01", "project": "vision"})
     assert response.status_code == 400 and "project" in response.json()["error"]["fields"]
+
+
+def test_a_run_with_sm_activity_is_judged_by_it_not_by_utilization(tenant, prices):
+    """DCGM's utilization reads 95% while the SMs wait: with telemetry's SM activity the hour is low."""
+    busy_looking = start(admit(submit(tenant, prices["h100"], at(0)), prices["cluster"], ["r1-n1"], at(0)), at(0))
+    log_gpu(busy_looking, "system/gpu.0.utilization", [95.0] * 60)
+    log_gpu(busy_looking, "system/gpu.0.sm_active", [3.0] * 60)
+    utilization_only = start(admit(submit(tenant, prices["h100"], at(0)), prices["cluster"], ["r1-n2"], at(0)),
+                             at(0))
+    log_gpu(utilization_only, "system/gpu.0.utilization", [95.0] * 60)
+    end(busy_looking, State.SUCCEEDED, at(2))
+    end(utilization_only, State.SUCCEEDED, at(2))
+    rows = waste(scope()).rows
+    assert [row.job_id for row in rows if row.low_seconds] == [busy_looking.pk]
+    # 60 readings a minute apart; the last counts until 5 minutes after it (GAP_CAP): 64 minutes on 8 devices.
+    judged = next(row for row in rows if row.job_id == busy_looking.pk)
+    assert judged.low_seconds == pytest.approx(8 * 64 * 60)
+    assert judged.low_gpu_util_seconds == 0  # utilization alone, shown beside: 95% reads busy

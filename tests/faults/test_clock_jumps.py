@@ -31,7 +31,8 @@ def world(tenant, inventory, cycle, django_capture_on_commit_callbacks):
     a100 = inventory["a100"]
     running = submit(tenant, a100, devices=8, max_runtime=MAX_RUNTIME, duration=300, name="running")
     retrying = submit(tenant, inventory["h100"], devices=8, retry_limit=2, retry_backoff=BACKOFF, name="retrying",
-                      labels={"sim.tidal.dev/fail-after": "0"})
+                      labels={"sim.tidal.dev/fail-after": "0",  # a retried cause (user errors are not)
+                              "sim.tidal.dev/fail-cause": "host_oom"})
     cycle()
     waiting = submit(tenant, a100, devices=8, name="waiting")
     with override_settings(TIDAL=INSTANT), django_capture_on_commit_callbacks(execute=True):

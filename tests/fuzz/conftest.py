@@ -64,6 +64,8 @@ def _fill(tenant, project: Project, owner, inventory) -> None:  # noqa: F811
     running = submit(tenant, a100, project=project, user=user, devices=2, name=f"{marker}-running")
     node = "a-n1" if project == tenant.project else "a-n2"
     admit(running, inventory["cluster"], [node])  # its run and its usage segment open here
+    _failed_with_diagnosis(tenant, project, user, a100, inventory["cluster"], node, marker)
+    _telemetry(running.current_attempt, node)
     experiment = tracking.experiment_create(project=project, name=f"{marker} sweep", description=marker)
     run = tracking.run_create(project=project, experiment=experiment, name=f"{marker}-run", user=owner,
                               params={"note": marker}, tags={"team": marker})
@@ -81,17 +83,55 @@ def _fill(tenant, project: Project, owner, inventory) -> None:  # noqa: F811
     audit_record(actor=owner, action="fuzz.seed", target=project, project=project, changes={"note": marker})
 
 
+def _failed_with_diagnosis(tenant, project, user, flavor, cluster, node, marker) -> None:
+    """A job whose attempt failed with the tenant's marker in its log: its diagnosis (reliability) quotes it."""
+    from jobs.lifecycle import AttemptEnd, transition
+    from jobs.states import State
+    from reliability.models import FailurePattern, ProjectPolicy
+
+    failed = admit(submit(tenant, flavor, project=project, user=user, devices=1, name=f"{marker}-failed"), cluster,
+                   [node])
+    if failed.state == State.ADMITTED:
+        transition(failed, State.DISPATCHING, reason="fuzz", actor="system")
+    transition(failed, State.RUNNING, reason="fuzz", actor="system")
+    transition(failed, State.FAILED, reason="fuzz", actor="backend", end=AttemptEnd(
+        cause="user_error", exit_code=1, logs={"worker-0": ["Traceback (most recent call last):",
+                                                            f"ValueError: {marker} bad batch"]}))
+    FailurePattern.objects.get_or_create(pattern="fuzz pattern", defaults={"cause": "nccl"})
+    ProjectPolicy.objects.create(project=project, restart_on_hang=True)
+
+
+def _telemetry(attempt, node: str) -> None:
+    """GPU telemetry of the running job's attempt, as the simulated cluster makes it, and a source of each cluster."""
+    from clusters.models import Cluster
+    from telemetry import store
+    from telemetry.attribution import Attribution, group
+    from telemetry.models import TelemetrySource
+    from telemetry.simulated import samples_of
+
+    attempt.refresh_from_db()
+    now = int(timezone.now().timestamp())
+    made = [s for t in range(now - 60, now, 15) for s in samples_of(attempt, {}, t)]
+    found = Attribution(attempt.cluster, now - 60, now)
+    store.store(found.holders, group(found, made)[0])
+    for cluster in Cluster.objects.all():
+        TelemetrySource.objects.get_or_create(cluster=cluster)
+
+
 def _path_parameters() -> dict[str, list[dict[str, str]]]:
     """Every existing object of each endpoint, both tenants' and the catalogs', as the path parameters naming it."""
     from clusters.models import Cluster, Node
     from costs.models import ClassDiscount, CpuPrice, DevicePrice
-    from jobs.models import Job
+    from jobs.models import Attempt, Job
     from quotas.models import PriorityClass, Quota, ResourceFlavor
+    from reliability.models import Diagnosis, FailurePattern, ProjectPolicy
     from replays.models import ReplayRun
     from tenancy.models import ApiToken, AuditEntry
     from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
 
     by_id = {"alert-rules": AlertRule, "alerts": Alert, "audit": AuditEntry, "experiments": Experiment, "jobs": Job,
+             "diagnoses": Diagnosis, "failure-patterns": FailurePattern, "quarantine": Node, "attempts": Attempt,
+             "reliability-policies": ProjectPolicy,
              "memberships": Membership, "nodes": Node, "prices/cpu": CpuPrice, "prices/devices": DevicePrice,
              "prices/discounts": ClassDiscount, "quotas": Quota, "replays": ReplayRun, "runs": Run,
              "tokens": ApiToken, "webhooks": Webhook}
@@ -103,6 +143,12 @@ def _path_parameters() -> dict[str, list[dict[str, str]]]:
         for prefix, model in models.items():
             parameters[f"/api/v1/{prefix}/"] = [{lookup: str(value)}
                                                 for value in model.objects.values_list(column, flat=True)]
+    from telemetry.models import AttemptTelemetry, TelemetrySource
+
+    parameters["/api/v1/telemetry/attempts/"] = [
+        {"id": str(value)} for value in AttemptTelemetry.objects.values_list("attempt_id", flat=True)]
+    parameters["/api/v1/telemetry/sources/"] = [
+        {"cluster": value} for value in TelemetrySource.objects.values_list("cluster__name", flat=True)]
     return parameters
 
 

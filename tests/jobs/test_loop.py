@@ -241,7 +241,7 @@ def test_node_loss_retries_the_gang_elsewhere(tenant, inventory, cycle):
 
 
 @override_settings(TIDAL=INSTANT)
-@pytest.mark.parametrize("cause, retries, final", [("host_oom", 1, State.RETRYING), ("user_error", 1, State.RETRYING),
+@pytest.mark.parametrize("cause, retries, final", [("host_oom", 1, State.RETRYING), ("user_error", 1, State.FAILED),
                                                    ("image_pull", 1, State.FAILED), ("host_oom", 0, State.FAILED)])
 def test_injected_failures_retry_or_fail(tenant, inventory, cause, retries, final, cycle):
     """The simulated backend only reports the cause; retrying follows the one table of jobs.failures."""

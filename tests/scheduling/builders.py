@@ -150,6 +150,7 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
         cpu[a.node] -= a.cpu_millis
         mem[a.node] -= a.memory_mib
     check_elastic(snap, result, policy)
+    check_pools(snap, result)
     for adm in result.admits:
         j = at_minimum(pending[adm.job_id])
         # Gang: every replica of every group with its requests, each on one schedulable node of its flavor, one
@@ -194,6 +195,8 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             start_used[(r.project, r.flavor)] += sum(a.devices for a in r.placement)
     reclaimed: dict[tuple[str, str], list[int]] = defaultdict(list)  # (project, flavor) -> devices of its victims
     for p in result.preemptions:
+        if p.for_job_id is None:  # its pool took its capacity back (check_pools)
+            continue
         victim, preemptor = run[p.victim_id], pending[p.for_job_id]
         if policy.quotas and victim.project != preemptor.project and not victim.preemptible:
             reclaimed[(victim.project, victim.flavor)].append(sum(a.devices for a in victim.placement))
@@ -294,6 +297,41 @@ def check_elastic(snap: Snapshot, result: CycleResult, policy: Policy) -> None:
             short = {by_node[a.node].flavor for a in g.placement}
             assert not any(w.code in ("capacity", "reclaim") and pending_flavors(snap, w.job_id) & short
                            for w in result.waits), "grown ahead of a job waiting for capacity"
+
+
+def check_pools(snap: Snapshot, result: CycleResult) -> None:
+    """Pools: a job that is not preemptible is never placed on a pool's node; once the cycle's decisions are carried
+    out, training holds no more of a pool than it lends, beyond what nothing may take back (jobs that are not
+    preemptible, bases of elastic jobs); what goes back to a pool is preemptible or grown, and no more than it must
+    (each victim but the last of a pool was still needed)."""
+    lendable = {p.name: p.lendable for p in snap.pools}
+    pool_of = {n.name: n.pool for n in snap.nodes if n.pool in lendable}
+    pending = {j.id: j for j in snap.pending}
+    for adm in result.admits:
+        if not pending[adm.job_id].preemptible:
+            assert not any(a.node in pool_of for a in adm.placement), f"job {adm.job_id} placed on a pool's node"
+    gone = {p.victim_id for p in result.preemptions}
+    removed = {(s.job_id, a) for s in result.shrinks for a in s.removed}
+    held: dict[str, int] = defaultdict(int)
+    fixed: dict[str, int] = defaultdict(int)  # what no give-back may take: not preemptible, not a grown replica
+    for r in snap.running:
+        minimum = {e.role: e.min_replicas for e in r.elastic}
+        for a in r.placement:
+            if a.node in pool_of and r.id not in gone and (r.id, a) not in removed:
+                held[pool_of[a.node]] += a.devices
+                if not r.preemptible and a.index < minimum.get(a.role, a.index + 1):
+                    fixed[pool_of[a.node]] += a.devices
+    for a in [a for g in result.grows for a in g.placement] + [a for adm in result.admits for a in adm.placement]:
+        if a.node in pool_of:
+            held[pool_of[a.node]] += a.devices
+    for pool, limit in lendable.items():
+        assert held[pool] <= max(limit, fixed[pool]), f"pool {pool} lends {held[pool]} of {limit}"
+    run = {r.id: r for r in snap.running}
+    for p in result.preemptions:
+        if p.for_job_id is None:
+            victim = run[p.victim_id]
+            assert victim.preemptible, "a pool took back a job that is not preemptible"
+            assert any(a.node in pool_of for a in victim.placement), "a pool took back a job not on its nodes"
 
 
 def pending_flavors(snap: Snapshot, job_id: int) -> set[str]:

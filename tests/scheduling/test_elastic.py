@@ -168,3 +168,16 @@ def test_the_forecast_carries_shrinks_and_growth_out():
     starts = forecast(snap, Policy(), 20)
     assert starts == forecast(snap, Policy(), 20, accelerate=False)
     assert starts[1] == NOW  # it starts at once: the elastic job shrinks for it
+
+
+def test_does_not_grow_while_a_job_waits_out_its_reclaim_grace():
+    # nlp's 2 x 8 fits the free n1 and n2 once vision's preemptible job leaves n2; it waits out its grace
+    # meanwhile, and the elastic job does not take the free node from it (found by the property test).
+    e = elastic_running(10, "vision", ["n0"], low=1, high=2)
+    borrower = running(11, "vision", {"n2": 8}, preemptible=True)
+    quotas = [Quota("vision", A100, 8, borrow_limit=16), Quota("nlp", A100, 16)]
+    late = job(1, "nlp", replicas=2, submitted_at=NOW - 10)
+    snap = snapshot(nodes(3), [late], [e, borrower], quotas=quotas, now=NOW)
+    result = cycle(snap, Policy(reclaim_grace=60.0))
+    assert waits(result)[1].code == "reclaim"
+    assert result.grows == ()

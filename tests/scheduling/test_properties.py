@@ -18,6 +18,7 @@ from jobs.scheduling import (
     Node,
     PendingJob,
     Policy,
+    Pool,
     Project,
     Quota,
     ReplicaGroup,
@@ -228,6 +229,30 @@ def test_elastic_jobs_keep_every_invariant_and_the_plain_mode_decides_the_same(c
     minimum, grown only past their cooldown, up to their maximum and never into a flavor a job waits for; devices,
     CPU, memory and quotas never over-allocated (builders.check_invariants); the plain mode and the forecast
     agree."""
+    snap, policy, _ = case
+    result = run_cycle(snap, policy)
+    check_invariants(snap, result, policy)
+    assert run_cycle(snap, policy, accelerate=False) == result
+    assert forecast(snap, policy, 10, accelerate=False) == forecast(snap, policy, 10)
+
+
+@st.composite
+def pool_scenarios(draw):
+    """An elastic scenario where some nodes belong to a pool that lends anything from nothing to all of them (less
+    than training holds there now, often)."""
+    snap, policy, x = draw(elastic_scenarios())
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    nodes = tuple(replace(n, pool="pl") if rnd.random() < 0.4 else n for n in snap.nodes)
+    devices = sum(n.devices for n in nodes if n.pool)
+    return replace(snap, nodes=nodes, pools=(Pool("pl", rnd.randint(0, devices)),)), policy, x
+
+
+@PROPS
+@given(pool_scenarios())
+def test_pools_keep_every_invariant_and_the_plain_mode_decides_the_same(case):
+    """Pools (pools.py): nothing but preemptible work and grown replicas on a pool's nodes, no more than it lends
+    once the cycle is carried out (beyond what nothing may take back), given back only as needed and only from
+    what may go (builders.check_pools); every other invariant; the plain mode and the forecast agree."""
     snap, policy, _ = case
     result = run_cycle(snap, policy)
     check_invariants(snap, result, policy)

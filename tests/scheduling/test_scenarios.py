@@ -1279,3 +1279,24 @@ def test_a_single_replica_of_a_required_rack_preempts_on_a_node_of_no_rack():
     one = job(1, topology=Topology.REQUIRE_SAME_RACK, priority=1000)
     result = cycle(snapshot(node_list, [one], busy, quotas=[Quota("vision", A100, 8)]))
     assert (admitted(result), victims(result)) == ([1], [100, 101])
+
+
+def test_two_heads_of_one_project_hold_one_running_job_slot_between_them():
+    # p is at its cap of 2 running jobs; q's jobs, within its guarantee, keep p's two heads (of two flavors) from
+    # room now, and both wait for the slot `ending` frees in 10 minutes. Counting that slot once per head made
+    # preempting `ending` raise the usage counted in by one more than the slot it frees, so the plain search found
+    # no victim for `later` where the fast one did (the plain mode's property test found it): a project's first
+    # quota hold holds its slot, the others their devices. `later` takes `idle`'s slot: `ending`'s is the heads'.
+    node_list = nodes(3) + nodes(2, flavor=H100, prefix="h")
+    ending = running(11, "p", {"h0": 1}, flavor=H100, priority=0, started_at=NOW - 10, max_runtime=600.0)
+    idle = running(12, "p", {"n1": 2}, priority=0, started_at=0.0)
+    fixed = [running(13, "q", {"h1": 8}, flavor=H100), running(14, "q", {"n2": 8})]
+    heads = [job(1, "p", replicas=2, flavor=H100, priority=1000, submitted_at=WAITED),
+             job(2, "p", replicas=3, priority=500, submitted_at=WAITED)]
+    later = job(3, "p", devices=4, priority=100, submitted_at=WAITED)
+    quotas = [Quota("p", A100, 32), Quota("p", H100, 32), Quota("q", A100, 8), Quota("q", H100, 8)]
+    projects = [Project("p", "org", max_running_jobs=2), Project("q", "org")]
+    snap = snapshot(node_list, [*heads, later], [ending, idle, *fixed], quotas=quotas, projects=projects, now=NOW)
+    result = cycle(snap)
+    assert run_cycle(snap, Policy(), accelerate=False) == result
+    assert admitted(result) == [3] and victims(result) == [12]

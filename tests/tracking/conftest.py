@@ -11,6 +11,14 @@ from tracking.models import Run
 from tracking.tokens import run_token
 
 
+@pytest.fixture(autouse=True)
+def _artifacts_in_a_temporary_folder(settings, tmp_path_factory):
+    """Artifacts land in a folder of the test's own, never in the checkout's var/artifacts."""
+    root = tmp_path_factory.mktemp("artifacts")
+    settings.TIDAL = {**settings.TIDAL, "ARTIFACT_URL": root.as_uri()}
+    return root
+
+
 @pytest.fixture
 def run(tenant):
     experiment = services.experiment_get_or_create(project=tenant.project, name="sweep")

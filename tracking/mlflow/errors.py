@@ -14,6 +14,7 @@ from core.errors import (
     DomainError,
     log_database_unavailable,
 )
+from tracking.artifacts.store import FULL, StoreUnavailable
 from tracking.series.validate import BatchError
 
 # MLflow's codes and the HTTP status its server answers each with (mlflow.exceptions.ERROR_CODE_TO_HTTP_STATUS).
@@ -62,13 +63,19 @@ def as_mlflow_error(exc: Exception) -> MlflowError | None:
         return exc
     if isinstance(exc, DATABASE_UNAVAILABLE):
         return MlflowError("TEMPORARILY_UNAVAILABLE", DATABASE_UNAVAILABLE_MESSAGE)
+    if isinstance(exc, StoreUnavailable):
+        return MlflowError("TEMPORARILY_UNAVAILABLE", f"{exc} Try again shortly.")
+    if isinstance(exc, OSError) and exc.errno in FULL:  # the artifact store's disk, or the spool's
+        return MlflowError("TEMPORARILY_UNAVAILABLE", "The artifact store is out of space; try again later.")
     if isinstance(exc, BatchError):
         return invalid(str(exc))
     if isinstance(exc, DomainError):
         code = {"already_exists": "RESOURCE_ALREADY_EXISTS", "not_found": "RESOURCE_DOES_NOT_EXIST"}.get(exc.code)
         code = code or {403: "PERMISSION_DENIED", 404: "RESOURCE_DOES_NOT_EXIST"}.get(exc.status_code)
         # Anything else (a finished run refusing data included) is a bad value in MLflow's terms.
-        return MlflowError(code or "INVALID_PARAMETER_VALUE", exc.message)
+        # An upload over a size limit (413) or without its length (411) keeps its status.
+        status = exc.status_code if exc.status_code in (411, 413) else None
+        return MlflowError(code or "INVALID_PARAMETER_VALUE", exc.message, status=status)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return MlflowError("UNAUTHENTICATED", str(exc.detail))
     if isinstance(exc, exceptions.PermissionDenied):
@@ -93,7 +100,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return None
     headers = {}
     if error.code == "TEMPORARILY_UNAVAILABLE":  # as on the API (core.errors); MLflow's client retries a 503
-        log_database_unavailable(exc, context)
+        if isinstance(exc, DATABASE_UNAVAILABLE):
+            log_database_unavailable(exc, context)
         headers["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
     if error.code == "UNAUTHENTICATED":
         headers["WWW-Authenticate"] = "Bearer"

@@ -18,10 +18,10 @@ from tracking.series.validate import SURROGATE, has_surrogate, shown_last
 DEFAULT_EXPERIMENT_ID = "0"  # the id MLflow's client sends when no experiment is set: the project's "Default"
 RUN_NAME_TAG = "mlflow.runName"
 NOTE_TAG = "mlflow.note.content"
-# Tidal keeps no artifacts. A scheme no artifact repository handles makes the client's `log_artifact` fail at once
-# with MLflow's own "no registered artifact repository" error, instead of writing into the job's working directory
-# (what an empty URI would do) or sending files to an endpoint that does not exist.
-ARTIFACT_URI = "tidal-no-artifacts:/"
+# Artifacts go through Tidal's copy of MLflow's artifact proxy (tracking.mlflow.artifacts): the client resolves
+# `mlflow-artifacts:/<path>` against its tracking URI (`.../mlflow/<project>`), as with `mlflow server
+# --serve-artifacts`, so a job's process needs no credentials of the store itself.
+ARTIFACT_SCHEME = "mlflow-artifacts:/"
 # Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset).
 UNSTORED_METRIC_FIELDS = frozenset({"model_id", "dataset_name", "dataset_digest", "run_id"})
 MAX_ID_DIGITS = 18  # beyond a 64-bit primary key: no such object, rather than an overflow in the database
@@ -140,15 +140,19 @@ def encode_page_token(position: int, name: str = "offset") -> str:
 
 def experiment(exp: Experiment) -> dict:
     created = ms(exp.created_at)
-    return {"experiment_id": str(exp.pk), "name": exp.name, "artifact_location": ARTIFACT_URI,
+    return {"experiment_id": str(exp.pk), "name": exp.name, "artifact_location": f"{ARTIFACT_SCHEME}{exp.pk}",
             "lifecycle_stage": "active", "creation_time": created, "last_update_time": created,
             "tags": [{"key": NOTE_TAG, "value": exp.description}] if exp.description else []}
+
+
+def artifact_uri(run: Run) -> str:
+    return f"{ARTIFACT_SCHEME}{run.experiment_id}/{run.pk}/artifacts"
 
 
 def run_info(run: Run) -> dict:
     info = {"run_id": str(run.pk), "run_uuid": str(run.pk), "run_name": run.name,
             "experiment_id": str(run.experiment_id), "user_id": run.user_name, "status": run.status,
-            "start_time": ms(run.started_at), "artifact_uri": ARTIFACT_URI, "lifecycle_stage": "active"}
+            "start_time": ms(run.started_at), "artifact_uri": artifact_uri(run), "lifecycle_stage": "active"}
     if run.ended_at is not None:
         info["end_time"] = ms(run.ended_at)
     return info

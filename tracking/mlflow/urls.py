@@ -1,9 +1,10 @@
 """MLflow's tracking endpoints under `mlflow/<project>/`: the paths its REST client calls (`api/2.0/mlflow/...`) and
-the same under `ajax-api/`, which its UI calls; any other path there is MLflow's ENDPOINT_NOT_FOUND."""
+the same under `ajax-api/`, which its UI calls; its artifact proxy (`api/2.0/mlflow-artifacts/...`,
+tracking.mlflow.artifacts) and `api/3.0/mlflow/server-info`; any other path there is MLflow's ENDPOINT_NOT_FOUND."""
 
 from django.urls import include, path, re_path
 
-from tracking.mlflow import views
+from tracking.mlflow import artifacts, views
 from tracking.mlflow.views import endpoint
 
 endpoints = [
@@ -18,12 +19,25 @@ endpoints = [
     path("runs/log-metric", endpoint(views.runs_log_metric, "POST", logs=True)),
     path("runs/log-parameter", endpoint(views.runs_log_parameter, "POST", logs=True)),
     path("runs/set-tag", endpoint(views.runs_set_tag, "POST", logs=True)),
+    path("logged-models/search", endpoint(views.logged_models_search, "POST")),
     path("metrics/get-history", endpoint(views.metrics_get_history, "GET")),
     path("metrics/get-history-bulk-interval", endpoint(views.metrics_get_history_bulk_interval, "GET")),
 ]
 
+artifact_endpoints = [
+    path("artifacts", artifacts.ArtifactListEndpoint.as_view()),
+    # Any character, a newline too, reaches the view, whose path check names the field (Django's `path` stops at one).
+    re_path(r"^artifacts/(?P<artifact_path>(?s:.+))$", artifacts.ArtifactEndpoint.as_view()),
+    path("mpu/create/<path:artifact_path>", artifacts.MultipartEndpoint.as_view(step="create")),
+    path("mpu/complete/<path:artifact_path>", artifacts.MultipartEndpoint.as_view(step="complete")),
+    path("mpu/abort/<path:artifact_path>", artifacts.MultipartEndpoint.as_view(step="abort")),
+    path("mpu/part/<slug:upload>/<int:number>", artifacts.upload_part, name="mlflow-artifact-part"),
+]
+
 urlpatterns = [
     path("api/2.0/mlflow/", include(endpoints)),
+    path("api/2.0/mlflow-artifacts/", include(artifact_endpoints)),
+    path("api/3.0/mlflow/server-info", artifacts.server_info),
     path("ajax-api/2.0/mlflow/", include(endpoints)),
     re_path(r"^(?:ajax-)?api/(?P<rest>.*)$", views.unknown_endpoint),
 ]

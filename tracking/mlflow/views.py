@@ -195,6 +195,14 @@ def runs_set_tag(request: Request, scope: Scope, body: dict) -> dict:
     return {}
 
 
+# Logged models: Tidal keeps none (`log_model`'s model entities are not served), but MLflow's client looks for one
+# named like the first folder of a run's artifact path before it lists or downloads that path (runs:/ URIs).
+
+def logged_models_search(request: Request, scope: Scope, body: dict) -> dict:
+    strings(body, "experiment_ids")  # checked as MLflow would, then: none
+    return {"models": []}
+
+
 # Metrics
 
 def metrics_get_history(request: Request, scope: Scope, body: dict) -> dict:

@@ -7,7 +7,7 @@ values per point of the keys that keep a window; only points that arrive after l
 late) need the values logged before them, which the caller reads (`History`).
 
 The hung-run rule needs no points (a running job whose run logged no new step for a while): `hung_run` judges it for
-the periodic check.
+the periodic check. The idle-GPU rule is judged from GPU telemetry as it is read (`gpu_idle`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ GRAD_NORM_EXPLOSION = "grad_norm_explosion"
 THROUGHPUT_DROP = "throughput_drop"
 GPU_UTIL_COLLAPSE = "gpu_util_collapse"
 HUNG_RUN = "hung_run"
-RULES = (NON_FINITE, LOSS_SPIKE, LOSS_PLATEAU, GRAD_NORM_EXPLOSION, THROUGHPUT_DROP, GPU_UTIL_COLLAPSE, HUNG_RUN)
+GPU_IDLE = "gpu_idle"
+RULES = (NON_FINITE, LOSS_SPIKE, LOSS_PLATEAU, GRAD_NORM_EXPLOSION, THROUGHPUT_DROP, GPU_UTIL_COLLAPSE, HUNG_RUN,
+         GPU_IDLE)
 
 DEFAULTS: dict[str, dict[str, float]] = {
     NON_FINITE: {},
@@ -39,6 +41,9 @@ DEFAULTS: dict[str, dict[str, float]] = {
     THROUGHPUT_DROP: {"window": 100, "fraction": 0.5, "min_points": 10},
     GPU_UTIL_COLLAPSE: {"below": 10.0, "above": 50.0, "points": 5},
     HUNG_RUN: {"minutes": 15.0},
+    # Judged from the GPU telemetry of the attempt (the `telemetry` app), not from logged points: every GPU's SM
+    # activity under `below` percent for `minutes`.
+    GPU_IDLE: {"below": 5.0, "minutes": 15.0},
 }
 # A converged run improves by less than any epsilon: a plateau alert is opt-in, per project.
 ENABLED_BY_DEFAULT = frozenset(RULES) - {LOSS_PLATEAU}
@@ -622,3 +627,12 @@ def hung_run(idle_seconds: float, last_step: int | None, params: Mapping[str, fl
 
 def _shown(value: float) -> str:
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def gpu_idle(idle_seconds: float, params: Mapping[str, float]) -> Finding | None:
+    """An attempt whose every GPU's SM activity stayed under `params["below"]` percent for `params["minutes"]`."""
+    if idle_seconds < params["minutes"] * 60:
+        return None
+    return Finding(GPU_IDLE, "", None, None, f"every GPU of the job has been idle (SM activity under "
+                   f"{params['below']:g}%) for {idle_seconds / 60:.0f} minutes; threshold {params['minutes']:g} "
+                   "minutes")

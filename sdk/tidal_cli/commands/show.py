@@ -1,5 +1,6 @@
 """`tidal job <id>`: the spec summary, replica groups, the current attempt's placement, why it waits, every attempt
-with why it ended, an elastic job's workers and resizes with why, and the events timeline."""
+with why it ended, the failure diagnosis of each that ended other than succeeded, an elastic job's workers and
+resizes with why, and the events timeline."""
 
 from __future__ import annotations
 
@@ -113,6 +114,8 @@ def render_job(job: dict) -> str:
         out += ["", "Resizes", table(resizes, [
             ("at", "TIME", timestamp), ("attempt", "ATTEMPT"), ("kind", "KIND"), ("size", "WORKERS"),
             ("reason", "WHY")])]
+    if job.get("diagnoses"):
+        out += ["", "Diagnosis", *_diagnoses(job["diagnoses"])]
     if job.get("waiting"):
         out += ["", "Waiting", fields(waiting_summary(job["waiting"], job.get("project", ""), job.get("flavor", "")))]
     events = [{**e, "change": _change(e)} for e in job.get("events") or []]
@@ -121,11 +124,33 @@ def render_job(job: dict) -> str:
     return "\n".join(out)
 
 
+_EVIDENCE_SHOWN = 5
+
+
+def _diagnoses(diagnoses: list[dict]) -> list[str]:
+    """Per attempt that ended other than succeeded: its cause class, confidence, summary, action and evidence."""
+    lines = []
+    for d in diagnoses:
+        quarantined = f"; quarantined {', '.join(d['quarantined'])}" if d.get("quarantined") else ""
+        lines.append(f"attempt {d['attempt']}: {d['cause']} ({d.get('kind')}, confidence {d['confidence']:.2f})"
+                     f"{quarantined}")
+        lines.append(f"  {d.get('summary', '')}")
+        lines.append(f"  action: {d.get('action_text') or d.get('action')}")
+        for item in (d.get("evidence") or [])[:_EVIDENCE_SHOWN]:
+            where = " ".join(str(part) for part in (item.get("replica"), f"line {item['line']}" if item.get("line")
+                                                    else "", f"on {item['node']}" if item.get("node") else "") if part)
+            lines.append(f"  - [{item['source']}{' ' + where if where else ''}] {item['text'][:200]}")
+    return lines
+
+
 def cmd_job(args: argparse.Namespace) -> None:
+    api = Api.from_config()
     try:
-        job = Api.from_config().get(f"jobs/{args.id}/")
+        job = api.get(f"jobs/{args.id}/")
     except ApiError as error:
         raise job_not_found(error, args.id) from None
+    if any(a.get("outcome") not in (None, "", "succeeded") for a in job.get("attempts") or []):
+        job["diagnoses"] = api.get("diagnoses/", job=args.id).get("results", [])
     if args.json:
         return emit_json(job)
     print(render_job(job))

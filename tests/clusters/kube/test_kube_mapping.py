@@ -150,7 +150,7 @@ def test_invalid_spec_node_lost_preempted() -> None:
 
 def test_user_error_keeps_last_frame_and_a_permanent_exit_code_is_not_retried() -> None:
     failure = classify(exit_code=1, reason="Error", log_lines=TRACEBACK.splitlines())
-    assert failure.cause == "user_error" and retried(failure)
+    assert failure.cause == "user_error" and not retried(failure)  # user errors are not retried (issue 28)
     assert failure.last_frame == "/workspace/model.py:12 in forward"
     assert failure.summary == "KeyError: 'labels'"
     marked = classify(exit_code=3, log_lines=TRACEBACK.splitlines())

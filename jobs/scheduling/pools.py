@@ -1,0 +1,123 @@
+"""Tidal pools: capacity online serving owns and lends to training while serving does not need it.
+
+The nodes of a pool (`Node.pool`) lend their devices only to work that can be taken back at once: preemptible jobs
+and the grown replicas of elastic jobs (elastic.py). The caller says how many of a pool's devices training may hold
+now (`Pool.lendable`: its devices less what serving demands, its headroom, and what its forecast expects soon).
+Before anything else, a cycle (`lend`):
+- gives back what training holds on a pool beyond that: grown replicas first (their job shrinks), then preemptible
+  jobs, each kind the least work lost first (devices x time since its last checkpoint or start), until training
+  holds no more than it may;
+- keeps every other job off pool nodes: a job that is not preemptible avoids them (it could not be taken back
+  fast), for admission, reservations and explanations alike;
+- shows the rest only what is left to lend: the free devices of a pool's nodes beyond it are out of sight, taken
+  from the last nodes first; where what nothing may take back (jobs that are not preemptible, bases of elastic
+  jobs: from before the pool lent less) already holds more than the pool lends, what they free goes back to it.
+Quotas are as for any preemptible use: a project borrows pool capacity only within its borrow limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .model import Node, RunningJob, Snapshot
+
+
+def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob]]]:
+    """The snapshot as the cycle sees it with pools lending (see the module), and the running jobs (grown
+    replicas split off by elastic.split_running included) it gives back, each with its pool."""
+    if not snapshot.pools:
+        return snapshot, []
+    lendable = {p.name: p.lendable for p in snapshot.pools}
+    pool_of = {n.name: n.pool for n in snapshot.nodes if n.pool in lendable}
+    if not pool_of:
+        return snapshot, []
+    held = _held(snapshot.running, pool_of)
+    taken: dict[int, str] = {}  # job id -> the pool it gives back to
+    for pool, limit in lendable.items():
+        if held.get(pool, 0) > limit:
+            taken.update(dict.fromkeys(_give_back(snapshot, pool, pool_of, held[pool] - limit), pool))
+    for r in snapshot.running:  # a job preempted whole takes its grown replicas with it
+        if r.grown_of in taken:
+            taken.setdefault(r.id, taken[r.grown_of])
+    running = tuple(r for r in snapshot.running if r.id not in taken)
+    victims = [(taken[r.id], r) for r in snapshot.running if r.id in taken]
+    held_after = _held(running, pool_of)
+    room = {pool: limit - held_after.get(pool, 0) for pool, limit in lendable.items()}
+    over = {pool for pool, left in room.items() if left < 0}
+    if over:  # what stays is work nothing may take back: its devices there go back to the pool when it ends
+        running = tuple(_off_pool(job, pool_of, over) for job in running)
+    pool_nodes = frozenset(pool_of)
+    pending = tuple(job if job.preemptible else replace(job, avoid_nodes=job.avoid_nodes | pool_nodes)
+                    for job in snapshot.pending)
+    nodes = _lent(_freed(snapshot.nodes, [r for _, r in victims]), room)
+    return replace(snapshot, nodes=nodes, running=running, pending=pending), victims
+
+
+def _held(running: tuple[RunningJob, ...], pool_of: dict[str, str]) -> dict[str, int]:
+    """Devices training holds on each pool's nodes."""
+    held: dict[str, int] = {}
+    for job in running:
+        for a in job.placement:
+            pool = pool_of.get(a.node)
+            if pool is not None:
+                held[pool] = held.get(pool, 0) + a.devices
+    return held
+
+
+def _off_pool(job: RunningJob, pool_of: dict[str, str], over: set[str]) -> RunningJob:
+    """The job with its replicas on these pools' nodes counted on no node: they still count for its quota (on its
+    flavor), but ending it (a victim of this cycle) frees nothing there for anyone else."""
+    if not any(pool_of.get(a.node) in over for a in job.placement):
+        return job
+    return replace(job, placement=tuple(replace(a, node="") if pool_of.get(a.node) in over else a
+                                        for a in job.placement))
+
+
+def _give_back(snapshot: Snapshot, pool: str, pool_of: dict[str, str], excess: int) -> list[int]:
+    """Jobs on the pool's nodes to take back, in order, until they free `excess` devices there."""
+    now = snapshot.now
+
+    def on_pool(job: RunningJob) -> int:
+        return sum(a.devices for a in job.placement if pool_of.get(a.node) == pool)
+
+    def lost(job: RunningJob) -> float:
+        saved = job.started_at if job.checkpointed_at is None else max(job.started_at, job.checkpointed_at)
+        return sum(a.devices for a in job.placement) * max(0.0, now - saved)
+
+    candidates = sorted((job for job in snapshot.running if on_pool(job) and (job.grown_of is not None
+                                                                              or job.preemptible)),
+                        key=lambda job: (job.grown_of is None, lost(job), job.id))
+    taken = []
+    for job in candidates:
+        if excess <= 0:
+            break
+        taken.append(job.id)
+        excess -= on_pool(job)
+    return taken
+
+
+def _freed(nodes: tuple[Node, ...], victims: list[RunningJob]) -> tuple[Node, ...]:
+    back: dict[str, list[int]] = {}
+    for job in victims:
+        for a in job.placement:
+            amounts = back.setdefault(a.node, [0, 0, 0])
+            amounts[0] += a.devices
+            amounts[1] += a.cpu_millis
+            amounts[2] += a.memory_mib
+    return tuple(replace(n, free=n.free + back[n.name][0], free_cpu_millis=n.free_cpu_millis + back[n.name][1],
+                         free_memory_mib=n.free_memory_mib + back[n.name][2]) if n.name in back else n
+                 for n in nodes)
+
+
+def _lent(nodes: tuple[Node, ...], room: dict[str, int]) -> tuple[Node, ...]:
+    """Pool nodes with only what is left to lend free, from the first nodes on (node order)."""
+    left = dict(room)
+    out = []
+    for n in nodes:
+        if n.pool in left:
+            visible = max(0, min(n.free, left[n.pool]))
+            left[n.pool] -= visible
+            n = replace(n, free=visible)
+        out.append(n)
+    return tuple(out)
+
