@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenancy', '0003_apitoken_read_only'),
+        ('tenancy', '0004_project_artifact_quota'),
     ]
 
     operations = [
