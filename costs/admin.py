@@ -11,7 +11,7 @@ from django.contrib import admin
 from core.admin import WritesThroughServices
 from core.errors import DomainError
 from costs import services
-from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice
+from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
 
 
 class PriceForm(forms.ModelForm):
@@ -46,6 +46,12 @@ class DevicePriceAdmin(PriceAdmin):
 @admin.register(CpuPrice)
 class CpuPriceAdmin(PriceAdmin):
     list_display = ["per_core_hour", "effective_from", "note"]
+
+
+@admin.register(MemoryPrice)
+class MemoryPriceAdmin(PriceAdmin):
+    list_display = ["flavor", "cluster", "per_gib_hour", "effective_from", "note"]
+    list_filter = ["flavor", "cluster"]
 
 
 @admin.register(ClassDiscount)

@@ -24,6 +24,7 @@ from costs.serializers import (
     ClassDiscountSerializer,
     CpuPriceSerializer,
     DevicePriceSerializer,
+    MemoryPriceSerializer,
     ReportParamsSerializer,
     ReportSerializer,
     currency,
@@ -46,7 +47,8 @@ def report_query(request: Request) -> ReportQuery:
 def row_json(row: Row, group_by: Sequence[str]) -> dict:
     return {"period": row.period, "group": {name: row.labels.get(name, "") for name in group_by},
             "device_hours": round(row.device_hours, 4), "cpu_hours": round(row.cpu_hours, 4),
-            "cost": round(row.cost, 4)}
+            "memory_gib_hours": round(row.memory_gib_hours, 4), "cost": round(row.cost, 4),
+            "memory_cost": round(row.memory_cost, 4)}
 
 
 def as_of(query: ReportQuery, now: datetime) -> datetime:
@@ -78,12 +80,14 @@ def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
     """The header, then the rows in blocks of CHUNK lines: the response writes once a block, not once a line (29%
     of the time of a large export went into writing lines one by one). A period column only with a step."""
     writer, stepped = line_writer(), bool(query.step)
+    money = currency().lower()
     yield writer.writerow([*(["period"] if stepped else []), *query.group_by, "device_hours", "cpu_hours",
-                           f"cost_{currency().lower()}"])
+                           "memory_gib_hours", f"cost_{money}", f"memory_cost_{money}"])
     while block := list(islice(rows, CHUNK)):
         yield "".join(writer.writerow([*([row.period] if stepped else []),
                                        *(row.labels.get(name, "") for name in query.group_by),
-                                       f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}", f"{row.cost:.4f}"])
+                                       f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}",
+                                       f"{row.memory_gib_hours:.4f}", f"{row.cost:.4f}", f"{row.memory_cost:.4f}"])
                       for row in block)
 
 
@@ -124,6 +128,11 @@ class DevicePriceViewSet(PriceViewSet):
 class CpuPriceViewSet(PriceViewSet):
     selector = visible_to_everyone(selectors.cpu_prices)
     serializer_class = CpuPriceSerializer
+
+
+class MemoryPriceViewSet(PriceViewSet):
+    selector = visible_to_everyone(selectors.memory_prices)
+    serializer_class = MemoryPriceSerializer
 
 
 class ClassDiscountViewSet(PriceViewSet):

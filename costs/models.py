@@ -31,6 +31,7 @@ class UsageSegment(models.Model):
     experiment = models.CharField(max_length=200, blank=True)
     devices = models.PositiveIntegerField()
     cpu_millis = models.PositiveIntegerField(help_text="CPU requested by all replicas together.")
+    memory_mib = models.PositiveBigIntegerField(db_default=0, help_text="Memory requested by all replicas together.")
     borrowed = models.PositiveIntegerField(default=0, help_text="Devices above the project's guarantee.")
     start_ts = models.BigIntegerField(help_text="Admission, UTC epoch seconds.")
     end_ts = models.BigIntegerField(null=True, blank=True, help_text="End of the attempt; empty while it holds.")
@@ -64,7 +65,9 @@ class UsageDay(models.Model):
     outcome = models.CharField(max_length=10, blank=True)
     device_seconds = models.BigIntegerField()
     cpu_seconds = models.BigIntegerField(help_text="CPU core-seconds.")
-    cost = models.FloatField()
+    memory_seconds = models.BigIntegerField(db_default=0, help_text="MiB-seconds of memory requested.")
+    cost = models.FloatField(help_text="Everything the piece cost: devices or CPU, and memory.")
+    memory_cost = models.FloatField(db_default=0.0, help_text="The part of `cost` its memory cost.")
 
     class Meta:
         ordering = ["day", "id"]
@@ -117,6 +120,28 @@ class CpuPrice(EffectiveDated):
 
     def __str__(self) -> str:
         return f"{self.per_core_hour}/core-hour from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class MemoryPrice(EffectiveDated):
+    """The price of a GiB-hour of memory requested, per flavor, optionally per cluster (a cluster's own price wins
+    from its first date on), as device prices are. Billed from every segment's memory request, devices or not."""
+
+    flavor = models.ForeignKey("quotas.ResourceFlavor", on_delete=models.PROTECT, related_name="memory_prices")
+    cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="memory_prices", help_text="Empty: every cluster without its own price.")
+    per_gib_hour = models.DecimalField(max_digits=12, decimal_places=4, validators=[MinValueValidator(0)])
+
+    class Meta:
+        ordering = ["flavor__name", "cluster__name", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["flavor", "cluster", "effective_from"], name="one_memory_price_per_date"),
+            models.UniqueConstraint(fields=["flavor", "effective_from"], condition=Q(cluster__isnull=True),
+                                    name="one_flavor_memory_price_per_date"),
+        ]
+
+    def __str__(self) -> str:
+        where = f" on {self.cluster}" if self.cluster_id else ""
+        return f"{self.flavor}{where}: {self.per_gib_hour}/GiB-hour from {self.effective_from:%Y-%m-%d %H:%M}"
 
 
 class ClassDiscount(EffectiveDated):

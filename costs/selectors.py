@@ -7,7 +7,7 @@ from datetime import date
 
 from django.db.models import QuerySet
 
-from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice, UsageSegment
+from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, UsageSegment
 from tenancy.models import Project
 from tenancy.selectors import User, project_ids_for_user
 
@@ -18,6 +18,10 @@ def device_prices() -> QuerySet[DevicePrice]:
 
 def cpu_prices() -> QuerySet[CpuPrice]:
     return CpuPrice.objects.all()
+
+
+def memory_prices() -> QuerySet[MemoryPrice]:
+    return MemoryPrice.objects.select_related("flavor", "cluster")
 
 
 def class_discounts() -> QuerySet[ClassDiscount]:

@@ -15,7 +15,7 @@ from clusters.selectors import clusters
 from core.serializers import StrictModelSerializer
 from costs.budgets.status import BudgetStatus
 from costs.budgets.status import statuses as budget_statuses
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
 from costs.reports.usage import GROUPS, STEPS, ReportQuery, Window
 from quotas.selectors import flavors, priority_classes
 from tenancy.selectors import organizations_for_user, projects_for_user
@@ -138,6 +138,17 @@ class CpuPriceSerializer(StrictModelSerializer):
         validators: list = []
 
 
+class MemoryPriceSerializer(StrictModelSerializer):
+    flavor = serializers.SlugRelatedField(slug_field="name", queryset=flavors())
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=clusters(), required=False,
+                                           allow_null=True, default=None)
+
+    class Meta:
+        model = MemoryPrice
+        fields = ["id", "flavor", "cluster", "per_gib_hour", "effective_from", "note"]
+        validators: list = []
+
+
 class ClassDiscountSerializer(StrictModelSerializer):
     priority_class = serializers.SlugRelatedField(slug_field="name", queryset=priority_classes())
 
@@ -152,7 +163,9 @@ class ReportRowSerializer(serializers.Serializer):
     group = serializers.DictField(child=serializers.CharField(), help_text="The row's label per group.")
     device_hours = serializers.FloatField()
     cpu_hours = serializers.FloatField()
-    cost = serializers.FloatField()
+    memory_gib_hours = serializers.FloatField(help_text="GiB-hours of memory requested.")
+    cost = serializers.FloatField(help_text="Everything: devices or CPU, and memory.")
+    memory_cost = serializers.FloatField(help_text="The part of cost memory cost.")
 
 
 class ReportSerializer(serializers.Serializer):

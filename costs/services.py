@@ -16,13 +16,15 @@ from django.utils import timezone
 
 from core import wakeup
 from core.errors import DomainError
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, EffectiveDated
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, EffectiveDated, MemoryPrice
 from tenancy.audit import delete_audited, save_audited
 
 FIELDS = {DevicePrice: ("flavor", "cluster", "per_device_hour", "effective_from", "note"),
           CpuPrice: ("per_core_hour", "effective_from", "note"),
+          MemoryPrice: ("flavor", "cluster", "per_gib_hour", "effective_from", "note"),
           ClassDiscount: ("priority_class", "factor", "effective_from", "note")}
-KEYS = {DevicePrice: ("flavor", "cluster"), CpuPrice: (), ClassDiscount: ("priority_class",)}
+KEYS = {DevicePrice: ("flavor", "cluster"), CpuPrice: (), ClassDiscount: ("priority_class",),
+        MemoryPrice: ("flavor", "cluster")}
 
 
 def _in_force_or_past(price: EffectiveDated, now: datetime) -> bool:

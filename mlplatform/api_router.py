@@ -31,5 +31,6 @@ router.register("alert-rules", tracking_api.AlertRuleViewSet, basename="alertrul
 router.register("webhooks", tracking_api.WebhookViewSet, basename="webhook")
 router.register("prices/devices", costs_api.DevicePriceViewSet, basename="deviceprice")
 router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
+router.register("prices/memory", costs_api.MemoryPriceViewSet, basename="memoryprice")
 router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")
 router.register("budgets", costs_api.BudgetViewSet, basename="budget")

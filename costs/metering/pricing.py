@@ -2,14 +2,16 @@
 
 A price is in force from its date until the next one of the same key. A device price may be set per flavor (every
 cluster) and per flavor and cluster (that cluster only, from its own first date on); a CPU core-hour prices jobs
-that hold no device; a priority class pays `factor` of the price (preemptible capacity cheaper). An interval is cut
-at every change of any of these, so a price change in the middle of a segment costs each side at its own price.
+that hold no device; a GiB-hour of memory is priced per flavor and cluster as devices are, for every segment (its
+memory request, devices or not); a priority class pays `factor` of the price (preemptible capacity cheaper). An
+interval is cut at every change of any of these, so a price change in the middle of a segment costs each side at
+its own price.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 DAY = 86_400
@@ -27,6 +29,7 @@ class Usage:
     priority_class_id: int
     devices: int
     cpu_millis: int
+    memory_mib: int = 0
 
 
 def value_at(timeline: Timeline, at: float) -> float | None:
@@ -41,40 +44,71 @@ def _changes(timeline: Timeline, start: float, end: float) -> list[int]:
 
 @dataclass(frozen=True)
 class PriceBook:
-    """Every price timeline: device prices by (flavor, cluster or None), the CPU core-hour, class discounts."""
+    """Every price timeline: device prices by (flavor, cluster or None), the CPU core-hour, class discounts, memory
+    prices (per GiB-hour) by (flavor, cluster or None)."""
 
     device: Mapping[tuple[int, int | None], Timeline] = field(default_factory=dict)
     cpu: Timeline = ()
     discount: Mapping[int, Timeline] = field(default_factory=dict)
+    memory: Mapping[tuple[int, int | None], Timeline] = field(default_factory=dict)
 
-    def _timelines(self, usage: Usage) -> list[Timeline]:
-        if usage.devices:
-            prices = [self.device.get((usage.flavor_id, None), ()),
-                      self.device.get((usage.flavor_id, usage.cluster_id), ())]
-        else:
-            prices = [self.cpu]
+    def _timelines(self, usage: Usage, *, compute: bool = True, memory: bool = True) -> list[Timeline]:
+        prices: list[Timeline] = []
+        if compute and usage.devices:
+            prices += [self.device.get((usage.flavor_id, None), ()),
+                       self.device.get((usage.flavor_id, usage.cluster_id), ())]
+        elif compute:
+            prices.append(self.cpu)
+        if memory and usage.memory_mib:
+            prices += [self.memory.get((usage.flavor_id, None), ()),
+                       self.memory.get((usage.flavor_id, usage.cluster_id), ())]
         return [*prices, self.discount.get(usage.priority_class_id, ())]
 
+    @staticmethod
+    def _flavor_price(table: Mapping[tuple[int, int | None], Timeline], usage: Usage, at: float) -> float:
+        """The flavor's price at `at`: its cluster's own when that has started, else the flavor's, else 0."""
+        own = table.get((usage.flavor_id, usage.cluster_id), ()) if usage.cluster_id is not None else ()
+        price = value_at(own, at)
+        if price is None:
+            price = value_at(table.get((usage.flavor_id, None), ()), at) or 0.0
+        return price
+
+    def _factor(self, usage: Usage, at: float) -> float:
+        factor = value_at(self.discount.get(usage.priority_class_id, ()), at)
+        return 1.0 if factor is None else factor
+
+    def memory_hourly(self, usage: Usage, at: float) -> float:
+        """What `usage`'s memory request costs per hour at `at` (GiB = 1024 MiB)."""
+        if not usage.memory_mib:
+            return 0.0
+        return usage.memory_mib / 1024 * self._flavor_price(self.memory, usage, at) * self._factor(usage, at)
+
     def hourly(self, usage: Usage, at: float) -> float:
-        """What `usage` costs per hour at `at`."""
+        """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory."""
         if usage.devices:
-            own = self.device.get((usage.flavor_id, usage.cluster_id), ()) if usage.cluster_id is not None else ()
-            price = value_at(own, at)
-            if price is None:
-                price = value_at(self.device.get((usage.flavor_id, None), ()), at) or 0.0
-            amount = usage.devices * price
+            amount = usage.devices * self._flavor_price(self.device, usage, at)
         else:
             amount = usage.cpu_millis / 1000 * (value_at(self.cpu, at) or 0.0)
-        factor = value_at(self.discount.get(usage.priority_class_id, ()), at)
-        return amount * (1.0 if factor is None else factor)
+        return amount * self._factor(usage, at) + self.memory_hourly(usage, at)
+
+    @staticmethod
+    def _integrate(rate: Callable[[float], float], lines: list[Timeline], start: float, end: float) -> float:
+        if end <= start:
+            return 0.0
+        cuts = sorted({start, end, *(at for line in lines for at in _changes(line, start, end))})
+        return sum(rate(a) * (b - a) for a, b in zip(cuts, cuts[1:], strict=False)) / HOUR
 
     def cost(self, usage: Usage, start: float, end: float) -> float:
         """What `usage` cost from `start` to `end` (epoch seconds, fractions too: the GPU analysis cuts at points'
-        milliseconds), each piece at the prices then in force."""
-        if end <= start:
+        milliseconds), each piece at the prices then in force; memory included."""
+        return PriceBook._integrate(lambda at: self.hourly(usage, at), self._timelines(usage), start, end)
+
+    def memory_cost(self, usage: Usage, start: float, end: float) -> float:
+        """The part of `cost` that `usage`'s memory request cost."""
+        if not usage.memory_mib:
             return 0.0
-        cuts = sorted({start, end, *(at for line in self._timelines(usage) for at in _changes(line, start, end))})
-        return sum(self.hourly(usage, a) * (b - a) for a, b in zip(cuts, cuts[1:], strict=False)) / HOUR
+        return PriceBook._integrate(lambda at: self.memory_hourly(usage, at), self._timelines(usage, compute=False),
+                               start, end)
 
 
 def day_pieces(start: int, end: int) -> Iterator[tuple[int, int, int]]:

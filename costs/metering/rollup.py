@@ -22,13 +22,14 @@ EPOCH_DAY = date(1970, 1, 1)
 # What a day copies from its segment, and a day's columns in the order rows are written.
 COPIED = ("organization_id", "project_id", "user_id", "job_id", "experiment", "stage", "flavor_id", "cluster_id",
           "priority_class_id", "outcome")
-DAY_COLUMNS = ("segment_id", "day", *COPIED, "device_seconds", "cpu_seconds", "cost")
+DAY_COLUMNS = ("segment_id", "day", *COPIED, "device_seconds", "cpu_seconds", "memory_seconds", "cost",
+               "memory_cost")
 
 
 def usage_of(segment: Any) -> Usage:
     """What a segment (a model instance or a row with its field names) holds, as pricing takes it."""
     return Usage(segment.flavor_id, segment.cluster_id, segment.priority_class_id, segment.devices,
-                 segment.cpu_millis)
+                 segment.cpu_millis, segment.memory_mib)
 
 
 def day_rows(segment: Any, book: PriceBook) -> Iterator[tuple]:
@@ -37,7 +38,8 @@ def day_rows(segment: Any, book: PriceBook) -> Iterator[tuple]:
     adapt = connection.ops.adapt_datefield_value
     for day, start, end in day_pieces(segment.start_ts, segment.end_ts):
         yield (segment.id, adapt(EPOCH_DAY + timedelta(days=day)), *copied, segment.devices * (end - start),
-               round(segment.cpu_millis * (end - start) / 1000), book.cost(usage, start, end))
+               round(segment.cpu_millis * (end - start) / 1000), segment.memory_mib * (end - start),
+               book.cost(usage, start, end), book.memory_cost(usage, start, end))
 
 
 def _write_days(rows: list[tuple]) -> None:
@@ -63,7 +65,8 @@ def roll_segments(batch: int = 5000, now: datetime | None = None) -> int:
     with transaction.atomic():
         segments = list(UsageSegment.objects.select_for_update(skip_locked=True)
                         .filter(rolled=False, end_ts__isnull=False, end_ts__lte=until).order_by("start_ts")
-                        .values_list("id", "start_ts", "end_ts", "devices", "cpu_millis", *COPIED, named=True)[:batch])
+                        .values_list("id", "start_ts", "end_ts", "devices", "cpu_millis", "memory_mib", *COPIED,
+                                     named=True)[:batch])
         _write_days([row for segment in segments for row in day_rows(segment, book)])
         bulk_set(UsageSegment, ["rolled"], [(segment.id, True) for segment in segments])
     return len(segments)

@@ -1,5 +1,5 @@
-"""Cost and usage reports: device-hours, CPU core-hours and money, grouped by any of the segment's dimensions,
-over a range of UTC days, optionally per day, week or month.
+"""Cost and usage reports: device-hours, CPU core-hours, memory GiB-hours and money, grouped by any of the segment's
+dimensions, over a range of UTC days, optionally per day, week or month.
 
 A report adds two parts: the `UsageDay` rows of the range (closed segments, rolled and priced once) and the
 segments not rolled yet (open ones up to now, and any closed since the last roll), priced here with the same code.
@@ -64,6 +64,15 @@ class Row:
     cpu_seconds: float = 0.0
     cost: float = 0.0
     labels: dict[str, str] = field(default_factory=dict)
+    memory_seconds: float = 0.0  # MiB-seconds
+    memory_cost: float = 0.0  # the part of `cost` memory cost
+
+    def add(self, other: Row) -> None:
+        self.device_seconds += other.device_seconds
+        self.cpu_seconds += other.cpu_seconds
+        self.memory_seconds += other.memory_seconds
+        self.cost += other.cost
+        self.memory_cost += other.memory_cost
 
     @property
     def device_hours(self) -> float:
@@ -72,6 +81,10 @@ class Row:
     @property
     def cpu_hours(self) -> float:
         return self.cpu_seconds / HOUR
+
+    @property
+    def memory_gib_hours(self) -> float:
+        return self.memory_seconds / 1024 / HOUR
 
 
 def period_of(day: date, step: str | None) -> date | None:
@@ -103,7 +116,8 @@ class ReportQuery:
 
 def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = None) -> QuerySet:
     """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
-    CPU core-seconds, cost) in period order; without the days of `late` segments from its first day on."""
+    CPU core-seconds, memory MiB-seconds, cost, memory cost) in period order; without the days of `late` segments
+    from its first day on."""
     days = UsageDay.objects.filter(day__gte=query.window.start, day__lt=query.window.end,
                                    project_id__in=projects, **query.filters)
     if late and late.segments:
@@ -116,8 +130,10 @@ def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = No
         names.append("period")
     if not names:  # totals only: values() of no field would group by every column, a constant groups nothing
         days, names = days.annotate(everything=Value(0)), ["everything"]
-    return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
-            .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
+    return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), ms=Sum("memory_seconds"),
+                                         money=Sum("cost"), mmoney=Sum("memory_cost"))
+            .order_by(*names[len(query.columns):], *query.columns)
+            .values_list(*names, "ds", "cs", "ms", "money", "mmoney"))
 
 
 @dataclass(frozen=True)
@@ -147,12 +163,14 @@ def late_segments(projects: QuerySet, query: ReportQuery, as_of: int) -> Late:
 def _rolled(projects: QuerySet, query: ReportQuery, late: Late | None) -> Iterator[Row]:
     width = len(query.columns)
     for values in rolled_values(projects, query, late).iterator(chunk_size=CHUNK):
-        if values[-3] is None:  # the totals of no day at all
+        device, cpu, memory, money, memory_money = values[-5:]
+        if device is None:  # the totals of no day at all
             continue
         period = values[width] if query.step else None
         if isinstance(period, datetime):
             period = period.date()
-        yield Row(period, tuple(values[:width]), values[-3] or 0, values[-2] or 0, values[-1] or 0.0)
+        yield Row(period, tuple(values[:width]), device or 0, cpu or 0, money or 0.0,
+                  memory_seconds=memory or 0, memory_cost=memory_money or 0.0)
 
 
 def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | None) -> dict[tuple, Row]:
@@ -175,7 +193,9 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
             row = found.setdefault((period, keys), Row(period, keys))
             row.device_seconds += segment.devices * (b - a)
             row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
+            row.memory_seconds += segment.memory_mib * (b - a)
             row.cost += book.cost(usage, a, b)
+            row.memory_cost += book.memory_cost(usage, a, b)
     return found
 
 
@@ -190,9 +210,7 @@ def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterat
         for row in _rolled(projects, query, late):
             extra = pending.pop((row.period, row.keys), None)
             if extra is not None:
-                row.device_seconds += extra.device_seconds
-                row.cpu_seconds += extra.cpu_seconds
-                row.cost += extra.cost
+                row.add(extra)
             yield row
         yield from sorted(pending.values(), key=lambda r: (r.period or EPOCH_DAY, -r.cost))
 
@@ -249,9 +267,7 @@ class Report:
     def total(self) -> Row:
         total = Row(None, ())
         for row in self.rows:
-            total.device_seconds += row.device_seconds
-            total.cpu_seconds += row.cpu_seconds
-            total.cost += row.cost
+            total.add(row)
         return total
 
 

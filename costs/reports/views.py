@@ -127,7 +127,8 @@ def table_rows(report: Report) -> tuple[list[dict[str, Any]], int]:
     if len(rows) > MAX_TABLE_ROWS:
         rows = sorted(rows, key=lambda row: -row.cost)[:MAX_TABLE_ROWS]
     return [{"period": row.period, "groups": [row.labels.get(name, "") for name in report.query.group_by],
-             "device_hours": row.device_hours, "cpu_hours": row.cpu_hours, "cost": row.cost}
+             "device_hours": row.device_hours, "cpu_hours": row.cpu_hours, "memory_gib_hours": row.memory_gib_hours,
+             "cost": row.cost, "memory_cost": row.memory_cost}
             for row in rows], len(report.rows)
 
 

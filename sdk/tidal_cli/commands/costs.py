@@ -55,16 +55,19 @@ def cmd_costs(args: argparse.Namespace) -> None:
         return emit_json(report)
     groups = report["group_by"]
     rows = [{**row["group"], "period": row["period"], "device_hours": row["device_hours"],
-             "cpu_hours": row["cpu_hours"], "cost": row["cost"]} for row in report["rows"]]
+             "cpu_hours": row["cpu_hours"], "memory_gib_hours": row.get("memory_gib_hours", 0.0),
+             "cost": row["cost"]} for row in report["rows"]]
     columns = ([("period", "PERIOD")] if report["step"] else []) + [(name, name.upper()) for name in groups]
     columns += [("device_hours", "DEVICE-H", hours), ("cpu_hours", "CPU-H", hours),
+                ("memory_gib_hours", "MEM-GIB-H", hours),
                 ("cost", report["currency"], money)]
     as_of = report["as_of"].replace("T", " ").replace("Z", "").replace("+00:00", "")
     print(f"Costs {report['start']} to {report['end']} (UTC days), as of {as_of} UTC (running jobs count up to it)")
     print(table(rows, columns, empty="No usage in this range."))
     total = report["total"]
     print(f"\nTotal: {money(total['cost'])} {report['currency']}, {hours(total['device_hours'])} device-hours, "
-          f"{hours(total['cpu_hours'])} CPU core-hours")
+          f"{hours(total['cpu_hours'])} CPU core-hours, {hours(total.get('memory_gib_hours', 0.0))} memory GiB-hours "
+          f"({money(total.get('memory_cost', 0.0))} {report['currency']} of it memory)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
