@@ -12,11 +12,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.selectors import clusters
+from core import k8snames
 from core.serializers import StrictModelSerializer
 from costs.budgets.status import BudgetStatus
 from costs.budgets.status import statuses as budget_statuses
 from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
-from costs.reports.usage import GROUPS, STEPS, ReportQuery, Window
+from costs.reports.usage import GROUPS, LABEL_PREFIX, STEPS, ReportQuery, Window, label_key
 from quotas.selectors import flavors, priority_classes
 from tenancy.selectors import organizations_for_user, projects_for_user
 from tenancy.serializers import ScopedProjectField
@@ -45,9 +46,11 @@ class ReportParamsSerializer(serializers.Serializer):
     end = serializers.DateField(required=False, help_text="Last UTC day, included.")
     month = serializers.CharField(required=False, help_text="A calendar month, YYYY-MM, instead of start and end.")
     group_by = serializers.CharField(required=False, default="project",
-                                     help_text=f"Comma-separated, any of: {', '.join(GROUPS)}. Empty: totals only.",
+                                     help_text=(f"Comma-separated, any of: {', '.join(GROUPS)}, or label:<key> for a "
+                                                "job label (jobs without it: '(none)'). Empty: totals only."),
                                      allow_blank=True)
-    step = serializers.ChoiceField(choices=STEPS, required=False, help_text="A row per day, week or month.")
+    step = serializers.ChoiceField(choices=STEPS, required=False, help_text=(
+        "A row per hour, day, week or month (hourly: a range of at most TIDAL_COST_MAX_HOURLY_DAYS days)."))
     project = serializers.CharField(required=False, help_text="Only this project (slug).")
     organization = serializers.CharField(required=False, help_text="Only this organization (name).")
     flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
@@ -67,9 +70,16 @@ class ReportParamsSerializer(serializers.Serializer):
 
     def validate_group_by(self, value: str) -> list[str]:
         names = [name.strip() for name in value.split(",") if name.strip()]
-        unknown = [name for name in names if name not in GROUPS]
+        for name in names:
+            key = label_key(name)
+            if key is not None:
+                problem = k8snames.label_key_problem(key)
+                if problem:
+                    raise serializers.ValidationError(f"Label key {key!r} is not valid: {problem}.")
+        unknown = [name for name in names if name not in GROUPS and label_key(name) is None]
         if unknown:
-            raise serializers.ValidationError(f"Unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}.")
+            raise serializers.ValidationError(f"Unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)} "
+                                              f"or {LABEL_PREFIX}<label key>.")
         if len(set(names)) != len(names):
             raise serializers.ValidationError("A group is named twice.")
         return names
@@ -96,6 +106,15 @@ class ReportParamsSerializer(serializers.Serializer):
             raise serializers.ValidationError({"end": [f"The range covers more than {longest} days."]})
         return window
 
+    @staticmethod
+    def _check_hourly(window: Window, step: str | None) -> None:
+        """An hourly report prices segments one by one (days have no hours): its range is bounded."""
+        longest = settings.TIDAL["COST_MAX_HOURLY_DAYS"]
+        if step == "hour" and (window.end - window.start).days > longest:
+            raise serializers.ValidationError({"step": [
+                f"An hourly report covers at most {longest} days and this range has {(window.end - window.start).days}"
+                "; choose a shorter range or a daily step."]})
+
     def _filters(self, attrs: dict[str, Any]) -> dict[str, int]:
         user = self.context["request"].user
         catalogs = {"project": (projects_for_user(user), "slug", "project_id"),
@@ -112,7 +131,9 @@ class ReportParamsSerializer(serializers.Serializer):
         return filters
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        return {"query": ReportQuery(self._window(attrs), tuple(attrs.get("group_by", ["project"])),
+        window = self._window(attrs)
+        self._check_hourly(window, attrs.get("step"))
+        return {"query": ReportQuery(window, tuple(attrs.get("group_by", ["project"])),
                                      attrs.get("step"), self._filters(attrs), attrs.get("as_of"))}
 
 
@@ -159,7 +180,8 @@ class ClassDiscountSerializer(StrictModelSerializer):
 
 
 class ReportRowSerializer(serializers.Serializer):
-    period = serializers.DateField(allow_null=True)
+    period = serializers.CharField(allow_null=True, help_text=(
+        "The period's first day (YYYY-MM-DD), or its hour (2026-01-01T05:00:00Z) with step=hour; null unstepped."))
     group = serializers.DictField(child=serializers.CharField(), help_text="The row's label per group.")
     device_hours = serializers.FloatField()
     cpu_hours = serializers.FloatField()

@@ -313,6 +313,7 @@ TIDAL = {
     # Cost reports (docs/costs.md): the currency every price is in, and the longest range one report may cover.
     "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
     "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
+    "COST_MAX_HOURLY_DAYS": env_int("TIDAL_COST_MAX_HOURLY_DAYS", 7, minimum=1),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(

@@ -118,3 +118,11 @@ def day_pieces(start: int, end: int) -> Iterator[tuple[int, int, int]]:
         stop = min(end, (day + 1) * DAY)
         yield day, start, stop
         start = stop
+
+
+def hour_pieces(start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Cut [start, end) at UTC hours: (piece start, piece end)."""
+    while start < end:
+        stop = min(end, (start // 3600 + 1) * 3600)
+        yield start, stop
+        start = stop

@@ -36,7 +36,8 @@ def epoch(at: datetime) -> int:
 
 
 def _open_sql(count: int) -> str:
-    """One INSERT ... SELECT: the attempt, its job, the job's project and its groups' CPU, copied in the database (a
+    """One INSERT ... SELECT: the attempt, its job (its labels too), the job's project and its groups' CPU and memory,
+    copied in the database (a
     job naming no experiment is in tracking's default one, as its run is). An
     attempt that has a segment already keeps it (one opened at its admission, as segments were before they followed
     the start)."""
@@ -45,13 +46,13 @@ def _open_sql(count: int) -> str:
     marks = ", ".join(["%s"] * count)
     return (
         f'INSERT INTO {segment} (attempt_id, attempt_number, job_id, organization_id, project_id, user_id, '  # noqa: S608
-        f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, memory_mib, borrowed, '
-        f'start_ts, '
+        f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, memory_mib, labels, '
+        f'borrowed, start_ts, '
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '
         f"j.priority_class_id, j.stage, COALESCE(NULLIF(j.experiment, ''), %s), j.total_devices, "
         f'(SELECT COALESCE(SUM(g.replicas * g.cpu_millis), 0) FROM {group} g WHERE g.job_id = j.id), '
-        f'(SELECT COALESCE(SUM(g.replicas * g.memory_mib), 0) FROM {group} g WHERE g.job_id = j.id), '
+        f'(SELECT COALESCE(SUM(g.replicas * g.memory_mib), 0) FROM {group} g WHERE g.job_id = j.id), j.labels, '
         f"a.borrowed, %s, '', %s "
         f'FROM {attempt} a JOIN {job} j ON j.id = a.job_id JOIN {project} p ON p.id = j.project_id '
         f'WHERE a.id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM {segment} s WHERE s.attempt_id = a.id)')

@@ -1,5 +1,8 @@
 """Cost and usage reports: device-hours, CPU core-hours, memory GiB-hours and money, grouped by any of the segment's
-dimensions, over a range of UTC days, optionally per day, week or month.
+dimensions, over a range of UTC days, optionally per hour, day, week or month. Besides the fixed dimensions a report
+groups by any job label (`label:team`): segments and their days carry the job's labels, and a job without the label
+is in the "(none)" group. An hourly report is priced from the segments themselves (days have no hours), so its range is
+bounded (`TIDAL_COST_MAX_HOURLY_DAYS`).
 
 A report adds two parts: the `UsageDay` rows of the range (closed segments, rolled and priced once) and the
 segments not rolled yet (open ones up to now, and any closed since the last roll), priced here with the same code.
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import islice
 from typing import Any
 
@@ -18,11 +21,12 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q, QuerySet, Sum, Value
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
 from costs.metering.prices import price_book
-from costs.metering.pricing import DAY, HOUR, day_pieces
+from costs.metering.pricing import DAY, HOUR, day_pieces, hour_pieces
 from costs.metering.rollup import EPOCH_DAY, usage_of
 from costs.models import UsageDay, UsageSegment
 from jobs.models import Job
@@ -36,8 +40,21 @@ GROUPS: dict[str, str] = {
     "experiment": "experiment", "stage": "stage", "flavor": "flavor_id", "cluster": "cluster_id",
     "priority_class": "priority_class_id",
 }
-STEPS = ("day", "week", "month")
+STEPS = ("hour", "day", "week", "month")
 CHUNK = 2000
+# A group `label:<key>` is the value of the job label <key>; jobs without it are in the NO_LABEL group.
+LABEL_PREFIX = "label:"
+NO_LABEL = "(none)"
+
+
+def label_key(group: str) -> str | None:
+    """The label key of a `label:<key>` group, else None (a fixed dimension)."""
+    return group[len(LABEL_PREFIX):] if group.startswith(LABEL_PREFIX) else None
+
+
+def column_of(group: str, index: int) -> str:
+    """The column of segments and days (or, for a label, the annotation) that holds the group at `index`."""
+    return f"label_{index}" if label_key(group) is not None else GROUPS[group]
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,7 @@ class Row:
 
 
 def period_of(day: date, step: str | None) -> date | None:
+    """The period of a day (for an hourly step, see `hour_of`)."""
     if step == "week":
         return day - timedelta(days=day.weekday())
     if step == "month":
@@ -107,7 +125,15 @@ class ReportQuery:
 
     @property
     def columns(self) -> list[str]:
-        return [GROUPS[name] for name in self.group_by]
+        return [column_of(name, index) for index, name in enumerate(self.group_by)]
+
+    def keys_of(self, segment: Any) -> tuple:
+        """A segment's (or a row's with its field names) values of the groups."""
+        keys = []
+        for name in self.group_by:
+            key = label_key(name)
+            keys.append(getattr(segment, GROUPS[name]) if key is None else (segment.labels or {}).get(key))
+        return tuple(keys)
 
     def moment(self, now: datetime) -> int:
         """The moment the report is as of (epoch seconds): `as_of`, else `now` to the second."""
@@ -122,6 +148,10 @@ def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = No
                                    project_id__in=projects, **query.filters)
     if late and late.segments:
         days = days.exclude(day__gte=late.first_day, segment_id__in=late.segments)
+    labels = {column: KeyTextTransform(label_key(name), "labels")
+              for name, column in zip(query.group_by, query.columns, strict=True) if label_key(name) is not None}
+    if labels:
+        days = days.annotate(**labels)
     names = list(query.columns)
     if query.step == "day":
         names.append("day")
@@ -183,7 +213,7 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
     book = price_book()
     found: dict[tuple, Row] = {}
     for segment in segments:
-        usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
+        usage, keys = usage_of(segment), query.keys_of(segment)
         since = max(start, late.first_ts) if late and segment.pk in late.segments else start
         first, last = max(segment.start_ts, since), min(segment.end_ts or end, end)
         if first >= last:  # nothing held inside the window (a segment of no time): no row, as once rolled
@@ -203,6 +233,9 @@ def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterat
     """Every row of the report as of `query.as_of` (else `now`), labelled, rolled rows in period order and then what
     only unrolled segments hold."""
     moment = query.moment(now)
+    if query.step == "hour":
+        yield from _labelled(iter(_hourly(projects, query, moment)), query.group_by)
+        return
     late = None if query.as_of is None else late_segments(projects, query, moment)
     pending = _unrolled(projects, query, moment, late)
 
@@ -214,14 +247,48 @@ def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterat
             yield row
         yield from sorted(pending.values(), key=lambda r: (r.period or EPOCH_DAY, -r.cost))
 
-    rows = merged()
+    yield from _labelled(merged(), query.group_by)
+
+
+def _labelled(rows: Iterator[Row], group_by: Sequence[str]) -> Iterator[Row]:
     while chunk := list(islice(rows, CHUNK)):
-        _label(chunk, query.group_by)
+        _label(chunk, group_by)
         yield from chunk
+
+
+def hour_of(at: int) -> datetime:
+    return datetime.fromtimestamp(at - at % 3600, UTC)
+
+
+def _hourly(projects: QuerySet, query: ReportQuery, moment: int) -> list[Row]:
+    """An hourly report, from the segments overlapping the window whether rolled or not (a rolled day has no
+    hours), each cut at the hours and priced as a roll prices it (prices in force or past never change). The range
+    is bounded by the serializer (`TIDAL_COST_MAX_HOURLY_DAYS`), so this reads a few days of segments."""
+    start, end = query.window.start_ts, min(query.window.end_ts, moment)
+    segments = (UsageSegment.objects.filter(start_ts__lt=end, project_id__in=projects, **query.filters)
+                .filter(Q(end_ts__isnull=True) | Q(end_ts__gt=start)))
+    book = price_book()
+    found: dict[tuple, Row] = {}
+    for segment in segments:
+        usage, keys = usage_of(segment), query.keys_of(segment)
+        first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
+        for a, b in hour_pieces(first, last):
+            period = hour_of(a)
+            row = found.setdefault((period, keys), Row(period, keys))
+            row.device_seconds += segment.devices * (b - a)
+            row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
+            row.memory_seconds += segment.memory_mib * (b - a)
+            row.cost += book.cost(usage, a, b)
+            row.memory_cost += book.memory_cost(usage, a, b)
+    return sorted(found.values(), key=lambda r: (r.period, -r.cost))
 
 
 def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
     for index, name in enumerate(group_by):
+        if label_key(name) is not None:
+            for row in rows:
+                row.labels[name] = NO_LABEL if row.keys[index] is None else str(row.keys[index])
+            continue
         ids = {row.keys[index] for row in rows}
         names = LABELS[name](ids) if name in LABELS else {}
         for row in rows:

@@ -27,7 +27,17 @@ from costs import selectors
 from costs.metering.pricing import DAY
 from costs.metering.rollup import EPOCH_DAY
 from costs.reports import staff
-from costs.reports.usage import GROUPS, STEPS, Report, ReportQuery, period_of, usage_report
+from costs.reports.usage import (
+    GROUPS,
+    LABEL_PREFIX,
+    STEPS,
+    Report,
+    ReportQuery,
+    hour_of,
+    label_key,
+    period_of,
+    usage_report,
+)
 from costs.serializers import ReportParamsSerializer, currency, month_window
 from quotas.selectors import flavors
 from tenancy.models import Project
@@ -57,6 +67,11 @@ def report_params(query: QueryDict, now: datetime) -> dict[str, str]:
         params["group_by"] = ",".join(name for name in chosen if name)
     else:
         params["group_by"] = ",".join(DEFAULT_GROUPS)
+    # The page's "labels" field: job label keys to group by too, typed comma-separated (team, cost-center).
+    keys = [key.strip() for key in query.get("labels", "").split(",") if key.strip()]
+    if keys:
+        names = [*params["group_by"].split(","), *(LABEL_PREFIX + key for key in keys)]
+        params["group_by"] = ",".join(dict.fromkeys(name for name in names if name))
     if not params.keys() & set(RANGE_PARAMS):
         params["month"] = this_month(now)
     params.setdefault("step", DEFAULT_STEP)
@@ -81,12 +96,16 @@ def validated_query(request: HttpRequest, params: Mapping[str, str]) -> tuple[Re
 
 
 def epoch_seconds(day: date) -> int:
+    if isinstance(day, datetime):  # an hour
+        return int(day.timestamp())
     return (day - EPOCH_DAY).days * DAY
 
 
 def periods_of(query: ReportQuery) -> list[date | None]:
     """Every period of the window, with or without usage, so the chart spans the whole range (one, None, when the
     query is not stepped)."""
+    if query.step == "hour":
+        return [hour_of(at) for at in range(query.window.start_ts, query.window.end_ts, 3600)]
     found: list[date | None] = []
     day = query.window.start
     while day < query.window.end:
@@ -136,6 +155,8 @@ def _form_context(request: HttpRequest, params: Mapping[str, str]) -> dict[str, 
     return {
         "params": params,
         "chosen_groups": [name for name in params.get("group_by", "").split(",") if name],
+        "label_keys": ", ".join(key for name in params.get("group_by", "").split(",")
+                                if (key := label_key(name)) is not None),
         "group_choices": list(GROUPS), "step_choices": STEPS,
         "project_choices": projects_for_user(request.user).order_by("slug").values_list("slug", flat=True),
         "flavor_choices": flavors().order_by("name").values_list("name", flat=True),

@@ -65,7 +65,23 @@ def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
     (("costs", "--start", "2026-02-01", "--end", "2026-01-01"), 1, "ends before it starts"),
     (("costs", "--month", "2026-01", "--project", "secret"), 1, "No project named 'secret'"),
     (("costs", "--csv", "--json"), 2, "give one of them"),
+    (("costs", "--by", "project,label:"), 2, "needs a label key"),
+    (("costs", "--month", "2026-01", "--by", "label:Bad Key!"), 1, "Label key 'Bad Key!' is not valid"),
+    (("costs", "--start", "2026-01-01", "--end", "2026-01-31", "--step", "hour"), 1, "hourly report covers at most"),
 ])
 def test_costs_refuses_bad_arguments_with_a_message(cli, usage, argv, code, says):
     result = cli(*argv)
     assert result.code == code and says in result.err, result.err
+
+
+def test_costs_groups_by_a_job_label_and_per_hour(cli, usage):
+    UsageSegment.objects.filter(project__slug="vision").update(labels={"cost-center": "cc-7"})
+    shown = cli("costs", "--month", "2026-01", "--by", "label:cost-center,label:team")
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[1].split()[:2] == ["LABEL:COST-CENTER", "LABEL:TEAM"]
+    assert lines[2].split()[:2] == ["cc-7", "(none)"] and lines[2].split()[-1] == "200.00"
+    hourly = list(csv.reader(io.StringIO(cli("costs", "--start", "2026-01-10", "--end", "2026-01-10", "--step",
+                                             "hour", "--csv").out)))
+    assert [row[0] for row in hourly[1:]] == [f"2026-01-10T{hour:02d}:00:00Z" for hour in range(10)]
+    assert {row[-2] for row in hourly[1:]} == {"20.0000"}  # 8 devices x 1 h x 2.5 an hour

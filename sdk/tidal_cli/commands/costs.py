@@ -12,14 +12,19 @@ from tidal_cli.csvcells import write_csv
 from tidal_cli.output import emit_json, table
 
 GROUPS = ["organization", "project", "user", "job", "experiment", "stage", "flavor", "cluster", "priority_class"]
-STEPS = ["day", "week", "month"]
+STEPS = ["hour", "day", "week", "month"]
+LABEL_PREFIX = "label:"  # a job label: label:team, label:cost-center (the server checks the key)
 
 
 def group_list(value: str) -> str:
-    names = [name.strip().replace("-", "_") for name in value.split(",") if name.strip()]
-    unknown = [name for name in names if name not in GROUPS]
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    names = [name if name.startswith(LABEL_PREFIX) else name.replace("-", "_") for name in names]
+    unknown = [name for name in names if name not in GROUPS and not name.startswith(LABEL_PREFIX)]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown group {unknown[0]!r} (any of {', '.join(GROUPS)})")
+        raise argparse.ArgumentTypeError(f"unknown group {unknown[0]!r} (any of {', '.join(GROUPS)}, "
+                                         f"or {LABEL_PREFIX}KEY for a job label)")
+    if any(name == LABEL_PREFIX for name in names):
+        raise argparse.ArgumentTypeError(f"{LABEL_PREFIX} needs a label key, e.g. {LABEL_PREFIX}team")
     return ",".join(names)
 
 
@@ -73,11 +78,12 @@ def cmd_costs(args: argparse.Namespace) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     costs = add_command(sub, "costs", cmd_costs, "usage and cost of your projects, grouped and per period")
     costs.add_argument("--by", type=group_list, default="project",
-                       help=f"group by these, comma-separated (default project; any of {', '.join(GROUPS)})")
+                       help=f"group by these, comma-separated (default project; any of {', '.join(GROUPS)}, or "
+                            f"{LABEL_PREFIX}KEY for a job label, e.g. {LABEL_PREFIX}team)")
     costs.add_argument("--month", metavar="YYYY-MM", help="a calendar month (default: this month, UTC)")
     costs.add_argument("--start", metavar="YYYY-MM-DD", help="first day of a range (with --end)")
     costs.add_argument("--end", metavar="YYYY-MM-DD", help="last day of a range, included")
-    costs.add_argument("--step", choices=STEPS, help="a row per day, week or month")
+    costs.add_argument("--step", choices=STEPS, help="a row per hour (a range of a few days), day, week or month")
     costs.add_argument("--project", help="only this project")
     costs.add_argument("--flavor", help="only this flavor")
     costs.add_argument("--cluster", help="only this cluster")
