@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from core.csvstream import line_writer
 from costs import selectors, services
 from costs.models import Budget
+from costs.reports.idle import IdleGuarantee, IdleRow, idle_guarantee
 from costs.reports.usage import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
     BudgetSerializer,
@@ -38,10 +39,26 @@ from tracking.api import ProjectSettingViewSet
 AS_OF_HEADER = "X-Tidal-As-Of"  # the CSV's moment, also in its file name
 
 
-def report_query(request: Request) -> ReportQuery:
+def report_params(request: Request) -> dict:
     params = ReportParamsSerializer(data=request.query_params, context={"request": request})
     params.is_valid(raise_exception=True)
-    return params.validated_data["query"]
+    return params.validated_data
+
+
+def report_query(request: Request) -> ReportQuery:
+    return report_params(request)["query"]
+
+
+def idle_row_json(row: IdleRow) -> dict:
+    return {"project": row.labels.get("project", ""), "organization": row.labels.get("organization", ""),
+            "guaranteed_device_hours": round(row.guaranteed_device_hours, 4),
+            "idle_device_hours": round(row.idle_device_hours, 4), "idle_cost": round(row.idle_cost, 4)}
+
+
+def idle_json(idle: IdleGuarantee | None) -> dict | None:
+    if idle is None:
+        return None
+    return {"rows": [idle_row_json(row) for row in idle.rows], "total": idle_row_json(idle.total)}
 
 
 def row_json(row: Row, group_by: Sequence[str]) -> dict:
@@ -56,12 +73,12 @@ def as_of(query: ReportQuery, now: datetime) -> datetime:
     return datetime.fromtimestamp(query.moment(now), UTC)
 
 
-def report_json(report: Report, moment: datetime) -> dict:
+def report_json(report: Report, moment: datetime, idle: IdleGuarantee | None = None) -> dict:
     query = report.query
     return {"currency": currency(), "start": query.window.start, "end": query.window.end - timedelta(days=1),
             "as_of": moment, "group_by": list(query.group_by), "step": query.step,
             "rows": [row_json(row, query.group_by) for row in report.rows],
-            "total": row_json(report.total, ())}
+            "total": row_json(report.total, ()), "idle_guarantee": idle_json(idle)}
 
 
 class CostReportView(APIView):
@@ -72,8 +89,9 @@ class CostReportView(APIView):
     def get(self, request: Request) -> Response:
         query = report_query(request)
         moment = as_of(query, timezone.now())
-        report = usage_report(selectors.report_projects(request.user), query, moment)
-        return Response(report_json(report, moment))
+        projects = selectors.report_projects(request.user)
+        report = usage_report(projects, query, moment)
+        return Response(report_json(report, moment, idle_guarantee(projects, query, moment)))
 
 
 def period_text(period: date | None) -> str:
@@ -98,16 +116,35 @@ def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
                       for row in block)
 
 
+def idle_csv_lines(idle: IdleGuarantee | None) -> Iterator[str]:
+    """The idle guarantee per project (none when the report is filtered by cluster: only the header)."""
+    writer, money = line_writer(), currency().lower()
+    yield writer.writerow(["project", "organization", "guaranteed_device_hours", "idle_device_hours",
+                           f"idle_cost_{money}"])
+    for row in idle.rows if idle is not None else ():
+        yield writer.writerow([row.labels.get("project", ""), row.labels.get("organization", ""),
+                               f"{row.guaranteed_device_hours:.4f}", f"{row.idle_device_hours:.4f}",
+                               f"{row.idle_cost:.4f}"])
+
+
 class CostReportCsvView(APIView):
-    """The same report as CSV, streamed: a year of daily rows per job is written as it is read."""
+    """The same report as CSV, streamed: a year of daily rows per job is written as it is read. With
+    `section=idle`, its idle guarantee per project instead."""
 
     @extend_schema(parameters=[ReportParamsSerializer], responses={(200, "text/csv"): str})
     def get(self, request: Request) -> StreamingHttpResponse:
-        query = report_query(request)
+        params = report_params(request)
+        query = params["query"]
         moment = as_of(query, timezone.now())
-        rows = report_rows(selectors.report_projects(request.user), query, moment)
-        response = StreamingHttpResponse(csv_lines(rows, query), content_type="text/csv")
-        name = f"costs-{query.window.start}-{query.window.end - timedelta(days=1)}-as-of-{moment:%Y%m%dT%H%M%SZ}.csv"
+        projects = selectors.report_projects(request.user)
+        if params["section"] == "idle":
+            lines = idle_csv_lines(idle_guarantee(projects, query, moment))
+        else:
+            lines = csv_lines(report_rows(projects, query, moment), query)
+        response = StreamingHttpResponse(lines, content_type="text/csv")
+        section = "-idle" if params["section"] == "idle" else ""
+        name = (f"costs{section}-{query.window.start}-{query.window.end - timedelta(days=1)}"
+                f"-as-of-{moment:%Y%m%dT%H%M%SZ}.csv")
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         response[AS_OF_HEADER] = moment.isoformat()
         return response

@@ -11,10 +11,11 @@ class CostsConfig(AppConfig):
         from django.utils import timezone
 
         from core.embedded import EMBEDDED_LOOPS, Loop
+        from costs.analysis import idle as analysis_idle
         from costs.budgets import alerts, hard_stop
         from costs.budgets.panels import budget_panel
         from costs.metering import rollup, segments
-        from costs.reports import usage
+        from costs.reports import idle, usage
         from costs.reports.views import project_cost_panel
         from jobs import lifecycle, ports
         from tenancy.panels import Panel, project_page
@@ -25,6 +26,8 @@ class CostsConfig(AppConfig):
         cost_source.connect(CostSource(lambda until: usage.job_costs(until, timezone.now()),
                                        lambda: settings.TIDAL["CURRENCY"]))
         project_page.connect(Panel("costs/_project_panel.html", project_cost_panel, order=30))
+        # The main report's idle guarantee is the efficiency analysis's (reports sit below analysis).
+        idle.idle_sources.connect(analysis_idle.idle_guarantee)
         # The scheduler stops admitting non-preemptible jobs of projects whose hard budget is spent.
         ports.budget_sources.connect(hard_stop.spent_hard_budgets)
         project_page.connect(Panel("costs/_budget_panel.html", budget_panel, order=31))

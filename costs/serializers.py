@@ -55,6 +55,8 @@ class ReportParamsSerializer(serializers.Serializer):
     organization = serializers.CharField(required=False, help_text="Only this organization (name).")
     flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
     cluster = serializers.CharField(required=False, help_text="Only this cluster (name).")
+    section = serializers.ChoiceField(choices=("usage", "idle"), required=False, default="usage", help_text=(
+        "CSV only: the report's rows (usage, default) or its idle guarantee per project (idle)."))
     as_of = serializers.DateTimeField(required=False, help_text=(
         "The moment the report is as of (default: now): running jobs count up to it. A page's CSV link passes the "
         "page's moment, so both give the same figures."))
@@ -134,7 +136,8 @@ class ReportParamsSerializer(serializers.Serializer):
         window = self._window(attrs)
         self._check_hourly(window, attrs.get("step"))
         return {"query": ReportQuery(window, tuple(attrs.get("group_by", ["project"])),
-                                     attrs.get("step"), self._filters(attrs), attrs.get("as_of"))}
+                                     attrs.get("step"), self._filters(attrs), attrs.get("as_of")),
+                "section": attrs.get("section", "usage")}
 
 
 def currency() -> str:
@@ -190,6 +193,19 @@ class ReportRowSerializer(serializers.Serializer):
     memory_cost = serializers.FloatField(help_text="The part of cost memory cost.")
 
 
+class IdleRowSerializer(serializers.Serializer):
+    project = serializers.CharField()
+    organization = serializers.CharField()
+    guaranteed_device_hours = serializers.FloatField()
+    idle_device_hours = serializers.FloatField(help_text="Guaranteed but not used within the guarantee.")
+    idle_cost = serializers.FloatField(help_text="The idle device-hours at the flavor's list price.")
+
+
+class IdleGuaranteeSerializer(serializers.Serializer):
+    rows = IdleRowSerializer(many=True)
+    total = IdleRowSerializer()
+
+
 class ReportSerializer(serializers.Serializer):
     currency = serializers.CharField()
     start = serializers.DateField()
@@ -199,6 +215,9 @@ class ReportSerializer(serializers.Serializer):
     step = serializers.CharField(allow_null=True)
     rows = ReportRowSerializer(many=True)
     total = ReportRowSerializer()
+    idle_guarantee = IdleGuaranteeSerializer(allow_null=True, help_text=(
+        "Per project, guaranteed device-hours not used and their cost (docs/costs.md); null when filtered by "
+        "cluster (guarantees are not per cluster)."))
 
 
 class BudgetListSerializer(serializers.ListSerializer):

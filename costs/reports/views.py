@@ -27,6 +27,7 @@ from costs import selectors
 from costs.metering.pricing import DAY
 from costs.metering.rollup import EPOCH_DAY
 from costs.reports import staff
+from costs.reports.idle import idle_guarantee
 from costs.reports.usage import (
     GROUPS,
     LABEL_PREFIX,
@@ -177,13 +178,16 @@ def cost_report(request: HttpRequest) -> HttpResponse:
         return render(request, "costs/report.html", {**context, "errors": errors}, status=400)
     projects = selectors.report_projects(request.user)
     report = usage_report(projects, query, now)
+    moment = datetime.fromtimestamp(query.moment(now), UTC)
     rows, row_count = table_rows(report)
     return render(request, "costs/report.html", {
         **context, "report": report, "total": report.total, "rows": rows, "row_count": row_count,
         "last_day": query.window.end - timedelta(days=1), "chart": stacked_series(report),
-        "as_of": datetime.fromtimestamp(query.moment(now), UTC),
+        "as_of": moment,
         "never_metered": not report.rows and not selectors.usage_metered(projects),
         "csv_url": f"{reverse('cost-report-csv')}?{urlencode(params)}",
+        "idle": idle_guarantee(projects, query, moment),
+        "idle_csv_url": f"{reverse('cost-report-csv')}?{urlencode({**params, 'section': 'idle'})}",
     })
 
 
