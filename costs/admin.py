@@ -11,7 +11,17 @@ from django.contrib import admin
 from core.admin import WritesThroughServices
 from core.errors import DomainError
 from costs import services
-from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
+from costs.models import (
+    Budget,
+    BudgetAlert,
+    ClassDiscount,
+    CpuPrice,
+    DevicePrice,
+    MemoryPrice,
+    OrganizationBudget,
+    ScopedBudgetAlert,
+    UserBudget,
+)
 
 
 class PriceForm(forms.ModelForm):
@@ -74,6 +84,43 @@ class BudgetAdmin(WritesThroughServices, admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         services.budget_delete(actor=request.user, budget=obj)
+
+
+class ScopedBudgetAdmin(WritesThroughServices, admin.ModelAdmin):
+    """Staff set organizations' and users' budgets; the service audits and wakes the scheduler."""
+
+    list_filter = ["hard"]
+
+    def save_model(self, request, obj, form, change):
+        services.scoped_budget_save(actor=request.user, budget=obj)
+
+    def delete_model(self, request, obj):
+        services.scoped_budget_delete(actor=request.user, budget=obj)
+
+
+@admin.register(OrganizationBudget)
+class OrganizationBudgetAdmin(ScopedBudgetAdmin):
+    list_display = ["organization", "amount", "hard", "thresholds"]
+
+
+@admin.register(UserBudget)
+class UserBudgetAdmin(ScopedBudgetAdmin):
+    list_display = ["user", "amount", "hard", "thresholds"]
+    autocomplete_fields = ["user"]
+
+
+@admin.register(ScopedBudgetAlert)
+class ScopedBudgetAlertAdmin(admin.ModelAdmin):
+    """The record of organizations' and users' thresholds crossed: written only by the budget check."""
+
+    list_display = ["organization", "user", "month", "threshold", "amount", "cost", "created_at"]
+    list_filter = ["month"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(BudgetAlert)

@@ -26,8 +26,10 @@ from costs.serializers import (
     CpuPriceSerializer,
     DevicePriceSerializer,
     MemoryPriceSerializer,
+    OrganizationBudgetSerializer,
     ReportParamsSerializer,
     ReportSerializer,
+    UserBudgetSerializer,
     currency,
 )
 from quotas.api import CatalogViewSet
@@ -209,3 +211,28 @@ class BudgetViewSet(ProjectSettingViewSet):
 
     def remove(self, obj: Budget) -> None:
         services.budget_delete(actor=self.request.user, budget=obj)
+
+
+class ScopedBudgetViewSet(CatalogViewSet):
+    """An organization's or a user's monthly budget: those who may see it read it with this month's figures (an
+    organization's: the members of its projects; a user's: the user), platform staff write it."""
+
+    lookup_field = "pk"
+
+    @staticmethod
+    def save_with(*, actor, obj, values):
+        return services.scoped_budget_save(actor=actor, budget=obj, values=values)
+
+    @staticmethod
+    def delete_with(*, actor, obj):
+        services.scoped_budget_delete(actor=actor, budget=obj)
+
+
+class OrganizationBudgetViewSet(ScopedBudgetViewSet):
+    selector = staticmethod(selectors.organization_budgets_for_user)
+    serializer_class = OrganizationBudgetSerializer
+
+
+class UserBudgetViewSet(ScopedBudgetViewSet):
+    selector = staticmethod(selectors.user_budgets_for_user)
+    serializer_class = UserBudgetSerializer

@@ -12,7 +12,7 @@ class CostsConfig(AppConfig):
 
         from core.embedded import EMBEDDED_LOOPS, Loop
         from costs.analysis import idle as analysis_idle
-        from costs.budgets import alerts, hard_stop
+        from costs.budgets import alerts, hard_stop, scoped
         from costs.budgets.panels import budget_panel
         from costs.metering import rollup, segments
         from costs.reports import idle, usage
@@ -30,6 +30,10 @@ class CostsConfig(AppConfig):
         idle.idle_sources.connect(analysis_idle.idle_guarantee)
         # The scheduler stops admitting non-preemptible jobs of projects whose hard budget is spent.
         ports.budget_sources.connect(hard_stop.spent_hard_budgets)
+        # ... and of every project of an organization whose hard budget is spent; a user's spent hard budget stops
+        # only that user's non-preemptible jobs.
+        ports.budget_sources.connect(scoped.spent_hard_organization_budgets)
+        ports.user_budget_sources.connect(scoped.spent_hard_user_budgets)
         project_page.connect(Panel("costs/_budget_panel.html", budget_panel, order=31))
         # Embedded mode (no Celery beat): closed segments are rolled into priced days and budgets checked for
         # thresholds crossed, as beat does it.

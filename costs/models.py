@@ -196,6 +196,76 @@ class Budget(models.Model):
         return f"budget of {self.project}: {self.amount}/month{' (hard)' if self.hard else ''}"
 
 
+class OrganizationBudget(models.Model):
+    """What an organization's projects together may spend per calendar month (UTC), beside each project's own
+    budget. Alerts as a project's do (`ScopedBudgetAlert`); a hard one, once spent, stops the scheduler admitting
+    the non-preemptible jobs of every project of the organization. Platform staff write it; every member of one of
+    its projects reads it."""
+
+    organization = models.OneToOneField("tenancy.Organization", on_delete=models.CASCADE, related_name="budget")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, validators=[MinValueValidator(0)],
+                                 help_text="Per calendar month (UTC), in the platform's currency.")
+    thresholds = models.JSONField(default=default_thresholds, blank=True, validators=[validate_thresholds],
+                                  help_text="Percents of the amount that alert once a month, ascending.")
+    hard = models.BooleanField(default=False, help_text="Once spent, only preemptible jobs are admitted.")
+
+    class Meta:
+        ordering = ["organization__name"]
+
+    def __str__(self) -> str:
+        return f"budget of {self.organization}: {self.amount}/month{' (hard)' if self.hard else ''}"
+
+
+class UserBudget(models.Model):
+    """What one user's jobs may spend per calendar month (UTC), in every project together. A hard one, once spent,
+    stops the scheduler admitting that user's non-preemptible jobs only. Platform staff write it; the user reads
+    their own."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cost_budget")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, validators=[MinValueValidator(0)],
+                                 help_text="Per calendar month (UTC), in the platform's currency.")
+    thresholds = models.JSONField(default=default_thresholds, blank=True, validators=[validate_thresholds],
+                                  help_text="Percents of the amount that alert once a month, ascending.")
+    hard = models.BooleanField(default=False, help_text="Once spent, only the user's preemptible jobs are admitted.")
+
+    class Meta:
+        ordering = ["user__username"]
+
+    def __str__(self) -> str:
+        return f"budget of {self.user}: {self.amount}/month{' (hard)' if self.hard else ''}"
+
+
+class ScopedBudgetAlert(models.Model):
+    """A threshold of an organization's or a user's budget crossed in a month; the unique constraints make the
+    insert the arbiter, as `BudgetAlert` does for projects."""
+
+    organization = models.ForeignKey("tenancy.Organization", null=True, blank=True, on_delete=models.CASCADE,
+                                     related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+    month = models.DateField(help_text="First day of the month.")
+    threshold = models.PositiveIntegerField(help_text="Percent of the amount.")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, help_text="The budget then.")
+    cost = models.FloatField(help_text="What had been spent in the month then.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-month", "threshold"]
+        constraints = [
+            models.CheckConstraint(condition=Q(organization__isnull=True) ^ Q(user__isnull=True),
+                                   name="scoped_budget_alert_of_one_scope"),
+            models.UniqueConstraint(fields=["organization", "month", "threshold"],
+                                    condition=Q(organization__isnull=False),
+                                    name="one_organization_budget_alert_per_threshold_and_month"),
+            models.UniqueConstraint(fields=["user", "month", "threshold"], condition=Q(user__isnull=False),
+                                    name="one_user_budget_alert_per_threshold_and_month"),
+        ]
+
+    def __str__(self) -> str:
+        who = f"organization {self.organization_id}" if self.organization_id else f"user {self.user_id}"
+        return f"{who}: {self.threshold}% of {self.month:%Y-%m}"
+
+
 class BudgetAlert(models.Model):
     """A threshold crossed in a month. The unique constraint makes the insert the arbiter: checks running at once
     (beat, an embedded loop, a second worker) alert and notify exactly once."""

@@ -16,8 +16,9 @@ from core import k8snames
 from core.serializers import StrictModelSerializer
 from costs.budgets.status import BudgetStatus
 from costs.budgets.status import statuses as budget_statuses
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, OrganizationBudget, UserBudget
 from costs.reports.usage import GROUPS, LABEL_PREFIX, STEPS, ReportQuery, Window, label_key
+from costs.selectors import budget_organizations, budget_users
 from quotas.selectors import flavors, priority_classes
 from tenancy.selectors import organizations_for_user, projects_for_user
 from tenancy.serializers import ScopedProjectField
@@ -234,11 +235,9 @@ class BudgetListSerializer(serializers.ListSerializer):
         return self.context.setdefault("now", timezone.now())
 
 
-class BudgetSerializer(StrictModelSerializer):
-    """A project's monthly budget; what it spent this month, the percent and the forecast are computed from the
-    cost reports (docs/costs.md#budgets)."""
+class BudgetStatusFields(StrictModelSerializer):
+    """What every budget shows beside its own fields: this month's spend, percent and forecast, from the reports."""
 
-    project = ScopedProjectField()
     currency = serializers.SerializerMethodField()
     month = serializers.SerializerMethodField(help_text="The month the computed fields cover, YYYY-MM (UTC).")
     spent_this_month = serializers.SerializerMethodField()
@@ -246,12 +245,6 @@ class BudgetSerializer(StrictModelSerializer):
     forecast = serializers.SerializerMethodField(help_text="Expected cost of the month at its end.")
     forecast_basis = serializers.SerializerMethodField(help_text="Which estimate of the rest of the month it used.")
     exhausted = serializers.SerializerMethodField(help_text="Spent at least the amount this month.")
-
-    class Meta:
-        model = Budget
-        fields = ["id", "project", "amount", "thresholds", "hard", "currency", "month", "spent_this_month",
-                  "percent", "forecast", "forecast_basis", "exhausted"]
-        list_serializer_class = BudgetListSerializer
 
     def status(self, budget: Budget) -> BudgetStatus:
         found = self.context.setdefault("statuses", {})
@@ -283,3 +276,42 @@ class BudgetSerializer(StrictModelSerializer):
 
     def get_exhausted(self, budget: Budget) -> bool:
         return self.status(budget).exhausted
+
+
+COMPUTED = ["currency", "month", "spent_this_month", "percent", "forecast", "forecast_basis", "exhausted"]
+
+
+class BudgetSerializer(BudgetStatusFields):
+    """A project's monthly budget; what it spent this month, the percent and the forecast are computed from the
+    cost reports (docs/costs.md#budgets)."""
+
+    project = ScopedProjectField()
+
+    class Meta:
+        model = Budget
+        fields = ["id", "project", "amount", "thresholds", "hard", *COMPUTED]
+        list_serializer_class = BudgetListSerializer
+
+
+class OrganizationBudgetSerializer(BudgetStatusFields):
+    """An organization's monthly budget (all its projects together); staff write it."""
+
+    organization = serializers.SlugRelatedField(slug_field="slug", queryset=budget_organizations())
+
+    class Meta:
+        model = OrganizationBudget
+        fields = ["id", "organization", "amount", "thresholds", "hard", *COMPUTED]
+        list_serializer_class = BudgetListSerializer
+        validators: list = []  # one budget per organization: the service's rule, named on organization
+
+
+class UserBudgetSerializer(BudgetStatusFields):
+    """A user's monthly budget (their jobs in every project together); staff write it."""
+
+    user = serializers.SlugRelatedField(slug_field="username", queryset=budget_users())
+
+    class Meta:
+        model = UserBudget
+        fields = ["id", "user", "amount", "thresholds", "hard", *COMPUTED]
+        list_serializer_class = BudgetListSerializer
+        validators: list = []
