@@ -20,6 +20,8 @@ from costs.models import (
     MemoryPrice,
     OrganizationBudget,
     ScopedBudgetAlert,
+    SpendAnomalyAlert,
+    SpendAnomalyRule,
     UserBudget,
 )
 
@@ -129,6 +131,32 @@ class BudgetAlertAdmin(admin.ModelAdmin):
 
     list_display = ["project", "month", "threshold", "amount", "cost", "created_at"]
     list_filter = ["month"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SpendAnomalyRule)
+class SpendAnomalyRuleAdmin(WritesThroughServices, admin.ModelAdmin):
+    list_display = ["project", "multiple", "trailing_days", "enabled"]
+    autocomplete_fields = ["project"]
+
+    def save_model(self, request, obj, form, change):
+        services.anomaly_rule_save(actor=request.user, rule=obj)
+
+    def delete_model(self, request, obj):
+        services.anomaly_rule_delete(actor=request.user, rule=obj)
+
+
+@admin.register(SpendAnomalyAlert)
+class SpendAnomalyAlertAdmin(admin.ModelAdmin):
+    """The record of anomalous days: written only by the check."""
+
+    list_display = ["project", "day", "spent", "median", "multiple", "created_at"]
+    list_filter = ["day"]
 
     def has_add_permission(self, request):
         return False

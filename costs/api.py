@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from core.csvstream import line_writer
 from costs import selectors, services
-from costs.models import Budget
+from costs.models import Budget, SpendAnomalyRule
 from costs.reports.idle import IdleGuarantee, IdleRow, idle_guarantee
 from costs.reports.usage import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
@@ -29,6 +29,7 @@ from costs.serializers import (
     OrganizationBudgetSerializer,
     ReportParamsSerializer,
     ReportSerializer,
+    SpendAnomalyRuleSerializer,
     UserBudgetSerializer,
     currency,
 )
@@ -236,3 +237,30 @@ class OrganizationBudgetViewSet(ScopedBudgetViewSet):
 class UserBudgetViewSet(ScopedBudgetViewSet):
     selector = staticmethod(selectors.user_budgets_for_user)
     serializer_class = UserBudgetSerializer
+
+
+class SpendAnomalyRuleFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = SpendAnomalyRule
+        fields = ["project"]
+
+
+class SpendAnomalyRuleViewSet(ProjectSettingViewSet):
+    """A project's own terms for spend anomaly alerts (the multiple of the trailing median, the trailing days, on or
+    off): every role of the project reads them, its admins and owners (and staff) write them."""
+
+    selector = staticmethod(selectors.anomaly_rules_for_user)
+    serializer_class = SpendAnomalyRuleSerializer
+    filterset_class = SpendAnomalyRuleFilter
+    noun = "A spend anomaly rule"
+
+    def new(self, project: Project) -> SpendAnomalyRule:
+        return SpendAnomalyRule(project=project)
+
+    def save(self, obj: SpendAnomalyRule, values: dict) -> SpendAnomalyRule:
+        return services.anomaly_rule_save(actor=self.request.user, rule=obj, values=values)
+
+    def remove(self, obj: SpendAnomalyRule) -> None:
+        services.anomaly_rule_delete(actor=self.request.user, rule=obj)

@@ -12,7 +12,7 @@ class CostsConfig(AppConfig):
 
         from core.embedded import EMBEDDED_LOOPS, Loop
         from costs.analysis import idle as analysis_idle
-        from costs.budgets import alerts, hard_stop, scoped
+        from costs.budgets import alerts, anomalies, hard_stop, scoped
         from costs.budgets.panels import budget_panel
         from costs.metering import rollup, segments
         from costs.reports import idle, usage
@@ -39,3 +39,4 @@ class CostsConfig(AppConfig):
         # thresholds crossed, as beat does it.
         EMBEDDED_LOOPS.connect(Loop("costs-roll-segments", rollup.roll_segments, 60.0))
         EMBEDDED_LOOPS.connect(Loop("costs-check-budgets", alerts.check_budgets, 60.0))
+        EMBEDDED_LOOPS.connect(Loop("costs-check-spend-anomalies", anomalies.check_spend_anomalies, 300.0))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -285,3 +287,45 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project_id}: {self.threshold}% of {self.month:%Y-%m}"
+
+
+class SpendAnomalyRule(models.Model):
+    """A project's own terms for spend anomaly alerts (`costs.budgets.anomalies`): a day's spend over `multiple` x
+    the median of the `trailing_days` days before it alerts. A project without one alerts on the platform's
+    defaults (`TIDAL_COST_ANOMALY_MULTIPLE`, `TIDAL_COST_ANOMALY_TRAILING_DAYS`); `enabled` off silences it."""
+
+    project = models.OneToOneField("tenancy.Project", on_delete=models.CASCADE, related_name="spend_anomaly_rule")
+    multiple = models.DecimalField(max_digits=6, decimal_places=2,
+                                   validators=[MinValueValidator(Decimal("1.01")), MaxValueValidator(1000)],
+                                   help_text="A day over this multiple of the trailing median alerts (above 1).")
+    trailing_days = models.PositiveSmallIntegerField(default=14, validators=[MinValueValidator(3),
+                                                                             MaxValueValidator(90)],
+                                                     help_text="Days before it whose median is the baseline.")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["project__slug"]
+
+    def __str__(self) -> str:
+        return f"{self.project}: x{self.multiple} of {self.trailing_days} days' median"
+
+
+class SpendAnomalyAlert(models.Model):
+    """A day whose spend went over the multiple of its trailing median: alerted once per project and day (the
+    unique constraint is the arbiter between checks running at once)."""
+
+    project = models.ForeignKey("tenancy.Project", on_delete=models.CASCADE, related_name="spend_anomalies",
+                                db_index=False)
+    day = models.DateField()
+    spent = models.DecimalField(max_digits=16, decimal_places=4, help_text="The day's spend when it alerted.")
+    median = models.DecimalField(max_digits=16, decimal_places=4, help_text="The median of the trailing days.")
+    multiple = models.DecimalField(max_digits=6, decimal_places=2)
+    trailing_days = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-day", "project_id"]
+        constraints = [models.UniqueConstraint(fields=["project", "day"], name="one_spend_anomaly_per_project_day")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}: {self.spent} on {self.day} (median {self.median})"

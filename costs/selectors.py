@@ -15,6 +15,7 @@ from costs.models import (
     DevicePrice,
     MemoryPrice,
     OrganizationBudget,
+    SpendAnomalyRule,
     UsageSegment,
     UserBudget,
 )
@@ -87,3 +88,7 @@ def budget_users() -> QuerySet:
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.all()
+
+
+def anomaly_rules_for_user(user: User) -> QuerySet[SpendAnomalyRule]:
+    return SpendAnomalyRule.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")

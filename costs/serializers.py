@@ -16,7 +16,16 @@ from core import k8snames
 from core.serializers import StrictModelSerializer
 from costs.budgets.status import BudgetStatus
 from costs.budgets.status import statuses as budget_statuses
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, OrganizationBudget, UserBudget
+from costs.models import (
+    Budget,
+    ClassDiscount,
+    CpuPrice,
+    DevicePrice,
+    MemoryPrice,
+    OrganizationBudget,
+    SpendAnomalyRule,
+    UserBudget,
+)
 from costs.reports.usage import GROUPS, LABEL_PREFIX, STEPS, ReportQuery, Window, label_key
 from costs.selectors import budget_organizations, budget_users
 from quotas.selectors import flavors, priority_classes
@@ -315,3 +324,13 @@ class UserBudgetSerializer(BudgetStatusFields):
         fields = ["id", "user", "amount", "thresholds", "hard", *COMPUTED]
         list_serializer_class = BudgetListSerializer
         validators: list = []
+
+
+class SpendAnomalyRuleSerializer(StrictModelSerializer):
+    """A project's terms for spend anomaly alerts (docs/costs.md#spend-anomalies)."""
+
+    project = ScopedProjectField()
+
+    class Meta:
+        model = SpendAnomalyRule
+        fields = ["id", "project", "multiple", "trailing_days", "enabled"]

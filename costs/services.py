@@ -24,6 +24,7 @@ from costs.models import (
     EffectiveDated,
     MemoryPrice,
     OrganizationBudget,
+    SpendAnomalyRule,
     UserBudget,
 )
 from tenancy.audit import delete_audited, save_audited
@@ -144,3 +145,29 @@ def scoped_budget_save(*, actor: Any, budget: OrganizationBudget | UserBudget,
 def scoped_budget_delete(*, actor: Any, budget: OrganizationBudget | UserBudget) -> None:
     delete_audited(actor=actor, obj=budget, fields=SCOPED_BUDGET_FIELDS[type(budget)])
     transaction.on_commit(wakeup.wake_scheduler)
+
+
+# ------------------------------------------------------------------------------------------ spend anomaly rules
+
+ANOMALY_RULE_FIELDS = ("project", "multiple", "trailing_days", "enabled")
+
+
+@transaction.atomic
+def anomaly_rule_save(*, actor: Any, rule: SpendAnomalyRule, values: dict[str, Any] | None = None
+                      ) -> SpendAnomalyRule:
+    """Create or change a project's spend anomaly terms (its admins and owners, or staff: the API checks the role);
+    `multiple` above 1 and at most 1000, `trailing_days` 3 to 90, one rule per project: 400s naming the field."""
+    for name, value in (values or {}).items():
+        setattr(rule, name, value)
+    try:
+        with transaction.atomic():
+            save_audited(actor=actor, obj=rule, fields=ANOMALY_RULE_FIELDS, project=rule.project)
+    except IntegrityError:
+        raise DomainError(f"Project {rule.project.slug} already has spend anomaly terms; change them instead.",
+                          field="project") from None
+    return rule
+
+
+@transaction.atomic
+def anomaly_rule_delete(*, actor: Any, rule: SpendAnomalyRule) -> None:
+    delete_audited(actor=actor, obj=rule, fields=ANOMALY_RULE_FIELDS, project=rule.project)

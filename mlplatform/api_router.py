@@ -36,3 +36,4 @@ router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="cl
 router.register("budgets", costs_api.BudgetViewSet, basename="budget")
 router.register("organization-budgets", costs_api.OrganizationBudgetViewSet, basename="organizationbudget")
 router.register("user-budgets", costs_api.UserBudgetViewSet, basename="userbudget")
+router.register("spend-anomaly-rules", costs_api.SpendAnomalyRuleViewSet, basename="spendanomalyrule")

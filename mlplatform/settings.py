@@ -314,6 +314,9 @@ TIDAL = {
     "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
     "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
     "COST_MAX_HOURLY_DAYS": env_int("TIDAL_COST_MAX_HOURLY_DAYS", 7, minimum=1),
+    # A project's day of spend over this multiple of the median of the days before it alerts (docs/costs.md).
+    "COST_ANOMALY_MULTIPLE": env_float("TIDAL_COST_ANOMALY_MULTIPLE", 3.0, minimum=1.01),
+    "COST_ANOMALY_TRAILING_DAYS": env_int("TIDAL_COST_ANOMALY_TRAILING_DAYS", 14, minimum=3),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(
@@ -333,6 +336,8 @@ CELERY_BEAT_SCHEDULE.update({
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
     # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).
     "costs-check-budgets": {"task": "costs.tasks.check_budgets", "schedule": 60.0},
+    # A day's spend over a multiple of its trailing median: alerted once per project and day (docs/costs.md).
+    "costs-check-spend-anomalies": {"task": "costs.tasks.check_spend_anomalies", "schedule": 300.0},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

@@ -14,6 +14,9 @@ NAMES = {
     "costs.tasks.roll_segments", "replays.tasks.replay_task", "tracking.notifications.deliver_webhook_task",
     "tracking.notifications.mail_alert_task", "tracking.notifications.notify_alert_task",
     "tracking.tasks.check_hung_runs", "tracking.tasks.prune_raw_points",
+    # issue 31
+    "costs.tasks.check_spend_anomalies", "costs.budgets.anomalies.notify_anomaly_task",
+    "costs.budgets.scoped.notify_scoped_budget_task",
 }
 
 
