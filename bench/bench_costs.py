@@ -120,9 +120,11 @@ def build_catalog(now: datetime) -> World:
                for name in FLAVORS]
     clusters = [Cluster.objects.create(name=name) for name in CLUSTERS]
     classes = dict(PriorityClass.objects.values_list("name", "pk"))
-    # A guarantee per project of its main flavor (the report's idle guarantee reads them).
+    # A guarantee per project of its main flavor (the report's idle guarantee reads them), counted from a year ago
+    # (a guarantee counts from its project's creation when no audit entry says when its quota was made).
     Quota.objects.bulk_create(Quota(project_id=project, flavor=flavors[project % len(flavors)], guaranteed=8)
                               for _, project, _, _ in projects)
+    Project.objects.update(created_at=datetime.combine(first, datetime.min.time(), UTC))
 
     def save(price) -> None:
         services.price_save(actor=None, price=price, backdate=True)

@@ -11,7 +11,7 @@ its own price.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 DAY = 86_400
@@ -52,14 +52,13 @@ class PriceBook:
     discount: Mapping[int, Timeline] = field(default_factory=dict)
     memory: Mapping[tuple[int, int | None], Timeline] = field(default_factory=dict)
 
-    def _timelines(self, usage: Usage, *, compute: bool = True, memory: bool = True) -> list[Timeline]:
-        prices: list[Timeline] = []
-        if compute and usage.devices:
-            prices += [self.device.get((usage.flavor_id, None), ()),
-                       self.device.get((usage.flavor_id, usage.cluster_id), ())]
-        elif compute:
-            prices.append(self.cpu)
-        if memory and usage.memory_mib:
+    def _timelines(self, usage: Usage) -> list[Timeline]:
+        if usage.devices:
+            prices = [self.device.get((usage.flavor_id, None), ()),
+                      self.device.get((usage.flavor_id, usage.cluster_id), ())]
+        else:
+            prices = [self.cpu]
+        if usage.memory_mib:
             prices += [self.memory.get((usage.flavor_id, None), ()),
                        self.memory.get((usage.flavor_id, usage.cluster_id), ())]
         return [*prices, self.discount.get(usage.priority_class_id, ())]
@@ -73,42 +72,48 @@ class PriceBook:
             price = value_at(table.get((usage.flavor_id, None), ()), at) or 0.0
         return price
 
-    def _factor(self, usage: Usage, at: float) -> float:
-        factor = value_at(self.discount.get(usage.priority_class_id, ()), at)
-        return 1.0 if factor is None else factor
-
-    def memory_hourly(self, usage: Usage, at: float) -> float:
-        """What `usage`'s memory request costs per hour at `at` (GiB = 1024 MiB)."""
-        if not usage.memory_mib:
-            return 0.0
-        return usage.memory_mib / 1024 * self._flavor_price(self.memory, usage, at) * self._factor(usage, at)
-
-    def hourly(self, usage: Usage, at: float) -> float:
-        """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory."""
+    def _hourly_parts(self, usage: Usage, at: float) -> tuple[float, float]:
+        """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory (GiB = 1024
+        MiB), each at the class's factor."""
         if usage.devices:
             amount = usage.devices * self._flavor_price(self.device, usage, at)
         else:
             amount = usage.cpu_millis / 1000 * (value_at(self.cpu, at) or 0.0)
-        return amount * self._factor(usage, at) + self.memory_hourly(usage, at)
+        memory = usage.memory_mib / 1024 * self._flavor_price(self.memory, usage, at) if usage.memory_mib else 0.0
+        factor = value_at(self.discount.get(usage.priority_class_id, ()), at)
+        factor = 1.0 if factor is None else factor
+        return amount * factor, memory * factor
 
-    @staticmethod
-    def _integrate(rate: Callable[[float], float], lines: list[Timeline], start: float, end: float) -> float:
+    def hourly(self, usage: Usage, at: float) -> float:
+        """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory."""
+        compute, memory = self._hourly_parts(usage, at)
+        return compute + memory
+
+    def memory_hourly(self, usage: Usage, at: float) -> float:
+        """The part of `hourly` its memory request costs."""
+        return self._hourly_parts(usage, at)[1] if usage.memory_mib else 0.0
+
+    def costs(self, usage: Usage, start: float, end: float) -> tuple[float, float]:
+        """What `usage` cost from `start` to `end` (epoch seconds, fractions too: the GPU analysis cuts at points'
+        milliseconds), each piece at the prices then in force: (everything, the part its memory cost), in one pass
+        (the rollup and the reports need both)."""
         if end <= start:
-            return 0.0
-        cuts = sorted({start, end, *(at for line in lines for at in _changes(line, start, end))})
-        return sum(rate(a) * (b - a) for a, b in zip(cuts, cuts[1:], strict=False)) / HOUR
+            return 0.0, 0.0
+        cuts = sorted({start, end, *(at for line in self._timelines(usage) for at in _changes(line, start, end))})
+        total = memory = 0.0
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            compute_part, memory_part = self._hourly_parts(usage, a)
+            total += (compute_part + memory_part) * (b - a)
+            memory += memory_part * (b - a)
+        return total / HOUR, memory / HOUR
 
     def cost(self, usage: Usage, start: float, end: float) -> float:
-        """What `usage` cost from `start` to `end` (epoch seconds, fractions too: the GPU analysis cuts at points'
-        milliseconds), each piece at the prices then in force; memory included."""
-        return PriceBook._integrate(lambda at: self.hourly(usage, at), self._timelines(usage), start, end)
+        """What `usage` cost from `start` to `end`, memory included (see `costs`)."""
+        return self.costs(usage, start, end)[0]
 
     def memory_cost(self, usage: Usage, start: float, end: float) -> float:
         """The part of `cost` that `usage`'s memory request cost."""
-        if not usage.memory_mib:
-            return 0.0
-        return PriceBook._integrate(lambda at: self.memory_hourly(usage, at), self._timelines(usage, compute=False),
-                               start, end)
+        return self.costs(usage, start, end)[1] if usage.memory_mib else 0.0
 
 
 def day_pieces(start: int, end: int) -> Iterator[tuple[int, int, int]]:

@@ -39,9 +39,9 @@ def day_rows(segment: Any, book: PriceBook) -> Iterator[tuple]:
     labels = json.dumps(segment.labels or {}, separators=(",", ":"))  # as text: COPY and SQLite parse it
     adapt = connection.ops.adapt_datefield_value
     for day, start, end in day_pieces(segment.start_ts, segment.end_ts):
+        cost, memory_cost = book.costs(usage, start, end)
         yield (segment.id, adapt(EPOCH_DAY + timedelta(days=day)), *copied, labels, segment.devices * (end - start),
-               round(segment.cpu_millis * (end - start) / 1000), segment.memory_mib * (end - start),
-               book.cost(usage, start, end), book.memory_cost(usage, start, end))
+               round(segment.cpu_millis * (end - start) / 1000), segment.memory_mib * (end - start), cost, memory_cost)
 
 
 def _write_days(rows: list[tuple]) -> None:

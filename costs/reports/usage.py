@@ -224,8 +224,9 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
             row.device_seconds += segment.devices * (b - a)
             row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
             row.memory_seconds += segment.memory_mib * (b - a)
-            row.cost += book.cost(usage, a, b)
-            row.memory_cost += book.memory_cost(usage, a, b)
+            cost, memory_cost = book.costs(usage, a, b)
+            row.cost += cost
+            row.memory_cost += memory_cost
     return found
 
 
@@ -278,8 +279,9 @@ def _hourly(projects: QuerySet, query: ReportQuery, moment: int) -> list[Row]:
             row.device_seconds += segment.devices * (b - a)
             row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
             row.memory_seconds += segment.memory_mib * (b - a)
-            row.cost += book.cost(usage, a, b)
-            row.memory_cost += book.memory_cost(usage, a, b)
+            cost, memory_cost = book.costs(usage, a, b)
+            row.cost += cost
+            row.memory_cost += memory_cost
     return sorted(found.values(), key=lambda r: (r.period, -r.cost))
 
 
