@@ -163,3 +163,16 @@ def test_the_page_shows_an_hourly_report(clients, labelled):
                                                            "step": "hour", "group_by": "project"})
     assert page.status_code == 200
     assert "2026-01-01 03:00" in page.content.decode()
+
+
+def test_an_hourly_report_shows_another_tenant_nothing_of_yours(clients, staff_client, labelled):
+    params = {"start": "2026-01-01", "end": "2026-01-01", "step": "hour", "group_by": "project"}
+    theirs = clients["outsider"].get("/api/v1/costs/", params).json()["rows"]
+    assert [(row["period"], row["group"]["project"], round(row["cost"], 6)) for row in theirs] == [
+        ("2026-01-01T05:00:00Z", "secret", 4.0)]
+    assert {row["group"]["project"] for row in clients["member"].get("/api/v1/costs/", params).json()["rows"]} == {
+        "vision"}
+    assert {row["group"]["project"] for row in staff_client.get("/api/v1/costs/", params).json()["rows"]} == {
+        "vision", "secret"}
+    named = clients["outsider"].get("/api/v1/costs/", {**params, "project": "vision"})
+    assert named.status_code == 400 and "project" in named.json()["error"]["fields"]
