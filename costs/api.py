@@ -27,6 +27,7 @@ from costs.serializers import (
     DevicePriceSerializer,
     MemoryPriceSerializer,
     OrganizationBudgetSerializer,
+    ReportCsvParamsSerializer,
     ReportParamsSerializer,
     ReportSerializer,
     SpendAnomalyRuleSerializer,
@@ -42,8 +43,8 @@ from tracking.api import ProjectSettingViewSet
 AS_OF_HEADER = "X-Tidal-As-Of"  # the CSV's moment, also in its file name
 
 
-def report_params(request: Request) -> dict:
-    params = ReportParamsSerializer(data=request.query_params, context={"request": request})
+def report_params(request: Request, serializer: type[ReportParamsSerializer] = ReportParamsSerializer) -> dict:
+    params = serializer(data=request.query_params, context={"request": request})
     params.is_valid(raise_exception=True)
     return params.validated_data
 
@@ -134,9 +135,9 @@ class CostReportCsvView(APIView):
     """The same report as CSV, streamed: a year of daily rows per job is written as it is read. With
     `section=idle`, its idle guarantee per project instead."""
 
-    @extend_schema(parameters=[ReportParamsSerializer], responses={(200, "text/csv"): str})
+    @extend_schema(parameters=[ReportCsvParamsSerializer], responses={(200, "text/csv"): str})
     def get(self, request: Request) -> StreamingHttpResponse:
-        params = report_params(request)
+        params = report_params(request, ReportCsvParamsSerializer)
         query = params["query"]
         moment = as_of(query, timezone.now())
         projects = selectors.report_projects(request.user)

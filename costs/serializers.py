@@ -65,8 +65,6 @@ class ReportParamsSerializer(serializers.Serializer):
     organization = serializers.CharField(required=False, help_text="Only this organization (name).")
     flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
     cluster = serializers.CharField(required=False, help_text="Only this cluster (name).")
-    section = serializers.ChoiceField(choices=("usage", "idle"), required=False, default="usage", help_text=(
-        "CSV only: the report's rows (usage, default) or its idle guarantee per project (idle)."))
     as_of = serializers.DateTimeField(required=False, help_text=(
         "The moment the report is as of (default: now): running jobs count up to it. A page's CSV link passes the "
         "page's moment, so both give the same figures."))
@@ -146,8 +144,17 @@ class ReportParamsSerializer(serializers.Serializer):
         window = self._window(attrs)
         self._check_hourly(window, attrs.get("step"))
         return {"query": ReportQuery(window, tuple(attrs.get("group_by", ["project"])),
-                                     attrs.get("step"), self._filters(attrs), attrs.get("as_of")),
-                "section": attrs.get("section", "usage")}
+                                     attrs.get("step"), self._filters(attrs), attrs.get("as_of"))}
+
+
+class ReportCsvParamsSerializer(ReportParamsSerializer):
+    """The report's parameters, and which part of it the CSV holds."""
+
+    section = serializers.ChoiceField(choices=("usage", "idle"), required=False, default="usage", help_text=(
+        "The report's rows (usage, default) or its idle guarantee per project (idle)."))
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {**super().validate(attrs), "section": attrs.get("section", "usage")}
 
 
 def currency() -> str:
