@@ -8,13 +8,15 @@ spread over the 12 months before today, whose sizes and durations are drawn (see
 trace (GPUs and run time, minutes to days) and whose CPU comes from the Alibaba 2023 pods (CPU per GPU; its GPU-less
 pods are the CPU-only jobs); 15% of the jobs have a second or third attempt (preempted, failed or lost first). Prices:
 a device-hour per flavor with a change in the middle of the year, one cluster's own price, a CPU core-hour, and
-class factors (preemptible pays 0.3). About 1,000 segments are left open, as the jobs running now.
+class factors (preemptible pays 0.3), and a memory GiB-hour per flavor. Nine jobs in ten carry a `team` label (12
+teams) and a `cost-center` (one per organization). About 1,000 segments are left open, as the jobs running now.
 
 Measured (warm; median of --repeat runs; wall and CPU milliseconds of this process and of its PostgreSQL backend):
 the rollup of every closed segment (`costs.metering.rollup.roll_segments`, segments/s), a month's report by project and
-flavor (< 100 ms), a month of one project per day (< 50 ms), the CSV of the year per job and day through the real
-streaming view (rows, time, peak memory: bounded), and the statements an admission and a finish cost with and
-without the segment listener (at most one more).
+flavor (< 100 ms), a month by a job label (`label:team`, and project with `label:cost-center`: < 100 ms), a day per
+hour, the report's idle guarantee, a month of one project per day (< 50 ms), the CSV of the year per job and day
+through the real streaming view (rows, time, peak memory: bounded), and the statements an admission and a finish
+cost with and without the segment listener (at most one more).
 
 Uses its own database, dropped and created again: BENCH_COSTS_DATABASE_URL, else DATABASE_URL when it is a
 PostgreSQL database whose name contains "bench", else postgres://postgres@127.0.0.1:5432/tidal_bench_costs.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import random
 import statistics
@@ -98,8 +101,8 @@ def build_catalog(now: datetime) -> World:
 
     from clusters.models import Cluster
     from costs import services
-    from costs.models import ClassDiscount, CpuPrice, DevicePrice
-    from quotas.models import PriorityClass, ResourceFlavor
+    from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
+    from quotas.models import PriorityClass, Quota, ResourceFlavor
     from tenancy.models import Organization, Project
 
     today = now.date()
@@ -117,6 +120,11 @@ def build_catalog(now: datetime) -> World:
                for name in FLAVORS]
     clusters = [Cluster.objects.create(name=name) for name in CLUSTERS]
     classes = dict(PriorityClass.objects.values_list("name", "pk"))
+    # A guarantee per project of its main flavor (the report's idle guarantee reads them), counted from a year ago
+    # (a guarantee counts from its project's creation when no audit entry says when its quota was made).
+    Quota.objects.bulk_create(Quota(project_id=project, flavor=flavors[project % len(flavors)], guaranteed=8)
+                              for _, project, _, _ in projects)
+    Project.objects.update(created_at=datetime.combine(first, datetime.min.time(), UTC))
 
     def save(price) -> None:
         services.price_save(actor=None, price=price, backdate=True)
@@ -130,6 +138,8 @@ def build_catalog(now: datetime) -> World:
             save(DevicePrice(flavor=flavor, per_device_hour=Decimal(after), effective_from=middle))
     save(DevicePrice(flavor=flavors[0], cluster=clusters[1], per_device_hour=Decimal("2.60"), effective_from=since))
     save(CpuPrice(per_core_hour=Decimal("0.04"), effective_from=since))
+    for flavor in flavors:
+        save(MemoryPrice(flavor=flavor, per_gib_hour=Decimal("0.005"), effective_from=since))
     save(ClassDiscount(priority_class_id=classes["preemptible"], factor=Decimal("0.3"), effective_from=since))
     save(ClassDiscount(priority_class_id=classes["low"], factor=Decimal("0.8"), effective_from=middle))
     rng = random.Random(11)
@@ -159,7 +169,8 @@ JOB_COLUMNS = ("id", "project_id", "submitter_id", "submitter_name", "name", "st
                "finished_at")
 SEGMENT_COLUMNS = ("attempt_number", "job_id", "organization_id", "project_id", "user_id", "cluster_id",
                    "flavor_id", "priority_class_id", "stage", "experiment", "devices", "cpu_millis", "borrowed",
-                   "start_ts", "end_ts", "outcome", "rolled")
+                   "start_ts", "end_ts", "outcome", "rolled", "memory_mib", "labels")
+TEAMS = 12
 FIRST_OUTCOMES = ("preempted", "preempted", "failed", "lost")
 LAST_OUTCOMES = ("succeeded",) * 8 + ("failed", "cancelled")
 
@@ -184,6 +195,9 @@ def generate(world: World, count: int, seed: int = 7) -> tuple[list[tuple], list
         devices = 0 if rng.random() < 0.05 else gpus
         cpu = rng.choice(cpu_only) if not devices else devices * rng.choice(per_gpu)
         attempts = rng.choices((1, 2, 3), (0.85, 0.10, 0.05))[0]
+        memory = max(1, devices) * rng.choice((16384, 32768, 65536))
+        labels = json.dumps({} if rng.random() < 0.1 else {"team": f"team-{rng.randrange(TEAMS)}",
+                                                            "cost-center": f"cc-{org}"})
         at = rng.randrange(start, stop)
         submitted, outcome = at - rng.randrange(0, 1800), ""
         for number in range(1, attempts + 1):
@@ -191,7 +205,7 @@ def generate(world: World, count: int, seed: int = 7) -> tuple[list[tuple], list
             last = number == attempts or end >= now
             outcome = "" if end >= now else rng.choice(LAST_OUTCOMES if last else FIRST_OUTCOMES)
             segments.append([number, job_id, org, project, user, cluster, flavor, klass, stage, experiment,
-                             devices, cpu, 0, at, end if outcome else None, outcome, False])
+                             devices, cpu, 0, at, end if outcome else None, outcome, False, memory, labels])
             if last:
                 break
             at = end + rng.randrange(60, 1800)
@@ -481,6 +495,14 @@ def main() -> int:
     this_month = timed(lambda: usage_report(projects, ReportQuery(current, ("project", "flavor")), now), args.repeat)
     per_day = timed(lambda: usage_report(projects, ReportQuery(month, (), "day", {"project_id": project}), now),
                     args.repeat)
+    by_team = timed(lambda: usage_report(projects, ReportQuery(month, ("label:team",)), now), args.repeat)
+    by_cost_center = timed(lambda: usage_report(projects, ReportQuery(month, ("project", "label:cost-center")), now),
+                           args.repeat)
+    day = Window(current.start, current.start + timedelta(days=1))
+    hourly = timed(lambda: usage_report(projects, ReportQuery(day, ("label:team",), "hour"), now), args.repeat)
+    from costs.reports.idle import idle_guarantee
+
+    idle = timed(lambda: idle_guarantee(projects, ReportQuery(month, ()), now), args.repeat)
     client = Client(HTTP_HOST="localhost")
     client.force_login(world.staff)
     last = world.year[1] - timedelta(days=1)
@@ -508,6 +530,14 @@ def main() -> int:
              f"({len(this_month.value.rows)} rows)", "< 100 ms", ms(this_month), this_month.wall < 100),
         line(f"(b) {month.start:%Y-%m} of one project per day ({len(per_day.value.rows)} rows)", "< 50 ms",
              ms(per_day), per_day.wall < 50),
+        line(f"(e) {month.start:%Y-%m} by label:team ({len(by_team.value.rows)} rows)", "< 100 ms", ms(by_team),
+             by_team.wall < 100),
+        line(f"    by project and label:cost-center ({len(by_cost_center.value.rows)} rows)", "< 100 ms",
+             ms(by_cost_center), by_cost_center.wall < 100),
+        line(f"(f) {day.start} per hour by label:team ({len(hourly.value.rows)} rows, from segments)", "",
+             ms(hourly), None),
+        line(f"(g) {month.start:%Y-%m} idle guarantee ({len(idle.value.rows)} projects with a guarantee)", "",
+             ms(idle), None),
         line(f"(c) CSV of the year per job and day: {export.value[0]:,} rows, {export.value[1] / 2**20:,.0f} MiB",
              "", ms(export), None),
         line("    its peak memory: Python allocations / RSS growth", "< 64 MiB",

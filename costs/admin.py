@@ -11,7 +11,19 @@ from django.contrib import admin
 from core.admin import WritesThroughServices
 from core.errors import DomainError
 from costs import services
-from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice
+from costs.models import (
+    Budget,
+    BudgetAlert,
+    ClassDiscount,
+    CpuPrice,
+    DevicePrice,
+    MemoryPrice,
+    OrganizationBudget,
+    ScopedBudgetAlert,
+    SpendAnomalyAlert,
+    SpendAnomalyRule,
+    UserBudget,
+)
 
 
 class PriceForm(forms.ModelForm):
@@ -48,6 +60,12 @@ class CpuPriceAdmin(PriceAdmin):
     list_display = ["per_core_hour", "effective_from", "note"]
 
 
+@admin.register(MemoryPrice)
+class MemoryPriceAdmin(PriceAdmin):
+    list_display = ["flavor", "cluster", "per_gib_hour", "effective_from", "note"]
+    list_filter = ["flavor", "cluster"]
+
+
 @admin.register(ClassDiscount)
 class ClassDiscountAdmin(PriceAdmin):
     list_display = ["priority_class", "factor", "effective_from", "note"]
@@ -70,12 +88,75 @@ class BudgetAdmin(WritesThroughServices, admin.ModelAdmin):
         services.budget_delete(actor=request.user, budget=obj)
 
 
+class ScopedBudgetAdmin(WritesThroughServices, admin.ModelAdmin):
+    """Staff set organizations' and users' budgets; the service audits and wakes the scheduler."""
+
+    list_filter = ["hard"]
+
+    def save_model(self, request, obj, form, change):
+        services.scoped_budget_save(actor=request.user, budget=obj)
+
+    def delete_model(self, request, obj):
+        services.scoped_budget_delete(actor=request.user, budget=obj)
+
+
+@admin.register(OrganizationBudget)
+class OrganizationBudgetAdmin(ScopedBudgetAdmin):
+    list_display = ["organization", "amount", "hard", "thresholds"]
+
+
+@admin.register(UserBudget)
+class UserBudgetAdmin(ScopedBudgetAdmin):
+    list_display = ["user", "amount", "hard", "thresholds"]
+    autocomplete_fields = ["user"]
+
+
+@admin.register(ScopedBudgetAlert)
+class ScopedBudgetAlertAdmin(admin.ModelAdmin):
+    """The record of organizations' and users' thresholds crossed: written only by the budget check."""
+
+    list_display = ["organization", "user", "month", "threshold", "amount", "cost", "created_at"]
+    list_filter = ["month"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(BudgetAlert)
 class BudgetAlertAdmin(admin.ModelAdmin):
     """The record of thresholds crossed: written only by the budget check."""
 
     list_display = ["project", "month", "threshold", "amount", "cost", "created_at"]
     list_filter = ["month"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SpendAnomalyRule)
+class SpendAnomalyRuleAdmin(WritesThroughServices, admin.ModelAdmin):
+    list_display = ["project", "multiple", "trailing_days", "enabled"]
+    autocomplete_fields = ["project"]
+
+    def save_model(self, request, obj, form, change):
+        services.anomaly_rule_save(actor=request.user, rule=obj)
+
+    def delete_model(self, request, obj):
+        services.anomaly_rule_delete(actor=request.user, rule=obj)
+
+
+@admin.register(SpendAnomalyAlert)
+class SpendAnomalyAlertAdmin(admin.ModelAdmin):
+    """The record of anomalous days: written only by the check."""
+
+    list_display = ["project", "day", "spent", "median", "multiple", "created_at"]
+    list_filter = ["day"]
 
     def has_add_permission(self, request):
         return False

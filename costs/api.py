@@ -4,7 +4,7 @@ budgets (a project's members read, its admins write)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import islice
 
 import django_filters
@@ -17,15 +17,21 @@ from rest_framework.views import APIView
 
 from core.csvstream import line_writer
 from costs import selectors, services
-from costs.models import Budget
+from costs.models import Budget, SpendAnomalyRule
+from costs.reports.idle import IdleGuarantee, IdleRow, idle_guarantee
 from costs.reports.usage import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
 from costs.serializers import (
     BudgetSerializer,
     ClassDiscountSerializer,
     CpuPriceSerializer,
     DevicePriceSerializer,
+    MemoryPriceSerializer,
+    OrganizationBudgetSerializer,
+    ReportCsvParamsSerializer,
     ReportParamsSerializer,
     ReportSerializer,
+    SpendAnomalyRuleSerializer,
+    UserBudgetSerializer,
     currency,
 )
 from quotas.api import CatalogViewSet
@@ -37,16 +43,33 @@ from tracking.api import ProjectSettingViewSet
 AS_OF_HEADER = "X-Tidal-As-Of"  # the CSV's moment, also in its file name
 
 
-def report_query(request: Request) -> ReportQuery:
-    params = ReportParamsSerializer(data=request.query_params, context={"request": request})
+def report_params(request: Request, serializer: type[ReportParamsSerializer] = ReportParamsSerializer) -> dict:
+    params = serializer(data=request.query_params, context={"request": request})
     params.is_valid(raise_exception=True)
-    return params.validated_data["query"]
+    return params.validated_data
+
+
+def report_query(request: Request) -> ReportQuery:
+    return report_params(request)["query"]
+
+
+def idle_row_json(row: IdleRow) -> dict:
+    return {"project": row.labels.get("project", ""), "organization": row.labels.get("organization", ""),
+            "guaranteed_device_hours": round(row.guaranteed_device_hours, 4),
+            "idle_device_hours": round(row.idle_device_hours, 4), "idle_cost": round(row.idle_cost, 4)}
+
+
+def idle_json(idle: IdleGuarantee | None) -> dict | None:
+    if idle is None:
+        return None
+    return {"rows": [idle_row_json(row) for row in idle.rows], "total": idle_row_json(idle.total)}
 
 
 def row_json(row: Row, group_by: Sequence[str]) -> dict:
-    return {"period": row.period, "group": {name: row.labels.get(name, "") for name in group_by},
+    return {"period": period_text(row.period) or None, "group": {name: row.labels.get(name, "") for name in group_by},
             "device_hours": round(row.device_hours, 4), "cpu_hours": round(row.cpu_hours, 4),
-            "cost": round(row.cost, 4)}
+            "memory_gib_hours": round(row.memory_gib_hours, 4), "cost": round(row.cost, 4),
+            "memory_cost": round(row.memory_cost, 4)}
 
 
 def as_of(query: ReportQuery, now: datetime) -> datetime:
@@ -54,12 +77,12 @@ def as_of(query: ReportQuery, now: datetime) -> datetime:
     return datetime.fromtimestamp(query.moment(now), UTC)
 
 
-def report_json(report: Report, moment: datetime) -> dict:
+def report_json(report: Report, moment: datetime, idle: IdleGuarantee | None = None) -> dict:
     query = report.query
     return {"currency": currency(), "start": query.window.start, "end": query.window.end - timedelta(days=1),
             "as_of": moment, "group_by": list(query.group_by), "step": query.step,
             "rows": [row_json(row, query.group_by) for row in report.rows],
-            "total": row_json(report.total, ())}
+            "total": row_json(report.total, ()), "idle_guarantee": idle_json(idle)}
 
 
 class CostReportView(APIView):
@@ -70,33 +93,62 @@ class CostReportView(APIView):
     def get(self, request: Request) -> Response:
         query = report_query(request)
         moment = as_of(query, timezone.now())
-        report = usage_report(selectors.report_projects(request.user), query, moment)
-        return Response(report_json(report, moment))
+        projects = selectors.report_projects(request.user)
+        report = usage_report(projects, query, moment)
+        return Response(report_json(report, moment, idle_guarantee(projects, query, moment)))
+
+
+def period_text(period: date | None) -> str:
+    """A day as YYYY-MM-DD, an hour (an hourly report's period) as 2026-01-01T05:00:00Z."""
+    if isinstance(period, datetime):
+        return period.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return "" if period is None else period.isoformat()
 
 
 def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
     """The header, then the rows in blocks of CHUNK lines: the response writes once a block, not once a line (29%
     of the time of a large export went into writing lines one by one). A period column only with a step."""
     writer, stepped = line_writer(), bool(query.step)
+    money = currency().lower()
     yield writer.writerow([*(["period"] if stepped else []), *query.group_by, "device_hours", "cpu_hours",
-                           f"cost_{currency().lower()}"])
+                           "memory_gib_hours", f"cost_{money}", f"memory_cost_{money}"])
     while block := list(islice(rows, CHUNK)):
-        yield "".join(writer.writerow([*([row.period] if stepped else []),
+        yield "".join(writer.writerow([*([period_text(row.period)] if stepped else []),
                                        *(row.labels.get(name, "") for name in query.group_by),
-                                       f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}", f"{row.cost:.4f}"])
+                                       f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}",
+                                       f"{row.memory_gib_hours:.4f}", f"{row.cost:.4f}", f"{row.memory_cost:.4f}"])
                       for row in block)
 
 
-class CostReportCsvView(APIView):
-    """The same report as CSV, streamed: a year of daily rows per job is written as it is read."""
+def idle_csv_lines(idle: IdleGuarantee | None) -> Iterator[str]:
+    """The idle guarantee per project (none when the report is filtered by cluster: only the header)."""
+    writer, money = line_writer(), currency().lower()
+    yield writer.writerow(["project", "organization", "guaranteed_device_hours", "idle_device_hours",
+                           f"idle_cost_{money}"])
+    for row in idle.rows if idle is not None else ():
+        yield writer.writerow([row.labels.get("project", ""), row.labels.get("organization", ""),
+                               f"{row.guaranteed_device_hours:.4f}", f"{row.idle_device_hours:.4f}",
+                               f"{row.idle_cost:.4f}"])
 
-    @extend_schema(parameters=[ReportParamsSerializer], responses={(200, "text/csv"): str})
+
+class CostReportCsvView(APIView):
+    """The same report as CSV, streamed: a year of daily rows per job is written as it is read. With
+    `section=idle`, its idle guarantee per project instead."""
+
+    @extend_schema(parameters=[ReportCsvParamsSerializer], responses={(200, "text/csv"): str})
     def get(self, request: Request) -> StreamingHttpResponse:
-        query = report_query(request)
+        params = report_params(request, ReportCsvParamsSerializer)
+        query = params["query"]
         moment = as_of(query, timezone.now())
-        rows = report_rows(selectors.report_projects(request.user), query, moment)
-        response = StreamingHttpResponse(csv_lines(rows, query), content_type="text/csv")
-        name = f"costs-{query.window.start}-{query.window.end - timedelta(days=1)}-as-of-{moment:%Y%m%dT%H%M%SZ}.csv"
+        projects = selectors.report_projects(request.user)
+        if params["section"] == "idle":
+            lines = idle_csv_lines(idle_guarantee(projects, query, moment))
+        else:
+            lines = csv_lines(report_rows(projects, query, moment), query)
+        response = StreamingHttpResponse(lines, content_type="text/csv")
+        section = "-idle" if params["section"] == "idle" else ""
+        name = (f"costs{section}-{query.window.start}-{query.window.end - timedelta(days=1)}"
+                f"-as-of-{moment:%Y%m%dT%H%M%SZ}.csv")
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         response[AS_OF_HEADER] = moment.isoformat()
         return response
@@ -124,6 +176,11 @@ class DevicePriceViewSet(PriceViewSet):
 class CpuPriceViewSet(PriceViewSet):
     selector = visible_to_everyone(selectors.cpu_prices)
     serializer_class = CpuPriceSerializer
+
+
+class MemoryPriceViewSet(PriceViewSet):
+    selector = visible_to_everyone(selectors.memory_prices)
+    serializer_class = MemoryPriceSerializer
 
 
 class ClassDiscountViewSet(PriceViewSet):
@@ -156,3 +213,55 @@ class BudgetViewSet(ProjectSettingViewSet):
 
     def remove(self, obj: Budget) -> None:
         services.budget_delete(actor=self.request.user, budget=obj)
+
+
+class ScopedBudgetViewSet(CatalogViewSet):
+    """An organization's or a user's monthly budget: those who may see it read it with this month's figures (an
+    organization's: the members of its projects; a user's: the user), platform staff write it."""
+
+    lookup_field = "pk"
+
+    @staticmethod
+    def save_with(*, actor, obj, values):
+        return services.scoped_budget_save(actor=actor, budget=obj, values=values)
+
+    @staticmethod
+    def delete_with(*, actor, obj):
+        services.scoped_budget_delete(actor=actor, budget=obj)
+
+
+class OrganizationBudgetViewSet(ScopedBudgetViewSet):
+    selector = staticmethod(selectors.organization_budgets_for_user)
+    serializer_class = OrganizationBudgetSerializer
+
+
+class UserBudgetViewSet(ScopedBudgetViewSet):
+    selector = staticmethod(selectors.user_budgets_for_user)
+    serializer_class = UserBudgetSerializer
+
+
+class SpendAnomalyRuleFilter(django_filters.FilterSet):
+    project = project_filter()
+
+    class Meta:
+        model = SpendAnomalyRule
+        fields = ["project"]
+
+
+class SpendAnomalyRuleViewSet(ProjectSettingViewSet):
+    """A project's own terms for spend anomaly alerts (the multiple of the trailing median, the trailing days, on or
+    off): every role of the project reads them, its admins and owners (and staff) write them."""
+
+    selector = staticmethod(selectors.anomaly_rules_for_user)
+    serializer_class = SpendAnomalyRuleSerializer
+    filterset_class = SpendAnomalyRuleFilter
+    noun = "A spend anomaly rule"
+
+    def new(self, project: Project) -> SpendAnomalyRule:
+        return SpendAnomalyRule(project=project)
+
+    def save(self, obj: SpendAnomalyRule, values: dict) -> SpendAnomalyRule:
+        return services.anomaly_rule_save(actor=self.request.user, rule=obj, values=values)
+
+    def remove(self, obj: SpendAnomalyRule) -> None:
+        services.anomaly_rule_delete(actor=self.request.user, rule=obj)

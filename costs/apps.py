@@ -11,10 +11,11 @@ class CostsConfig(AppConfig):
         from django.utils import timezone
 
         from core.embedded import EMBEDDED_LOOPS, Loop
-        from costs.budgets import alerts, hard_stop
+        from costs.analysis import idle as analysis_idle
+        from costs.budgets import alerts, anomalies, hard_stop, scoped
         from costs.budgets.panels import budget_panel
         from costs.metering import rollup, segments
-        from costs.reports import usage
+        from costs.reports import idle, usage
         from costs.reports.views import project_cost_panel
         from jobs import lifecycle, ports
         from tenancy.panels import Panel, project_page
@@ -26,10 +27,17 @@ class CostsConfig(AppConfig):
         cost_source.connect(CostSource(lambda until: usage.job_costs(until, timezone.now()),
                                        lambda: settings.TIDAL["CURRENCY"]))
         project_page.connect(Panel("costs/_project_panel.html", project_cost_panel, order=30))
+        # The main report's idle guarantee is the efficiency analysis's (reports sit below analysis).
+        idle.idle_sources.connect(analysis_idle.idle_guarantee)
         # The scheduler stops admitting non-preemptible jobs of projects whose hard budget is spent.
         ports.budget_sources.connect(hard_stop.spent_hard_budgets)
+        # ... and of every project of an organization whose hard budget is spent; a user's spent hard budget stops
+        # only that user's non-preemptible jobs.
+        ports.budget_sources.connect(scoped.spent_hard_organization_budgets)
+        ports.user_budget_sources.connect(scoped.spent_hard_user_budgets)
         project_page.connect(Panel("costs/_budget_panel.html", budget_panel, order=31))
         # Embedded mode (no Celery beat): closed segments are rolled into priced days and budgets checked for
         # thresholds crossed, as beat does it.
         EMBEDDED_LOOPS.connect(Loop("costs-roll-segments", rollup.roll_segments, 60.0))
         EMBEDDED_LOOPS.connect(Loop("costs-check-budgets", alerts.check_budgets, 60.0))
+        EMBEDDED_LOOPS.connect(Loop("costs-check-spend-anomalies", anomalies.check_spend_anomalies, 300.0))

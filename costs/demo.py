@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from costs import services
 from costs.metering.rollup import roll_segments
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, UsageSegment
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, UsageSegment
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from replay.importers import import_philly
 from replay.paths import trace_path
@@ -25,6 +25,8 @@ MAX_JOBS = 4000
 # Per device-hour, roughly what clouds charged in 2026.
 DEVICE_PRICES = {"nvidia-h100-80gb": "3.20", "nvidia-a100-40gb": "1.40", "ascend-910b": "1.10"}
 CPU_CORE_HOUR = "0.04"
+MEMORY_GIB_HOUR = "0.005"  # every flavor's, per GiB-hour of memory requested
+DEMO_TEAMS = ("research", "product", "platform")  # the history's job labels (team), so reports group by them
 PREEMPTIBLE_FACTOR = "0.35"
 
 
@@ -33,6 +35,11 @@ def seed_prices(since: datetime) -> None:
         flavor = ResourceFlavor.objects.filter(name=name).first()
         if flavor is not None and not DevicePrice.objects.filter(flavor=flavor).exists():
             services.price_save(actor=ACTOR, price=DevicePrice(flavor=flavor, per_device_hour=Decimal(amount),
+                                                               effective_from=since, note="demo"), backdate=True)
+    for name in DEVICE_PRICES:
+        flavor = ResourceFlavor.objects.filter(name=name).first()
+        if flavor is not None and not MemoryPrice.objects.filter(flavor=flavor).exists():
+            services.price_save(actor=ACTOR, price=MemoryPrice(flavor=flavor, per_gib_hour=Decimal(MEMORY_GIB_HOUR),
                                                                effective_from=since, note="demo"), backdate=True)
     if not CpuPrice.objects.exists():
         services.price_save(actor=ACTOR, price=CpuPrice(per_core_hour=Decimal(CPU_CORE_HOUR), effective_from=since,
@@ -67,6 +74,8 @@ def seed_history(now: datetime) -> int:
             flavor_id=quota.flavor_id, priority_class=cheap if job.total_devices == 1 and begin % 3 == 0 else normal,
             stage="pretrain" if job.total_devices >= 8 else "sft", experiment=f"philly {job.project}",
             devices=job.total_devices, cpu_millis=4000 * max(1, job.replicas), start_ts=begin, end_ts=end,
+            memory_mib=32768 * max(1, job.total_devices),
+            labels={"team": DEMO_TEAMS[zlib.crc32(job.project.encode()) % len(DEMO_TEAMS)]},
             borrowed=max(0, job.total_devices - quota.guaranteed),  # what one job alone would borrow
             outcome="succeeded"))
     UsageSegment.objects.bulk_create(segments, batch_size=2000)

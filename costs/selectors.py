@@ -7,9 +7,20 @@ from datetime import date
 
 from django.db.models import QuerySet
 
-from costs.models import Budget, BudgetAlert, ClassDiscount, CpuPrice, DevicePrice, UsageSegment
+from costs.models import (
+    Budget,
+    BudgetAlert,
+    ClassDiscount,
+    CpuPrice,
+    DevicePrice,
+    MemoryPrice,
+    OrganizationBudget,
+    SpendAnomalyRule,
+    UsageSegment,
+    UserBudget,
+)
 from tenancy.models import Project
-from tenancy.selectors import User, project_ids_for_user
+from tenancy.selectors import User, organizations_for_user, project_ids_for_user
 
 
 def device_prices() -> QuerySet[DevicePrice]:
@@ -18,6 +29,10 @@ def device_prices() -> QuerySet[DevicePrice]:
 
 def cpu_prices() -> QuerySet[CpuPrice]:
     return CpuPrice.objects.all()
+
+
+def memory_prices() -> QuerySet[MemoryPrice]:
+    return MemoryPrice.objects.select_related("flavor", "cluster")
 
 
 def class_discounts() -> QuerySet[ClassDiscount]:
@@ -45,3 +60,35 @@ def budget_of(project: Project) -> Budget | None:
 
 def budget_alerts(project: Project, month: date) -> QuerySet[BudgetAlert]:
     return BudgetAlert.objects.filter(project=project, month=month).order_by("threshold")
+
+
+def organization_budgets_for_user(user: User) -> QuerySet[OrganizationBudget]:
+    """The budgets of the organizations the user sees (a member of one of their projects; staff all)."""
+    return (OrganizationBudget.objects.filter(organization__in=organizations_for_user(user).values("id"))
+            .select_related("organization"))
+
+
+def user_budgets_for_user(user: User) -> QuerySet[UserBudget]:
+    """A user's own budget; platform staff see every user's."""
+    if not user.is_authenticated:
+        return UserBudget.objects.none()
+    budgets = UserBudget.objects.select_related("user")
+    return budgets if user.is_staff else budgets.filter(user_id=user.pk)
+
+
+def budget_organizations() -> QuerySet:
+    """Organizations a budget may name: the endpoint is written by platform staff only (others get 403 first)."""
+    from tenancy.models import Organization
+
+    return Organization.objects.all()
+
+
+def budget_users() -> QuerySet:
+    """Users a budget may name: the endpoint is written by platform staff only (others get 403 first)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.all()
+
+
+def anomaly_rules_for_user(user: User) -> QuerySet[SpendAnomalyRule]:
+    return SpendAnomalyRule.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project")

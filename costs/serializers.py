@@ -12,11 +12,22 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.selectors import clusters
+from core import k8snames
 from core.serializers import StrictModelSerializer
 from costs.budgets.status import BudgetStatus
 from costs.budgets.status import statuses as budget_statuses
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice
-from costs.reports.usage import GROUPS, STEPS, ReportQuery, Window
+from costs.models import (
+    Budget,
+    ClassDiscount,
+    CpuPrice,
+    DevicePrice,
+    MemoryPrice,
+    OrganizationBudget,
+    SpendAnomalyRule,
+    UserBudget,
+)
+from costs.reports.usage import GROUPS, LABEL_PREFIX, STEPS, ReportQuery, Window, label_key
+from costs.selectors import budget_organizations, budget_users
 from quotas.selectors import flavors, priority_classes
 from tenancy.selectors import organizations_for_user, projects_for_user
 from tenancy.serializers import ScopedProjectField
@@ -45,9 +56,11 @@ class ReportParamsSerializer(serializers.Serializer):
     end = serializers.DateField(required=False, help_text="Last UTC day, included.")
     month = serializers.CharField(required=False, help_text="A calendar month, YYYY-MM, instead of start and end.")
     group_by = serializers.CharField(required=False, default="project",
-                                     help_text=f"Comma-separated, any of: {', '.join(GROUPS)}. Empty: totals only.",
+                                     help_text=(f"Comma-separated, any of: {', '.join(GROUPS)}, or label:<key> for a "
+                                                "job label (jobs without it: '(none)'). Empty: totals only."),
                                      allow_blank=True)
-    step = serializers.ChoiceField(choices=STEPS, required=False, help_text="A row per day, week or month.")
+    step = serializers.ChoiceField(choices=STEPS, required=False, help_text=(
+        "A row per hour, day, week or month (hourly: a range of at most TIDAL_COST_MAX_HOURLY_DAYS days)."))
     project = serializers.CharField(required=False, help_text="Only this project (slug).")
     organization = serializers.CharField(required=False, help_text="Only this organization (name).")
     flavor = serializers.CharField(required=False, help_text="Only this flavor (name).")
@@ -67,9 +80,16 @@ class ReportParamsSerializer(serializers.Serializer):
 
     def validate_group_by(self, value: str) -> list[str]:
         names = [name.strip() for name in value.split(",") if name.strip()]
-        unknown = [name for name in names if name not in GROUPS]
+        for name in names:
+            key = label_key(name)
+            if key is not None:
+                problem = k8snames.label_key_problem(key)
+                if problem:
+                    raise serializers.ValidationError(f"Label key {key!r} is not valid: {problem}.")
+        unknown = [name for name in names if name not in GROUPS and label_key(name) is None]
         if unknown:
-            raise serializers.ValidationError(f"Unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}.")
+            raise serializers.ValidationError(f"Unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)} "
+                                              f"or {LABEL_PREFIX}<label key>.")
         if len(set(names)) != len(names):
             raise serializers.ValidationError("A group is named twice.")
         return names
@@ -96,6 +116,15 @@ class ReportParamsSerializer(serializers.Serializer):
             raise serializers.ValidationError({"end": [f"The range covers more than {longest} days."]})
         return window
 
+    @staticmethod
+    def _check_hourly(window: Window, step: str | None) -> None:
+        """An hourly report prices segments one by one (days have no hours): its range is bounded."""
+        longest = settings.TIDAL["COST_MAX_HOURLY_DAYS"]
+        if step == "hour" and (window.end - window.start).days > longest:
+            raise serializers.ValidationError({"step": [
+                f"An hourly report covers at most {longest} days and this range has {(window.end - window.start).days}"
+                "; choose a shorter range or a daily step."]})
+
     def _filters(self, attrs: dict[str, Any]) -> dict[str, int]:
         user = self.context["request"].user
         catalogs = {"project": (projects_for_user(user), "slug", "project_id"),
@@ -112,8 +141,20 @@ class ReportParamsSerializer(serializers.Serializer):
         return filters
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        return {"query": ReportQuery(self._window(attrs), tuple(attrs.get("group_by", ["project"])),
+        window = self._window(attrs)
+        self._check_hourly(window, attrs.get("step"))
+        return {"query": ReportQuery(window, tuple(attrs.get("group_by", ["project"])),
                                      attrs.get("step"), self._filters(attrs), attrs.get("as_of"))}
+
+
+class ReportCsvParamsSerializer(ReportParamsSerializer):
+    """The report's parameters, and which part of it the CSV holds."""
+
+    section = serializers.ChoiceField(choices=("usage", "idle"), required=False, default="usage", help_text=(
+        "The report's rows (usage, default) or its idle guarantee per project (idle)."))
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {**super().validate(attrs), "section": attrs.get("section", "usage")}
 
 
 def currency() -> str:
@@ -138,6 +179,17 @@ class CpuPriceSerializer(StrictModelSerializer):
         validators: list = []
 
 
+class MemoryPriceSerializer(StrictModelSerializer):
+    flavor = serializers.SlugRelatedField(slug_field="name", queryset=flavors())
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=clusters(), required=False,
+                                           allow_null=True, default=None)
+
+    class Meta:
+        model = MemoryPrice
+        fields = ["id", "flavor", "cluster", "per_gib_hour", "effective_from", "note"]
+        validators: list = []
+
+
 class ClassDiscountSerializer(StrictModelSerializer):
     priority_class = serializers.SlugRelatedField(slug_field="name", queryset=priority_classes())
 
@@ -148,11 +200,27 @@ class ClassDiscountSerializer(StrictModelSerializer):
 
 
 class ReportRowSerializer(serializers.Serializer):
-    period = serializers.DateField(allow_null=True)
+    period = serializers.CharField(allow_null=True, help_text=(
+        "The period's first day (YYYY-MM-DD), or its hour (2026-01-01T05:00:00Z) with step=hour; null unstepped."))
     group = serializers.DictField(child=serializers.CharField(), help_text="The row's label per group.")
     device_hours = serializers.FloatField()
     cpu_hours = serializers.FloatField()
-    cost = serializers.FloatField()
+    memory_gib_hours = serializers.FloatField(help_text="GiB-hours of memory requested.")
+    cost = serializers.FloatField(help_text="Everything: devices or CPU, and memory.")
+    memory_cost = serializers.FloatField(help_text="The part of cost memory cost.")
+
+
+class IdleRowSerializer(serializers.Serializer):
+    project = serializers.CharField()
+    organization = serializers.CharField()
+    guaranteed_device_hours = serializers.FloatField()
+    idle_device_hours = serializers.FloatField(help_text="Guaranteed but not used within the guarantee.")
+    idle_cost = serializers.FloatField(help_text="The idle device-hours at the flavor's list price.")
+
+
+class IdleGuaranteeSerializer(serializers.Serializer):
+    rows = IdleRowSerializer(many=True)
+    total = IdleRowSerializer()
 
 
 class ReportSerializer(serializers.Serializer):
@@ -164,6 +232,9 @@ class ReportSerializer(serializers.Serializer):
     step = serializers.CharField(allow_null=True)
     rows = ReportRowSerializer(many=True)
     total = ReportRowSerializer()
+    idle_guarantee = IdleGuaranteeSerializer(allow_null=True, help_text=(
+        "Per project, guaranteed device-hours not used and their cost (docs/costs.md); null when filtered by "
+        "cluster (guarantees are not per cluster)."))
 
 
 class BudgetListSerializer(serializers.ListSerializer):
@@ -180,11 +251,9 @@ class BudgetListSerializer(serializers.ListSerializer):
         return self.context.setdefault("now", timezone.now())
 
 
-class BudgetSerializer(StrictModelSerializer):
-    """A project's monthly budget; what it spent this month, the percent and the forecast are computed from the
-    cost reports (docs/costs.md#budgets)."""
+class BudgetStatusFields(StrictModelSerializer):
+    """What every budget shows beside its own fields: this month's spend, percent and forecast, from the reports."""
 
-    project = ScopedProjectField()
     currency = serializers.SerializerMethodField()
     month = serializers.SerializerMethodField(help_text="The month the computed fields cover, YYYY-MM (UTC).")
     spent_this_month = serializers.SerializerMethodField()
@@ -192,12 +261,6 @@ class BudgetSerializer(StrictModelSerializer):
     forecast = serializers.SerializerMethodField(help_text="Expected cost of the month at its end.")
     forecast_basis = serializers.SerializerMethodField(help_text="Which estimate of the rest of the month it used.")
     exhausted = serializers.SerializerMethodField(help_text="Spent at least the amount this month.")
-
-    class Meta:
-        model = Budget
-        fields = ["id", "project", "amount", "thresholds", "hard", "currency", "month", "spent_this_month",
-                  "percent", "forecast", "forecast_basis", "exhausted"]
-        list_serializer_class = BudgetListSerializer
 
     def status(self, budget: Budget) -> BudgetStatus:
         found = self.context.setdefault("statuses", {})
@@ -229,3 +292,52 @@ class BudgetSerializer(StrictModelSerializer):
 
     def get_exhausted(self, budget: Budget) -> bool:
         return self.status(budget).exhausted
+
+
+COMPUTED = ["currency", "month", "spent_this_month", "percent", "forecast", "forecast_basis", "exhausted"]
+
+
+class BudgetSerializer(BudgetStatusFields):
+    """A project's monthly budget; what it spent this month, the percent and the forecast are computed from the
+    cost reports (docs/costs.md#budgets)."""
+
+    project = ScopedProjectField()
+
+    class Meta:
+        model = Budget
+        fields = ["id", "project", "amount", "thresholds", "hard", *COMPUTED]
+        list_serializer_class = BudgetListSerializer
+
+
+class OrganizationBudgetSerializer(BudgetStatusFields):
+    """An organization's monthly budget (all its projects together); staff write it."""
+
+    organization = serializers.SlugRelatedField(slug_field="slug", queryset=budget_organizations())
+
+    class Meta:
+        model = OrganizationBudget
+        fields = ["id", "organization", "amount", "thresholds", "hard", *COMPUTED]
+        list_serializer_class = BudgetListSerializer
+        validators: list = []  # one budget per organization: the service's rule, named on organization
+
+
+class UserBudgetSerializer(BudgetStatusFields):
+    """A user's monthly budget (their jobs in every project together); staff write it."""
+
+    user = serializers.SlugRelatedField(slug_field="username", queryset=budget_users())
+
+    class Meta:
+        model = UserBudget
+        fields = ["id", "user", "amount", "thresholds", "hard", *COMPUTED]
+        list_serializer_class = BudgetListSerializer
+        validators: list = []
+
+
+class SpendAnomalyRuleSerializer(StrictModelSerializer):
+    """A project's terms for spend anomaly alerts (docs/costs.md#spend-anomalies)."""
+
+    project = ScopedProjectField()
+
+    class Meta:
+        model = SpendAnomalyRule
+        fields = ["id", "project", "multiple", "trailing_days", "enabled"]

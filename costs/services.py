@@ -16,13 +16,25 @@ from django.utils import timezone
 
 from core import wakeup
 from core.errors import DomainError
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, EffectiveDated
+from costs.models import (
+    Budget,
+    ClassDiscount,
+    CpuPrice,
+    DevicePrice,
+    EffectiveDated,
+    MemoryPrice,
+    OrganizationBudget,
+    SpendAnomalyRule,
+    UserBudget,
+)
 from tenancy.audit import delete_audited, save_audited
 
 FIELDS = {DevicePrice: ("flavor", "cluster", "per_device_hour", "effective_from", "note"),
           CpuPrice: ("per_core_hour", "effective_from", "note"),
+          MemoryPrice: ("flavor", "cluster", "per_gib_hour", "effective_from", "note"),
           ClassDiscount: ("priority_class", "factor", "effective_from", "note")}
-KEYS = {DevicePrice: ("flavor", "cluster"), CpuPrice: (), ClassDiscount: ("priority_class",)}
+KEYS = {DevicePrice: ("flavor", "cluster"), CpuPrice: (), ClassDiscount: ("priority_class",),
+        MemoryPrice: ("flavor", "cluster")}
 
 
 def _in_force_or_past(price: EffectiveDated, now: datetime) -> bool:
@@ -99,3 +111,63 @@ def budget_save(*, actor: Any, budget: Budget, values: dict[str, Any] | None = N
 def budget_delete(*, actor: Any, budget: Budget) -> None:
     delete_audited(actor=actor, obj=budget, fields=BUDGET_FIELDS, project=budget.project)
     transaction.on_commit(wakeup.wake_scheduler)
+
+
+# ------------------------------------------------------------------------------- organizations' and users' budgets
+
+SCOPED_BUDGET_FIELDS = {OrganizationBudget: ("organization", "amount", "thresholds", "hard"),
+                        UserBudget: ("user", "amount", "thresholds", "hard")}
+
+
+@transaction.atomic
+def scoped_budget_save(*, actor: Any, budget: OrganizationBudget | UserBudget,
+                       values: dict[str, Any] | None = None) -> OrganizationBudget | UserBudget:
+    """Create or change an organization's or a user's monthly budget (platform staff: the API and the admin console
+    check it). The model's rules are 400s naming the field, as for a project's budget; a second budget of one
+    organization or user names it. The scheduler is woken: a hard budget changed may change what it admits."""
+    for name, value in (values or {}).items():
+        setattr(budget, name, value)
+    owner = "organization" if isinstance(budget, OrganizationBudget) else "user"
+    try:
+        with transaction.atomic():
+            save_audited(actor=actor, obj=budget, fields=SCOPED_BUDGET_FIELDS[type(budget)])
+    except DomainError as error:
+        if error.field in (owner, f"{owner}_id"):
+            raise DomainError(f"This {owner} already has a budget; change it instead.", field=owner) from None
+        raise
+    except IntegrityError:  # one created for the same organization or user at the same moment
+        raise DomainError(f"This {owner} already has a budget; change it instead.", field=owner) from None
+    transaction.on_commit(wakeup.wake_scheduler)
+    return budget
+
+
+@transaction.atomic
+def scoped_budget_delete(*, actor: Any, budget: OrganizationBudget | UserBudget) -> None:
+    delete_audited(actor=actor, obj=budget, fields=SCOPED_BUDGET_FIELDS[type(budget)])
+    transaction.on_commit(wakeup.wake_scheduler)
+
+
+# ------------------------------------------------------------------------------------------ spend anomaly rules
+
+ANOMALY_RULE_FIELDS = ("project", "multiple", "trailing_days", "enabled")
+
+
+@transaction.atomic
+def anomaly_rule_save(*, actor: Any, rule: SpendAnomalyRule, values: dict[str, Any] | None = None
+                      ) -> SpendAnomalyRule:
+    """Create or change a project's spend anomaly terms (its admins and owners, or staff: the API checks the role);
+    `multiple` above 1 and at most 1000, `trailing_days` 3 to 90, one rule per project: 400s naming the field."""
+    for name, value in (values or {}).items():
+        setattr(rule, name, value)
+    try:
+        with transaction.atomic():
+            save_audited(actor=actor, obj=rule, fields=ANOMALY_RULE_FIELDS, project=rule.project)
+    except IntegrityError:
+        raise DomainError(f"Project {rule.project.slug} already has spend anomaly terms; change them instead.",
+                          field="project") from None
+    return rule
+
+
+@transaction.atomic
+def anomaly_rule_delete(*, actor: Any, rule: SpendAnomalyRule) -> None:
+    delete_audited(actor=actor, obj=rule, fields=ANOMALY_RULE_FIELDS, project=rule.project)

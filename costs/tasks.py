@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from costs.budgets import alerts
+from costs.budgets import alerts, anomalies
 from costs.metering import rollup
 
 
@@ -16,3 +16,8 @@ def roll_segments() -> int:
 @shared_task
 def check_budgets() -> int:
     return alerts.check_budgets()
+
+
+@shared_task
+def check_spend_anomalies() -> int:
+    return anomalies.check_spend_anomalies()

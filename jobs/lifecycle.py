@@ -104,6 +104,7 @@ class Resized:
     old_devices: int
     new_devices: int
     new_cpu_millis: int  # what its replicas request together from `at` on
+    new_memory_mib: int
 
 
 ResizeListener = Callable[[Resized], None]
@@ -279,8 +280,9 @@ def resize(job_id: int, *, attempt_id: int, version: int, kind: str, replicas: S
             details={"old_replicas": len(old), "new_replicas": len(new), "old_devices": devices[0],
                      "new_devices": devices[1], **({"for_job": for_job} if for_job else {})})
         cpu = sum(groups[r["role"]].cpu_millis for r in new if r["role"] in groups)
+        memory = sum(groups[r["role"]].memory_mib for r in new if r["role"] in groups)
         on_resize.send(Resized(job_id, job.project_id, attempt_id, attempt.number, row.pk, now, devices[0],
-                               devices[1], cpu))
+                               devices[1], cpu, memory))
         transaction.on_commit(lambda: ports.resize(attempt_id, row.pk))
         if kind == AttemptResize.Kind.SHRINK:
             transaction.on_commit(wakeup.wake_scheduler)  # capacity freed

@@ -31,6 +31,7 @@ from jobs import scheduling as core
 from jobs.bulk import bulk_set
 from jobs.lifecycle import WAIT_FIELDS, Admission
 from jobs.models import AttemptResize, Job
+from jobs.scheduling.forecast import BUDGET_SPENT
 from jobs.scheduling.ordering import decayed_usage
 from jobs.selectors import runtime_shares
 from jobs.snapshot import CycleInput, QueuedRow, build_snapshot, policy_from_settings, recent_arrival_rates
@@ -186,6 +187,17 @@ def _apply_waits(result: core.CycleResult, queued: dict[int, QueuedRow],
     bulk_set(Job, WAIT_FIELDS, changed)
 
 
+def _apply_held(read: CycleInput) -> None:
+    """The wait of the jobs kept out of the cycle because their user's hard budget is spent (`jobs.snapshot`): code
+    "budget" and the reason, as the core writes a project's budget stop; written only when it changed."""
+    changed = []
+    for job_id, (reason, stored) in read.held.items():
+        new = ("budget", reason[:500], None, None, None, None, None, BUDGET_SPENT)
+        if new != stored:
+            changed.append((job_id, *new))
+    bulk_set(Job, WAIT_FIELDS, changed)
+
+
 def _decay_usage(snapshot: core.Snapshot, policy: core.Policy, now: datetime) -> None:
     """Fair share's memory, per project: the policy's decay (the same as replay's) of the devices in use."""
     in_use: Tally[str] = Tally()
@@ -240,6 +252,7 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         _apply_admits(result, read, now)
         _apply_resizes(result, read, now, grows=True)
         _apply_waits(result, read.queued, estimates)
+        _apply_held(read)
         _decay_usage(read.snapshot, policy, now)
         _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)

@@ -198,6 +198,21 @@ BudgetSource = Callable[[datetime], Mapping[int, str]]
 budget_sources: Hook[BudgetSource] = Hook("jobs.ports.budget_sources")
 
 
+# fn(now) -> {user id: why their non-preemptible jobs are not admitted}: users whose hard budget is spent. The
+# scheduler core knows projects, not users: the snapshot keeps such jobs out of the cycle and the loop writes their
+# wait (jobs.snapshot.hold_spent_users). Connected in an app's AppConfig.ready() (costs).
+UserBudgetSource = Callable[[datetime], Mapping[int, str]]
+user_budget_sources: Hook[UserBudgetSource] = Hook("jobs.ports.user_budget_sources")
+
+
+def spent_user_budgets(now: datetime) -> dict[int, str]:
+    """Every connected source's users whose hard budget is spent, with the reason (asked once per cycle)."""
+    stops: dict[int, str] = {}
+    for found in user_budget_sources.send(now):
+        stops.update(found)
+    return stops
+
+
 def spent_budgets(now: datetime) -> dict[int, str]:
     """Every connected source's projects whose hard budget is spent, with the reason (the snapshot builder asks
     once per cycle)."""

@@ -123,13 +123,30 @@ def resize_versions(rows: Iterable[tuple]) -> dict[int, tuple[int, int]]:
 
 def _pending_rows() -> list[tuple]:
     return list(Job.objects.filter(state=State.QUEUED).values_list(
-        *_JOB_FIELDS, "submitted_at", "queued_at", "topology", "avoid_nodes", *WAIT_FIELDS))
+        *_JOB_FIELDS, "submitted_at", "queued_at", "topology", "avoid_nodes", "submitter_id", *WAIT_FIELDS))
+
+
+def hold_spent_users(rows: list[tuple], stops: Mapping[int, str]) -> tuple[list[tuple], dict[int, str]]:
+    """The pending rows the cycle sees, and the jobs kept out of it (id -> reason): the non-preemptible jobs of
+    users whose hard budget is spent (`ports.spent_user_budgets`). The core knows projects, not users, so such a job
+    is not offered to it at all (it could not be admitted, and it holds no place others wait behind); the loop
+    writes its wait as the core writes a project's budget stop."""
+    if not stops:
+        return rows, {}
+    kept, held = [], {}
+    for row in rows:
+        job_id, preemptible, submitter = row[0], row[3], row[10]
+        if not preemptible and submitter in stops:
+            held[job_id] = stops[submitter]
+        else:
+            kept.append(row)
+    return kept, held
 
 
 def _pending(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ...]]
              ) -> tuple[tuple[core.PendingJob, ...], dict[int, QueuedRow]]:
     pending, queued = [], {}
-    for job_id, project, priority, preemptible, flavor, max_runtime, submitted, queued_at, topology, avoid, \
+    for job_id, project, priority, preemptible, flavor, max_runtime, submitted, queued_at, topology, avoid, _, \
             *wait in rows:
         pending.append(core.PendingJob(
             id=job_id, project=project, priority=priority, submitted_at=submitted.timestamp(),
@@ -204,17 +221,21 @@ def recent_arrival_rates(now: float, window: float = ARRIVAL_WINDOW) -> tuple[co
 
 @dataclass(frozen=True)
 class CycleInput:
-    """A cycle's snapshot, what the adapter needs of each queued job (by id), and each cluster's id by name."""
+    """A cycle's snapshot, what the adapter needs of each queued job (by id), each cluster's id by name, and the
+    queued jobs kept out of the cycle because their user's hard budget is spent (id -> (reason, wait as stored))."""
 
     snapshot: core.Snapshot
     queued: dict[int, QueuedRow]
     cluster_ids: Mapping[str, int]
     # Per running job: its attempt's id and resize count as read (`resize_versions`).
     versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    held: Mapping[int, tuple[str, tuple]] = field(default_factory=dict)
 
 
 def build_snapshot(now: float) -> CycleInput:
     running_rows, pending_rows = _running_rows(), _pending_rows()
+    waits = {row[0]: tuple(row[11:]) for row in pending_rows}
+    pending_rows, held = hold_spent_users(pending_rows, ports.spent_user_budgets(datetime.fromtimestamp(now, tz=UTC)))
     groups = _groups_by_job(job_id__in=[row[0] for row in running_rows] + [row[0] for row in pending_rows])
     inventory = ports.inventory()
     running = _running(running_rows, groups, now, inventory.resizable)
@@ -227,4 +248,5 @@ def build_snapshot(now: float) -> CycleInput:
                              projects=projects, running=running, pending=pending,
                              ended=_ended(since, inventory.cluster_ids.values(), inventory.nodes),
                              arrivals=_arrivals(since, submitted, groups))
-    return CycleInput(snapshot, queued, inventory.cluster_ids, resize_versions(running_rows))
+    return CycleInput(snapshot, queued, inventory.cluster_ids, resize_versions(running_rows),
+                      {job_id: (reason, waits[job_id]) for job_id, reason in held.items()})

@@ -348,6 +348,10 @@ TIDAL = {
     "TELEMETRY_DELAY": env_int("TIDAL_TELEMETRY_DELAY", 30, minimum=0),
     "TELEMETRY_LOOKBACK": env_int("TIDAL_TELEMETRY_LOOKBACK", 3600, minimum=1),
     "TELEMETRY_TIMEOUT": env_float("TIDAL_TELEMETRY_TIMEOUT", 10.0, minimum=0.1),
+    "COST_MAX_HOURLY_DAYS": env_int("TIDAL_COST_MAX_HOURLY_DAYS", 7, minimum=1),
+    # A project's day of spend over this multiple of the median of the days before it alerts (docs/costs.md).
+    "COST_ANOMALY_MULTIPLE": env_float("TIDAL_COST_ANOMALY_MULTIPLE", 3.0, minimum=1.01),
+    "COST_ANOMALY_TRAILING_DAYS": env_int("TIDAL_COST_ANOMALY_TRAILING_DAYS", 14, minimum=3),
 }
 if not DEBUG and not TIDAL["ENCRYPTION_KEY"]:
     raise ImproperlyConfigured(
@@ -372,6 +376,8 @@ CELERY_BEAT_SCHEDULE.update({
     "reliability-hangs": {"task": "reliability.tasks.check_hangs", "schedule": TIDAL["HANG_CHECK_INTERVAL"]},
     # GPU telemetry read from Prometheus (docs/telemetry.md): a no-op without TIDAL_PROMETHEUS_URL.
     "telemetry-read": {"task": "telemetry.tasks.read_telemetry", "schedule": TIDAL["TELEMETRY_INTERVAL"]},
+    # A day's spend over a multiple of its trailing median: alerted once per project and day (docs/costs.md).
+    "costs-check-spend-anomalies": {"task": "costs.tasks.check_spend_anomalies", "schedule": 300.0},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

@@ -9,7 +9,7 @@ from django.core.mail import send_mail
 
 from notifications.sources import enabled_webhooks
 from notifications.tasks import deliver_webhook_task
-from tenancy.models import Membership
+from tenancy.models import Membership, Project
 
 
 def to_webhooks(project_id: int, body: str, event: str) -> None:
@@ -29,3 +29,21 @@ def to_members(project_id: int, roles: Collection[str], subject: str, message: s
                             .exclude(user__email="").values_list("user__email", flat=True)))
     if recipients:
         send_mail(subject=subject, message=message, from_email=None, recipient_list=recipients)
+
+
+def to_organization_members(organization_id: int, roles: Collection[str], subject: str, message: str) -> None:
+    """E-mail the members of `roles` of any project of the organization (once each)."""
+    recipients = sorted(set(Membership.objects.filter(project__in=Project.objects.filter(
+        organization_id=organization_id).values("id"), role__in=list(roles))
+        .exclude(user__email="").values_list("user__email", flat=True)))
+    if recipients:
+        send_mail(subject=subject, message=message, from_email=None, recipient_list=recipients)
+
+
+def to_user(user_id: int, subject: str, message: str) -> None:
+    """E-mail one user, when they have an address."""
+    from django.contrib.auth import get_user_model
+
+    email = get_user_model().objects.filter(pk=user_id).exclude(email="").values_list("email", flat=True).first()
+    if email:
+        send_mail(subject=subject, message=message, from_email=None, recipient_list=[email])

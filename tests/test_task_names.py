@@ -16,6 +16,9 @@ NAMES = {
     "tracking.notifications.mail_alert_task", "tracking.notifications.notify_alert_task",
     "tracking.tasks.check_hung_runs", "tracking.tasks.prune_raw_points", "tracking.tasks.sweep_artifact_uploads",
     "reliability.tasks.check_hangs", "telemetry.tasks.read_telemetry",
+    # issue 31
+    "costs.tasks.check_spend_anomalies", "costs.budgets.anomalies.notify_anomaly_task",
+    "costs.budgets.scoped.notify_scoped_budget_task",
 }
 
 

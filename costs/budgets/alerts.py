@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from costs.budgets.scoped import check_scoped_budgets
 from costs.budgets.status import BudgetStatus, month_of, statuses
 from costs.models import Budget, BudgetAlert
 from notifications import send
@@ -87,14 +88,15 @@ def _record(status: BudgetStatus, threshold: int, now: datetime) -> bool:
 
 def check_budgets(now: datetime | None = None) -> int:
     """Record each threshold crossed this month once, and notify the project's webhooks and owners and admins of
-    the ones this check recorded (one notification per project and check). Returns how many alerts it recorded.
+    the ones this check recorded (one notification per project and check), and the same for organizations' and
+    users' budgets (`costs.budgets.scoped`). Returns how many alerts it recorded.
     Celery beat runs it every minute, as does the embedded loop."""
     now = now or timezone.now()
+    recorded = check_scoped_budgets(now)  # organizations' and users' budgets (costs.budgets.scoped)
     budgets = list(Budget.objects.select_related("project"))
     if not budgets:
-        return 0
+        return recorded
     done = _alerted([b.project_id for b in budgets], month_of(now).start)
-    recorded = 0
     for status in statuses(budgets, now):
         fresh = [t for t in status.crossed if (status.budget.project_id, t) not in done]
         won = [t for t in fresh if _record(status, t, now)]

@@ -41,7 +41,8 @@ def epoch(at: datetime) -> int:
 
 
 def _open_sql(count: int) -> str:
-    """One INSERT ... SELECT: the attempt, its job, the job's project and its groups' CPU, copied in the database (a
+    """One INSERT ... SELECT: the attempt, its job (its labels too), the job's project and its groups' CPU and memory,
+    copied in the database (a
     job naming no experiment is in tracking's default one, as its run is). An
     attempt that has a segment already keeps it (one opened at its admission, as segments were before they followed
     the start)."""
@@ -50,12 +51,15 @@ def _open_sql(count: int) -> str:
     marks = ", ".join(["%s"] * count)
     return (
         f'INSERT INTO {segment} (attempt_id, attempt_number, job_id, organization_id, project_id, user_id, '  # noqa: S608
-        f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, borrowed, start_ts, '
+        f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, memory_mib, labels, '
+        f'borrowed, start_ts, '
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '
         f"j.priority_class_id, j.stage, COALESCE(NULLIF(j.experiment, ''), %s), j.total_devices, "
         f'(SELECT COALESCE(SUM(COALESCE(g.min_replicas, g.replicas) * g.cpu_millis), 0) FROM {group} g '
         f'WHERE g.job_id = j.id), '
+        f'(SELECT COALESCE(SUM(COALESCE(g.min_replicas, g.replicas) * g.memory_mib), 0) FROM {group} g '
+        f'WHERE g.job_id = j.id), j.labels, '
         f"a.borrowed, %s, '', %s "
         f'FROM {attempt} a JOIN {job} j ON j.id = a.job_id JOIN {project} p ON p.id = j.project_id '
         f'WHERE a.id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM {segment} s WHERE s.attempt_id = a.id)')
@@ -99,9 +103,9 @@ RESIZED = "resized"  # the outcome of a segment an elastic attempt's resize clos
 
 # Connected to jobs.lifecycle.on_resize in CostsConfig.ready().
 def follow_resizes(resized: lifecycle.Resized) -> None:
-    """Close the attempt's open segment at the resize and open the next at the new device count and CPU, both in
-    the resize's transaction. An attempt with no open segment (not started yet) has nothing to split: its segment
-    opens at its start."""
+    """Close the attempt's open segment at the resize and open the next at the new device count, CPU and memory (its
+    labels as they were), both in the resize's transaction. An attempt with no open segment (not started yet) has
+    nothing to split: its segment opens at its start."""
     at = epoch(resized.at)
     current = UsageSegment.objects.filter(attempt_id=resized.attempt_id, end_ts__isnull=True).first()
     if current is None:
@@ -110,8 +114,9 @@ def follow_resizes(resized: lifecycle.Resized) -> None:
     UsageSegment.objects.filter(pk=current.pk, end_ts__isnull=True).update(
         end_ts=max(at, current.start_ts), outcome=RESIZED, attempt=None)
     current.pk = None
-    current.devices, current.cpu_millis, current.start_ts = resized.new_devices, resized.new_cpu_millis, \
-        max(at, current.start_ts)
+    current.devices, current.cpu_millis, current.memory_mib = resized.new_devices, resized.new_cpu_millis, \
+        resized.new_memory_mib
+    current.start_ts = max(at, current.start_ts)
     current.end_ts, current.outcome, current.rolled = None, "", False
     current.save(force_insert=True)
 

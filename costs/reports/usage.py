@@ -1,5 +1,8 @@
-"""Cost and usage reports: device-hours, CPU core-hours and money, grouped by any of the segment's dimensions,
-over a range of UTC days, optionally per day, week or month.
+"""Cost and usage reports: device-hours, CPU core-hours, memory GiB-hours and money, grouped by any of the segment's
+dimensions, over a range of UTC days, optionally per hour, day, week or month. Besides the fixed dimensions a report
+groups by any job label (`label:team`): segments and their days carry the job's labels, and a job without the label
+is in the "(none)" group. An hourly report is priced from the segments themselves (days have no hours), so its range is
+bounded (`TIDAL_COST_MAX_HOURLY_DAYS`).
 
 A report adds two parts: the `UsageDay` rows of the range (closed segments, rolled and priced once) and the
 segments not rolled yet (open ones up to now, and any closed since the last roll), priced here with the same code.
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import islice
 from typing import Any
 
@@ -18,11 +21,12 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q, QuerySet, Sum, Value
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
 from costs.metering.prices import price_book
-from costs.metering.pricing import DAY, HOUR, day_pieces
+from costs.metering.pricing import DAY, HOUR, day_pieces, hour_pieces
 from costs.metering.rollup import EPOCH_DAY, usage_of
 from costs.models import UsageDay, UsageSegment
 from jobs.models import Job
@@ -36,8 +40,21 @@ GROUPS: dict[str, str] = {
     "experiment": "experiment", "stage": "stage", "flavor": "flavor_id", "cluster": "cluster_id",
     "priority_class": "priority_class_id",
 }
-STEPS = ("day", "week", "month")
+STEPS = ("hour", "day", "week", "month")
 CHUNK = 2000
+# A group `label:<key>` is the value of the job label <key>; jobs without it are in the NO_LABEL group.
+LABEL_PREFIX = "label:"
+NO_LABEL = "(none)"
+
+
+def label_key(group: str) -> str | None:
+    """The label key of a `label:<key>` group, else None (a fixed dimension)."""
+    return group[len(LABEL_PREFIX):] if group.startswith(LABEL_PREFIX) else None
+
+
+def column_of(group: str, index: int) -> str:
+    """The column of segments and days (or, for a label, the annotation) that holds the group at `index`."""
+    return f"label_{index}" if label_key(group) is not None else GROUPS[group]
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,15 @@ class Row:
     cpu_seconds: float = 0.0
     cost: float = 0.0
     labels: dict[str, str] = field(default_factory=dict)
+    memory_seconds: float = 0.0  # MiB-seconds
+    memory_cost: float = 0.0  # the part of `cost` memory cost
+
+    def add(self, other: Row) -> None:
+        self.device_seconds += other.device_seconds
+        self.cpu_seconds += other.cpu_seconds
+        self.memory_seconds += other.memory_seconds
+        self.cost += other.cost
+        self.memory_cost += other.memory_cost
 
     @property
     def device_hours(self) -> float:
@@ -73,8 +99,13 @@ class Row:
     def cpu_hours(self) -> float:
         return self.cpu_seconds / HOUR
 
+    @property
+    def memory_gib_hours(self) -> float:
+        return self.memory_seconds / 1024 / HOUR
+
 
 def period_of(day: date, step: str | None) -> date | None:
+    """The period of a day (for an hourly step, see `hour_of`)."""
     if step == "week":
         return day - timedelta(days=day.weekday())
     if step == "month":
@@ -94,7 +125,15 @@ class ReportQuery:
 
     @property
     def columns(self) -> list[str]:
-        return [GROUPS[name] for name in self.group_by]
+        return [column_of(name, index) for index, name in enumerate(self.group_by)]
+
+    def keys_of(self, segment: Any) -> tuple:
+        """A segment's (or a row's with its field names) values of the groups."""
+        keys = []
+        for name in self.group_by:
+            key = label_key(name)
+            keys.append(getattr(segment, GROUPS[name]) if key is None else (segment.labels or {}).get(key))
+        return tuple(keys)
 
     def moment(self, now: datetime) -> int:
         """The moment the report is as of (epoch seconds): `as_of`, else `now` to the second."""
@@ -103,11 +142,16 @@ class ReportQuery:
 
 def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = None) -> QuerySet:
     """The rolled part of a report, one aggregate query: (group columns..., period when stepped, device-seconds,
-    CPU core-seconds, cost) in period order; without the days of `late` segments from its first day on."""
+    CPU core-seconds, memory MiB-seconds, cost, memory cost) in period order; without the days of `late` segments
+    from its first day on."""
     days = UsageDay.objects.filter(day__gte=query.window.start, day__lt=query.window.end,
                                    project_id__in=projects, **query.filters)
     if late and late.segments:
         days = days.exclude(day__gte=late.first_day, segment_id__in=late.segments)
+    labels = {column: KeyTextTransform(label_key(name), "labels")
+              for name, column in zip(query.group_by, query.columns, strict=True) if label_key(name) is not None}
+    if labels:
+        days = days.annotate(**labels)
     names = list(query.columns)
     if query.step == "day":
         names.append("day")
@@ -116,8 +160,10 @@ def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = No
         names.append("period")
     if not names:  # totals only: values() of no field would group by every column, a constant groups nothing
         days, names = days.annotate(everything=Value(0)), ["everything"]
-    return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), money=Sum("cost"))
-            .order_by(*names[len(query.columns):], *query.columns).values_list(*names, "ds", "cs", "money"))
+    return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), ms=Sum("memory_seconds"),
+                                         money=Sum("cost"), mmoney=Sum("memory_cost"))
+            .order_by(*names[len(query.columns):], *query.columns)
+            .values_list(*names, "ds", "cs", "ms", "money", "mmoney"))
 
 
 @dataclass(frozen=True)
@@ -147,12 +193,14 @@ def late_segments(projects: QuerySet, query: ReportQuery, as_of: int) -> Late:
 def _rolled(projects: QuerySet, query: ReportQuery, late: Late | None) -> Iterator[Row]:
     width = len(query.columns)
     for values in rolled_values(projects, query, late).iterator(chunk_size=CHUNK):
-        if values[-3] is None:  # the totals of no day at all
+        device, cpu, memory, money, memory_money = values[-5:]
+        if device is None:  # the totals of no day at all
             continue
         period = values[width] if query.step else None
         if isinstance(period, datetime):
             period = period.date()
-        yield Row(period, tuple(values[:width]), values[-3] or 0, values[-2] or 0, values[-1] or 0.0)
+        yield Row(period, tuple(values[:width]), device or 0, cpu or 0, money or 0.0,
+                  memory_seconds=memory or 0, memory_cost=memory_money or 0.0)
 
 
 def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | None) -> dict[tuple, Row]:
@@ -165,7 +213,7 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
     book = price_book()
     found: dict[tuple, Row] = {}
     for segment in segments:
-        usage, keys = usage_of(segment), tuple(getattr(segment, column) for column in query.columns)
+        usage, keys = usage_of(segment), query.keys_of(segment)
         since = max(start, late.first_ts) if late and segment.pk in late.segments else start
         first, last = max(segment.start_ts, since), min(segment.end_ts or end, end)
         if first >= last:  # nothing held inside the window (a segment of no time): no row, as once rolled
@@ -175,7 +223,10 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
             row = found.setdefault((period, keys), Row(period, keys))
             row.device_seconds += segment.devices * (b - a)
             row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
-            row.cost += book.cost(usage, a, b)
+            row.memory_seconds += segment.memory_mib * (b - a)
+            cost, memory_cost = book.costs(usage, a, b)
+            row.cost += cost
+            row.memory_cost += memory_cost
     return found
 
 
@@ -183,6 +234,9 @@ def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterat
     """Every row of the report as of `query.as_of` (else `now`), labelled, rolled rows in period order and then what
     only unrolled segments hold."""
     moment = query.moment(now)
+    if query.step == "hour":
+        yield from _labelled(iter(_hourly(projects, query, moment)), query.group_by)
+        return
     late = None if query.as_of is None else late_segments(projects, query, moment)
     pending = _unrolled(projects, query, moment, late)
 
@@ -190,20 +244,53 @@ def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterat
         for row in _rolled(projects, query, late):
             extra = pending.pop((row.period, row.keys), None)
             if extra is not None:
-                row.device_seconds += extra.device_seconds
-                row.cpu_seconds += extra.cpu_seconds
-                row.cost += extra.cost
+                row.add(extra)
             yield row
         yield from sorted(pending.values(), key=lambda r: (r.period or EPOCH_DAY, -r.cost))
 
-    rows = merged()
+    yield from _labelled(merged(), query.group_by)
+
+
+def _labelled(rows: Iterator[Row], group_by: Sequence[str]) -> Iterator[Row]:
     while chunk := list(islice(rows, CHUNK)):
-        _label(chunk, query.group_by)
+        _label(chunk, group_by)
         yield from chunk
+
+
+def hour_of(at: int) -> datetime:
+    return datetime.fromtimestamp(at - at % 3600, UTC)
+
+
+def _hourly(projects: QuerySet, query: ReportQuery, moment: int) -> list[Row]:
+    """An hourly report, from the segments overlapping the window whether rolled or not (a rolled day has no
+    hours), each cut at the hours and priced as a roll prices it (prices in force or past never change). The range
+    is bounded by the serializer (`TIDAL_COST_MAX_HOURLY_DAYS`), so this reads a few days of segments."""
+    start, end = query.window.start_ts, min(query.window.end_ts, moment)
+    segments = (UsageSegment.objects.filter(start_ts__lt=end, project_id__in=projects, **query.filters)
+                .filter(Q(end_ts__isnull=True) | Q(end_ts__gt=start)))
+    book = price_book()
+    found: dict[tuple, Row] = {}
+    for segment in segments:
+        usage, keys = usage_of(segment), query.keys_of(segment)
+        first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
+        for a, b in hour_pieces(first, last):
+            period = hour_of(a)
+            row = found.setdefault((period, keys), Row(period, keys))
+            row.device_seconds += segment.devices * (b - a)
+            row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
+            row.memory_seconds += segment.memory_mib * (b - a)
+            cost, memory_cost = book.costs(usage, a, b)
+            row.cost += cost
+            row.memory_cost += memory_cost
+    return sorted(found.values(), key=lambda r: (r.period, -r.cost))
 
 
 def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
     for index, name in enumerate(group_by):
+        if label_key(name) is not None:
+            for row in rows:
+                row.labels[name] = NO_LABEL if row.keys[index] is None else str(row.keys[index])
+            continue
         ids = {row.keys[index] for row in rows}
         names = LABELS[name](ids) if name in LABELS else {}
         for row in rows:
@@ -249,9 +336,7 @@ class Report:
     def total(self) -> Row:
         total = Row(None, ())
         for row in self.rows:
-            total.device_seconds += row.device_seconds
-            total.cpu_seconds += row.cpu_seconds
-            total.cost += row.cost
+            total.add(row)
         return total
 
 

@@ -27,8 +27,19 @@ from costs import selectors
 from costs.metering.pricing import DAY
 from costs.metering.rollup import EPOCH_DAY
 from costs.reports import staff
+from costs.reports.idle import idle_guarantee
 from costs.reports.panels import report_panels
-from costs.reports.usage import GROUPS, STEPS, Report, ReportQuery, period_of, usage_report
+from costs.reports.usage import (
+    GROUPS,
+    LABEL_PREFIX,
+    STEPS,
+    Report,
+    ReportQuery,
+    hour_of,
+    label_key,
+    period_of,
+    usage_report,
+)
 from costs.serializers import ReportParamsSerializer, currency, month_window
 from quotas.selectors import flavors
 from tenancy.models import Project
@@ -58,6 +69,11 @@ def report_params(query: QueryDict, now: datetime) -> dict[str, str]:
         params["group_by"] = ",".join(name for name in chosen if name)
     else:
         params["group_by"] = ",".join(DEFAULT_GROUPS)
+    # The page's "labels" field: job label keys to group by too, typed comma-separated (team, cost-center).
+    keys = [key.strip() for key in query.get("labels", "").split(",") if key.strip()]
+    if keys:
+        names = [*params["group_by"].split(","), *(LABEL_PREFIX + key for key in keys)]
+        params["group_by"] = ",".join(dict.fromkeys(name for name in names if name))
     if not params.keys() & set(RANGE_PARAMS):
         params["month"] = this_month(now)
     params.setdefault("step", DEFAULT_STEP)
@@ -82,12 +98,16 @@ def validated_query(request: HttpRequest, params: Mapping[str, str]) -> tuple[Re
 
 
 def epoch_seconds(day: date) -> int:
+    if isinstance(day, datetime):  # an hour
+        return int(day.timestamp())
     return (day - EPOCH_DAY).days * DAY
 
 
 def periods_of(query: ReportQuery) -> list[date | None]:
     """Every period of the window, with or without usage, so the chart spans the whole range (one, None, when the
     query is not stepped)."""
+    if query.step == "hour":
+        return [hour_of(at) for at in range(query.window.start_ts, query.window.end_ts, 3600)]
     found: list[date | None] = []
     day = query.window.start
     while day < query.window.end:
@@ -128,7 +148,8 @@ def table_rows(report: Report) -> tuple[list[dict[str, Any]], int]:
     if len(rows) > MAX_TABLE_ROWS:
         rows = sorted(rows, key=lambda row: -row.cost)[:MAX_TABLE_ROWS]
     return [{"period": row.period, "groups": [row.labels.get(name, "") for name in report.query.group_by],
-             "device_hours": row.device_hours, "cpu_hours": row.cpu_hours, "cost": row.cost}
+             "device_hours": row.device_hours, "cpu_hours": row.cpu_hours, "memory_gib_hours": row.memory_gib_hours,
+             "cost": row.cost, "memory_cost": row.memory_cost}
             for row in rows], len(report.rows)
 
 
@@ -136,6 +157,8 @@ def _form_context(request: HttpRequest, params: Mapping[str, str]) -> dict[str, 
     return {
         "params": params,
         "chosen_groups": [name for name in params.get("group_by", "").split(",") if name],
+        "label_keys": ", ".join(key for name in params.get("group_by", "").split(",")
+                                if (key := label_key(name)) is not None),
         "group_choices": list(GROUPS), "step_choices": STEPS,
         "project_choices": projects_for_user(request.user).order_by("slug").values_list("slug", flat=True),
         "flavor_choices": flavors().order_by("name").values_list("name", flat=True),
@@ -156,6 +179,7 @@ def cost_report(request: HttpRequest) -> HttpResponse:
         return render(request, "costs/report.html", {**context, "errors": errors}, status=400)
     projects = selectors.report_projects(request.user)
     report = usage_report(projects, query, now)
+    moment = datetime.fromtimestamp(query.moment(now), UTC)
     rows, row_count = table_rows(report)
     # What the report covers, for the panels other apps add (reliability: what failures lost).
     covered = projects.filter(**{"pk" if column == "project_id" else column: value
@@ -166,10 +190,12 @@ def cost_report(request: HttpRequest) -> HttpResponse:
     return render(request, "costs/report.html", {
         **context, "report": report, "total": report.total, "rows": rows, "row_count": row_count,
         "last_day": query.window.end - timedelta(days=1), "chart": stacked_series(report),
-        "as_of": datetime.fromtimestamp(query.moment(now), UTC),
+        "as_of": moment,
         "never_metered": not report.rows and not selectors.usage_metered(projects),
         "csv_url": f"{reverse('cost-report-csv')}?{urlencode(params)}",
         "panels": report_panels(request, covered, start, end),
+        "idle": idle_guarantee(projects, query, moment),
+        "idle_csv_url": f"{reverse('cost-report-csv')}?{urlencode({**params, 'section': 'idle'})}",
     })
 
 

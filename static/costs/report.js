@@ -13,7 +13,9 @@ const HEIGHT = 300;
 
 const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
 const fmtDay = uPlot.fmtDate("{YYYY}-{MM}-{DD}");
-const dayOf = (u, ts) => (ts == null ? "–" : fmtDay(utc(ts)));
+const fmtHour = uPlot.fmtDate("{YYYY}-{MM}-{DD} {HH}:00");
+// An hourly report's periods start inside a day: those show their hour.
+const dayOf = (u, ts) => (ts == null ? "–" : (ts % DAY ? fmtHour : fmtDay)(utc(ts)));
 
 function pageData(id) {
   const element = document.getElementById(id);

@@ -1,6 +1,7 @@
 """A report is exact whether its segments are rolled or not: `usage_report` over random segments (open ones, ones
-across midnights and across price changes, of devices or of CPU only, preemptible or not) and random prices equals a
-direct computation with the pure pricing code, before and after `roll_segments`.
+across midnights and across price changes, of devices or of CPU only, with memory or not, labelled or not,
+preemptible or not) and random prices equals a direct computation with the pure pricing code, before and after
+`roll_segments`, for any groups (a job label too) and step (hourly too).
 
 The direct computation shares no code with the rollup or the reports but `PriceBook.cost` itself: it builds the
 price book from the drawn prices (not from the database), and prices each segment's whole stretch inside a period in
@@ -21,8 +22,8 @@ from hypothesis import strategies as st
 from clusters.models import Cluster
 from costs.metering.pricing import DAY, PriceBook, Usage
 from costs.metering.rollup import EPOCH_DAY, roll_segments
-from costs.models import ClassDiscount, CpuPrice, DevicePrice, UsageDay, UsageSegment
-from costs.reports.usage import GROUPS, ReportQuery, Window, period_of, usage_report
+from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, UsageDay, UsageSegment
+from costs.reports.usage import GROUPS, ReportQuery, Window, label_key, period_of, usage_report
 from jobs.models import Job
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Project
@@ -60,7 +61,8 @@ def prices(draw):
         return sorted(draw(st.dictionaries(moments, values, max_size=3)).items())
 
     return {"device": [timeline(amounts) for _ in range(2)], "own": timeline(amounts), "cpu": timeline(amounts),
-            "discount": timeline(st.decimals(min_value=0, max_value=1, places=2))}
+            "discount": timeline(st.decimals(min_value=0, max_value=1, places=2)),
+            "memory": [timeline(amounts) for _ in range(2)], "memory_own": timeline(amounts)}
 
 
 @st.composite
@@ -71,7 +73,8 @@ def segments(draw):
     return {"project": draw(st.integers(0, 1)), "job": draw(st.sampled_from([None, 0, 1, 2])),
             "flavor": draw(st.integers(0, 1)), "cluster": draw(st.sampled_from([None, 0, 1])),
             "klass": draw(st.integers(0, 1)), "devices": draw(st.sampled_from([0, 1, 3, 8])),
-            "cpu_millis": draw(st.integers(0, 64_000)),
+            "cpu_millis": draw(st.integers(0, 64_000)), "memory_mib": draw(st.sampled_from([0, 1024, 16384, 100_000])),
+            "team": draw(st.sampled_from([None, "a", "b"])),
             "start_ts": start, "end_ts": None if open_ else min(start + length, NOW)}
 
 
@@ -79,10 +82,12 @@ def segments(draw):
 def queries(draw):
     first = draw(st.dates(date(2025, 12, 30), date(2026, 1, 16)))
     days = draw(st.integers(1, 40))
-    group_by = draw(st.lists(st.sampled_from(["project", "job", "flavor", "cluster", "priority_class"]),
+    group_by = draw(st.lists(st.sampled_from(["project", "job", "flavor", "cluster", "priority_class", "label:team"]),
                              unique=True, max_size=3))
-    return ReportQuery(Window(first, first + timedelta(days=days)), tuple(group_by),
-                       draw(st.sampled_from([None, "day", "week", "month"])))
+    step = draw(st.sampled_from([None, "day", "week", "month", "hour"]))
+    if step == "hour":  # bounded by the serializer to a few days
+        days = min(days, 3)
+    return ReportQuery(Window(first, first + timedelta(days=days)), tuple(group_by), step)
 
 
 def store(world, drawn_prices, drawn_segments) -> tuple[PriceBook, list[dict]]:
@@ -105,6 +110,14 @@ def store(world, drawn_prices, drawn_segments) -> tuple[PriceBook, list[dict]]:
     ClassDiscount.objects.bulk_create(ClassDiscount(priority_class_id=preemptible, factor=v, effective_from=when(t))
                                       for t, v in drawn_prices["discount"])
     book["discount"][preemptible] = [(t, float(v)) for t, v in drawn_prices["discount"]]
+    book["memory"] = {}
+    for flavor, line in zip(flavors, drawn_prices["memory"], strict=True):
+        MemoryPrice.objects.bulk_create(MemoryPrice(flavor_id=flavor, per_gib_hour=v, effective_from=when(t))
+                                        for t, v in line)
+        book["memory"][flavor, None] = [(t, float(v)) for t, v in line]
+    MemoryPrice.objects.bulk_create(MemoryPrice(flavor_id=h100_east[0], cluster_id=h100_east[1], per_gib_hour=v,
+                                                effective_from=when(t)) for t, v in drawn_prices["memory_own"])
+    book["memory"][h100_east] = [(t, float(v)) for t, v in drawn_prices["memory_own"]]
     rows = []
     for s in drawn_segments:
         project = world["projects"][s["project"]]
@@ -112,33 +125,47 @@ def store(world, drawn_prices, drawn_segments) -> tuple[PriceBook, list[dict]]:
                "flavor_id": flavors[s["flavor"]],
                "cluster_id": None if s["cluster"] is None else world["clusters"][s["cluster"]],
                "priority_class_id": world["classes"][s["klass"]], "devices": s["devices"],
-               "cpu_millis": s["cpu_millis"], "start_ts": s["start_ts"], "end_ts": s["end_ts"]}
+               "cpu_millis": s["cpu_millis"], "memory_mib": s["memory_mib"],
+               "labels": {} if s["team"] is None else {"team": s["team"], "other": "x"},
+               "start_ts": s["start_ts"], "end_ts": s["end_ts"]}
         UsageSegment.objects.create(attempt_number=1, organization_id=project.organization_id, stage="other", **row)
         rows.append(row)
-    return PriceBook(device=book["device"], cpu=book["cpu"], discount=book["discount"]), rows
+    return PriceBook(device=book["device"], cpu=book["cpu"], discount=book["discount"], memory=book["memory"]), rows
+
+
+def key_of(row: dict, name: str) -> object:
+    key = label_key(name)
+    return row[GROUPS[name]] if key is None else row["labels"].get(key)
 
 
 def expected(book: PriceBook, rows: list[dict], query: ReportQuery) -> dict:
-    """(period, keys) -> [device-seconds, CPU core-seconds, cost]: each segment clipped to the window and to now (or
-    the moment the query is as of), its stretch inside each period priced in one call."""
-    found: dict = defaultdict(lambda: [0, 0.0, 0.0])
+    """(period, keys) -> [device-seconds, CPU core-seconds, cost, memory MiB-seconds, memory cost]: each segment
+    clipped to the window and to now (or the moment the query is as of), its stretch inside each period priced in
+    one call."""
+    found: dict = defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0])
     until = NOW if query.as_of is None else query.as_of
     start, end = query.window.start_ts, min(query.window.end_ts, until)
     for row in rows:
         first, last = max(row["start_ts"], start), min(row["end_ts"] or until, end)
         stretches: dict = {}  # period -> [from, to]
-        for second in range(first - first % DAY, last if first < last else 0, DAY):  # each UTC day it holds
-            a, b = max(first, second), min(last, second + DAY)
-            period = period_of(EPOCH_DAY + timedelta(days=second // DAY), query.step)
+        size = 3600 if query.step == "hour" else DAY
+        for second in range(first - first % size, last if first < last else 0, size):  # each UTC day (hour) held
+            a, b = max(first, second), min(last, second + size)
+            if query.step == "hour":
+                period = datetime.fromtimestamp(second, UTC)
+            else:
+                period = period_of(EPOCH_DAY + timedelta(days=second // DAY), query.step)
             stretches.setdefault(period, [a, b])[1] = b
         usage = Usage(row["flavor_id"], row["cluster_id"], row["priority_class_id"], row["devices"],
-                      row["cpu_millis"])
-        keys = tuple(row[GROUPS[name]] for name in query.group_by)
+                      row["cpu_millis"], row["memory_mib"])
+        keys = tuple(key_of(row, name) for name in query.group_by)
         for period, (a, b) in stretches.items():
             total = found[period, keys]
             total[0] += row["devices"] * (b - a)
             total[1] += row["cpu_millis"] * (b - a) / 1000
             total[2] += book.cost(usage, a, b)
+            total[3] += row["memory_mib"] * (b - a)
+            total[4] += book.memory_cost(usage, a, b)
     return found
 
 
@@ -157,11 +184,13 @@ def pieces_inside(rows: list[dict], query: ReportQuery) -> int:
 def check(report, wanted: dict, cpu_slack: float) -> None:
     got = {(row.period, row.keys): row for row in report.rows}
     assert set(got) == set(wanted)
-    for key, (device_seconds, cpu_seconds, cost) in wanted.items():
+    for key, (device_seconds, cpu_seconds, cost, memory_seconds, memory_cost) in wanted.items():
         row = got[key]
         assert row.device_seconds == device_seconds
         assert abs(row.cpu_seconds - cpu_seconds) <= cpu_slack
         assert row.cost == pytest.approx(cost, rel=1e-9, abs=1e-9)
+        assert row.memory_seconds == memory_seconds
+        assert row.memory_cost == pytest.approx(memory_cost, rel=1e-9, abs=1e-9)
     assert report.total.cost == pytest.approx(sum(v[2] for v in wanted.values()), rel=1e-9, abs=1e-9)
 
 
@@ -181,7 +210,9 @@ def test_a_report_equals_pricing_the_raw_segments_before_and_after_a_roll(world,
         check(usage_report(projects, query, now), wanted, cpu_slack=1e-6)
         assert roll_segments(now=now) == sum(1 for row in rows if row["end_ts"] is not None)
         assert UsageSegment.objects.filter(rolled=True, end_ts__isnull=True).count() == 0
-        check(usage_report(projects, query, now), wanted, cpu_slack=0.5 * pieces_inside(rows, query) + 1e-6)
+        # an hourly report prices the segments themselves, rolled or not: no rounding of rolled CPU
+        slack = 1e-6 if query.step == "hour" else 0.5 * pieces_inside(rows, query) + 1e-6
+        check(usage_report(projects, query, now), wanted, cpu_slack=slack)
         transaction.set_rollback(True)
 
 

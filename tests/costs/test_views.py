@@ -165,7 +165,8 @@ def test_the_csv_link_carries_the_pages_query_and_works_with_the_session(tenant,
     download = member.get(url)
     assert download.status_code == 200
     rows = list(csv.reader(io.StringIO(b"".join(download.streaming_content).decode())))
-    assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "cost_usd"]
+    assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "memory_gib_hours", "cost_usd",
+                       "memory_cost_usd"]
     assert rows[1][:4] == ["2026-01-01", "vision", "nvidia-h100-80gb", "16.0000"] and rows[1][5] == "32.0000"
     assert len(rows) == 2
 

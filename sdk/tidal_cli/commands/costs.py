@@ -12,14 +12,19 @@ from tidal_cli.csvcells import write_csv
 from tidal_cli.output import emit_json, table
 
 GROUPS = ["organization", "project", "user", "job", "experiment", "stage", "flavor", "cluster", "priority_class"]
-STEPS = ["day", "week", "month"]
+STEPS = ["hour", "day", "week", "month"]
+LABEL_PREFIX = "label:"  # a job label: label:team, label:cost-center (the server checks the key)
 
 
 def group_list(value: str) -> str:
-    names = [name.strip().replace("-", "_") for name in value.split(",") if name.strip()]
-    unknown = [name for name in names if name not in GROUPS]
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    names = [name if name.startswith(LABEL_PREFIX) else name.replace("-", "_") for name in names]
+    unknown = [name for name in names if name not in GROUPS and not name.startswith(LABEL_PREFIX)]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown group {unknown[0]!r} (any of {', '.join(GROUPS)})")
+        raise argparse.ArgumentTypeError(f"unknown group {unknown[0]!r} (any of {', '.join(GROUPS)}, "
+                                         f"or {LABEL_PREFIX}KEY for a job label)")
+    if any(name == LABEL_PREFIX for name in names):
+        raise argparse.ArgumentTypeError(f"{LABEL_PREFIX} needs a label key, e.g. {LABEL_PREFIX}team")
     return ",".join(names)
 
 
@@ -55,26 +60,30 @@ def cmd_costs(args: argparse.Namespace) -> None:
         return emit_json(report)
     groups = report["group_by"]
     rows = [{**row["group"], "period": row["period"], "device_hours": row["device_hours"],
-             "cpu_hours": row["cpu_hours"], "cost": row["cost"]} for row in report["rows"]]
+             "cpu_hours": row["cpu_hours"], "memory_gib_hours": row.get("memory_gib_hours", 0.0),
+             "cost": row["cost"]} for row in report["rows"]]
     columns = ([("period", "PERIOD")] if report["step"] else []) + [(name, name.upper()) for name in groups]
     columns += [("device_hours", "DEVICE-H", hours), ("cpu_hours", "CPU-H", hours),
+                ("memory_gib_hours", "MEM-GIB-H", hours),
                 ("cost", report["currency"], money)]
     as_of = report["as_of"].replace("T", " ").replace("Z", "").replace("+00:00", "")
     print(f"Costs {report['start']} to {report['end']} (UTC days), as of {as_of} UTC (running jobs count up to it)")
     print(table(rows, columns, empty="No usage in this range."))
     total = report["total"]
     print(f"\nTotal: {money(total['cost'])} {report['currency']}, {hours(total['device_hours'])} device-hours, "
-          f"{hours(total['cpu_hours'])} CPU core-hours")
+          f"{hours(total['cpu_hours'])} CPU core-hours, {hours(total.get('memory_gib_hours', 0.0))} memory GiB-hours "
+          f"({money(total.get('memory_cost', 0.0))} {report['currency']} of it memory)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     costs = add_command(sub, "costs", cmd_costs, "usage and cost of your projects, grouped and per period")
     costs.add_argument("--by", type=group_list, default="project",
-                       help=f"group by these, comma-separated (default project; any of {', '.join(GROUPS)})")
+                       help=f"group by these, comma-separated (default project; any of {', '.join(GROUPS)}, or "
+                            f"{LABEL_PREFIX}KEY for a job label, e.g. {LABEL_PREFIX}team)")
     costs.add_argument("--month", metavar="YYYY-MM", help="a calendar month (default: this month, UTC)")
     costs.add_argument("--start", metavar="YYYY-MM-DD", help="first day of a range (with --end)")
     costs.add_argument("--end", metavar="YYYY-MM-DD", help="last day of a range, included")
-    costs.add_argument("--step", choices=STEPS, help="a row per day, week or month")
+    costs.add_argument("--step", choices=STEPS, help="a row per hour (a range of a few days), day, week or month")
     costs.add_argument("--project", help="only this project")
     costs.add_argument("--flavor", help="only this flavor")
     costs.add_argument("--cluster", help="only this cluster")
