@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -106,11 +107,11 @@ def add_elastic_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between an elastic job's resizes (default %(default)s)")
 
 
-def elastic_options(args: argparse.Namespace) -> dict[str, float]:
-    """EngineOptions fields from the elastic flags."""
-    return {"elastic_fraction": args.elastic, "elastic_max_factor": args.elastic_max_factor,
-            "scaling_efficiency": args.scaling_efficiency, "rescale_pause": args.rescale_pause,
-            "resize_cooldown": args.resize_cooldown}
+def with_elastic(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
+    """`options` with the elastic flags' values."""
+    return replace(options, elastic_fraction=args.elastic, elastic_max_factor=args.elastic_max_factor,
+                   scaling_efficiency=args.scaling_efficiency, rescale_pause=args.rescale_pause,
+                   resize_cooldown=args.resize_cooldown)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,12 +157,11 @@ def run_cli(
         err.write(trace.skipped.summary() + "\n")
         for line in trace.skipped.examples[:3]:
             err.write(f"  e.g. {line}\n")
-    options = EngineOptions(
+    options = with_elastic(EngineOptions(
         cycle_interval=args.cycle_interval,
         checkpoint_interval=args.checkpoint_interval,
         restart_overhead=args.restart_overhead,
-        **elastic_options(args),
-    )
+    ), args)
     partition = {"auto": None, "yes": True, "no": False}[args.partition]
     results = []
     with collector_paused():  # a command of its own: nothing else in the process minds the pause

@@ -67,7 +67,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def format_table(summaries: Sequence[dict[str, Any]], *, per_project: bool = True) -> str:
     """Overall row per policy, then (optionally) per project rows; all times in seconds."""
-    cols = TABLE_COLUMNS
+    cols: tuple[tuple[str, str, str], ...] = TABLE_COLUMNS
     if any(s["overall"].get("elastic_jobs") for s in summaries):
         cols = cols + ELASTIC_COLUMNS
     out = []
