@@ -71,6 +71,9 @@ class EngineOptions:
     scaling_efficiency: float = 0.9  # the throughput each added worker keeps
     rescale_pause: float = 30.0  # seconds without progress after each resize
     resize_cooldown: float = 300.0  # seconds between an elastic job's resizes (RunningJob.resize_cooldown)
+    # False: a shrink loses the work since the last checkpoint, as a preemption does. True: the job checkpoints
+    # when told to shrink (SIGTERM first, as the Kubernetes backend of issue 29 shrinks) and loses nothing.
+    checkpoint_on_shrink: bool = False
 
     def __post_init__(self) -> None:
         checks = (
@@ -614,6 +617,8 @@ class _Engine:
             raise EngineError(f"job {jid} shrinks to {len(kept)} workers, below its minimum {self.elastic[jid][0]}")
         self._take(removed, jid, +1)
         work = self._work(run, self.now)
+        if self.opts.checkpoint_on_shrink:
+            run.checkpoint_work = work
         lost = (work - run.checkpoint_work) * self.jobs[jid - 1].total_devices
         out = self.outcomes[jid - 1]
         out.shrinks += 1

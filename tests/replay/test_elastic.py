@@ -122,6 +122,16 @@ def test_a_shrink_loses_the_work_since_the_last_checkpoint_and_pauses():
     assert [s.devices for s in result.segments if s.job_id == "e"] == [2, 4, 3]
 
 
+def test_a_job_that_checkpoints_when_told_to_shrink_loses_nothing():
+    trace = _trace("e,0,1000,4,1,gpu,p,,,", "r,1000,10,1,1,gpu,q,high,,")
+    plan = {0: [("admit-workers", 1, [NODE, NODE])], 300: [("grow", 1, 2, [NODE, NODE])],
+            1000: [("shrink", 1, [(3, NODE)]), ("admit", 2, NODE, 1)]}
+    result, _ = _run(trace, plan, devices=4, checkpoint_interval=200, checkpoint_on_shrink=True)
+    e = result.jobs[0]
+    assert e.shrinks == 1 and e.lost_work == 0
+    assert e.end == pytest.approx(1000 + 30 + (1000 - _work_at_1000()) * rate(4) / rate(3), rel=1e-12)
+
+
 def test_a_preempted_elastic_job_loses_the_same_work_and_queues_again_elastic():
     result, script = _grown_then(("preempt", 1))
     e = result.jobs[0]
