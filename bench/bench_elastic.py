@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import RunningUsage, run_cycle  # noqa: E402
-from jobs.scheduling.model import CycleResult, Node, Policy, Snapshot  # noqa: E402
+from jobs.scheduling.elastic import elastic_groups  # noqa: E402
+from jobs.scheduling.model import Assignment, CycleResult, Node, Policy, RunningJob, Snapshot  # noqa: E402
 from replay.engine import EngineOptions, ReplayResult, run_replay  # noqa: E402
 from replay.policies import get_policy  # noqa: E402
 from replay.results import summarize  # noqa: E402
@@ -53,11 +54,12 @@ GOAL = 0.25  # elastic mean JCT at least this much lower than rigid
 class ShrinkWatch:
     """The production cycle, counting the whole-job preemptions a shrink would have sufficed for.
 
-    A cycle's preemptions for a job J were avoidable by shrinking when, in that cycle's snapshot with every running
-    elastic job that J may shrink (its priority at most J's, J not preemptible: the core's rule) cut to its minimum
-    and J the only job waiting, the same policy with preemption off admits J. This ignores the other jobs that
-    cycle admitted (they may have needed the same devices), so it may count a preemption that was needed, never
-    miss one that was not: a 0 is a 0."""
+    A cycle's whole-job preemptions for a job J were avoidable by shrinking when J fits without them: in the state
+    after the cycle's decisions (its other admissions, preemptions, shrinks and growth carried out) but with J not
+    admitted and the jobs preempted for J still running, and then every running elastic job that J may shrink (its
+    priority at most J's, J not preemptible: the core's rule) cut to its minimum, the same policy with preemption
+    off and J the only job waiting admits J. With no elastic job at all this asks whether the preemption was needed
+    at all."""
 
     def __init__(self) -> None:
         self.usage = RunningUsage()
@@ -76,12 +78,46 @@ class ShrinkWatch:
             self.own_project += sum(1 for s in result.shrinks if project.get(s.for_job_id) == running.get(s.job_id))
         for job_id, victims in by_job.items():
             self.checked += victims
-            if shrink_sufficed(snapshot, policy, job_id):
+            if shrink_sufficed(without(snapshot, result, job_id), policy, job_id):
                 self.avoidable += victims
         return result
 
 
+def _move(nodes: dict[str, Node], placement: tuple[Assignment, ...], sign: int) -> None:
+    for a in placement:
+        n = nodes[a.node]
+        nodes[a.node] = replace(n, free=n.free + sign * a.devices)
+
+
+def without(snapshot: Snapshot, result: CycleResult, job_id: int) -> Snapshot:
+    """The snapshot after `result` was carried out, except that `job_id` was not admitted and the jobs preempted
+    for it still run; `job_id` waits."""
+    nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
+    running = {r.id: r for r in snapshot.running}
+    pending = {j.id: j for j in snapshot.pending}
+    for p in result.preemptions:
+        if p.for_job_id != job_id:
+            _move(nodes, running.pop(p.victim_id).placement, +1)
+    for s in result.shrinks:
+        _move(nodes, s.removed, +1)
+        r = running[s.job_id]
+        running[s.job_id] = replace(r, placement=tuple(a for a in r.placement if a not in s.removed))
+    for a in result.admits:
+        if a.job_id != job_id:
+            j = pending[a.job_id]
+            _move(nodes, a.placement, -1)
+            running[j.id] = RunningJob(j.id, j.project, j.priority, snapshot.now, a.placement, j.groups[0].flavor,
+                                       j.preemptible, 0.0, j.max_runtime, elastic=elastic_groups(j))
+    for g in result.grows:
+        _move(nodes, g.placement, -1)
+        r = running[g.job_id]
+        running[g.job_id] = replace(r, placement=r.placement + g.placement)
+    return replace(snapshot, nodes=tuple(nodes.values()), running=tuple(running.values()))
+
+
 def shrink_sufficed(snapshot: Snapshot, policy: Policy, job_id: int) -> bool:
+    """Whether `job_id`, waiting in `snapshot`, is admitted without any preemption once every elastic job it may
+    shrink is at its minimum."""
     job = next((j for j in snapshot.pending if j.id == job_id), None)
     if job is None:
         return False
@@ -91,10 +127,7 @@ def shrink_sufficed(snapshot: Snapshot, policy: Policy, job_id: int) -> bool:
         if r.elastic and not job.preemptible and r.priority <= job.priority:
             minimum = {e.role: e.min_replicas for e in r.elastic}
             keep = tuple(a for a in r.placement if a.index < minimum.get(a.role, a.index + 1))
-            for a in r.placement:
-                if a not in keep:
-                    n = nodes[a.node]
-                    nodes[a.node] = replace(n, free=n.free + a.devices)
+            _move(nodes, tuple(a for a in r.placement if a not in keep), +1)
             r = replace(r, placement=keep)
         running.append(r)
     shrunk = replace(snapshot, nodes=tuple(nodes.values()), running=tuple(running), pending=(job,))
@@ -173,9 +206,9 @@ def main() -> int:
         put("CPU s of the replay", f"{cpu:.1f}")
     print(f"Elastic jobs on the Philly week, production policy, 704 GPUs, checkpoints every {CHECKPOINT / 60:.0f} min "
           f"of work, {SHARE:.0%} of the jobs chosen elastic ({cpu_total:.0f} CPU s)")
-    print(f"{'':<36}" + "".join(f"{name:>14}" for name, _ in columns))
+    print(f"{'':<36}" + "".join(f"{name:>16}" for name, _ in columns))
     for label in order:
-        print(f"{label:<36}" + "".join(f"{v:>14}" for v in rows[label]))
+        print(f"{label:<36}" + "".join(f"{v:>16}" for v in rows[label]))
     met = []
     for k, (name, _) in enumerate(columns[1:], start=1):
         lower = 1 - jct[k] / jct[0]
