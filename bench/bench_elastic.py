@@ -55,11 +55,11 @@ class ShrinkWatch:
     """The production cycle, counting the whole-job preemptions a shrink would have sufficed for.
 
     A cycle's whole-job preemptions for a job J were avoidable by shrinking when J fits without them: in the state
-    after the cycle's decisions (its other admissions, preemptions, shrinks and growth carried out) but with J not
-    admitted and the jobs preempted for J still running, and then every running elastic job that J may shrink (its
-    priority at most J's, J not preemptible: the core's rule) cut to its minimum, the same policy with preemption
-    off and J the only job waiting admits J. With no elastic job at all this asks whether the preemption was needed
-    at all."""
+    after the cycle's decisions (its other admissions, preemptions, shrinks and growth carried out, the jobs it
+    did not admit still waiting) but with J not admitted and the jobs preempted for J still running, and then every
+    running elastic job that J may shrink (its priority at most J's, J not preemptible: the core's rule) cut to its
+    minimum, the same policy with preemption off admits J. With no elastic job at all this asks whether the
+    preemption was needed at all."""
 
     def __init__(self) -> None:
         self.usage = RunningUsage()
@@ -104,7 +104,7 @@ def without(snapshot: Snapshot, result: CycleResult, job_id: int) -> Snapshot:
         running[s.job_id] = replace(r, placement=tuple(a for a in r.placement if a not in s.removed))
     for a in result.admits:
         if a.job_id != job_id:
-            j = pending[a.job_id]
+            j = pending.pop(a.job_id)
             _move(nodes, a.placement, -1)
             running[j.id] = RunningJob(j.id, j.project, j.priority, snapshot.now, a.placement, j.groups[0].flavor,
                                        j.preemptible, 0.0, j.max_runtime, elastic=elastic_groups(j))
@@ -112,7 +112,8 @@ def without(snapshot: Snapshot, result: CycleResult, job_id: int) -> Snapshot:
         _move(nodes, g.placement, -1)
         r = running[g.job_id]
         running[g.job_id] = replace(r, placement=r.placement + g.placement)
-    return replace(snapshot, nodes=tuple(nodes.values()), running=tuple(running.values()))
+    return replace(snapshot, nodes=tuple(nodes.values()), running=tuple(running.values()),
+                   pending=tuple(pending.values()))
 
 
 def shrink_sufficed(snapshot: Snapshot, policy: Policy, job_id: int) -> bool:
@@ -130,7 +131,7 @@ def shrink_sufficed(snapshot: Snapshot, policy: Policy, job_id: int) -> bool:
             _move(nodes, tuple(a for a in r.placement if a not in keep), +1)
             r = replace(r, placement=keep)
         running.append(r)
-    shrunk = replace(snapshot, nodes=tuple(nodes.values()), running=tuple(running), pending=(job,))
+    shrunk = replace(snapshot, nodes=tuple(nodes.values()), running=tuple(running))
     return any(a.job_id == job_id for a in run_cycle(shrunk, policy=replace(policy, preemption=False)).admits)
 
 
