@@ -19,6 +19,9 @@ Cases:
   jobs. Not a state the scheduler produces; it checks that preemption work stays bounded.
 - "plain mode": the empty and busy cycles again with every acceleration off (`run_cycle(..., accelerate=False)`):
   how much slower, and whether it decided the same (a third of the runs).
+- "elastic": the empty and busy cycles again with half the generated jobs of 2 or more replicas elastic
+  (`elastic_share`: pending ones may start at half their replicas, running ones run on half to twice theirs, past
+  their resize cooldown, so the cycle shrinks and grows them), beside the rigid rows, with the same target.
 - "replay-size burst": 500 new jobs at once on a cluster filled as in "busy" (many admissions and reclaims).
 - "replay-size step": what trace replay runs at most events: the previous cycle's decisions were applied
   (admitted jobs run, victims are pending again) and one job was submitted since.
@@ -45,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import (  # noqa: E402
     Assignment,
+    Elastic,
     Node,
     PendingJob,
     Policy,
@@ -247,6 +251,22 @@ def apply(snap: Snapshot, result, at: float, min_runtime: float = 600.0) -> Snap
                    pending=tuple(pending.values()))
 
 
+def elastic_share(snap: Snapshot) -> Snapshot:
+    """The snapshot with half its jobs of 2 or more replicas (even ids) elastic: a pending one may start at half its
+    replicas (rounded up) and a running one runs on half to twice its replicas, its cooldown over. Its replicas
+    above its minimum are grown ones: preemptible use the cycle shrinks first."""
+    pending = tuple(replace(j, groups=(replace(j.groups[0], min_replicas=-(-j.groups[0].replicas // 2)),))
+                    if j.id % 2 == 0 and j.groups[0].replicas >= 2 else j for j in snap.pending)
+    running = []
+    for r in snap.running:
+        replicas = len(r.placement)
+        if r.id % 2 == 0 and replicas >= 2:
+            r = replace(r, elastic=(Elastic(r.placement[0].role, -(-replicas // 2), 2 * replicas),),
+                        started_at=min(r.started_at, snap.now - r.resize_cooldown))
+        running.append(r)
+    return replace(snap, pending=pending, running=tuple(running))
+
+
 def replay_step(pending: int, seed: int) -> Snapshot:
     """A cycle as trace replay runs it at an event: the previous cycle's decisions were applied, one job came."""
     snap = make_snapshot(pending, 0.75, seed=seed)
@@ -360,6 +380,15 @@ def main() -> None:
             rows.append((f"{label}, plain mode", plain_times, plain_cpu, plain_peak, None,
                          f"{ratio:.1f}x the accelerated CPU; the same decisions, reasons and positions: "
                          f"{'yes' if same else 'NO'}"))
+            elastic = elastic_share(snap)
+            times, cpu, peak = measure(lambda elastic=elastic: run_cycle(elastic, policy), args.repeat)
+            result = run_cycle(elastic, policy)
+            stats = result.stats
+            share = sum(1 for j in elastic.pending if j.groups[0].min_replicas is not None) / len(elastic.pending)
+            rows.append((f"{label}, elastic", times, cpu, peak, target,
+                         f"{share:.0%} of pending and {sum(1 for r in elastic.running if r.elastic)} running jobs "
+                         f"elastic; {stats['admitted']} admits, {stats['preempted']} preempted, "
+                         f"{len(result.shrinks)} shrinks, {len(result.grows)} grows"))
     for label, pending, build in (("replay-size burst, 500 new on busy 75%", 500, make_snapshot),
                                   ("replay-size step, 500 pending, busy", 500, replay_step),
                                   ("replay-size step, 3000 pending, busy", 3000, replay_step)):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -63,6 +64,56 @@ def note_projects_without_partition(trace: Trace, quotas: QuotaSet, policy: str,
                   f"{jobs} job{'s' if jobs != 1 else ''} will never start\n")
 
 
+def _number(text: str, what: str, ok: Callable[[float], bool]) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value != value or not ok(value):  # NaN passes no comparison
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A share of jobs, 0 to 1 (argparse names the flag in the error)."""
+    return _number(text, "a share from 0 to 1", lambda v: 0.0 <= v <= 1.0)
+
+
+def factor(text: str) -> float:
+    return _number(text, "a factor of at least 1", lambda v: 1.0 <= v < float("inf"))
+
+
+def efficiency(text: str) -> float:
+    return _number(text, "above 0 and at most 1", lambda v: 0.0 < v <= 1.0)
+
+
+def seconds(text: str) -> float:
+    return _number(text, "seconds, at least 0", lambda v: 0.0 <= v < float("inf"))
+
+
+def add_elastic_arguments(p: argparse.ArgumentParser) -> None:
+    """The elastic-job flags (issue 29), shared with `manage.py replay`."""
+    defaults = EngineOptions()
+    p.add_argument("--elastic", type=fraction, default=0.0, metavar="FRACTION",
+                   help="replay this share of the trace's jobs (chosen by a hash of the job id) elastic: one-device "
+                        "workers, min = ceil(size/2), max = size; default 0 (every job rigid)")
+    p.add_argument("--elastic-max-factor", type=factor, default=defaults.elastic_max_factor, metavar="F",
+                   help="elastic jobs may grow to F x their size (at most where another worker stops helping)")
+    p.add_argument("--scaling-efficiency", type=efficiency, default=defaults.scaling_efficiency,
+                   help="throughput an elastic job keeps per added worker (default %(default)s)")
+    p.add_argument("--rescale-pause", type=seconds, default=defaults.rescale_pause,
+                   help="seconds an elastic job makes no progress after each resize (default %(default)s)")
+    p.add_argument("--resize-cooldown", type=seconds, default=defaults.resize_cooldown,
+                   help="seconds between an elastic job's resizes (default %(default)s)")
+
+
+def with_elastic(options: EngineOptions, args: argparse.Namespace) -> EngineOptions:
+    """`options` with the elastic flags' values."""
+    return replace(options, elastic_fraction=args.elastic, elastic_max_factor=args.elastic_max_factor,
+                   scaling_efficiency=args.scaling_efficiency, rescale_pause=args.rescale_pause,
+                   resize_cooldown=args.resize_cooldown)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="replay", description="Replay a job trace through the Tidal scheduler.")
     p.add_argument("--trace", required=True, help="trace CSV (replay format or a Philly CSV)")
@@ -83,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cycle-interval", type=float, help="seconds between cycles (default: every event)")
     p.add_argument("--checkpoint-interval", type=float, help="seconds of work between checkpoints")
     p.add_argument("--restart-overhead", type=float, default=0.0, help="seconds lost when a job restarts")
+    add_elastic_arguments(p)
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -105,11 +157,11 @@ def run_cli(
         err.write(trace.skipped.summary() + "\n")
         for line in trace.skipped.examples[:3]:
             err.write(f"  e.g. {line}\n")
-    options = EngineOptions(
+    options = with_elastic(EngineOptions(
         cycle_interval=args.cycle_interval,
         checkpoint_interval=args.checkpoint_interval,
         restart_overhead=args.restart_overhead,
-    )
+    ), args)
     partition = {"auto": None, "yes": True, "no": False}[args.partition]
     results = []
     with collector_paused():  # a command of its own: nothing else in the process minds the pause

@@ -2,8 +2,9 @@
 
 Events are job arrivals, job completions and (optionally) fixed cycle ticks. All events of one timestamp are
 applied together, then `run_cycle()` sees one snapshot and its decisions are applied: preemptions first (the
-victim requeues and loses the work since its last checkpoint), then admissions (checked against free capacity,
-so a scheduler bug fails loudly instead of overcommitting a node).
+victim requeues and loses the work since its last checkpoint), then shrinks of elastic jobs, then admissions
+(checked against free capacity, so a scheduler bug fails loudly instead of overcommitting a node), then growth of
+elastic jobs. An elastic job's end is computed again at every resize (its progress model: replay/elastic.py).
 
 The snapshot is assembled from structures kept up to date incrementally (a list of Node objects of which only
 the touched ones are replaced, dicts of running and pending jobs), so a cycle costs tuple() copies,
@@ -20,10 +21,12 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from jobs.scheduling.elastic import elastic_groups
 from jobs.scheduling.model import (
     Arrival,
     Assignment,
     CycleResult,
+    Elastic,
     EndedUse,
     Node,
     PendingJob,
@@ -35,6 +38,7 @@ from jobs.scheduling.model import (
 )
 from jobs.scheduling.ordering import decayed_usage
 from replay.cluster import ClusterShape, QuotaSet
+from replay.elastic import elastic_range, is_elastic, speed
 from replay.split import components, restrict
 from replay.trace import Trace, TraceJob
 
@@ -60,6 +64,30 @@ class EngineOptions:
     batch_events: bool = True  # one cycle per timestamp; False: one cycle after every single event
     max_cycles_per_instant: int = 4  # re-run the cycle at the same time after preemptions, at most this often
     split_independent: bool = True  # replay parts that share no flavor separately (same result, faster)
+    # Elastic jobs (issue 29, replay/elastic.py): this share of the trace's jobs, chosen by a hash of the job id,
+    # runs as one-device workers on ceil(size / 2)..size x elastic_max_factor of them; 0: every job rigid.
+    elastic_fraction: float = 0.0
+    elastic_max_factor: float = 1.0
+    scaling_efficiency: float = 0.9  # the throughput each added worker keeps
+    rescale_pause: float = 30.0  # seconds without progress after each resize
+    resize_cooldown: float = 300.0  # seconds between an elastic job's resizes (RunningJob.resize_cooldown)
+    # False: a shrink loses the work since the last checkpoint, as a preemption does. True: the job checkpoints
+    # when told to shrink (SIGTERM first, as the Kubernetes backend of issue 29 shrinks) and loses nothing.
+    checkpoint_on_shrink: bool = False
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("elastic_fraction", 0.0 <= self.elastic_fraction <= 1.0, "a share from 0 to 1"),
+            ("elastic_max_factor", self.elastic_max_factor >= 1.0, "at least 1"),
+            ("scaling_efficiency", 0.0 < self.scaling_efficiency <= 1.0, "above 0 and at most 1"),
+            ("rescale_pause", self.rescale_pause >= 0.0, "seconds, at least 0"),
+            ("resize_cooldown", self.resize_cooldown >= 0.0, "seconds, at least 0"),
+        )
+        for name, ok, what in checks:
+            value = getattr(self, name)
+            # `not ok` alone would let NaN through every comparison above.
+            if not ok or value != value:
+                raise ValueError(f"{name} must be {what}, got {value!r}")
 
 
 @dataclass
@@ -75,9 +103,18 @@ class JobOutcome:
     first_start: float | None = None
     end: float | None = None
     preemptions: int = 0
-    lost_work: float = 0.0  # device-seconds of work discarded by preemptions (since last checkpoint)
+    # Device-seconds of work discarded by preemptions and shrinks (since the last checkpoint), counted at the
+    # job's trace size: what the job as recorded would spend doing it again.
+    lost_work: float = 0.0
     overhead: float = 0.0  # device-seconds spent restarting after preemptions
     state: str = "pending"  # "done" | "timed_out" | "never_started" | "unfinished"
+    # Elastic jobs (EngineOptions.elastic_fraction): replayed as min_workers..max_workers one-device workers.
+    elastic: bool = False
+    grows: int = 0
+    shrinks: int = 0
+    shrink_lost_work: float = 0.0  # the part of lost_work that shrinks discarded
+    rescale_pause: float = 0.0  # seconds spent in rescale pauses (EngineOptions.rescale_pause)
+    rescale_pause_device_s: float = 0.0  # ... times the devices held meanwhile
 
     @property
     def wait(self) -> float | None:
@@ -93,7 +130,8 @@ class JobOutcome:
 class Segment:
     """One attempt of a replayed job holding its devices, as the platform meters a real one (a usage segment):
     plain data that a caller can price. An attempt still holding when the replay ended closes at that moment as
-    `unfinished`; a preempted attempt is `preempted`, one stopped at its max runtime `failed`."""
+    `unfinished`; a preempted attempt is `preempted`, one stopped at its max runtime `failed`. An elastic job's
+    attempt is one segment per device count: each resize closes one as `resized` and opens the next."""
 
     job_id: str
     attempt: int  # 1 for the first
@@ -158,6 +196,22 @@ class _Run:
     overhead: float  # restart overhead of this attempt
     attempt: int
     cluster: str
+    devices: int = 0  # held now
+    segment_start: float = 0.0  # since when it holds `devices` (the open Segment)
+    end_seq: int = 0  # the completion event that is this run's end (others are stale)
+    # Elastic runs: work of this attempt (seconds of the recorded duration) done by `work_at`, advancing at `speed`
+    # from `idle_until` on (restart overhead, rescale pause); the last checkpoint's work and moment, the next
+    # checkpoint's moment, and the end of a rescale pause still running.
+    elastic: bool = False
+    workers: int = 0
+    work: float = 0.0
+    work_at: float = 0.0
+    speed: float = 1.0
+    idle_until: float = 0.0
+    checkpoint_work: float = 0.0
+    checkpointed_at: float | None = None
+    next_checkpoint: float = math.inf
+    pause_until: float = 0.0
 
 
 def _groups(j: TraceJob) -> tuple[ReplicaGroup, ...]:
@@ -292,6 +346,16 @@ class _Engine:
             JobOutcome(i + 1, j.job_id, j.project, j.flavor, j.total_devices, j.priority, j.submit, j.duration)
             for i, j in enumerate(self.jobs)
         ]
+        # Elastic jobs: id -> (min, max) workers. A chosen job whose range is one size (1 device, no growth) stays
+        # rigid: it has nothing to resize.
+        self.elastic: dict[int, tuple[int, int]] = {}
+        for i, j in enumerate(self.jobs):
+            if is_elastic(j.job_id, opts.elastic_fraction):
+                least, most = elastic_range(j.total_devices, opts.elastic_max_factor, opts.scaling_efficiency)
+                if least < most:
+                    self.elastic[i + 1] = (least, most)
+                    self.outcomes[i].elastic = True
+        self.below_max: set[int] = set()  # running elastic jobs that may still grow: a cycle runs for them
         self.nodes: list[Node] = list(cluster.nodes)
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.capacity = cluster.devices_by_flavor()
@@ -340,6 +404,14 @@ class _Engine:
         """Work the job may do: its duration, cut by a declared max runtime (then it times out)."""
         return j.duration if j.max_runtime is None else min(j.duration, j.max_runtime)
 
+    def _need(self, jid: int) -> int:
+        """Devices the job needs to start: its size, or an elastic job's minimum (one device per worker)."""
+        shape = self.elastic.get(jid)
+        return self.jobs[jid - 1].total_devices if shape is None else shape[0]
+
+    def _speed(self, jid: int, workers: int) -> float:
+        return speed(workers, self.jobs[jid - 1].total_devices, self.opts.scaling_efficiency)
+
     def _enqueue(self, jid: int) -> None:
         j = self.jobs[jid - 1]
         done = self.progress_work.get(jid, 0.0)
@@ -347,30 +419,39 @@ class _Engine:
         overhead = self.opts.restart_overhead if resumed else 0.0
         declared = j.max_runtime if j.max_runtime is not None else j.duration
         prio = self.opts.priorities.get(j.priority, 0)
+        groups = _groups(j)
+        rate = 1.0
+        shape = self.elastic.get(jid)
+        if shape is not None:
+            # One-device workers; it starts at its minimum, where it is slowest: its runtime at most.
+            groups = (ReplicaGroup("worker", shape[1], 1, j.flavor, min_replicas=shape[0]),)
+            rate = self._speed(jid, shape[0])
         self.pending[jid] = PendingJob(
             id=jid,
             project=j.project,
             priority=prio,
             submitted_at=j.submit,  # a requeued job keeps its place in FIFO order
             queued_at=self.now,  # but its reclaim grace (Policy.reclaim_grace) counts from now
-            groups=_groups(j),
+            groups=groups,
             preemptible=j.priority == "preemptible",
-            max_runtime=overhead + max(0.0, declared - done),
-            duration_hint=(overhead + max(0.0, self._limit(j) - done)) if self.oracle else None,
+            max_runtime=overhead + max(0.0, declared - done) / rate,
+            duration_hint=(overhead + max(0.0, self._limit(j) - done) / rate) if self.oracle else None,
         )
         key = (j.project, j.flavor)
-        self.pending_devices[key] += j.total_devices
-        self.pending_sizes[key][j.total_devices] += 1
+        need = self._need(jid)
+        self.pending_devices[key] += need
+        self.pending_sizes[key][need] += 1
 
     def _dequeue(self, jid: int) -> PendingJob:
         pj = self.pending.pop(jid)
         j = self.jobs[jid - 1]
         key = (j.project, j.flavor)
-        self.pending_devices[key] -= j.total_devices
+        need = self._need(jid)
+        self.pending_devices[key] -= need
         sizes = self.pending_sizes[key]
-        sizes[j.total_devices] -= 1
-        if not sizes[j.total_devices]:
-            del sizes[j.total_devices]
+        sizes[need] -= 1
+        if not sizes[need]:
+            del sizes[need]
         return pj
 
     def _take(self, placement: tuple[Assignment, ...], jid: int, sign: int) -> None:
@@ -402,9 +483,10 @@ class _Engine:
         if jid not in self.pending:
             raise EngineError(f"admit of job {jid}, which is not pending at t={self.now:g}")
         j = self.jobs[jid - 1]
-        if sum(a.devices for a in placement) != j.total_devices:
+        need = self._need(jid)
+        if sum(a.devices for a in placement) != need:
             raise EngineError(f"job {jid}: placement has {sum(a.devices for a in placement)} devices, "
-                              f"the job asks for {j.total_devices}")  # fmt: skip
+                              f"the job asks for {need}")  # fmt: skip
         self._take(placement, jid, -1)
         pj = self._dequeue(jid)
         done = self.progress_work.get(jid, 0.0)
@@ -415,7 +497,15 @@ class _Engine:
             out.first_start = self.now
         attempt = out.preemptions
         cluster = self.nodes[self.node_index[placement[0].node]].cluster if placement else ""
-        self.runs[jid] = _Run(self.now, end, done, overhead, attempt, cluster)
+        run = _Run(self.now, end, done, overhead, attempt, cluster, devices=need, segment_start=self.now)
+        self.runs[jid] = run
+        elastic: tuple[Elastic, ...] = ()
+        if jid in self.elastic:
+            elastic = elastic_groups(pj)
+            run.elastic, run.workers, run.work_at = True, len(placement), self.now
+            run.speed, run.idle_until = self._speed(jid, len(placement)), self.now + overhead
+            run.end = end = self._end_of(run, self._limit(j))
+            self._track_growth(jid, run)
         self.running[jid] = RunningJob(
             id=jid,
             project=j.project,
@@ -425,24 +515,136 @@ class _Engine:
             flavor=j.flavor,
             preemptible=pj.preemptible,
             max_runtime=pj.max_runtime,
+            elastic=elastic,
+            resize_cooldown=self.opts.resize_cooldown,
         )
-        self._set_used(j, j.total_devices)
+        self._set_used(j, need)
         self.seq += 1
+        run.end_seq = self.seq
         heapq.heappush(self.completions, (end, self.seq, jid, attempt))
         interval = self.opts.checkpoint_interval
-        if interval and interval > 0:
+        if run.elastic:
+            self._schedule_checkpoint(jid, run)
+        elif interval and interval > 0:
             heapq.heappush(self.checkpoints, (self.now + overhead + interval, jid, attempt))
+
+    # -- elastic runs (replay/elastic.py) -------------------------------------------------------------------
+
+    def _work(self, run: _Run, t: float) -> float:
+        """An elastic run's work of this attempt by `t` (t not before its last change)."""
+        return run.work + run.speed * max(0.0, t - max(run.work_at, run.idle_until))
+
+    def _end_of(self, run: _Run, amount: float) -> float:
+        """When an elastic run's work reaches `amount` of the job's (what earlier attempts checkpointed included),
+        at its current speed."""
+        start = max(run.work_at, run.idle_until)
+        return start + max(0.0, amount - run.progress0 - run.work) / run.speed
+
+    def _schedule_checkpoint(self, jid: int, run: _Run) -> None:
+        """The next checkpoint of an elastic run: when its work reaches the next multiple of the interval."""
+        interval = self.opts.checkpoint_interval
+        if not interval or interval <= 0:
+            return
+        start = max(run.work_at, run.idle_until)
+        run.next_checkpoint = start + (run.checkpoint_work + interval - run.work) / run.speed
+        heapq.heappush(self.checkpoints, (run.next_checkpoint, jid, run.attempt))
+
+    def _track_growth(self, jid: int, run: _Run) -> None:
+        """Keep cycles running while an elastic job may grow, and one at the end of its resize cooldown."""
+        if run.workers < self.elastic[jid][1]:
+            self.below_max.add(jid)
+            self.wakes.add(self.now + self.opts.resize_cooldown)
+        else:
+            self.below_max.discard(jid)
+
+    def _end_pause(self, jid: int, run: _Run) -> None:
+        """A rescale pause still running ends now (a resize, a preemption): count only the part spent."""
+        if run.pause_until > self.now:
+            out = self.outcomes[jid - 1]
+            out.rescale_pause -= run.pause_until - self.now
+            out.rescale_pause_device_s -= (run.pause_until - self.now) * run.devices
+            run.pause_until = self.now
+
+    def _resize(self, jid: int, placement: tuple[Assignment, ...], checkpointed_at: float | None = None) -> None:
+        """An elastic job runs on `placement` from now on: the open segment closes, the rescale pause starts, its
+        end and next checkpoint are computed again (the end event of before is stale)."""
+        j, run, out = self.jobs[jid - 1], self.runs[jid], self.outcomes[jid - 1]
+        self._end_pause(jid, run)
+        self._segment(jid, run, "resized")
+        devices = sum(a.devices for a in placement)
+        self._set_used(j, devices - run.devices)
+        pause = self.opts.rescale_pause
+        run.devices, run.segment_start, run.workers = devices, self.now, len(placement)
+        run.speed = self._speed(jid, len(placement))
+        run.idle_until = max(run.idle_until, self.now + pause)
+        run.pause_until = self.now + pause
+        out.rescale_pause += pause
+        out.rescale_pause_device_s += pause * devices
+        run.end = self._end_of(run, self._limit(j))
+        self.seq += 1
+        run.end_seq = self.seq
+        heapq.heappush(self.completions, (run.end, self.seq, jid, run.attempt))
+        self._schedule_checkpoint(jid, run)
+        self._track_growth(jid, run)
+        rj = self.running[jid]
+        declared = j.max_runtime if j.max_runtime is not None else j.duration
+        self.running[jid] = replace(rj, placement=placement, resized_at=self.now,
+                                    max_runtime=self._end_of(run, declared) - rj.started_at,
+                                    checkpointed_at=rj.checkpointed_at if checkpointed_at is None else checkpointed_at)
+
+    def _grow(self, jid: int, added: tuple[Assignment, ...]) -> None:
+        run = self.runs.get(jid)
+        if run is None or not run.elastic:
+            raise EngineError(f"growth of job {jid}, which is not a running elastic job at t={self.now:g}")
+        if run.workers + len(added) > self.elastic[jid][1]:
+            raise EngineError(f"job {jid} grows to {run.workers + len(added)} workers, above its maximum "
+                              f"{self.elastic[jid][1]}")  # fmt: skip
+        self._take(added, jid, -1)
+        run.work, run.work_at = self._work(run, self.now), self.now
+        self.outcomes[jid - 1].grows += 1
+        self._resize(jid, self.running[jid].placement + added)
+
+    def _shrink(self, jid: int, removed: tuple[Assignment, ...]) -> None:
+        """An elastic job gives back `removed` and restarts on the rest from its last checkpoint."""
+        run = self.runs.get(jid)
+        if run is None or not run.elastic:
+            raise EngineError(f"shrink of job {jid}, which is not a running elastic job at t={self.now:g}")
+        placement = self.running[jid].placement
+        kept = tuple(a for a in placement if a not in removed)
+        if len(placement) - len(kept) != len(removed):
+            raise EngineError(f"job {jid}: shrink removes replicas it does not run at t={self.now:g}")
+        if len(kept) < self.elastic[jid][0]:
+            raise EngineError(f"job {jid} shrinks to {len(kept)} workers, below its minimum {self.elastic[jid][0]}")
+        self._take(removed, jid, +1)
+        work = self._work(run, self.now)
+        if self.opts.checkpoint_on_shrink:
+            run.checkpoint_work = work
+        lost = (work - run.checkpoint_work) * self.jobs[jid - 1].total_devices
+        out = self.outcomes[jid - 1]
+        out.shrinks += 1
+        out.lost_work += lost
+        out.shrink_lost_work += lost
+        run.work, run.work_at = run.checkpoint_work, self.now
+        # Back at its checkpoint: a preemption now would lose nothing more.
+        self._resize(jid, kept, checkpointed_at=self.now)
 
     def _checkpointed(self) -> None:
         """Running attempts whose work reached a checkpoint by now carry its time (RunningJob.checkpointed_at): the
         last multiple of the checkpoint interval of work done, the restart overhead first, as _preempt keeps it."""
         interval = self.opts.checkpoint_interval
         while self.checkpoints and self.checkpoints[0][0] <= self.now:
-            _, jid, attempt = heapq.heappop(self.checkpoints)
+            at, jid, attempt = heapq.heappop(self.checkpoints)
             run = self.runs.get(jid)
             if run is None or run.attempt != attempt:
                 continue  # the attempt ended
             assert interval is not None
+            if run.elastic:  # its work reached the next multiple of the interval at `at`, unless it resized since
+                if at == run.next_checkpoint:
+                    run.checkpoint_work += interval
+                    run.checkpointed_at = at
+                    self.running[jid] = replace(self.running[jid], checkpointed_at=at)
+                    self._schedule_checkpoint(jid, run)
+                continue
             work_from = run.attempt_start + run.overhead
             last = work_from + math.floor((self.now - work_from) / interval) * interval
             self.running[jid] = replace(self.running[jid], checkpointed_at=last)
@@ -451,13 +653,15 @@ class _Engine:
     def _release(self, rj: RunningJob, j: TraceJob) -> None:
         """A running job gives its devices back now (it ended or was preempted)."""
         self._take(rj.placement, rj.id, +1)
-        self._set_used(j, -j.total_devices)
-        self.ended.append(EndedUse(j.project, j.flavor, j.total_devices, rj.started_at, self.now))
+        devices = sum(a.devices for a in rj.placement)
+        self._set_used(j, -devices)
+        self.ended.append(EndedUse(j.project, j.flavor, devices, rj.started_at, self.now))
+        self.below_max.discard(rj.id)
 
     def _segment(self, jid: int, run: _Run, outcome: str) -> None:
         j = self.jobs[jid - 1]
-        self.segments.append(Segment(j.job_id, run.attempt + 1, j.project, j.flavor, run.cluster, j.total_devices,
-                                     j.priority, j.priority == "preemptible", run.attempt_start, self.now, outcome))
+        self.segments.append(Segment(j.job_id, run.attempt + 1, j.project, j.flavor, run.cluster, run.devices,
+                                     j.priority, j.priority == "preemptible", run.segment_start, self.now, outcome))
 
     def _preempt(self, jid: int) -> None:
         if jid not in self.running:
@@ -465,16 +669,21 @@ class _Engine:
         j = self.jobs[jid - 1]
         rj = self.running.pop(jid)
         run = self.runs.pop(jid)
+        if run.elastic:
+            self._end_pause(jid, run)
         self._release(rj, j)
         self._segment(jid, run, "preempted")
-        # Work done in this attempt; the restart overhead comes first and produces nothing.
-        worked = max(0.0, self.now - run.attempt_start - run.overhead)
-        ci = self.opts.checkpoint_interval
-        kept = math.floor(worked / ci) * ci if ci and ci > 0 else 0.0
+        if run.elastic:  # its work since its last checkpoint is lost
+            worked, kept = self._work(run, self.now), run.checkpoint_work
+        else:
+            # Work done in this attempt; the restart overhead comes first and produces nothing.
+            worked = max(0.0, self.now - run.attempt_start - run.overhead)
+            ci = self.opts.checkpoint_interval
+            kept = math.floor(worked / ci) * ci if ci and ci > 0 else 0.0
         out = self.outcomes[jid - 1]
         out.preemptions += 1
         out.lost_work += (worked - kept) * j.total_devices
-        out.overhead += min(self.now - run.attempt_start, run.overhead) * j.total_devices
+        out.overhead += min(self.now - run.attempt_start, run.overhead) * run.devices
         self.progress_work[jid] = run.progress0 + kept
         self._enqueue(jid)
 
@@ -485,7 +694,7 @@ class _Engine:
         self._release(rj, j)
         out = self.outcomes[jid - 1]
         out.end = self.now
-        out.overhead += run.overhead * j.total_devices
+        out.overhead += run.overhead * run.devices
         out.state = "timed_out" if j.max_runtime is not None and j.max_runtime < j.duration else "done"
         self._segment(jid, run, "failed" if out.state == "timed_out" else "succeeded")
         self.finished += 1
@@ -564,19 +773,23 @@ class _Engine:
             # run here" for every job, so asking it at every arrival would cost O(jobs^2) for nothing.
             return changed
         for _ in range(max(1, self.opts.max_cycles_per_instant)):
-            if not self.pending:
+            if not self.pending and not self.below_max:
                 break
             result = self.cycle(self._snapshot(), self.cycle_policy)
             self.cycles += 1
             for p in result.preemptions:
                 self._preempt(p.victim_id)
+            for s in result.shrinks:
+                self._shrink(s.job_id, s.removed)
             for a in result.admits:
                 self._admit(a.job_id, a.placement)
-            changed = changed or bool(result.preemptions or result.admits)
+            for g in result.grows:
+                self._grow(g.job_id, g.placement)
+            changed = changed or bool(result.preemptions or result.admits or result.shrinks or result.grows)
             if result.wake_at is not None:
                 self.wakes.add(result.wake_at)
-            # Only preemptions free capacity the same instant could use; otherwise the cycle is settled.
-            if not result.preemptions:
+            # Only preemptions and shrinks free capacity the same instant could use; otherwise the cycle is settled.
+            if not result.preemptions and not result.shrinks:
                 break
         return changed
 
@@ -594,7 +807,7 @@ class _Engine:
                 t = self.jobs[nxt].submit
             if self.completions:
                 t = min(t, self.completions[0][0])
-            if interval and self.pending:
+            if interval and (self.pending or self.below_max):
                 t = min(t, next_tick)
             elif self.wakes:  # without ticks, a cycle runs at each event and at each moment one asked for
                 t = min(t, min(self.wakes))
@@ -608,9 +821,10 @@ class _Engine:
             batch = self.opts.batch_events
             applied = 0
             while self.completions and self.completions[0][0] <= t and (batch or not applied):
-                _, _, jid, attempt = heapq.heappop(self.completions)
+                _, seq, jid, attempt = heapq.heappop(self.completions)
                 run = self.runs.get(jid)
-                if run is not None and run.attempt == attempt:  # stale entries belong to preempted attempts
+                # Stale entries belong to preempted attempts, or to an elastic run's end before it resized.
+                if run is not None and run.attempt == attempt and run.end_seq == seq:
                     self._complete(jid)
                     applied += 1
             while nxt < total and self.jobs[nxt].submit <= t and (batch or not applied):

@@ -43,6 +43,13 @@ PROJECT_COLUMNS = (
     ("guarantee_met", "g.met", "{:.3f}"),
     ("starved_seconds", "starved s", "{:.0f}"),
 )
+# Shown when a replay has elastic jobs (EngineOptions.elastic_fraction): whole-job preemptions are `preempt` above.
+ELASTIC_COLUMNS = (
+    ("elastic_jobs", "elastic", "{:.0f}"),
+    ("shrinks", "shrinks", "{:.0f}"),
+    ("grows", "grows", "{:.0f}"),
+    ("rescale_pause_s", "pause s", "{:.0f}"),
+)
 # Jobs left out of the wait columns (which cover started jobs only); last, so the columns before keep their place.
 NEVER_COLUMN = ("never_started", "never started", "{:.0f}")
 
@@ -60,7 +67,9 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def format_table(summaries: Sequence[dict[str, Any]], *, per_project: bool = True) -> str:
     """Overall row per policy, then (optionally) per project rows; all times in seconds."""
-    cols = TABLE_COLUMNS
+    cols: tuple[tuple[str, str, str], ...] = TABLE_COLUMNS
+    if any(s["overall"].get("elastic_jobs") for s in summaries):
+        cols = cols + ELASTIC_COLUMNS
     out = []
     header = ["policy"] + [c[1] for c in cols] + ["makespan", "util", NEVER_COLUMN[1]]
     rows = []

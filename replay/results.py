@@ -52,6 +52,13 @@ def _job_stats(jobs: list[JobOutcome]) -> dict[str, float | None]:
     out["preempted_jobs"] = sum(1 for j in jobs if j.preemptions)
     out["lost_work_device_s"] = sum(j.lost_work for j in jobs)
     out["restart_overhead_device_s"] = sum(j.overhead for j in jobs if j.preemptions)
+    # Elastic jobs (EngineOptions.elastic_fraction): whole-job preemptions above, shrinks apart.
+    out["elastic_jobs"] = sum(1 for j in jobs if j.elastic)
+    out["grows"] = sum(j.grows for j in jobs)
+    out["shrinks"] = sum(j.shrinks for j in jobs)
+    out["shrink_lost_work_device_s"] = sum(j.shrink_lost_work for j in jobs)
+    out["rescale_pause_s"] = sum(j.rescale_pause for j in jobs)
+    out["rescale_pause_device_s"] = sum(j.rescale_pause_device_s for j in jobs)
     return out
 
 
@@ -128,7 +135,8 @@ def job_rows(result: ReplayResult) -> list[dict[str, Any]]:
             "job_id": j.job_id, "project": j.project, "flavor": j.flavor, "devices": j.devices,
             "priority": j.priority, "submit": j.submit, "duration": j.duration, "first_start": j.first_start,
             "end": j.end, "wait": j.wait, "jct": j.jct, "preemptions": j.preemptions,
-            "lost_work_device_s": j.lost_work, "state": j.state,
+            "lost_work_device_s": j.lost_work, "state": j.state, "elastic": j.elastic, "grows": j.grows,
+            "shrinks": j.shrinks, "rescale_pause_s": j.rescale_pause,
         }
         for j in result.jobs
     ]  # fmt: skip

@@ -58,7 +58,8 @@ class ReplayRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         run = services.replay_create(
             actor=request.user, trace=data.get("trace"), source=data["source"], days=data.get("days"),
             cluster=data["cluster"], quotas=data["quotas"], quota_scale=data["quota_scale"], policy=data["policy"],
-            compare_with=data["compare"], skip_invalid=data["skip_invalid"])
+            compare_with=data["compare"], skip_invalid=data["skip_invalid"], elastic=data["elastic"],
+            elastic_max_factor=data["elastic_max_factor"])
         run = selectors.run_by_id(run.pk) or run  # eager mode: the task has already run after commit
         body = ReplayRunSerializer(run, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED)

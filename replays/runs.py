@@ -182,7 +182,9 @@ def replay_execute(run_id: int) -> ReplayRun | None:
         cluster = read_cluster(_input(folder, "cluster"))
         quotas = read_quotas(_input(folder, "quotas"), float(row.options.get("quota_scale", 1.0)))
         trace = load_trace(folder / "trace.csv", cluster=cluster, skip_invalid=row.skip_invalid)
-        options = EngineOptions(priorities={**DEFAULT_PRIORITIES, **row.options.get("priorities", {})})
+        options = EngineOptions(priorities={**DEFAULT_PRIORITIES, **row.options.get("priorities", {})},
+                                elastic_fraction=float(row.options.get("elastic", 0.0)),
+                                elastic_max_factor=float(row.options.get("elastic_max_factor", 1.0)))
         plan = _plan(row, quotas, options)
         progress = _progress_writer(run_id, len(plan))
         results = []

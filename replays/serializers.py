@@ -46,6 +46,10 @@ class ReplayCreateSerializer(StrictSerializer):
     compare = serializers.ListField(child=serializers.CharField(max_length=40), required=False, default=list,
                                     max_length=8)
     skip_invalid = serializers.BooleanField(required=False, default=False)
+    elastic = serializers.FloatField(required=False, default=0.0, min_value=0.0, max_value=1.0,
+                                     help_text="Share of the trace's jobs replayed elastic (issue 29), 0 to 1.")
+    elastic_max_factor = serializers.FloatField(required=False, default=1.0, min_value=1.0, max_value=16.0,
+                                                help_text="Elastic jobs may grow to this many times their size.")
 
     def validate_compare(self, value: list[str]) -> list[str]:
         names = [n.strip() for item in value for n in item.split(",") if n.strip()]

@@ -180,9 +180,10 @@ def replay_create(*, actor: Any, trace: Any = None, source: str = "upload", days
                   cluster: Any = CURRENT, quotas: Any = CURRENT, quota_scale: float = 1.0,
                   policy: str = "production", compare_with: Sequence[str] = (), skip_invalid: bool = False,
                   kind: str = RunKind.REPLAY, change: dict[str, Any] | None = None,
-                  with_active: bool = False) -> ReplayRun:
+                  with_active: bool = False, elastic: float = 0.0, elastic_max_factor: float = 1.0) -> ReplayRun:
     """Validate and freeze the inputs, create the run and queue the task after commit (eager in embedded mode).
-    `with_active` adds the jobs waiting and running now to a history source (the what-if does).
+    `with_active` adds the jobs waiting and running now to a history source (the what-if does). `elastic`: the
+    share of the trace's jobs replayed elastic, growing to `elastic_max_factor` x their size (EngineOptions).
 
     Raises DomainError (400, naming the field) for bad input: a malformed row with its line number, an unknown
     policy, a bad cluster or quota file, an empty history.
@@ -204,7 +205,9 @@ def replay_create(*, actor: Any, trace: Any = None, source: str = "upload", days
             compare=list(compare_with), skip_invalid=skip_invalid, change=change or {}, jobs=len(parsed.jobs),
             skipped={"counts": dict(parsed.skipped.counts), "examples": parsed.skipped.examples[:10]}
             if parsed.skipped.total else {},
-            options={"priorities": priority_values(), "quota_scale": quota_scale}, **meta)
+            options={"priorities": priority_values(), "quota_scale": quota_scale,
+                     **({"elastic": elastic, "elastic_max_factor": elastic_max_factor} if elastic else {})},
+            **meta)
         target = run_dir(run_row.pk)
         if target.exists():  # a row id reused after a rolled-back create: its old files are not this run's
             shutil.rmtree(target)

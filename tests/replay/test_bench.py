@@ -131,3 +131,40 @@ def test_eta_bench_counts_a_missing_estimate_as_wrong_until_the_end_and_measures
     assert row.now == pytest.approx((600 + 500 + 1000) / 3)
     assert (row.jobs, row.without, row.coverage, row.early, row.late, row.open) == (3, 1, pytest.approx(2 / 3), 0, 0, 1)
     assert row.width == pytest.approx(300.0)
+
+
+@needs_core
+def test_bench_elastic_counts_a_preemption_as_avoidable_only_when_shrinking_would_have_made_room():
+    """One node of 8: elastic job 1 of project p (4..8 workers) and a waiting 4-device job of q, each guaranteed
+    4. Running on 8, job 1's 4 grown workers would make room: a preemption for q's job was avoidable. At its
+    minimum beside a rigid 4-device job, shrinking frees nothing: a preemption was needed."""
+    from jobs.scheduling.model import (
+        Assignment,
+        Elastic,
+        Node,
+        PendingJob,
+        Policy,
+        Project,
+        Quota,
+        ReplicaGroup,
+        RunningJob,
+        Snapshot,
+    )
+
+    bench = _load("bench_elastic")
+    quotas = (Quota("p", "gpu", 4, borrow_limit=4), Quota("q", "gpu", 4, borrow_limit=4))
+    projects = (Project("p", "org"), Project("q", "org"))
+    waiting = PendingJob(9, "q", 500, 0.0, (ReplicaGroup("worker", 1, 4, "gpu"),))
+
+    def snapshot(running, free):
+        return Snapshot(100.0, (Node("n0", "gpu", 8, free),), quotas, projects, running, (waiting,))
+
+    workers = tuple(Assignment("worker", i, "n0", 1) for i in range(8))
+    grown = RunningJob(1, "p", 500, 0.0, workers, "gpu", elastic=(Elastic("worker", 4, 8),))
+    assert bench.shrink_sufficed(snapshot((grown,), 0), Policy(), 9)
+    at_minimum = RunningJob(1, "p", 500, 0.0, workers[:4], "gpu", elastic=(Elastic("worker", 4, 8),))
+    rigid = RunningJob(2, "p", 500, 0.0, (Assignment("worker", 0, "n0", 4),), "gpu")
+    assert not bench.shrink_sufficed(snapshot((at_minimum, rigid), 0), Policy(), 9)
+    # A job of a higher priority than the waiting one keeps its grown workers: they are not the waiting job's to take.
+    higher = RunningJob(1, "p", 1000, 0.0, workers, "gpu", elastic=(Elastic("worker", 4, 8),))
+    assert not bench.shrink_sufficed(snapshot((higher,), 0), Policy(), 9)

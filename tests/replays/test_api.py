@@ -156,6 +156,24 @@ def test_progress_and_eta_are_written_while_running(inventory, staff_client, mon
     assert all(eta is not None and eta >= 0 for _, p, eta in seen if p > 0)
 
 
+def test_a_replay_with_elastic_jobs_and_a_share_outside_0_to_1(inventory, staff_client,
+                                                               django_capture_on_commit_callbacks):
+    for share, reason in (("1.5", "less than or equal to 1"), ("-0.1", "greater than or equal to 0")):
+        assert reason in _error(post(staff_client, django_capture_on_commit_callbacks, {
+            "trace": upload(trace_text()), "elastic": share}), "elastic")
+    assert _error(post(staff_client, django_capture_on_commit_callbacks,
+                       {"trace": upload(trace_text()), "elastic_max_factor": "0.5"}), "elastic_max_factor")
+    assert ReplayRun.objects.count() == 0
+    response = post(staff_client, django_capture_on_commit_callbacks, {
+        "trace": upload(trace_text()), "elastic": "1", "compare": ["production"]})
+    assert response.status_code == 201, response.content
+    run = staff_client.get(f"{URL}{response.json()['id']}/").json()
+    assert run["status"] == "succeeded", run["message"]
+    overall = run["summary"][0]["overall"]
+    assert overall["elastic_jobs"] == 12  # every job of 4 or 8 devices, all chosen at a share of 1
+    assert run["summary"][0]["options"]["elastic_fraction"] == 1.0
+
+
 def test_non_staff_cannot_create(tenant, clients):
     for role in ("owner", "member", "outsider"):
         response = clients[role].post(URL, {"trace": upload(trace_text())}, format="multipart")

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from replay import ConfigError, TraceError
-from replay.cli import run_cli
+from replay.cli import add_elastic_arguments, run_cli
 from replay.policies import POLICIES
 from replays import selectors, services
 
@@ -38,11 +38,13 @@ class Command(BaseCommand):
         parser.add_argument("--cycle-interval", type=float, help="seconds between cycles (default: every event)")
         parser.add_argument("--checkpoint-interval", type=float, help="seconds of work between checkpoints")
         parser.add_argument("--restart-overhead", type=float, default=0.0, help="seconds lost when a job restarts")
+        add_elastic_arguments(parser)
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, **options) -> None:
         keys = ("trace", "cluster", "quotas", "policy", "compare", "skip_invalid", "out", "quota_scale",
                 "node_devices", "partition", "cycle_interval", "checkpoint_interval", "restart_overhead",
+                "elastic", "elastic_max_factor", "scaling_efficiency", "rescale_pause", "resize_cooldown",
                 "no_progress")
         ns = argparse.Namespace(**{k: options[k] for k in keys})
         out, err = self.stdout._out, self.stderr._out  # raw streams: the progress bar redraws one line with \r
