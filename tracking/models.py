@@ -72,6 +72,9 @@ class Run(models.Model):
     last_step_at = models.DateTimeField(null=True, blank=True)
     muted_rules = models.JSONField(default=list, blank=True,
                                    help_text=f'Rules that open no alert on this run; "{ALL_RULES}" mutes every rule.')
+    # MLflow's lifecycle stage: a deleted run is hidden from lists and searches unless asked for, takes no more data,
+    # and comes back whole when restored (its points, params and artifacts are kept until it is purged).
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -83,6 +86,10 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status != RunStatus.RUNNING
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
 
 
 class Series(models.Model):

@@ -53,9 +53,10 @@ class RunSerializer(StrictModelSerializer):
     class Meta:
         model = Run
         fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "state",
-                  "note", "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules"]
+                  "note", "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules", "deleted_at"]
 
-        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules"]
+        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules",
+                            "deleted_at"]
 
     def get_state(self, run: Run) -> str:
         # A list's page computes its runs' states in two queries (RunViewSet.paginate_queryset); one run, here.
@@ -77,6 +78,19 @@ class RunUpdateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=250, required=False)
     note = serializers.CharField(max_length=20000, required=False, allow_blank=True)
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+
+
+class RunTagsSerializer(StrictSerializer):
+    set = serializers.JSONField(required=False, help_text="Tags to add or change: {key: value}.")
+    remove = serializers.JSONField(required=False, help_text="Keys of tags to remove: [key].")
+
+
+class RunGroupsSerializer(serializers.Serializer):
+    """Only for the schema."""
+
+    group_by = serializers.CharField()
+    groups = serializers.ListField(child=serializers.DictField(), help_text=(
+        '[{"value": "0.1" or null, "count": 3, "run_ids": [...], "metrics": {key: {"mean", "min", "max", "count"}}}]'))
 
 
 class LogBatchSerializer(serializers.Serializer):

@@ -152,7 +152,8 @@ def artifact_uri(run: Run) -> str:
 def run_info(run: Run) -> dict:
     info = {"run_id": str(run.pk), "run_uuid": str(run.pk), "run_name": run.name,
             "experiment_id": str(run.experiment_id), "user_id": run.user_name, "status": run.status,
-            "start_time": ms(run.started_at), "artifact_uri": artifact_uri(run), "lifecycle_stage": "active"}
+            "start_time": ms(run.started_at), "artifact_uri": artifact_uri(run),
+            "lifecycle_stage": "deleted" if run.is_deleted else "active"}
     if run.ended_at is not None:
         info["end_time"] = ms(run.ended_at)
     return info
@@ -163,7 +164,7 @@ def run(run: Run) -> dict:
     started = ms(run.started_at)
     metrics = [{"key": key, "value": latest_value(entry), "step": max(entry.get("step", 0), 0),
                 "timestamp": entry.get("ts", started)} for key, entry in sorted(run.summary.items())]
-    tags = {**run.tags, RUN_NAME_TAG: run.name}
+    tags = {**run.tags, RUN_NAME_TAG: run.name, **({NOTE_TAG: run.note} if run.note else {})}
     return {"info": run_info(run),
             "data": {"metrics": metrics, "params": _pairs(run.params), "tags": _pairs(tags)},
             "inputs": {}}
