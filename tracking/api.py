@@ -29,10 +29,11 @@ from tenancy.selectors import project_for_user
 from tracking import alerts, costing, selectors, services
 from tracking.auth import LoggingThrottle, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of
-from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
+from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Run, Webhook
 from tracking.serializers import (
     AlertRuleSerializer,
     AlertSerializer,
+    ChartPanelSerializer,
     ExperimentSerializer,
     LogBatchSerializer,
     MuteSerializer,
@@ -462,6 +463,52 @@ class WebhookViewSet(ProjectSettingViewSet):
 
     def remove(self, obj: Webhook) -> None:
         services.webhook_delete(actor=self.request.user, webhook=obj)
+
+
+class ChartPanelFilter(django_filters.FilterSet):
+    project = project_filter("experiment__project")
+    experiment = IdFilter(field_name="experiment_id")
+
+    class Meta:
+        model = ChartPanel
+        fields = ["project", "experiment"]
+
+
+class ChartPanelViewSet(ProjectSettingViewSet):
+    """Chart panels saved per experiment (docs/tracking.md#chart-panels): members of its project write them."""
+
+    selector = staticmethod(selectors.panels_for_user)
+    serializer_class = ChartPanelSerializer
+    filterset_class = ChartPanelFilter
+    project_attr = "experiment.project"
+    write_role = Role.MEMBER
+    noun = "A panel"
+
+    def create(self, request: Request, *args: object, **kwargs: object) -> Response:
+        named = request.data.get("experiment") if isinstance(request.data, Mapping) else None
+        experiment = (selectors.experiments_for_user(request.user).filter(pk=named).first()
+                      if isinstance(named, int) and not isinstance(named, bool) else None)
+        if experiment is not None:
+            self.require_role(experiment.project)
+        return mixins.CreateModelMixin.create(self, request, *args, **kwargs)
+
+    def perform_create(self, serializer: Serializer) -> None:
+        values = dict(serializer.validated_data)
+        experiment = values.pop("experiment")
+        self.require_role(experiment.project)
+        serializer.instance = self.save(ChartPanel(experiment=experiment), values)
+
+    def perform_update(self, serializer: Serializer) -> None:
+        values = dict(serializer.validated_data)
+        if values.pop("experiment", serializer.instance.experiment) != serializer.instance.experiment:
+            raise ValidationError({"experiment": ["A panel cannot move to another experiment."]})
+        serializer.instance = self.save(serializer.instance, values)
+
+    def save(self, obj: ChartPanel, values: dict) -> ChartPanel:
+        return services.panel_save(actor=self.request.user, panel=obj, values=values)
+
+    def remove(self, obj: ChartPanel) -> None:
+        services.panel_delete(actor=self.request.user, panel=obj)
 
 
 class RunLogBatchView(APIView):

@@ -33,7 +33,7 @@ from notifications.sources import Target
 from tenancy.models import Role
 from tenancy.permissions import remember_role, role_in_project
 from tenancy.selectors import User, project_ids_for_user
-from tracking.models import Alert, AlertRule, Experiment, Rollup, Run, RunStatus, Series, Webhook
+from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Rollup, Run, RunStatus, Series, Webhook
 from tracking.points import latest, read_blocks
 from tracking.series.downsample import Downsampled, downsample
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups, extremes_of
@@ -115,6 +115,11 @@ def run_of_token(claim: RunTokenClaim) -> Run | None:
                                  current_attempt__ended_at__isnull=True)
     return (Run.objects.filter(pk=claim.run_id).select_related("project", "experiment")
             .annotate(token_attempt_open=Exists(current)).first())
+
+
+def panels_for_user(user: User) -> QuerySet[ChartPanel]:
+    return ChartPanel.objects.filter(experiment__project_id__in=project_ids_for_user(user)).select_related(
+        "experiment__project")
 
 
 def alerts_for_user(user: User) -> QuerySet[Alert]:
@@ -322,18 +327,22 @@ def run_groups(runs: QuerySet[Run], group_by: str, metric_keys: list[str]) -> li
     return out
 
 
-def run_columns(runs: QuerySet[Run], *, sample: int = 200) -> tuple[list[str], list[str]]:
-    """The param and metric keys of the latest `sample` runs: what the runs table offers as columns.
+def run_columns(runs: QuerySet[Run], *, sample: int = 200) -> tuple[list[str], list[str], list[str]]:
+    """The param, metric and tag keys of the latest `sample` runs: what the runs table offers as columns, and the
+    chart panels as groupings (Tidal's own `tidal.*` tags left out).
 
     A sample, not every run: reading 5,000 runs' JSON to list keys would cost more than the page itself, and the
     runs of one experiment log the same keys; a key chosen in the URL is shown whatever the sample holds.
     """
     params: set[str] = set()
     metrics: set[str] = set()
-    for run_params, summary in runs.order_by("-started_at", "-id").values_list("params", "summary")[:sample]:
+    tags: set[str] = set()
+    rows = runs.order_by("-started_at", "-id").values_list("params", "summary", "tags")[:sample]
+    for run_params, summary, run_tags in rows:
         params.update(run_params or {})
         metrics.update(summary or {})
-    return sorted(params), sorted(metrics)
+        tags.update(key for key in run_tags or {} if not key.startswith("tidal."))
+    return sorted(params), sorted(metrics), sorted(tags)
 
 
 def step_times(run: Run, key: str, steps: Iterable[int]) -> dict[int, int]:

@@ -8,7 +8,7 @@ from core.serializers import StrictModelSerializer, StrictSerializer, no_control
 from notifications.webhooks import Refused, check_url
 from tenancy.serializers import ScopedProjectField
 from tracking import selectors
-from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
+from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
 from tracking.series.validate import shown_last
 
@@ -180,3 +180,21 @@ class RunCostSerializer(serializers.Serializer):
     cost = serializers.FloatField(allow_null=True, help_text="So far; null for a run without a job.")
     target = serializers.CharField(allow_null=True)
     reached = ReachedSerializer(allow_null=True, help_text="Null when the target was not reached.")
+
+
+class ScopedExperimentField(serializers.PrimaryKeyRelatedField):
+    """An experiment by id among those the caller can see: another tenant's reads as missing."""
+
+    def get_queryset(self):
+        return selectors.experiments_for_user(self.context["request"].user)
+
+
+class ChartPanelSerializer(StrictModelSerializer):
+    experiment = ScopedExperimentField()
+    keys = serializers.JSONField(help_text="The metric keys drawn: 1 to 10.")
+
+    class Meta:
+        model = ChartPanel
+        fields = ["id", "experiment", "title", "keys", "scale", "smoothing", "x_axis", "group_by", "position",
+                  "created_by", "created_at"]
+        read_only_fields = ["created_by", "created_at"]

@@ -20,7 +20,7 @@ from notifications.webhooks import Refused, check_url
 from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
-from tracking.models import AlertRule, Experiment, PointBlock, Run, RunStatus, Series, Webhook
+from tracking.models import AlertRule, ChartPanel, Experiment, PointBlock, Run, RunStatus, Series, Webhook
 from tracking.points import write_points
 from tracking.series import anomaly
 from tracking.series.validate import (
@@ -309,6 +309,54 @@ def _attempt_of_points(claimed: int | None, writer: int, *, token: bool) -> int:
         raise BatchError("attempt", f"A run token of attempt {writer} logs attempt {writer}'s points, not attempt "
                          f"{claimed}'s.")
     raise BatchError("attempt", f"The run's latest attempt is {writer}; points cannot be of attempt {claimed}.")
+
+
+MAX_PANEL_KEYS = 10
+MAX_PANELS = 50  # per experiment
+PANEL_FIELDS = ["title", "keys", "scale", "smoothing", "x_axis", "group_by", "position"]
+
+
+def _check_panel(panel: ChartPanel) -> None:
+    keys = panel.keys
+    if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_PANEL_KEYS:
+        raise DomainError(f"A panel draws 1 to {MAX_PANEL_KEYS} metric keys, as a list.", field="keys")
+    try:
+        for i, key in enumerate(keys):
+            check_key(key, f"keys[{i}]")
+    except BatchError as e:
+        raise DomainError(e.message, field=e.field) from None
+    if len(set(keys)) != len(keys):
+        raise DomainError("A key is listed twice.", field="keys")
+    if has_control_character(panel.title):
+        raise DomainError("A title must not contain control characters.", field="title")
+    if not 0 <= panel.smoothing <= 0.99:
+        raise DomainError("Smoothing is between 0 and 0.99.", field="smoothing")
+    if panel.group_by:
+        kind, _, key = panel.group_by.partition(".")
+        if kind not in ("param", "tag") or not key:
+            raise DomainError("Group by param.<key> or tag.<key>.", field="group_by")
+        try:
+            check_key(key, "group_by")
+        except BatchError as e:
+            raise DomainError(e.message, field=e.field) from None
+
+
+def panel_save(*, actor: Any, panel: ChartPanel, values: dict[str, Any]) -> ChartPanel:
+    """Create or change an experiment's chart panel, checked (a 400 naming the field) and audited."""
+    for name in PANEL_FIELDS:
+        if name in values:
+            setattr(panel, name, values[name])
+    _check_panel(panel)
+    if panel.pk is None:
+        if ChartPanel.objects.filter(experiment=panel.experiment).count() >= MAX_PANELS:
+            raise DomainError(f"An experiment holds at most {MAX_PANELS} panels.", field="experiment")
+        panel.created_by = actor_name(actor)
+    save_audited(actor=actor, obj=panel, fields=PANEL_FIELDS, project=panel.experiment.project)
+    return panel
+
+
+def panel_delete(*, actor: Any, panel: ChartPanel) -> None:
+    delete_audited(actor=actor, obj=panel, fields=["title", "keys"], project=panel.experiment.project)
 
 
 ALERT_RULE_FIELDS = ["rule", "enabled", "params", "action"]

@@ -224,7 +224,8 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     cost what 50 do plus a count."""
     experiment = _experiment_or_404(request, pk)
     runs = selectors.runs_for_user(request.user).filter(experiment=experiment)
-    param_keys, metric_keys = selectors.run_columns(runs)
+    param_keys, metric_keys, tag_keys = selectors.run_columns(runs)
+    can_write = _holds(request, experiment.project, Role.MEMBER)
     table = parse_table_query(request, param_keys, metric_keys)
     now = timezone.now()
     page = Paginator(_sorted_runs(runs, table, now), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -248,7 +249,24 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "param_keys": sorted(set(param_keys) | set(table.shown_params)),
         "metric_keys": sorted(set(metric_keys) | set(table.shown_metrics)),
         "statuses": RunStatus.choices, "max_compared": MAX_COMPARED,
+        "panel_config": _panel_config(request, experiment, page.object_list, can_write),
+        "can_write": can_write, "metric_keys_all": metric_keys,
+        "group_options": [f"param.{k}" for k in param_keys] + [f"tag.{k}" for k in tag_keys],
     })
+
+
+def _panel_config(request: HttpRequest, experiment: Experiment, runs: list[Run], can_write: bool) -> dict:
+    """What panels.js needs: the table page's runs (what the panels draw), the experiment's saved panels, where to
+    save them and whether the caller may."""
+    panels = selectors.panels_for_user(request.user).filter(experiment=experiment)
+    return {
+        "experiment": experiment.pk, "api": reverse("chartpanel-list"),
+        "canWrite": can_write,
+        "runs": [{"id": run.pk, "name": run.name, "started": _ms(run.started_at), "params": run.params,
+                  "tags": run.tags, "series": reverse("run-series", args=[run.pk])} for run in runs],
+        "panels": [{"id": p.pk, "title": p.title, "keys": p.keys, "scale": p.scale, "smoothing": p.smoothing,
+                    "x_axis": p.x_axis, "group_by": p.group_by} for p in panels],
+    }
 
 
 # ---- a run
