@@ -258,7 +258,8 @@ def runs_purge_expired(now: datetime | None = None) -> int:
 
 
 def run_log_batch(*, run_id: int, metrics: object = None, params: object = None, tags: object = None,
-                  attempt: int | None = None, token_attempt: int | None = None) -> int:
+                  attempt: int | None = None, token_attempt: int | None = None,
+                  ignored_fields: frozenset[str] = frozenset()) -> int:
     """Write a batch all or nothing; a retried batch changes nothing (points are unique on run, key, step and
     attempt). Returns the number of points. Raises BatchError (naming the bad field and point) before writing.
 
@@ -266,7 +267,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
     (`token_attempt`), or the run's current one for a user. An attempt later than the writer's is refused: a token
     writes its own attempt's points, or an earlier attempt's delivered late (the SDK's spool), never a later one's."""
     now_ms = int(time.time() * 1000)
-    batch = clean_points(metrics, now_ms)
+    batch = clean_points(metrics, now_ms, ignored=ignored_fields)
     clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
     clean_tags = clean_pairs(tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
     with transaction.atomic():

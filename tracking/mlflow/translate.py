@@ -9,7 +9,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any, overload
+from typing import overload
 
 from tracking.mlflow.errors import invalid
 from tracking.models import Experiment, Run
@@ -22,7 +22,8 @@ NOTE_TAG = "mlflow.note.content"
 # `mlflow-artifacts:/<path>` against its tracking URI (`.../mlflow/<project>`), as with `mlflow server
 # --serve-artifacts`, so a job's process needs no credentials of the store itself.
 ARTIFACT_SCHEME = "mlflow-artifacts:/"
-# Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset).
+# Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset):
+# log-batch reads past them (tracking.series.validate.clean_points).
 UNSTORED_METRIC_FIELDS = frozenset({"model_id", "dataset_name", "dataset_digest", "run_id"})
 MAX_ID_DIGITS = 18  # beyond a 64-bit primary key: no such object, rather than an overflow in the database
 MAX_INT64 = 2**63 - 1
@@ -108,14 +109,6 @@ def strings(body: dict, name: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise invalid(f"Parameter '{name}' must be a list of strings.")
     return [checked_text(v, name) for v in value]
-
-
-def metric_points(metrics: Any) -> Any:
-    """MLflow metrics as Tidal points; anything malformed is passed on for the validator to name."""
-    if not isinstance(metrics, list):
-        return metrics
-    return [{k: v for k, v in m.items() if k not in UNSTORED_METRIC_FIELDS} if isinstance(m, dict) else m
-            for m in metrics]
 
 
 def decode_page_token(token: str, name: str = "offset") -> int:

@@ -22,7 +22,7 @@ from core.parsers import JSONParser
 from jobs.auth import AUTHENTICATION_CLASSES, AttemptThrottle, UserOrAttempt
 from tracking import services
 from tracking.auth import LoggingThrottle
-from tracking.bodies import body_of
+from tracking.bodies import BatchJSONParser, body_of
 from tracking.mlflow import errors, search, translate
 from tracking.mlflow.errors import denied, invalid, not_found
 from tracking.mlflow.selectors import (
@@ -81,9 +81,12 @@ class MlflowEndpoint(APIView):
 
 
 def endpoint(answer: Handler, method: str, *, logs: bool = False) -> Callable:
-    """The view of one endpoint; `logs`: it writes points, params or tags, counted at the tracking rate."""
+    """The view of one endpoint; `logs`: it writes points, params or tags, counted at the tracking rate, its body
+    read as Tidal's own ingestion endpoint reads one (orjson, the depth check passing over the points: a third of
+    the parsing's CPU on a 1,000-point batch), with the same answers to what orjson reads otherwise."""
     return MlflowEndpoint.as_view(answer=answer, http_method_names=[method.lower(), "options"],
-                                  throttle_classes=[LoggingThrottle if logs else AttemptThrottle])
+                                  throttle_classes=[LoggingThrottle if logs else AttemptThrottle],
+                                  parser_classes=[BatchJSONParser if logs else JSONParser])
 
 
 @csrf_exempt  # it reads nothing and changes nothing: the client's POSTs must get this answer, not a CSRF page
@@ -180,8 +183,9 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
 
 def runs_log_batch(request: Request, scope: Scope, body: dict) -> dict:
     run = writable_run(scope, run_id(body))
-    services.run_log_batch(run_id=run.pk, metrics=translate.metric_points(body.get("metrics")),
-                           params=body.get("params"), tags=body.get("tags"), token_attempt=scope.token_attempt)
+    services.run_log_batch(run_id=run.pk, metrics=body.get("metrics"), params=body.get("params"),
+                           tags=body.get("tags"), token_attempt=scope.token_attempt,
+                           ignored_fields=translate.UNSTORED_METRIC_FIELDS)
     return {}
 
 
