@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 
 import django_filters
-from django.db.models import Count, Model, QuerySet
+from django.db.models import Count, Model, Q, QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
@@ -73,7 +73,8 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
-        return super().filter_queryset(queryset.annotate(run_count=Count("runs")))
+        # Deleted runs are not counted, as lists leave them out.
+        return super().filter_queryset(queryset.annotate(run_count=Count("runs", filter=Q(runs__deleted_at=None))))
 
     def perform_create(self, serializer: ExperimentSerializer) -> None:
         project = serializer.validated_data["project"]

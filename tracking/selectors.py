@@ -16,6 +16,7 @@ from django.db.models import (
     FloatField,
     Max,
     OuterRef,
+    Q,
     QuerySet,
     Sum,
     TextField,
@@ -86,8 +87,10 @@ def experiments_for_user(user: User) -> QuerySet[Experiment]:
 
 
 def experiments_with_counts(experiments: QuerySet[Experiment]) -> QuerySet[Experiment]:
-    """Each experiment's number of runs and its latest run start, in one grouped query."""
-    return experiments.annotate(run_count=Count("runs"), last_run_at=Max("runs__started_at"))
+    """Each experiment's number of runs and its latest run start (deleted runs left out), in one grouped query."""
+    active = Q(runs__deleted_at__isnull=True)
+    return experiments.annotate(run_count=Count("runs", filter=active), last_run_at=Max("runs__started_at",
+                                                                                         filter=active))
 
 
 def runs_for_user(user: User) -> QuerySet[Run]:

@@ -284,7 +284,10 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
         number = _attempt_of_points(attempt, token_attempt or run.attempt, token=token_attempt is not None)
-        unjudged = write_points(run.pk, number, batch)
+        # The summary's step of a key is the highest step stored of it (any attempt): a batch beyond it overlaps
+        # nothing stored.
+        highest = {key: entry["step"] for key, entry in run.summary.items() if isinstance(entry.get("step"), int)}
+        unjudged = write_points(run.pk, number, batch, highest)
         fields = []
         if batch:
             run.summary, fields = summarize(batch, run.summary), ["summary"]

@@ -234,3 +234,12 @@ def test_mlflow_client_manages_runs(tenant, use_mlflow):  # noqa: F811
     outsider = use_mlflow(user_token(tenant.users["outsider"]), project="vision")
     refused("RESOURCE_DOES_NOT_EXIST", outsider.delete_run, first)
     assert mlflow.get_tracking_uri()
+
+
+def test_experiment_run_counts_leave_deleted_runs_out(tenant, clients):
+    experiment = services.experiment_get_or_create(project=tenant.project, name="counted")
+    kept = services.run_create(project=tenant.project, experiment=experiment, name="kept")
+    gone = services.run_create(project=tenant.project, experiment=experiment, name="gone")
+    services.run_delete(actor=tenant.users["member"], run=gone)
+    assert clients["viewer"].get(f"/api/v1/experiments/{experiment.pk}/").json()["run_count"] == 1
+    assert kept.pk
