@@ -439,7 +439,7 @@ def main() -> int:
                  f"/api/v1/runs/?experiment={setup['table']}&param=p3:7&sort=-metric.train/loss", 200),
                 ("runs table: 5,000 runs, filtered by a tag, sorted by a metric",
                  f"/api/v1/runs/?experiment={setup['table']}&tag=team:nlp&sort=-metric.train/loss", 200),
-                ("runs: 5,000, filtered by a tag, grouped by a param (mean/min/max of 2 metrics)",
+                ("runs grouped by a param: 5,000, filtered by a tag, 2 metrics",
                  f"/api/v1/runs/groups/?experiment={setup['table']}&tag=team:nlp&group_by=param.p3"
                  "&metric_key=train/loss&metric_key=train/lr", 200),
             ]
