@@ -75,7 +75,10 @@ export class Panel {
       + (spec.group_by ? `, grouped by ${spec.group_by}` : "");
     caption.append(title, how, this.button("PNG", "panel-png", () => this.png()),
       this.button("CSV", "panel-csv", () => this.csv()));
-    if (board.cfg.canWrite) caption.append(this.button("Remove", "panel-remove", () => this.remove()));
+    if (board.cfg.canWrite) {
+      caption.append(this.button("Edit", "panel-edit", () => board.edit(this)),
+        this.button("Remove", "panel-remove", () => this.remove()));
+    }
     this.plotEl = document.createElement("div");
     this.plotEl.className = "plot";
     this.note = document.createElement("div");
@@ -204,7 +207,7 @@ export class Panel {
     ctx.fillRect(0, 0, canvas.width, canvas.height);
     ctx.fillStyle = "#1b2330";
     ctx.font = `${14 * uPlot.pxRatio}px system-ui, sans-serif`;
-    ctx.fillText(this.figure.querySelector("figcaption").textContent.replace(/PNG|CSV|Remove/g, "").trim(), 8, 19 * uPlot.pxRatio);
+    ctx.fillText(this.figure.querySelector("figcaption").textContent.replace(/PNG|CSV|Edit|Remove/g, "").trim(), 8, 19 * uPlot.pxRatio);
     ctx.drawImage(source, 0, top);
     canvas.toBlob((blob) => download(this.fileName("png"), blob), "image/png");
   }
@@ -246,6 +249,21 @@ export class Board {
     return panel.load();
   }
 
+  // The new-panel form, filled with a saved panel's settings: submitting it saves them to that panel (PATCH).
+  edit(panel) {
+    const form = document.getElementById("panel-form");
+    const { spec } = panel;
+    form.elements.title.value = spec.title;
+    for (const option of form.elements.keys.options) option.selected = spec.keys.includes(option.value);
+    form.elements.scale.value = spec.scale;
+    form.elements.x_axis.value = spec.x_axis;
+    form.elements.smoothing.value = String(spec.smoothing);
+    form.elements.group_by.value = spec.group_by;
+    this.editing = panel;
+    document.getElementById("panel-save").textContent = "Save panel";
+    document.getElementById("panel-new").open = true;
+  }
+
   bindForm() {
     const form = document.getElementById("panel-form");
     if (!form) return;
@@ -254,15 +272,27 @@ export class Board {
       event.preventDefault();
       const data = new FormData(form);
       const body = {
-        experiment: this.cfg.experiment, title: data.get("title") || "",
-        keys: data.getAll("keys"), scale: data.get("scale"), x_axis: data.get("x_axis"),
-        smoothing: Number(data.get("smoothing") || 0), group_by: data.get("group_by") || "",
-        position: this.panels.length,
+        title: data.get("title") || "", keys: data.getAll("keys"), scale: data.get("scale"),
+        x_axis: data.get("x_axis"), smoothing: Number(data.get("smoothing") || 0),
+        group_by: data.get("group_by") || "",
       };
+      const editing = this.editing;
       try {
-        const spec = await api(this.cfg.api, "POST", body);
+        if (editing) {
+          const spec = await api(`${this.cfg.api}${editing.spec.id}/`, "PATCH", body);
+          const replaced = new Panel(this, spec);
+          editing.plot?.destroy();
+          editing.figure.replaceWith(replaced.figure);
+          this.panels[this.panels.indexOf(editing)] = replaced;
+          this.editing = null;
+          document.getElementById("panel-save").textContent = "Add panel";
+          await replaced.load();
+        } else {
+          const spec = await api(this.cfg.api, "POST", { ...body, experiment: this.cfg.experiment,
+            position: this.panels.length });
+          await this.add(spec);
+        }
         error.textContent = "";
-        await this.add(spec);
       } catch (e) {
         error.textContent = e.message;
       }

@@ -85,6 +85,17 @@ def test_a_panel_saved_from_the_page_overlays_metrics_of_runs_and_downloads(tena
     assert {(r[0], r[1]) for r in rows[1:]} == {(run, key) for run in ("lr-0.1", "lr-0.01")
                                                 for key in ("train/loss", "eval/loss")}
 
+    page.click(f"{PANEL} .panel-edit")  # the form takes its settings; saving them changes the panel
+    assert page.input_value("#panel-scale") == "log"
+    page.select_option("#panel-scale", "linear")
+    page.select_option("#panel-keys", ["train/loss"])
+    page.click("#panel-save")
+    wait_until(page, f"document.querySelector('{PANEL}').panel.spec.scale === 'linear'")
+    panel_drawn(page)
+    assert panel_eval(page, "u.series.length") == 3  # x, and train/loss of the two runs
+    saved.refresh_from_db()
+    assert (saved.scale, saved.keys, ChartPanel.objects.count()) == ("linear", ["train/loss"], 1)
+
     page.reload()  # saved: drawn again after a reload, for a viewer too
     panel_drawn(page)
     page.context.clear_cookies()
