@@ -321,6 +321,7 @@ TIDAL = {
     "ARTIFACT_QUOTA_BYTES": env_int("TIDAL_ARTIFACT_QUOTA_BYTES", 500 * 2**30, minimum=0),
     # Raw points of runs ended this many days ago are deleted; their series are read from rollups. 0: keep them.
     "TRACKING_RAW_RETENTION_DAYS": env_int("TIDAL_TRACKING_RAW_RETENTION_DAYS", 0, minimum=0),
+    "TRACKING_DELETED_RETENTION_DAYS": env_int("TIDAL_TRACKING_DELETED_RETENTION_DAYS", 30, minimum=0),
     # Cost reports (docs/costs.md): the currency every price is in, and the longest range one report may cover.
     "CURRENCY": env_str("TIDAL_CURRENCY", "USD"),
     "COST_MAX_RANGE_DAYS": env_int("TIDAL_COST_MAX_RANGE_DAYS", 400, minimum=1),
@@ -368,6 +369,7 @@ CELERY_BEAT_SCHEDULE.update({
     "tracking-hung-runs": {"task": "tracking.tasks.check_hung_runs", "schedule": 60.0},
     "tracking-raw-retention": {"task": "tracking.tasks.prune_raw_points", "schedule": 3600.0},
     "tracking-artifact-uploads": {"task": "tracking.tasks.sweep_artifact_uploads", "schedule": 3600.0},
+    "tracking-deleted-runs": {"task": "tracking.tasks.purge_deleted_runs", "schedule": 3600.0},
     # Closed usage segments cut into priced days (docs/costs.md).
     "costs-roll-segments": {"task": "costs.tasks.roll_segments", "schedule": 60.0},
     # Budget thresholds crossed this month: alerted once each (docs/costs.md#budgets).

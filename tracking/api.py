@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 
 import django_filters
-from django.db.models import Count, Model, QuerySet
+from django.db.models import Count, Model, Q, QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
@@ -29,16 +29,19 @@ from tenancy.selectors import project_for_user
 from tracking import alerts, costing, selectors, services
 from tracking.auth import LoggingThrottle, check_run_writer, run_credential
 from tracking.bodies import BatchJSONParser, body_of
-from tracking.models import Alert, AlertRule, Experiment, Run, Webhook
+from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Run, Webhook
 from tracking.serializers import (
     AlertRuleSerializer,
     AlertSerializer,
+    ChartPanelSerializer,
     ExperimentSerializer,
     LogBatchSerializer,
     MuteSerializer,
     RunCostSerializer,
     RunCreateSerializer,
+    RunGroupsSerializer,
     RunSerializer,
+    RunTagsSerializer,
     RunUpdateSerializer,
     SeriesSerializer,
     WebhookSerializer,
@@ -70,7 +73,8 @@ class ExperimentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
-        return super().filter_queryset(queryset.annotate(run_count=Count("runs")))
+        # Deleted runs are not counted, as lists leave them out.
+        return super().filter_queryset(queryset.annotate(run_count=Count("runs", filter=Q(runs__deleted_at=None))))
 
     def perform_create(self, serializer: ExperimentSerializer) -> None:
         project = serializer.validated_data["project"]
@@ -108,11 +112,14 @@ def _pairs(request: Request, name: str) -> list[tuple[str, str]]:
 
 
 def filter_runs(queryset: QuerySet, request: Request) -> QuerySet:
-    """?param=lr:0.001, ?tag=k:v and ?metric=loss<2 (repeatable, all must match) and ?sort= (see
+    """?param=lr:0.001, ?tag=k:v and ?metric=loss<2 (repeatable, all must match), ?name= (a part of the name),
+    ?lifecycle=active|deleted|all (deleted runs are hidden by default) and ?sort= (see
     tracking.selectors.filter_runs, which the runs page uses too)."""
     metrics = [selectors.parse_metric_filter(raw) for raw in request.query_params.getlist("metric")]
     return selectors.filter_runs(queryset, params=_pairs(request, "param"), tags=_pairs(request, "tag"),
-                                 metrics=metrics, sort=request.query_params.get("sort", ""))
+                                 metrics=metrics, sort=request.query_params.get("sort", ""),
+                                 name=request.query_params.get("name", ""),
+                                 lifecycle=request.query_params.get("lifecycle", selectors.ACTIVE))
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
@@ -125,7 +132,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
 
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         queryset = super().filter_queryset(queryset)
-        return filter_runs(queryset, self.request) if self.action == "list" else queryset
+        return filter_runs(queryset, self.request) if self.action in ("list", "groups") else queryset
 
     def paginate_queryset(self, queryset: QuerySet) -> list | None:
         page = super().paginate_queryset(queryset)
@@ -157,6 +164,68 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet
         data.is_valid(raise_exception=True)
         services.run_update(run=run, **data.validated_data)
         return Response(RunSerializer(run).data)
+
+    def destroy(self, request: Request, pk: str | None = None) -> Response:
+        """Soft delete (MLflow's `deleted` lifecycle stage): the run leaves lists and searches (?lifecycle=deleted
+        shows it), takes no more data, and comes back whole with `restore`. Writers of the run may."""
+        run = self._writable()
+        services.run_delete(actor=request.user, run=run)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, pk: str | None = None) -> Response:
+        """Bring a deleted run back, as it was."""
+        run = services.run_restore(actor=request.user, run=self._writable())
+        return Response(RunSerializer(run).data)
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["post"])
+    def purge(self, request: Request, pk: str | None = None) -> Response:
+        """Delete a deleted run for good, its points and artifacts with it: staff only (deleted runs are purged
+        anyway TIDAL_TRACKING_DELETED_RETENTION_DAYS after their deletion)."""
+        run = self._writable()
+        if not request.user.is_staff:
+            raise PermissionDenied("Only staff purge a run; a deleted run is purged after the retention period.")
+        services.run_purge(actor=request.user, run=run)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=RunTagsSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def tags(self, request: Request, pk: str | None = None) -> Response:
+        """Set tags (`set`: {key: value}) and remove others (`remove`: [key]), all or nothing; a finished run takes
+        them too."""
+        run = self._writable()
+        data = RunTagsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.run_tags_change(run=run, set_tags=data.validated_data.get("set"),
+                                 remove=data.validated_data.get("remove"))
+        return Response(RunSerializer(run).data)
+
+    @extend_schema(parameters=[
+        OpenApiParameter("group_by", str, required=True, description="param.<key> or tag.<key>"),
+        OpenApiParameter("metric_key", str, many=True, description="Metrics whose last values are aggregated.")],
+        responses=RunGroupsSerializer)
+    @action(detail=False, methods=["get"])
+    def groups(self, request: Request) -> Response:
+        """The runs (with the list's filters: ?experiment, ?tag, ?param, ?name, ?lifecycle...) grouped by a param's
+        or tag's value: per group its runs' count and ids and, per asked metric, the mean, min and max of their last
+        values. One grouped query over run rows; runs without the key form the group `null`."""
+        runs = self.filter_queryset(self.get_queryset())
+        group_by = request.query_params.get("group_by", "")
+        keys = request.query_params.getlist("metric_key")
+        try:
+            found = selectors.run_groups(runs, group_by, keys)
+        except BatchError as e:
+            raise ValidationError({e.field: [e.message]}) from None
+        return Response({"group_by": group_by, "groups": found})
+
+    def _writable(self) -> Run:
+        """The run (404 when the caller may not see it), if the caller may write it (403: a viewer; another
+        member's job's run)."""
+        run = self.get_object()
+        check_run_writer(run, self.request.user, role_in_project(self.request.user, run.project))
+        return run
 
     @extend_schema(parameters=[
         OpenApiParameter("key", str, required=True), OpenApiParameter("max_points", int),
@@ -395,6 +464,52 @@ class WebhookViewSet(ProjectSettingViewSet):
 
     def remove(self, obj: Webhook) -> None:
         services.webhook_delete(actor=self.request.user, webhook=obj)
+
+
+class ChartPanelFilter(django_filters.FilterSet):
+    project = project_filter("experiment__project")
+    experiment = IdFilter(field_name="experiment_id")
+
+    class Meta:
+        model = ChartPanel
+        fields = ["project", "experiment"]
+
+
+class ChartPanelViewSet(ProjectSettingViewSet):
+    """Chart panels saved per experiment (docs/tracking.md#chart-panels): members of its project write them."""
+
+    selector = staticmethod(selectors.panels_for_user)
+    serializer_class = ChartPanelSerializer
+    filterset_class = ChartPanelFilter
+    project_attr = "experiment.project"
+    write_role = Role.MEMBER
+    noun = "A panel"
+
+    def create(self, request: Request, *args: object, **kwargs: object) -> Response:
+        named = request.data.get("experiment") if isinstance(request.data, Mapping) else None
+        experiment = (selectors.experiments_for_user(request.user).filter(pk=named).first()
+                      if isinstance(named, int) and not isinstance(named, bool) else None)
+        if experiment is not None:
+            self.require_role(experiment.project)
+        return mixins.CreateModelMixin.create(self, request, *args, **kwargs)
+
+    def perform_create(self, serializer: Serializer) -> None:
+        values = dict(serializer.validated_data)
+        experiment = values.pop("experiment")
+        self.require_role(experiment.project)
+        serializer.instance = self.save(ChartPanel(experiment=experiment), values)
+
+    def perform_update(self, serializer: Serializer) -> None:
+        values = dict(serializer.validated_data)
+        if values.pop("experiment", serializer.instance.experiment) != serializer.instance.experiment:
+            raise ValidationError({"experiment": ["A panel cannot move to another experiment."]})
+        serializer.instance = self.save(serializer.instance, values)
+
+    def save(self, obj: ChartPanel, values: dict) -> ChartPanel:
+        return services.panel_save(actor=self.request.user, panel=obj, values=values)
+
+    def remove(self, obj: ChartPanel) -> None:
+        services.panel_delete(actor=self.request.user, panel=obj)
 
 
 class RunLogBatchView(APIView):

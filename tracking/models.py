@@ -72,6 +72,9 @@ class Run(models.Model):
     last_step_at = models.DateTimeField(null=True, blank=True)
     muted_rules = models.JSONField(default=list, blank=True,
                                    help_text=f'Rules that open no alert on this run; "{ALL_RULES}" mutes every rule.')
+    # MLflow's lifecycle stage: a deleted run is hidden from lists and searches unless asked for, takes no more data,
+    # and comes back whole when restored (its points, params and artifacts are kept until it is purged).
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -83,6 +86,44 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status != RunStatus.RUNNING
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+class AxisScale(TextChoices):
+    LINEAR = "linear", "Linear"
+    LOG = "log", "Log"
+
+
+class XAxis(TextChoices):
+    STEP = "step", "Step"
+    WALL = "wall", "Wall time"
+    RELATIVE = "relative", "Relative time"
+
+
+class ChartPanel(models.Model):
+    """A chart saved on an experiment's page for everyone in its project: which metrics it draws (several in one
+    panel), how (axis scale, smoothing, x axis) and, optionally, its runs grouped by a param's or tag's value (each
+    group's mean with a min-max band)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="panels")
+    title = models.CharField(max_length=200, blank=True)
+    keys = models.JSONField(default=list, help_text="The metric keys drawn, 1 to 10.")
+    scale = models.CharField(max_length=10, choices=AxisScale.choices, default=AxisScale.LINEAR)
+    smoothing = models.FloatField(default=0.0, help_text="The exponential moving average's weight, 0 to 0.99.")
+    x_axis = models.CharField(max_length=10, choices=XAxis.choices, default=XAxis.STEP)
+    group_by = models.CharField(max_length=260, blank=True, help_text="param.<key> or tag.<key>; empty: no grouping.")
+    position = models.PositiveIntegerField(default=0)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["experiment", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"panel {self.pk} of experiment {self.experiment_id}"
 
 
 class Series(models.Model):

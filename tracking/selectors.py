@@ -16,6 +16,7 @@ from django.db.models import (
     FloatField,
     Max,
     OuterRef,
+    Q,
     QuerySet,
     Sum,
     TextField,
@@ -33,10 +34,11 @@ from notifications.sources import Target
 from tenancy.models import Role
 from tenancy.permissions import remember_role, role_in_project
 from tenancy.selectors import User, project_ids_for_user
-from tracking.models import Alert, AlertRule, Experiment, Rollup, Run, RunStatus, Series, Webhook
+from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Rollup, Run, RunStatus, Series, Webhook
 from tracking.points import latest, read_blocks
 from tracking.series.downsample import Downsampled, downsample
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, downsample_rollups, extremes_of
+from tracking.series.validate import BatchError, check_key
 from tracking.tokens import RunTokenClaim
 
 RAW_LIMIT = 20_000  # points of a range read raw at most; longer ranges are read from rollups
@@ -85,8 +87,10 @@ def experiments_for_user(user: User) -> QuerySet[Experiment]:
 
 
 def experiments_with_counts(experiments: QuerySet[Experiment]) -> QuerySet[Experiment]:
-    """Each experiment's number of runs and its latest run start, in one grouped query."""
-    return experiments.annotate(run_count=Count("runs"), last_run_at=Max("runs__started_at"))
+    """Each experiment's number of runs and its latest run start (deleted runs left out), in one grouped query."""
+    active = Q(runs__deleted_at__isnull=True)
+    return experiments.annotate(run_count=Count("runs", filter=active), last_run_at=Max("runs__started_at",
+                                                                                         filter=active))
 
 
 def runs_for_user(user: User) -> QuerySet[Run]:
@@ -114,6 +118,11 @@ def run_of_token(claim: RunTokenClaim) -> Run | None:
                                  current_attempt__ended_at__isnull=True)
     return (Run.objects.filter(pk=claim.run_id).select_related("project", "experiment")
             .annotate(token_attempt_open=Exists(current)).first())
+
+
+def panels_for_user(user: User) -> QuerySet[ChartPanel]:
+    return ChartPanel.objects.filter(experiment__project_id__in=project_ids_for_user(user)).select_related(
+        "experiment__project")
 
 
 def alerts_for_user(user: User) -> QuerySet[Alert]:
@@ -202,6 +211,8 @@ def attempt_starts(run: Run) -> list[dict]:
 RUN_SORT_FIELDS = {"name": "name", "status": "status", "user": "user_name", "started": "started_at", "job": "job_id"}
 # A metric column's figures, as kept in Run.summary; sort=metric.<key> is the last value.
 METRIC_STATS = {"metric": "last", "metric_min": "min", "metric_max": "max"}
+ACTIVE, DELETED, ALL = "active", "deleted", "all"  # which runs a list shows, by their lifecycle stage
+LIFECYCLES = (ACTIVE, DELETED, ALL)
 METRIC_OPERATORS = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte", "=": "exact"}
 # Non-greedy key: the first operator splits, so "loss<=2" is (loss, <=, 2), not (loss<, =, 2).
 METRIC_FILTER = re.compile(r"^\s*(.+?)\s*(<=|>=|<|>|=)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
@@ -229,9 +240,11 @@ def parse_metric_filter(text: str) -> tuple[str, str, float]:
 
 def filter_runs(runs: QuerySet[Run], *, params: Iterable[tuple[str, str]] = (),
                 tags: Iterable[tuple[str, str]] = (), metrics: Iterable[tuple[str, str, float]] = (),
-                status: str = "", sort: str = "", now: datetime | None = None) -> QuerySet[Run]:
+                status: str = "", sort: str = "", now: datetime | None = None, name: str = "",
+                lifecycle: str = ACTIVE) -> QuerySet[Run]:
     """The runs table's and the API's filters, all of which must match, and its order.
 
+    name: a part of the run's name (any case); lifecycle: active (the default: deleted runs hidden), deleted or all.
     params/tags: (key, value) equal; metrics: (key, op, number) on the last value (a run without it never matches);
     sort: [-]name|status|user|started|duration|job|param.<key>|metric.<key>|metric_min.<key>|metric_max.<key>,
     runs without the value last either way. Reads only run rows (the summary), never points.
@@ -250,6 +263,12 @@ def filter_runs(runs: QuerySet[Run], *, params: Iterable[tuple[str, str]] = (),
         if status not in RunStatus.values:
             raise DomainError(f"Unknown status {status!r}; one of {', '.join(RunStatus.values)}.", field="status")
         filters["status"] = status
+    if lifecycle not in LIFECYCLES:
+        raise DomainError(f"Unknown lifecycle {lifecycle[:20]!r}; one of {', '.join(LIFECYCLES)}.", field="lifecycle")
+    if lifecycle != ALL:
+        filters["deleted_at__isnull"] = lifecycle == ACTIVE
+    if name:
+        filters["name__icontains"] = name
     runs = runs.filter(**filters)
     if sort:
         expr = sort_expression(sort.removeprefix("-"), now or timezone.now())
@@ -272,18 +291,61 @@ def sort_expression(name: str, now: datetime) -> Combinable:
                       "metric.<key>, metric_min.<key> or metric_max.<key>, with - for descending.", field="sort")
 
 
-def run_columns(runs: QuerySet[Run], *, sample: int = 200) -> tuple[list[str], list[str]]:
-    """The param and metric keys of the latest `sample` runs: what the runs table offers as columns.
+MAX_GROUP_METRICS = 20
+
+
+def run_groups(runs: QuerySet[Run], group_by: str, metric_keys: list[str]) -> list[dict]:
+    """Runs grouped by `group_by` (param.<key> or tag.<key>): per value, the count, the run ids (newest first) and,
+    per metric key, the mean, min and max of the runs' last finite values. One query reading the group's text and
+    the metrics' last values out of the run rows (never points); groups in the value's order, `null` (runs without
+    the key) last. Raises BatchError naming `group_by` or `metric_key`."""
+    kind, _, key = group_by.partition(".")
+    if kind not in ("param", "tag") or not key:
+        raise BatchError("group_by", "use param.<key> or tag.<key>")
+    check_key(key, "group_by")
+    if len(metric_keys) > MAX_GROUP_METRICS:
+        raise BatchError("metric_key", f"at most {MAX_GROUP_METRICS} metrics")
+    for i, metric in enumerate(metric_keys):
+        check_key(metric, f"metric_key[{i}]")
+    columns = {"_group": param_value(key, "params" if kind == "param" else "tags"),
+               **{f"_m{i}": metric_value(metric) for i, metric in enumerate(metric_keys)}}
+    rows = runs.order_by().annotate(**columns).values_list("id", "started_at", *columns)
+    groups: dict[str | None, dict] = {}
+    for run_id, _started, group, *values in sorted(rows, key=lambda row: (row[1], row[0]), reverse=True):
+        found = groups.setdefault(group, {"value": group, "count": 0, "run_ids": [],
+                                          "_values": [[] for _ in metric_keys]})
+        found["count"] += 1
+        found["run_ids"].append(run_id)
+        for bucket, value in zip(found["_values"], values, strict=True):
+            if value is not None and np.isfinite(value):
+                bucket.append(value)
+    out = []
+    for value in sorted(groups, key=lambda v: (v is None, v or "")):
+        found = groups[value]
+        buckets = found.pop("_values")
+        found["metrics"] = {metric: ({"mean": sum(b) / len(b), "min": min(b), "max": max(b), "count": len(b)}
+                                     if b else {"mean": None, "min": None, "max": None, "count": 0})
+                            for metric, b in zip(metric_keys, buckets, strict=True)}
+        out.append(found)
+    return out
+
+
+def run_columns(runs: QuerySet[Run], *, sample: int = 200) -> tuple[list[str], list[str], list[str]]:
+    """The param, metric and tag keys of the latest `sample` runs: what the runs table offers as columns, and the
+    chart panels as groupings (Tidal's own `tidal.*` tags left out).
 
     A sample, not every run: reading 5,000 runs' JSON to list keys would cost more than the page itself, and the
     runs of one experiment log the same keys; a key chosen in the URL is shown whatever the sample holds.
     """
     params: set[str] = set()
     metrics: set[str] = set()
-    for run_params, summary in runs.order_by("-started_at", "-id").values_list("params", "summary")[:sample]:
+    tags: set[str] = set()
+    rows = runs.order_by("-started_at", "-id").values_list("params", "summary", "tags")[:sample]
+    for run_params, summary, run_tags in rows:
         params.update(run_params or {})
         metrics.update(summary or {})
-    return sorted(params), sorted(metrics)
+        tags.update(key for key in run_tags or {} if not key.startswith("tidal."))
+    return sorted(params), sorted(metrics), sorted(tags)
 
 
 def step_times(run: Run, key: str, steps: Iterable[int]) -> dict[int, int]:

@@ -8,7 +8,7 @@ from core.serializers import StrictModelSerializer, StrictSerializer, no_control
 from notifications.webhooks import Refused, check_url
 from tenancy.serializers import ScopedProjectField
 from tracking import selectors
-from tracking.models import Alert, AlertRule, Experiment, Run, RunStatus, Webhook
+from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
 from tracking.series.validate import shown_last
 
@@ -53,9 +53,10 @@ class RunSerializer(StrictModelSerializer):
     class Meta:
         model = Run
         fields = ["id", "project", "experiment", "experiment_name", "job", "name", "user_name", "status", "state",
-                  "note", "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules"]
+                  "note", "started_at", "ended_at", "attempt", "params", "tags", "summary", "muted_rules", "deleted_at"]
 
-        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules"]
+        read_only_fields = ["job", "user_name", "started_at", "ended_at", "attempt", "params", "tags", "muted_rules",
+                            "deleted_at"]
 
     def get_state(self, run: Run) -> str:
         # A list's page computes its runs' states in two queries (RunViewSet.paginate_queryset); one run, here.
@@ -77,6 +78,19 @@ class RunUpdateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=250, required=False)
     note = serializers.CharField(max_length=20000, required=False, allow_blank=True)
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+
+
+class RunTagsSerializer(StrictSerializer):
+    set = serializers.JSONField(required=False, help_text="Tags to add or change: {key: value}.")
+    remove = serializers.JSONField(required=False, help_text="Keys of tags to remove: [key].")
+
+
+class RunGroupsSerializer(serializers.Serializer):
+    """Only for the schema."""
+
+    group_by = serializers.CharField()
+    groups = serializers.ListField(child=serializers.DictField(), help_text=(
+        '[{"value": "0.1" or null, "count": 3, "run_ids": [...], "metrics": {key: {"mean", "min", "max", "count"}}}]'))
 
 
 class LogBatchSerializer(serializers.Serializer):
@@ -166,3 +180,21 @@ class RunCostSerializer(serializers.Serializer):
     cost = serializers.FloatField(allow_null=True, help_text="So far; null for a run without a job.")
     target = serializers.CharField(allow_null=True)
     reached = ReachedSerializer(allow_null=True, help_text="Null when the target was not reached.")
+
+
+class ScopedExperimentField(serializers.PrimaryKeyRelatedField):
+    """An experiment by id among those the caller can see: another tenant's reads as missing."""
+
+    def get_queryset(self):
+        return selectors.experiments_for_user(self.context["request"].user)
+
+
+class ChartPanelSerializer(StrictModelSerializer):
+    experiment = ScopedExperimentField()
+    keys = serializers.JSONField(help_text="The metric keys drawn: 1 to 10.")
+
+    class Meta:
+        model = ChartPanel
+        fields = ["id", "experiment", "title", "keys", "scale", "smoothing", "x_axis", "group_by", "position",
+                  "created_by", "created_at"]
+        read_only_fields = ["created_by", "created_at"]

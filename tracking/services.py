@@ -17,10 +17,10 @@ from core.serializers import has_control_character
 from jobs.models import Job
 from jobs.states import State
 from notifications.webhooks import Refused, check_url
-from tenancy.audit import delete_audited, save_audited
+from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
-from tracking.models import AlertRule, Experiment, PointBlock, Run, RunStatus, Series, Webhook
+from tracking.models import AlertRule, ChartPanel, Experiment, PointBlock, Run, RunStatus, Series, Webhook
 from tracking.points import write_points
 from tracking.series import anomaly
 from tracking.series.validate import (
@@ -28,11 +28,14 @@ from tracking.series.validate import (
     MAX_PARAMS,
     MAX_TAG_VALUE,
     MAX_TAGS,
+    SURROGATE,
     Batch,
     BatchError,
     batch_size,
+    check_key,
     clean_pairs,
     clean_points,
+    has_surrogate,
     summarize,
 )
 
@@ -120,18 +123,60 @@ def runs_for_finished_jobs(finished: dict[int, str], at: datetime) -> None:
     alerts.close_alerts_of_ended_runs(Run.objects.filter(job_id__in=finished), at)
 
 
+MAX_RUN_NAME = 250
+MAX_NOTE = 20_000
+
+
+class RunDeleted(DomainError):
+    code = "run_deleted"
+    status_code = 409
+
+
+def check_run_name(name: object) -> str:
+    """A run's new name: text without control characters, 1 to MAX_RUN_NAME characters (a DomainError naming
+    `name` otherwise: a rename is asked for, so it is refused rather than cut)."""
+    if not isinstance(name, str) or not name.strip():
+        raise DomainError("A run needs a name.", field="name")
+    if has_control_character(name):
+        raise DomainError("A run's name must not contain control characters.", field="name")
+    if has_surrogate(name):
+        raise DomainError(f"A run's name {SURROGATE}.", field="name")
+    name = name.strip()
+    if len(name) > MAX_RUN_NAME:
+        raise DomainError(f"A run's name is at most {MAX_RUN_NAME} characters; this one has {len(name)}.",
+                          field="name")
+    return name
+
+
+def _check_note(note: object) -> str:
+    if not isinstance(note, str):
+        raise DomainError("A note is text.", field="note")
+    if len(note) > MAX_NOTE:
+        raise DomainError(f"A note is at most {MAX_NOTE} characters; this one has {len(note)}.", field="note")
+    if has_surrogate(note) or "\x00" in note:
+        raise DomainError("A note must not contain NUL characters or half of a surrogate pair.", field="note")
+    return note
+
+
+def _require_active(run: Run) -> None:
+    if run.is_deleted:
+        raise RunDeleted(f"Run {run.pk} is deleted: restore it first.", field="run")
+
+
 def run_update(*, run: Run, name: str | None = None, note: str | None = None, status: str | None = None,
                ended_at: datetime | None = None, by_job: bool = False) -> Run:
     """Rename, annotate or end a run. A job's run follows its job: only the job itself (`by_job`: its run token, as
-    `mlflow.end_run()` in its script) moves its status; a user stops the job instead."""
+    `mlflow.end_run()` in its script) moves its status; a user stops the job instead. A deleted run is changed by
+    nothing but its restoration."""
+    _require_active(run)
     if status is not None and status != run.status and run.job_id is not None and not by_job:
         raise DomainError(f"Run {run.pk} follows its job (job {run.job_id}): its status changes with the job's; "
                           "cancel the job to stop it.", field="status")
     fields: list[str] = []
     if name is not None:
-        run.name, fields = name[:250], [*fields, "name"]
+        run.name, fields = check_run_name(name), [*fields, "name"]
     if note is not None:
-        run.note, fields = note, [*fields, "note"]
+        run.note, fields = _check_note(note), [*fields, "note"]
     if status is not None:
         if status not in RunStatus.values:
             raise DomainError(f"Unknown status {status!r}; one of {', '.join(RunStatus.values)}.", field="status")
@@ -145,8 +190,77 @@ def run_update(*, run: Run, name: str | None = None, note: str | None = None, st
     return run
 
 
+def run_tags_change(*, run: Run, set_tags: object = None, remove: object = None) -> Run:
+    """Add or change tags (`set_tags`: {key: value} or MLflow's [{key, value}]) and remove others (`remove`: keys),
+    all or nothing. Unlike logging, a finished run takes them (as MLflow's `set_tag`): a tag describes the run, it
+    is no data of its training. Removing a tag the run lacks is no error (the outcome is the one asked for)."""
+    _require_active(run)
+    try:
+        clean = clean_pairs(set_tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
+        if remove is None:
+            keys: list[str] = []
+        elif isinstance(remove, list):
+            keys = [check_key(key, f"remove[{i}]") for i, key in enumerate(remove)]
+        else:
+            raise BatchError("remove", "must be a list of tag keys")
+    except BatchError as e:
+        raise DomainError(e.message, field=e.field) from None
+    if set(clean) & set(keys):
+        raise DomainError(f"Tag {sorted(set(clean) & set(keys))[0]!r} is both set and removed.", field="remove")
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)  # merges with concurrent batches' tags
+        tags = {key: value for key, value in {**locked.tags, **clean}.items() if key not in keys}
+        if len(tags) > MAX_TAGS:
+            raise DomainError(f"A run holds at most {MAX_TAGS} tags.", field="tags")
+        Run.objects.filter(pk=run.pk).update(tags=tags)
+    run.tags = tags
+    return run
+
+
+def run_delete(*, actor: Any, run: Run) -> Run:
+    """Soft delete (MLflow's `deleted` lifecycle stage): hidden from lists and searches unless asked for, writes
+    refused, everything kept until restored or purged. Deleting a deleted run changes nothing."""
+    if not run.is_deleted:
+        run.deleted_at = timezone.now()
+        run.save(update_fields=["deleted_at"])
+        audit_record(actor=actor, action="run.delete", target=run, project=run.project)
+    return run
+
+
+def run_restore(*, actor: Any, run: Run) -> Run:
+    if run.is_deleted:
+        run.deleted_at = None
+        run.save(update_fields=["deleted_at"])
+        audit_record(actor=actor, action="run.restore", target=run, project=run.project)
+    return run
+
+
+def run_purge(*, actor: Any, run: Run) -> None:
+    """Delete a deleted run for good: its points, alerts and artifact rows with it, its files from the store once
+    the deletion commits (tracking.listeners). Only a run already deleted: a purge is never one click away."""
+    if not run.is_deleted:
+        raise DomainError(f"Run {run.pk} is not deleted: delete it first, then purge it.", field="run")
+    audit_record(actor=actor, action="run.purge", target=run, project=run.project)
+    run.delete()
+
+
+def runs_purge_expired(now: datetime | None = None) -> int:
+    """Purge runs deleted more than TIDAL_TRACKING_DELETED_RETENTION_DAYS ago (0: never); how many."""
+    days = settings.TIDAL["TRACKING_DELETED_RETENTION_DAYS"]
+    if not days:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    count = 0
+    for run in Run.objects.filter(deleted_at__lt=cutoff)[:200]:
+        with transaction.atomic():
+            run.delete()
+        count += 1
+    return count
+
+
 def run_log_batch(*, run_id: int, metrics: object = None, params: object = None, tags: object = None,
-                  attempt: int | None = None, token_attempt: int | None = None) -> int:
+                  attempt: int | None = None, token_attempt: int | None = None,
+                  ignored_fields: frozenset[str] = frozenset()) -> int:
     """Write a batch all or nothing; a retried batch changes nothing (points are unique on run, key, step and
     attempt). Returns the number of points. Raises BatchError (naming the bad field and point) before writing.
 
@@ -154,7 +268,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
     (`token_attempt`), or the run's current one for a user. An attempt later than the writer's is refused: a token
     writes its own attempt's points, or an earlier attempt's delivered late (the SDK's spool), never a later one's."""
     now_ms = int(time.time() * 1000)
-    batch = clean_points(metrics, now_ms)
+    batch = clean_points(metrics, now_ms, ignored=ignored_fields)
     clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
     clean_tags = clean_pairs(tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
     with transaction.atomic():
@@ -162,6 +276,8 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             raise DomainError("No such run.", code="not_found")
+        if run.is_deleted:
+            raise RunDeleted(f"Run {run.pk} is deleted: restore it before logging to it.", field="run")
         if run.is_finished:
             raise RunFinished(f"Run {run.pk} is {run.status.lower()}: it takes no more data.")
         for key, value in clean_params.items():
@@ -169,7 +285,10 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
                 raise BatchError(f"params.{key}", f"was already logged as {run.params[key][:100]!r}; params "
                                  "cannot change (log a metric or a tag instead)")
         number = _attempt_of_points(attempt, token_attempt or run.attempt, token=token_attempt is not None)
-        unjudged = write_points(run.pk, number, batch)
+        # The summary's step of a key is the highest step stored of it (any attempt): a batch beyond it overlaps
+        # nothing stored.
+        highest = {key: entry["step"] for key, entry in run.summary.items() if isinstance(entry.get("step"), int)}
+        unjudged = write_points(run.pk, number, batch, highest)
         fields = []
         if batch:
             run.summary, fields = summarize(batch, run.summary), ["summary"]
@@ -213,6 +332,54 @@ def _attempt_of_points(claimed: int | None, writer: int, *, token: bool) -> int:
         raise BatchError("attempt", f"A run token of attempt {writer} logs attempt {writer}'s points, not attempt "
                          f"{claimed}'s.")
     raise BatchError("attempt", f"The run's latest attempt is {writer}; points cannot be of attempt {claimed}.")
+
+
+MAX_PANEL_KEYS = 10
+MAX_PANELS = 50  # per experiment
+PANEL_FIELDS = ["title", "keys", "scale", "smoothing", "x_axis", "group_by", "position"]
+
+
+def _check_panel(panel: ChartPanel) -> None:
+    keys = panel.keys
+    if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_PANEL_KEYS:
+        raise DomainError(f"A panel draws 1 to {MAX_PANEL_KEYS} metric keys, as a list.", field="keys")
+    try:
+        for i, key in enumerate(keys):
+            check_key(key, f"keys[{i}]")
+    except BatchError as e:
+        raise DomainError(e.message, field=e.field) from None
+    if len(set(keys)) != len(keys):
+        raise DomainError("A key is listed twice.", field="keys")
+    if has_control_character(panel.title):
+        raise DomainError("A title must not contain control characters.", field="title")
+    if not 0 <= panel.smoothing <= 0.99:
+        raise DomainError("Smoothing is between 0 and 0.99.", field="smoothing")
+    if panel.group_by:
+        kind, _, key = panel.group_by.partition(".")
+        if kind not in ("param", "tag") or not key:
+            raise DomainError("Group by param.<key> or tag.<key>.", field="group_by")
+        try:
+            check_key(key, "group_by")
+        except BatchError as e:
+            raise DomainError(e.message, field=e.field) from None
+
+
+def panel_save(*, actor: Any, panel: ChartPanel, values: dict[str, Any]) -> ChartPanel:
+    """Create or change an experiment's chart panel, checked (a 400 naming the field) and audited."""
+    for name in PANEL_FIELDS:
+        if name in values:
+            setattr(panel, name, values[name])
+    _check_panel(panel)
+    if panel.pk is None:
+        if ChartPanel.objects.filter(experiment=panel.experiment).count() >= MAX_PANELS:
+            raise DomainError(f"An experiment holds at most {MAX_PANELS} panels.", field="experiment")
+        panel.created_by = actor_name(actor)
+    save_audited(actor=actor, obj=panel, fields=PANEL_FIELDS, project=panel.experiment.project)
+    return panel
+
+
+def panel_delete(*, actor: Any, panel: ChartPanel) -> None:
+    delete_audited(actor=actor, obj=panel, fields=["title", "keys"], project=panel.experiment.project)
 
 
 ALERT_RULE_FIELDS = ["rule", "enabled", "params", "action"]

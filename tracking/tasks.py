@@ -23,3 +23,8 @@ def prune_raw_points() -> int:
 @shared_task
 def sweep_artifact_uploads() -> int:
     return artifact_services.uploads_sweep()
+
+
+@shared_task
+def purge_deleted_runs() -> int:
+    return services.runs_purge_expired()

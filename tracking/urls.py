@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
     path("runs/<int:pk>/live/", views.run_live, name="run_live"),
     path("runs/<int:pk>/alerts/", views.run_alert_action, name="run_alert_action"),
+    path("runs/<int:pk>/manage/", views.run_manage, name="run_manage"),
     path("runs/<int:pk>/artifacts/download/<path:path>", artifact_views.artifact_download,
          name="run_artifact_download"),
     path("runs/<int:pk>/artifacts/preview/<path:path>", artifact_views.artifact_preview, name="run_artifact_preview"),

@@ -22,15 +22,16 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from core.errors import DomainError
+from core.errors import DomainError, Forbidden
 from jobs import selectors as job_selectors
 from jobs.models import Job
 from jobs.states import State
 from tenancy.models import Project, Role
-from tenancy.permissions import has_role
+from tenancy.permissions import has_role, role_in_project
 from tenancy.views import project_or_404
 from tracking import alerts as alert_services
 from tracking import costing, selectors, services
+from tracking.auth import check_run_writer
 from tracking.models import ALL_RULES, AlertAction, AlertRule, Experiment, Run, RunStatus, Webhook
 from tracking.series import anomaly
 from tracking.series.validate import shown_last
@@ -93,6 +94,8 @@ class RunTable:
     metrics: list[tuple[str, str, float]] = field(default_factory=list)
     status: str = ""
     sort: str = ""
+    name: str = ""
+    lifecycle: str = selectors.ACTIVE
     shown_params: list[str] = field(default_factory=list)
     shown_metrics: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -119,6 +122,11 @@ def parse_table_query(request: HttpRequest, param_keys: list[str], metric_keys: 
             table.metrics.append(selectors.parse_metric_filter(text))
         except DomainError as error:
             table.errors.append(f"Metric filter {error.message}")
+    table.name = query.get("name", "").strip()[:250]
+    table.lifecycle = query.get("lifecycle") or selectors.ACTIVE
+    if table.lifecycle not in selectors.LIFECYCLES:
+        table.errors.append(f"Unknown lifecycle {table.lifecycle[:20]!r}.")
+        table.lifecycle = selectors.ACTIVE
     if table.status and table.status not in RunStatus.values:
         table.errors.append(f"Unknown status {table.status[:20]!r}.")
         table.status = ""
@@ -137,12 +145,13 @@ def parse_table_query(request: HttpRequest, param_keys: list[str], metric_keys: 
 def _sorted_runs(runs: QuerySet[Run], table: RunTable, now: datetime) -> QuerySet[Run]:
     try:
         return selectors.filter_runs(runs, params=table.params, tags=table.tags, metrics=table.metrics,
-                                     status=table.status, sort=table.sort, now=now)
+                                     status=table.status, sort=table.sort, now=now, name=table.name,
+                                     lifecycle=table.lifecycle)
     except DomainError as error:
         table.errors.append(error.message)
         table.sort = ""
         return selectors.filter_runs(runs, params=table.params, tags=table.tags, metrics=table.metrics,
-                                     status=table.status, now=now)
+                                     status=table.status, now=now, name=table.name, lifecycle=table.lifecycle)
 
 
 def _header(table: RunTable, column: Column) -> dict:
@@ -205,7 +214,9 @@ def _row(run: Run, table: RunTable, now: datetime) -> dict:
     for key in table.shown_metrics:
         metrics += _metric_cells(summary.get(key) or {})
     return {"run": run, "duration": humanize_duration((run.ended_at or now) - run.started_at),
-            "params": [(run.params or {}).get(key, "—") for key in table.shown_params], "metrics": metrics}
+            "params": [(run.params or {}).get(key, "—") for key in table.shown_params], "metrics": metrics,
+            # The user's tags (not Tidal's own tidal.* ones), a few: what the table is filtered by.
+            "tags": sorted((k, v) for k, v in (run.tags or {}).items() if not k.startswith("tidal."))[:4]}
 
 
 @login_required
@@ -214,7 +225,8 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     cost what 50 do plus a count."""
     experiment = _experiment_or_404(request, pk)
     runs = selectors.runs_for_user(request.user).filter(experiment=experiment)
-    param_keys, metric_keys = selectors.run_columns(runs)
+    param_keys, metric_keys, tag_keys = selectors.run_columns(runs)
+    can_write = _holds(request, experiment.project, Role.MEMBER)
     table = parse_table_query(request, param_keys, metric_keys)
     now = timezone.now()
     page = Paginator(_sorted_runs(runs, table, now), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -238,7 +250,24 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "param_keys": sorted(set(param_keys) | set(table.shown_params)),
         "metric_keys": sorted(set(metric_keys) | set(table.shown_metrics)),
         "statuses": RunStatus.choices, "max_compared": MAX_COMPARED,
+        "panel_config": _panel_config(request, experiment, page.object_list, can_write),
+        "can_write": can_write, "metric_keys_all": metric_keys,
+        "group_options": [f"param.{k}" for k in param_keys] + [f"tag.{k}" for k in tag_keys],
     })
+
+
+def _panel_config(request: HttpRequest, experiment: Experiment, runs: list[Run], can_write: bool) -> dict:
+    """What panels.js needs: the table page's runs (what the panels draw), the experiment's saved panels, where to
+    save them and whether the caller may."""
+    panels = selectors.panels_for_user(request.user).filter(experiment=experiment)
+    return {
+        "experiment": experiment.pk, "api": reverse("chartpanel-list"),
+        "canWrite": can_write,
+        "runs": [{"id": run.pk, "name": run.name, "started": _ms(run.started_at), "params": run.params,
+                  "tags": run.tags, "series": reverse("run-series", args=[run.pk])} for run in runs],
+        "panels": [{"id": p.pk, "title": p.title, "keys": p.keys, "scale": p.scale, "smoothing": p.smoothing,
+                    "x_axis": p.x_axis, "group_by": p.group_by} for p in panels],
+    }
 
 
 # ---- a run
@@ -333,8 +362,16 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "metric_keys": selectors.run_keys(run),
         "job": job, "attempts": list(job.attempts.all()) if job else [],
         "params": sorted((run.params or {}).items()), "tags": sorted((run.tags or {}).items()),
-        "chart_config": _chart_config(run, job),
+        "chart_config": _chart_config(run, job), "can_write": _can_write(request, run),
     })
+
+
+def _can_write(request: HttpRequest, run: Run) -> bool:
+    try:
+        check_run_writer(run, request.user, role_in_project(request.user, run.project))
+    except Forbidden:
+        return False
+    return True
 
 
 @login_required
@@ -370,6 +407,37 @@ def run_alert_action(request: HttpRequest, pk: int) -> HttpResponse:
     if request.headers.get("HX-Request"):
         run.refresh_from_db()
         return render(request, "tracking/_run_live.html", {**_live_context(request, run), "oob": True})
+    return redirect("run_detail", pk=run.pk)
+
+
+@login_required
+@require_POST
+def run_manage(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's management forms: rename, note, set or remove a tag, delete, restore; the same services as
+    the API and the same writers (tracking.auth.check_run_writer: a viewer is refused)."""
+    run = _run_or_404(request, pk)
+    if not _can_write(request, run):
+        raise PermissionDenied(f"Changing run {run.pk} needs the member role (a job's run: its submitter or an admin).")
+    action, post = request.POST.get("action"), request.POST
+    try:
+        if action == "rename":
+            services.run_update(run=run, name=post.get("name", ""))
+        elif action == "note":
+            services.run_update(run=run, note=post.get("note", "").replace("\r\n", "\n"))
+        elif action == "tag":
+            services.run_tags_change(run=run, set_tags={post.get("key", ""): post.get("value", "")})
+        elif action == "untag":
+            services.run_tags_change(run=run, remove=[post.get("key", "")])
+        elif action == "delete":
+            services.run_delete(actor=request.user, run=run)
+            messages.success(request, f"Run {run.name} is deleted; restore it from its page or the runs table's "
+                                      "deleted runs.")
+        elif action == "restore":
+            services.run_restore(actor=request.user, run=run)
+        else:
+            raise DomainError("Unknown action.", field="action")
+    except DomainError as error:
+        messages.error(request, f"{error.field}: {error.message}" if error.field else error.message)
     return redirect("run_detail", pk=run.pk)
 
 

@@ -183,3 +183,81 @@ export function isolatedPoints(ys) {
   });
   return found.length ? found : null;
 }
+
+// A group of runs on one chart: at every x any of its runs has, the mean, minimum and maximum of the runs whose
+// logged range covers that x (a run between two of its points read by linear interpolation; outside its range, or
+// next to a gap, it is left out), so runs logged at different steps still average. `tables`: per run [xs, ys],
+// xs ascending, ys null at gaps. Returns [xs, mean, min, max], null where no run counts.
+export function groupTable(tables) {
+  const xs = [...new Set(tables.flatMap((t) => t[0]))].sort((a, b) => a - b);
+  const mean = [];
+  const min = [];
+  const max = [];
+  const cursors = tables.map(() => 0);
+  for (const x of xs) {
+    let sum = 0;
+    let n = 0;
+    let lo = Infinity;
+    let hi = -Infinity;
+    tables.forEach(([txs, tys], r) => {
+      let i = cursors[r];
+      while (i + 1 < txs.length && txs[i + 1] <= x) i += 1;
+      cursors[r] = i;
+      let v = null;
+      if (txs[i] === x) v = tys[i];
+      else if (txs[i] < x && i + 1 < txs.length && tys[i] != null && tys[i + 1] != null) {
+        v = tys[i] + ((tys[i + 1] - tys[i]) * (x - txs[i])) / (txs[i + 1] - txs[i]);
+      }
+      if (v != null && Number.isFinite(v)) {
+        sum += v; n += 1; lo = Math.min(lo, v); hi = Math.max(hi, v);
+      }
+    });
+    mean.push(n ? sum / n : null);
+    min.push(n ? lo : null);
+    max.push(n ? hi : null);
+  }
+  return [xs, mean, min, max];
+}
+
+// The runs grouped by a param's or tag's value ("param.lr", "tag.team"): [{value, runs}] in the value's order, runs
+// without it last as the group null.
+export function groupRuns(runs, groupBy) {
+  const [kind, ...rest] = groupBy.split(".");
+  const key = rest.join(".");
+  const field = kind === "tag" ? "tags" : "params";
+  const groups = new Map();
+  for (const run of runs) {
+    const value = run[field]?.[key] ?? null;
+    if (!groups.has(value)) groups.set(value, []);
+    groups.get(value).push(run);
+  }
+  return [...groups.entries()].map(([value, members]) => ({ value, runs: members }))
+    .sort((a, b) => (a.value == null) - (b.value == null) || String(a.value).localeCompare(String(b.value)));
+}
+
+// A CSV cell: quoted when it holds a separator, a quote or a line break; text a spreadsheet would run as a formula
+// (= + - @, tab, carriage return first) gets a leading quote, as the server's CSV export does, but numbers are kept.
+export function csvCell(value) {
+  if (value == null) return "";
+  if (typeof value === "number") return String(value); // NaN and Infinity by name, negatives as numbers
+  let text = String(value);
+  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\n\r]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+// A panel's data as CSV: one row per point drawn, [series, key, x, value] (and `smoothed` when smoothing).
+export function panelCsv(xName, rows, smoothed) {
+  const header = ["series", "key", xName, "value", ...(smoothed ? ["smoothed"] : [])];
+  return [header, ...rows].map((row) => row.map(csvCell).join(",")).join("\r\n") + "\r\n";
+}
+
+// A duration in seconds as an axis label of relative time: 45s, 12m, 3h05m, 2d04h.
+export function fmtDuration(seconds) {
+  if (seconds == null || !Number.isFinite(seconds)) return "";
+  const s = Math.round(Math.abs(seconds));
+  const sign = seconds < 0 ? "-" : "";
+  if (s < 60) return `${sign}${s}s`;
+  if (s < 3600) return `${sign}${Math.floor(s / 60)}m${s % 60 ? String(s % 60).padStart(2, "0") + "s" : ""}`;
+  if (s < 86400) return `${sign}${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  return `${sign}${Math.floor(s / 86400)}d${String(Math.floor((s % 86400) / 3600)).padStart(2, "0")}h`;
+}

@@ -2,7 +2,7 @@
 // Every chart of a page shares one view state (smoothing, log scale, x axis, zoomed step range), so zooming one chart
 // zooms them all and the curves stay comparable.
 
-import { RunSeries, axisSize, isolatedPoints, labelRows, runTable, tickLabels, xRange } from "./chartdata.js";
+import { RunSeries, axisSize, fmtDuration, isolatedPoints, labelRows, runTable, tickLabels, xRange } from "./chartdata.js";
 
 const uPlot = window.uPlot;
 
@@ -245,7 +245,7 @@ export class MetricChart {
 }
 
 // The width of an axis label in CSS pixels, in the axis's own font.
-function measureAxis(u, axisIdx, text) {
+export function measureAxis(u, axisIdx, text) {
   const { ctx } = u;
   ctx.save();
   ctx.font = u.axes[axisIdx].font[0];

@@ -202,3 +202,18 @@ def test_the_run_page_shows_a_new_alert_and_its_state_without_a_reload(tenant, b
                timeout=20_000)
     page.click('#run-alerts button[data-action="acknowledge"]')
     wait_until(page, "document.querySelector('#run-alerts').textContent.includes('acknowledged by member')")
+
+
+def test_relative_time_on_the_run_page_is_drawn_with_duration_labels(tenant, browser_page):
+    """Found with the chart panels: charts.js called an undefined fmtDuration, so choosing relative time threw and
+    left the charts as they were."""
+    page = browser_page
+    run = logged_run(tenant, "lr-0.1", "0.1", 300)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    run_page_drawn(page, tenant, run)
+    page.select_option("#x-axis", "relative")
+    wait_until(page, f"document.querySelector('{LOSS}').chart.plot.scales.x.max < {STEPS * 2}")
+    assert errors == []
+    labels = plot(page, LOSS, "u.axes[0]._values")
+    assert labels and all(re.fullmatch(r"-?\d+(s|m(\d\ds)?)", label) for label in labels), labels

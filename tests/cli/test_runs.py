@@ -156,3 +156,34 @@ def test_a_run_whose_job_waits_again_says_so():
     assert status_text({"status": "RUNNING", "state": "Running"}) == "RUNNING"
     assert status_text({"status": "RUNNING", "state": "Queued (preempted)"}) == "RUNNING, job queued (preempted)"
     assert status_text({"status": "KILLED", "state": "Killed"}) == "KILLED"
+
+
+def test_runs_are_renamed_tagged_noted_deleted_and_restored(cli, runs):
+    run = runs["a"]
+    assert cli("runs", "rename", str(run.pk), "lr-0.1-final").code == 0
+    tagged = cli("runs", "tag", str(run.pk), "team=nlp", "stage=final")
+    assert tagged.code == 0, tagged.err
+    assert tagged.out.strip() == f"Run {run.pk}'s tags: stage=final, team=nlp."
+    assert cli("runs", "tag", str(run.pk), "--remove", "stage").out.strip() == f"Run {run.pk}'s tags: team=nlp."
+    assert cli("runs", "note", str(run.pk), "# best so far").code == 0
+    assert [r["name"] for r in cli("runs", "--tag", "team:nlp", "--json").json()] == ["lr-0.1-final"]
+    assert [r["name"] for r in cli("runs", "--name", "FINAL", "--json").json()] == ["lr-0.1-final"]
+    assert cli("runs", "delete", str(run.pk)).code == 0
+    assert "lr-0.1-final" not in cli("runs").out
+    assert [r["name"] for r in cli("runs", "--lifecycle", "deleted", "--json").json()] == ["lr-0.1-final"]
+    restored = cli("runs", "restore", str(run.pk))
+    assert restored.code == 0 and restored.out.strip() == f"Run {run.pk} (lr-0.1-final) is restored."
+    run.refresh_from_db()
+    assert (run.note, run.tags, run.deleted_at) == ("# best so far", {"team": "nlp"}, None)
+
+
+def test_run_management_errors_name_the_field_and_exit_non_zero(cli, runs):
+    run = runs["a"]
+    bad = cli("runs", "rename", str(run.pk), "bad\nname")
+    assert bad.code == 1 and "name" in bad.err
+    assert cli("runs", "tag", str(run.pk), "notatag").code == 2
+    hidden = cli("runs", "delete", str(run.pk), user="outsider")
+    assert hidden.code == 1 and f"Run {run.pk} not found" in hidden.err
+    assert cli("runs", "delete", str(run.pk), user="viewer").code == 1
+    run.refresh_from_db()
+    assert run.name == "lr-0.1" and run.deleted_at is None

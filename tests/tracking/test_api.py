@@ -51,7 +51,7 @@ class TestExperiments(CrossTenantMixin):
 
 class TestRuns(CrossTenantMixin):
     basename = "run"
-    detail_writes = ("patch",)
+    detail_writes = ("patch", "delete")
 
     def make_object(self, tenant, project):
         return make_run(tenant, project, name="r")
@@ -62,7 +62,7 @@ class TestRuns(CrossTenantMixin):
     def update_payload(self, tenant, obj):
         return {"note": "changed"}
 
-    detail_actions = ("log-batch", "mute", "unmute")
+    detail_actions = ("log-batch", "mute", "unmute", "tags", "restore", "purge")
 
     def test_outsider_cannot_read_series_or_csv(self, tenant, clients):
         run = self.victim(tenant)

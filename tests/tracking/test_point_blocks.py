@@ -80,3 +80,21 @@ def test_attempts_keep_blocks_of_their_own(run):
     log(run, range(5, 15), 2.0, attempt=2)
     assert stored_blocks(run) == [(1, 0, 9, 10), (2, 5, 14, 10)]
     assert [p.value for p in stored_points(run.pk) if p.step == 7] == [1.0, 2.0]
+
+
+def test_a_batch_continuing_its_series_looks_up_no_stored_blocks_and_an_overlapping_one_does(run):
+    """The run's summary, read under its row lock, says each key's highest stored step: beyond it nothing stored
+    overlaps, so the lookup is skipped; a batch reaching back (a retry, a late attempt's points) still merges."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def lookups(steps: range) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            services.run_log_batch(run_id=run.pk, metrics=[{"key": k, "value": float(s), "step": s}
+                                                           for k in ("a", "b") for s in steps])
+        return sum("FROM tracking_pointblock WHERE attempt" in q["sql"] for q in captured.captured_queries)
+
+    assert lookups(range(0, 10)) == 1  # new keys: looked up
+    assert lookups(range(10, 20)) == 0  # continuing both
+    assert lookups(range(15, 25)) == 1  # reaching back: merged
+    assert [p.step for p in stored_points(run.pk) if p.key == "a"] == list(range(25))

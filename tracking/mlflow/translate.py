@@ -9,7 +9,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any, overload
+from typing import overload
 
 from tracking.mlflow.errors import invalid
 from tracking.models import Experiment, Run
@@ -22,7 +22,8 @@ NOTE_TAG = "mlflow.note.content"
 # `mlflow-artifacts:/<path>` against its tracking URI (`.../mlflow/<project>`), as with `mlflow server
 # --serve-artifacts`, so a job's process needs no credentials of the store itself.
 ARTIFACT_SCHEME = "mlflow-artifacts:/"
-# Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset).
+# Fields of MLflow's Metric that Tidal does not store (MLflow 3's links of a metric to a logged model or dataset):
+# log-batch reads past them (tracking.series.validate.clean_points).
 UNSTORED_METRIC_FIELDS = frozenset({"model_id", "dataset_name", "dataset_digest", "run_id"})
 MAX_ID_DIGITS = 18  # beyond a 64-bit primary key: no such object, rather than an overflow in the database
 MAX_INT64 = 2**63 - 1
@@ -110,14 +111,6 @@ def strings(body: dict, name: str) -> list[str]:
     return [checked_text(v, name) for v in value]
 
 
-def metric_points(metrics: Any) -> Any:
-    """MLflow metrics as Tidal points; anything malformed is passed on for the validator to name."""
-    if not isinstance(metrics, list):
-        return metrics
-    return [{k: v for k, v in m.items() if k not in UNSTORED_METRIC_FIELDS} if isinstance(m, dict) else m
-            for m in metrics]
-
-
 def decode_page_token(token: str, name: str = "offset") -> int:
     """Where the page a token names starts: MLflow's own token holds {"offset": n}; a metric's history pages by step
     ({"step": n}). Both are opaque to the client; a number past 64 bits is no position the database can take."""
@@ -152,7 +145,8 @@ def artifact_uri(run: Run) -> str:
 def run_info(run: Run) -> dict:
     info = {"run_id": str(run.pk), "run_uuid": str(run.pk), "run_name": run.name,
             "experiment_id": str(run.experiment_id), "user_id": run.user_name, "status": run.status,
-            "start_time": ms(run.started_at), "artifact_uri": artifact_uri(run), "lifecycle_stage": "active"}
+            "start_time": ms(run.started_at), "artifact_uri": artifact_uri(run),
+            "lifecycle_stage": "deleted" if run.is_deleted else "active"}
     if run.ended_at is not None:
         info["end_time"] = ms(run.ended_at)
     return info
@@ -163,7 +157,7 @@ def run(run: Run) -> dict:
     started = ms(run.started_at)
     metrics = [{"key": key, "value": latest_value(entry), "step": max(entry.get("step", 0), 0),
                 "timestamp": entry.get("ts", started)} for key, entry in sorted(run.summary.items())]
-    tags = {**run.tags, RUN_NAME_TAG: run.name}
+    tags = {**run.tags, RUN_NAME_TAG: run.name, **({NOTE_TAG: run.note} if run.note else {})}
     return {"info": run_info(run),
             "data": {"metrics": metrics, "params": _pairs(run.params), "tags": _pairs(tags)},
             "inputs": {}}

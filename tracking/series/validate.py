@@ -97,10 +97,12 @@ def check_int(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_ST
     return int(value)
 
 
-def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> Batch:
+def clean_points(metrics: Any, now_ms: int, field: str = "metrics", ignored: frozenset[str] = frozenset()) -> Batch:
     """Points as {"key", "value", "step" (default 0), "timestamp" (ms, default now)}, grouped by key in step
     order; of two points of one key and step, the later in the batch wins (one row each: an upsert may not touch a
-    row twice).
+    row twice). Fields in `ignored` are allowed and not kept (MLflow's links of a metric to a logged model): read
+    past here rather than copying every point without them first, which cost the MLflow endpoint a tenth of its
+    CPU on a 1,000-point batch.
 
     The common case (a known key, a float value, int step and timestamp in range) is checked inline: this loop
     runs for every point ingested, and a batch repeats a handful of keys thousands of times. Training logs steps in
@@ -113,11 +115,12 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics") -> Batch:
         raise BatchError(field, f"has {len(metrics)} points; at most {MAX_POINTS} per batch")
     batch: Batch = {}  # its keys are the keys of this batch already checked
     unordered: dict[int, KeyPoints] = {}  # the groups whose steps came out of order, by identity
+    allowed = POINT_FIELDS | ignored
     for i, raw in enumerate(metrics):
         if type(raw) is not dict:
             raise BatchError(f"{field}[{i}]", "must be an object with key, value, step and timestamp")
-        if not raw.keys() <= POINT_FIELDS:
-            raise BatchError(f"{field}[{i}].{sorted(raw.keys() - POINT_FIELDS)[0]}", "is not a field of a point")
+        if not raw.keys() <= allowed:
+            raise BatchError(f"{field}[{i}].{sorted(raw.keys() - allowed)[0]}", "is not a field of a point")
         key = raw.get("key")
         group = batch.get(key) if type(key) is str else None
         if group is None:

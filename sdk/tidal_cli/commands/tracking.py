@@ -76,7 +76,8 @@ def experiment_id(name_or_id: str, project: str | None) -> int:
 def cmd_runs(args: argparse.Namespace) -> None:
     experiment = experiment_id(args.experiment, args.project) if args.experiment else None
     rows = list_rows("runs/", limit=args.limit, project=args.project, experiment=experiment, status=args.status,
-                     sort=args.sort, param=args.param or None)
+                     sort=args.sort, param=args.param or None, tag=args.tag or None, name=args.name,
+                     lifecycle=args.lifecycle)
     if args.json:
         return emit_json(rows)
     columns: list[Column] = [
@@ -222,6 +223,58 @@ def mute_action(verb: str) -> Callable[[argparse.Namespace], None]:
     return handler
 
 
+def tag_pair(value: str) -> tuple[str, str]:
+    key, sep, text = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"not a tag: {value!r} (use KEY=VALUE)")
+    return key.strip(), text
+
+
+def _changed(args: argparse.Namespace, call: Callable[[Api], object], done: str) -> None:
+    try:
+        run = call(Api.from_config())
+    except ApiError as error:
+        raise run_not_found(error, args.id) from None
+    if args.json:
+        return emit_json(run if isinstance(run, dict) else {"id": args.id, "deleted": True})
+    print(done.format(**run) if isinstance(run, dict) else done.format(id=args.id))
+
+
+def cmd_runs_rename(args: argparse.Namespace) -> None:
+    _changed(args, lambda api: api.patch(f"runs/{args.id}/", {"name": args.name}), "Run {id} is now named {name!r}.")
+
+
+def cmd_runs_note(args: argparse.Namespace) -> None:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    _changed(args, lambda api: api.patch(f"runs/{args.id}/", {"note": text}), "Run {id}'s note is saved.")
+
+
+def cmd_runs_tag(args: argparse.Namespace) -> None:
+    if not args.tags and not args.remove:
+        raise UsageError("give tags to set (KEY=VALUE) or --remove KEY")
+    body = {"set": dict(args.tags), "remove": args.remove or []}
+
+    def shown(run: dict) -> str:
+        tags = ", ".join(f"{k}={v}" for k, v in sorted((run.get("tags") or {}).items())) or "none"
+        return f"Run {run['id']}'s tags: {tags}."
+    try:
+        run = Api.from_config().post(f"runs/{args.id}/tags/", body)
+    except ApiError as error:
+        raise run_not_found(error, args.id) from None
+    if args.json:
+        return emit_json(run)
+    print(shown(run))
+
+
+def cmd_runs_delete(args: argparse.Namespace) -> None:
+    _changed(args, lambda api: api.delete(f"runs/{args.id}/"),
+             "Run {id} is deleted (hidden; `tidal runs restore {id}` brings it back).")
+
+
+def cmd_runs_restore(args: argparse.Namespace) -> None:
+    _changed(args, lambda api: api.post(f"runs/{args.id}/restore/"), "Run {id} ({name}) is restored.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     runs = add_command(sub, "runs", cmd_runs, "tracked runs: filter by project, experiment, status; sort by a metric")
     runs.add_argument("--project", help="only this project")
@@ -230,7 +283,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--param", action="append", metavar="KEY:VALUE", help="only runs with this param (repeatable)")
     runs.add_argument("--sort", metavar="[-]metric.KEY|[-]param.KEY",
                       help="order by a metric's last value or a param, e.g. -metric.accuracy (default: newest first)")
+    runs.add_argument("--tag", action="append", metavar="KEY:VALUE", help="only runs with this tag (repeatable)")
+    runs.add_argument("--name", help="only runs whose name holds this text (any case)")
+    runs.add_argument("--lifecycle", choices=["active", "deleted", "all"],
+                      help="active (the default: deleted runs hidden), deleted or all")
     runs.add_argument("--limit", type=positive, default=100, help="at most this many rows (default 100)")
+    manage = runs.add_subparsers(dest="action", metavar="ACTION")
+    renamed = add_command(manage, "rename", cmd_runs_rename, "rename a run")
+    renamed.add_argument("id", type=run_id, help="the run id")
+    renamed.add_argument("name", help="its new name")
+    noted = add_command(manage, "note", cmd_runs_note, "set a run's note (markdown; - reads it from stdin, '' "
+                        "clears it)")
+    noted.add_argument("id", type=run_id, help="the run id")
+    noted.add_argument("text", help="the note, or - for stdin")
+    tagged = add_command(manage, "tag", cmd_runs_tag, "set tags (KEY=VALUE ...) and remove others (--remove KEY)")
+    tagged.add_argument("id", type=run_id, help="the run id")
+    tagged.add_argument("tags", nargs="*", type=tag_pair, metavar="KEY=VALUE", help="tags to add or change")
+    tagged.add_argument("--remove", action="append", metavar="KEY", help="a tag to remove (repeatable)")
+    deleted = add_command(manage, "delete", cmd_runs_delete, "delete a run (soft: hidden, restorable)")
+    deleted.add_argument("id", type=run_id, help="the run id")
+    restored = add_command(manage, "restore", cmd_runs_restore, "bring a deleted run back")
+    restored.add_argument("id", type=run_id, help="the run id")
     run = add_command(sub, "run", cmd_run, "a run's params, last metrics and open alerts")
     run.add_argument("id", type=run_id, help="the run id")
     metrics = add_command(sub, "metrics", cmd_metrics, "a metric of a run: a table of step and value, or CSV")
