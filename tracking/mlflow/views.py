@@ -163,7 +163,7 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
     if not 0 < max_results <= SEARCH_MAX_RESULTS:
         raise invalid(f"max_results must be between 1 and {SEARCH_MAX_RESULTS}.")
     view_type = body.get("run_view_type") or "ACTIVE_ONLY"
-    if view_type not in VIEW_TYPES:
+    if isinstance(view_type, bool) or not isinstance(view_type, str | int) or view_type not in VIEW_TYPES:
         raise invalid(f"Invalid run_view_type {str(view_type)[:20]!r}; use ACTIVE_ONLY, DELETED_ONLY or ALL.")
     filter_string = text(body, "filter", required=False)
     runs = runs_of(scope, strings(body, "experiment_ids"))
