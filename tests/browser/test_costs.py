@@ -75,11 +75,11 @@ def test_the_report_draws_the_stacked_chart_sorts_the_table_and_downloads_the_cs
     assert page.locator("#total-cost").inner_text() == "72.00 USD"
 
     assert column(page, 2) == ["vision", "speech", "vision"]  # period order
-    page.click("#cost-table th:nth-child(6) button")  # cost, ascending
-    assert column(page, 6) == ["16.00", "24.00", "32.00"]
-    assert page.locator("#cost-table th:nth-child(6)").get_attribute("aria-sort") == "ascending"
-    page.click("#cost-table th:nth-child(6) button")
-    assert column(page, 6) == ["32.00", "24.00", "16.00"]
+    page.click("#cost-table th:nth-child(8) button")  # cost (after memory's GiB-hours and cost), ascending
+    assert column(page, 8) == ["16.00", "24.00", "32.00"]
+    assert page.locator("#cost-table th:nth-child(8)").get_attribute("aria-sort") == "ascending"
+    page.click("#cost-table th:nth-child(8) button")
+    assert column(page, 8) == ["32.00", "24.00", "16.00"]
     page.click("#cost-table th:nth-child(2) button")  # project, by name
     assert column(page, 2) == ["speech", "vision", "vision"]
     assert page.locator("#cost-table tfoot td").last.inner_text() == "72.00"
@@ -92,8 +92,10 @@ def test_the_report_draws_the_stacked_chart_sorts_the_table_and_downloads_the_cs
         f"costs-2026-01-01-2026-01-31-as-of-{as_of[:19].replace('-', '').replace(':', '')}Z.csv")
     with open(download.path(), encoding="utf-8") as f:
         rows = list(csv.reader(io.StringIO(f.read())))
-    assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "cost_usd"]
-    assert ["2026-01-01", "vision", "nvidia-h100-80gb", "16.0000", "8.0000", "32.0000"] in rows
+    assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "memory_gib_hours", "cost_usd",
+                       "memory_cost_usd"]
+    assert ["2026-01-01", "vision", "nvidia-h100-80gb", "16.0000", "8.0000", "32.0000"] in [r[:5] + r[6:7]
+                                                                                             for r in rows]
     assert len(rows) == 4
 
 
