@@ -18,8 +18,9 @@ import heapq
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from jobs.scheduling.elastic import elastic_groups
 from jobs.scheduling.model import (
@@ -370,16 +371,16 @@ class _Engine:
         self.capacity = cluster.devices_by_flavor()
         # The pool (replay/pools.py): its nodes after the cluster's, of the cluster's (first) flavor.
         self.pool_clock = PoolClock(opts.pool) if opts.pool else None
-        self.pool_meter = None
+        self.pool_meter: PoolMeter | None = None
         self.pool_at: list[int] = []  # indexes of its nodes in self.nodes
-        self.pool_changes = iter(())  # instants its lending may change (PoolClock.changes), the next one first
+        self.pool_changes: Iterator[float] = iter(())  # instants its lending may change (PoolClock.changes)
         self.next_pool_change = math.inf
         # Devices given back to the pool still held by their jobs in their grace: (until, seq, node index) and
         # seq -> devices (fewer once an admission of the same cycle took some over, see _claim_draining)
         self.draining: list[tuple[float, int, int]] = []
         self.drain_left: dict[int, int] = {}
         self.draining_devices = 0
-        if opts.pool is not None and self.nodes:
+        if opts.pool is not None and self.pool_clock is not None and self.nodes:
             flavor = self.nodes[0].flavor
             self.pool_at = list(range(len(self.nodes), len(self.nodes) + opts.pool.nodes))
             self.nodes.extend(pool_nodes(opts.pool, flavor))
@@ -884,7 +885,7 @@ class _Engine:
                     self._preempt(p.victim_id)
             for s in result.shrinks:
                 if s.for_job_id is None:
-                    self._given_back(s.job_id, s.removed, lambda jid, removed=s.removed: self._shrink(jid, removed))
+                    self._given_back(s.job_id, s.removed, partial(self._shrink, removed=s.removed))
                 else:
                     self._shrink(s.job_id, s.removed)
             for a in result.admits:
