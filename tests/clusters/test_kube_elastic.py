@@ -275,3 +275,32 @@ def test_the_elastic_training_script_resumes_at_any_world_size(tmp_path):
         assert stop.stop
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_ray_worker_leaves_the_cluster_on_sigterm(tmp_path):
+    """The worker script under bash with a stand-in `ray` (start blocks, stop is recorded): SIGTERM, as a shrink's
+    pod delete sends, runs `ray stop` and exits 0 at once instead of waiting for the grace's SIGKILL."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from clusters.kube.launchers import Replica, command_for
+
+    fake = tmp_path / "ray"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = stop ]; then echo stopped > {tmp_path}/stopped; exit 0; fi\n'
+                    "exec sleep 30\n")
+    fake.chmod(0o755)
+    job = make_job("ray", replicas=3, devices=2)
+    script = command_for(job, Replica("worker", 0, 1, 2, "pod", "dns"))[0][2]
+    shell = subprocess.Popen(["bash", "-c", script], env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
+                                                          "RAY_ADDRESS": "head:6379"}, start_new_session=True)
+    try:
+        time.sleep(0.5)  # started and blocked
+        shell.send_signal(signal.SIGTERM)
+        assert shell.wait(timeout=5) == 0
+        assert (tmp_path / "stopped").read_text() == "stopped\n"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the stand-in's sleep, which a real `ray stop` would end
+            os.killpg(shell.pid, signal.SIGKILL)
