@@ -164,13 +164,14 @@ class KubernetesBackend:
     # -------------------------------------------------------------------------------------------------- resize
 
     def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
-        """An elastic pytorch job's attempt (`attempt.placement` already the new one) grows or shrinks. A grow
-        creates the new ranks' pods: the attempt is dispatched again, which adopts every object that exists and
-        creates the rest (idempotent), and the new pods join the running ones through torchrun's c10d rendezvous
-        (launchers.elastic_env). A shrink deletes the removed ranks' pods (the highest) with the cluster's
-        termination grace: SIGTERM first, so the job can checkpoint; torchrun restarts its workers at the new world
-        size. A TransientError propagates (the task is acknowledged late); the resync repairs a grow whose pods are
-        missing (`_growing`) and ignores a shrink's pods (not in the placement)."""
+        """An elastic pytorch, deepspeed or ray job's attempt (`attempt.placement` already the new one) grows or
+        shrinks. A grow creates the new ranks' pods: the attempt is dispatched again, which adopts every object that
+        exists and creates the rest (idempotent), and the new pods join the running ones through the c10d rendezvous
+        of torchrun or DeepSpeed's elastic agent, or join the Ray head's cluster (launchers.rendezvous_env). A
+        shrink deletes the removed ranks' pods (the highest) with the cluster's termination grace: SIGTERM first, so
+        the job can checkpoint; the agents (or Ray Train) restart the workers at the new world size. A
+        TransientError propagates (the task is acknowledged late); the resync repairs a grow whose pods are missing
+        (`_growing`) and ignores a shrink's pods (not in the placement)."""
         if resize.kind == AttemptResize.Kind.GROW:
             self.create(attempt)
             return
