@@ -18,8 +18,8 @@ from reliability.models import Diagnosis
 from telemetry.attribution import Attribution
 from telemetry.fields import Sample
 from telemetry.store import store
-from tests.clusters.test_kubernetes_backend import (NS, dispatched, pods_of, refresh, running,  # noqa: F401
-                                                    set_status, terminated)
+from tests.clusters.test_kubernetes_backend import NS, pods_of, refresh, running, seed_nodes, set_status, terminated
+from tests.jobs.conftest import submit
 
 NCCL_TIMEOUT = (b"[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
                 b"WorkNCCL(SeqNum=88, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.\n")
@@ -54,9 +54,11 @@ def dcgm_xid(kube, job, node: str, gpu: int, xid: int, seconds_ago: int) -> None
     store(attribution.holders, {attempt.pk: samples})
 
 
-def test_nccl_timeout_after_an_xid_79_is_diagnosed_from_the_clusters_evidence(dispatched, kube, resync,
-                                                                                settings) -> None:
-    job = dispatched(replicas=2, retry_limit=0)
+def test_nccl_timeout_after_an_xid_79_is_diagnosed_from_the_clusters_evidence(tenant, kube_inventory, kube, cycle,
+                                                                                resync) -> None:
+    seed_nodes(kube)
+    job = submit(tenant, kube_inventory["h100"], replicas=2, retry_limit=0)
+    cycle()
     rank0, rank1 = sorted(pods_of(kube, job).values(), key=lambda p: p["metadata"]["name"])
     rank0, rank1 = (set_status(kube, pod, running()) for pod in (rank0, rank1))
     resync()
