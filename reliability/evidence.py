@@ -2,23 +2,17 @@
 its pods' termination reasons and exit code, the Xid events, Kubernetes events and node conditions its backend
 reported, the Xid errors DCGM reported for its GPUs (GPU telemetry's `xid` series), the conditions of its nodes in
 the inventory, its run's alerts and the hang its progress showed.
-
-Apps above reliability (GPU telemetry) add evidence through `evidence_sources`: each receiver gets the attempt and
-returns an `Extra` (Xid events from DCGM, node conditions...), merged in.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
 from clusters.models import Node
-from core.hooks import Hook
 from jobs.models import Attempt
 from reliability import rules
 from reliability.models import Progress
@@ -28,16 +22,6 @@ from tracking.points import read_blocks
 
 XID_SUFFIX = "xid"  # telemetry's field of DCGM_FI_DEV_XID_ERRORS: the last Xid's code, 0 while there is none
 MAX_TELEMETRY_XIDS = 20
-
-
-@dataclass(frozen=True)
-class Extra:
-    xids: Sequence[rules.XidEvent] = ()
-    node_conditions: Sequence[str] = ()
-    k8s_events: Sequence[str] = ()
-
-
-evidence_sources: Hook[Callable[[Attempt], Extra]] = Hook("reliability.evidence.sources")
 
 
 def of_attempt(attempt: Attempt, *, cause: str = "", exit_code: int | None = None,
@@ -56,11 +40,6 @@ def of_attempt(attempt: Attempt, *, cause: str = "", exit_code: int | None = Non
                   if isinstance(row, dict) and row.get("node") and row.get("condition")]
     xids.extend(telemetry_xids(attempt, ended_at))
     conditions.extend(_inventory_conditions(attempt))
-    for source in evidence_sources:
-        extra = source(attempt)
-        xids.extend(extra.xids)
-        conditions.extend(extra.node_conditions)
-        k8s_events.extend(extra.k8s_events)
     return rules.Evidence(
         logs={str(k): [str(line) for line in v] for k, v in logs.items() if isinstance(v, list)},
         reasons=reasons, exit_code=exit_code, xids=tuple(x for x in xids if x is not None),
