@@ -18,10 +18,10 @@ from clusters.kube.render import render
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement
 from jobs.logs import job_logs
 from jobs.models import Job
+from jobs.ports import Phase
 from jobs.selectors import attempt_with_job
 from quotas.models import Quota
 from tests.clusters.kube.apiserver import ApiServerGate, Policy, documented_rbac
-from jobs.ports import Phase
 from tests.clusters.test_kubernetes_backend import NS, pods_of, set_status, terminated
 from tests.clusters.test_node_sync import node
 from tests.jobs.conftest import submit
