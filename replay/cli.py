@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
 
 from core.collector import collector_paused
+from core.streams import TextSink
 from replay.api import cluster_for_quotas, load_cluster, load_quotas, load_trace, run
 from replay.cluster import ClusterShape, ConfigError, QuotaSet
 from replay.compare import compare, format_compare
@@ -28,7 +28,7 @@ from replay.scenarios import is_partitioned, projects_without_quota
 from replay.trace import Trace, TraceError
 
 
-def progress_bar(label: str, stream: TextIO | None = None, width: int = 30) -> ProgressFn:
+def progress_bar(label: str, stream: TextSink | None = None, width: int = 30) -> ProgressFn:
     """A progress callback drawing `label [####    ] 45% 6400/14185 jobs ETA 12s` on one line."""
     stream = stream or sys.stderr
     t0 = time.monotonic()
@@ -54,7 +54,7 @@ def progress_bar(label: str, stream: TextIO | None = None, width: int = 30) -> P
 
 
 def note_projects_without_partition(trace: Trace, quotas: QuotaSet, policy: str, partition: bool | None,
-                                    err: TextIO) -> None:
+                                    err: TextSink) -> None:
     """Say up front which projects get no partition (they hold no quota), so "never started" is no surprise."""
     if not is_partitioned(policy, partition):
         return
@@ -181,8 +181,8 @@ def run_cli(
     args: argparse.Namespace,
     cluster: ClusterShape | None = None,
     quotas: QuotaSet | None = None,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
+    out: TextSink | None = None,
+    err: TextSink | None = None,
 ) -> int:
     """Run parsed arguments; `cluster`/`quotas` objects, when given, replace the files (Django's `current`)."""
     out, err = out or sys.stdout, err or sys.stderr

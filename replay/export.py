@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from core.streams import TextSink
 from replay.trace import PRIORITY_CLASSES, TraceJob, write_trace
 
 
@@ -49,7 +50,7 @@ def anonymize_name(name: str, salt: str, prefix: str) -> str:
 
 def export_trace(
     records: Iterable[JobRecord | Mapping[str, Any]],
-    dest: str | Path | TextIO,
+    dest: str | Path | TextSink,
     *,
     anonymize: bool = False,
     salt: str = "",

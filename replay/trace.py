@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from core.streams import TextSink
+
 PRIORITY_CLASSES = ("high", "normal", "low", "preemptible")
 
 COLUMNS = (
@@ -287,7 +289,7 @@ def _fmt(x: float | None) -> str:
     return str(int(x)) if x == int(x) else repr(x)
 
 
-def write_trace(jobs: Iterable[TraceJob], dest: str | Path | TextIO) -> int:
+def write_trace(jobs: Iterable[TraceJob], dest: str | Path | TextSink) -> int:
     """Write jobs in the trace format; returns the number of rows."""
     if isinstance(dest, str | Path):
         with open(dest, "w", newline="", encoding="utf-8") as f:

@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.errors import DomainError
+from core.streams import TextSink
 from jobs.snapshot import policy_from_settings
 from quotas.models import Quota
 from quotas.services import priority_class_save, quota_save
@@ -66,7 +67,7 @@ def default_salt() -> str:
     return hmac.new(settings.SECRET_KEY.encode(), b"tidal-replay-export", hashlib.sha256).hexdigest()
 
 
-def export_history(since: datetime, until: datetime, dest: str | Path | TextIO, *, anonymize: bool = False,
+def export_history(since: datetime, until: datetime, dest: str | Path | TextSink, *, anonymize: bool = False,
                    salt: str | None = None, active: bool = False) -> Counter[str]:
     """Write the jobs submitted in [since, until) as a replay trace; returns counts (exported, skipped by why).
 

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from core.streams import RawStream
 from replays import services
 
 
@@ -42,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
         if until <= since:
             raise CommandError("--until must be after --since", returncode=2)
-        dest = self.stdout._out if options["out"] == "-" else Path(options["out"])
+        dest = RawStream(self.stdout) if options["out"] == "-" else Path(options["out"])
         counts = services.export_history(since, until, dest, anonymize=options["anonymize"], salt=options["salt"])
         skipped = {k: v for k, v in sorted(counts.items()) if k not in ("exported", "priority_defaulted")}
         note = f"; skipped {sum(skipped.values())} ({', '.join(f'{k}: {v}' for k, v in skipped.items())})" \

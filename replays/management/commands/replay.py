@@ -12,6 +12,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
+from core.streams import RawStream
 from replay import ConfigError, TraceError
 from replay.cli import add_elastic_arguments, add_pool_arguments, run_cli
 from replay.policies import POLICIES
@@ -49,7 +50,7 @@ class Command(BaseCommand):
                 "elastic", "elastic_max_factor", "scaling_efficiency", "rescale_pause", "resize_cooldown",
                 "pool", "pool_nodes", "pool_lending", "pool_headroom", "pool_grace", "preemptible", "no_progress")
         ns = argparse.Namespace(**{k: options[k] for k in keys})
-        out, err = self.stdout._out, self.stderr._out  # raw streams: the progress bar redraws one line with \r
+        out, err = RawStream(self.stdout), RawStream(self.stderr)  # the progress bar redraws one line with \r
         try:
             cluster = services.current_cluster() if ns.cluster == "current" else None
             quotas = selectors.current_quotas() if ns.quotas == "current" else None
