@@ -50,6 +50,7 @@ urlpatterns = [
     path("", include("tracking.urls")),
     path("", include("costs.urls")),
     path("", include("reliability.urls")),
+    path("", include("pools.urls")),
     path("", include("tenancy.urls")),
 ]
 

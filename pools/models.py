@@ -100,6 +100,9 @@ class GiveBack(models.Model):
     class Meta:
         ordering = ["-started_at", "-id"]
 
+    def __str__(self) -> str:
+        return f"{self.pool}: {self.devices} from {self.started_at:%Y-%m-%d %H:%M:%S}"
+
     @property
     def seconds(self) -> float | None:
         return None if self.freed_at is None else (self.freed_at - self.started_at).total_seconds()
@@ -119,4 +122,7 @@ class PoolSample(models.Model):
     class Meta:
         ordering = ["pool", "at"]
         indexes = [models.Index(fields=["pool", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.pool} at {self.at:%Y-%m-%d %H:%M}"
 

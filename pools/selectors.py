@@ -6,7 +6,6 @@ from the pool's totals."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any

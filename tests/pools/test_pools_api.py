@@ -4,9 +4,12 @@ with a pool token, bad input as a 400 naming the field, and the staff write path
 from __future__ import annotations
 
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from pools import services
+from pools.models import Pool, PoolSample
+from quotas.models import Quota
 from tenancy.models import AuditEntry
 from tenancy.services import token_create as personal_token
 from tests.conftest import make_user
@@ -41,8 +44,6 @@ def test_bad_demand_is_a_400_naming_the_field(pool):
 
 
 def test_the_demand_api_refuses_wrong_revoked_and_missing_tokens(pool, tenant, inventory):
-    from pools.models import Pool
-
     other = Pool.objects.create(name="batch", cluster=inventory["cluster"], flavor=inventory["h100"], devices=8)
     _, theirs = services.token_create(actor=None, pool=other, name="x")
     assert demand_client(theirs).put(url(), {"devices": 1}, format="json").status_code == 404
@@ -69,8 +70,6 @@ def test_staff_see_every_pool_and_every_job_on_it(pool, tenant, inventory, staff
 
 
 def test_a_project_that_borrowed_sees_the_pool_and_its_own_jobs_only(pool, tenant, inventory, clients):
-    from quotas.models import Quota
-
     mine = submit(tenant, inventory["a100"], priority="preemptible")
     admit(mine, inventory["cluster"], ["a-n1"])
     Quota.objects.create(project=tenant.other_project, flavor=inventory["a100"], guaranteed=0, borrow_limit=8)
@@ -103,3 +102,26 @@ def test_staff_writes_are_audited_and_refuse_bad_settings_naming_the_field(pool,
         else:
             raise AssertionError(f"{field}={value!r} was accepted")
         pool.refresh_from_db()  # the refused value is not kept on the object the next write starts from
+
+
+def test_the_pools_pages_show_staff_everything_and_others_their_own_jobs(pool, tenant, inventory, client):
+    mine = submit(tenant, inventory["a100"], name="mine-job", priority="preemptible")
+    admit(mine, inventory["cluster"], ["a-n1"])
+    Quota.objects.create(project=tenant.other_project, flavor=inventory["a100"], guaranteed=0, borrow_limit=8)
+    theirs = submit(tenant, inventory["a100"], project=tenant.other_project, user="outsider", name="secret-job",
+                    priority="preemptible")
+    admit(theirs, inventory["cluster"], ["a-n2"])
+    PoolSample.objects.create(pool=pool, at=timezone.now(), capacity=16, demand=0, headroom=0, lent=16, used=16)
+    client.force_login(tenant.users["viewer"])
+    page = client.get(reverse("pool", kwargs={"name": "chat"})).content.decode()
+    assert "mine-job" in page and "secret-job" not in page and "<polyline" in page
+    assert "chat" in client.get(reverse("pools")).content.decode()
+    client.force_login(make_user("root", is_staff=True))
+    page = client.get(reverse("pool", kwargs={"name": "chat"})).content.decode()
+    assert "mine-job" in page and "secret-job" in page
+
+
+def test_the_pool_page_of_a_pool_that_never_lent_to_you_is_a_404(pool, tenant, client):
+    client.force_login(tenant.users["viewer"])
+    assert client.get(reverse("pool", kwargs={"name": "chat"})).status_code == 404
+    assert "No pool lent" in client.get(reverse("pools")).content.decode()
