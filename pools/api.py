@@ -3,6 +3,7 @@ demand with a pool token (PUT /api/v1/pools/<name>/demand/)."""
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import authentication, exceptions, mixins
@@ -43,6 +44,17 @@ class PoolTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return "Bearer"
+
+
+class PoolTokenScheme(OpenApiAuthenticationExtension):
+    """Describes pool tokens in the OpenAPI schema."""
+
+    target_class = "pools.api.PoolTokenAuthentication"
+    name = "poolToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "A pool token (tdp_...): puts its own pool's demand, nothing else."}
 
 
 class PoolDemandView(APIView):

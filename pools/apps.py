@@ -7,12 +7,15 @@ class PoolsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from core.embedded import EMBEDDED_LOOPS, Loop
         from jobs import ports
-        from pools import services, source
+        from pools import demo, services, source
         from tenancy.auth import OtherCredential, other_credentials
 
         ports.pool_source.connect(ports.PoolSource(source.read, source.record))
         # A pool token used as a personal token is the wrong kind of token, not a guess.
         other_credentials.connect(OtherCredential(
-            lambda secret: services.pool_for_token(secret) is not None,
+            lambda secret: secret.startswith(services.TOKEN_PREFIX) and services.pool_for_token(secret) is not None,
             "This is a pool token: it only puts its pool's demand (PUT /api/v1/pools/<name>/demand/)."))
+        # Embedded mode (`make run`): the demo pool's synthetic day (a no-op without it).
+        EMBEDDED_LOOPS.connect(Loop("pool-demo-tide", demo.tide, 5.0))
