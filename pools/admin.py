@@ -52,4 +52,7 @@ class GiveBackAdmin(admin.ModelAdmin):
     readonly_fields = list_display
 
     def has_add_permission(self, request):
+        return False  # the scheduler records give-backs; nobody edits them
+
+    def has_delete_permission(self, request, obj=None):
         return False

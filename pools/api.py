@@ -12,8 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools import selectors, services
+from pools.models import Pool
 from pools.serializers import DemandSerializer, PoolSerializer
-from tenancy.auth import token_failure
+from tenancy.auth import BearerTokenAuthentication, token_failure
 from tenancy.scoping import ScopedViewSet
 
 
@@ -35,8 +36,8 @@ class PoolTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request):
         keyword, _, secret = authentication.get_authorization_header(request).decode("latin-1").partition(" ")
-        if keyword != "Bearer" or not secret.strip():
-            return None
+        if keyword != "Bearer" or not secret.strip().startswith(services.TOKEN_PREFIX):
+            return None  # a personal token: the next class authenticates it, and the view refuses its user
         pool = services.pool_for_token(secret.strip())
         if pool is None:
             raise token_failure(request, "Invalid or revoked pool token.")
@@ -61,13 +62,16 @@ class PoolDemandView(APIView):
     """Serving's demand in devices, put by its autoscaler with a pool token (created by staff in the admin
     console): the scheduler lends the pool's devices beyond it and its headroom."""
 
-    authentication_classes = [PoolTokenAuthentication]
+    # A personal token is authenticated too, so a read-only one is refused as such and a full one as the wrong kind.
+    authentication_classes = [PoolTokenAuthentication, BearerTokenAuthentication]
     permission_classes: list = []
 
     @extend_schema(request=DemandSerializer, responses=OpenApiTypes.OBJECT)
     def put(self, request: Request, name: str) -> Response:
         pool = request.auth
-        if pool is None:
+        if not isinstance(pool, Pool):
+            if request.user is not None and request.user.is_authenticated:
+                raise exceptions.PermissionDenied("This takes a pool token (tdp_...), not a personal token.")
             raise exceptions.NotAuthenticated("A pool token is required: Authorization: Bearer tdp_...")
         if pool.name != name:
             raise exceptions.NotFound(f"No pool named {name!r} for this token.")
