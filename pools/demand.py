@@ -1,8 +1,9 @@
 """What a pool's serving demands now and what it lends: pure functions of its settings and its sources' readings.
 
 Sources, any combination; the pool follows the largest: the demand API's last value, the devices pods Tidal did not
-create hold on its nodes (node sync counts them), and a schedule (inside its windows serving needs only the floor,
-outside them every device). Headroom is a percent of demand, at least the floor, kept unlent.
+create hold on its nodes (node sync counts them), a schedule (inside its windows serving needs only the floor,
+outside them every device), and a forecast (forecast.py: the most serving demanded over the coming give-back time on
+past days, so lending stops before a known rise). Headroom is a percent of demand, at least the floor, kept unlent.
 """
 
 from __future__ import annotations
@@ -27,20 +28,23 @@ class Settings:
 @dataclass(frozen=True)
 class Reading:
     """What the sources say now: the API's value and when it changed (None: not a source), foreign devices (None:
-    not counted)."""
+    not counted), the forecast for the coming give-back time and when that rise is expected (None: no forecast)."""
 
     api: int | None = None
     api_at: float | None = None
     foreign: int | None = None
+    forecast: int | None = None
+    forecast_at: float | None = None
 
 
 @dataclass(frozen=True)
 class Figures:
-    demand: int
+    demand: int  # what the pool keeps for serving (the forecast included)
     headroom: int
     lendable: int
     changed_at: float  # when what decides the demand last changed (the start of a give-back it causes)
-    back_at: float | None  # when the schedule stops lending (None: not known)
+    back_at: float | None  # when the schedule or the forecast stops lending (None: not known)
+    observed: int = 0  # what serving demands now, the forecast left out: what the pool's history keeps
 
 
 def _parse(window: str) -> tuple[time, time]:
@@ -88,8 +92,13 @@ def figures(settings: Settings, reading: Reading, now: float) -> Figures:
     if settings.windows:
         inside, since, back_at = schedule(now, settings.windows, settings.time_zone)
         demands.append((settings.schedule_floor if inside else settings.capacity, since))
+    observed = min(max((d for d, _ in demands), default=0), settings.capacity)
+    if reading.forecast is not None:
+        demands.append((reading.forecast, now))
+        if reading.forecast > observed and reading.forecast_at is not None:
+            back_at = reading.forecast_at if back_at is None else min(back_at, reading.forecast_at)
     demand, changed_at = max(demands, default=(0, now), key=lambda d: (d[0], -d[1]))
     demand = min(demand, settings.capacity)
     headroom = max(settings.headroom_floor, math.ceil(demand * settings.headroom_percent / 100))
     lendable = max(0, settings.capacity - demand - headroom) if settings.lending else 0
-    return Figures(demand, headroom, lendable, changed_at, back_at if lendable else None)
+    return Figures(demand, headroom, lendable, changed_at, back_at if lendable else None, observed)

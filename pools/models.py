@@ -55,6 +55,9 @@ class Pool(models.Model):
     schedule_floor = models.PositiveIntegerField(default=0, help_text="Devices serving keeps inside the windows.")
     use_foreign_pods = models.BooleanField(
         default=True, help_text="Count pods Tidal did not create on the pool's nodes (KServe, vLLM...) as demand.")
+    use_forecast = models.BooleanField(
+        default=False, help_text="Keep for serving what it demanded over the coming give-back time on past days "
+        "(the pool's own history): lending stops before a rise that comes every day.")
     lending = models.BooleanField(default=True, help_text="Off: the pool lends nothing, whatever its demand.")
     # The demand API's last value (PUT /api/v1/pools/<name>/demand/); null: the API is not a source.
     demand = models.PositiveIntegerField(null=True, blank=True)

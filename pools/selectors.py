@@ -18,9 +18,8 @@ from jobs import scheduling as core
 from jobs.models import Attempt, Job
 from jobs.scheduling.model import split_node_key
 from jobs.states import HOLDING
-from pools import demand
 from pools.models import GiveBack, Pool, PoolSample
-from pools.source import pool_nodes
+from pools.source import pool_figures, pool_nodes
 from tenancy.selectors import project_ids_for_user
 
 WINDOW = timedelta(hours=24)
@@ -89,12 +88,7 @@ def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
     inventory = ports.inventory().nodes
     members = pool_nodes(pool, inventory)
     short = {split_node_key(n.name)[1] for n in members}
-    capacity = sum(n.devices + n.foreign for n in members)
-    settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
-                               tuple(pool.schedule), pool.schedule_floor, pool.lending)
-    reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None,
-                             sum(n.foreign for n in members) if pool.use_foreign_pods else None)
-    now_figures = demand.figures(settings, reading, now.timestamp())
+    capacity, now_figures = pool_figures(pool, members, now.timestamp())
     held = Job.objects.filter(state__in=list(HOLDING), current_attempt__cluster_id=pool.cluster_id).values_list(
         "id", "name", "project_id", "project__slug", "current_attempt__placement", "priority_class__name")
     shown = None if user.is_staff else set(project_ids_for_user(user).values_list("id", flat=True))

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 
+from django.db.models import Q
+
 from jobs import ports
 from jobs import scheduling as core
 from jobs.scheduling.model import split_node_key
-from pools import demand
+from pools import demand, forecast
 from pools.models import GiveBack, Pool, PoolSample
 
 SAMPLE_EVERY = timedelta(minutes=1)
@@ -41,6 +43,31 @@ def pool_nodes(pool: Pool, nodes: tuple[core.Node, ...]) -> list[core.Node]:
     return chosen
 
 
+def _forecast(pool: Pool, now: float) -> tuple[int, float] | None:
+    """What the pool's history expects serving to demand over the coming give-back time (forecast.py)."""
+    since = datetime.fromtimestamp(now - 7 * forecast.DAY, UTC)
+    backs = GiveBack.objects.filter(pool=pool, started_at__gt=since, freed_at__isnull=False)
+    lead = forecast.lead_time((freed - started).total_seconds()
+                              for started, freed in backs.values_list("started_at", "freed_at"))
+    stretches = Q()
+    for start, end in forecast.windows(now, lead):
+        stretches |= Q(at__range=(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)))
+    history = PoolSample.objects.filter(stretches, pool=pool).values_list("at", "demand")
+    return forecast.expected(((at.timestamp(), d) for at, d in history), now, lead)
+
+
+def pool_figures(pool: Pool, members: list[core.Node], now: float) -> tuple[int, demand.Figures]:
+    """The pool's devices and its figures now, from its settings and every source it uses."""
+    capacity = sum(n.devices + n.foreign for n in members)
+    settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
+                               tuple(pool.schedule), pool.schedule_floor, pool.lending)
+    expected = _forecast(pool, now) if pool.use_forecast else None
+    reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None,
+                             sum(n.foreign for n in members) if pool.use_foreign_pods else None,
+                             *(expected or (None, None)))
+    return capacity, demand.figures(settings, reading, now)
+
+
 def read(now: float, nodes: tuple[core.Node, ...], running: tuple[core.RunningJob, ...]) -> ports.PoolReading:
     node_pool: dict[str, str] = {}
     pools, rows = [], []
@@ -50,12 +77,7 @@ def read(now: float, nodes: tuple[core.Node, ...], running: tuple[core.RunningJo
         if not members:
             continue
         node_pool.update(dict.fromkeys((n.name for n in members), pool.name))
-        capacity = sum(n.devices + n.foreign for n in members)
-        settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
-                                   tuple(pool.schedule), pool.schedule_floor, pool.lending)
-        reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None,
-                                 sum(n.foreign for n in members) if pool.use_foreign_pods else None)
-        figures = demand.figures(settings, reading, now)
+        capacity, figures = pool_figures(pool, members, now)
         names = {n.name for n in members}
         held = sum(a.devices for job in running for a in job.placement if a.node in names)
         pools.append(core.Pool(pool.name, figures.lendable, figures.back_at))
@@ -82,6 +104,7 @@ def record(now: float, reading: ports.PoolReading) -> None:
         elif excess <= 0 and current is not None:
             GiveBack.objects.filter(pk=current.pk).update(freed_at=at)
         if row.pool_id not in sampled:
-            samples.append(PoolSample(pool_id=row.pool_id, at=at, capacity=row.capacity, demand=row.figures.demand,
+            # What serving demanded (the forecast left out: the forecast must not feed on itself).
+            samples.append(PoolSample(pool_id=row.pool_id, at=at, capacity=row.capacity, demand=row.figures.observed,
                                       headroom=row.figures.headroom, lent=row.figures.lendable, used=row.held))
     PoolSample.objects.bulk_create(samples)
