@@ -19,7 +19,7 @@ from jobs.models import Attempt, Job
 from jobs.scheduling.model import split_node_key
 from jobs.states import HOLDING
 from pools.models import GiveBack, Pool, PoolSample
-from pools.source import pool_figures, pool_nodes
+from pools.source import SAMPLE_EVERY, pool_figures, pool_nodes
 from tenancy.selectors import project_ids_for_user
 
 WINDOW = timedelta(hours=24)
@@ -71,6 +71,11 @@ class Figures:
     give_backs_24h: int
     give_back_p50: float | None  # seconds
     give_back_p99: float | None
+    # From the minute samples of the last 24 h: device-hours lent, used by training, and serving demanded but could
+    # not have (demand beyond what training left it).
+    lent_hours_24h: float = 0.0
+    used_hours_24h: float = 0.0
+    unmet_hours_24h: float = 0.0
     jobs: list[dict[str, Any]] = field(default_factory=list)  # training on tidal capacity now (those shown)
     series: list[dict[str, Any]] = field(default_factory=list)  # 24 h samples
 
@@ -109,7 +114,12 @@ def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
         back_at=datetime.fromtimestamp(now_figures.back_at, now.tzinfo) if now_figures.back_at else None,
         given_back_24h=sum(g.devices for g in backs), give_backs_24h=len(backs),
         give_back_p50=percentile(seconds, 50), give_back_p99=percentile(seconds, 99), jobs=jobs)
+    samples = list(PoolSample.objects.filter(pool=pool, at__gt=since).values(
+        "at", "capacity", "demand", "headroom", "lent", "used"))
+    hour = SAMPLE_EVERY / timedelta(hours=1)  # what one sample stands for
+    result.lent_hours_24h = round(sum(s["lent"] for s in samples) * hour, 2)
+    result.used_hours_24h = round(sum(s["used"] for s in samples) * hour, 2)
+    result.unmet_hours_24h = round(sum(max(0, s["demand"] - (s["capacity"] - s["used"])) for s in samples) * hour, 2)
     if series:
-        result.series = list(PoolSample.objects.filter(pool=pool, at__gt=since).values(
-            "at", "capacity", "demand", "headroom", "lent", "used"))
+        result.series = samples
     return result

@@ -3,6 +3,8 @@ with a pool token, bad input as a 400 naming the field, and the staff write path
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -68,6 +70,18 @@ def test_staff_see_every_pool_and_every_job_on_it(pool, tenant, inventory, staff
     detail = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"})).json()
     assert [j["id"] for j in detail["jobs"]] == [job.pk]
     assert "series" in detail and "give_back_p99" in detail
+
+
+def test_the_24h_hours_come_from_the_minute_samples(pool, staff_client):
+    now = timezone.now()
+    for minute, (demand, lent, used) in enumerate([(4, 12, 12), (10, 6, 12), (10, 6, 6)]):
+        PoolSample.objects.create(pool=pool, at=now - timedelta(minutes=3 - minute), capacity=16, demand=demand,
+                                  headroom=0, lent=lent, used=used)
+    PoolSample.objects.create(pool=pool, at=now - timedelta(hours=25), capacity=16, demand=16, headroom=0, lent=0,
+                              used=16)  # older than 24 h
+    detail = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"})).json()
+    assert (detail["lent_hours_24h"], detail["used_hours_24h"]) == (0.4, 0.5)  # 24 and 30 device-minutes
+    assert detail["unmet_hours_24h"] == 0.1  # the minute serving wanted 10 while training held 12 of 16
 
 
 def test_a_project_that_borrowed_sees_the_pool_and_its_own_jobs_only(pool, tenant, inventory, clients):

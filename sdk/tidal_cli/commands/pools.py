@@ -40,6 +40,8 @@ def cmd_pool(args: argparse.Namespace) -> None:
     if args.json:
         return emit_json(pool)
     print(table([_row(pool)], COLUMNS))
+    print(f"\nLast 24 h: {pool.get('lent_hours_24h')} device-hours lent, {pool.get('used_hours_24h')} used by "
+          f"training, {pool.get('unmet_hours_24h')} of serving's demand unmet.")
     if pool.get("back_at"):
         print(f"\nThe schedule stops lending at {timestamp(pool['back_at'])}.")
     print("\nTraining on tidal capacity now:")
