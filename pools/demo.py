@@ -1,6 +1,7 @@
-"""The demo's pool: `chat`, serving on the two rack-b2 A100 nodes of the simulated cluster, whose demand follows a
-synthetic day generated here (never a copy of any trace), compressed into DAY_SECONDS so `make run` shows the tide
-go out and come in within minutes; and one preemptible job that borrows it."""
+"""The demo's pool: `chat`, serving on two A100 nodes of its own added to the simulated cluster (rack-s1: the
+training demo keeps its nodes), whose demand follows a synthetic day generated here (never a copy of any trace),
+compressed into DAY_SECONDS so `make run` shows the tide go out and come in within minutes; and one preemptible job
+that borrows it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import time
 
 from django.contrib.auth import get_user_model
 
-from clusters.models import Cluster
+from clusters.models import Cluster, Node
+from clusters.services import node_save
 from jobs import ports
 from jobs.models import Job
 from jobs.services import job_submit
@@ -23,6 +25,7 @@ NAME = "chat"
 DAY_SECONDS = 1200.0  # one demo day: 20 minutes (demo only; production demand is what serving reports)
 ACTOR = "seed_demo"
 JOB = "tide-sweep"
+RACK = "rack-s1"
 
 
 def demand_share(hour: float) -> float:
@@ -45,10 +48,16 @@ def seed_pool() -> Pool | None:
     flavor = ResourceFlavor.objects.filter(name="nvidia-a100-40gb").first()
     if cluster is None or flavor is None:
         return None
+    existing = set(cluster.nodes.values_list("name", flat=True))
+    for i in (1, 2):
+        if f"{RACK}-n{i}" not in existing:
+            node_save(actor=ACTOR, node=Node(
+                cluster=cluster, name=f"{RACK}-n{i}", flavor=flavor, devices=8, block="block-s", rack=RACK,
+                arch=flavor.arch, cpu_millis=96000, memory_mib=1024 * 1024, position=100 + i))
     pool = Pool.objects.filter(name=NAME).first()
     if pool is None:
         pool = services.pool_save(actor=ACTOR, pool=Pool(
-            name=NAME, cluster=cluster, flavor=flavor, node_pattern="rack-b2-*", headroom_percent=10,
+            name=NAME, cluster=cluster, flavor=flavor, node_pattern=f"{RACK}-*", headroom_percent=10,
             headroom_floor=1))
     return pool
 
