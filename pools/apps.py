@@ -9,7 +9,8 @@ class PoolsConfig(AppConfig):
     def ready(self) -> None:
         from core.embedded import EMBEDDED_LOOPS, Loop
         from jobs import ports
-        from pools import demo, services, source
+        from jobs.panels import Panel, job_page
+        from pools import demo, services, source, views
         from tenancy.auth import OtherCredential, other_credentials
 
         ports.pool_source.connect(ports.PoolSource(source.read, source.record))
@@ -17,5 +18,6 @@ class PoolsConfig(AppConfig):
         other_credentials.connect(OtherCredential(
             lambda secret: secret.startswith(services.TOKEN_PREFIX) and services.pool_for_token(secret) is not None,
             "This is a pool token: it only puts its pool's demand (PUT /api/v1/pools/<name>/demand/)."))
+        job_page.connect(Panel("pools/_job_lent.html", views.job_panel, order=10))
         # Embedded mode (`make run`): the demo pool's synthetic day (a no-op without it).
         EMBEDDED_LOOPS.connect(Loop("pool-demo-tide", demo.tide, 5.0))

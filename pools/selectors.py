@@ -123,3 +123,31 @@ def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
     if series:
         result.series = samples
     return result
+
+
+@dataclass(frozen=True)
+class Lent:
+    pool: str
+    devices: int  # the job's devices on the pool's nodes
+    back_at: datetime | None  # when the pool expects to stop lending (schedule or forecast); None: not known
+
+
+def lent_to(job: Job) -> list[Lent]:
+    """The pools whose capacity the job's open attempt runs on (the job page's panel)."""
+    attempt = job.current_attempt
+    if attempt is None or attempt.ended_at is not None or attempt.cluster_id is None:
+        return []
+    candidates = list(pools().filter(cluster_id=attempt.cluster_id, flavor_id=job.flavor_id))
+    if not candidates:
+        return []
+    inventory = ports.inventory().nodes
+    found = []
+    for pool in candidates:
+        members = pool_nodes(pool, inventory)
+        devices = _touches(attempt.placement, {split_node_key(n.name)[1] for n in members})
+        if devices:
+            now = timezone.now()
+            back_at = pool_figures(pool, members, now.timestamp())[1].back_at
+            found.append(Lent(pool.name, devices, datetime.fromtimestamp(back_at, now.tzinfo) if back_at else None))
+    return found
+

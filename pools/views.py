@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from jobs.models import Job
 from pools import chart, selectors
 
 
@@ -26,3 +27,9 @@ def pool_page(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "pools/detail.html", {
         "pool": figures, "lines": chart.lines(figures.series, timezone.now()),
         "width": chart.WIDTH, "height": chart.HEIGHT})
+
+
+def job_panel(request: HttpRequest, job: Job) -> dict:
+    """The job page's note that the job runs on capacity a pool lent (jobs.panels)."""
+    return {"lent": selectors.lent_to(job)}
+

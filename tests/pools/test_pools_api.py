@@ -140,3 +140,18 @@ def test_the_pool_page_of_a_pool_that_never_lent_to_you_is_a_404(pool, tenant, c
     client.force_login(tenant.users["viewer"])
     assert client.get(reverse("pool", kwargs={"name": "chat"})).status_code == 404
     assert "No pool lent" in client.get(reverse("pools")).content.decode()
+
+
+def test_the_job_page_says_when_a_job_runs_on_capacity_a_pool_lent(pool, tenant, inventory, client):
+    now = timezone.now()
+    ends = f"{now + timedelta(hours=2):%H:%M}"
+    pool.schedule, pool.time_zone, pool.schedule_floor = [f"{now - timedelta(hours=1):%H:%M}-{ends}"], "UTC", 0
+    pool.save()
+    lent = submit(tenant, inventory["a100"], name="night-run", priority="preemptible")
+    admit(lent, inventory["cluster"], ["a-n1"])
+    own = submit(tenant, inventory["h100"], name="own-nodes")
+    admit(own, inventory["cluster"], ["r1-n1"])
+    client.force_login(tenant.users["viewer"])
+    page = client.get(reverse("job_detail", kwargs={"pk": lent.pk})).content.decode()
+    assert "Runs on capacity lent by pool" in page and f"(8 devices), expected back at about {ends} UTC" in page
+    assert "lent by pool" not in client.get(reverse("job_detail", kwargs={"pk": own.pk})).content.decode()
