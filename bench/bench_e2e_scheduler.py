@@ -143,11 +143,12 @@ def report(runs: list[Run], jobs: int, pool_nodes: int = 0) -> tuple[list[str], 
     admits = statistics.median(r.admissions_per_s for r in runs)
     explained = statistics.median(r.explained_per_s for r in runs)
     target = TARGET_SECONDS_PER_15K * jobs / 15_000
+    case = f"{jobs} queued -> admitted or explained (PG)" + (f", pool of {pool_nodes}" if pool_nodes else "")
     ok = all(r.unexplained == 0 for r in runs) and wall <= target
     lines = [
         f"{'case':<44}{'runs':>5}{'wall s':>8}{'cpu s':>7}{'admitted':>9}{'admissions/s':>13}{'explained':>10}"
         f"{'waits explained/s':>18}{'target':>10}  ok",
-        f"{f'{jobs} queued -> admitted or explained (PG)' + (f', pool of {pool_nodes}' if pool_nodes else ''):<44}{len(runs):>5}{wall:>8.2f}{cpu:>7.2f}"
+        f"{case:<44}{len(runs):>5}{wall:>8.2f}{cpu:>7.2f}"
         f"{admitted:>9.0f}{admits:>13.0f}{waiting:>10.0f}{explained:>18.0f}{f'<={target:.0f} s':>10}"
         f"  {'ok' if ok else 'FAIL'}",
         "  wall s and cpu s: medians over runs; admissions/s = jobs admitted / wall s; waits explained/s = jobs left"

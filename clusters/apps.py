@@ -16,7 +16,7 @@ class ClustersConfig(AppConfig):
         ports.clusters.connect(ports.Clusters(backend_for=backends.backend_for_attempt,
                                               queue_dispatch=tasks.queue_dispatch, queue_stop=tasks.queue_stop,
                                               inventory=backends.inventory, is_reserved_env=is_reserved,
-                                              queue_resize=tasks.queue_resize))
+                                              queue_resize=tasks.queue_resize, queue_cordon=tasks.queue_cordon))
         # Embedded mode (no Celery beat): the same loops in-process; each is a no-op without such clusters.
         tidal = settings.TIDAL
         EMBEDDED_LOOPS.connect(Loop("simulated-cluster", backends.observe_simulated, 1.0))

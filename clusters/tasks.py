@@ -11,6 +11,7 @@ from celery import shared_task
 from clusters.backends import backend_for_cluster, observe_simulated
 from clusters.backends.kubernetes.nodesync import hold_nodes_of
 from clusters.kube.errors import TransientError
+from clusters.models import Node
 from jobs.selectors import attempt_with_job
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,18 @@ def resize_attempt_task(attempt_id: int, resize_id: int) -> None:
     if attempt is None or attempt.cluster is None or resize is None or attempt.ended_at is not None:
         return
     backend_for_cluster(attempt.cluster).resize(attempt, resize)
+
+
+@shared_task(acks_late=True)
+def cordon_node_task(node_id: int, cordoned: bool) -> None:
+    """Cordon a node reliability quarantined (or uncordon it on release) on its cluster, through its backend."""
+    node = Node.objects.select_related("cluster").filter(pk=node_id).first()
+    if node is not None:
+        backend_for_cluster(node.cluster).cordon(node.name, cordoned)
+
+
+def queue_cordon(node_id: int, cordoned: bool) -> None:
+    cordon_node_task.delay(node_id, cordoned)
 
 
 def queue_resize(attempt_id: int, resize_id: int) -> None:

@@ -94,6 +94,10 @@ class Backend(Protocol):
         """The tail (or, given the `position` of an earlier follow, every line after it), then new lines until the
         replica ends or `max_seconds` pass; LogsUnavailable before any line when the replica cannot be reached."""
 
+    def cordon(self, node: str, cordoned: bool) -> None:
+        """Mark `node` unschedulable on the cluster itself (a quarantine), or undo a cordon this made (its release):
+        a cordon someone else made is left alone both ways. A no-op where the cluster has no such thing."""
+
 
 @dataclass(frozen=True)
 class Inventory:
@@ -116,6 +120,7 @@ class Clusters:
     inventory: Callable[[], Inventory]
     is_reserved_env: Callable[[str], bool]  # environment variables the launchers set: a job may not
     queue_resize: Callable[[int, int], None] | None = None  # attempt id, AttemptResize id: resize it in a task
+    queue_cordon: Callable[[int, bool], None] | None = None  # node id, cordoned: (un)cordon it in a task
 
 
 clusters: Hook[Clusters] = Hook("jobs.ports.clusters", single=True, required=True)
@@ -144,6 +149,14 @@ def resize(attempt_id: int, resize_id: int) -> None:
     if queue is None:
         raise RuntimeError("the connected clusters app cannot resize attempts")
     queue(attempt_id, resize_id)
+
+
+def cordon(node_id: int, cordoned: bool) -> None:
+    """Cordon a quarantined node on its cluster (or uncordon a released one), in a task; nothing when the connected
+    clusters app cannot."""
+    queue = _clusters().queue_cordon
+    if queue is not None:
+        queue(node_id, cordoned)
 
 
 def inventory() -> Inventory:

@@ -246,6 +246,9 @@ class JobSubmitSerializer(StrictSerializer):
             raise serializers.ValidationError({field: [
                 f"min < max makes the group elastic, which the {launcher} launcher cannot do: "
                 f"{NOT_RESIZABLE[launcher]}. Give a whole number of replicas."]})
+        if launcher == Launcher.RAY and elastic[0] == 0:
+            raise serializers.ValidationError({field: [
+                "A Ray job's first group is its head, one pod: make the worker group elastic instead."]})
         if attrs.get("topology", Topology.NONE) != Topology.NONE:
             raise serializers.ValidationError({"topology": [
                 "An elastic job (replicas: {min, max}) takes no topology rule: the scheduler places grown replicas "

@@ -29,6 +29,7 @@ from jobs.scheduling.forecast import NO_EARLIER
 from jobs.serializers import workers_of
 from jobs.states import FINAL, State
 from jobs.templates_launcher import launcher_template
+from jobs.workers_chart import workers_chart
 from quotas import selectors as quota_selectors
 from tenancy.models import Role
 from tenancy.permissions import can_manage_job, has_role, role_in_project
@@ -130,11 +131,13 @@ def can_resubmit(request: HttpRequest, job: Job) -> bool:
 
 
 def _detail_context(request: HttpRequest, job: Job) -> dict:
+    attempts = list(job.attempts.all())
+    workers = workers_of(job)
     return {
         "job": job,
         "env": selectors.env_shown_to(request.user, job),
         "attempt": job.current_attempt,
-        "attempts": list(job.attempts.all()),
+        "attempts": attempts,
         "groups": list(job.groups.all()),
         "events": list(job.events.all()),
         "final": job.state in FINAL,
@@ -142,8 +145,9 @@ def _detail_context(request: HttpRequest, job: Job) -> dict:
         "can_resubmit": can_resubmit(request, job),
         "eta_text": estimate_text(job) if job.state == State.QUEUED else "",
         "poll_seconds": POLL_SECONDS,
-        "workers": workers_of(job),  # an elastic job's size: "running 6 of 2..8 workers"
-        "resizes": [(a.number, r) for a in job.attempts.all() for r in a.resizes.all()],
+        "workers": workers,  # an elastic job's size: "running 6 of 2..8 workers"
+        "resizes": [(a.number, r) for a in attempts for r in a.resizes.all()],
+        "workers_chart": workers_chart(attempts, timezone.now(), workers["max"]) if workers else None,
     }
 
 

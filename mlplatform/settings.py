@@ -334,6 +334,7 @@ TIDAL = {
     "QUARANTINE_ENABLED": env_bool("TIDAL_QUARANTINE_ENABLED", True),
     "QUARANTINE_FAILURES": env_int("TIDAL_QUARANTINE_FAILURES", 2, minimum=1),
     "QUARANTINE_WINDOW": env_float("TIDAL_QUARANTINE_WINDOW", 86400.0, minimum=1.0),
+    "QUARANTINE_CORDON": env_bool("TIDAL_QUARANTINE_CORDON", False),
     # Hang detection: a running job's run with no new step for max(factor x its recent step time, minimum seconds).
     "HANG_STEP_FACTOR": env_float("TIDAL_HANG_STEP_FACTOR", 2.0, minimum=1.0),
     "HANG_MIN_SECONDS": env_float("TIDAL_HANG_MIN_SECONDS", 60.0, minimum=1.0),

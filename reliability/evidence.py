@@ -1,36 +1,27 @@
 """What is known of an ended (or ending) attempt, gathered for `reliability.rules.diagnose`: the log tails it kept,
 its pods' termination reasons and exit code, the Xid events, Kubernetes events and node conditions its backend
-reported, the conditions of its nodes in the inventory, its run's alerts and the hang its progress showed.
-
-Apps above reliability (GPU telemetry) add evidence through `evidence_sources`: each receiver gets the attempt and
-returns an `Extra` (Xid events from DCGM, node conditions...), merged in.
+reported, the Xid errors DCGM reported for its GPUs (GPU telemetry's `xid` series), the conditions of its nodes in
+the inventory, its run's alerts and the hang its progress showed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import math
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
 from clusters.models import Node
-from core.hooks import Hook
 from jobs.models import Attempt
 from reliability import rules
 from reliability.models import Progress
-from tracking.models import Alert
+from telemetry.fields import key as gpu_series_key
+from tracking.models import Alert, Series
+from tracking.points import read_blocks
 
-
-@dataclass(frozen=True)
-class Extra:
-    xids: Sequence[rules.XidEvent] = ()
-    node_conditions: Sequence[str] = ()
-    k8s_events: Sequence[str] = ()
-
-
-evidence_sources: Hook[Callable[[Attempt], Extra]] = Hook("reliability.evidence.sources")
+XID_SUFFIX = "xid"  # telemetry's field of DCGM_FI_DEV_XID_ERRORS: the last Xid's code, 0 while there is none
+MAX_TELEMETRY_XIDS = 20
 
 
 def of_attempt(attempt: Attempt, *, cause: str = "", exit_code: int | None = None,
@@ -47,12 +38,8 @@ def of_attempt(attempt: Attempt, *, cause: str = "", exit_code: int | None = Non
     k8s_events = [str(e) for e in details.get("events", []) if e]
     conditions = [f"{row['node']}: {row['condition']}" for row in details.get("node_conditions", [])
                   if isinstance(row, dict) and row.get("node") and row.get("condition")]
+    xids.extend(telemetry_xids(attempt, ended_at))
     conditions.extend(_inventory_conditions(attempt))
-    for source in evidence_sources:
-        extra = source(attempt)
-        xids.extend(extra.xids)
-        conditions.extend(extra.node_conditions)
-        k8s_events.extend(extra.k8s_events)
     return rules.Evidence(
         logs={str(k): [str(line) for line in v] for k, v in logs.items() if isinstance(v, list)},
         reasons=reasons, exit_code=exit_code, xids=tuple(x for x in xids if x is not None),
@@ -83,6 +70,30 @@ def _xid(row: dict[str, Any], ended_at: datetime) -> rules.XidEvent | None:
             before = None
     return rules.XidEvent(number, str(row.get("node") or ""), str(row.get("gpu") if row.get("gpu") is not None
                                                                      else ""), str(row.get("message") or ""), before)
+
+
+def telemetry_xids(attempt: Attempt, ended_at: datetime) -> list[rules.XidEvent]:
+    """The Xid errors DCGM reported on the attempt's GPUs while it ran, from GPU telemetry's stored readings: each
+    time a GPU's last-Xid reading turns to a new code, with its node, GPU index and how long before the end."""
+    gpus = {gpu_series_key(gpu.ordinal, XID_SUFFIX): gpu for gpu in attempt.gpus.all()}
+    if not gpus:
+        return []
+    series = dict(Series.objects.filter(run__job_id=attempt.job_id, key__in=gpus).values_list("pk", "key"))
+    end_ms = ended_at.timestamp() * 1000
+    found: list[rules.XidEvent] = []
+    last: dict[int, float] = {}  # per series: blocks come by series and step, a reading may span two blocks
+    for block in read_blocks(series):
+        if block.attempt != attempt.number:
+            continue
+        gpu = gpus[series[block.series_id]]
+        for timestamp, value in zip(block.timestamps.tolist(), block.values.tolist(), strict=True):
+            if not math.isfinite(value) or timestamp > end_ms:
+                continue
+            if value and value != last.get(block.series_id, 0.0):
+                found.append(rules.XidEvent(int(value), gpu.node, str(gpu.gpu), "DCGM_FI_DEV_XID_ERRORS",
+                                            (end_ms - timestamp) / 1000))
+            last[block.series_id] = value
+    return found[-MAX_TELEMETRY_XIDS:]
 
 
 def _inventory_conditions(attempt: Attempt) -> list[str]:

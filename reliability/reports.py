@@ -74,6 +74,7 @@ def reliability_report(diagnoses: QuerySet[Diagnosis], since: datetime, until: d
     report.by_week = sorted(_counted(weeks), key=lambda row: row["name"])
     _recovery(report, rows)
     _lost(report, rows)
+    _lost_by_project(report, rows)
     report.jobs = _effective_ratios({r["job_id"] for r in rows}, until)
     return report
 
@@ -104,14 +105,29 @@ def _recovery(report: Report, rows: list[dict[str, Any]]) -> None:
 
 
 def _lost(report: Report, rows: list[dict[str, Any]]) -> None:
-    """Device-hours of the work lost (since each attempt's last checkpoint, or its start), priced."""
+    """Device-hours of the work lost (since each attempt's last checkpoint, or its start), priced; kept on each row
+    too (`_gpu_hours`, `_money`) for the breakdown by project."""
     book = price_book()
     for r in rows:
-        report.gpu_hours_lost += r["devices"] * r["lost_seconds"] / 3600
+        r["_gpu_hours"], r["_money"] = r["devices"] * r["lost_seconds"] / 3600, 0.0
         if r["lost_seconds"] and r["devices"]:
             end = r["ended_at"].timestamp()
             usage = Usage(r["job__flavor_id"], r["attempt__cluster_id"], r["job__priority_class_id"], r["devices"], 0)
-            report.money_lost += book.cost(usage, end - r["lost_seconds"], end)
+            r["_money"] = book.cost(usage, end - r["lost_seconds"], end)
+        report.gpu_hours_lost += r["_gpu_hours"]
+        report.money_lost += r["_money"]
+
+
+def _lost_by_project(report: Report, rows: list[dict[str, Any]]) -> None:
+    """Each project's row of `by_project` gets the GPU-hours and money its failures lost."""
+    hours: Counter[str] = Counter()
+    money: Counter[str] = Counter()
+    for r in rows:
+        hours[r["project__slug"]] += r["_gpu_hours"]
+        money[r["project__slug"]] += r["_money"]
+    for row in report.by_project:
+        row["gpu_hours_lost"] = round(hours[row["name"]], 3)
+        row["money_lost"] = round(money[row["name"]], 2)
 
 
 def _effective_ratios(job_ids: set[int], until: datetime) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +16,7 @@ from django.utils import timezone
 from clusters.models import Node
 from core import wakeup
 from core.errors import DomainError, InvalidTransition
-from jobs import failures
+from jobs import failures, ports
 from jobs.lifecycle import Change
 from jobs.models import Attempt, Outcome
 from jobs.observations import Verdict
@@ -156,7 +157,8 @@ def _quarantine_reason(node: Node, found: rules.Diagnosis, now: datetime) -> str
 
 def node_quarantine(node: Node, *, reason: str, actor: Any, now: datetime | None = None) -> bool:
     """Take `node` out of service: nothing new is placed there (the scheduler's inventory names it quarantined) until
-    staff release it. What runs there is left alone. Returns whether it was quarantined now."""
+    staff release it, and with TIDAL_QUARANTINE_CORDON its cluster's own scheduler places nothing there either (the
+    backend cordons it). What runs there is left alone. Returns whether it was quarantined now."""
     now = now or timezone.now()
     if not reason.strip():
         raise DomainError("Say why the node is quarantined.", field="reason")
@@ -166,6 +168,8 @@ def node_quarantine(node: Node, *, reason: str, actor: Any, now: datetime | None
             return False
         node.quarantined_at, node.quarantine_reason = now, reason[:500]
         audit_record(actor=actor, action="node.quarantine", target=node, changes={"reason": reason[:500]})
+        if settings.TIDAL["QUARANTINE_CORDON"]:
+            transaction.on_commit(partial(ports.cordon, node.pk, True))
     logger.warning("node %s quarantined: %s", node, reason)
     return True
 
@@ -183,6 +187,8 @@ def node_release(node: Node, *, actor: Any, note: str = "") -> bool:
         audit_record(actor=actor, action="node.release", target=node,
                      changes={"reason": reason, **({"note": note[:300]} if note else {})})
         transaction.on_commit(wakeup.wake_scheduler)  # capacity came back
+        # Whatever the setting says now: the backend undoes only a cordon it made.
+        transaction.on_commit(partial(ports.cordon, node.pk, False))
     return True
 
 

@@ -19,7 +19,9 @@ from replay.api import cluster_for_quotas, load_cluster, load_quotas, load_trace
 from replay.cluster import ClusterShape, ConfigError, QuotaSet
 from replay.compare import compare, format_compare
 from replay.engine import EngineOptions, ProgressFn
+from replay.paths import trace_path
 from replay.policies import POLICIES
+from replay.pools import GENAI_FILE, LENDING_MODES, PoolError, PoolSpec, alibaba_curve, csv_curve, format_pool
 from replay.report import format_table, write_outputs
 from replay.results import summarize
 from replay.scenarios import is_partitioned, projects_without_quota
@@ -74,6 +76,10 @@ def _number(text: str, what: str, ok: Callable[[float], bool]) -> float:
     return value
 
 
+def percent(text: str) -> float:
+    return _number(text, "a percent from 0 to 100", lambda v: 0.0 <= v <= 100.0)
+
+
 def fraction(text: str) -> float:
     """A share of jobs, 0 to 1 (argparse names the flag in the error)."""
     return _number(text, "a share from 0 to 1", lambda v: 0.0 <= v <= 1.0)
@@ -114,6 +120,37 @@ def with_elastic(options: EngineOptions, args: argparse.Namespace) -> EngineOpti
                    resize_cooldown=args.resize_cooldown)
 
 
+def add_pool_arguments(p: argparse.ArgumentParser) -> None:
+    """The tidal pool flags (issue 30, replay/pools.py), shared with `manage.py replay`."""
+    p.add_argument("--pool", metavar="FILE",
+                   help="add a serving pool whose demand follows this curve: 'alibaba' (the GenAI serving day, read "
+                        "in place from the shared traces) or a 't_s,demand' CSV (seconds of the day, devices)")
+    p.add_argument("--pool-nodes", type=int, default=16, help="the pool's 8-device nodes (default %(default)s)")
+    p.add_argument("--pool-lending", choices=LENDING_MODES, default="forecast",
+                   help="what the pool lends to training (default %(default)s)")
+    p.add_argument("--pool-headroom", type=percent, default=10.0,
+                   help="percent of serving's demand kept unlent (at least 4 devices; default %(default)s)")
+    p.add_argument("--pool-grace", type=seconds, default=30.0,
+                   help="seconds a job given back keeps its devices to checkpoint (default %(default)s)")
+    p.add_argument("--preemptible", type=fraction, default=0.0, metavar="FRACTION",
+                   help="replay this share of the trace's jobs preemptible (chosen by a hash of the job id): "
+                        "they, and elastic jobs' growth, may run on the pool")
+
+
+def with_pool(options: EngineOptions, args: argparse.Namespace, node_devices: int = 8) -> EngineOptions:
+    """`options` with the pool flags' values (no pool without --pool)."""
+    options = replace(options, preemptible_fraction=args.preemptible)
+    if not args.pool:
+        return options
+    if args.pool_nodes < 1:
+        raise ConfigError(f"--pool-nodes must be at least 1, got {args.pool_nodes}")
+    devices = args.pool_nodes * node_devices
+    curve = alibaba_curve(trace_path(GENAI_FILE)) if args.pool == "alibaba" else csv_curve(Path(args.pool), devices)
+    return replace(options, pool=PoolSpec(curve, nodes=args.pool_nodes, node_devices=node_devices,
+                                          lending=args.pool_lending, headroom_percent=args.pool_headroom,
+                                          grace=args.pool_grace))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="replay", description="Replay a job trace through the Tidal scheduler.")
     p.add_argument("--trace", required=True, help="trace CSV (replay format or a Philly CSV)")
@@ -135,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-interval", type=float, help="seconds of work between checkpoints")
     p.add_argument("--restart-overhead", type=float, default=0.0, help="seconds lost when a job restarts")
     add_elastic_arguments(p)
+    add_pool_arguments(p)
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -157,11 +195,11 @@ def run_cli(
         err.write(trace.skipped.summary() + "\n")
         for line in trace.skipped.examples[:3]:
             err.write(f"  e.g. {line}\n")
-    options = with_elastic(EngineOptions(
+    options = with_pool(with_elastic(EngineOptions(
         cycle_interval=args.cycle_interval,
         checkpoint_interval=args.checkpoint_interval,
         restart_overhead=args.restart_overhead,
-    ), args)
+    ), args), args, args.node_devices)
     partition = {"auto": None, "yes": True, "no": False}[args.partition]
     results = []
     with collector_paused():  # a command of its own: nothing else in the process minds the pause
@@ -171,6 +209,9 @@ def run_cli(
             results.append(run(trace, cluster, quotas, name, options=options, progress=bar, partition=partition))
     summaries = [summarize(r) for r in results]
     out.write(format_table(summaries) + "\n")
+    for summary in summaries:
+        if summary["pool"]:
+            out.write(format_pool(summary["name"], summary["pool"]) + "\n")
     comparisons = [format_compare(compare(results[0], r)) for r in results[1:]]
     for text in comparisons:
         out.write("\n" + text + "\n")
@@ -186,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run_cli(args)
-    except (TraceError, ConfigError, KeyError, FileNotFoundError) as exc:
+    except (TraceError, ConfigError, PoolError, KeyError, FileNotFoundError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         sys.stderr.write(f"replay: error: {msg}\n")
         return 2

@@ -25,13 +25,18 @@ _SPACE = float(1 << 64)
 
 
 def is_elastic(job_id: str, fraction: float) -> bool:
-    """Whether a trace job is one of the `fraction` replayed elastic: a hash of its id below the fraction, so the
-    same jobs are chosen in every run (and a larger fraction keeps every job a smaller one chose)."""
+    """Whether a trace job is one of the `fraction` replayed elastic (see `chosen`)."""
+    return chosen(job_id, fraction)
+
+
+def chosen(key: str, fraction: float) -> bool:
+    """Whether `key` is one of the `fraction` chosen: a hash of it below the fraction, so the same keys are chosen
+    in every run (and a larger fraction keeps every key a smaller one chose)."""
     if fraction <= 0.0:
         return False
     if fraction >= 1.0:
         return True
-    digest = hashlib.sha256(job_id.encode("utf-8")).digest()
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") / _SPACE < fraction
 
 

@@ -18,8 +18,9 @@ import heapq
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from jobs.scheduling.elastic import elastic_groups
 from jobs.scheduling.model import (
@@ -38,7 +39,8 @@ from jobs.scheduling.model import (
 )
 from jobs.scheduling.ordering import decayed_usage
 from replay.cluster import ClusterShape, QuotaSet
-from replay.elastic import elastic_range, is_elastic, speed
+from replay.elastic import chosen, elastic_range, is_elastic, speed
+from replay.pools import PoolClock, PoolMeter, PoolSpec, pool_nodes
 from replay.split import components, restrict
 from replay.trace import Trace, TraceJob
 
@@ -74,9 +76,14 @@ class EngineOptions:
     # False: a shrink loses the work since the last checkpoint, as a preemption does. True: the job checkpoints
     # when told to shrink (SIGTERM first, as the Kubernetes backend of issue 29 shrinks) and loses nothing.
     checkpoint_on_shrink: bool = False
+    # Tidal pools (issue 30, replay/pools.py): a serving pool beside the cluster, lending to this share of the
+    # trace's jobs replayed preemptible (chosen by a hash of the job id, apart from the elastic ones' choice).
+    pool: PoolSpec | None = None
+    preemptible_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         checks = (
+            ("preemptible_fraction", 0.0 <= self.preemptible_fraction <= 1.0, "a share from 0 to 1"),
             ("elastic_fraction", 0.0 <= self.elastic_fraction <= 1.0, "a share from 0 to 1"),
             ("elastic_max_factor", self.elastic_max_factor >= 1.0, "at least 1"),
             ("scaling_efficiency", 0.0 < self.scaling_efficiency <= 1.0, "above 0 and at most 1"),
@@ -182,6 +189,7 @@ class ReplayResult:
     skipped: dict[str, int] = field(default_factory=dict)
     label: str = ""
     segments: list[Segment] = field(default_factory=list)  # every attempt, by start
+    pool: PoolMeter | None = None  # what the pool lent, and what serving did without (EngineOptions.pool)
 
     @property
     def name(self) -> str:
@@ -247,7 +255,8 @@ def run_replay(
     """
     opts = options or EngineOptions()
     cycle = cycle or _default_cycle()
-    parts = components(trace, cluster, quotas, policy) if opts.split_independent else []
+    # A pool lends to one flavor's jobs: its part is not independent of the others' (kept whole).
+    parts = components(trace, cluster, quotas, policy) if opts.split_independent and opts.pool is None else []
     if len(parts) <= 1:
         return _Engine(trace, cluster, quotas, policy, policy_name, opts, progress, cycle).run()
     return _run_split(parts, trace, cluster, quotas, policy, policy_name, opts, progress, cycle)
@@ -341,7 +350,9 @@ class _Engine:
         self.policy_name = policy_name or "custom"
         self.progress, self.cycle = progress, cycle
         self.oracle = opts.oracle_durations if opts.oracle_durations is not None else policy.ordering == "sjf"
-        self.jobs: list[TraceJob] = list(trace.jobs)  # id = index + 1
+        self.jobs: list[TraceJob] = [replace(j, priority="preemptible")
+                                     if chosen(f"preemptible/{j.job_id}", opts.preemptible_fraction) else j
+                                     for j in trace.jobs]  # id = index + 1
         self.outcomes = [
             JobOutcome(i + 1, j.job_id, j.project, j.flavor, j.total_devices, j.priority, j.submit, j.duration)
             for i, j in enumerate(self.jobs)
@@ -357,8 +368,28 @@ class _Engine:
                     self.outcomes[i].elastic = True
         self.below_max: set[int] = set()  # running elastic jobs that may still grow: a cycle runs for them
         self.nodes: list[Node] = list(cluster.nodes)
-        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.capacity = cluster.devices_by_flavor()
+        # The pool (replay/pools.py): its nodes after the cluster's, of the cluster's (first) flavor.
+        self.pool_clock = PoolClock(opts.pool) if opts.pool else None
+        self.pool_meter: PoolMeter | None = None
+        self.pool_at: list[int] = []  # indexes of its nodes in self.nodes
+        self.pool_changes: Iterator[float] = iter(())  # instants its lending may change (PoolClock.changes)
+        self.next_pool_change = math.inf
+        # Devices given back to the pool still held by their jobs in their grace: (until, seq, node index) and
+        # seq -> devices (fewer once an admission of the same cycle took some over, see _claim_draining)
+        self.draining: list[tuple[float, int, int]] = []
+        self.drain_left: dict[int, int] = {}
+        self.draining_devices = 0
+        if opts.pool is not None and self.pool_clock is not None and self.nodes:
+            flavor = self.nodes[0].flavor
+            self.pool_at = list(range(len(self.nodes), len(self.nodes) + opts.pool.nodes))
+            self.nodes.extend(pool_nodes(opts.pool, flavor))
+            self.capacity[flavor] += opts.pool.devices
+            self.pool_meter = PoolMeter(opts.pool.devices, sum(self.capacity.values()),
+                                        until=max((j.submit for j in self.jobs), default=0.0))
+            self.pool_changes = self.pool_clock.changes()
+            self.next_pool_change = next(self.pool_changes)
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.quotas = quotas
         # Projects: those with quotas keep their cohort; others join "default" (they can only borrow).
         cohorts = {p.name: p for p in quotas.projects}
@@ -472,7 +503,7 @@ class _Engine:
             self.nodes[i] = Node(n.name, n.flavor, n.devices, free, n.cluster, n.block, n.rack, n.schedulable,
                                  cpu_millis=n.cpu_millis, memory_mib=n.memory_mib,
                                  free_cpu_millis=n.free_cpu_millis + sign * a.cpu_millis,
-                                 free_memory_mib=n.free_memory_mib + sign * a.memory_mib)
+                                 free_memory_mib=n.free_memory_mib + sign * a.memory_mib, pool=n.pool)
 
     def _set_used(self, j: TraceJob, delta: int) -> None:
         self.used[(j.project, j.flavor)] += delta
@@ -699,6 +730,71 @@ class _Engine:
         self._segment(jid, run, "failed" if out.state == "timed_out" else "succeeded")
         self.finished += 1
 
+    # -- the pool (replay/pools.py) --------------------------------------------------------------------------
+
+    def _pool_held(self) -> int:
+        """Devices of the pool's nodes training holds, running or in the grace of a give-back."""
+        return sum(self.nodes[i].devices - self.nodes[i].free for i in self.pool_at)
+
+    def _pool_over(self) -> bool:
+        """Training holds more of the pool than it lends now: a cycle must give some back."""
+        return self.pool_clock is not None and (
+            self._pool_held() - self.draining_devices > self.pool_clock.lendable(self.now))
+
+    def _given_back(self, jid: int, placement: tuple[Assignment, ...], end: Callable[[int], None]) -> None:
+        """The job (or its replicas `placement`) gives its pool capacity back: `end` preempts or shrinks it now, and
+        the devices stay busy for its termination grace (it checkpoints) before serving has them."""
+        assert self.pool_meter is not None and self.opts.pool is not None
+        out = self.outcomes[jid - 1]
+        lost = out.lost_work
+        end(jid)
+        self.pool_meter.given_back_jobs += 1
+        self.pool_meter.lost_work += out.lost_work - lost
+        for a in placement:
+            i = self.node_index[a.node]
+            self._shift_free(i, -a.devices)
+            self.seq += 1
+            heapq.heappush(self.draining, (self.now + self.opts.pool.grace, self.seq, i))
+            self.drain_left[self.seq] = a.devices
+            self.draining_devices += a.devices
+
+    def _shift_free(self, i: int, delta: int) -> None:
+        self.nodes[i] = replace(self.nodes[i], free=self.nodes[i].free + delta)
+
+    def _drained(self) -> None:
+        """Give-backs whose grace is over free their devices for serving."""
+        while self.draining and self.draining[0][0] <= self.now:
+            _, seq, i = heapq.heappop(self.draining)
+            devices = self.drain_left.pop(seq)
+            self._shift_free(i, devices)
+            self.draining_devices -= devices
+
+    def _claim_draining(self, placement: tuple[Assignment, ...]) -> None:
+        """A cycle that gave devices back to a pool may lend some of them again at once (it freed more than the
+        pool needed): the job admitted there takes them over from the jobs in their grace (its pods start once
+        those end, as on Kubernetes)."""
+        for a in placement:
+            i = self.node_index.get(a.node, -1)
+            short = a.devices - self.nodes[i].free if i >= 0 else 0
+            for _, seq, node in self.draining:
+                if short <= 0:
+                    break
+                if node == i and self.drain_left[seq]:
+                    moved = min(short, self.drain_left[seq])
+                    self.drain_left[seq] -= moved
+                    self.draining_devices -= moved
+                    self._shift_free(i, moved)
+                    short -= moved
+
+    def _next_pool_event(self, work_left: bool) -> float:
+        """The next instant the pool changes (while the trace has work left) or a give-back's grace ends."""
+        t = self.draining[0][0] if self.draining else math.inf
+        if work_left:
+            while self.next_pool_change <= self.now:
+                self.next_pool_change = next(self.pool_changes)
+            t = min(t, self.next_pool_change)
+        return t
+
     # -- accounting ---------------------------------------------------------------------------------------
 
     def _advance(self, t: float) -> None:
@@ -731,6 +827,10 @@ class _Engine:
                         acc.longest_starved = max(acc.longest_starved, t - since)
                         continue
             self.starved_since[key] = None
+        if self.pool_clock is not None and self.pool_meter is not None:
+            training = self._pool_held() - self.draining_devices
+            self.pool_meter.advance(last, t, self.pool_clock.demand(last), self.pool_clock.lendable(last),
+                                    self.total_used, training, self.draining_devices)
         half_life = self.policy.usage_half_life
         for p in self.usage:
             self.usage[p] = decayed_usage(self.usage[p], self.used_by_project[p], dt, half_life)
@@ -763,6 +863,7 @@ class _Engine:
             pending=tuple(self.pending.values()),
             ended=tuple(self.ended),
             arrivals=tuple(self.arrivals),
+            pools=(self.pool_clock.pool(self.now),) if self.pool_clock else (),
         )
 
     def _cycle(self) -> bool:
@@ -773,17 +874,27 @@ class _Engine:
             # run here" for every job, so asking it at every arrival would cost O(jobs^2) for nothing.
             return changed
         for _ in range(max(1, self.opts.max_cycles_per_instant)):
-            if not self.pending and not self.below_max:
+            if not self.pending and not self.below_max and not self._pool_over():
                 break
             result = self.cycle(self._snapshot(), self.cycle_policy)
             self.cycles += 1
             for p in result.preemptions:
-                self._preempt(p.victim_id)
+                if p.for_job_id is None:  # its pool takes the capacity back, after the job's grace
+                    self._given_back(p.victim_id, self.running[p.victim_id].placement, self._preempt)
+                else:
+                    self._preempt(p.victim_id)
             for s in result.shrinks:
-                self._shrink(s.job_id, s.removed)
+                if s.for_job_id is None:
+                    self._given_back(s.job_id, s.removed, partial(self._shrink, removed=s.removed))
+                else:
+                    self._shrink(s.job_id, s.removed)
             for a in result.admits:
+                if self.draining:
+                    self._claim_draining(a.placement)
                 self._admit(a.job_id, a.placement)
             for g in result.grows:
+                if self.draining:
+                    self._claim_draining(g.placement)
                 self._grow(g.job_id, g.placement)
             changed = changed or bool(result.preemptions or result.admits or result.shrinks or result.grows)
             if result.wake_at is not None:
@@ -811,11 +922,14 @@ class _Engine:
                 t = min(t, next_tick)
             elif self.wakes:  # without ticks, a cycle runs at each event and at each moment one asked for
                 t = min(t, min(self.wakes))
+            if self.pool_clock is not None:
+                t = min(t, self._next_pool_event(nxt < total or bool(self.running) or bool(self.pending)))
             if t == math.inf:
                 break  # nothing can happen any more (jobs left pending never fit)
             self._advance(t)
             self.now = t
             self.wakes = {w for w in self.wakes if w > t}
+            self._drained()
             # Completions before arrivals: capacity freed at t is visible to jobs arriving at t. Unbatched,
             # one event is applied per cycle (completions first), which only changes who gets which node.
             batch = self.opts.batch_events
@@ -845,6 +959,8 @@ class _Engine:
                         self._record_util()
                         break  # no event left and the last cycle did nothing: it never will
             self._record_util()
+            if self.pool_clock is not None and self.pool_meter is not None:
+                self.pool_meter.observe(t, self._pool_held(), self.pool_clock.lendable(t))
             if self.progress and self.finished - last_reported >= step:
                 last_reported = self.finished
                 self.progress(self.finished, total, self.now)
@@ -869,4 +985,5 @@ class _Engine:
             wall_seconds=time.perf_counter() - wall0,
             skipped=dict(self.trace.skipped.counts),
             segments=sorted(self.segments, key=_segment_order),
+            pool=self.pool_meter,
         )

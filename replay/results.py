@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from replay.engine import JobOutcome, ReplayResult
+from replay.pools import pool_summary
 
 PERCENTILES = (50, 95, 99)
 
@@ -121,7 +122,8 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     return {
         "name": result.name,
         "policy": asdict(result.policy),
-        "options": {k: v for k, v in asdict(result.options).items() if k != "priorities"},
+        "options": {k: v for k, v in asdict(result.options).items() if k not in ("priorities", "pool")},
+        "pool": pool_summary(result.options.pool, result.pool) if result.options.pool and result.pool else None,
         "skipped": result.skipped,
         "overall": overall,
         "projects": projects,

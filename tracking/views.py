@@ -24,7 +24,7 @@ from django.views.decorators.http import require_POST
 
 from core.errors import DomainError, Forbidden
 from jobs import selectors as job_selectors
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from jobs.states import State
 from tenancy.models import Project, Role
 from tenancy.permissions import has_role, role_in_project
@@ -307,10 +307,14 @@ def _ms(moment: datetime | None) -> int | None:
 
 
 def _job_markers(job: Job) -> list[dict]:
-    """The job's admissions, preemptions and retries, and each later attempt starting to run (a resume from its
-    checkpoint): vertical markers on the charts, placed by wall time."""
+    """The job's admissions, preemptions and retries, each later attempt starting to run (a resume from its
+    checkpoint) and each resize of an elastic job's attempt ("shrank 6→4": its old and new world size; the run page's
+    Resizes table says why): vertical markers on the charts, placed by wall time."""
     markers = []
     for event in job.events.all():
+        if event.kind == "resize":
+            markers.append(_resize_marker(event))
+            continue
         kind = MARKED_STATES.get(event.to_state)
         if kind is None and event.to_state == State.RUNNING and (event.attempt or 1) > 1:
             kind = "resumed"
@@ -318,6 +322,14 @@ def _job_markers(job: Job) -> list[dict]:
             markers.append({"kind": kind, "time": _ms(event.created_at), "attempt": event.attempt,
                             "reason": event.reason[:200]})
     return markers
+
+
+def _resize_marker(event: JobEvent) -> dict:
+    """A resize event (jobs.lifecycle.resize writes its old and new replicas in its details) as a chart marker."""
+    old, new = event.details.get("old_replicas"), event.details.get("new_replicas")
+    kind = "grew" if (new or 0) > (old or 0) else "shrank"
+    return {"kind": kind, "time": _ms(event.created_at), "attempt": event.attempt, "reason": event.reason[:200],
+            "label": f"{kind} {old}→{new}"}
 
 
 def _job_of(request: HttpRequest, run: Run) -> Job | None:
@@ -356,11 +368,13 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     job = _job_of(request, run)
     reach = reach_of(request)
+    attempts = list(job.attempts.all()) if job else []
     return render(request, "tracking/run_detail.html", {
         **_live_context(request, run),
         "cost": costing.run_costs([run], reach.target).get(run.pk), "reach": reach,
         "metric_keys": selectors.run_keys(run),
-        "job": job, "attempts": list(job.attempts.all()) if job else [],
+        "job": job, "attempts": attempts,
+        "resizes": [(a.number, r) for a in attempts for r in a.resizes.all()],  # what the charts' resize marks mean
         "params": sorted((run.params or {}).items()), "tags": sorted((run.tags or {}).items()),
         "chart_config": _chart_config(run, job), "can_write": _can_write(request, run),
     })

@@ -27,11 +27,11 @@ logger = logging.getLogger(__name__)
 
 
 # The launchers whose jobs each backend resizes (Backend.resize): elastic jobs grow and shrink there only. On
-# Kubernetes, torchrun's c10d rendezvous (pytorch); a DeepSpeed or Ray elastic job runs there as a rigid gang of its
-# minimum (docs/kubernetes.md).
+# Kubernetes, torchrun's c10d rendezvous (pytorch), DeepSpeed's elastic agent (the same rendezvous) and a Ray
+# cluster's worker pods (docs/kubernetes.md); megatron and command jobs are never elastic (jobs.models.NOT_RESIZABLE).
 RESIZABLE_LAUNCHERS: dict[str, frozenset[str]] = {
     Cluster.Backend.SIMULATED: frozenset(Launcher.values),
-    Cluster.Backend.KUBERNETES: frozenset({Launcher.PYTORCH}),
+    Cluster.Backend.KUBERNETES: frozenset({Launcher.PYTORCH, Launcher.DEEPSPEED, Launcher.RAY}),
 }
 
 

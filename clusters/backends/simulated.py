@@ -95,6 +95,9 @@ class SimulatedBackend:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
+    def cordon(self, node: str, cordoned: bool) -> None:
+        """A simulated cluster has no scheduler of its own: the inventory's quarantine is all there is."""
+
     def dispatch(self, attempt: Attempt) -> None:
         with transaction.atomic():
             job_claim_for_dispatch(attempt, log_location=f"simulated cluster {self.cluster.name}: no container "

@@ -64,7 +64,13 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     Permission("list", "pods", namespaced=False),
     Permission("watch", "pods", namespaced=False),
     Permission("list", "nodes", namespaced=False),
+    # The evidence of a failed attempt (reliability's diagnosis): its pods' events in their namespace, and its nodes'
+    # events, which the kubelet and node-problem-detector record outside any project namespace.
+    Permission("list", "events"),
+    Permission("list", "events", namespaced=False),
 )
+# Only with TIDAL_QUARANTINE_CORDON: a quarantined node is cordoned (and uncordoned on release).
+CORDON_PERMISSIONS: tuple[Permission, ...] = (Permission("patch", "nodes", namespaced=False),)
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,8 @@ class KubeClient:
     # ------------------------------------------------------------------------------------- transport
 
     def _call(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
-              timeout: Any = None, accept: str = "application/json") -> urllib3.BaseHTTPResponse:
+              timeout: Any = None, accept: str = "application/json",
+              content_type: str = "application/json") -> urllib3.BaseHTTPResponse:
         params = [(k, v) for k, v in (query or {}).items() if v not in (None, "")]
         attempt = 0
         while True:
@@ -187,7 +194,7 @@ class KubeClient:
             try:
                 return self._api.call_api(
                     path, method, query_params=params, body=body,
-                    header_params={"Accept": accept, "Content-Type": "application/json"},
+                    header_params={"Accept": accept, "Content-Type": content_type},
                     auth_settings=["BearerToken"], _preload_content=False,
                     _request_timeout=timeout or self.request_timeout,
                 )
@@ -263,10 +270,15 @@ class KubeClient:
     def list(self, kind: str, namespace: str | None = None, *, label_selector: str = "",
              field_selector: str = "", page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
         """All objects (paginated); returns (items, resourceVersion of the list)."""
+        return self._paged(self._collection(kind, namespace), label_selector=label_selector,
+                           field_selector=field_selector, page_size=page_size)
+
+    def _paged(self, path: str, *, label_selector: str = "", field_selector: str = "",
+               page_size: int = 500) -> tuple[builtins.list[dict[str, Any]], str]:
         items: list[dict[str, Any]] = []
         token = ""
         while True:
-            data = self._json("GET", self._collection(kind, namespace), query={
+            data = self._json("GET", path, query={
                 "labelSelector": label_selector, "fieldSelector": field_selector,
                 "limit": page_size, "continue": token,
             })
@@ -276,15 +288,18 @@ class KubeClient:
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
 
-    def list_nodes(self) -> builtins.list[dict[str, Any]]:  # builtins: here `list` is the method
-        items: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            data = self._json("GET", "/api/v1/nodes", query={"limit": 500, "continue": token})
-            items.extend(data.get("items") or [])
-            token = (data.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return items
+    def list_nodes(self, *, field_selector: str = "") -> builtins.list[dict[str, Any]]:
+        return self._paged("/api/v1/nodes", field_selector=field_selector)[0]
+
+    def list_events(self, namespace: str | None, *, field_selector: str = "") -> builtins.list[dict[str, Any]]:
+        """Core events (`v1`) of a namespace, or of every namespace; the selector narrows what the server sends,
+        callers still check what they get."""
+        path = f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events"
+        return self._paged(path, field_selector=field_selector)[0]
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of a node (`spec.unschedulable`, an annotation; `None` removes a key)."""
+        return self._json("PATCH", f"/api/v1/nodes/{name}", body=patch, content_type="application/merge-patch+json")
 
     def pod_log(self, namespace: str, name: str, *, container: str = "main", tail_lines: int = 100) -> str:
         resp = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
@@ -326,10 +341,11 @@ class KubeClient:
     def server_version(self) -> dict[str, Any]:
         return self._json("GET", "/version")
 
-    def missing_permissions(self, namespace: str) -> builtins.list[str]:
-        """One SelfSubjectAccessReview per right in ``REQUIRED_PERMISSIONS`` (namespaced ones in ``namespace``);
-        returns the denied ones, e.g. ``"delete pods in tidal-nlp"``, ``"watch pods (cluster-wide)"``."""
-        return [permission.describe(namespace) for permission in REQUIRED_PERMISSIONS
+    def missing_permissions(self, namespace: str, extra: tuple[Permission, ...] = ()) -> builtins.list[str]:
+        """One SelfSubjectAccessReview per right in ``REQUIRED_PERMISSIONS`` and ``extra`` (namespaced ones in
+        ``namespace``); returns the denied ones, e.g. ``"delete pods in tidal-nlp"``, ``"watch pods (cluster-wide)"``.
+        """
+        return [permission.describe(namespace) for permission in (*REQUIRED_PERMISSIONS, *extra)
                 if not self.allowed(permission, namespace)]
 
     def allowed(self, permission: Permission, namespace: str) -> bool:

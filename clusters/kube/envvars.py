@@ -23,7 +23,7 @@ RENDEZVOUS_ENV = frozenset({
     "PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_MAX_RESTARTS",
 })
 MEGATRON_ENV = frozenset({"TENSOR_MODEL_PARALLEL_SIZE", "PIPELINE_MODEL_PARALLEL_SIZE", "DATA_PARALLEL_SIZE"})
-DEEPSPEED_ENV = frozenset({"TIDAL_HOSTFILE"})
+DEEPSPEED_ENV = frozenset({"TIDAL_HOSTFILE", "ELASTIC_RUN_ID"})  # the elastic agent's rendezvous id
 RAY_ENV = frozenset({"RAY_ADDRESS", "RAY_DASHBOARD_ADDRESS", "TIDAL_RAY_NODES"})
 
 #: Every name the renderer may set, for any launcher. User env may not contain any of them.

@@ -44,6 +44,10 @@ class Replica:
     devices: int
     pod_name: str
     dns_name: str  # how the other replicas reach it (FQDN through the headless Service)
+    # Its line of the DeepSpeed hostfile: its group's offset (the replicas every group before it may run) plus its
+    # index. The rank of a rigid job; an elastic one's never changes with a resize, so a pod created by a grow finds
+    # its line in the hostfile written at dispatch and no two pods share one.
+    line: int = 0
 
     @property
     def nproc(self) -> int:
@@ -77,7 +81,9 @@ def rendezvous_env(job: RenderJob, replica: Replica, master: Replica) -> dict[st
         "MASTER_PORT": str(job.master_port),
         "WORLD_SIZE": str(nnodes),
         "RANK": str(replica.rank),
-        "NODE_RANK": str(replica.rank),
+        # DeepSpeed's runner reads its node's slots from this hostfile line (--node_rank); an elastic agent's training
+        # ranks come from the rendezvous instead.
+        "NODE_RANK": str(replica.line if job.launcher == "deepspeed" else replica.rank),
         "NNODES": str(nnodes),
         "NPROC_PER_NODE": str(replica.nproc),
         "PET_NNODES": str(nnodes),
@@ -88,6 +94,9 @@ def rendezvous_env(job: RenderJob, replica: Replica, master: Replica) -> dict[st
     }
     if job.elastic_nodes and job.launcher == "pytorch":
         env.update(elastic_env(job, master))
+    if job.elastic_devices:
+        low, high = job.elastic_devices
+        env.update({"TIDAL_ELASTIC_MIN_GPUS": str(low), "TIDAL_ELASTIC_MAX_GPUS": str(high)})
     if job.launcher == "megatron":
         tp, pp = job.tensor_parallel, job.pipeline_parallel
         env["TENSOR_MODEL_PARALLEL_SIZE"] = str(tp)
@@ -95,11 +104,20 @@ def rendezvous_env(job: RenderJob, replica: Replica, master: Replica) -> dict[st
         env["DATA_PARALLEL_SIZE"] = str(world_processes(job) // (tp * pp))
     elif job.launcher == "deepspeed":
         env["TIDAL_HOSTFILE"] = DEEPSPEED_HOSTFILE
+        if job.elastic_nodes:
+            env["ELASTIC_RUN_ID"] = rendezvous_id(job)  # the elastic agent's c10d rendezvous, one per attempt
     elif job.launcher == "ray":
         env["RAY_ADDRESS"] = f"{master.dns_name}:{RAY_GCS_PORT}"
         env["RAY_DASHBOARD_ADDRESS"] = f"http://{master.dns_name}:{RAY_DASHBOARD_PORT}"
-        env["TIDAL_RAY_NODES"] = str(nnodes)
+        # The head starts the entrypoint once this many nodes joined: an elastic job's minimum, whatever it runs by
+        # the time the head's pod is (re)created; Ray Train grows into the nodes that join later.
+        env["TIDAL_RAY_NODES"] = str(job.elastic_nodes[0] if job.elastic_nodes else nnodes)
     return env
+
+
+def rendezvous_id(job: RenderJob) -> str:
+    """One rendezvous per attempt: a retry never joins its predecessor's."""
+    return f"tidal-{job.job_id}-{job.attempt}"
 
 
 def elastic_env(job: RenderJob, master: Replica) -> dict[str, str]:
@@ -112,13 +130,14 @@ def elastic_env(job: RenderJob, master: Replica) -> dict[str, str]:
         "PET_NNODES": f"{low}:{high}",
         "PET_RDZV_BACKEND": "c10d",
         "PET_RDZV_ENDPOINT": f"{master.dns_name}:{job.master_port}",
-        "PET_RDZV_ID": f"tidal-{job.job_id}-{job.attempt}",
+        "PET_RDZV_ID": rendezvous_id(job),
         "PET_MAX_RESTARTS": str(job.max_restarts),
     }
 
 
 def deepspeed_hostfile(replicas: list[Replica]) -> str:
-    """DeepSpeed hostfile: one ``<host> slots=<devices>`` line per replica, rank order."""
+    """DeepSpeed hostfile: one ``<host> slots=<devices>`` line per replica, in line order (an elastic job's: every
+    replica up to its groups' maximum, running or not)."""
     return "".join(f"{r.dns_name} slots={r.nproc}\n" for r in replicas)
 
 
@@ -145,6 +164,16 @@ TIDAL_PY
 """
 
 
+def deepspeed_flags(job: RenderJob) -> list[str]:
+    """The per-node flags; an elastic job's also start DeepSpeed's elastic agent, which meets the others in a c10d
+    rendezvous at MASTER_ADDR:MASTER_PORT (rank 0's pod, never removed by a shrink) named ELASTIC_RUN_ID, admits
+    min..max nodes and restarts training at the new world size when one joins or leaves."""
+    if not job.elastic_nodes:
+        return list(DEEPSPEED_NODE_FLAGS)
+    low, high = job.elastic_nodes
+    return [*DEEPSPEED_NODE_FLAGS, "--elastic_training", f"--min_elastic_nodes={low}", f"--max_elastic_nodes={high}"]
+
+
 def _runs(command: list[str], program: str) -> bool:
     """Whether ``command`` starts ``program`` (by name or by path, e.g. /usr/local/bin/deepspeed)."""
     return bool(command) and posixpath.basename(command[0]) == program
@@ -162,10 +191,11 @@ def command_for(job: RenderJob, replica: Replica) -> tuple[list[str], list[str]]
     if job.launcher in ("pytorch", "megatron"):
         return (command or ["torchrun"]), args
     if job.launcher == "deepspeed":
+        flags = deepspeed_flags(job)
         if not command:
-            return ["deepspeed", *DEEPSPEED_NODE_FLAGS], args
+            return ["deepspeed", *flags], args
         if _runs(command, "deepspeed"):
-            return [command[0], *DEEPSPEED_NODE_FLAGS, *command[1:]], args
+            return [command[0], *flags, *command[1:]], args
         return command, args
     if job.launcher == "command":
         if not command:
@@ -186,9 +216,13 @@ def command_for(job: RenderJob, replica: Replica) -> tuple[list[str], list[str]]
             f"{entrypoint}\n"
         )
     else:
+        # `ray start --block` runs in the background so that the shell, PID 1 (which ignores a signal it has no trap
+        # for), takes the SIGTERM of a shrink or a stop: the node leaves the Ray cluster at once, not at the grace's
+        # SIGKILL, and Ray Train restarts its worker group on the nodes left.
         script = (
             "set -u\n"
-            f'until ray start --address="$RAY_ADDRESS" --disable-usage-stats {resources} --block; '
+            "trap 'ray stop; exit 0' TERM\n"
+            f'until ray start --address="$RAY_ADDRESS" --disable-usage-stats {resources} --block & wait $!; '
             "do sleep 5; done\n"
         )
     return ["bash", "-c", script], []

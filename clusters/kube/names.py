@@ -25,6 +25,8 @@ ANNOTATION_JOB_NAME = PREFIX + "job-name"  # the full, untruncated job name
 ANNOTATION_PROJECT = PREFIX + "project"  # the full project slug
 ANNOTATION_NODE = PREFIX + "placed-node"  # node chosen by the Tidal scheduler
 ANNOTATION_CHECKPOINT = PREFIX + "checkpoint-path"
+# On a node Tidal cordoned for its quarantine: it uncordons only such a node on release.
+ANNOTATION_CORDON = PREFIX + "quarantine-cordon"
 
 MANAGED_SELECTOR = f"{LABEL_MANAGED}=true"
 

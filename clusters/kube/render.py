@@ -3,8 +3,10 @@
 Objects, in creation order (all in the job's namespace, all labelled with :func:`names.attempt_selector`):
 
 1. the **parent** ConfigMap ``tidal-<job>-<name>-a<attempt>``: owns everything else;
-2. the headless **Service** (same name) for rendezvous DNS, only when the attempt has more than one pod;
-3. the DeepSpeed **hostfile** ConfigMap ``...-a<attempt>-hostfile`` (deepspeed only);
+2. the headless **Service** (same name) for rendezvous DNS, only when the attempt has more than one pod or the job is
+   elastic;
+3. the DeepSpeed **hostfile** ConfigMap ``...-a<attempt>-hostfile`` (deepspeed only; an elastic job's lists every
+   replica up to its groups' maximum, so that pods a grow adds find their line);
 4. the **Secret** ``...-a<attempt>-token`` holding the secret env (tracking's run token), only when there is one;
 5. one **Pod** per replica ``...-a<attempt>-<role>-<index>``, pinned to its node.
 
@@ -21,6 +23,7 @@ kubelet admission (OutOfgpu); with affinity it stays Pending until the victim's 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from core.k8snames import is_dns1123_label, is_image_reference
@@ -108,15 +111,13 @@ def validate(job: RenderJob, settings: ClusterSettings) -> None:
 
 # ------------------------------------------------------------------------------------------ replicas
 
-def _replicas(job: RenderJob, placement: Placement, service: str | None, domain: str) -> list[Replica]:
+def _replicas(job: RenderJob, placement: Placement, lines: list[Replica]) -> list[Replica]:
+    """The replicas the attempt runs now, ranked in group order."""
+    by_key = {(r.role, r.index): r for r in lines}
     out: list[Replica] = []
-    rank = 0
     for group in job.replica_groups:
         for index in group.replica_indexes:
-            pod = pod_name(job, group.role, index)
-            dns = f"{pod}.{service}.{job.namespace}.svc.{domain}" if service else "localhost"
-            out.append(Replica(group.role, index, rank, group.devices, pod, dns))
-            rank += 1
+            out.append(replace(by_key[(group.role, index)], rank=len(out)))
     expected = {(r.role, r.index) for r in out}
     placed = [(p.role, p.index) for p in placement.replicas]
     if len(placed) != len(set(placed)) or set(placed) != expected:
@@ -124,6 +125,17 @@ def _replicas(job: RenderJob, placement: Placement, service: str | None, domain:
         extra = sorted(set(placed) - expected)
         raise PlacementError(f"placement must cover every replica once (missing {missing}, unexpected {extra})",
                              field="placement")
+    return out
+
+
+def _lines(job: RenderJob, service: str | None, domain: str) -> list[Replica]:
+    """Every replica the attempt may run (an elastic group's up to its maximum), in hostfile line order."""
+    out: list[Replica] = []
+    for group in job.replica_groups:
+        for index in range(max(group.slots, max(group.replica_indexes, default=-1) + 1)):
+            pod = pod_name(job, group.role, index)
+            dns = f"{pod}.{service}.{job.namespace}.svc.{domain}" if service else "localhost"
+            out.append(Replica(group.role, index, -1, group.devices, pod, dns, line=len(out)))
     return out
 
 
@@ -324,13 +336,14 @@ def render(job: RenderJob, placement: Placement, settings: ClusterSettings) -> l
     parent = base_name(job)
     # An elastic job gets its headless Service even at one pod: pods it grows reach the rendezvous through it.
     service = parent if job.total_replicas > 1 or job.elastic_nodes else None
-    replicas = _replicas(job, placement, service, settings.cluster_domain)
+    lines = _lines(job, service, settings.cluster_domain)
+    replicas = _replicas(job, placement, lines)
     master = replicas[0]
     out: list[Manifest] = [_parent(job, settings, replicas)]
     if service:
         out.append(_service(job, settings, parent))
     if job.launcher == "deepspeed":
-        out.append(_hostfile(job, settings, parent, replicas))
+        out.append(_hostfile(job, settings, parent, lines))
     if job.secret_env:
         out.append(_token(job, settings, parent))
     out.extend(_pod(job, settings, r, master, placement, parent, service) for r in replicas)

@@ -23,10 +23,18 @@ class ReplicaGroup:
     # The replicas' indexes when they are not 0..replicas-1: an elastic group after a resize (its attempt's
     # placement; a shrink off a lost node may leave a gap). Empty: 0..replicas-1.
     indexes: tuple[int, ...] = ()
+    # An elastic group's maximum (0: a rigid group): the replicas it may grow to, each with its own line of the
+    # DeepSpeed hostfile from the start (launchers.Replica.line).
+    max_replicas: int = 0
 
     @property
     def replica_indexes(self) -> tuple[int, ...]:
         return self.indexes or tuple(range(self.replicas))
+
+    @property
+    def slots(self) -> int:
+        """Replicas the group may ever run in this attempt: its maximum when elastic."""
+        return self.max_replicas or self.replicas
 
 
 @dataclass(frozen=True)
@@ -64,9 +72,12 @@ class RenderJob:
     # `restricted` Pod Security Standard; unknown, the image's own user is kept (it may be root), which `baseline`
     # allows and `restricted` does not.
     run_as_user: int | None = None
-    # Elastic (pytorch only): the job runs on min..max pods and torchrun's c10d rendezvous lets pods join and leave
-    # (PET_NNODES=min:max, launchers.rendezvous_env). None: a fixed world size.
+    # Elastic (pytorch, deepspeed, ray): the job runs on min..max pods, which join and leave its rendezvous (torchrun's
+    # or DeepSpeed's elastic agent's c10d one) or its Ray cluster (launchers.rendezvous_env). None: a fixed world size.
     elastic_nodes: tuple[int, int] | None = None
+    # The devices of an elastic job at min and at max pods (TIDAL_ELASTIC_MIN_GPUS/MAX_GPUS): what DeepSpeed's
+    # `elasticity` config and Ray Train's num_workers=(min, max) are given.
+    elastic_devices: tuple[int, int] | None = None
     max_restarts: int = 3  # torchrun --max-restarts of an elastic job: failed restarts before the pod gives up
 
     @property

@@ -10,7 +10,7 @@ export const COLORS = ["#1565c0", "#c62828", "#2e7d32", "#ef6c00", "#6a1b9a", "#
   "#4e342e", "#283593", "#f9a825", "#37474f"];
 const CHART_HEIGHT = 220;
 const MARKER_COLORS = { admitted: "#2e7d32", preempted: "#ef6c00", retried: "#c62828", resumed: "#1565c0",
-  attempt: "#6b7585" };
+  attempt: "#6b7585", grew: "#00838f", shrank: "#6a1b9a" };
 const RAW_ALPHA = 0.25; // the raw line beneath a smoothed one
 const LABEL_LINE = 12; // CSS pixels between rows of marker labels
 
@@ -119,7 +119,7 @@ export class MetricChart {
     return joined;
   }
 
-  // Where the job's events and the attempts' starts are drawn, on the chosen axis: [{x, color, label}].
+  // Where the job's events (resizes too) and the attempts' starts are drawn, on the chosen axis: [{x, color, label}].
   verticalMarkers() {
     const mode = this.view.mode;
     const marks = [];
@@ -133,7 +133,8 @@ export class MetricChart {
     });
     const first = this.series[0];
     for (const m of this.view.cfg.markers) {
-      marks.push({ x: first.xOfTime(m.time, mode), color: MARKER_COLORS[m.kind], label: m.kind });
+      // A resize names its old and new world size ("shrank 6→4"); the other events their kind.
+      marks.push({ x: first.xOfTime(m.time, mode), color: MARKER_COLORS[m.kind], label: m.label ?? m.kind });
     }
     return marks.filter((m) => m.x != null).sort((a, b) => a.x - b.x);
   }

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 COMMANDS = ["login", "whoami", "projects", "submit", "jobs", "job", "cancel", "resubmit", "scale", "queue", "quota",
             "flavors", "priority-classes", "pools", "pool", "replay", "logs", "runs", "run", "metrics", "alerts",
-            "costs", "budget"]
+            "costs", "budget", "reliability"]
 
 
 def one_line(err: str) -> str:

@@ -53,6 +53,24 @@ def test_a_rigid_job_has_no_elastic_env() -> None:
     assert env["PET_NNODES"] == "2" and "PET_RDZV_BACKEND" not in env
 
 
+def test_an_elastic_deepspeed_hostfile_has_a_line_for_every_replica_it_may_grow_to() -> None:
+    group = make_job().replica_groups[0].__class__("worker", 2, 4, "16", "128Gi", 0, indexes=(0, 2), max_replicas=4)
+    job = make_job("deepspeed", replica_groups=(group,), elastic_nodes=(1, 4), elastic_devices=(4, 16))
+    placement = Placement((ReplicaPlacement("worker", 0, "n0"), ReplicaPlacement("worker", 2, "n2")))
+    manifests = render(job, placement, ClusterSettings())
+    for manifest in manifests:
+        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+    hostfile = next(m for m in manifests if m["metadata"]["name"].endswith("-hostfile"))["data"]["hostfile"]
+    lines = hostfile.splitlines()
+    assert [line.split(".", 1)[0].rsplit("-", 1)[1] for line in lines] == ["0", "1", "2", "3"]
+    rendered = pods(manifests)
+    # Replica 2 is the second pod (rank 1) but keeps its own line: the one a pod grown later never takes.
+    assert [(env_of(p)["RANK"], env_of(p)["NODE_RANK"]) for p in rendered] == [("0", "0"), ("1", "2")]
+    assert {env_of(p)["ELASTIC_RUN_ID"] for p in rendered} == {"tidal-1234-2"}
+    assert {(env_of(p)["TIDAL_ELASTIC_MIN_GPUS"], env_of(p)["TIDAL_ELASTIC_MAX_GPUS"]) for p in rendered} == \
+        {("4", "16")}
+
+
 @pytest.fixture
 def elastic_on_kube(tenant, kube_inventory, kube, cycle, resync):
     """An elastic pytorch job (1..3 x 4 H100) admitted at its minimum on kmock and running."""
@@ -129,20 +147,80 @@ def test_shrink_deletes_the_highest_ranks_with_the_grace(elastic_on_kube, kube, 
     assert job.state == State.RUNNING and len(Attempt.objects.get(pk=job.current_attempt_id).placement) == 1
 
 
-def test_only_pytorch_is_resized_on_kubernetes(tenant, kube_inventory, kube, cycle, resync):
-    seed_nodes(kube)
-    body = spec(kube_inventory["h100"], replicas=3, devices=4, resize_cooldown=0, launcher="deepspeed",
+def elastic_body(h100, launcher: str) -> dict:
+    """DeepSpeed: one group of 1..3 pods; Ray: its head (one pod) and a worker group of 1..2 pods; 4 H100 each."""
+    if launcher == "ray":
+        body = spec(h100, devices=4, resize_cooldown=0, launcher="ray", command=[],
+                    launcher_options={"entrypoint": "python train.py"})
+        body["groups"] = [{"role": "head", "replicas": 1, "devices": 4, "flavor": h100},
+                          {"role": "worker", "replicas": 2, "min_replicas": 1, "devices": 4, "flavor": h100}]
+        return body
+    body = spec(h100, replicas=3, devices=4, resize_cooldown=0, launcher="deepspeed",
                 command=["deepspeed", "train.py"])
     body["groups"][0]["min_replicas"] = 1
-    job = job_submit(actor=tenant.users["member"], project=tenant.project, spec=body).job
-    cycle()
-    for pod in pods_of(kube, refresh(job)).values():
+    return body
+
+
+def all_running(kube, job, resync) -> Job:
+    for pod in pods_of(kube, job).values():
         set_status(kube, pod, running())
     resync()
-    assert refresh(job).state == State.RUNNING
+    return refresh(job)
+
+
+@pytest.mark.parametrize("launcher", ["deepspeed", "ray"])
+def test_deepspeed_and_ray_grow_into_new_pods_and_shrink_off_the_highest(
+        launcher, tenant, kube_inventory, kube, cycle, resync, django_capture_on_commit_callbacks):
+    seed_nodes(kube)
+    job = job_submit(actor=tenant.users["member"], project=tenant.project,
+                     spec=elastic_body(kube_inventory["h100"], launcher)).job
     cycle()
-    assert len(pods_of(kube, refresh(job))) == 1 and not AttemptResize.objects.exists()  # a rigid gang of its min
-    assert NS == "tidal-vision"
+    job = all_running(kube, refresh(job), resync)
+    first = pods_of(kube, job)
+    assert job.state == State.RUNNING and len(first) == (2 if launcher == "ray" else 1)  # its minimum
+
+    assert cycle().grows  # the cluster is idle: it grows to its maximum
+    grown = pods_of(kube, job)
+    assert set(first) < set(grown) and len(grown) == 3 and refresh(job).attempts.count() == 1
+    for pod in grown.values():  # as the API server stored them (the emulated kubelet's status left out)
+        kubernetes_validate.validate({k: v for k, v in pod.items() if k != "status"}, K8S_VERSION, strict=True)
+    envs = {name: env_of(pod) for name, pod in grown.items()}
+    assert {(e["TIDAL_ELASTIC_MIN_GPUS"], e["TIDAL_ELASTIC_MAX_GPUS"]) for e in envs.values()} == \
+        ({("8", "12")} if launcher == "ray" else {("4", "12")})
+    if launcher == "deepspeed":
+        # Every pod, the grown ones too, starts the elastic agent in the attempt's rendezvous and finds its own
+        # line in the hostfile written at dispatch (before the grow).
+        hostfile = kube.objects("configmaps")[(NS, f"tidal-{job.pk}-train-a1-hostfile")]["data"]["hostfile"]
+        lines = hostfile.splitlines()
+        assert len(lines) == 3 and all(line.endswith(" slots=4") for line in lines)
+        for name, pod in grown.items():
+            command = pod["spec"]["containers"][0]["command"]
+            assert command[:2] == ["deepspeed", "--hostfile=/job/hostfile"]
+            assert {"--elastic_training", "--min_elastic_nodes=1", "--max_elastic_nodes=3"} <= set(command)
+            assert envs[name]["ELASTIC_RUN_ID"] == f"tidal-{job.pk}-1"
+            index = pod["metadata"]["labels"][names.LABEL_INDEX]
+            assert envs[name]["NODE_RANK"] == index and lines[int(index)].startswith(f"{name}.")
+    else:
+        # The new worker joins the head's Ray cluster; the head started the entrypoint at the minimum.
+        worker = grown[f"tidal-{job.pk}-train-a1-worker-1"]
+        script = worker["spec"]["containers"][0]["command"][2]
+        assert 'ray start --address="$RAY_ADDRESS"' in script and "trap 'ray stop; exit 0' TERM" in script
+        head = envs[f"tidal-{job.pk}-train-a1-head-0"]
+        assert envs[worker["metadata"]["name"]]["RAY_ADDRESS"] == head["RAY_ADDRESS"]
+        assert head["TIDAL_RAY_NODES"] == "2"
+    job = all_running(kube, job, resync)
+    assert job.state == State.RUNNING
+
+    with django_capture_on_commit_callbacks(execute=True):
+        job_scale(actor=tenant.users["member"], job=Job.objects.get(pk=job.pk), maximum=1)
+    pod_deletes = [r for r in kube.handler[kube.handler.action.DELETE] if "/pods/" in r.url.path]
+    expected = ["worker-1", "worker-2"] if launcher == "deepspeed" else ["worker-1"]
+    assert sorted(r.url.path.split("-a1-", 1)[1] for r in pod_deletes) == expected  # the highest ranks
+    assert {r.data["gracePeriodSeconds"] for r in pod_deletes} == {45}  # SIGTERM first: time to checkpoint
+    resync()
+    job = refresh(job)
+    assert job.state == State.RUNNING
+    assert len(Attempt.objects.get(pk=job.current_attempt_id).placement) == (2 if launcher == "ray" else 1)
 
 
 # ------------------------------------------------------------------------------------- the shipped example
@@ -197,3 +275,32 @@ def test_the_elastic_training_script_resumes_at_any_world_size(tmp_path):
         assert stop.stop
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_ray_worker_leaves_the_cluster_on_sigterm(tmp_path):
+    """The worker script under bash with a stand-in `ray` (start blocks, stop is recorded): SIGTERM, as a shrink's
+    pod delete sends, runs `ray stop` and exits 0 at once instead of waiting for the grace's SIGKILL."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from clusters.kube.launchers import Replica, command_for
+
+    fake = tmp_path / "ray"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = stop ]; then echo stopped > {tmp_path}/stopped; exit 0; fi\n'
+                    "exec sleep 30\n")
+    fake.chmod(0o755)
+    job = make_job("ray", replicas=3, devices=2)
+    script = command_for(job, Replica("worker", 0, 1, 2, "pod", "dns"))[0][2]
+    shell = subprocess.Popen(["bash", "-c", script], env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
+                                                          "RAY_ADDRESS": "head:6379"}, start_new_session=True)
+    try:
+        time.sleep(0.5)  # started and blocked
+        shell.send_signal(signal.SIGTERM)
+        assert shell.wait(timeout=5) == 0
+        assert (tmp_path / "stopped").read_text() == "stopped\n"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the stand-in's sleep, which a real `ray stop` would end
+            os.killpg(shell.pid, signal.SIGKILL)

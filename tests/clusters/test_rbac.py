@@ -1,6 +1,7 @@
 """The backend under the RBAC of docs/kubernetes.md, enforced by the API emulator (tests/clusters/kube/apiserver.py):
-a run of every operation (dispatch, adoption, logs, resync, watch, node sync, stop, orphan sweep) is never refused,
-uses exactly the rights "Test connection" checks, and the sweep goes namespace by namespace."""
+a run of every operation (dispatch, adoption, logs, resync, watch, node sync, a failure's evidence, cordon, stop,
+orphan sweep) is never refused, uses exactly the rights "Test connection" checks, and the sweep goes namespace by
+namespace."""
 
 from __future__ import annotations
 
@@ -11,16 +12,17 @@ import pytest
 from clusters.backends.kubernetes import clients, nodesync, sweep
 from clusters.backends.kubernetes.backend import KubernetesBackend
 from clusters.backends.kubernetes.watch import PodWatch
-from clusters.kube.client import REQUIRED_PERMISSIONS, Permission
+from clusters.kube.client import CORDON_PERMISSIONS, REQUIRED_PERMISSIONS, Permission
 from clusters.kube.dispatch import dispatch
 from clusters.kube.render import render
 from clusters.kube.spec import ClusterSettings, Placement, RenderJob, ReplicaGroup, ReplicaPlacement
 from jobs.logs import job_logs
 from jobs.models import Job
+from jobs.ports import Phase
 from jobs.selectors import attempt_with_job
 from quotas.models import Quota
 from tests.clusters.kube.apiserver import ApiServerGate, Policy, documented_rbac
-from tests.clusters.test_kubernetes_backend import NS, pods_of
+from tests.clusters.test_kubernetes_backend import NS, pods_of, set_status, terminated
 from tests.clusters.test_node_sync import node
 from tests.jobs.conftest import submit
 
@@ -45,7 +47,7 @@ def gate(kube) -> ApiServerGate:
 
 
 def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked_rights(
-        gate, tenant, kube_inventory, kube, cycle) -> None:
+        gate, tenant, kube_inventory, kube, cycle, settings) -> None:
     cluster = kube_inventory["cluster"]
     backend = KubernetesBackend(cluster)
     report = clients.cluster_test_connection(cluster)
@@ -76,6 +78,14 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
     kube.put("nodes", None, node("gpu-1", product="NVIDIA-H100-80GB-HBM3", rack="r1"))
     nodesync.cluster_sync_nodes(cluster)  # nodes, and pods of every namespace
 
+    set_status(kube, kube.objects("pods")[(NS, pod)], terminated(1, "Error"))
+    failed = [o for o in backend.observe([attempt]) if o.phase == Phase.FAILED]  # its evidence: events, nodes
+    assert failed and "node_conditions" not in failed[0].details  # gpu-1 is healthy
+    settings.TIDAL = {**settings.TIDAL, "QUARANTINE_CORDON": True}
+    assert clients.cluster_test_connection(cluster).missing == []  # the cordon's right is checked too, and granted
+    backend.cordon("gpu-1", True)
+    backend.cordon("gpu-1", False)
+
     backend.stop(attempt, "cancelled")
     assert pods_of(kube, job) == {}
     deleted = sweep.cluster_sweep_orphans(cluster)
@@ -83,7 +93,8 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
 
     assert gate.denied == []
     used = {Permission(a.verb, a.resource, a.subresource, bool(a.namespace)) for a in gate.authorized}
-    assert used == set(REQUIRED_PERMISSIONS)  # every right checked is used, and every right used is checked
+    # every right checked is used, and every right used is checked
+    assert used == set(REQUIRED_PERMISSIONS) | set(CORDON_PERMISSIONS)
 
 
 def test_the_sweep_lists_only_in_the_namespaces_of_projects_with_jobs(gate, tenant, kube_inventory, kube) -> None:

@@ -91,6 +91,17 @@ def test_a_launcher_that_cannot_resize_refuses_min_below_max(tenant, clients, la
     assert words in fields["groups[0].replicas"][0] and launcher in fields["groups[0].replicas"][0]
 
 
+def test_a_ray_jobs_head_is_one_pod_and_only_its_workers_may_be_elastic(tenant, clients):
+    body = elastic_body(launcher="ray", launcher_options={"entrypoint": "python train.py"})
+    body["groups"][0]["role"] = "head"
+    body["groups"].append({"role": "worker", "replicas": {"min": 1, "max": 2}, "devices": 8,
+                           "flavor": "nvidia-h100-80gb"})
+    assert "head" in fields_of(clients["member"].post("/api/v1/jobs/", body, format="json"))["groups[0].replicas"][0]
+    body["groups"][0]["replicas"] = 1
+    response = clients["member"].post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+
+
 def test_a_launcher_that_cannot_resize_still_runs_a_rigid_gang(tenant, clients):
     response = clients["member"].post("/api/v1/jobs/", elastic_body(2, 2, launcher="command"), format="json")
     assert response.status_code == 201, response.content

@@ -258,8 +258,23 @@ def test_the_cost_report_shows_what_failures_lost_to_the_callers_projects_only(t
     assert 'id="lost-to-failures"' in page
     assert '<dd id="lost-failures">1</dd>' in page and '<dd id="lost-gpu-hours">0.2</dd>' in page
     assert '<dd id="lost-money">0.17 USD</dd>' in page
+    table = page[page.index('id="lost-by-project"'):].split("</table>")[0]
+    assert "<td>vision</td>" in table and "<td>secret</td>" not in table and "0.17 USD" in table
     other = member.get(reverse("costs") + "?project=vision").content.decode()
     assert '<dd id="lost-failures">1</dd>' in other
+
+
+def test_the_report_gives_what_each_projects_failures_lost(tenant, prices, clients):
+    """Two failures of vision (600 s of one a100 each) and one of secret, which vision's members never see."""
+    failed_attempt(tenant, prices)
+    failed_attempt(tenant, prices)
+    failed_attempt(tenant, prices, tenant.other_project)
+    [row] = clients["viewer"].get(reverse("reliability-report")).json()["by_project"]
+    assert (row["name"], row["failures"]) == ("vision", 2)
+    assert row["gpu_hours_lost"] == pytest.approx(2 * 600 / 3600, abs=0.002)
+    assert row["money_lost"] == pytest.approx(2 * 600 / 3600 * 1.00, abs=0.01)
+    [theirs] = clients["outsider"].get(reverse("reliability-report")).json()["by_project"]
+    assert theirs["name"] == "secret" and theirs["gpu_hours_lost"] == pytest.approx(600 / 3600, abs=0.002)
 
 
 class TestProjectPolicies(CrossTenantMixin):

@@ -1,8 +1,12 @@
 """Elastic jobs in the UI (issue 29): the submit form takes `replicas: {min, max}` and names a bad bound; the job page
-shows `running N of min..max workers` and the resize history with why; the queue marks the minimum need; the spec as
+shows `running N of min..max workers`, the resize history with why and the workers over time; the run page's charts
+mark each resize; the queue marks the minimum need; the spec as
 YAML keeps the bounds."""
 
 from __future__ import annotations
+
+import json
+from datetime import timedelta
 
 from django.urls import reverse
 from django.utils import timezone
@@ -10,7 +14,9 @@ from django.utils import timezone
 from jobs import lifecycle
 from jobs.models import Job
 from jobs.states import State
-from tests.jobs.conftest import run
+from jobs.workers_chart import workers_over_time
+from tests.jobs.conftest import admit, run
+from tracking.models import Run
 
 ELASTIC_YAML = """name: elastic-ui
 image: ghcr.io/acme/trainer:1
@@ -82,3 +88,55 @@ def test_the_job_page_scales_an_elastic_job(tenant, infra, ui, submit):
     assert ui["viewer"].post(reverse("job_scale", args=[job.pk]), {"max": "3"}).status_code == 403
     assert ui["outsider"].post(reverse("job_scale", args=[job.pk]), {"max": "3"}).status_code == 404
     assert job.groups.get().replicas == 2
+
+
+def resized(submit, tenant, infra, start):
+    """An elastic job (1..3 workers) admitted at `start` on one worker, grown to 3 at +10 min, shrunk to 2 at
+    +20 min; its run is tracked in the experiment "sweep"."""
+    job = submit(tenant.users["member"], tenant.project, experiment="sweep", groups=[
+        {"role": "worker", "replicas": 3, "min_replicas": 1, "devices": 4, "flavor": infra["flavor"]}])
+    job = Job.objects.get(pk=run(job, infra["cluster"], ["node-1"], now=start).pk)
+    lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=0, kind="grow",
+                     now=start + timedelta(minutes=10), reason=lifecycle.GROWN_REASON,
+                     replicas=[{"role": "worker", "index": i, "node": "node-2", "devices": 4} for i in (1, 2)])
+    lifecycle.resize(job.pk, attempt_id=job.current_attempt_id, version=1, kind="shrink",
+                     now=start + timedelta(minutes=20), reason="project speech reclaims its guarantee",
+                     replicas=[{"role": "worker", "index": 2}])
+    return job
+
+
+def test_the_job_page_draws_its_workers_over_time(tenant, infra, ui, submit):
+    start = timezone.now() - timedelta(minutes=40)
+    job = resized(submit, tenant, infra, start)
+    steps = workers_over_time(Job.objects.get(pk=job.pk).attempts.all(), start + timedelta(minutes=40))
+    assert [(int((at - start).total_seconds() // 60), n) for at, n in steps] == [(0, 1), (10, 3), (20, 2), (40, 2)]
+    page = ui["viewer"].get(reverse("job_live", args=[job.pk])).content.decode()
+    figure = page.split('id="workers-chart"', 1)[1].split("</figure>", 1)[0]
+    # 0 -> 1 worker at the admission, 3 at a quarter of the 40 minutes, 2 at half, held to now (y: 60 is none).
+    assert 'd="M0,60.0 H0.0 V40.7 H150.0 V2.0 H300.0 V21.3 H600.0 V21.3 H600.0"' in figure, figure
+    assert ">3</span>" in figure  # the y axis goes to the job's maximum
+    rigid = submit(tenant.users["member"], tenant.project)
+    assert 'id="workers-chart"' not in ui["viewer"].get(reverse("job_live", args=[rigid.pk])).content.decode()
+
+
+def test_an_ended_attempt_drops_to_no_workers_and_the_next_one_starts_again(tenant, infra, submit):
+    start = timezone.now() - timedelta(minutes=9)
+    job = elastic(submit, tenant, infra)
+    job = run(job, infra["cluster"], ["node-1", "node-2"], devices=4, now=start)
+    lifecycle.transition(job, State.PREEMPTED, reason="test", actor="scheduler", now=start + timedelta(minutes=5))
+    lifecycle.transition(Job.objects.get(pk=job.pk), State.QUEUED, reason="test", actor="scheduler",
+                         now=start + timedelta(minutes=5))
+    admit(Job.objects.get(pk=job.pk), infra["cluster"], ["node-1"], now=start + timedelta(minutes=7))
+    steps = workers_over_time(Job.objects.get(pk=job.pk).attempts.all(), start + timedelta(minutes=9))
+    assert [(int((at - start).total_seconds() // 60), n) for at, n in steps] == [(0, 2), (5, 0), (7, 1), (9, 1)]
+
+
+def test_the_run_page_marks_each_resize_on_its_charts_and_says_why(tenant, infra, ui, submit):
+    job = resized(submit, tenant, infra, timezone.now() - timedelta(minutes=40))
+    tracked = Run.objects.get(job=job)
+    page = ui["viewer"].get(reverse("run_detail", args=[tracked.pk])).content.decode()
+    config = json.loads(page.split('id="chart-config" type="application/json">', 1)[1].split("</script>", 1)[0])
+    marks = [(m["kind"], m.get("label")) for m in config["markers"] if m["kind"] in ("grew", "shrank")]
+    assert marks == [("grew", "grew 1→3"), ("shrank", "shrank 3→2")]
+    table = page.split('id="run-resizes"', 1)[1].split("</table>", 1)[0]
+    assert "Grow 1 → 3" in table and "Shrink 3 → 2" in table and "project speech reclaims its guarantee" in table

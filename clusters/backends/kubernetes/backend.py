@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from clusters import selectors
 from clusters.backends import redispatch_before
-from clusters.backends.kubernetes import clients, mapping
+from clusters.backends.kubernetes import clients, evidence, mapping
 from clusters.kube import names
 from clusters.kube.client import KubeClient
 from clusters.kube.dispatch import AttemptKey, attempt_key, cleanup
@@ -164,13 +164,14 @@ class KubernetesBackend:
     # -------------------------------------------------------------------------------------------------- resize
 
     def resize(self, attempt: Attempt, resize: AttemptResize) -> None:
-        """An elastic pytorch job's attempt (`attempt.placement` already the new one) grows or shrinks. A grow
-        creates the new ranks' pods: the attempt is dispatched again, which adopts every object that exists and
-        creates the rest (idempotent), and the new pods join the running ones through torchrun's c10d rendezvous
-        (launchers.elastic_env). A shrink deletes the removed ranks' pods (the highest) with the cluster's
-        termination grace: SIGTERM first, so the job can checkpoint; torchrun restarts its workers at the new world
-        size. A TransientError propagates (the task is acknowledged late); the resync repairs a grow whose pods are
-        missing (`_growing`) and ignores a shrink's pods (not in the placement)."""
+        """An elastic pytorch, deepspeed or ray job's attempt (`attempt.placement` already the new one) grows or
+        shrinks. A grow creates the new ranks' pods: the attempt is dispatched again, which adopts every object that
+        exists and creates the rest (idempotent), and the new pods join the running ones through the c10d rendezvous
+        of torchrun or DeepSpeed's elastic agent, or join the Ray head's cluster (launchers.rendezvous_env). A
+        shrink deletes the removed ranks' pods (the highest) with the cluster's termination grace: SIGTERM first, so
+        the job can checkpoint; the agents (or Ray Train) restart the workers at the new world size. A
+        TransientError propagates (the task is acknowledged late); the resync repairs a grow whose pods are missing
+        (`_growing`) and ignores a shrink's pods (not in the placement)."""
         if resize.kind == AttemptResize.Kind.GROW:
             self.create(attempt)
             return
@@ -327,9 +328,30 @@ class KubernetesBackend:
             "replicas": [{"replica": mapping.replica_key(r.role, r.index), "node": r.node, "reason": r.reason,
                           "exit_code": r.exit_code, "cause": f.cause} for r, f in failures],
         }
+        details.update(self._evidence(attempt, {r.pod for r in status.replicas}))
         lost_nodes = sorted(lost | (set(status.avoid_nodes) if failure.cause == "node_lost" else set()))
         return Observation(attempt.pk, Phase.FAILED, message, cause=failure.cause, exit_code=replica.exit_code,
                            lost_nodes=tuple(lost_nodes), details=details, logs={k: v for k, v in logs.items() if v})
+
+    def _evidence(self, attempt: Attempt, pods: set[str]) -> dict[str, Any]:
+        """The events of the attempt's pods and nodes since its admission and its nodes' unhealthy conditions, for
+        reliability's diagnosis (`events`, `node_conditions` of the details). What the API cannot answer now is
+        left out: the failure is recorded all the same."""
+        nodes = {str(row["node"]) for row in attempt.placement}
+        found: dict[str, Any] = {}
+        try:
+            events = self.client.list_events(self._namespace(attempt), field_selector="involvedObject.kind=Pod")
+            events += self.client.list_events(None, field_selector="involvedObject.kind=Node")
+            found["events"] = evidence.event_lines(events, pods=pods, nodes=nodes, since=attempt.admitted_at)
+        except (ApiError, RenderError) as exc:
+            logger.warning("events of job %s attempt %s on %s unavailable: %s", attempt.job_id, attempt.number,
+                           self.cluster.name, exc)
+        try:
+            found["node_conditions"] = evidence.unhealthy_conditions(self.client.list_nodes(), nodes)
+        except ApiError as exc:
+            logger.warning("nodes of job %s attempt %s on %s unavailable: %s", attempt.job_id, attempt.number,
+                           self.cluster.name, exc)
+        return {key: value for key, value in found.items() if value}
 
     def _vanished(self, attempt: Attempt, status: AttemptStatus, expected: int,
                   pods: list[Mapping[str, Any]]) -> Observation:
@@ -352,7 +374,8 @@ class KubernetesBackend:
         left = {r.node for r in status.replicas}
         vanished_on = {str(row["node"]) for row in attempt.placement} - left
         lost = tuple(sorted(vanished_on - self._live_nodes(vanished_on)))
-        details = self._where(lost[0]) if lost else {}
+        details: dict[str, Any] = self._where(lost[0]) if lost else {}
+        details.update(self._evidence(attempt, {r.pod for r in status.replicas}))
         return Observation(attempt.pk, Phase.VANISHED, message, lost_nodes=lost, details=details)
 
     def _growing(self, attempt: Attempt, status: AttemptStatus) -> bool:
@@ -415,8 +438,30 @@ class KubernetesBackend:
                                   unschedulable=replica.unschedulable, reason=replica.reason, message=replica.message)
         self.nodes_stale = True
         details = {**self._where(replica.node), "replica": mapping.replica_key(replica.role, replica.index),
-                   "pod": replica.pod, "k8s_reason": replica.reason, "pending_seconds": round(seconds)}
+                   "pod": replica.pod, "k8s_reason": replica.reason, "pending_seconds": round(seconds),
+                   **self._evidence(attempt, {r.pod for r in status.replicas})}
         return Observation(attempt.pk, Phase.FAILED, failure.summary, cause=failure.cause, details=details)
+
+    # ------------------------------------------------------------------------------------------------ cordon
+
+    def cordon(self, node: str, cordoned: bool) -> None:
+        """Cordon a quarantined node (`spec.unschedulable`, as `kubectl cordon`), marked with an annotation as
+        Tidal's; on release, uncordon it only if that mark is there: a node an admin or a drain cordoned stays so.
+        The inventory's `cordoned` follows at once (node sync would at its next run). Errors propagate: the task
+        is acknowledged late."""
+        found = next((n for n in self.client.list_nodes(field_selector=f"metadata.name={node}")
+                      if (n.get("metadata") or {}).get("name") == node), None)
+        if found is None:
+            return
+        ours = ((found.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_CORDON) == "true"
+        if cordoned == bool((found.get("spec") or {}).get("unschedulable")) or not (cordoned or ours):
+            return
+        self.client.patch_node(node, {"metadata": {"annotations": {names.ANNOTATION_CORDON: "true" if cordoned
+                                                                   else None}},
+                                      "spec": {"unschedulable": cordoned}})
+        Node.objects.filter(cluster=self.cluster, name=node).update(cordoned=cordoned)
+        logger.warning("node %s of %s %s", node, self.cluster.name,
+                       "cordoned: quarantined" if cordoned else "uncordoned: released from quarantine")
 
     # -------------------------------------------------------------------------------------------------- logs
 

@@ -9,9 +9,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from clusters import selectors
 from clusters.backends.kubernetes import mapping
-from clusters.kube.client import KubeClient
+from clusters.kube.client import CORDON_PERMISSIONS, KubeClient, Permission
 from clusters.kube.errors import ApiError, PermanentError
 from clusters.kube.ratelimit import RedisTokenBucket
 from clusters.models import Cluster
@@ -87,6 +89,11 @@ class ConnectionReport:
         return f"{text}; every permission Tidal needs is granted in {self.namespace}"
 
 
+def required_extra() -> tuple[Permission, ...]:
+    """The rights the settings add to those every cluster needs: cordoning quarantined nodes."""
+    return CORDON_PERMISSIONS if settings.TIDAL["QUARANTINE_CORDON"] else ()
+
+
 def cluster_test_connection(cluster: Cluster, *, client=None) -> ConnectionReport:
     """Server version and the permissions Tidal lacks (checked in the first project's namespace)."""
     project = selectors.first_project()
@@ -95,7 +102,7 @@ def cluster_test_connection(cluster: Cluster, *, client=None) -> ConnectionRepor
     try:
         client = client or build_client(cluster)
         info = client.server_version()
-        missing = client.missing_permissions(namespace)
+        missing = client.missing_permissions(namespace, required_extra())
     except (ApiError, DomainError) as exc:
         return ConnectionReport(False, namespace=namespace, error=str(exc))
     except Exception as exc:  # a kubeconfig the client library rejects, an unreachable in-cluster API

@@ -94,7 +94,7 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
     rows = list(job.groups.all())
     groups = tuple(
         ReplicaGroup(role=g.role, devices=g.devices, cpu=f"{g.cpu_millis}m", memory=f"{g.memory_mib}Mi",
-                     rdma=1 if g.rdma else 0,
+                     rdma=1 if g.rdma else 0, max_replicas=g.replicas if g.min_replicas is not None else 0,
                      **({"replicas": g.replicas} if g.min_replicas is None or g.role not in placed else
                         {"replicas": len(placed[g.role]), "indexes": tuple(sorted(placed[g.role]))}))
         for g in rows
@@ -124,6 +124,8 @@ def render_job(attempt: Any, namespace: str) -> RenderJob:
         platform_env=extra.plain,
         secret_env=extra.secret,
         elastic_nodes=(sum(g.needed for g in rows), sum(g.replicas for g in rows)) if elastic else None,
+        elastic_devices=(sum(g.needed * g.devices for g in rows), sum(g.replicas * g.devices for g in rows))
+        if elastic else None,
         max_restarts=_int_option(options, "max_restarts", 3) if "max_restarts" in options else 3,
     )
 

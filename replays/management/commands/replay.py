@@ -13,8 +13,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from replay import ConfigError, TraceError
-from replay.cli import add_elastic_arguments, run_cli
+from replay.cli import add_elastic_arguments, add_pool_arguments, run_cli
 from replay.policies import POLICIES
+from replay.pools import PoolError
 from replays import selectors, services
 
 
@@ -39,13 +40,14 @@ class Command(BaseCommand):
         parser.add_argument("--checkpoint-interval", type=float, help="seconds of work between checkpoints")
         parser.add_argument("--restart-overhead", type=float, default=0.0, help="seconds lost when a job restarts")
         add_elastic_arguments(parser)
+        add_pool_arguments(parser)
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, **options) -> None:
         keys = ("trace", "cluster", "quotas", "policy", "compare", "skip_invalid", "out", "quota_scale",
                 "node_devices", "partition", "cycle_interval", "checkpoint_interval", "restart_overhead",
                 "elastic", "elastic_max_factor", "scaling_efficiency", "rescale_pause", "resize_cooldown",
-                "no_progress")
+                "pool", "pool_nodes", "pool_lending", "pool_headroom", "pool_grace", "preemptible", "no_progress")
         ns = argparse.Namespace(**{k: options[k] for k in keys})
         out, err = self.stdout._out, self.stderr._out  # raw streams: the progress bar redraws one line with \r
         try:
@@ -54,7 +56,7 @@ class Command(BaseCommand):
             status = run_cli(ns, cluster=cluster, quotas=quotas, out=out, err=err)
         except DomainError as exc:
             raise CommandError(exc.message, returncode=2) from None
-        except (TraceError, ConfigError, KeyError, FileNotFoundError) as exc:
+        except (TraceError, ConfigError, PoolError, KeyError, FileNotFoundError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise CommandError(str(msg), returncode=2) from None
         if status:

@@ -28,7 +28,7 @@ from clusters.kube.client import KubeClient  # noqa: E402
 from clusters.kube.ratelimit import Backoff  # noqa: E402
 from tests.clusters.kube.apiserver import ApiServerGate, GatedServer  # noqa: E402
 
-RESOURCES = ("v1/pods", "v1/services", "v1/configmaps", "v1/secrets", "v1/nodes")
+RESOURCES = ("v1/pods", "v1/services", "v1/configmaps", "v1/secrets", "v1/nodes", "v1/events")
 
 
 class KMockThread:

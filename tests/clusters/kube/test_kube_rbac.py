@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusters.kube.client import REQUIRED_PERMISSIONS, KubeClient, Permission
+from clusters.kube.client import CORDON_PERMISSIONS, REQUIRED_PERMISSIONS, KubeClient, Permission
 from clusters.kube.dispatch import attempt_key, dispatch, sweep_orphans
 from clusters.kube.errors import PermanentError
 from clusters.kube.render import render
@@ -66,6 +66,8 @@ def resource_name(permission: Permission) -> str:
     ("DELETE", "/api/v1/namespaces/ns/secrets/s", {}, Attributes("delete", "secrets", "", "ns")),
     ("DELETE", "/api/v1/namespaces/ns/secrets", {}, Attributes("deletecollection", "secrets", "", "ns")),
     ("GET", "/api/v1/nodes", {}, Attributes("list", "nodes")),
+    ("PATCH", "/api/v1/nodes/n", {}, Attributes("patch", "nodes")),
+    ("GET", "/api/v1/events", {}, Attributes("list", "events")),
     ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {},
      Attributes("create", "selfsubjectaccessreviews", group="authorization.k8s.io")),
     ("GET", "/version", {}, None), ("GET", "/api/v1", {}, None), ("GET", "/apis/batch/v1", {}, None),
@@ -75,8 +77,9 @@ def test_requests_map_to_the_attributes_rbac_decides_on(method, path, query, exp
 
 
 def test_the_documented_rbac_grants_exactly_the_required_permissions() -> None:
-    """Least privilege both ways: nothing the backend needs is missing, nothing it does not use is granted."""
-    assert granted(documented_rbac([BOUND])) == set(REQUIRED_PERMISSIONS)
+    """Least privilege both ways: nothing the backend needs is missing, nothing it does not use is granted (the
+    cordon of quarantined nodes, used only when the setting turns it on, included)."""
+    assert granted(documented_rbac([BOUND])) == set(REQUIRED_PERMISSIONS) | set(CORDON_PERMISSIONS)
 
 
 def test_the_policy_scopes_rules_by_their_binding() -> None:
@@ -91,15 +94,16 @@ def test_the_policy_scopes_rules_by_their_binding() -> None:
 
 def test_documented_rbac_lacks_nothing(client: KubeClient, kube) -> None:
     kube.gate.policy = Policy(documented_rbac([BOUND]))
-    assert client.missing_permissions(BOUND) == []
+    assert client.missing_permissions(BOUND, CORDON_PERMISSIONS) == []
     assert kube.gate.denied == []
 
 
 def test_without_its_rolebinding_a_namespace_lacks_every_namespaced_right(client: KubeClient, kube) -> None:
     kube.gate.policy = Policy(documented_rbac([BOUND]))
     expected = [p.describe(UNBOUND) for p in REQUIRED_PERMISSIONS if p.namespaced]
-    # list pods is also granted cluster-wide, which covers every namespace
-    assert client.missing_permissions(UNBOUND) == [e for e in expected if e != f"list pods in {UNBOUND}"]
+    # list pods and events are also granted cluster-wide, which covers every namespace
+    assert client.missing_permissions(UNBOUND) == [e for e in expected if e not in (f"list pods in {UNBOUND}",
+                                                                                  f"list events in {UNBOUND}")]
 
 
 @pytest.mark.parametrize("permission", REQUIRED_PERMISSIONS, ids=lambda p: p.describe("ns"))
