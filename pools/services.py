@@ -11,7 +11,10 @@ from django.utils import timezone
 
 from core import wakeup
 from core.errors import DomainError
+from jobs import ports
+from jobs.scheduling.model import split_node_key
 from pools.models import Pool, PoolToken
+from pools.source import pool_nodes
 from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import hash_token
 
@@ -26,9 +29,24 @@ def pool_save(*, actor: Any, pool: Pool, values: dict[str, Any] | None = None) -
     """Create or change a pool (`values` on top of what `pool` already holds)."""
     for name, value in (values or {}).items():
         setattr(pool, name, value)
+    _refuse_shared_nodes(pool)
     save_audited(actor=actor, obj=pool, fields=POOL_FIELDS)
     transaction.on_commit(wakeup.wake_scheduler)
     return pool
+
+
+def _refuse_shared_nodes(pool: Pool) -> None:
+    """A node lends for one pool: a pool taking another's node is refused, naming the field that chose it."""
+    if pool.cluster_id is None or pool.flavor_id is None:
+        return  # the model's own rules name the missing field
+    nodes = ports.inventory().nodes
+    mine = {n.name for n in pool_nodes(pool, nodes)}
+    for other in Pool.objects.filter(cluster_id=pool.cluster_id).exclude(pk=pool.pk).select_related("cluster",
+                                                                                                     "flavor"):
+        shared = sorted(mine & {n.name for n in pool_nodes(other, nodes)})
+        if shared:
+            raise DomainError(f"Node {split_node_key(shared[0])[1]} already lends for pool {other.name}.",
+                              field="node_pattern" if pool.node_pattern else "devices")
 
 
 @transaction.atomic

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -155,3 +156,16 @@ def test_the_job_page_says_when_a_job_runs_on_capacity_a_pool_lent(pool, tenant,
     page = client.get(reverse("job_detail", kwargs={"pk": lent.pk})).content.decode()
     assert "Runs on capacity lent by pool" in page and f"(8 devices), expected back at about {ends} UTC" in page
     assert "lent by pool" not in client.get(reverse("job_detail", kwargs={"pk": own.pk})).content.decode()
+
+
+def test_two_pools_may_not_share_a_node(pool, inventory):
+    from core.errors import DomainError
+
+    staff = make_user("root", is_staff=True)
+    with pytest.raises(DomainError) as refused:
+        services.pool_save(actor=staff, pool=Pool(name="batch", cluster=inventory["cluster"],
+                                                  flavor=inventory["a100"], node_pattern="a-n2"))
+    assert refused.value.field == "node_pattern" and "a-n2 already lends for pool chat" in refused.value.message
+    services.pool_save(actor=staff, pool=Pool(name="other", cluster=inventory["cluster"], flavor=inventory["h100"],
+                                              devices=8))  # h100 nodes: nobody's
+
