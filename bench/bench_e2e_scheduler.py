@@ -16,7 +16,10 @@ Dispatch tasks are queued (in memory), not run: workers do that part, outside th
 the queue; the table gives the median over runs of wall time and of this process's CPU time (the scheduler's side:
 PostgreSQL's own CPU is not in it).
 
-    .venv/bin/python bench/bench_e2e_scheduler.py [--jobs 15000] [--nodes 1000] [--repeat 3]
+    .venv/bin/python bench/bench_e2e_scheduler.py [--jobs 15000] [--nodes 1000] [--repeat 3] [--pool-nodes 0]
+
+`--pool-nodes N`: the last N nodes of the first flavor form a Tidal pool whose serving demands half of them
+(docs/pools.md), and one job in five is preemptible: the cycle then reads and records the pool as in production.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def prepare_database() -> None:
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0123456789abcdef0123")
 
 
-def build_world(n_jobs: int, n_nodes: int, seed: int = 1) -> None:
+def build_world(n_jobs: int, n_nodes: int, pool_nodes: int = 0, seed: int = 1) -> None:
     from django.contrib.auth.models import User
     from django.db import connection
     from django.utils import timezone
@@ -72,8 +75,14 @@ def build_world(n_jobs: int, n_nodes: int, seed: int = 1) -> None:
     per_flavor = n_nodes * 8 // 4
     Quota.objects.bulk_create(Quota(project=p, flavor=f, guaranteed=per_flavor // 100, borrow_limit=per_flavor // 10)
                               for p in projects for f in flavors)
+    if pool_nodes:
+        from pools.models import Pool
+
+        Pool.objects.create(name="serving", cluster=cluster, flavor=flavors[0], devices=pool_nodes * 8,
+                            headroom_percent=0, demand=pool_nodes * 4, use_foreign_pods=False)
     user, _ = User.objects.get_or_create(username="bench")
     normal = PriorityClass.objects.get(name="normal")
+    preemptible = PriorityClass.objects.get(name="preemptible")
     now = timezone.now()
     jobs = []
     for i in range(n_jobs):
@@ -82,7 +91,9 @@ def build_world(n_jobs: int, n_nodes: int, seed: int = 1) -> None:
         while replicas * devices > 64:
             replicas -= 1
         jobs.append((Job(project=rng.choice(projects), submitter=user, submitter_name="bench", name=f"j{i}",
-                         image="img", command=["x"], priority_class=normal, flavor=rng.choice(flavors),
+                         image="img", command=["x"],
+                         priority_class=preemptible if pool_nodes and i % 5 == 0 else normal,
+                         flavor=rng.choice(flavors),
                          total_devices=replicas * devices, submitted_at=now, queued_at=now), replicas, devices))
     Job.objects.bulk_create([job for job, _, _ in jobs], batch_size=2000)
     ReplicaGroup.objects.bulk_create((ReplicaGroup(job=job, role="worker", replicas=replicas, devices=devices,
@@ -122,7 +133,7 @@ def kueue_admissions_per_s() -> float:
     return KUEUE_ADMITTED / KUEUE_SECONDS
 
 
-def report(runs: list[Run], jobs: int) -> tuple[list[str], bool]:
+def report(runs: list[Run], jobs: int, pool_nodes: int = 0) -> tuple[list[str], bool]:
     """The table (medians over runs), one line per run, the admissions-only comparison with Kueue, and whether
     the target held (every job admitted or explained, the median run within the target time)."""
     wall = statistics.median(r.wall for r in runs)
@@ -132,11 +143,12 @@ def report(runs: list[Run], jobs: int) -> tuple[list[str], bool]:
     admits = statistics.median(r.admissions_per_s for r in runs)
     explained = statistics.median(r.explained_per_s for r in runs)
     target = TARGET_SECONDS_PER_15K * jobs / 15_000
+    case = f"{jobs} queued -> admitted or explained (PG)" + (f", pool of {pool_nodes}" if pool_nodes else "")
     ok = all(r.unexplained == 0 for r in runs) and wall <= target
     lines = [
         f"{'case':<44}{'runs':>5}{'wall s':>8}{'cpu s':>7}{'admitted':>9}{'admissions/s':>13}{'explained':>10}"
         f"{'waits explained/s':>18}{'target':>10}  ok",
-        f"{f'{jobs} queued -> admitted or explained (PG)':<44}{len(runs):>5}{wall:>8.2f}{cpu:>7.2f}"
+        f"{case:<44}{len(runs):>5}{wall:>8.2f}{cpu:>7.2f}"
         f"{admitted:>9.0f}{admits:>13.0f}{waiting:>10.0f}{explained:>18.0f}{f'<={target:.0f} s':>10}"
         f"  {'ok' if ok else 'FAIL'}",
         "  wall s and cpu s: medians over runs; admissions/s = jobs admitted / wall s; waits explained/s = jobs left"
@@ -152,12 +164,12 @@ def report(runs: list[Run], jobs: int) -> tuple[list[str], bool]:
     return lines, ok
 
 
-def run_queue(jobs: int, nodes: int) -> Run:
+def run_queue(jobs: int, nodes: int, pool_nodes: int = 0) -> Run:
     """Insert the queue, then cycle until every job is admitted or explained (at most 20 cycles)."""
     from jobs.loop import run_once
     from jobs.models import Job
 
-    build_world(jobs, nodes)
+    build_world(jobs, nodes, pool_nodes)
     cycles = []
     started, cpu0 = time.perf_counter(), time.process_time()
     while True:
@@ -178,6 +190,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=15000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3, help="runs, each on a freshly inserted queue")
+    parser.add_argument("--pool-nodes", type=int, default=0, help="nodes of a Tidal pool (0: none)")
     args = parser.parse_args()
     prepare_database()
     import django
@@ -191,8 +204,8 @@ def main() -> int:
     app.conf.task_always_eager = False  # dispatch is the workers' job: queue it in memory, do not run it here
     app.conf.broker_url = "memory://"
     call_command("migrate", verbosity=0)
-    runs = [run_queue(args.jobs, args.nodes) for _ in range(max(1, args.repeat))]
-    lines, ok = report(runs, args.jobs)
+    runs = [run_queue(args.jobs, args.nodes, args.pool_nodes) for _ in range(max(1, args.repeat))]
+    lines, ok = report(runs, args.jobs, args.pool_nodes)
     print("\n".join(lines))
     return 0 if ok else 1
 

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from core import wakeup
 from core.collector import collector_paused
-from jobs import lifecycle, metrics, services
+from jobs import lifecycle, metrics, ports, services
 from jobs import scheduling as core
 from jobs.bulk import bulk_set
 from jobs.lifecycle import WAIT_FIELDS, Admission
@@ -253,6 +253,7 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
         _apply_resizes(result, read, now, grows=True)
         _apply_waits(result, read.queued, estimates)
         _apply_held(read)
+        ports.record_pools(now.timestamp(), read.pools)
         _decay_usage(read.snapshot, policy, now)
         _update_queue_gauges(result, read.queued)
     metrics.CYCLE_SECONDS.observe(time.perf_counter() - started)

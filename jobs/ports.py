@@ -233,3 +233,37 @@ def spent_budgets(now: datetime) -> dict[int, str]:
     for found in budget_sources.send(now):
         stops.update(found)
     return stops
+
+
+# ------------------------------------------------------------------------------------------------------------ pools
+
+@dataclass(frozen=True)
+class PoolReading:
+    """What the pools lend this cycle: each pool node's pool (by node key), the core's pools, and what the source
+    wants back after the cycle to record (`PoolSource.record`)."""
+
+    node_pool: Mapping[str, str] = field(default_factory=dict)
+    pools: tuple[core.Pool, ...] = ()
+    details: Any = None
+
+
+@dataclass(frozen=True)
+class PoolSource:
+    """`read(now, nodes, running)` before a cycle (nodes as the inventory gives them, running jobs with their
+    placements); `record(now, reading)` inside the cycle's transaction after its decisions were applied."""
+
+    read: Callable[[float, tuple[core.Node, ...], tuple[core.RunningJob, ...]], PoolReading]
+    record: Callable[[float, PoolReading], None]
+
+
+# Connected by the pools app; with nothing connected no node lends.
+pool_source: Hook[PoolSource] = Hook("jobs.ports.pool_source", single=True)
+
+
+def read_pools(now: float, nodes: tuple[core.Node, ...], running: tuple[core.RunningJob, ...]) -> PoolReading:
+    return pool_source.one().read(now, nodes, running) if pool_source.receivers else PoolReading()
+
+
+def record_pools(now: float, reading: PoolReading) -> None:
+    if pool_source.receivers and reading.pools:
+        pool_source.one().record(now, reading)

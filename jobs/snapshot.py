@@ -230,6 +230,8 @@ class CycleInput:
     # Per running job: its attempt's id and resize count as read (`resize_versions`).
     versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     held: Mapping[int, tuple[str, tuple]] = field(default_factory=dict)
+    # What the pools lend this cycle (ports.read_pools), recorded after it (ports.record_pools).
+    pools: ports.PoolReading = field(default_factory=ports.PoolReading)
 
 
 def build_snapshot(now: float) -> CycleInput:
@@ -244,9 +246,18 @@ def build_snapshot(now: float) -> CycleInput:
     since = now - policy_from_settings().lend_hold
     submitted = [(row[0], row[1], row[-1].timestamp()) for row in running_rows] + \
         [(job.id, job.project, job.submitted_at) for job in pending]
-    snapshot = core.Snapshot(now=now, nodes=occupied(inventory.nodes, running), quotas=load_quotas(),
+    pools = ports.read_pools(now, inventory.nodes, running)
+    nodes = with_pools(occupied(inventory.nodes, running), pools.node_pool)
+    snapshot = core.Snapshot(now=now, nodes=nodes, quotas=load_quotas(),
                              projects=projects, running=running, pending=pending,
                              ended=_ended(since, inventory.cluster_ids.values(), inventory.nodes),
-                             arrivals=_arrivals(since, submitted, groups))
+                             arrivals=_arrivals(since, submitted, groups), pools=pools.pools)
     return CycleInput(snapshot, queued, inventory.cluster_ids, resize_versions(running_rows),
-                      {job_id: (reason, waits[job_id]) for job_id, reason in held.items()})
+                      {job_id: (reason, waits[job_id]) for job_id, reason in held.items()}, pools)
+
+
+def with_pools(nodes: tuple[core.Node, ...], node_pool: Mapping[str, str]) -> tuple[core.Node, ...]:
+    """The nodes with the pool each lends for (Node.pool)."""
+    if not node_pool:
+        return nodes
+    return tuple(replace(n, pool=node_pool[n.name]) if n.name in node_pool else n for n in nodes)

@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 from clusters import api as clusters_api
 from costs import api as costs_api
 from jobs import api as jobs_api
+from pools import api as pools_api
 from quotas import api as quotas_api
 from reliability import api as reliability_api
 from replays import api as replays_api
@@ -47,3 +48,4 @@ router.register("reliability-policies", reliability_api.ProjectPolicyViewSet, ba
 router.register("organization-budgets", costs_api.OrganizationBudgetViewSet, basename="organizationbudget")
 router.register("user-budgets", costs_api.UserBudgetViewSet, basename="userbudget")
 router.register("spend-anomaly-rules", costs_api.SpendAnomalyRuleViewSet, basename="spendanomalyrule")
+router.register("pools", pools_api.PoolViewSet, basename="pool")

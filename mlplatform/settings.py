@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "telemetry",
     "costs",
     "reliability",
+    "pools",
 ]
 
 MIDDLEWARE = [

@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from costs.api import CostReportCsvView, CostReportView
 from mlplatform import health, metrics
 from mlplatform.api_router import router
+from pools.api import PoolDemandView
 from reliability.api import AttemptDiagnosisView, ReliabilityReportView
 from tenancy.api import MeView
 from tenancy.forms import AdminLoginForm, LoginForm
@@ -25,6 +26,7 @@ api_v1 = [
     path("costs/csv/", CostReportCsvView.as_view(), name="cost-report-csv"),
     path("attempts/<int:id>/diagnosis/", AttemptDiagnosisView.as_view(), name="attempt-diagnosis"),
     path("reliability/", ReliabilityReportView.as_view(), name="reliability-report"),
+    path("pools/<str:name>/demand/", PoolDemandView.as_view(), name="pool-demand"),
     path("", include(router.urls)),
 ]
 
@@ -48,6 +50,7 @@ urlpatterns = [
     path("", include("tracking.urls")),
     path("", include("costs.urls")),
     path("", include("reliability.urls")),
+    path("", include("pools.urls")),
     path("", include("tenancy.urls")),
 ]
 

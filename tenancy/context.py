@@ -9,6 +9,7 @@ NAVIGATION = [
     ("costs", "Costs"),
     ("reliability", "Reliability"),
     ("clusters", "Clusters"),
+    ("pools", "Pools"),
 ]
 
 

@@ -4,6 +4,7 @@ from django.db import transaction
 from clusters.demo import seed_cluster
 from costs.demo import seed_costs
 from jobs.demo import seed_jobs
+from pools.demo import seed_borrower, seed_pool
 from quotas.demo import seed_quotas
 from tenancy.demo import DEMO_PASSWORD, seed_tenants
 
@@ -19,8 +20,9 @@ class Command(BaseCommand):
             logins = seed_tenants()
             seed_cluster()
             seed_quotas()
+            seed_pool()
             history = seed_costs()
-            submitted = 0 if without_jobs else seed_jobs()
+            submitted = 0 if without_jobs else seed_jobs() + seed_borrower()
         if history:
             self.stdout.write(f"Replayed {history} past jobs of the Philly trace as five weeks of usage and cost.")
         if submitted:

@@ -1,0 +1,153 @@
+"""Reads for pools: which pools a user may see, and a pool's figures (now, over 24 h, give-back times).
+
+Staff see every pool and every job on it. Anybody else sees a pool that lent to one of their projects in the last
+24 h, and only their own projects' jobs on it: another organization's jobs are never shown, not even counted apart
+from the pool's totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from jobs import ports
+from jobs import scheduling as core
+from jobs.models import Attempt, Job
+from jobs.scheduling.model import split_node_key
+from jobs.states import HOLDING
+from pools.models import GiveBack, Pool, PoolSample
+from pools.source import SAMPLE_EVERY, pool_figures, pool_nodes
+from tenancy.selectors import project_ids_for_user
+
+WINDOW = timedelta(hours=24)
+
+
+def pools() -> QuerySet[Pool]:
+    return Pool.objects.select_related("cluster", "flavor")
+
+
+def _nodes_of(pool: Pool, inventory: tuple[core.Node, ...]) -> set[str]:
+    """The pool's node names as attempts' placements name them (without the cluster)."""
+    return {split_node_key(n.name)[1] for n in pool_nodes(pool, inventory)}
+
+
+def _touches(placement: list[dict], nodes: set[str]) -> int:
+    return sum(a["devices"] for a in placement if a["node"] in nodes)
+
+
+def pools_for_user(user: Any) -> QuerySet[Pool]:
+    """The pools `user` may see (see the module)."""
+    if not user.is_authenticated:
+        return pools().none()
+    every = list(pools())
+    if user.is_staff or not every:
+        return pools()
+    since = timezone.now() - WINDOW
+    attempts = list(Attempt.objects.filter(job__project__in=project_ids_for_user(user))
+                    .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+                    .values_list("cluster_id", "placement"))
+    inventory = ports.inventory().nodes
+    return pools().filter(pk__in=[pool.pk for pool in every
+                                  if any(cluster == pool.cluster_id and _touches(placement, _nodes_of(pool, inventory))
+                                         for cluster, placement in attempts)])
+
+
+@dataclass
+class Figures:
+    name: str
+    cluster: str
+    flavor: str
+    capacity: int
+    demand: int
+    headroom: int
+    lendable: int  # what the pool lends now
+    used: int  # what training holds on it now
+    lending: bool
+    back_at: datetime | None
+    given_back_24h: int  # devices
+    give_backs_24h: int
+    give_back_p50: float | None  # seconds
+    give_back_p99: float | None
+    # From the minute samples of the last 24 h: device-hours lent, used by training, and serving demanded but could
+    # not have (demand beyond what training left it).
+    lent_hours_24h: float = 0.0
+    used_hours_24h: float = 0.0
+    unmet_hours_24h: float = 0.0
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # training on tidal capacity now (those shown)
+    series: list[dict[str, Any]] = field(default_factory=list)  # 24 h samples
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (nearest rank: a figure that happened, not an interpolation)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
+    now = timezone.now()
+    inventory = ports.inventory().nodes
+    members = pool_nodes(pool, inventory)
+    short = {split_node_key(n.name)[1] for n in members}
+    capacity, now_figures = pool_figures(pool, members, now.timestamp())
+    held = Job.objects.filter(state__in=list(HOLDING), current_attempt__cluster_id=pool.cluster_id).values_list(
+        "id", "name", "project_id", "project__slug", "current_attempt__placement", "priority_class__name")
+    shown = None if user.is_staff else set(project_ids_for_user(user).values_list("id", flat=True))
+    used, jobs = 0, []
+    for job_id, name, project_id, project, placement, priority in held:
+        devices = _touches(placement, short)
+        used += devices
+        if devices and (shown is None or project_id in shown):
+            jobs.append({"id": job_id, "name": name, "project": project, "devices": devices,
+                         "priority_class": priority})
+    since = now - WINDOW
+    backs = list(GiveBack.objects.filter(pool=pool, started_at__gt=since))
+    seconds = [g.seconds for g in backs if g.seconds is not None]
+    result = Figures(
+        name=pool.name, cluster=pool.cluster.name, flavor=pool.flavor.name, capacity=capacity,
+        demand=now_figures.demand, headroom=now_figures.headroom, lendable=now_figures.lendable, used=used,
+        lending=pool.lending,
+        back_at=datetime.fromtimestamp(now_figures.back_at, now.tzinfo) if now_figures.back_at else None,
+        given_back_24h=sum(g.devices for g in backs), give_backs_24h=len(backs),
+        give_back_p50=percentile(seconds, 50), give_back_p99=percentile(seconds, 99), jobs=jobs)
+    samples = list(PoolSample.objects.filter(pool=pool, at__gt=since).values(
+        "at", "capacity", "demand", "headroom", "lent", "used"))
+    hour = SAMPLE_EVERY / timedelta(hours=1)  # what one sample stands for
+    result.lent_hours_24h = round(sum(s["lent"] for s in samples) * hour, 2)
+    result.used_hours_24h = round(sum(s["used"] for s in samples) * hour, 2)
+    result.unmet_hours_24h = round(sum(max(0, s["demand"] - (s["capacity"] - s["used"])) for s in samples) * hour, 2)
+    if series:
+        result.series = samples
+    return result
+
+
+@dataclass(frozen=True)
+class Lent:
+    pool: str
+    devices: int  # the job's devices on the pool's nodes
+    back_at: datetime | None  # when the pool expects to stop lending (schedule or forecast); None: not known
+
+
+def lent_to(job: Job) -> list[Lent]:
+    """The pools whose capacity the job's open attempt runs on (the job page's panel)."""
+    attempt = job.current_attempt
+    if attempt is None or attempt.ended_at is not None or attempt.cluster_id is None:
+        return []
+    candidates = list(pools().filter(cluster_id=attempt.cluster_id, flavor_id=job.flavor_id))
+    if not candidates:
+        return []
+    inventory = ports.inventory().nodes
+    found = []
+    for pool in candidates:
+        members = pool_nodes(pool, inventory)
+        devices = _touches(attempt.placement, {split_node_key(n.name)[1] for n in members})
+        if devices:
+            now = timezone.now()
+            back_at = pool_figures(pool, members, now.timestamp())[1].back_at
+            found.append(Lent(pool.name, devices, datetime.fromtimestamp(back_at, now.tzinfo) if back_at else None))
+    return found
+

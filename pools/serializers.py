@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from rest_framework import serializers
+
+from pools import selectors
+
+
+class PoolJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    project = serializers.CharField()
+    devices = serializers.IntegerField(help_text="Devices it holds on the pool's nodes.")
+    priority_class = serializers.CharField()
+
+
+class PoolSerializer(serializers.Serializer):
+    """A pool's figures (selectors.Figures): now, over 24 h, and the training on its capacity that the caller may
+    see (staff: all; others: their own projects' jobs). The detail adds `series`, the 24 h minute samples."""
+
+    name = serializers.CharField()
+    cluster = serializers.CharField()
+    flavor = serializers.CharField()
+    capacity = serializers.IntegerField(help_text="Devices of the pool's nodes.")
+    demand = serializers.IntegerField(help_text="What serving demands now (the largest source; forecast included).")
+    headroom = serializers.IntegerField()
+    lendable = serializers.IntegerField(help_text="What training may hold on the pool now.")
+    used = serializers.IntegerField(help_text="What training holds on the pool now (every project's).")
+    lending = serializers.BooleanField()
+    back_at = serializers.DateTimeField(allow_null=True, help_text="When the schedule or forecast stops lending.")
+    given_back_24h = serializers.IntegerField()
+    give_backs_24h = serializers.IntegerField()
+    give_back_p50 = serializers.FloatField(allow_null=True, help_text="Seconds, over 24 h.")
+    give_back_p99 = serializers.FloatField(allow_null=True, help_text="Seconds, over 24 h.")
+    lent_hours_24h = serializers.FloatField()
+    used_hours_24h = serializers.FloatField()
+    unmet_hours_24h = serializers.FloatField()
+    jobs = PoolJobSerializer(many=True)
+    series = serializers.ListField(child=serializers.DictField(), help_text="Detail only: the 24 h samples.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        request = self.context["request"]
+        return asdict(selectors.figures(instance, request.user, series=self.context.get("detail", False)))
+
+
+class DemandSerializer(serializers.Serializer):
+    devices = serializers.IntegerField(min_value=0, max_value=1_000_000,
+                                       help_text="Devices serving needs now (its replicas' devices).")

@@ -1,0 +1,35 @@
+"""The Pools pages: every pool the user may see with its figures now, and one pool's 24 h chart and the training
+on its capacity (staff see every job; others their own projects' only: selectors)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from jobs.models import Job
+from pools import chart, selectors
+
+
+@login_required
+def pools_page(request: HttpRequest) -> HttpResponse:
+    rows = [selectors.figures(pool, request.user) for pool in selectors.pools_for_user(request.user)]
+    return render(request, "pools/list.html", {"pools": rows})
+
+
+@login_required
+def pool_page(request: HttpRequest, name: str) -> HttpResponse:
+    pool = selectors.pools_for_user(request.user).filter(name=name).first()
+    if pool is None:
+        raise Http404(f"No pool named {name!r} lent to your projects.")
+    figures = selectors.figures(pool, request.user, series=True)
+    return render(request, "pools/detail.html", {
+        "pool": figures, "lines": chart.lines(figures.series, timezone.now()),
+        "width": chart.WIDTH, "height": chart.HEIGHT})
+
+
+def job_panel(request: HttpRequest, job: Job) -> dict:
+    """The job page's note that the job runs on capacity a pool lent (jobs.panels)."""
+    return {"lent": selectors.lent_to(job)}
+
