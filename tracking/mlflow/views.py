@@ -32,6 +32,7 @@ from tracking.mlflow.selectors import (
     metric_history_page,
     require_creator,
     run_in,
+    run_to_write,
     runs_in,
     runs_of,
     sampled_history,
@@ -197,23 +198,23 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
 # Logging: every write goes through services.run_log_batch (validated, all or nothing, idempotent).
 
 def runs_log_batch(request: Request, scope: Scope, body: dict) -> dict:
-    run = writable_run(scope, run_id(body))
-    services.run_log_batch(run_id=run.pk, metrics=body.get("metrics"), params=body.get("params"),
+    pk, check = run_to_write(scope, run_id(body))
+    services.run_log_batch(run_id=pk, metrics=body.get("metrics"), params=body.get("params"),
                            tags=body.get("tags"), token_attempt=scope.token_attempt,
-                           ignored_fields=translate.UNSTORED_METRIC_FIELDS)
+                           ignored_fields=translate.UNSTORED_METRIC_FIELDS, check=check)
     return {}
 
 
 def runs_log_metric(request: Request, scope: Scope, body: dict) -> dict:
-    run = writable_run(scope, run_id(body))
+    pk, check = run_to_write(scope, run_id(body))
     point = {name: body[name] for name in ("key", "value", "step", "timestamp") if name in body}
-    services.run_log_batch(run_id=run.pk, metrics=[point], token_attempt=scope.token_attempt)
+    services.run_log_batch(run_id=pk, metrics=[point], token_attempt=scope.token_attempt, check=check)
     return {}
 
 
 def runs_log_parameter(request: Request, scope: Scope, body: dict) -> dict:
-    run = writable_run(scope, run_id(body))
-    services.run_log_batch(run_id=run.pk, params=[{"key": body.get("key"), "value": body.get("value")}])
+    pk, check = run_to_write(scope, run_id(body))
+    services.run_log_batch(run_id=pk, params=[{"key": body.get("key"), "value": body.get("value")}], check=check)
     return {}
 
 
