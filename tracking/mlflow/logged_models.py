@@ -33,7 +33,6 @@ from tracking.series.validate import (
     MAX_TAG_VALUE,
     MAX_TAGS,
     clean_pairs,
-    has_surrogate,
 )
 
 MODEL_ID = re.compile(r"m-[0-9a-f]{32}")
@@ -129,8 +128,8 @@ def create(request: Request, scope: Scope, body: dict) -> dict:
 def _name(name: str) -> str:
     if len(name) > MAX_KEY:
         raise invalid(f"Parameter 'name' is {len(name)} characters long; at most {MAX_KEY}.")
-    if has_control_character(name) or has_surrogate(name):
-        raise invalid("Parameter 'name' holds a control character or half of a surrogate pair.")
+    if has_control_character(name):  # a lone surrogate was refused as the field was read (translate.text)
+        raise invalid("Parameter 'name' holds a control character.")
     if "/" in name or name in (".", ".."):
         # runs:/<run>/<name> URIs find a model by its name as their first path segment.
         raise invalid(f"Parameter 'name' must not hold '/' nor be '.' or '..'; got {name[:100]!r}.")
