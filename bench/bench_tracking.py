@@ -395,7 +395,8 @@ def main() -> int:
                                                     args.seconds, label)
                 print(row, flush=True)
         if mlflow is not None:
-            mlflow_runs = [httpx.post(f"{mlflow_base}/api/2.0/mlflow/runs/create", json={"experiment_id": "0"})
+            mlflow_runs = [httpx.post(f"{mlflow_base}/api/2.0/mlflow/runs/create", json={"experiment_id": "0"},
+                                     timeout=120)
                            .json()["run"]["info"]["run_id"] for _ in range(max(args.clients))]
             target = Ingest(mlflow_port, {"Content-Type": "application/json"}, mlflow_path, mlflow_batch,
                             MLFLOW_BATCH)

@@ -323,3 +323,35 @@ class ArtifactUpload(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.pk} of run {self.run_id} {self.path}"
+
+
+class LoggedModelStatus(TextChoices):
+    # MLflow 3's names (its LoggedModelStatus enum), so its client reads them unchanged.
+    PENDING = "LOGGED_MODEL_PENDING", "Pending"
+    READY = "LOGGED_MODEL_READY", "Ready"
+    FAILED = "LOGGED_MODEL_UPLOAD_FAILED", "Upload failed"
+
+
+class LoggedModel(models.Model):
+    """A model MLflow 3's client logged (`log_model`, Hugging Face's checkpoints with HF_MLFLOW_LOG_ARTIFACTS): a
+    name, params and tags here, its files the artifacts of the run that logged it under `models/<id>/`
+    (tracking.mlflow.logged_models), so they count in the project's quota, show on the run page and go with the
+    run."""
+
+    id = models.CharField(primary_key=True, max_length=34)  # "m-" and 32 hex digits, as MLflow's ids
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="logged_models")
+    name = models.CharField(max_length=250)
+    model_type = models.CharField(max_length=250, blank=True)
+    status = models.CharField(max_length=30, choices=LoggedModelStatus.choices, default=LoggedModelStatus.PENDING)
+    params = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["project", "created_at"]
+        indexes = [models.Index(fields=["project", "name"], name="tracking_loggedmodel_name_idx")]
+
+    def __str__(self) -> str:
+        return f"logged model {self.pk} of run {self.run_id}"

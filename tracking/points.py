@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import fields
-from functools import reduce
+from functools import cache, reduce
 from typing import NamedTuple
 
 import numpy as np
@@ -277,12 +277,19 @@ def update_rollups(ids: dict[str, int], batch: Batch) -> None:
             if level:
                 chunks = coarser(chunks, width // LEVEL_STEPS[level - 1])
             fresh.update({(ids[key], level, chunk): agg for chunk, agg in chunks.items()})
-    rows = ", ".join([f"({', '.join(['%s'] * len(_ROLLUP_COLUMNS))})"] * len(fresh))
+    rows = [(series_id, level, *(getattr(agg, name) for name in _AGGREGATE))
+            for (series_id, level, _), agg in fresh.items()]
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) VALUES {rows} "  # noqa: S608
-                       f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}",
-                       [value for (series_id, level, _), agg in fresh.items()
-                        for value in (series_id, level, *(getattr(agg, name) for name in _AGGREGATE))])
+        if connection.vendor == "postgresql":
+            # One array a column: the same statement every batch, 16 parameters. Spelled as rows, a batch's forty
+            # rows were 640 parameters, which the driver split out of the statement's text again every time (a
+            # tenth of a 1,000-point batch's CPU).
+            cursor.execute(_upsert_arrays_sql(), [list(column) for column in zip(*rows, strict=True)])
+        else:
+            values = ", ".join([f"({', '.join(['%s'] * len(_ROLLUP_COLUMNS))})"] * len(rows))
+            cursor.execute(f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) VALUES {values} "  # noqa: S608
+                           f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}",
+                           [value for row in rows for value in row])
 
 
 _ROLLUPS = Rollup._meta.db_table
@@ -315,3 +322,11 @@ def _merge_sql() -> str:
 
 
 _MERGE = _merge_sql()
+
+
+@cache  # built on first use: the column types are the database's
+def _upsert_arrays_sql() -> str:
+    """The rollups' upsert on PostgreSQL, its rows as one array per column (unnest), each cast to its column's type."""
+    casts = ", ".join(f"%s::{Rollup._meta.get_field(name).db_type(connection)}[]" for name in _ROLLUP_COLUMNS)
+    return (f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) SELECT * FROM unnest({casts}) "  # noqa: S608
+            f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}")

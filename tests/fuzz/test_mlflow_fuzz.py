@@ -60,6 +60,11 @@ ROUTES: dict[str, tuple[str, dict[str, str]]] = {
                                     "page_token": "page_token"}),
     "metrics/get-history-bulk-interval": ("GET", {"run_ids": "run_ids", "metric_key": "key", "max_results": "int",
                                                   "start_step": "int", "end_step": "int"}),
+    "logged-models": ("POST", {"experiment_id": "experiment_id", "source_run_id": "run_id", "name": "text",
+                               "model_type": "text", "params": "pairs", "tags": "pairs"}),
+    "logged-models/search": ("POST", {"experiment_ids": "experiment_ids", "filter": "filter", "max_results": "int",
+                                      "page_token": "page_token"}),
+    "runs/outputs": ("POST", {"run_id": "run_id", "models": "pairs"}),
     "no/such-endpoint": ("POST", {"run_id": "run_id"}),
 }
 

@@ -29,24 +29,34 @@ from tracking.artifacts.services import Body, LengthRequired
 from tracking.artifacts.views import streamed
 from tracking.auth import LoggingThrottle
 from tracking.bodies import body_of
-from tracking.mlflow import errors
+from tracking.mlflow import errors, logged_models
 from tracking.mlflow.errors import MlflowError, invalid, not_found
 from tracking.mlflow.selectors import Scope, run_in, scope_of, writable_run
 from tracking.mlflow.translate import integer, text
 from tracking.mlflow.views import MlflowEndpoint
 from tracking.models import Artifact, Run
 
-# <experiment id>/<run id>/artifacts[/<path in the run's artifacts>]: where a run's artifact URI points.
+# <experiment id>/<run id>/artifacts[/<path in the run's artifacts>]: where a run's artifact URI points; and
+# <experiment id>/models/<model id>/artifacts[/<path>], a logged model's (its files are its run's, in their folder).
 RUN_ROOT = re.compile(r"(?P<experiment>[^/]+)/(?P<run>[^/]+)/artifacts(?:/(?P<rest>.+))?")
+MODEL_ROOT = re.compile(rf"(?P<experiment>[^/]+)/{logged_models.FOLDER}/(?P<model>[^/]+)/artifacts(?:/(?P<rest>.+))?")
 _PART_SALT = "tidal.tracking.artifacts.part"
 
 
 def locate(scope: Scope, raw: str, field: str = "path") -> tuple[Run, str]:
-    """The run and the path inside its artifacts that an artifact path of the proxy names."""
+    """The run and the path inside its artifacts that an artifact path of the proxy names (a logged model's files
+    are in their folder of its run's artifacts)."""
     try:
         cleaned = paths.clean(raw, field)
     except paths.PathError as error:
         raise invalid(str(error)) from None
+    model = MODEL_ROOT.fullmatch(cleaned)
+    if model is not None:
+        logged = logged_models.model_in(scope, model["model"])
+        if str(logged.run.experiment_id) != model["experiment"]:
+            raise not_found(f"Logged model with id={model['model'][:50]!r} not found in experiment "
+                            f"{model['experiment'][:50]}.")
+        return logged.run, paths.join(logged_models.folder_of(logged), model["rest"] or "")
     found = RUN_ROOT.fullmatch(cleaned)
     if found is None:
         raise not_found(f"Parameter '{field}' names no run's artifacts ({cleaned[:100]!r}); they are under "

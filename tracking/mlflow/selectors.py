@@ -7,6 +7,7 @@ own run: it reads and writes that run and reads its experiment, and is refused e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,25 @@ def writable_run(scope: Scope, run_id: str) -> Run:
     if scope.token_run is None:
         check_run_writer(run, scope.user, scope.role)
     return run
+
+
+def run_to_write(scope: Scope, run_id: str) -> tuple[int, Callable[[Run | None], None]]:
+    """writable_run's answers for a write that reads the run itself (services.run_log_batch, under its lock): the
+    run's primary key, and the check of the row it reads. Nothing is read here; a run token's other runs, and ids
+    that name no run, are refused as run_in refuses them."""
+    if scope.token_run is not None:
+        run_in(scope, run_id)  # refuses any other run before any lookup
+    pk = pk_of(run_id)
+    if pk is None:
+        raise not_found(f"Run with id={run_id[:50]} not found.")
+
+    def check(run: Run | None) -> None:
+        if run is None or run.project_id != scope.project.pk:
+            raise not_found(f"Run with id={run_id[:50]} not found.")
+        if scope.token_run is None:
+            check_run_writer(run, scope.user, scope.role)
+
+    return pk, check
 
 
 def _experiments(scope: Scope) -> QuerySet[Experiment]:

@@ -1,11 +1,12 @@
-"""MLflow's tracking endpoints under `mlflow/<project>/`: the paths its REST client calls (`api/2.0/mlflow/...`) and
-the same under `ajax-api/`, which its UI calls; its artifact proxy (`api/2.0/mlflow-artifacts/...`,
-tracking.mlflow.artifacts) and `api/3.0/mlflow/server-info`; any other path there is MLflow's ENDPOINT_NOT_FOUND."""
+"""MLflow's tracking endpoints under `mlflow/<project>/`: the paths its REST client calls (`api/2.0/mlflow/...`,
+MLflow 3's logged models among them: tracking.mlflow.logged_models) and the same under `ajax-api/`, which its UI
+calls; its artifact proxy (`api/2.0/mlflow-artifacts/...`, tracking.mlflow.artifacts) and
+`api/3.0/mlflow/server-info`; any other path there is MLflow's ENDPOINT_NOT_FOUND."""
 
 from django.urls import include, path, re_path
 
-from tracking.mlflow import artifacts, views
-from tracking.mlflow.views import endpoint
+from tracking.mlflow import artifacts, logged_models, views
+from tracking.mlflow.views import endpoint, endpoint_by_method
 
 endpoints = [
     path("experiments/get-by-name", endpoint(views.experiments_get_by_name, "GET")),
@@ -22,7 +23,15 @@ endpoints = [
     path("runs/delete-tag", endpoint(views.runs_delete_tag, "POST")),
     path("runs/delete", endpoint(views.runs_delete, "POST")),
     path("runs/restore", endpoint(views.runs_restore, "POST")),
-    path("logged-models/search", endpoint(views.logged_models_search, "POST")),
+    path("runs/outputs", endpoint(logged_models.runs_outputs, "POST")),
+    path("logged-models", endpoint(logged_models.create, "POST")),
+    path("logged-models/search", endpoint(logged_models.search, "POST")),
+    path("logged-models/<str:model_id>",
+         endpoint_by_method({"GET": logged_models.get, "PATCH": logged_models.finalize})),
+    path("logged-models/<str:model_id>/params", endpoint(logged_models.log_params, "POST")),
+    path("logged-models/<str:model_id>/tags", endpoint(logged_models.set_tags, "PATCH")),
+    path("logged-models/<str:model_id>/tags/<path:tag_key>", endpoint(logged_models.delete_tag, "DELETE")),
+    path("logged-models/<str:model_id>/artifacts/directories", endpoint(logged_models.list_artifacts, "GET")),
     path("metrics/get-history", endpoint(views.metrics_get_history, "GET")),
     path("metrics/get-history-bulk-interval", endpoint(views.metrics_get_history_bulk_interval, "GET")),
 ]

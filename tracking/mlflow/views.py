@@ -32,6 +32,7 @@ from tracking.mlflow.selectors import (
     metric_history_page,
     require_creator,
     run_in,
+    run_to_write,
     runs_in,
     runs_of,
     sampled_history,
@@ -60,38 +61,53 @@ class MlflowEndpoint(APIView):
     throttle_classes = [AttemptThrottle]
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
-    answer: Handler | None = None  # set per URL by as_view(answer=...)
 
     def get_exception_handler(self) -> Callable:
         return errors.exception_handler
 
-    def get(self, request: Request, project: str) -> Response:
-        return self._answered(request, project, request.query_params.dict())
 
-    def post(self, request: Request, project: str) -> Response:
+class AnsweringEndpoint(MlflowEndpoint):
+    """An endpoint whose answer is a Handler of its request's fields: the query string's (GET, DELETE) or the JSON
+    body's, and those in its path (a logged model's id), as MLflow's server reads them."""
+
+    answers: dict[str, Handler] = {}  # by HTTP method: set per URL by as_view(answers=...)
+
+    def get(self, request: Request, project: str, **fields: str) -> Response:
+        return self._answered(request, project, request.query_params.dict(), fields)
+
+    def post(self, request: Request, project: str, **fields: str) -> Response:
         body = body_of(request)
         if not isinstance(body, dict):
             raise invalid("The request body must be a JSON object.")
-        return self._answered(request, project, body)
+        return self._answered(request, project, body, fields)
 
-    def _answered(self, request: Request, project: str, body: dict) -> Response:
-        if self.answer is None:
-            raise ImproperlyConfigured(f"{type(self).__name__}.as_view() needs answer=")
-        return Response(self.answer(request, scope_of(request, project), body))
+    patch = post
+    delete = get  # MLflow's client sends a DELETE's fields in its path and query string
+
+    def _answered(self, request: Request, project: str, body: dict, fields: dict[str, str]) -> Response:
+        answer = self.answers.get(request.method or "")
+        if answer is None:
+            raise ImproperlyConfigured(f"{type(self).__name__}.as_view() has no answer for {request.method}")
+        return Response(answer(request, scope_of(request, project), {**body, **fields}))
 
 
 def endpoint(answer: Handler, method: str, *, logs: bool = False) -> Callable:
     """The view of one endpoint; `logs`: it writes points, params or tags, counted at the tracking rate, its body
     read as Tidal's own ingestion endpoint reads one (orjson, the depth check passing over the points: a third of
     the parsing's CPU on a 1,000-point batch), with the same answers to what orjson reads otherwise."""
-    return MlflowEndpoint.as_view(answer=answer, http_method_names=[method.lower(), "options"],
-                                  throttle_classes=[LoggingThrottle if logs else AttemptThrottle],
-                                  parser_classes=[BatchJSONParser if logs else JSONParser])
+    return endpoint_by_method({method: answer}, logs=logs)
+
+
+def endpoint_by_method(answers: dict[str, Handler], *, logs: bool = False) -> Callable:
+    """The view of a path served for several methods (a logged model: GET reads it, PATCH finalizes it)."""
+    return AnsweringEndpoint.as_view(answers=answers, http_method_names=[*(m.lower() for m in answers), "options"],
+                                     throttle_classes=[LoggingThrottle if logs else AttemptThrottle],
+                                     parser_classes=[BatchJSONParser if logs else JSONParser])
 
 
 @csrf_exempt  # it reads nothing and changes nothing: the client's POSTs must get this answer, not a CSRF page
 def unknown_endpoint(request: HttpRequest, project: str, rest: str) -> JsonResponse:
-    """Endpoints Tidal does not serve (datasets, logged models, traces, deletion...): MLflow's answer for them."""
+    """Endpoints Tidal does not serve (datasets, traces, deletion...): MLflow's answer for them."""
     message = f"Tidal does not serve MLflow's {rest[:100]!r} endpoint; see docs/mlflow.md for those it does."
     return JsonResponse(errors.body("ENDPOINT_NOT_FOUND", message), status=404)
 
@@ -182,23 +198,23 @@ def runs_search(request: Request, scope: Scope, body: dict) -> dict:
 # Logging: every write goes through services.run_log_batch (validated, all or nothing, idempotent).
 
 def runs_log_batch(request: Request, scope: Scope, body: dict) -> dict:
-    run = writable_run(scope, run_id(body))
-    services.run_log_batch(run_id=run.pk, metrics=body.get("metrics"), params=body.get("params"),
+    pk, check = run_to_write(scope, run_id(body))
+    services.run_log_batch(run_id=pk, metrics=body.get("metrics"), params=body.get("params"),
                            tags=body.get("tags"), token_attempt=scope.token_attempt,
-                           ignored_fields=translate.UNSTORED_METRIC_FIELDS)
+                           ignored_fields=translate.UNSTORED_METRIC_FIELDS, check=check)
     return {}
 
 
 def runs_log_metric(request: Request, scope: Scope, body: dict) -> dict:
-    run = writable_run(scope, run_id(body))
+    pk, check = run_to_write(scope, run_id(body))
     point = {name: body[name] for name in ("key", "value", "step", "timestamp") if name in body}
-    services.run_log_batch(run_id=run.pk, metrics=[point], token_attempt=scope.token_attempt)
+    services.run_log_batch(run_id=pk, metrics=[point], token_attempt=scope.token_attempt, check=check)
     return {}
 
 
 def runs_log_parameter(request: Request, scope: Scope, body: dict) -> dict:
-    run = writable_run(scope, run_id(body))
-    services.run_log_batch(run_id=run.pk, params=[{"key": body.get("key"), "value": body.get("value")}])
+    pk, check = run_to_write(scope, run_id(body))
+    services.run_log_batch(run_id=pk, params=[{"key": body.get("key"), "value": body.get("value")}], check=check)
     return {}
 
 
@@ -251,14 +267,6 @@ def _managed_run(scope: Scope, body: dict) -> Run:
     if scope.token_run is not None:
         raise denied("A run token cannot delete or restore runs.")
     return writable_run(scope, run_id(body))
-
-
-# Logged models: Tidal keeps none (`log_model`'s model entities are not served), but MLflow's client looks for one
-# named like the first folder of a run's artifact path before it lists or downloads that path (runs:/ URIs).
-
-def logged_models_search(request: Request, scope: Scope, body: dict) -> dict:
-    strings(body, "experiment_ids")  # checked as MLflow would, then: none
-    return {"models": []}
 
 
 # Metrics
