@@ -27,7 +27,7 @@ from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
 from costs.metering.prices import price_book
-from costs.metering.pricing import DAY, HOUR, PriceBook, day_pieces, hour_pieces
+from costs.metering.pricing import DAY, HOUR, PriceBook, Usage, day_pieces, hour_pieces
 from costs.metering.rollup import EPOCH_DAY, usage_of
 from costs.models import UsageDay, UsageSegment
 from jobs.models import Job
@@ -96,12 +96,12 @@ class Row:
         self.cost_micros += other.cost_micros
         self.memory_cost_micros += other.memory_cost_micros
 
-    def add_piece(self, segment: Any, start: int, end: int, book: PriceBook) -> None:
-        """Add what `segment` held and cost from `start` to `end`."""
+    def add_piece(self, segment: Any, usage: Usage, start: int, end: int, book: PriceBook) -> None:
+        """Add what `segment` (its `usage`) held and cost from `start` to `end`."""
         self.device_seconds += segment.devices * (end - start)
         self.cpu_seconds += segment.cpu_millis * (end - start) / 1000
         self.memory_seconds += segment.memory_mib * (end - start)
-        cost, memory_cost = book.micros(usage_of(segment), start, end)
+        cost, memory_cost = book.micros(usage, start, end)
         self.cost_micros += cost
         self.memory_cost_micros += memory_cost
 
@@ -246,14 +246,14 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
     book = price_book()
     found: dict[tuple, Row] = {}
     for segment in segments:
-        keys = query.keys_of(segment)
+        usage, keys = usage_of(segment), query.keys_of(segment)
         since = max(start, late.first_ts) if late and segment.pk in late.segments else start
         first, last = max(segment.start_ts, since), min(segment.end_ts or end, end)
         # Cut at midnights and priced a day at a time, as the rollup does: each day's money is rounded to the
         # micro-unit as its UsageDay's is, so a report is the same, to the micro-unit, before and after a roll.
         for day, a, b in day_pieces(first, last):
             period = period_of(EPOCH_DAY + timedelta(days=day), query.step)
-            found.setdefault((period, keys), Row(period, keys)).add_piece(segment, a, b, book)
+            found.setdefault((period, keys), Row(period, keys)).add_piece(segment, usage, a, b, book)
     return found
 
 
@@ -298,11 +298,11 @@ def _hourly(projects: QuerySet, query: ReportQuery, moment: int) -> list[Row]:
     book = price_book()
     found: dict[tuple, Row] = {}
     for segment in segments:
-        keys = query.keys_of(segment)
+        usage, keys = usage_of(segment), query.keys_of(segment)
         first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
         for a, b in hour_pieces(first, last):
             period = hour_of(a)
-            found.setdefault((period, keys), Row(period, keys)).add_piece(segment, a, b, book)
+            found.setdefault((period, keys), Row(period, keys)).add_piece(segment, usage, a, b, book)
     return sorted(found.values(), key=lambda r: (r.period, -r.cost_micros))
 
 
