@@ -22,6 +22,12 @@ class Migration(migrations.Migration):
             name="memory_cost_micros",
             field=models.BigIntegerField(db_default=0, help_text="The part of `cost_micros` its memory cost."),
         ),
+        # A default for the float column, so that unapplying this adds it back to rows that exist (then filled).
+        migrations.AlterField(
+            model_name="usageday",
+            name="cost",
+            field=models.FloatField(default=0.0, help_text="Everything the piece cost: devices or CPU, and memory."),
+        ),
         migrations.RunSQL(
             "UPDATE costs_usageday SET cost_micros = ROUND(cost * 1000000), "
             "memory_cost_micros = ROUND(memory_cost * 1000000)",
