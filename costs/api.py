@@ -19,7 +19,7 @@ from core.csvstream import line_writer
 from costs import selectors, services
 from costs.models import Budget, SpendAnomalyRule
 from costs.reports.idle import IdleGuarantee, IdleRow, idle_guarantee
-from costs.reports.usage import CHUNK, Report, ReportQuery, Row, report_rows, usage_report
+from costs.reports.usage import CHUNK, Report, ReportQuery, Row, money, report_rows, usage_report
 from costs.serializers import (
     BudgetSerializer,
     ClassDiscountSerializer,
@@ -68,8 +68,8 @@ def idle_json(idle: IdleGuarantee | None) -> dict | None:
 def row_json(row: Row, group_by: Sequence[str]) -> dict:
     return {"period": period_text(row.period) or None, "group": {name: row.labels.get(name, "") for name in group_by},
             "device_hours": round(row.device_hours, 4), "cpu_hours": round(row.cpu_hours, 4),
-            "memory_gib_hours": round(row.memory_gib_hours, 4), "cost": round(row.cost, 4),
-            "memory_cost": round(row.memory_cost, 4)}
+            "memory_gib_hours": round(row.memory_gib_hours, 4), "cost": money(row.cost),
+            "memory_cost": money(row.memory_cost)}
 
 
 def as_of(query: ReportQuery, now: datetime) -> datetime:
@@ -109,14 +109,14 @@ def csv_lines(rows: Iterator[Row], query: ReportQuery) -> Iterator[str]:
     """The header, then the rows in blocks of CHUNK lines: the response writes once a block, not once a line (29%
     of the time of a large export went into writing lines one by one). A period column only with a step."""
     writer, stepped = line_writer(), bool(query.step)
-    money = currency().lower()
+    unit = currency().lower()
     yield writer.writerow([*(["period"] if stepped else []), *query.group_by, "device_hours", "cpu_hours",
-                           "memory_gib_hours", f"cost_{money}", f"memory_cost_{money}"])
+                           "memory_gib_hours", f"cost_{unit}", f"memory_cost_{unit}"])
     while block := list(islice(rows, CHUNK)):
         yield "".join(writer.writerow([*([period_text(row.period)] if stepped else []),
                                        *(row.labels.get(name, "") for name in query.group_by),
                                        f"{row.device_hours:.4f}", f"{row.cpu_hours:.4f}",
-                                       f"{row.memory_gib_hours:.4f}", f"{row.cost:.4f}", f"{row.memory_cost:.4f}"])
+                                       f"{row.memory_gib_hours:.4f}", money(row.cost), money(row.memory_cost)])
                       for row in block)
 
 

@@ -70,8 +70,10 @@ class UsageDay(models.Model):
     device_seconds = models.BigIntegerField()
     cpu_seconds = models.BigIntegerField(help_text="CPU core-seconds.")
     memory_seconds = models.BigIntegerField(db_default=0, help_text="MiB-seconds of memory requested.")
-    cost = models.FloatField(help_text="Everything the piece cost: devices or CPU, and memory.")
-    memory_cost = models.FloatField(db_default=0.0, help_text="The part of `cost` its memory cost.")
+    # Money in micro-units of the currency (whole numbers): reports add them exactly, in SQL, on any database.
+    cost_micros = models.BigIntegerField(help_text="Everything the piece cost (devices or CPU, and memory), in "
+                                                   "millionths of the currency.")
+    memory_cost_micros = models.BigIntegerField(db_default=0, help_text="The part of `cost_micros` its memory cost.")
 
     class Meta:
         ordering = ["day", "id"]

@@ -206,8 +206,9 @@ class ReportRowSerializer(serializers.Serializer):
     device_hours = serializers.FloatField()
     cpu_hours = serializers.FloatField()
     memory_gib_hours = serializers.FloatField(help_text="GiB-hours of memory requested.")
-    cost = serializers.FloatField(help_text="Everything: devices or CPU, and memory.")
-    memory_cost = serializers.FloatField(help_text="The part of cost memory cost.")
+    cost = serializers.FloatField(help_text=(
+        "Everything: devices or CPU, and memory; to the cent, the exact sum rounded once (halves up)."))
+    memory_cost = serializers.FloatField(help_text="The part of cost memory cost, to the cent.")
 
 
 class IdleRowSerializer(serializers.Serializer):

@@ -142,3 +142,31 @@ def test_alerts_before_say_how_they_closed_and_ended_runs_close_theirs(tenant):
     assert (alerts["a"].resolved_at, alerts["a"].resolution) == (None, "")
     assert alerts["b"].resolution == "cleared"
     assert alerts["c"].resolved_at is not None and alerts["c"].resolution == "run_ended"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rolled_days_money_moves_into_micro_units_and_back(tenant, inventory):  # noqa: F811
+    """A day rolled as a float keeps its amount, rounded once to the micro-unit; unapplied, micro-units are floats."""
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from costs.metering.rollup import roll_segments
+    from costs.models import DevicePrice, UsageDay, UsageSegment
+    from quotas.models import PriorityClass
+
+    DevicePrice.objects.create(flavor=inventory["h100"], per_device_hour=Decimal("0.0162"),
+                               effective_from=datetime(2025, 1, 1, tzinfo=UTC))
+    start = int(at(0).timestamp())
+    UsageSegment.objects.create(attempt_number=1, organization_id=tenant.project.organization_id,
+                                project=tenant.project, flavor=inventory["h100"], stage="other", devices=1,
+                                priority_class=PriorityClass.objects.get(name="normal"), cpu_millis=0,
+                                start_ts=start, end_ts=start + 1000)
+    assert roll_segments(now=at(1)) == 1
+
+    call_command("migrate", "costs", "0006", verbosity=0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cost, memory_cost FROM costs_usageday")
+        assert cursor.fetchall() == [(0.0045, 0.0)]
+        cursor.execute("UPDATE costs_usageday SET cost = 0.0135000004")  # a float summed before: 3 x 0.0045
+    call_command("migrate", verbosity=0)
+    assert list(UsageDay.objects.values_list("cost_micros", "memory_cost_micros")) == [(13_500, 0)]

@@ -93,7 +93,7 @@ def quota_efficiency(scope: Scope) -> Efficiency:
     for used in report_rows(cohort, ReportQuery(scope.window, ("project", "flavor"), None, flavor), scope.now):
         if used.device_seconds:
             found = row(*used.keys)
-            found.used_seconds, found.used_cost = used.device_seconds, used.cost
+            found.used_seconds, found.used_cost = used.device_seconds, float(used.cost)
     start, until = scope.window.start_ts, scope.until_ts
     for _, project, flavor_id, borrowed, first, last in window_segments(
             cohort, scope.window, flavor, until, ("id", "project_id", "flavor_id", "borrowed", "start_ts", "end_ts"),

@@ -69,7 +69,7 @@ def waste(scope: Scope, gpu_util_below: float = DEFAULT_GPU_UTIL_BELOW) -> Waste
     failed = ReportQuery(scope.window, ("job", "project", "flavor"), None, {**scope.filters, "outcome__in": FAILED})
     for used in report_rows(scope.projects, failed, scope.now):
         found = row(*used.keys)
-        found.failed_seconds, found.failed_cost = used.device_seconds, used.cost
+        found.failed_seconds, found.failed_cost = used.device_seconds, float(used.cost)  # an estimate beside lost time
     book, held, jobs = price_book(), {}, {}
     for (_, job, number, project, flavor, cluster, klass, devices, cpu, first, last, outcome, started,
          checkpoint) in window_segments(scope.projects, scope.window, scope.filters, scope.until_ts, SEGMENT_FIELDS):

@@ -32,10 +32,6 @@ EVENT = "cost.anomaly"
 CENT = Decimal("0.0001")
 
 
-def money(value: float) -> Decimal:
-    return Decimal(repr(value)).quantize(CENT)
-
-
 @dataclass(frozen=True)
 class Terms:
     multiple: Decimal
@@ -92,7 +88,7 @@ def find_anomalies(now: datetime) -> list[Anomaly]:
     report = usage_report(Project.objects.values("id"), ReportQuery(window, ("project",), "day"), now)
     daily: dict[int, dict[date, Decimal]] = defaultdict(dict)
     for row in report.rows:
-        daily[row.keys[0]][row.period] = money(row.cost)  # type: ignore[index]
+        daily[row.keys[0]][row.period] = row.cost.quantize(CENT)  # type: ignore[index]
     found = []
     for project, days in daily.items():
         if project in off:

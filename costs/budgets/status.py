@@ -69,7 +69,8 @@ def spent(project_ids: Collection[int], window: Window, now: datetime, scope: st
     filters = {"user_id": ids[0]} if scope == "user" and len(ids) == 1 else {}
     report = usage_report(projects, ReportQuery(window, (scope,), None, filters), now)
     wanted = set(ids)
-    return {row.keys[0]: row.cost for row in report.rows if row.keys[0] in wanted}
+    # The report's exact sum; a float from here on, for the forecast's rates (see docs/costs.md, Money).
+    return {row.keys[0]: float(row.cost) for row in report.rows if row.keys[0] in wanted}
 
 
 def committed(project_ids: Collection[int], now: datetime, until: int, scope: str = "project") -> dict[int, float]:

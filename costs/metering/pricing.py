@@ -13,11 +13,23 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
 
 DAY = 86_400
 HOUR = 3_600.0
+# Prices and class factors are stored with 4 decimals (`costs.models`), so every price is an exact whole number of
+# ten-thousandths and every hourly rate below an exact integer: money is computed without rounding and rounded
+# once, to micro-units (MICROS a unit of the currency), where a piece of use is priced.
+PRICE_SCALE = 10_000
+MICROS = 1_000_000
+# An hourly rate's unit, as a fraction of the currency: a price and a factor (ten-thousandths each), a thousandth of
+# a core (CPU is requested in millicores), a 1024th of a GiB (memory in MiB).
+RATE_SCALE = PRICE_SCALE * PRICE_SCALE * 1000 * 1024
+# Rate x seconds / MICRO_DIVISOR = micro-units.
+MICRO_DIVISOR = RATE_SCALE * 3600 // MICROS
 
-Timeline = Sequence[tuple[int, float]]  # (in force from, UTC epoch seconds; value), sorted by time
+Timeline = Sequence[tuple[int, float | Decimal]]  # (in force from, UTC epoch seconds; value), sorted by time
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,80 +44,123 @@ class Usage:
     memory_mib: int = 0
 
 
-def value_at(timeline: Timeline, at: float) -> float | None:
+def value_at(timeline: Sequence[tuple[int, Any]], at: float) -> Any:
     """The value in force at `at`, or None before the first date."""
     index = bisect_right(timeline, (at, float("inf"))) - 1
     return timeline[index][1] if index >= 0 else None
 
 
-def _changes(timeline: Timeline, start: float, end: float) -> list[int]:
+def _changes(timeline: Sequence[tuple[int, Any]], start: float, end: float) -> list[int]:
     return [since for since, _ in timeline if start < since < end]
+
+
+def price_units(value: float | Decimal) -> int:
+    """A price or factor as whole ten-thousandths, exactly (a float is read as its shortest decimal, 0.3 as 0.3);
+    ValueError for a finer one, which the catalog's 4 decimals cannot hold."""
+    scaled = Decimal(str(value)).scaleb(4)
+    if scaled != scaled.to_integral_value():
+        raise ValueError(f"{value} has more than 4 decimals")
+    return int(scaled)
+
+
+def _scaled(timeline: Timeline) -> list[tuple[int, int]]:
+    return [(since, price_units(value)) for since, value in timeline]
+
+
+def rounded_division(numerator: int, divisor: int) -> int:
+    """numerator / divisor to the nearest integer, halves away from zero (numerator >= 0)."""
+    return (2 * numerator + divisor) // (2 * divisor)
 
 
 @dataclass(frozen=True)
 class PriceBook:
     """Every price timeline: device prices by (flavor, cluster or None), the CPU core-hour, class discounts, memory
-    prices (per GiB-hour) by (flavor, cluster or None)."""
+    prices (per GiB-hour) by (flavor, cluster or None). Values as the catalog stores them (Decimal; a float is read
+    as its decimal), kept as whole ten-thousandths for the arithmetic."""
 
     device: Mapping[tuple[int, int | None], Timeline] = field(default_factory=dict)
     cpu: Timeline = ()
     discount: Mapping[int, Timeline] = field(default_factory=dict)
     memory: Mapping[tuple[int, int | None], Timeline] = field(default_factory=dict)
+    _units: dict[str, Any] = field(init=False, repr=False, compare=False)
 
-    def _timelines(self, usage: Usage) -> list[Timeline]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_units", {
+            "device": {key: _scaled(line) for key, line in self.device.items()}, "cpu": _scaled(self.cpu),
+            "discount": {key: _scaled(line) for key, line in self.discount.items()},
+            "memory": {key: _scaled(line) for key, line in self.memory.items()}})
+
+    def _timelines(self, usage: Usage) -> list[Sequence[tuple[int, int]]]:
+        units = self._units
         if usage.devices:
-            prices = [self.device.get((usage.flavor_id, None), ()),
-                      self.device.get((usage.flavor_id, usage.cluster_id), ())]
+            prices = [units["device"].get((usage.flavor_id, None), ()),
+                      units["device"].get((usage.flavor_id, usage.cluster_id), ())]
         else:
-            prices = [self.cpu]
+            prices = [units["cpu"]]
         if usage.memory_mib:
-            prices += [self.memory.get((usage.flavor_id, None), ()),
-                       self.memory.get((usage.flavor_id, usage.cluster_id), ())]
-        return [*prices, self.discount.get(usage.priority_class_id, ())]
+            prices += [units["memory"].get((usage.flavor_id, None), ()),
+                       units["memory"].get((usage.flavor_id, usage.cluster_id), ())]
+        return [*prices, units["discount"].get(usage.priority_class_id, ())]
 
     @staticmethod
-    def _flavor_price(table: Mapping[tuple[int, int | None], Timeline], usage: Usage, at: float) -> float:
+    def _flavor_price(table: Mapping[tuple[int, int | None], Sequence[tuple[int, int]]], usage: Usage,
+                      at: float) -> int:
         """The flavor's price at `at`: its cluster's own when that has started, else the flavor's, else 0."""
         own = table.get((usage.flavor_id, usage.cluster_id), ()) if usage.cluster_id is not None else ()
         price = value_at(own, at)
         if price is None:
-            price = value_at(table.get((usage.flavor_id, None), ()), at) or 0.0
-        return price
+            price = value_at(table.get((usage.flavor_id, None), ()), at) or 0
+        return int(price)
 
-    def _hourly_parts(self, usage: Usage, at: float) -> tuple[float, float]:
-        """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory (GiB = 1024
-        MiB), each at the class's factor."""
+    def _rates(self, usage: Usage, at: float) -> tuple[int, int]:
+        """What `usage` costs per hour at `at`, in RATE_SCALE units, exactly: its devices (or, with none, its CPU)
+        and its memory, each at the class's factor."""
+        units = self._units
         if usage.devices:
-            amount = usage.devices * self._flavor_price(self.device, usage, at)
+            amount = usage.devices * 1000 * 1024 * self._flavor_price(units["device"], usage, at)
         else:
-            amount = usage.cpu_millis / 1000 * (value_at(self.cpu, at) or 0.0)
-        memory = usage.memory_mib / 1024 * self._flavor_price(self.memory, usage, at) if usage.memory_mib else 0.0
-        factor = value_at(self.discount.get(usage.priority_class_id, ()), at)
-        factor = 1.0 if factor is None else factor
+            amount = usage.cpu_millis * 1024 * (value_at(units["cpu"], at) or 0)
+        memory = usage.memory_mib * 1000 * self._flavor_price(units["memory"], usage, at) if usage.memory_mib else 0
+        factor = value_at(units["discount"].get(usage.priority_class_id, ()), at)
+        factor = PRICE_SCALE if factor is None else factor
         return amount * factor, memory * factor
 
     def hourly(self, usage: Usage, at: float) -> float:
         """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory."""
-        compute, memory = self._hourly_parts(usage, at)
-        return compute + memory
+        compute, memory = self._rates(usage, at)
+        return (compute + memory) / RATE_SCALE
 
     def memory_hourly(self, usage: Usage, at: float) -> float:
         """The part of `hourly` its memory request costs."""
-        return self._hourly_parts(usage, at)[1] if usage.memory_mib else 0.0
+        return self._rates(usage, at)[1] / RATE_SCALE if usage.memory_mib else 0.0
+
+    def _amounts(self, usage: Usage, start: float, end: float) -> tuple[Any, Any]:
+        """Rate x seconds from `start` to `end`, each piece at the prices then in force: (devices or CPU, memory);
+        integers, exact, for whole seconds."""
+        if end <= start:
+            return 0, 0
+        cuts = sorted({start, end, *(at for line in self._timelines(usage) for at in _changes(line, start, end))})
+        compute: Any = 0
+        memory: Any = 0
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            compute_rate, memory_rate = self._rates(usage, a)
+            compute += compute_rate * (b - a)
+            memory += memory_rate * (b - a)
+        return compute, memory
+
+    def micros(self, usage: Usage, start: int, end: int) -> tuple[int, int]:
+        """What `usage` cost from `start` to `end` (whole epoch seconds), in micro-units of the currency, each part
+        rounded once: (everything, the part its memory cost). What the rollup stores and reports add up."""
+        compute, memory = self._amounts(usage, start, end)
+        memory_micros = rounded_division(memory, MICRO_DIVISOR)
+        return rounded_division(compute, MICRO_DIVISOR) + memory_micros, memory_micros
 
     def costs(self, usage: Usage, start: float, end: float) -> tuple[float, float]:
         """What `usage` cost from `start` to `end` (epoch seconds, fractions too: the GPU analysis cuts at points'
-        milliseconds), each piece at the prices then in force: (everything, the part its memory cost), in one pass
-        (the rollup and the reports need both)."""
-        if end <= start:
-            return 0.0, 0.0
-        cuts = sorted({start, end, *(at for line in self._timelines(usage) for at in _changes(line, start, end))})
-        total = memory = 0.0
-        for a, b in zip(cuts, cuts[1:], strict=False):
-            compute_part, memory_part = self._hourly_parts(usage, a)
-            total += (compute_part + memory_part) * (b - a)
-            memory += memory_part * (b - a)
-        return total / HOUR, memory / HOUR
+        milliseconds) as floats, for the analyses' estimates: (everything, the part its memory cost). Reports add
+        `micros`, which are exact."""
+        compute, memory = self._amounts(usage, start, end)
+        return (compute + memory) / RATE_SCALE / HOUR, memory / RATE_SCALE / HOUR
 
     def cost(self, usage: Usage, start: float, end: float) -> float:
         """What `usage` cost from `start` to `end`, memory included (see `costs`)."""

@@ -25,8 +25,8 @@ EPOCH_DAY = date(1970, 1, 1)
 # What a day copies from its segment, and a day's columns in the order rows are written.
 COPIED = ("organization_id", "project_id", "user_id", "job_id", "experiment", "stage", "flavor_id", "cluster_id",
           "priority_class_id", "outcome")
-DAY_COLUMNS = ("segment_id", "day", *COPIED, "labels", "device_seconds", "cpu_seconds", "memory_seconds", "cost",
-               "memory_cost")
+DAY_COLUMNS = ("segment_id", "day", *COPIED, "labels", "device_seconds", "cpu_seconds", "memory_seconds",
+               "cost_micros", "memory_cost_micros")
 
 
 def usage_of(segment: Any) -> Usage:
@@ -43,7 +43,7 @@ def day_rows(segment: Any, book: PriceBook) -> Iterator[tuple]:
     labels = getattr(segment, "labels_json", None) or json.dumps(segment.labels or {}, separators=(",", ":"))
     adapt = connection.ops.adapt_datefield_value
     for day, start, end in day_pieces(segment.start_ts, segment.end_ts):
-        cost, memory_cost = book.costs(usage, start, end)
+        cost, memory_cost = book.micros(usage, start, end)
         yield (segment.id, adapt(EPOCH_DAY + timedelta(days=day)), *copied, labels, segment.devices * (end - start),
                round(segment.cpu_millis * (end - start) / 1000), segment.memory_mib * (end - start), cost, memory_cost)
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
@@ -36,7 +37,7 @@ class UtilizationDay:
     day: date
     allocated: float  # device-hours jobs held
     capacity: float  # device-hours the current inventory offers that day (up to now for today)
-    cost: float
+    cost: Decimal  # exact: the report's
 
     @property
     def percent(self) -> float | None:
@@ -58,8 +59,8 @@ class FlavorUtilization:
         return sum(day.capacity for day in self.days)
 
     @property
-    def cost(self) -> float:
-        return sum(day.cost for day in self.days)
+    def cost(self) -> Decimal:
+        return sum((day.cost for day in self.days), Decimal(0))
 
     @property
     def percent(self) -> float | None:
@@ -113,7 +114,7 @@ def utilization(projects: QuerySet, window: Window, now: datetime) -> list[Flavo
             day_row = used[flavor].get(day)
             capacity = sum(capacity_hours(day, node.devices, now, node.since) for node in inventory[flavor])
             entry.days.append(UtilizationDay(day, day_row.device_hours if day_row else 0.0, capacity,
-                                             day_row.cost if day_row else 0.0))
+                                             day_row.cost if day_row else Decimal(0)))
         result.append(entry)
     return result
 
@@ -174,5 +175,5 @@ class AdminReport:
 def gather(projects: QuerySet, window: Window, now: datetime) -> AdminReport:
     chargeback = usage_report(projects, ReportQuery(window, CHARGEBACK_GROUPS), now)
     rows = sorted(chargeback.rows, key=lambda row: (row.labels["organization"], row.labels["project"]))
-    top = sorted(chargeback.rows, key=lambda row: -row.cost)[:TOP_PROJECTS]
+    top = sorted(chargeback.rows, key=lambda row: -row.cost_micros)[:TOP_PROJECTS]
     return AdminReport(utilization(projects, window, now), fragmentation_now(now), top, rows, chargeback.total)

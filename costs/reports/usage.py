@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from itertools import islice
 from typing import Any
 
@@ -26,7 +27,7 @@ from django.db.models.functions import TruncMonth, TruncWeek
 
 from clusters.models import Cluster
 from costs.metering.prices import price_book
-from costs.metering.pricing import DAY, HOUR, day_pieces, hour_pieces
+from costs.metering.pricing import DAY, HOUR, PriceBook, Usage, day_pieces, hour_pieces
 from costs.metering.rollup import EPOCH_DAY, usage_of
 from costs.models import UsageDay, UsageSegment
 from jobs.models import Job
@@ -45,6 +46,7 @@ CHUNK = 2000
 # A group `label:<key>` is the value of the job label <key>; jobs without it are in the NO_LABEL group.
 LABEL_PREFIX = "label:"
 NO_LABEL = "(none)"
+CENT = Decimal("0.01")
 
 
 def label_key(group: str) -> str | None:
@@ -75,21 +77,41 @@ class Window:
 
 @dataclass
 class Row:
+    """A report's row. Money is whole micro-units of the currency, added exactly; `cost` and `memory_cost` give it
+    as an exact Decimal, for the edge (the API, CSV and page) to round once."""
+
     period: date | None
     keys: tuple[Any, ...]
     device_seconds: float = 0.0
     cpu_seconds: float = 0.0
-    cost: float = 0.0
+    cost_micros: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     memory_seconds: float = 0.0  # MiB-seconds
-    memory_cost: float = 0.0  # the part of `cost` memory cost
+    memory_cost_micros: int = 0  # the part of `cost_micros` memory cost
 
     def add(self, other: Row) -> None:
         self.device_seconds += other.device_seconds
         self.cpu_seconds += other.cpu_seconds
         self.memory_seconds += other.memory_seconds
-        self.cost += other.cost
-        self.memory_cost += other.memory_cost
+        self.cost_micros += other.cost_micros
+        self.memory_cost_micros += other.memory_cost_micros
+
+    def add_piece(self, segment: Any, usage: Usage, start: int, end: int, book: PriceBook) -> None:
+        """Add what `segment` (its `usage`) held and cost from `start` to `end`."""
+        self.device_seconds += segment.devices * (end - start)
+        self.cpu_seconds += segment.cpu_millis * (end - start) / 1000
+        self.memory_seconds += segment.memory_mib * (end - start)
+        cost, memory_cost = book.micros(usage, start, end)
+        self.cost_micros += cost
+        self.memory_cost_micros += memory_cost
+
+    @property
+    def cost(self) -> Decimal:
+        return from_micros(self.cost_micros)
+
+    @property
+    def memory_cost(self) -> Decimal:
+        return from_micros(self.memory_cost_micros)
 
     @property
     def device_hours(self) -> float:
@@ -102,6 +124,16 @@ class Row:
     @property
     def memory_gib_hours(self) -> float:
         return self.memory_seconds / 1024 / HOUR
+
+
+def from_micros(micros: int) -> Decimal:
+    """Micro-units of the currency as an exact Decimal."""
+    return Decimal(micros).scaleb(-6)
+
+
+def money(amount: Decimal) -> Decimal:
+    """An amount to the cent, halves away from zero: what the API, the CSV and the page show, rounded once there."""
+    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
 
 
 def period_of(day: date, step: str | None) -> date | None:
@@ -161,7 +193,7 @@ def rolled_values(projects: QuerySet, query: ReportQuery, late: Late | None = No
     if not names:  # totals only: values() of no field would group by every column, a constant groups nothing
         days, names = days.annotate(everything=Value(0)), ["everything"]
     return (days.values(*names).annotate(ds=Sum("device_seconds"), cs=Sum("cpu_seconds"), ms=Sum("memory_seconds"),
-                                         money=Sum("cost"), mmoney=Sum("memory_cost"))
+                                         money=Sum("cost_micros"), mmoney=Sum("memory_cost_micros"))
             .order_by(*names[len(query.columns):], *query.columns)
             .values_list(*names, "ds", "cs", "ms", "money", "mmoney"))
 
@@ -199,8 +231,9 @@ def _rolled(projects: QuerySet, query: ReportQuery, late: Late | None) -> Iterat
         period = values[width] if query.step else None
         if isinstance(period, datetime):
             period = period.date()
-        yield Row(period, tuple(values[:width]), device or 0, cpu or 0, money or 0.0,
-                  memory_seconds=memory or 0, memory_cost=memory_money or 0.0)
+        # int(): PostgreSQL's SUM of a bigint is a numeric (a Decimal here), SQLite's an integer.
+        yield Row(period, tuple(values[:width]), device or 0, cpu or 0, int(money or 0),
+                  memory_seconds=memory or 0, memory_cost_micros=int(memory_money or 0))
 
 
 def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | None) -> dict[tuple, Row]:
@@ -216,17 +249,11 @@ def _unrolled(projects: QuerySet, query: ReportQuery, moment: int, late: Late | 
         usage, keys = usage_of(segment), query.keys_of(segment)
         since = max(start, late.first_ts) if late and segment.pk in late.segments else start
         first, last = max(segment.start_ts, since), min(segment.end_ts or end, end)
-        if first >= last:  # nothing held inside the window (a segment of no time): no row, as once rolled
-            continue
-        for day, a, b in (day_pieces(first, last) if query.step else [(first // DAY, first, last)]):
+        # Cut at midnights and priced a day at a time, as the rollup does: each day's money is rounded to the
+        # micro-unit as its UsageDay's is, so a report is the same, to the micro-unit, before and after a roll.
+        for day, a, b in day_pieces(first, last):
             period = period_of(EPOCH_DAY + timedelta(days=day), query.step)
-            row = found.setdefault((period, keys), Row(period, keys))
-            row.device_seconds += segment.devices * (b - a)
-            row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
-            row.memory_seconds += segment.memory_mib * (b - a)
-            cost, memory_cost = book.costs(usage, a, b)
-            row.cost += cost
-            row.memory_cost += memory_cost
+            found.setdefault((period, keys), Row(period, keys)).add_piece(segment, usage, a, b, book)
     return found
 
 
@@ -246,7 +273,7 @@ def report_rows(projects: QuerySet, query: ReportQuery, now: datetime) -> Iterat
             if extra is not None:
                 row.add(extra)
             yield row
-        yield from sorted(pending.values(), key=lambda r: (r.period or EPOCH_DAY, -r.cost))
+        yield from sorted(pending.values(), key=lambda r: (r.period or EPOCH_DAY, -r.cost_micros))
 
     yield from _labelled(merged(), query.group_by)
 
@@ -275,14 +302,8 @@ def _hourly(projects: QuerySet, query: ReportQuery, moment: int) -> list[Row]:
         first, last = max(segment.start_ts, start), min(segment.end_ts or end, end)
         for a, b in hour_pieces(first, last):
             period = hour_of(a)
-            row = found.setdefault((period, keys), Row(period, keys))
-            row.device_seconds += segment.devices * (b - a)
-            row.cpu_seconds += segment.cpu_millis * (b - a) / 1000
-            row.memory_seconds += segment.memory_mib * (b - a)
-            cost, memory_cost = book.costs(usage, a, b)
-            row.cost += cost
-            row.memory_cost += memory_cost
-    return sorted(found.values(), key=lambda r: (r.period, -r.cost))
+            found.setdefault((period, keys), Row(period, keys)).add_piece(segment, usage, a, b, book)
+    return sorted(found.values(), key=lambda r: (r.period, -r.cost_micros))
 
 
 def _label(rows: Sequence[Row], group_by: Sequence[str]) -> None:
@@ -346,11 +367,12 @@ def usage_report(projects: QuerySet, query: ReportQuery, now: datetime) -> Repor
 
 def job_costs(until_by_job: Mapping[int, int | None], now: datetime) -> dict[int, float]:
     """What each job's segments cost from its first admission up to its `until` (epoch seconds; None: now), in one
-    query: the run and experiment pages, and the cost to reach a metric value."""
-    book, current, costs = price_book(), int(now.timestamp()), dict.fromkeys(until_by_job, 0.0)
+    query: the run and experiment pages, and the cost to reach a metric value. Added exactly; a float only as
+    tracking's hook (`tracking.costing.JobCosts`) takes it."""
+    book, current, micros = price_book(), int(now.timestamp()), dict.fromkeys(until_by_job, 0)
     for segment in UsageSegment.objects.filter(job_id__in=list(until_by_job)):
         limit = until_by_job[segment.job_id] or current
         if segment.start_ts < limit:
-            costs[segment.job_id] += book.cost(usage_of(segment), segment.start_ts,
-                                               min(segment.end_ts or current, limit, current))
-    return costs
+            micros[segment.job_id] += book.micros(usage_of(segment), segment.start_ts,
+                                                  min(segment.end_ts or current, limit, current))[0]
+    return {job: float(from_micros(amount)) for job, amount in micros.items()}

@@ -35,8 +35,10 @@ from costs.reports.usage import (
     STEPS,
     Report,
     ReportQuery,
+    from_micros,
     hour_of,
     label_key,
+    money,
     period_of,
     usage_report,
 )
@@ -127,16 +129,16 @@ def stacked_series(report: Report, top: int = TOP_GROUPS) -> dict[str, Any]:
     chart's data, largest group first (x: each period's first UTC day, epoch seconds)."""
     periods = periods_of(report.query)
     index = {period: i for i, period in enumerate(periods)}
-    costs: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(periods))
+    costs: dict[str, list[int]] = defaultdict(lambda: [0] * len(periods))  # micro-units, added exactly
     for row in report.rows:
-        costs[group_label(row.labels, report.query.group_by)][index[row.period]] += row.cost
+        costs[group_label(row.labels, report.query.group_by)][index[row.period]] += row.cost_micros
     ranked = sorted(costs, key=lambda label: (-sum(costs[label]), label))
     series: list[dict[str, Any]] = [{"label": label, "values": costs[label]} for label in ranked[:top]]
     if len(ranked) > top:
         rest = [sum(costs[label][i] for label in ranked[top:]) for i in range(len(periods))]
         series.append({"label": OTHER, "values": rest})
-    for entry in series:
-        entry["values"] = [round(value, 4) for value in entry["values"]]
+    for entry in series:  # to the cent, as the table shows it (a number: the chart's data)
+        entry["values"] = [float(money(from_micros(value))) for value in entry["values"]]
     # An unstepped report's one period (None) starts with its window (the page always steps its report).
     x = [epoch_seconds(period or report.query.window.start) for period in periods]
     return {"x": x, "series": series, "currency": currency()}
@@ -146,10 +148,10 @@ def table_rows(report: Report) -> tuple[list[dict[str, Any]], int]:
     """The table's rows (the costliest `MAX_TABLE_ROWS` when there are more) and how many rows the report has."""
     rows = report.rows
     if len(rows) > MAX_TABLE_ROWS:
-        rows = sorted(rows, key=lambda row: -row.cost)[:MAX_TABLE_ROWS]
+        rows = sorted(rows, key=lambda row: -row.cost_micros)[:MAX_TABLE_ROWS]
     return [{"period": row.period, "groups": [row.labels.get(name, "") for name in report.query.group_by],
              "device_hours": row.device_hours, "cpu_hours": row.cpu_hours, "memory_gib_hours": row.memory_gib_hours,
-             "cost": row.cost, "memory_cost": row.memory_cost}
+             "cost": money(row.cost), "memory_cost": money(row.memory_cost)}
             for row in rows], len(report.rows)
 
 
@@ -231,5 +233,5 @@ def project_cost_panel(request: HttpRequest, project: Project) -> dict[str, Any]
     month = this_month(now)
     query = ReportQuery(month_window(month), ())
     report = usage_report(selectors.report_projects(request.user).filter(id=project.pk), query, now)
-    return {"cost": report.total.cost, "device_hours": report.total.device_hours, "month": month,
+    return {"cost": money(report.total.cost), "device_hours": report.total.device_hours, "month": month,
             "currency": currency(), "link": f"{reverse('costs')}?{urlencode({'project': project.slug})}"}

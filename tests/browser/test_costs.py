@@ -94,7 +94,7 @@ def test_the_report_draws_the_stacked_chart_sorts_the_table_and_downloads_the_cs
         rows = list(csv.reader(io.StringIO(f.read())))
     assert rows[0] == ["period", "project", "flavor", "device_hours", "cpu_hours", "memory_gib_hours", "cost_usd",
                        "memory_cost_usd"]
-    assert ["2026-01-01", "vision", "nvidia-h100-80gb", "16.0000", "8.0000", "32.0000"] in [r[:5] + r[6:7]
+    assert ["2026-01-01", "vision", "nvidia-h100-80gb", "16.0000", "8.0000", "32.00"] in [r[:5] + r[6:7]
                                                                                              for r in rows]
     assert len(rows) == 4
 

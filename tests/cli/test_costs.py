@@ -48,11 +48,11 @@ def test_costs_shows_a_table_with_totals_json_and_csv(cli, usage):
                                            "--csv").out)))
     assert rows == [["period", "project", "device_hours", "cpu_hours", "memory_gib_hours", "cost_usd",
                      "memory_cost_usd"],
-                    ["2026-01-10", "vision", "80.0000", "80.0000", "0.0000", "200.0000", "0.0000"]]
+                    ["2026-01-10", "vision", "80.0000", "80.0000", "0.0000", "200.00", "0.00"]]
     unstepped = list(csv.reader(io.StringIO(cli("costs", "--month", "2026-01", "--by", "project,stage", "--csv").out)))
     assert unstepped == [["project", "stage", "device_hours", "cpu_hours", "memory_gib_hours", "cost_usd",
                           "memory_cost_usd"],
-                         ["vision", "sft", "80.0000", "80.0000", "0.0000", "200.0000", "0.0000"]]
+                         ["vision", "sft", "80.0000", "80.0000", "0.0000", "200.00", "0.00"]]
     theirs = cli("costs", "--month", "2026-01", user="outsider", token=None)
     assert theirs.code == 0 and "secret" in theirs.out and "vision" not in theirs.out
 
@@ -84,4 +84,4 @@ def test_costs_groups_by_a_job_label_and_per_hour(cli, usage):
     hourly = list(csv.reader(io.StringIO(cli("costs", "--start", "2026-01-10", "--end", "2026-01-10", "--step",
                                              "hour", "--csv").out)))
     assert [row[0] for row in hourly[1:]] == [f"2026-01-10T{hour:02d}:00:00Z" for hour in range(10)]
-    assert {row[-2] for row in hourly[1:]} == {"20.0000"}  # 8 devices x 1 h x 2.5 an hour
+    assert {row[-2] for row in hourly[1:]} == {"20.00"}  # 8 devices x 1 h x 2.5 an hour

@@ -97,8 +97,8 @@ def test_the_csv_streams_the_same_rows(clients, usage):
     job = usage[0]
     assert lines == [["period", "project", "job", "device_hours", "cpu_hours", "memory_gib_hours", "cost_usd",
                       "memory_cost_usd"],
-                     ["2026-01-01", "vision", f"#{job.pk} train", "16.0000", "8.0000", "32.0000", "32.0000",
-                      "0.0000"]]
+                     ["2026-01-01", "vision", f"#{job.pk} train", "16.0000", "8.0000", "32.0000", "32.00",
+                      "0.00"]]
 
 
 def test_the_csv_writes_no_cell_a_spreadsheet_would_run(clients, usage):

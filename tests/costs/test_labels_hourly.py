@@ -93,8 +93,8 @@ def test_the_csv_groups_by_a_label(clients, labelled):
     response = clients["member"].get("/api/v1/costs/csv/", {**JAN, "group_by": "label:team"})
     lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert lines[0][0] == "label:team"
-    assert sorted((line[0], line[-2]) for line in lines[1:]) == [("(none)", "12.0000"), ("nlp", "32.0000"),
-                                                                 ("vision", "6.0000")]
+    assert sorted((line[0], line[-2]) for line in lines[1:]) == [("(none)", "12.00"), ("nlp", "32.00"),
+                                                                 ("vision", "6.00")]
 
 
 def test_the_page_groups_by_the_label_keys_typed(clients, labelled):

@@ -167,7 +167,8 @@ def test_a_segment_carries_its_memory_request_and_reports_bill_it_before_and_aft
     assert figures() == expected
     assert roll_segments(now=at(10)) == 1
     day = UsageDay.objects.get(segment__job=memory_usage)
-    assert (day.memory_seconds, money(day.memory_cost), money(day.cost)) == (48 * 1024 * 2 * H, 18, 50)
+    assert (day.memory_seconds, day.memory_cost_micros, day.cost_micros) == (48 * 1024 * 2 * H, 18_000_000,
+                                                                              50_000_000)
     assert figures() == expected
 
 
@@ -176,7 +177,7 @@ def test_the_csv_has_memory_beside_devices_and_cpu(clients, memory_usage):
     response = clients["member"].get("/api/v1/costs/csv/", {**JAN, "group_by": "project"})
     lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert lines[0][-4:] == ["cpu_hours", "memory_gib_hours", "cost_usd", "memory_cost_usd"]
-    assert lines[1][0] == "vision" and lines[1][-3:] == ["96.0000", "50.0000", "18.0000"]
+    assert lines[1][0] == "vision" and lines[1][-3:] == ["96.0000", "50.00", "18.00"]
 
 
 @pytest.mark.django_db

@@ -139,10 +139,10 @@ def key_of(row: dict, name: str) -> object:
 
 
 def expected(book: PriceBook, rows: list[dict], query: ReportQuery) -> dict:
-    """(period, keys) -> [device-seconds, CPU core-seconds, cost, memory MiB-seconds, memory cost]: each segment
-    clipped to the window and to now (or the moment the query is as of), its stretch inside each period priced in
-    one call."""
-    found: dict = defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0])
+    """(period, keys) -> [device-seconds, CPU core-seconds, cost, memory MiB-seconds, memory cost, pieces]: each
+    segment clipped to the window and to now (or the moment the query is as of), its stretch inside each period
+    priced in one call; pieces: how many (segment, UTC day or hour) pieces the report rounds to the micro-unit."""
+    found: dict = defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0, 0])
     until = NOW if query.as_of is None else query.as_of
     start, end = query.window.start_ts, min(query.window.end_ts, until)
     for row in rows:
@@ -166,6 +166,7 @@ def expected(book: PriceBook, rows: list[dict], query: ReportQuery) -> dict:
             total[2] += book.cost(usage, a, b)
             total[3] += row["memory_mib"] * (b - a)
             total[4] += book.memory_cost(usage, a, b)
+            total[5] += 1 if query.step == "hour" else -(-b // DAY) - a // DAY
     return found
 
 
@@ -184,14 +185,17 @@ def pieces_inside(rows: list[dict], query: ReportQuery) -> int:
 def check(report, wanted: dict, cpu_slack: float) -> None:
     got = {(row.period, row.keys): row for row in report.rows}
     assert set(got) == set(wanted)
-    for key, (device_seconds, cpu_seconds, cost, memory_seconds, memory_cost) in wanted.items():
+    for key, (device_seconds, cpu_seconds, cost, memory_seconds, memory_cost, pieces) in wanted.items():
         row = got[key]
+        # Each piece's money is rounded once to the micro-unit (each part: compute and memory): at most 1e-6 apiece
+        # from the unrounded price.
+        rounding = 1e-6 * pieces + 1e-9
         assert row.device_seconds == device_seconds
         assert abs(row.cpu_seconds - cpu_seconds) <= cpu_slack
-        assert row.cost == pytest.approx(cost, rel=1e-9, abs=1e-9)
+        assert float(row.cost) == pytest.approx(cost, rel=1e-12, abs=rounding)
         assert row.memory_seconds == memory_seconds
-        assert row.memory_cost == pytest.approx(memory_cost, rel=1e-9, abs=1e-9)
-    assert report.total.cost == pytest.approx(sum(v[2] for v in wanted.values()), rel=1e-9, abs=1e-9)
+        assert float(row.memory_cost) == pytest.approx(memory_cost, rel=1e-12, abs=rounding)
+    assert report.total.cost_micros == sum(row.cost_micros for row in report.rows)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -207,12 +211,17 @@ def test_a_report_equals_pricing_the_raw_segments_before_and_after_a_roll(world,
         wanted = expected(book, rows, query)
         projects = Project.objects.values("id")
         now = datetime.fromtimestamp(NOW, UTC)
-        check(usage_report(projects, query, now), wanted, cpu_slack=1e-6)
+        before = usage_report(projects, query, now)
+        check(before, wanted, cpu_slack=1e-6)
         assert roll_segments(now=now) == sum(1 for row in rows if row["end_ts"] is not None)
         assert UsageSegment.objects.filter(rolled=True, end_ts__isnull=True).count() == 0
         # an hourly report prices the segments themselves, rolled or not: no rounding of rolled CPU
         slack = 1e-6 if query.step == "hour" else 0.5 * pieces_inside(rows, query) + 1e-6
-        check(usage_report(projects, query, now), wanted, cpu_slack=slack)
+        after = usage_report(projects, query, now)
+        check(after, wanted, cpu_slack=slack)
+        # Rolled days round a day's money as a report prices an unrolled day: the same to the micro-unit.
+        money = {(row.period, row.keys): (row.cost_micros, row.memory_cost_micros) for row in before.rows}
+        assert {(row.period, row.keys): (row.cost_micros, row.memory_cost_micros) for row in after.rows} == money
         transaction.set_rollback(True)
 
 
@@ -228,6 +237,6 @@ def test_a_rolled_day_is_the_part_of_its_segment_inside_that_day(world):
                                 flavor_id=h100, priority_class_id=world["classes"][0], stage="other", devices=8,
                                 cpu_millis=1500, start_ts=T0 + 22 * 3600, end_ts=T0 + DAY + 3 * 3600)
     assert roll_segments() == 1
-    days = list(UsageDay.objects.order_by("day").values_list("day", "device_seconds", "cpu_seconds", "cost"))
-    assert days == [(date(2026, 1, 1), 8 * 2 * 3600, 2 * 3600 * 1.5, 8 * 2 * 2.00),
-                    (date(2026, 1, 2), 8 * 3 * 3600, 3 * 3600 * 1.5, 8 * 3 * 4.00)]
+    days = list(UsageDay.objects.order_by("day").values_list("day", "device_seconds", "cpu_seconds", "cost_micros"))
+    assert days == [(date(2026, 1, 1), 8 * 2 * 3600, 2 * 3600 * 1.5, 8 * 2 * 2_000_000),
+                    (date(2026, 1, 2), 8 * 3 * 3600, 3 * 3600 * 1.5, 8 * 3 * 4_000_000)]

@@ -251,7 +251,7 @@ def test_signed_out_visitors_are_sent_to_sign_in(client):
 
 
 def row(day: int, label: str, cost: float) -> Row:
-    return Row(date(2026, 1, day), (label,), cost=cost, labels={"project": label})
+    return Row(date(2026, 1, day), (label,), cost_micros=round(cost * 1_000_000), labels={"project": label})
 
 
 def test_the_chart_stacks_the_costliest_groups_and_sums_the_rest_as_other():
