@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from django.core.management.base import OutputWrapper
+if TYPE_CHECKING:  # the pure packages (replay/) take a TextSink and must load no framework
+    from django.core.management.base import OutputWrapper
 
 
 class TextSink(Protocol):
