@@ -283,8 +283,10 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     produced = nodes * GPUS_PER_NODE * len(FIELDS) / args.scrape
     print(f"the cluster produces {produced:,.0f} points/s ({nodes * GPUS_PER_NODE:,} GPUs x {len(FIELDS)} fields "
           f"every {args.scrape} s)")
-    print(f"{'read':>4} {'window':>13} {'samples':>9} {'points':>9} {'query s':>8} {'store s':>8} {'store cpu':>9} "
-          f"{'points/s':>9} {'lag s':>6}")
+    phases = ("query", "parse", "attribute", "store")
+    print("per read, each phase's wall / CPU seconds (query: Prometheus' answers, their transfer and decoding)")
+    print(f"{'read':>4} {'window':>8} {'samples':>9} {'points':>9} "
+          + " ".join(f"{name:>11}" for name in (*phases, "total")) + f" {'points/s':>9} {'lag s':>6}")
     rows = []
     end = time.monotonic() + args.seconds
     number = 0
@@ -301,20 +303,22 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
             return 1
         if read.window is not None:
             number += 1
-            query = read.query_seconds
-            store_wall = total_wall - query
+            spent = {name: read.phases.get(name, [0.0, 0.0]) for name in phases}
             rate = read.points / total_wall if total_wall else 0.0
-            rows.append((read.samples, read.points, query, store_wall, total_cpu, rate, lag, total_wall))
-            print(f"{number:>4} {read.window.end - read.window.start + args.scrape:>11} s {read.samples:>9,} "
-                  f"{read.points:>9,} {query:>8.2f} {store_wall:>8.2f} {total_cpu:>9.2f} {rate:>9,.0f} {lag:>6.1f}")
+            rows.append((read.samples, read.points, spent, total_wall, total_cpu, rate, lag))
+            print(f"{number:>4} {read.window.end - read.window.start + args.scrape:>6} s {read.samples:>9,} "
+                  f"{read.points:>9,} " + " ".join(f"{w:>5.2f}/{c:<5.2f}" for w, c in spent.values())
+                  + f" {total_wall:>5.2f}/{total_cpu:<5.2f} {rate:>9,.0f} {lag:>6.1f}")
         time.sleep(max(0.0, args.interval - (time.monotonic() - begun)))
     if not rows:
         print("no window was due: run longer than one scrape interval (--seconds)")
         return 1
     points = sum(r[1] for r in rows)
-    busy = sum(r[7] for r in rows)
-    print(f"\nmedians over {len(rows)} reads: query {statistics.median(r[2] for r in rows):.2f} s, store "
-          f"{statistics.median(r[3] for r in rows):.2f} s (CPU {statistics.median(r[4] for r in rows):.2f} s), "
+    busy = sum(r[3] for r in rows)
+    print(f"\nmedians over {len(rows)} reads, wall / CPU s: "
+          + ", ".join(f"{name} {statistics.median(r[2][name][0] for r in rows):.2f} / "
+                      f"{statistics.median(r[2][name][1] for r in rows):.2f}" for name in phases)
+          + f", the read {statistics.median(r[3] for r in rows):.2f} / {statistics.median(r[4] for r in rows):.2f}; "
           f"{statistics.median(r[5] for r in rows):,.0f} points/s")
     cpu = sum(r[4] for r in rows)
     print(f"ingest: {points:,} points in {busy:.1f} s of reading = {points / busy:,.0f} points/s, "

@@ -24,6 +24,9 @@ class TelemetrySource(models.Model):
     node_label = models.CharField(max_length=100, default=_DEFAULT.node)
     gpu_label = models.CharField(max_length=100, default=_DEFAULT.gpu)
     uuid_label = models.CharField(max_length=100, default=_DEFAULT.uuid, blank=True)
+    host_label = models.CharField(max_length=100, default=_DEFAULT.host, blank=True,
+                                  help_text="The label naming the node on node-level (RDMA) series; host:port allowed. "
+                                            "Empty: node-level counters are not read.")
     selector = models.CharField(max_length=500, blank=True,
                                 help_text='Matchers every query adds, e.g. cluster="a100-east".')
     read_through = models.DateTimeField(null=True, blank=True, help_text="Samples up to here are stored.")
@@ -39,7 +42,7 @@ class TelemetrySource(models.Model):
     @property
     def labels(self) -> Labels:
         return Labels(pod=self.pod_label, namespace=self.namespace_label, node=self.node_label, gpu=self.gpu_label,
-                      uuid=self.uuid_label)
+                      uuid=self.uuid_label, host=self.host_label)
 
 
 class AttemptGpu(models.Model):

@@ -17,7 +17,7 @@ from django.db import connection
 from django.db.models import Model
 
 from telemetry.attribution import Holder
-from telemetry.fields import SM_ACTIVE, UTILIZATION, Sample, key
+from telemetry.fields import NODE, SM_ACTIVE, UTILIZATION, Sample, key, node_key
 from telemetry.models import AttemptGpu, AttemptTelemetry
 from tracking import alerts, services
 from tracking.models import Run
@@ -48,13 +48,16 @@ def store(holders: Mapping[int, Holder], grouped: Mapping[int, list[Sample]], no
         if run_id is None:
             continue
         samples = [s._replace(node=node_name.get(s.node, s.node)) for s in samples]
-        ordinals = _ordinals(holder, samples)
+        of_gpus = [s for s in samples if s.gpu != NODE]
+        ordinals = _ordinals(holder, of_gpus)
         stored += services.run_log_measured(run_id=run_id, attempt=holder.number,
                                             batch=_batch(holder, ordinals, samples))
-        gpus += _latest(holder, samples)
+        if not of_gpus:
+            continue  # node-level readings only: no GPU's latest readings, nothing to tally
+        gpus += _latest(holder, of_gpus)
         tally = tallies[attempt_id]
         was_idle = tally.idle_since
-        if _tally(holder, tally, samples):
+        if _tally(holder, tally, of_gpus):
             alerts_due.append((holder, run_id, tally, was_idle))
     _update_rows(AttemptGpu, gpus, ["last_at", *LATEST.values()])
     _update_rows(AttemptTelemetry, list(tallies.values()), TALLY_FIELDS)
@@ -92,10 +95,12 @@ def _ordinals(holder: Holder, samples: Iterable[Sample]) -> dict[tuple[str, int]
 
 
 def _batch(holder: Holder, ordinals: Mapping[tuple[str, int], int], samples: Iterable[Sample]) -> Batch:
+    """The samples as series: a GPU's by its ordinal, a node's by its place among the attempt's nodes."""
+    nodes = {node: place for place, node in enumerate(holder.nodes)}
     points: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
     for s in samples:
-        points[key(ordinals[(s.node, s.gpu)], s.suffix)][s.timestamp - holder.admitted] = (s.timestamp * 1000,
-                                                                                          s.value)
+        name = node_key(nodes[s.node], s.suffix) if s.gpu == NODE else key(ordinals[(s.node, s.gpu)], s.suffix)
+        points[name][s.timestamp - holder.admitted] = (s.timestamp * 1000, s.value)
     batch: Batch = {}
     for name, by_step in points.items():
         steps = sorted(by_step)
