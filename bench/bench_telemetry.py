@@ -232,6 +232,9 @@ def main() -> int:
     parser.add_argument("--scrape", type=int, default=15, help="seconds between scrapes (and the stored step)")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long the reader runs after the first data")
     parser.add_argument("--interval", type=float, default=15.0, help="seconds between reads")
+    parser.add_argument("--write-every", type=int, default=60,
+                        help="seconds of samples each attempt's points are staged before written into its series "
+                             "(TIDAL_TELEMETRY_WRITE_EVERY; 0: every read writes them)")
     args = parser.parse_args()
     if shutil.which("prometheus") is None:
         print("bench_telemetry: skipped, the prometheus binary is not installed (apt-get install prometheus)")
@@ -266,13 +269,15 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     from datetime import UTC, datetime
 
     from django.conf import settings
+    from django.db.models import Min
 
     from telemetry import ingest
-    from telemetry.models import TelemetrySource
+    from telemetry.models import StagedPoints, TelemetrySource
 
     wait_for_samples(url, nodes * GPUS_PER_NODE, timeout=max(60.0, 3.0 * args.scrape))
     settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": url, "TELEMETRY_STEP": args.scrape, "TELEMETRY_DELAY": 0,
-                      "TELEMETRY_WINDOW": args.scrape * 20, "TELEMETRY_TIMEOUT": 120.0}
+                      "TELEMETRY_WINDOW": args.scrape * 20, "TELEMETRY_TIMEOUT": 120.0,
+                      "TELEMETRY_WRITE_EVERY": args.write_every}
     # The first read is of the latest whole step for which Prometheus holds every GPU's sample (else the next one).
     first = int(time.time()) // args.scrape * args.scrape
     if held_at(url, first) < nodes * GPUS_PER_NODE:
@@ -284,9 +289,12 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     print(f"the cluster produces {produced:,.0f} points/s ({nodes * GPUS_PER_NODE:,} GPUs x {len(FIELDS)} fields "
           f"every {args.scrape} s)")
     phases = ("query", "parse", "attribute", "store")
-    print("per read, each phase's wall / CPU seconds (query: Prometheus' answers, their transfer and decoding)")
-    print(f"{'read':>4} {'window':>8} {'samples':>9} {'points':>9} "
-          + " ".join(f"{name:>11}" for name in (*phases, "total")) + f" {'points/s':>9} {'lag s':>6}")
+    print(f"reads every {args.interval:g} s; each attempt's points written into its series every {args.write_every} s "
+          "of samples. Per read: samples read, points written into series (staged ones with them), each phase's wall "
+          "/ CPU seconds (query: Prometheus' answers, their transfer and decoding), the lag of the position and of "
+          "the series (now minus the oldest sample staged, not yet in a series)")
+    print(f"{'read':>4} {'window':>8} {'samples':>9} {'written':>9} "
+          + " ".join(f"{name:>11}" for name in (*phases, "total")) + f" {'points/s':>9} {'lag s':>6} {'series':>6}")
     rows = []
     end = time.monotonic() + args.seconds
     number = 0
@@ -298,6 +306,8 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
         total_wall, total_cpu = time.perf_counter() - wall, time.process_time() - cpu
         source.refresh_from_db()
         lag = time.time() - source.read_through.timestamp() if source.read_through else float("nan")
+        oldest = StagedPoints.objects.aggregate(oldest=Min("first_at"))["oldest"]
+        series_lag = time.time() - oldest if oldest is not None else lag
         if read.error:
             print(f"read failed: {read.error}")
             return 1
@@ -305,10 +315,10 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
             number += 1
             spent = {name: read.phases.get(name, [0.0, 0.0]) for name in phases}
             rate = read.points / total_wall if total_wall else 0.0
-            rows.append((read.samples, read.points, spent, total_wall, total_cpu, rate, lag))
+            rows.append((read.samples, read.points, spent, total_wall, total_cpu, rate, lag, series_lag))
             print(f"{number:>4} {read.window.end - read.window.start + args.scrape:>6} s {read.samples:>9,} "
                   f"{read.points:>9,} " + " ".join(f"{w:>5.2f}/{c:<5.2f}" for w, c in spent.values())
-                  + f" {total_wall:>5.2f}/{total_cpu:<5.2f} {rate:>9,.0f} {lag:>6.1f}")
+                  + f" {total_wall:>5.2f}/{total_cpu:<5.2f} {rate:>9,.0f} {lag:>6.1f} {series_lag:>6.1f}")
         time.sleep(max(0.0, args.interval - (time.monotonic() - begun)))
     if not rows:
         print("no window was due: run longer than one scrape interval (--seconds)")
@@ -327,7 +337,8 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
           "would sustain, less Prometheus' and the database's own time)")
     lags = [r[6] for r in rows]
     print(f"lag after each read: max {max(lags):.1f} s, median {statistics.median(lags):.1f} s (now minus the "
-          "position; it stays bounded while a read of one interval's samples takes less than the interval)")
+          "position; it stays bounded while a read of one interval's samples takes less than the interval); of the "
+          f"series: max {max(r[7] for r in rows):.1f} s")
     print(f"exporter scrapes served: {exporter.scrapes}")
     return 0
 

@@ -51,7 +51,7 @@ class Read:
 
     window: Window | None = None
     samples: int = 0
-    points: int = 0
+    points: int = 0  # written into the runs' series (with points staged by earlier reads)
     unattributed: int = 0
     error: str = ""
     # Per phase (query: Prometheus' answers, their transfer and decoding; parse: into samples; attribute; store),
@@ -138,7 +138,8 @@ def read_source(source: TelemetrySource, now: datetime) -> Read:
             grouped, read.unattributed = attribution.group(found, parsed)
         read.samples = len(parsed)
         with read.timed("store"):
-            read.points = store.store(found.holders, grouped, found.node_of_host, now)
+            read.points = store.store(found.holders, grouped, found.node_of_host, now, end=window.end,
+                                      write_every=int(settings.TIDAL["TELEMETRY_WRITE_EVERY"]))
         source.read_through = datetime.fromtimestamp(window.end, tz=UTC)
         source.last_error, source.last_read_at = "", now
         source.save(update_fields=["read_through", "last_error", "last_read_at"])

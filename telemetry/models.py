@@ -94,3 +94,22 @@ class AttemptTelemetry(models.Model):
     @property
     def utilization(self) -> float | None:
         return self.utilization_sum / self.utilization_count if self.utilization_count else None
+
+
+class StagedPoints(models.Model):
+    """An attempt's points of one read not yet written into its run's series (telemetry.store): a run's series cost
+    a block and its rollups per key and write whatever the points in it, so each attempt's are written every
+    TIDAL_TELEMETRY_WRITE_EVERY seconds, several reads at once. Kept in the read's transaction with the position,
+    so a crash loses nothing. The points as tracking's batch, packed: the keys, then per key its count, and the
+    steps, timestamps (ms) and values of every key one after the other."""
+
+    attempt = models.ForeignKey("jobs.Attempt", on_delete=models.CASCADE, related_name="+")
+    first_at = models.BigIntegerField(help_text="Unix seconds of its earliest sample.")
+    keys = models.JSONField()
+    counts = models.BinaryField()
+    steps = models.BinaryField()
+    timestamps = models.BinaryField()
+    values = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"staged points of attempt {self.attempt_id}"

@@ -218,7 +218,8 @@ def _prometheus(targets, tmp_path, settings):
     server = Prometheus(tmp_path, targets)
     server.start()
     settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": server.url, "TELEMETRY_STEP": 1, "TELEMETRY_DELAY": 0,
-                      "TELEMETRY_WINDOW": 30, "TELEMETRY_LOOKBACK": 60, "TELEMETRY_TIMEOUT": 5.0}
+                      "TELEMETRY_WINDOW": 30, "TELEMETRY_LOOKBACK": 60, "TELEMETRY_TIMEOUT": 5.0,
+                      "TELEMETRY_WRITE_EVERY": 0}
     return server
 
 
