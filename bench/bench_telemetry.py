@@ -1,6 +1,7 @@
 """GPU telemetry ingest: 10,000 GPUs scraped every 15 s with 8 fields, read from a real Prometheus.
 
-    .venv/bin/python bench/bench_telemetry.py [--gpus 10000] [--scrape 15] [--seconds 45] [--interval 5]
+    .venv/bin/python bench/bench_telemetry.py [--gpus 10000] [--scrape 15] [--seconds 15] [--interval 15]
+                                              [--write-every 60]
 
 A synthetic DCGM exporter (an http.server thread) serves every GPU of --gpus / 8 nodes in dcgm-exporter's text format,
 8 fields each (utilization, SM and tensor activity, memory used and free, power, temperature, last Xid: 80,000
@@ -10,14 +11,14 @@ the reader (`telemetry.ingest.read_source`, the code beat runs) reads the cluste
 up to now, at the --scrape step, for --seconds, into a temporary SQLite database (or
 BENCH_TELEMETRY_DATABASE_URL, PostgreSQL, whose database is dropped and created again).
 
-Printed per read: the window, samples, points stored, the Prometheus query (wall), the attribution and writes (wall
-and CPU of this process), and the lag (now minus the position after the read). Then medians, the ingest rate in
-points/s against the rate the cluster produces (GPUs x fields / scrape), and the largest lag: bounded when each read
-takes less than the scrape interval, so the reader keeps up. Every read writes one block and its rollups per GPU
-and field whatever the samples in it, so a read costs about the same for one step as for several: reads of a longer
-interval (--interval 60, the reader catching up) store more points a second. The default run is short (`make bench`
-runs every benchmark: one or two reads); --seconds 300 --interval 60 to see the reader keep up. Skipped, with a
-message, without the prometheus binary.
+Printed per read: the window, samples, points written into series, each phase's wall and CPU seconds (query,
+parse, attribute, store: the read's `phases`), and the lag of the position (now minus it) and of the series (now
+minus the oldest sample staged and not yet written). Then medians, the ingest rate in points/s against the rate the
+cluster produces (GPUs x fields / scrape), and the largest lags: bounded when each read takes less than the
+interval, so the reader keeps up. Writing a series costs a block and its rollups per GPU and field whatever the
+samples in it, so each attempt's points are staged and written every --write-every seconds of samples (the
+attempts in turn); --write-every 0 writes every read. The default run is short (`make bench` runs every benchmark:
+one or two reads); --seconds 300 to see the reader keep up. Skipped, with a message, without the prometheus binary.
 """
 
 from __future__ import annotations
