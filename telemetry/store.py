@@ -124,7 +124,7 @@ def _ordinals(holder: Holder, samples: Iterable[Sample]) -> dict[tuple[str, int]
 def _due(holder: Holder, first: int, end: int, write_every: int) -> bool:
     """Whether an attempt's staged points are written at this read: its period, shifted by its own phase (so the
     attempts take turns), has turned since its earliest staged sample; or it ended."""
-    phase = holder.attempt_id * 7919 % write_every
+    phase = holder.attempt_id * 7919 % write_every  # a prime: consecutive attempts land far apart in the period
     return holder.ended is not None or (end + phase) // write_every > (first + phase) // write_every
 
 
