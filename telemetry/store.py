@@ -72,7 +72,7 @@ def store(holders: Mapping[int, Holder], grouped: Mapping[int, list[Sample]], no
         earlier = staged.get(attempt_id, [])
         first = min([row.first_at for row in earlier] + [s.timestamp for s in samples])
         if not staging or _due(holder, first, end or 0, write_every):
-            batch = _merged([*(_unpacked(row) for row in earlier), batch])
+            batch = _merged([*(unpacked(row) for row in earlier), batch])
             stored += services.run_log_measured(run_id=run_id, attempt=holder.number, batch=batch)
             written += [row.pk for row in earlier]
         elif batch:
@@ -168,7 +168,8 @@ def _packed(attempt_id: int, first: int, batch: Batch) -> StagedPoints:
         values=np.fromiter(chain.from_iterable(g.values for g in groups), dtype="<f8").tobytes())
 
 
-def _unpacked(row: StagedPoints) -> Batch:
+def unpacked(row: StagedPoints) -> Batch:
+    """A staged row's points as the batch it was made from."""
     bounds = np.cumsum(np.frombuffer(row.counts, dtype="<i4"))[:-1]
     columns = [np.split(np.frombuffer(bytes(data), dtype=kind), bounds)
                for data, kind in ((row.steps, "<i8"), (row.timestamps, "<i8"), (row.values, "<f8"))]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobs.models import Attempt
-from telemetry import ingest
+from telemetry import ingest, readings
 from telemetry.models import AttemptGpu, AttemptTelemetry, StagedPoints, TelemetrySource
 from tests.telemetry.conftest import admit, needs_prometheus, pod_of, points, submit
 
@@ -195,6 +195,9 @@ def test_staged_points_are_written_into_the_series_when_due(tenant, inventory, k
     assert not points(job, "system/gpu.0.sm_active")
     tally = AttemptTelemetry.objects.get(attempt=attempt)
     assert tally.sm_count > 0 and AttemptGpu.objects.filter(attempt=attempt).count() == 8
+    charted = readings.attempt_readings(tally, list(AttemptGpu.objects.filter(attempt=attempt)), buckets=4)
+    shown = [value for value in charted.series["sm_active"][0] if value is not None]  # the job page's chart
+    assert shown and shown == pytest.approx([41.2] * len(shown))
     staged = StagedPoints.objects.filter(attempt=attempt).count()  # a row a window read
     prometheus_server.wait_for_scrapes(2)
     assert ingest.read_all() == 0
