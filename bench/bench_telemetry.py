@@ -1,6 +1,7 @@
 """GPU telemetry ingest: 10,000 GPUs scraped every 15 s with 8 fields, read from a real Prometheus.
 
-    .venv/bin/python bench/bench_telemetry.py [--gpus 10000] [--scrape 15] [--seconds 45] [--interval 5]
+    .venv/bin/python bench/bench_telemetry.py [--gpus 10000] [--scrape 15] [--seconds 15] [--interval 15]
+                                              [--write-every 60]
 
 A synthetic DCGM exporter (an http.server thread) serves every GPU of --gpus / 8 nodes in dcgm-exporter's text format,
 8 fields each (utilization, SM and tensor activity, memory used and free, power, temperature, last Xid: 80,000
@@ -10,14 +11,14 @@ the reader (`telemetry.ingest.read_source`, the code beat runs) reads the cluste
 up to now, at the --scrape step, for --seconds, into a temporary SQLite database (or
 BENCH_TELEMETRY_DATABASE_URL, PostgreSQL, whose database is dropped and created again).
 
-Printed per read: the window, samples, points stored, the Prometheus query (wall), the attribution and writes (wall
-and CPU of this process), and the lag (now minus the position after the read). Then medians, the ingest rate in
-points/s against the rate the cluster produces (GPUs x fields / scrape), and the largest lag: bounded when each read
-takes less than the scrape interval, so the reader keeps up. Every read writes one block and its rollups per GPU
-and field whatever the samples in it, so a read costs about the same for one step as for several: reads of a longer
-interval (--interval 60, the reader catching up) store more points a second. The default run is short (`make bench`
-runs every benchmark: one or two reads); --seconds 300 --interval 60 to see the reader keep up. Skipped, with a
-message, without the prometheus binary.
+Printed per read: the window, samples, points written into series, each phase's wall and CPU seconds (query,
+parse, attribute, store: the read's `phases`), and the lag of the position (now minus it) and of the series (now
+minus the oldest sample staged and not yet written). Then medians, the ingest rate in points/s against the rate the
+cluster produces (GPUs x fields / scrape), and the largest lags: bounded when each read takes less than the
+interval, so the reader keeps up. Writing a series costs a block and its rollups per GPU and field whatever the
+samples in it, so each attempt's points are staged and written every --write-every seconds of samples (the
+attempts in turn); --write-every 0 writes every read. The default run is short (`make bench` runs every benchmark:
+one or two reads); --seconds 300 to see the reader keep up. Skipped, with a message, without the prometheus binary.
 """
 
 from __future__ import annotations
@@ -232,6 +233,9 @@ def main() -> int:
     parser.add_argument("--scrape", type=int, default=15, help="seconds between scrapes (and the stored step)")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long the reader runs after the first data")
     parser.add_argument("--interval", type=float, default=15.0, help="seconds between reads")
+    parser.add_argument("--write-every", type=int, default=60,
+                        help="seconds of samples each attempt's points are staged before written into its series "
+                             "(TIDAL_TELEMETRY_WRITE_EVERY; 0: every read writes them)")
     args = parser.parse_args()
     if shutil.which("prometheus") is None:
         print("bench_telemetry: skipped, the prometheus binary is not installed (apt-get install prometheus)")
@@ -266,13 +270,15 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     from datetime import UTC, datetime
 
     from django.conf import settings
+    from django.db.models import Min
 
     from telemetry import ingest
-    from telemetry.models import TelemetrySource
+    from telemetry.models import StagedPoints, TelemetrySource
 
     wait_for_samples(url, nodes * GPUS_PER_NODE, timeout=max(60.0, 3.0 * args.scrape))
     settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": url, "TELEMETRY_STEP": args.scrape, "TELEMETRY_DELAY": 0,
-                      "TELEMETRY_WINDOW": args.scrape * 20, "TELEMETRY_TIMEOUT": 120.0}
+                      "TELEMETRY_WINDOW": args.scrape * 20, "TELEMETRY_TIMEOUT": 120.0,
+                      "TELEMETRY_WRITE_EVERY": args.write_every}
     # The first read is of the latest whole step for which Prometheus holds every GPU's sample (else the next one).
     first = int(time.time()) // args.scrape * args.scrape
     if held_at(url, first) < nodes * GPUS_PER_NODE:
@@ -283,8 +289,13 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
     produced = nodes * GPUS_PER_NODE * len(FIELDS) / args.scrape
     print(f"the cluster produces {produced:,.0f} points/s ({nodes * GPUS_PER_NODE:,} GPUs x {len(FIELDS)} fields "
           f"every {args.scrape} s)")
-    print(f"{'read':>4} {'window':>13} {'samples':>9} {'points':>9} {'query s':>8} {'store s':>8} {'store cpu':>9} "
-          f"{'points/s':>9} {'lag s':>6}")
+    phases = ("query", "parse", "attribute", "store")
+    print(f"reads every {args.interval:g} s; each attempt's points written into its series every {args.write_every} s "
+          "of samples. Per read: samples read, points written into series (staged ones with them), each phase's wall "
+          "/ CPU seconds (query: Prometheus' answers, their transfer and decoding), the lag of the position and of "
+          "the series (now minus the oldest sample staged, not yet in a series)")
+    print(f"{'read':>4} {'window':>8} {'samples':>9} {'written':>9} "
+          + " ".join(f"{name:>11}" for name in (*phases, "total")) + f" {'points/s':>9} {'lag s':>6} {'series':>6}")
     rows = []
     end = time.monotonic() + args.seconds
     number = 0
@@ -296,25 +307,29 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
         total_wall, total_cpu = time.perf_counter() - wall, time.process_time() - cpu
         source.refresh_from_db()
         lag = time.time() - source.read_through.timestamp() if source.read_through else float("nan")
+        oldest = StagedPoints.objects.aggregate(oldest=Min("first_at"))["oldest"]
+        series_lag = time.time() - oldest if oldest is not None else lag
         if read.error:
             print(f"read failed: {read.error}")
             return 1
         if read.window is not None:
             number += 1
-            query = read.query_seconds
-            store_wall = total_wall - query
+            spent = {name: read.phases.get(name, [0.0, 0.0]) for name in phases}
             rate = read.points / total_wall if total_wall else 0.0
-            rows.append((read.samples, read.points, query, store_wall, total_cpu, rate, lag, total_wall))
-            print(f"{number:>4} {read.window.end - read.window.start + args.scrape:>11} s {read.samples:>9,} "
-                  f"{read.points:>9,} {query:>8.2f} {store_wall:>8.2f} {total_cpu:>9.2f} {rate:>9,.0f} {lag:>6.1f}")
+            rows.append((read.samples, read.points, spent, total_wall, total_cpu, rate, lag, series_lag))
+            print(f"{number:>4} {read.window.end - read.window.start + args.scrape:>6} s {read.samples:>9,} "
+                  f"{read.points:>9,} " + " ".join(f"{w:>5.2f}/{c:<5.2f}" for w, c in spent.values())
+                  + f" {total_wall:>5.2f}/{total_cpu:<5.2f} {rate:>9,.0f} {lag:>6.1f} {series_lag:>6.1f}")
         time.sleep(max(0.0, args.interval - (time.monotonic() - begun)))
     if not rows:
         print("no window was due: run longer than one scrape interval (--seconds)")
         return 1
     points = sum(r[1] for r in rows)
-    busy = sum(r[7] for r in rows)
-    print(f"\nmedians over {len(rows)} reads: query {statistics.median(r[2] for r in rows):.2f} s, store "
-          f"{statistics.median(r[3] for r in rows):.2f} s (CPU {statistics.median(r[4] for r in rows):.2f} s), "
+    busy = sum(r[3] for r in rows)
+    print(f"\nmedians over {len(rows)} reads, wall / CPU s: "
+          + ", ".join(f"{name} {statistics.median(r[2][name][0] for r in rows):.2f} / "
+                      f"{statistics.median(r[2][name][1] for r in rows):.2f}" for name in phases)
+          + f", the read {statistics.median(r[3] for r in rows):.2f} / {statistics.median(r[4] for r in rows):.2f}; "
           f"{statistics.median(r[5] for r in rows):,.0f} points/s")
     cpu = sum(r[4] for r in rows)
     print(f"ingest: {points:,} points in {busy:.1f} s of reading = {points / busy:,.0f} points/s, "
@@ -323,7 +338,8 @@ def measure(args: argparse.Namespace, cluster: object, nodes: int, exporter: Exp
           "would sustain, less Prometheus' and the database's own time)")
     lags = [r[6] for r in rows]
     print(f"lag after each read: max {max(lags):.1f} s, median {statistics.median(lags):.1f} s (now minus the "
-          "position; it stays bounded while a read of one interval's samples takes less than the interval)")
+          "position; it stays bounded while a read of one interval's samples takes less than the interval); of the "
+          f"series: max {max(r[7] for r in rows):.1f} s")
     print(f"exporter scrapes served: {exporter.scrapes}")
     return 0
 

@@ -351,6 +351,7 @@ TIDAL = {
     "TELEMETRY_DELAY": env_int("TIDAL_TELEMETRY_DELAY", 30, minimum=0),
     "TELEMETRY_LOOKBACK": env_int("TIDAL_TELEMETRY_LOOKBACK", 3600, minimum=1),
     "TELEMETRY_TIMEOUT": env_float("TIDAL_TELEMETRY_TIMEOUT", 10.0, minimum=0.1),
+    "TELEMETRY_WRITE_EVERY": env_int("TIDAL_TELEMETRY_WRITE_EVERY", 60, minimum=0),
     "COST_MAX_HOURLY_DAYS": env_int("TIDAL_COST_MAX_HOURLY_DAYS", 7, minimum=1),
     # A project's day of spend over this multiple of the median of the days before it alerts (docs/costs.md).
     "COST_ANOMALY_MULTIPLE": env_float("TIDAL_COST_ANOMALY_MULTIPLE", 3.0, minimum=1.01),

@@ -9,6 +9,9 @@ exporter without the kubelet's pod-resources socket), so a sample without one fa
   2. else, the one attempt on the node at that time whose replicas there hold all the node's GPUs.
 Anything else is not attributed (two attempts share the node and the exporter says not which holds which GPU: the
 placement records how many devices a replica holds on a node, not which) and is counted as such, never guessed.
+
+A node-level sample (RDMA counters: of the node, not of a GPU) goes to every attempt alive on the node at its time:
+attempts sharing a node share its network, and each sees the node's figure.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from clusters.kube.errors import RenderError
 from clusters.kube.render import replica_pod_name
 from clusters.models import Cluster, Node
 from jobs.models import Attempt
-from telemetry.fields import Sample
+from telemetry.fields import NODE, Sample
 from telemetry.models import AttemptGpu
 
 
@@ -90,6 +93,10 @@ class Attribution:
         """The inventory's name of the node the exporter names (its hostname label may differ from the name)."""
         return str(self.node_of_host.get(sample_node, sample_node))
 
+    def on_node(self, sample: Sample) -> list[Holder]:
+        """The attempts alive on the sample's node at its time."""
+        return [h for h in self.by_node.get(self.node_name(sample.node), ()) if h.alive(sample.timestamp, self.slack)]
+
     def holder_of(self, sample: Sample) -> Holder | None:
         if sample.pod:
             holder = self.by_pod.get(sample.pod)
@@ -99,7 +106,7 @@ class Attribution:
                 return None  # another installation's pod of the same name
             return holder
         node = self.node_name(sample.node)
-        alive = [h for h in self.by_node.get(node, ()) if h.alive(sample.timestamp, self.slack)]
+        alive = self.on_node(sample)
         seen = [h for h in alive if (node, sample.gpu) in h.known]
         if len(seen) == 1:
             return seen[0]
@@ -113,13 +120,17 @@ def _moment(timestamp: int) -> datetime:
 
 
 def group(attribution: Attribution, samples: Iterable[Sample]) -> tuple[dict[int, list[Sample]], int]:
-    """Samples per attempt id, and how many were attributed to none."""
+    """Samples per attempt id (a node-level one to each attempt on the node), and how many went to none."""
     found: dict[int, list[Sample]] = {}
     missed = 0
     for sample in samples:
-        holder = attribution.holder_of(sample)
-        if holder is None:
-            missed += 1
+        if sample.gpu == NODE:
+            holders = attribution.on_node(sample)
         else:
+            holder = attribution.holder_of(sample)
+            holders = [holder] if holder is not None else []
+        if not holders:
+            missed += 1
+        for holder in holders:
             found.setdefault(holder.attempt_id, []).append(sample)
     return found, missed

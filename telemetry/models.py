@@ -24,6 +24,9 @@ class TelemetrySource(models.Model):
     node_label = models.CharField(max_length=100, default=_DEFAULT.node)
     gpu_label = models.CharField(max_length=100, default=_DEFAULT.gpu)
     uuid_label = models.CharField(max_length=100, default=_DEFAULT.uuid, blank=True)
+    host_label = models.CharField(max_length=100, default=_DEFAULT.host, blank=True,
+                                  help_text="The label naming the node on node-level (RDMA) series; host:port allowed. "
+                                            "Empty: node-level counters are not read.")
     selector = models.CharField(max_length=500, blank=True,
                                 help_text='Matchers every query adds, e.g. cluster="a100-east".')
     read_through = models.DateTimeField(null=True, blank=True, help_text="Samples up to here are stored.")
@@ -39,7 +42,7 @@ class TelemetrySource(models.Model):
     @property
     def labels(self) -> Labels:
         return Labels(pod=self.pod_label, namespace=self.namespace_label, node=self.node_label, gpu=self.gpu_label,
-                      uuid=self.uuid_label)
+                      uuid=self.uuid_label, host=self.host_label)
 
 
 class AttemptGpu(models.Model):
@@ -91,3 +94,22 @@ class AttemptTelemetry(models.Model):
     @property
     def utilization(self) -> float | None:
         return self.utilization_sum / self.utilization_count if self.utilization_count else None
+
+
+class StagedPoints(models.Model):
+    """An attempt's points of one read not yet written into its run's series (telemetry.store): a run's series cost
+    a block and its rollups per key and write whatever the points in it, so each attempt's are written every
+    TIDAL_TELEMETRY_WRITE_EVERY seconds, several reads at once. Kept in the read's transaction with the position,
+    so a crash loses nothing. The points as tracking's batch, packed: the keys, then per key its count, and the
+    steps, timestamps (ms) and values of every key one after the other."""
+
+    attempt = models.ForeignKey("jobs.Attempt", on_delete=models.CASCADE, related_name="+")
+    first_at = models.BigIntegerField(help_text="Unix seconds of its earliest sample.")
+    keys = models.JSONField()
+    counts = models.BinaryField()
+    steps = models.BinaryField()
+    timestamps = models.BinaryField()
+    values = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"staged points of attempt {self.attempt_id}"

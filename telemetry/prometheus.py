@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import orjson
 
 # Prometheus refuses a range query of more than 11,000 points per series.
 MAX_POINTS = 11_000
@@ -25,9 +26,12 @@ def query_range(url: str, query: str, start: int, end: int, step: int, *, token:
     except httpx.HTTPError as exc:
         raise PrometheusError(f"Prometheus at {url} could not be reached: {exc}") from None
     try:
-        body = response.json()
-    except ValueError:
+        # orjson: the answer for 10,000 GPUs is tens of megabytes, which the standard json decodes 3-4x slower.
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
         raise PrometheusError(f"Prometheus at {url} answered {response.status_code} without JSON") from None
+    if not isinstance(body, dict):
+        raise PrometheusError(f"Prometheus at {url} answered {response.status_code} with JSON that is not an object")
     if response.status_code != 200 or body.get("status") != "success":
         raise PrometheusError(f"Prometheus at {url} answered {response.status_code}: "
                               f"{str(body.get('error') or body)[:300]}")

@@ -1,6 +1,6 @@
 """An attempt's per-GPU readings as the job page and the API show them: each charted field's series per GPU, cut
 into at most `buckets` equal stretches of the attempt's time (the mean of each), read from the run's stored blocks
-of that attempt only."""
+of that attempt only and its points staged for them (telemetry.store), so the charts are as fresh as the tally."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from telemetry.fields import CHARTED, key
-from telemetry.models import AttemptGpu, AttemptTelemetry
+from telemetry.models import AttemptGpu, AttemptTelemetry, StagedPoints
+from telemetry.store import unpacked
 from tracking.models import Series
 from tracking.points import read_blocks
 
@@ -37,13 +38,15 @@ def attempt_readings(tally: AttemptTelemetry, gpus: list[AttemptGpu], buckets: i
     ids = dict(Series.objects.filter(run__job_id=attempt.job_id, key__in=keys).values_list("pk", "key"))
     sums = {k: np.zeros(buckets) for k in keys}
     counts = {k: np.zeros(buckets) for k in keys}
-    for block in read_blocks(ids):
-        if block.attempt != attempt.number:
-            continue
-        name = ids[block.series_id]
-        where = np.clip((block.timestamps - start) // width, 0, buckets - 1).astype(int)
-        finite = np.isfinite(block.values)
-        np.add.at(sums[name], where[finite], block.values[finite])
+    columns = [(ids[block.series_id], block.timestamps, block.values) for block in read_blocks(ids)
+               if block.attempt == attempt.number]
+    for row in StagedPoints.objects.filter(attempt_id=attempt.pk):
+        columns += [(name, np.asarray(group.timestamps), np.asarray(group.values, dtype=float))
+                    for name, group in unpacked(row).items() if name in keys]
+    for name, timestamps, values in columns:
+        where = np.clip((timestamps - start) // width, 0, buckets - 1).astype(int)
+        finite = np.isfinite(values)
+        np.add.at(sums[name], where[finite], values[finite])
         np.add.at(counts[name], where[finite], 1)
     out = Readings(start, width, {name: {} for name in fields})
     for series_key, (name, ordinal) in keys.items():

@@ -16,7 +16,7 @@ class TelemetrySourceSerializer(StrictModelSerializer):
     class Meta:
         model = TelemetrySource
         fields = ["cluster", "enabled", "pod_label", "namespace_label", "node_label", "gpu_label", "uuid_label",
-                  "selector", "read_through", "last_read_at", "last_error"]
+                  "host_label", "selector", "read_through", "last_read_at", "last_error"]
         read_only_fields = ["cluster", "read_through", "last_read_at", "last_error"]
         # The service checks the labels and names the field; the model's length limits still apply here.
         extra_kwargs = {name: {"allow_blank": True} for name in ("pod_label", "node_label", "gpu_label")}

@@ -10,7 +10,8 @@ from telemetry.fields import ConfigError, check_label, check_selector
 from telemetry.models import TelemetrySource
 from tenancy.audit import delete_audited, save_audited
 
-SOURCE_FIELDS = ("enabled", "pod_label", "namespace_label", "node_label", "gpu_label", "uuid_label", "selector")
+SOURCE_FIELDS = ("enabled", "pod_label", "namespace_label", "node_label", "gpu_label", "uuid_label",
+                 "host_label", "selector")
 # Labels a source cannot do without: the node and the GPU's index place every sample; the pod attributes it.
 REQUIRED_LABELS = ("pod_label", "node_label", "gpu_label")
 

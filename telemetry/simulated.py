@@ -10,6 +10,7 @@ follow the job's simulated behaviour (tracking.demo's labels):
   - `sim.tidal.dev/anomaly: throughput`: the GPUs wait on input while the demo's throughput collapses;
   - `sim.tidal.dev/gpu-idle: "true"`: the GPUs idle from the start (a job that holds GPUs and does nothing), which
     the idle-GPU rule alerts on after its window.
+NVLink and PCIe traffic follow each GPU's SM activity, each node's RDMA traffic the job's activity (no errors).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from clusters.models import Cluster
 from jobs.models import Attempt, Job
 from jobs.states import State
 from telemetry import attribution, store
-from telemetry.fields import Sample
+from telemetry.fields import NODE, Sample
 from telemetry.models import AttemptTelemetry
 from tracking import demo
 
@@ -98,10 +99,14 @@ def samples_of(attempt: Attempt, offsets: dict[tuple[int, int], int], timestamp:
                       "memory_used_gib": memory if busy else 2.0, "memory_free_gib": GIB_TOTAL - (
                           memory if busy else 2.0),
                       "power_watts": 90 + 560 * sm, "temperature_c": 38 + 40 * sm + noise.gauss(0, 0.5),
-                      "xid": 0.0}
+                      "xid": 0.0, "nvlink_tx_gb_s": 120 * sm, "nvlink_rx_gb_s": 120 * sm,
+                      "pcie_tx_gb_s": 2 + 6 * sm, "pcie_rx_gb_s": 4 + 12 * sm}
             uuid = f"GPU-sim-{row['node']}-{gpu}"
             out += [Sample(str(row["node"]), gpu, uuid, pod, "", suffix, timestamp, value)
                     for suffix, value in values.items()]
+        rdma = 40 * (level if busy else 0.01)  # GB/s: a node's 400 Gb/s ports at the job's activity
+        out += [Sample(str(row["node"]), NODE, "", "", "", suffix, timestamp, value)
+                for suffix, value in (("rdma_tx_gb_s", rdma), ("rdma_rx_gb_s", rdma), ("rdma_rx_errors", 0.0))]
     return out
 
 

@@ -51,6 +51,7 @@ class Exporter:
         self.node = "gpu-node-7"
         self.pods: dict[int, tuple[str, str]] = {}  # gpu -> (pod, namespace); missing: no pod labels
         self.gpus: int | None = None  # serve only GPUs below this index (None: all eight)
+        self.drop: set[str] = set()  # metrics not served (an exporter configured without them)
 
     def set(self, *, node: str | None = None, pods: dict[int, tuple[str, str]] | None = None,
             values: dict[tuple[str, int], float] | None = None) -> None:
@@ -68,7 +69,7 @@ class Exporter:
             done: set[str] = set()
             for metric, labels, value in self.series:
                 gpu = int(labels["gpu"])
-                if self.gpus is not None and gpu >= self.gpus:
+                if (self.gpus is not None and gpu >= self.gpus) or metric in self.drop:
                     continue
                 if metric not in done:
                     out += self.comments.get(metric, [])
@@ -81,6 +82,27 @@ class Exporter:
                 text = ",".join(f'{k}="{v}"' for k, v in labels.items())
                 out.append(f"{metric}{{{text}}} {self.values.get((metric, gpu), value)}")
             return "\n".join(out) + "\n"
+
+
+class NodeExporter:
+    """node-exporter's infiniband collector on one node: two ports (mlx5_0 and mlx5_1), each transmitting `tx` and
+    receiving `rx` bytes a second (the counters are those rates times the clock, so any scrape's rate is exact),
+    with fixed error counters; labelled `instance="<node>:9100"`, as Prometheus labels the target."""
+
+    def __init__(self, node: str = "gpu-node-7", tx: float = 2.5e9, rx: float = 1.5e9) -> None:
+        self.node, self.tx, self.rx = node, tx, rx
+
+    def render(self) -> str:
+        now = time.time()
+        out = []
+        for name, value in (("node_infiniband_port_data_transmitted_bytes_total", self.tx * now),
+                            ("node_infiniband_port_data_received_bytes_total", self.rx * now),
+                            ("node_infiniband_port_errors_received_total", 1.0),
+                            ("node_infiniband_link_downed_total", 0.0)):
+            out.append(f"# TYPE {name} counter")
+            out += [f'{name}{{device="{device}",port="1",instance="{self.node}:9100"}} {value:.0f}'
+                    for device in ("mlx5_0", "mlx5_1")]
+        return "\n".join(out) + "\n"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -179,15 +201,39 @@ def exporter():
 
 
 @pytest.fixture
-def prometheus_server(exporter, tmp_path, settings):
-    """Prometheus scraping the exporter every second; the reader pointed at it, reading at one-second resolution
+def node_exporter():
+    exporter = NodeExporter()
+    server = serve(exporter)
+    exporter.address = f"127.0.0.1:{server.server_address[1]}"
+    yield exporter
+    server.shutdown()
+    server.server_close()
+
+
+def _prometheus(targets, tmp_path, settings):
+    """Prometheus scraping the targets every second; the reader pointed at it, reading at one-second resolution
     up to now, windows of at most 30 s, starting a minute back."""
     if PROMETHEUS is None:
         pytest.skip("the prometheus binary is not installed (apt-get install prometheus; .ci/run installs it)")
-    server = Prometheus(tmp_path, [exporter.address])
+    server = Prometheus(tmp_path, targets)
     server.start()
     settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": server.url, "TELEMETRY_STEP": 1, "TELEMETRY_DELAY": 0,
-                      "TELEMETRY_WINDOW": 30, "TELEMETRY_LOOKBACK": 60, "TELEMETRY_TIMEOUT": 5.0}
+                      "TELEMETRY_WINDOW": 30, "TELEMETRY_LOOKBACK": 60, "TELEMETRY_TIMEOUT": 5.0,
+                      "TELEMETRY_WRITE_EVERY": 0}
+    return server
+
+
+@pytest.fixture
+def prometheus_server(exporter, tmp_path, settings):
+    server = _prometheus([exporter.address], tmp_path, settings)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def prometheus_with_nodes(exporter, node_exporter, tmp_path, settings):
+    """As prometheus_server, scraping the node's node-exporter too."""
+    server = _prometheus([exporter.address, node_exporter.address], tmp_path, settings)
     yield server
     server.stop()
 

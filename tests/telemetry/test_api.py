@@ -87,6 +87,7 @@ def test_staff_configure_a_clusters_labels_others_read_them(clients, staff_clien
     ({"node_label": ""}, "node_label"),
     ({"gpu_label": "__name__"}, "gpu_label"),
     ({"uuid_label": "1uuid"}, "uuid_label"),
+    ({"host_label": "instance:port"}, "host_label"),
     ({"selector": 'cluster=b'}, "selector"),
     ({"selector": '__name__="up"'}, "selector"),
     ({"pod_label": "x" * 101}, "pod_label"),

@@ -75,3 +75,23 @@ def test_the_matrix_as_samples_with_the_clusters_labels():
         fields.Sample("n1", 3, "GPU-1", "p", "ns", "sm_active", 100, 50.0),
         fields.Sample("n1", 3, "", "", "", "memory_used_gib", 100, 2.0),
     ]
+
+
+def test_node_level_fields_are_summed_per_node_and_bytes_read_as_a_rate():
+    transmitted, errors = fields.NODE_FIELDS[0], fields.NODE_FIELDS[2]
+    assert fields.node_query(transmitted, 'cluster="a"', "instance", 15) == (
+        'sum by (instance) (rate({__name__="node_infiniband_port_data_transmitted_bytes_total", cluster="a"}[60s]))')
+    assert fields.node_query(errors, "", "node", 15) == (
+        'sum by (node) ({__name__="node_infiniband_port_errors_received_total"})')
+    result = [{"metric": {"instance": "gpu-node-7:9100"}, "values": [[1700000000, "5e9"], [1700000015, "NaN"]]},
+              {"metric": {"instance": "[fd00::7]:9100"}, "values": [[1700000000, "1e9"]]},
+              {"metric": {}, "values": [[1700000000, "1"]]}]  # no node: skipped
+    assert list(fields.node_samples(result, transmitted, "instance")) == [
+        fields.Sample("gpu-node-7", fields.NODE, "", "", "", "rdma_tx_gb_s", 1700000000, 5.0),
+        fields.Sample("fd00::7", fields.NODE, "", "", "", "rdma_tx_gb_s", 1700000000, 1.0)]
+    assert fields.host_name("gpu-node-7") == "gpu-node-7"
+
+
+def test_a_gpu_index_below_zero_names_no_gpu():
+    result = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n", "gpu": "-1"}, "values": [[1, "9"]]}]
+    assert list(fields.samples(result, Labels())) == []

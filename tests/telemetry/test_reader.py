@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from telemetry import ingest
-from telemetry.models import AttemptGpu, AttemptTelemetry, TelemetrySource
+from jobs.models import Attempt
+from telemetry import ingest, readings
+from telemetry.models import AttemptGpu, AttemptTelemetry, StagedPoints, TelemetrySource
 from tests.telemetry.conftest import admit, needs_prometheus, pod_of, points, submit
 
 pytestmark = needs_prometheus
@@ -174,3 +175,41 @@ def test_two_reads_of_one_window_store_it_once(tenant, inventory, kube, exporter
     assert ingest.read_source(second, now).points == 0  # it read the position it had before the first stored
     tally = AttemptTelemetry.objects.get(attempt=job.current_attempt)
     assert tally.sm_count == len(points(job, "system/gpu.0.sm_active")) * 8  # each sample counted once
+
+
+def test_staged_points_are_written_into_the_series_when_due(tenant, inventory, kube, exporter, prometheus_server,
+                                                            settings):
+    """Reads stage an attempt's points (its GPUs' latest readings and tally follow every read) until its period
+    turns or it ends; then every staged point is written, once, with the new ones."""
+    settings.TIDAL = {**settings.TIDAL, "TELEMETRY_WRITE_EVERY": 3600}
+    job = admit(submit(tenant, inventory["h100"], replicas=1, devices=8), kube, ["gpu-node-7"])
+    exporter.set(pods={g: (pod_of(job), "tidal-vision") for g in range(8)})
+    attempt = job.current_attempt
+    # Its phase in the hour is its own: it is not due within the next minute (else this test would not stage).
+    phase = attempt.pk * 7919 % 3600
+    if (datetime.now(tz=UTC).timestamp() + phase) % 3600 > 3540:
+        pytest.skip("the attempt's hour turns within the minute")
+    prometheus_server.wait_for_scrapes(3)
+
+    assert ingest.read_all() == 0
+    assert not points(job, "system/gpu.0.sm_active")
+    tally = AttemptTelemetry.objects.get(attempt=attempt)
+    assert tally.sm_count > 0 and AttemptGpu.objects.filter(attempt=attempt).count() == 8
+    charted = readings.attempt_readings(tally, list(AttemptGpu.objects.filter(attempt=attempt)), buckets=4)
+    shown = [value for value in charted.series["sm_active"][0] if value is not None]  # the job page's chart
+    assert shown and shown == pytest.approx([41.2] * len(shown))
+    staged = StagedPoints.objects.filter(attempt=attempt).count()  # a row a window read
+    prometheus_server.wait_for_scrapes(2)
+    assert ingest.read_all() == 0
+    assert StagedPoints.objects.filter(attempt=attempt).count() > staged
+
+    Attempt.objects.filter(pk=attempt.pk).update(ended_at=datetime.now(tz=UTC))
+    prometheus_server.wait_for_scrapes(1)
+    written = ingest.read_all()
+
+    sm = points(job, "system/gpu.0.sm_active")
+    tally.refresh_from_db()
+    assert written > 0 and len(sm) * 8 == tally.sm_count  # every sample read, once
+    steps = sorted(sm)
+    assert steps == list(range(steps[0], steps[-1] + 1))  # the staged reads and the last, without a gap
+    assert not StagedPoints.objects.filter(attempt=attempt).exists()
