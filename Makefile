@@ -39,8 +39,10 @@ seed: migrate
 run: seed
 	$(DEV_ENV) $(PY) manage.py run_embedded --port $${PORT:-8000}
 
+# Two workers (pytest-xdist): each gets its own test database and Redis database (tests/settings.py).
+# TIDAL_TEST_WORKERS=0 runs the suite in one process.
 test: install
-	$(TEST_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest -n $${TIDAL_TEST_WORKERS:-2} --durations=25 $(PYTEST_ARGS)
 
 # The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5), and
 # schemathesis' coverage cases (boundaries, missing and mistyped fields): about 10 minutes. Then the scheduler's
