@@ -19,6 +19,7 @@ from core.csvstream import line_writer
 from costs import selectors, services
 from costs.models import Budget, SpendAnomalyRule
 from costs.reports.idle import IdleGuarantee, IdleRow, idle_guarantee
+from costs.reports.panels import covered, report_extras
 from costs.reports.usage import CHUNK, Report, ReportQuery, Row, money, report_rows, usage_report
 from costs.serializers import (
     BudgetSerializer,
@@ -95,7 +96,9 @@ class CostReportView(APIView):
         moment = as_of(query, timezone.now())
         projects = selectors.report_projects(request.user)
         report = usage_report(projects, query, moment)
-        return Response(report_json(report, moment, idle_guarantee(projects, query, moment)))
+        answer = report_json(report, moment, idle_guarantee(projects, query, moment))
+        answer["figures"] = report_extras(request, *covered(projects, query))
+        return Response(answer)
 
 
 def period_text(period: date | None) -> str:

@@ -236,6 +236,9 @@ class ReportSerializer(serializers.Serializer):
     idle_guarantee = IdleGuaranteeSerializer(allow_null=True, help_text=(
         "Per project, guaranteed device-hours not used and their cost (docs/costs.md); null when filtered by "
         "cluster (guarantees are not per cluster)."))
+    figures = serializers.DictField(child=serializers.JSONField(), help_text=(
+        "What other parts add over the report's projects and range, by name: `lost_to_failures` (reliability): "
+        "GPU-hours and money failed attempts lost, in all and per project."))
 
 
 class BudgetListSerializer(serializers.ListSerializer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -29,6 +30,16 @@ def cost_panel(request: HttpRequest, projects: QuerySet, start: datetime, end: d
     projects and range (the caller's: `projects` is what the cost report lets them see)."""
     diagnoses = selectors.diagnoses_for_user(request.user).filter(project_id__in=projects)
     return {"report": reports.reliability_report(diagnoses, start, end)}
+
+
+def cost_figure(request: HttpRequest, projects: QuerySet, start: datetime, end: datetime) -> dict[str, Any]:
+    """The cost report API's `lost_to_failures`: the panel's figures as data."""
+    report = cost_panel(request, projects, start, end)["report"]
+    return {"failures": report.failures, "gpu_hours": round(report.gpu_hours_lost, 3),
+            "money": round(report.money_lost, 2), "currency": report.currency,
+            "by_project": [{"project": row["name"], "failures": row["failures"],
+                            "gpu_hours": row["gpu_hours_lost"], "money": row["money_lost"]}
+                           for row in report.by_project]}
 
 
 def _days(request: HttpRequest) -> int:

@@ -28,7 +28,7 @@ from costs.metering.pricing import DAY
 from costs.metering.rollup import EPOCH_DAY
 from costs.reports import staff
 from costs.reports.idle import idle_guarantee
-from costs.reports.panels import report_panels
+from costs.reports.panels import covered, report_panels
 from costs.reports.usage import (
     GROUPS,
     LABEL_PREFIX,
@@ -183,19 +183,14 @@ def cost_report(request: HttpRequest) -> HttpResponse:
     report = usage_report(projects, query, now)
     moment = datetime.fromtimestamp(query.moment(now), UTC)
     rows, row_count = table_rows(report)
-    # What the report covers, for the panels other apps add (reliability: what failures lost).
-    covered = projects.filter(**{"pk" if column == "project_id" else column: value
-                                 for column, value in query.filters.items()
-                                 if column in ("project_id", "organization_id")})
-    start = datetime.combine(query.window.start, datetime.min.time(), UTC)
-    end = datetime.combine(query.window.end, datetime.min.time(), UTC)
+    scoped, start, end = covered(projects, query)  # for the panels other apps add (reliability: failures)
     return render(request, "costs/report.html", {
         **context, "report": report, "total": report.total, "rows": rows, "row_count": row_count,
         "last_day": query.window.end - timedelta(days=1), "chart": stacked_series(report),
         "as_of": moment,
         "never_metered": not report.rows and not selectors.usage_metered(projects),
         "csv_url": f"{reverse('cost-report-csv')}?{urlencode(params)}",
-        "panels": report_panels(request, covered, start, end),
+        "panels": report_panels(request, scoped, start, end),
         "idle": idle_guarantee(projects, query, moment),
         "idle_csv_url": f"{reverse('cost-report-csv')}?{urlencode({**params, 'section': 'idle'})}",
     })

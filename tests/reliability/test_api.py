@@ -298,3 +298,20 @@ class TestProjectPolicies(CrossTenantMixin):
         assert clients["member"].post(self.list_url(), {"project": "vision", "restart_on_hang": False},
                                       format="json").status_code == 403
         assert AuditEntry.objects.filter(action="projectpolicy.create").count() == 1
+
+
+def test_the_cost_report_api_gives_what_failures_lost_to_the_callers_projects_only(tenant, prices, clients):
+    """The API answer of the cost report carries the page's "lost to failures" (one failure of vision, 600 s of one
+    a100 at 1.00 a device-hour); the other organization's failure is not counted, and a filter by project narrows
+    it."""
+    failed_attempt(tenant, prices)
+    failed_attempt(tenant, prices, tenant.other_project)
+    url = reverse("cost-report") + "?month=" + timezone.now().strftime("%Y-%m")
+    lost = clients["viewer"].get(url).json()["figures"]["lost_to_failures"]
+    assert lost["failures"] == 1 and lost["gpu_hours"] == pytest.approx(600 / 3600, abs=0.002)
+    assert lost["money"] == pytest.approx(0.17, abs=0.01)
+    assert [row["project"] for row in lost["by_project"]] == ["vision"]
+    theirs = clients["outsider"].get(url).json()["figures"]["lost_to_failures"]
+    assert [row["project"] for row in theirs["by_project"]] == ["secret"]
+    narrowed = clients["viewer"].get(url + "&project=vision").json()["figures"]["lost_to_failures"]
+    assert narrowed["failures"] == 1
