@@ -11,6 +11,7 @@ import pytest
 from jobs.scheduling import (
     Assignment,
     Elastic,
+    EndedUse,
     PendingJob,
     Policy,
     Project,
@@ -205,3 +206,19 @@ def test_a_lent_guarantee_is_taken_back_by_shrinking_before_evicting(grower, shr
     assert admitted(result) == [1]
     assert victims(result) == evicted
     assert shrinks(result) == shrunk
+
+
+def test_does_not_grow_into_a_guarantee_the_lend_hold_keeps_from_a_waiting_borrower():
+    # vision's job on n1 ended 2 s ago: the lend hold keeps vision's idle guarantee from nlp's borrower for 3 s
+    # more (quota kind "cohort"). Grown into it, vision's elastic job would give it back to nlp as soon as the
+    # hold lapses, well within its cooldown (found on the Philly week: grown, then shrunk 5 to 7 s later).
+    e = elastic_running(10, "vision", ["n0"], low=1, high=2)
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 8, borrow_limit=8)]
+    nlp = running(11, "nlp", {"n2": 8})
+    snap = replace(snapshot(nodes(3), [job(1, "nlp")], [e, nlp], quotas=quotas, now=NOW),
+                   ended=(EndedUse("vision", A100, 8, 0.0, NOW - 2),))
+    result = cycle(snap)
+    assert waits(result)[1].code == "quota" and admitted(result) == []
+    assert result.grows == ()
+    later = cycle(replace(snap, now=NOW + Policy().lend_hold))  # the hold lapsed: nlp borrows, nothing shrinks
+    assert admitted(later) == [1] and later.shrinks == ()
