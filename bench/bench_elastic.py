@@ -11,7 +11,10 @@ would throw its whole attempt away). Columns:
 - elastic x2: the same jobs, growing to twice their size (`--elastic-max-factor 2`; at most 9 workers, where a
   tenth stops helping at the default efficiency 0.9), so the chosen 1-GPU jobs are elastic too;
 - ckpt on shrink: the elastic column with jobs that checkpoint when told to shrink (EngineOptions.
-  checkpoint_on_shrink; SIGTERM first, as the Kubernetes backend shrinks), so a shrink loses no work.
+  checkpoint_on_shrink; SIGTERM first, as the Kubernetes backend shrinks), so a shrink loses no work;
+- to peak: the same jobs, growing up to the size where the progress model's throughput peaks (9 workers at the
+  default efficiency 0.9: `--elastic-max-factor 9`), as Pollux and Sia size a job by its speedup, not by what it
+  asked for; 1-GPU jobs are elastic too.
 The progress model (replay/elastic.py, docs/replay.md): n workers do n x 0.9^(n-1), each resize pauses 30 s, a shrink
 loses the work since the last checkpoint.
 
@@ -38,6 +41,7 @@ from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import RunningUsage, run_cycle  # noqa: E402
 from jobs.scheduling.elastic import elastic_groups  # noqa: E402
 from jobs.scheduling.model import Assignment, CycleResult, Node, Policy, RunningJob, Snapshot  # noqa: E402
+from replay.elastic import peak_workers  # noqa: E402
 from replay.engine import EngineOptions, ReplayResult, run_replay  # noqa: E402
 from replay.policies import get_policy  # noqa: E402
 from replay.results import summarize  # noqa: E402
@@ -156,7 +160,9 @@ def main() -> None:
     base = EngineOptions(checkpoint_interval=CHECKPOINT)
     columns = (("rigid", base), ("elastic", replace(base, elastic_fraction=SHARE)),
                ("elastic x2", replace(base, elastic_fraction=SHARE, elastic_max_factor=2.0)),
-               ("ckpt on shrink", replace(base, elastic_fraction=SHARE, checkpoint_on_shrink=True)))
+               ("ckpt on shrink", replace(base, elastic_fraction=SHARE, checkpoint_on_shrink=True)),
+               ("to peak", replace(base, elastic_fraction=SHARE,
+                                   elastic_max_factor=float(peak_workers(base.scaling_efficiency) or 1))))
     rows: dict[str, list[str]] = {}
     order: list[str] = []
 
