@@ -138,8 +138,8 @@ def test_resizes_at_most_once_per_cooldown(resized_ago, grown):
 
 
 def test_a_job_that_just_started_grows_at_once():
-    # The cooldown is between resizes: a start is not one (counted from the start, a job admitted at its minimum
-    # ran there for a whole cooldown however idle the cluster was).
+    # The cooldown is between resizes: a start is not one (counted from the start, most jobs of the Philly week
+    # ended at their minimum before they could grow).
     e = replace(elastic_running(10, "vision", ["n0", "n1"], low=2, high=4), started_at=NOW - 10.0)
     snap = snapshot(nodes(4), [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
     assert grows(cycle(snap)) == {10: [2, 3]}
