@@ -79,10 +79,7 @@ def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short
     shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of."""
     grows = []
     for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, j.id)):
-        # The cooldown is between resizes; a start is not one. Counted from the start too, a job admitted at its
-        # minimum ran there for a whole cooldown however idle the cluster was (on the Philly week most jobs end
-        # within it), and growth hardly shortened any job.
-        if job.id in resized or (job.resized_at is not None and state.now < job.resized_at + job.resize_cooldown):
+        if job.id in resized or state.now < (job.resized_at or job.started_at) + job.resize_cooldown:
             continue
         added: list[Assignment] = []
         for group in job.elastic:

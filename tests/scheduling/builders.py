@@ -287,7 +287,7 @@ def check_elastic(snap: Snapshot, result: CycleResult, policy: Policy) -> None:
             assert left >= e.min_replicas, f"job {job_id} shrunk below its minimum"
     for g in result.grows:
         job = run[g.job_id]
-        assert job.resized_at is None or snap.now >= job.resized_at + job.resize_cooldown, "grown within its cooldown"
+        assert snap.now >= (job.resized_at or job.started_at) + job.resize_cooldown, "grown within its cooldown"
         for e in job.elastic:
             after = sum(1 for a in (*job.placement, *g.placement) if a.role == e.role)
             assert after <= e.max_replicas, f"job {job.id} grown beyond its maximum"

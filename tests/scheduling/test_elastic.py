@@ -62,7 +62,7 @@ def test_admitted_at_its_minimum_when_its_maximum_does_not_fit():
     result = cycle(snap)
     assert admitted(result) == [1]
     assert sorted(a.index for a in result.admits[0].placement) == [0, 1]
-    assert result.grows == ()  # it grows from the next cycle on, once it runs
+    assert result.grows == ()  # it grows from the next cycle on, past its cooldown from its start
 
 
 def test_waits_when_not_even_its_minimum_fits():
@@ -135,14 +135,6 @@ def test_resizes_at_most_once_per_cooldown(resized_ago, grown):
                         resize_cooldown=300.0)
     snap = snapshot(nodes(4), [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
     assert bool(cycle(snap).grows) is grown
-
-
-def test_a_job_that_just_started_grows_at_once():
-    # The cooldown is between resizes: a start is not one (counted from the start, most jobs of the Philly week
-    # ended at their minimum before they could grow).
-    e = replace(elastic_running(10, "vision", ["n0", "n1"], low=2, high=4), started_at=NOW - 10.0)
-    snap = snapshot(nodes(4), [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
-    assert grows(cycle(snap)) == {10: [2, 3]}
 
 
 def test_growth_stays_within_its_projects_quota():
