@@ -1,6 +1,6 @@
 """Elastic jobs on the Philly week (issue 29): the same jobs rigid and with half of them elastic, side by side.
 
-    .venv/bin/python bench/bench_elastic.py [--strict]
+    .venv/bin/python bench/bench_elastic.py
 
 The Philly week (14,185 jobs, 11 virtual clusters) at 704 GPUs, the production policy, checkpoints every 30 min of
 work in every column (an elastic job restarts from its checkpoint at every shrink: without checkpoints a shrink
@@ -11,23 +11,24 @@ would throw its whole attempt away). Columns:
 - elastic x2: the same jobs, growing to twice their size (`--elastic-max-factor 2`; at most 9 workers, where a
   tenth stops helping at the default efficiency 0.9), so the chosen 1-GPU jobs are elastic too;
 - ckpt on shrink: the elastic column with jobs that checkpoint when told to shrink (EngineOptions.
-  checkpoint_on_shrink; SIGTERM first, as the Kubernetes backend shrinks), so a shrink loses no work.
+  checkpoint_on_shrink; SIGTERM first, as the Kubernetes backend shrinks), so a shrink loses no work;
+- to peak: the same jobs, growing up to the size where the progress model's throughput peaks (9 workers at the
+  default efficiency 0.9: `--elastic-max-factor 9`), as Pollux and Sia size a job by its speedup, not by what it
+  asked for; 1-GPU jobs are elastic too.
 The progress model (replay/elastic.py, docs/replay.md): n workers do n x 0.9^(n-1), each resize pauses 30 s, a shrink
 loses the work since the last checkpoint.
 
 Rows: mean and p99 job completion time (JCT), mean wait, whole-job preemptions and shrinks counted apart, whole-job
 preemptions a shrink would have sufficed for (goal 0; see `ShrinkWatch`), the work preemptions and shrinks lost
 (GPU-hours, counted at each job's trace size), resizes per elastic job (median and p99), time in rescale pauses,
-and cluster utilisation (device-hours used / device-hours available over the makespan). The goal of issue 29,
-elastic at least 25% lower mean JCT than rigid, is printed "met" or "not met" for both elastic columns.
-
-Exits 1 when a whole-job preemption happened that a shrink would have sufficed for; with `--strict` also when the
-JCT goal is not met by the elastic column.
+and cluster utilisation (device-hours used / device-hours available over the makespan). The goals of issue 29
+are rows of the table, "ok" or "FAIL" per column: elastic at least 25% lower mean JCT than rigid, and no whole-job
+preemption a shrink would have sufficed for. Like the other benches it exits 0 either way (`make bench` runs them
+all): a goal not met is a figure to read.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -40,6 +41,7 @@ from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import RunningUsage, run_cycle  # noqa: E402
 from jobs.scheduling.elastic import elastic_groups  # noqa: E402
 from jobs.scheduling.model import Assignment, CycleResult, Node, Policy, RunningJob, Snapshot  # noqa: E402
+from replay.elastic import peak_workers  # noqa: E402
 from replay.engine import EngineOptions, ReplayResult, run_replay  # noqa: E402
 from replay.policies import get_policy  # noqa: E402
 from replay.results import summarize  # noqa: E402
@@ -71,11 +73,13 @@ class ShrinkWatch:
         result = run_cycle(snapshot, policy=policy, usage=self.usage)
         by_job: dict[int, int] = {}
         for p in result.preemptions:
-            by_job[p.for_job_id] = by_job.get(p.for_job_id, 0) + 1
+            if p.for_job_id is not None:  # None: a pool took its capacity back (no pools here)
+                by_job[p.for_job_id] = by_job.get(p.for_job_id, 0) + 1
         if result.shrinks:
             project = {j.id: j.project for j in snapshot.pending}
             running = {r.id: r.project for r in snapshot.running}
-            self.own_project += sum(1 for s in result.shrinks if project.get(s.for_job_id) == running.get(s.job_id))
+            self.own_project += sum(1 for s in result.shrinks
+                                    if s.for_job_id is not None and project.get(s.for_job_id) == running.get(s.job_id))
         for job_id, victims in by_job.items():
             self.checked += victims
             if shrink_sufficed(without(snapshot, result, job_id), policy, job_id):
@@ -151,15 +155,14 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--strict", action="store_true", help="exit 1 when the mean JCT goal is not met too")
-    args = parser.parse_args()
+def main() -> None:
     scn = philly_scenario(scale=0.25)
     base = EngineOptions(checkpoint_interval=CHECKPOINT)
     columns = (("rigid", base), ("elastic", replace(base, elastic_fraction=SHARE)),
                ("elastic x2", replace(base, elastic_fraction=SHARE, elastic_max_factor=2.0)),
-               ("ckpt on shrink", replace(base, elastic_fraction=SHARE, checkpoint_on_shrink=True)))
+               ("ckpt on shrink", replace(base, elastic_fraction=SHARE, checkpoint_on_shrink=True)),
+               ("to peak", replace(base, elastic_fraction=SHARE,
+                                   elastic_max_factor=float(peak_workers(base.scaling_efficiency) or 1))))
     rows: dict[str, list[str]] = {}
     order: list[str] = []
 
@@ -169,9 +172,8 @@ def main() -> int:
             order.append(label)
         rows[label].append(value)
 
-    jct: list[float] = []
+    rigid_mean = 0.0
     rigid_jct: dict[str, float] = {}
-    avoidable = 0
     cpu_total = 0.0
     for _name, options in columns:
         result, watch, cpu = replay(scn, options)
@@ -179,12 +181,11 @@ def main() -> int:
         o = summarize(result)["overall"]
         elastic = [j for j in result.jobs if j.elastic]
         resizes = [float(j.grows + j.shrinks) for j in elastic]
-        jct.append(o["jct_mean"])
         if not rigid_jct:
+            rigid_mean = o["jct_mean"]
             rigid_jct = {j.job_id: j.jct for j in result.jobs if j.jct is not None}
         mine = [j.jct for j in elastic if j.jct is not None]
         same = [rigid_jct[j.job_id] for j in elastic if j.job_id in rigid_jct]
-        avoidable += watch.avoidable
         put("jobs finished", f"{o['finished']} of {o['jobs']}")
         put("elastic jobs", f"{len(elastic)}")
         put("mean JCT (s)", f"{o['jct_mean']:.0f}")
@@ -197,6 +198,7 @@ def main() -> int:
         put("  for a job of the same project", f"{watch.own_project}")
         put("grows", f"{o['grows']}")
         put("preemptions a shrink sufficed for", f"{watch.avoidable} of {watch.checked}")
+        put("  goal 0", "ok" if not watch.avoidable else "FAIL")
         put("lost work (GPU-h)", f"{o['lost_work_device_s'] / HOUR:.1f}")
         put("  of it by shrinks", f"{o['shrink_lost_work_device_s'] / HOUR:.1f}")
         put("resizes per elastic job, median", f"{statistics.median(resizes) if resizes else 0:.0f}")
@@ -205,21 +207,15 @@ def main() -> int:
         put("rescale pauses (GPU-h)", f"{o['rescale_pause_device_s'] / HOUR:.1f}")
         put("utilisation (used / available)", f"{o['utilization']:.4f}")
         put("CPU s of the replay", f"{cpu:.1f}")
+        lower = 1 - o["jct_mean"] / rigid_mean
+        put(f"mean JCT lower than rigid (goal {GOAL:.0%})", "-" if not options.elastic_fraction else f"{lower:.1%}")
+        put("  goal met", "-" if not options.elastic_fraction else "ok" if lower >= GOAL else "FAIL")
     print(f"Elastic jobs on the Philly week, production policy, 704 GPUs, checkpoints every {CHECKPOINT / 60:.0f} min "
           f"of work, {SHARE:.0%} of the jobs chosen elastic ({cpu_total:.0f} CPU s)")
     print(f"{'':<36}" + "".join(f"{name:>16}" for name, _ in columns))
     for label in order:
         print(f"{label:<36}" + "".join(f"{v:>16}" for v in rows[label]))
-    met = []
-    for k, (name, _) in enumerate(columns[1:], start=1):
-        lower = 1 - jct[k] / jct[0]
-        met.append(lower >= GOAL)
-        print(f"goal, {name}: mean JCT at least {GOAL:.0%} lower than rigid: {lower:.1%} lower, "
-              f"{'met' if lower >= GOAL else 'not met'}")
-    print(f"goal: no whole-job preemption a shrink would have sufficed for: {'met' if not avoidable else 'FAIL'}")
-    failed = avoidable > 0 or (args.strict and not met[0])
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

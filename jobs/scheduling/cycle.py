@@ -343,8 +343,12 @@ class Cycle:
                 started = time.perf_counter()
                 self.reserve_for_capacity(out)  # phase 5
                 self.seconds["backfill"] += time.perf_counter() - started
-        if failure is None or failure.kind == "lent" or out.grace_end is not None:
-            self.short.update(info.flavors)  # it waits for capacity of its flavors: no elastic job grows into them
+        if (failure is None or failure.kind == "lent" or out.grace_end is not None
+                or (failure.kind == "cohort" and not job.preemptible)):
+            # It waits for capacity of its flavors: no elastic job grows into them. A borrower its organization
+            # has nothing to lend to now would take a grown replica back as soon as what keeps it out lapses (a
+            # lend hold: seconds), well within the grown job's cooldown.
+            self.short.update(info.flavors)
         if waits and out.grace_end is not None:  # the reservation above stands; what it waits for is its grace
             out.wait("reclaim", grace_reason(state, job, out.deferred, out.grace_end))
         if strict and position < self.blocked_at.get(queue, position + 1):

@@ -12,7 +12,9 @@ The rules, in every cycle:
   only taking its base preempts it, and then its grown replicas go with it.
 - Growth (`grow`, after every waiting job was evaluated): a job past its resize cooldown, neither shrunk nor
   preempted in this cycle, grows, highest priority first, one replica at a time up to its maximum, into visible
-  capacity of a flavor no waiting job of this cycle was short of, within its project's quota as preemptible use.
+  capacity of a flavor no waiting job of this cycle was short of (cycle.py's `short`: it found no room, or its
+  organization has nothing to lend it now, which a lend hold lapsing would soon change), within its project's
+  quota as preemptible use. Grown replicas are not demand: the lend hold does not count them (state.py).
   A grown replica has no known end, so it never uses capacity a reservation holds. It goes on any node of its
   flavor: an elastic group has no topology rule of its own.
 """

@@ -268,11 +268,23 @@ class CycleState:
         snapshot, hold = self.snapshot, self.policy.lend_hold
         if not self.policy.quotas:
             return
+        # A grown replica of an elastic job is not demand: it takes only what nobody asks for and goes first when
+        # anyone does. Held, its project's guarantee stayed kept from lending after a shrink gave it back, so
+        # shrinking never cured a job's "lent" failure and a whole borrower was preempted instead
+        # (bench_elastic.py's "preemptions a shrink sufficed for").
+        grown: dict[tuple[str, str], int] = {}
+        for job in running:
+            if job.grown_of is not None:
+                for a in job.placement:
+                    key = (job.project, flavor_of.get(a.node, job.flavor))
+                    grown[key] = grown.get(key, 0) + a.devices
+        if grown:
+            pre = {key: devices - grown.get(key, 0) for key, devices in pre.items()}
         held = waiting_holds(snapshot, self.quota, used, pre)
         if hold > 0 and (snapshot.ended or snapshot.arrivals):
             since = snapshot.now - hold
             starts = [((job.project, flavor_of.get(a.node, job.flavor)), job.started_at, a.devices)
-                      for job in running if job.started_at > since for a in job.placement]
+                      for job in running if job.started_at > since and job.grown_of is None for a in job.placement]
             for key, devices in lend_holds(snapshot, hold, used, pre, starts).items():
                 held[key] = max(held.get(key, 0), devices)
         if held:

@@ -11,6 +11,7 @@ import pytest
 from jobs.scheduling import (
     Assignment,
     Elastic,
+    EndedUse,
     PendingJob,
     Policy,
     Project,
@@ -181,3 +182,43 @@ def test_does_not_grow_while_a_job_waits_out_its_reclaim_grace():
     result = cycle(snap, Policy(reclaim_grace=60.0))
     assert waits(result)[1].code == "reclaim"
     assert result.grows == ()
+
+
+# A job inside its project's guarantee that its organization lent away (quota kind "lent", preemption's reclaim)
+# while its project's own elastic job grew into the rest of it. Shrinking the grown replica gives the job both the
+# node and its guarantee back; a grown replica is not demand, so its project's lend hold must not keep the
+# guarantee it gives back from the job (it did: a whole borrower was preempted, bench_elastic.py's "preemptions a
+# shrink sufficed for"). Case: (elastic job's project, expected shrinks, expected whole-job victims).
+@pytest.mark.parametrize(("grower", "shrunk", "evicted"), [
+    ("vision", {10: [1]}, []),  # the job's own project grew: its own grown replica goes
+    ("nlp", {10: [1]}, []),  # the borrower's elastic job grew: its grown replica goes, not a whole job
+])
+def test_a_lent_guarantee_is_taken_back_by_shrinking_before_evicting(grower, shrunk, evicted):
+    quotas = [Quota("vision", A100, 24), Quota("nlp", A100, 8, borrow_limit=16), Quota("other", A100, 8)]
+    projects = [Project("vision", "acme"), Project("nlp", "acme"), Project("other", "globex")]
+    e = elastic_running(10, grower, ["n0", "n1"], low=1, high=2)
+    borrowers = [running(11, "nlp", {"n2": 8}), running(12, "nlp", {"n3": 8})]
+    if grower == "nlp":  # vision's guarantee used by a rigid job, nlp borrowing 16 with the elastic one's grown
+        borrowers = [running(11, "vision", {"n2": 8}), running(12, "nlp", {"n3": 8})]
+    rest = running(13, "other", {"n4": 8})
+    snap = snapshot(nodes(5), [job(1, "vision")], [e, *borrowers, rest], quotas=quotas, projects=projects, now=NOW)
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert victims(result) == evicted
+    assert shrinks(result) == shrunk
+
+
+def test_does_not_grow_into_a_guarantee_the_lend_hold_keeps_from_a_waiting_borrower():
+    # vision's job on n1 ended 2 s ago: the lend hold keeps vision's idle guarantee from nlp's borrower for 3 s
+    # more (quota kind "cohort"). Grown into it, vision's elastic job would give it back to nlp as soon as the
+    # hold lapses, well within its cooldown (found on the Philly week: grown, then shrunk 5 to 7 s later).
+    e = elastic_running(10, "vision", ["n0"], low=1, high=2)
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 8, borrow_limit=8)]
+    nlp = running(11, "nlp", {"n2": 8})
+    snap = replace(snapshot(nodes(3), [job(1, "nlp")], [e, nlp], quotas=quotas, now=NOW),
+                   ended=(EndedUse("vision", A100, 8, 0.0, NOW - 2),))
+    result = cycle(snap)
+    assert waits(result)[1].code == "quota" and admitted(result) == []
+    assert result.grows == ()
+    later = cycle(replace(snap, now=NOW + Policy().lend_hold))  # the hold lapsed: nlp borrows, nothing shrinks
+    assert admitted(later) == [1] and later.shrinks == ()
