@@ -291,10 +291,10 @@ class Sender:
                 if outcome == DONE:
                     self._mark_up()
                 elif outcome == RETRY or self._abandoned:
-                    self.spool.append(records[position:])
-                    for rest in claimed[index + 1:]:
-                        self.spool.append(self.spool.read(rest))
-                        self.spool.remove(rest)
-                    self.spool.remove(path)
+                    # Back before what was spooled since the claim (close() may have spooled the run's status).
+                    unsent = records[position:] + [r for rest in claimed[index + 1:] for r in self.spool.read(rest)]
+                    self.spool.put_back(unsent)
+                    for done in claimed[index:]:
+                        self.spool.remove(done)
                     return
             self.spool.remove(path)

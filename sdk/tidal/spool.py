@@ -3,8 +3,9 @@
 One file per server, run and process: `<dir>/<server hash>-run<id>-<pid>.jsonl`, one record a line (a log-batch
 body, or a status change). A sender claims a file by renaming it (`...-<pid>.<n>.sending`), so two processes never
 send the same file at once; it claims its own files and those of processes that are gone. What it fails to send
-goes back into its own file, so nothing is lost, and since the server keeps one point per (run, key, step, attempt)
-a record sent twice changes nothing.
+goes back into its own file, before what was spooled meanwhile (`put_back`: the requests keep the order they were
+made in, so a run's status never goes before its points), so nothing is lost, and since the server keeps one point
+per (run, key, step, attempt) a record sent twice changes nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import logging
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,9 @@ class Spool:
         server = hashlib.sha256(url.encode()).hexdigest()[:12]
         self.prefix = f"{server}-run{run_id}-"
         self.pid = os.getpid()
+        # This process's file is written by the training thread (a full queue spills) and the sender's: one at a
+        # time, so a put-back's rewrite never loses an append made meanwhile.
+        self.writing = threading.Lock()
 
     @property
     def path(self) -> Path:
@@ -56,13 +61,35 @@ class Spool:
         if not records:
             return True
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            with os.fdopen(fd, "a", encoding="utf-8") as out:
-                out.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+            with self.writing:
+                self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as out:
+                    out.write(_lines(records))
         except OSError as error:
             log.warning("tidal: cannot write the spool file %s (%s): %d records are lost", self.path, error,
                         len(records))
+            return False
+        return True
+
+    def put_back(self, records: list[Record]) -> bool:
+        """Put records a sender claimed and could not send back into this process's file, before what it holds:
+        they were made before anything spooled since they were claimed. False (and a warning) when the disk
+        refuses."""
+        if not records:
+            return True
+        path = self.path
+        staged = path.with_name(path.name + ".new")
+        try:
+            with self.writing:
+                self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                held = path.read_text(encoding="utf-8") if path.exists() else ""
+                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(_lines(records) + held)
+                os.replace(staged, path)
+        except OSError as error:
+            log.warning("tidal: cannot write the spool file %s (%s): %d records are lost", path, error, len(records))
             return False
         return True
 
@@ -123,3 +150,7 @@ class Spool:
     def remove(path: Path) -> None:
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def _lines(records: list[Record]) -> str:
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)

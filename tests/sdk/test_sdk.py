@@ -224,7 +224,9 @@ def test_log_never_waits_for_a_hanging_server(user_run, token, sdk_env):
             run.log({"loss": step * 0.1, "lr": 1e-4}, step=step)
         assert time.monotonic() - started < 20  # a blocking send would wait 60 s
         run.finish(timeout=0.5)
-    records = spooled(sdk_env)
+        # Read while the server still hangs: once it closes, the sender's request fails and it puts back what it
+        # had claimed from the spool, moving files under a reader (test_spool_order.py checks that order).
+        records = spooled(sdk_env)
     assert records[-1] == {"kind": "status", "status": "FINISHED"}  # sent after the points, when they are
     points = Counter((p["key"], p["step"]) for r in records[:-1] for p in r["body"]["metrics"])
     assert points == Counter({(key, step): 1 for key in ("loss", "lr") for step in range(5000)})
