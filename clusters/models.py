@@ -65,6 +65,9 @@ class Cluster(models.Model):
     last_sync_error = models.CharField(max_length=1000, blank=True)
     last_sync_skipped = models.CharField(
         max_length=1000, blank=True, help_text="Nodes the last sync did not import, and why.")
+    # Node sync: pods Tidal did not create that wait for devices (kube/pending.py), the demand of a pool whose
+    # nodes they would run on: [{"pod": "ns/name", "resource": ..., "devices": n, "nodes": [...], "selector": bool}].
+    pending_foreign = models.JSONField(default=list, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]

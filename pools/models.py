@@ -54,7 +54,11 @@ class Pool(models.Model):
         "them the schedule demands every device. Empty: no schedule.")
     schedule_floor = models.PositiveIntegerField(default=0, help_text="Devices serving keeps inside the windows.")
     use_foreign_pods = models.BooleanField(
-        default=True, help_text="Count pods Tidal did not create on the pool's nodes (KServe, vLLM...) as demand.")
+        default=True, help_text="Count pods Tidal did not create on the pool's nodes (KServe, vLLM...) as demand, and "
+        "their pending pods that ask for the pool's devices and whose node selector admits one of its nodes.")
+    pending_without_selector = models.BooleanField(
+        default=False, help_text="With foreign pods: count pending pods without a node selector or required affinity "
+        "(they would run on any node) as this pool's demand too.")
     use_forecast = models.BooleanField(
         default=False, help_text="Keep for serving what it demanded over the coming give-back time on past days "
         "(the pool's own history): lending stops before a rise that comes every day.")

@@ -56,14 +56,25 @@ def _forecast(pool: Pool, now: float) -> tuple[int, float] | None:
     return forecast.expected(((at.timestamp(), d) for at, d in history), now, lead)
 
 
+def pending_devices(pool: Pool, members: list[core.Node]) -> int:
+    """Devices pending pods Tidal did not create ask for (node sync: `Cluster.pending_foreign`) that would run on
+    the pool's nodes: of its flavor's device resource, and a node selector that admits one of its nodes (without a
+    selector, only when the pool opts in)."""
+    names = {split_node_key(n.name)[1] for n in members}
+    return sum(p["devices"] for p in pool.cluster.pending_foreign
+               if p["resource"] == pool.flavor.device_resource and names.intersection(p["nodes"])
+               and (p["selector"] or pool.pending_without_selector))
+
+
 def pool_figures(pool: Pool, members: list[core.Node], now: float) -> tuple[int, demand.Figures]:
     """The pool's devices and its figures now, from its settings and every source it uses."""
     capacity = sum(n.devices + n.foreign for n in members)
+    foreign = sum(n.foreign for n in members) + pending_devices(pool, members) if pool.use_foreign_pods else None
     settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
                                tuple(pool.schedule), pool.schedule_floor, pool.lending)
     expected = _forecast(pool, now) if pool.use_forecast else None
     reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None,
-                             sum(n.foreign for n in members) if pool.use_foreign_pods else None,
+                             foreign,
                              *(expected or (None, None)))
     return capacity, demand.figures(settings, reading, now)
 

@@ -19,6 +19,7 @@ from clusters.backends.kubernetes import clients, mapping
 from clusters.kube.dispatch import attempt_key
 from clusters.kube.errors import ApiError
 from clusters.kube.nodes import NodeRow, inventory, platform_attempts
+from clusters.kube.pending import pending_foreign
 from clusters.models import Cluster, Node
 from core import wakeup
 from jobs.models import Attempt
@@ -81,11 +82,12 @@ def _not_ready_since(row: NodeRow, node: Node | None, now: datetime) -> datetime
 
 def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
                  ) -> SyncReport:
-    """Node rows from the cluster's node and pod dicts. Nodes that left the cluster are marked not ready and kept
-    (running jobs and history refer to them), without a NotReady time: their attempts are lost at once, where a
-    node still there but NotReady loses them only once that has lasted TIDAL_NODE_LOST_GRACE. Nodes no flavor rule
-    matches are reported, not imported."""
-    pods = list(pods)
+    """Node rows from the cluster's node and pod dicts, and the pending pods Tidal did not create that ask for
+    devices (`Cluster.pending_foreign`: pools count them as demand). Nodes that left the cluster are marked not
+    ready and kept (running jobs and history refer to them), without a NotReady time: their attempts are lost at
+    once, where a node still there but NotReady loses them only once that has lasted TIDAL_NODE_LOST_GRACE. Nodes no
+    flavor rule matches are reported, not imported."""
+    pods, nodes = list(pods), list(nodes)
     rules = selectors.flavor_rules_for(cluster)
     flavors = {f.name: f for f in selectors.flavors()}
     cpu_flavors: dict[str, ResourceFlavor] = {}
@@ -98,7 +100,9 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
     # devices as foreign pods do, until they are gone.
     ended = {attempt_key(a.job_id, a.number) for a in selectors.ended_attempts(
         cluster, platform_attempts(pods, mapping.instance()))}
-    rows = inventory(nodes, pods, mapping.inventory_settings(cluster, rules, accelerators), ended)
+    settings = mapping.inventory_settings(cluster, rules, accelerators)
+    rows = inventory(nodes, pods, settings, ended)
+    pending = pending_foreign(nodes, pods, settings.instance, settings.device_resources)
     report = SyncReport()
     now = timezone.now()
     with transaction.atomic():
@@ -131,9 +135,11 @@ def nodes_upsert(cluster: Cluster, nodes: Iterable[Mapping[str, Any]], pods: Ite
                 node.ready, node.not_ready_since = False, None
                 node.save(update_fields=["ready", "not_ready_since", "updated_at"])
                 report.gone.append(name)
+        pending_changed = Cluster.objects.filter(pk=cluster.pk).values_list("pending_foreign", flat=True)[0] != pending
         Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error="",
-                                                     last_sync_skipped=report.skipped()[:1000])
-    if report.created or report.gone or report.updated:
+                                                     last_sync_skipped=report.skipped()[:1000],
+                                                     pending_foreign=pending)
+    if report.created or report.gone or report.updated or pending_changed:
         transaction.on_commit(wakeup.wake_scheduler)
     return report
 
