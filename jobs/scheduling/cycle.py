@@ -127,11 +127,11 @@ def grace_reason(state: CycleState, job: PendingJob, victims: Sequence[RunRec], 
             f"(a preemption waits {fmt_duration(state.policy.reclaim_grace)} after the job is queued)")
 
 
-def shrink_reason(job: PendingJob | None, replicas: int, pool: str) -> str:
-    """Why an elastic job shrank: for a job (None: its pool took its capacity back)."""
+def shrink_reason(job: PendingJob | None, replicas: int, pool: str, moved: str = "") -> str:
+    """Why an elastic job shrank: for a job (None: its pool took its capacity back, `moved`: why off a node)."""
     given = f"gave back {replicas} grown replica{'s' if replicas > 1 else ''}"
     if job is None:
-        return f"{given} to pool {pool}, which took back the capacity it lent"
+        return f"{given} to pool {pool}, which took back the capacity it lent" + (f" ({moved})" if moved else "")
     return f"{given} to job {job.id} of project {job.project} (an elastic job's replicas above its minimum go first)"
 
 
@@ -214,7 +214,7 @@ class Cycle:
 
     def resized(self) -> set[int]:
         """Elastic jobs shrunk or preempted in this cycle."""
-        found = {job.grown_of or job.id for _, job in self.given_back}
+        found = {job.grown_of or job.id for _, job, _ in self.given_back}
         for out in self.outcomes:
             for victim in out.victims:
                 if victim.at_start:
@@ -578,12 +578,16 @@ class Cycle:
         preempts = []
         shrunk: dict[tuple[int, int | None], list[Assignment]] = {}  # (elastic job, for job) -> replicas given back
         pool_of: dict[int, str] = {}  # elastic job -> the pool its replicas went back to
-        for pool, job in self.given_back:
+        moved_of: dict[int, str] = {}  # elastic job -> why its replicas were moved off a pool's node
+        for pool, job, moved in self.given_back:
             if job.grown_of is None:
-                preempts.append(Preempt(job.id, None, f"pool {pool} took back the capacity it lent"))
+                preempts.append(Preempt(job.id, None, f"pool {pool} took back the capacity it lent"
+                                        + (f" ({moved})" if moved else "")))
             else:
                 shrunk.setdefault((job.grown_of, None), []).append(job.placement[0])
                 pool_of[job.grown_of] = pool
+                if moved:
+                    moved_of[job.grown_of] = moved
         considered = 0
         for out in self.outcomes:
             considered += out.considered
@@ -600,7 +604,7 @@ class Cycle:
         preempted = {p.victim_id for p in preempts}  # an elastic job preempted whole: its grown replicas go too
         shrinks = tuple(Shrink(job_id, tuple(sorted(removed, key=lambda a: (a.role, a.index))), for_id,
                                shrink_reason(None if for_id is None else self._job(for_id), len(removed),
-                                             pool_of.get(job_id, "")))
+                                             pool_of.get(job_id, ""), moved_of.get(job_id, "")))
                         for (job_id, for_id), removed in shrunk.items() if job_id not in preempted)
         reservations = tuple(
             Reservation(h.job_id, h.start, assignments(self._job(h.job_id), h.taken, state.index))

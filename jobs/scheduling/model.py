@@ -63,6 +63,9 @@ class Pool:
     name: str
     lendable: int  # devices of its nodes training may hold now: the caller subtracts serving's demand and headroom
     back_at: float | None = None  # when the caller expects lending to stop (for reasons); None: not known
+    # Its nodes that lend nothing now, each with why (e.g. "moved off serve-1: serving p99 ... over its SLO"):
+    # training on them goes back first, whatever the pool still lends elsewhere.
+    closed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

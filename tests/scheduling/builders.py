@@ -326,6 +326,17 @@ def check_pools(snap: Snapshot, result: CycleResult) -> None:
             held[pool_of[a.node]] += a.devices
     for pool, limit in lendable.items():
         assert held[pool] <= max(limit, fixed[pool]), f"pool {pool} lends {held[pool]} of {limit}"
+    # A closed node (Pool.closed) keeps only what nothing may take back: no preemptible job or grown replica stays,
+    # nothing new comes.
+    closed = {node for p in snap.pools for node, _ in p.closed if node in pool_of}
+    for r in snap.running:
+        minimum = {e.role: e.min_replicas for e in r.elastic}
+        for a in r.placement:
+            may_go = r.preemptible or a.index >= minimum.get(a.role, a.index + 1)
+            if a.node in closed and may_go and r.id not in gone:
+                assert (r.id, a) in removed, f"job {r.id} stays on closed node {a.node}"
+    for a in [a for g in result.grows for a in g.placement] + [a for adm in result.admits for a in adm.placement]:
+        assert not (a.devices and a.node in closed), f"devices placed on closed node {a.node}"
     run = {r.id: r for r in snap.running}
     for p in result.preemptions:
         if p.for_job_id is None:

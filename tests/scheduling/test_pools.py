@@ -102,3 +102,28 @@ def test_what_work_nobody_may_take_back_frees_goes_back_to_an_over_lent_pool():
     result = cycle(snap)
     assert admitted(result) == [1] and victims(result) == [20]
     assert [a.node for g in result.grows for a in g.placement] == ["n1", "n1"]
+
+
+def test_a_closed_node_gives_back_all_training_there_whatever_the_pool_still_lends():
+    # Serving missed its latency SLO on p0: the grown replica and the preemptible job there go, with why; the job on
+    # p1 stays (the pool still lends 16), and nothing new goes to p0.
+    elastic = RunningJob(10, "vision", 500, 0.0, (Assignment("worker", 0, "n0", 8), Assignment("worker", 1, "p0", 4)),
+                         A100, elastic=(Elastic("worker", 1, 2),))
+    there = running(11, "nlp", {"p0": 4}, preemptible=True)
+    elsewhere = running(12, "nlp", {"p1": 4}, preemptible=True)
+    pending = [job(20, "vision", preemptible=True, devices=4)]
+    why = "moved off p0: serving p99 180 ms over its SLO 100 ms"
+    snap = with_pools(snapshot(nodes(1) + pooled(2), pending, [elastic, there, elsewhere], quotas=QUOTAS, now=NOW),
+                      Pool("chat", 16, closed=(("p0", why),)))
+    result = cycle(snap)
+    assert victims(result) == [11]
+    assert result.preemptions[0].reason == f"pool chat took back the capacity it lent ({why})"
+    assert [(s.job_id, [a.node for a in s.removed]) for s in result.shrinks] == [(10, ["p0"])]
+    assert why in result.shrinks[0].reason
+    assert [a.node for a in result.admits[0].placement] == ["p1"]
+
+
+def test_without_closed_nodes_the_same_training_stays():
+    there = running(11, "nlp", {"p0": 4}, preemptible=True)
+    snap = with_pools(snapshot(pooled(2), [], [there], quotas=QUOTAS, now=NOW), Pool("chat", 16))
+    assert cycle(snap).preemptions == ()

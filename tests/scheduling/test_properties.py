@@ -239,12 +239,13 @@ def test_elastic_jobs_keep_every_invariant_and_the_plain_mode_decides_the_same(c
 @st.composite
 def pool_scenarios(draw):
     """An elastic scenario where some nodes belong to a pool that lends anything from nothing to all of them (less
-    than training holds there now, often)."""
+    than training holds there now, often), and some of them are closed (serving missed its SLO there)."""
     snap, policy, x = draw(elastic_scenarios())
     rnd = random.Random(draw(st.integers(0, 2**32)))
     nodes = tuple(replace(n, pool="pl") if rnd.random() < 0.4 else n for n in snap.nodes)
     devices = sum(n.devices for n in nodes if n.pool)
-    return replace(snap, nodes=nodes, pools=(Pool("pl", rnd.randint(0, devices)),)), policy, x
+    closed = tuple((n.name, f"moved off {n.name}") for n in nodes if n.pool and rnd.random() < 0.3)
+    return replace(snap, nodes=nodes, pools=(Pool("pl", rnd.randint(0, devices), closed=closed),)), policy, x
 
 
 @PROPS
