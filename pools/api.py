@@ -3,6 +3,7 @@ demand with a pool token (PUT /api/v1/pools/<name>/demand/)."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -11,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools import selectors, services
+from pools import interference, selectors, services
 from pools.models import Pool
 from pools.serializers import DemandSerializer, PoolSerializer
 from tenancy.auth import BearerTokenAuthentication, token_failure
@@ -77,5 +78,13 @@ class PoolDemandView(APIView):
             raise exceptions.NotFound(f"No pool named {name!r} for this token.")
         body = DemandSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        pool = services.demand_set(pool=pool, devices=body.validated_data["devices"])
-        return Response({"pool": pool.name, "demand": pool.demand, "demand_at": pool.demand_at})
+        values = body.validated_data
+        with transaction.atomic():  # a latency refused leaves the demand as it was
+            if "devices" in values:
+                pool = services.demand_set(pool=pool, devices=values["devices"])
+            miss = None
+            if "p99_latency_ms" in values:
+                miss = interference.report_latency(pool, values.get("nodes"), values["p99_latency_ms"],
+                                                   values["latency_slo_ms"])
+        return Response({"pool": pool.name, "demand": pool.demand, "demand_at": pool.demand_at,
+                         "unlent_until": miss.until if miss else None})

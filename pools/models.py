@@ -63,6 +63,9 @@ class Pool(models.Model):
         default=False, help_text="Keep for serving what it demanded over the coming give-back time on past days "
         "(the pool's own history): lending stops before a rise that comes every day.")
     lending = models.BooleanField(default=True, help_text="Off: the pool lends nothing, whatever its demand.")
+    interference_cooldown = models.PositiveIntegerField(
+        default=900, help_text="Seconds a node lends nothing after serving reported a p99 latency over its SLO there "
+        "(interference.py): training on it is moved off at once.")
     # The demand API's last value (PUT /api/v1/pools/<name>/demand/); null: the API is not a source.
     demand = models.PositiveIntegerField(null=True, blank=True)
     demand_at = models.DateTimeField(null=True, blank=True, help_text="When the demand API's value last changed.")
@@ -133,3 +136,25 @@ class PoolSample(models.Model):
     def __str__(self) -> str:
         return f"{self.pool} at {self.at:%Y-%m-%d %H:%M}"
 
+
+
+class Interference(models.Model):
+    """Serving reported its p99 latency over its SLO (interference.py): the nodes lend nothing until `until`, and
+    training on them was moved off."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="interferences")
+    at = models.DateTimeField()
+    nodes = models.JSONField(default=list, help_text="Node names; empty: every node of the pool.")
+    p99_ms = models.FloatField()
+    slo_ms = models.FloatField()
+    until = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.pool} at {self.at:%Y-%m-%d %H:%M:%S}: p99 {self.p99_ms:g} ms over {self.slo_ms:g} ms"
+
+    @property
+    def why(self) -> str:
+        return f"serving p99 {self.p99_ms:g} ms over its SLO {self.slo_ms:g} ms"

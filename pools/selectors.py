@@ -18,7 +18,7 @@ from jobs import scheduling as core
 from jobs.models import Attempt, Job
 from jobs.scheduling.model import split_node_key
 from jobs.states import HOLDING
-from pools.models import GiveBack, Pool, PoolSample
+from pools.models import GiveBack, Interference, Pool, PoolSample
 from pools.source import SAMPLE_EVERY, pool_figures, pool_nodes
 from tenancy.selectors import project_ids_for_user
 
@@ -77,6 +77,8 @@ class Figures:
     used_hours_24h: float = 0.0
     unmet_hours_24h: float = 0.0
     jobs: list[dict[str, Any]] = field(default_factory=list)  # training on tidal capacity now (those shown)
+    # Serving's latency over its SLO in the last 24 h (interference.py): when, where, p99 / SLO, unlent until.
+    interferences: list[dict[str, Any]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)  # 24 h samples
 
 
@@ -114,6 +116,8 @@ def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
         back_at=datetime.fromtimestamp(now_figures.back_at, now.tzinfo) if now_figures.back_at else None,
         given_back_24h=sum(g.devices for g in backs), give_backs_24h=len(backs),
         give_back_p50=percentile(seconds, 50), give_back_p99=percentile(seconds, 99), jobs=jobs)
+    result.interferences = list(Interference.objects.filter(pool=pool, at__gt=since).values(
+        "at", "nodes", "p99_ms", "slo_ms", "until"))
     samples = list(PoolSample.objects.filter(pool=pool, at__gt=since).values(
         "at", "capacity", "demand", "headroom", "lent", "used"))
     hour = SAMPLE_EVERY / timedelta(hours=1)  # what one sample stands for

@@ -38,6 +38,9 @@ class PoolSerializer(serializers.Serializer):
     used_hours_24h = serializers.FloatField()
     unmet_hours_24h = serializers.FloatField()
     jobs = PoolJobSerializer(many=True)
+    interferences = serializers.ListField(
+        child=serializers.DictField(), help_text="Serving's p99 latency over its SLO in the last 24 h: at, nodes "
+        "(empty: all), p99_ms, slo_ms, until (the nodes lend nothing until then).")
     series = serializers.ListField(child=serializers.DictField(), help_text="Detail only: the 24 h samples.")
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
@@ -46,5 +49,23 @@ class PoolSerializer(serializers.Serializer):
 
 
 class DemandSerializer(serializers.Serializer):
-    devices = serializers.IntegerField(min_value=0, max_value=1_000_000,
+    """Serving's demand, its latency against its SLO, or both (interference.py)."""
+
+    devices = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False,
                                        help_text="Devices serving needs now (its replicas' devices).")
+    p99_latency_ms = serializers.FloatField(required=False, help_text="Serving's p99 latency now, in ms.")
+    latency_slo_ms = serializers.FloatField(required=False, help_text="Serving's p99 latency target, in ms: over "
+                                            "it, the nodes lend nothing for the pool's cool-down.")
+    nodes = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False,
+                                  help_text="The pool's nodes the latency was measured on (default: all of them).")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        latency = {k for k in ("p99_latency_ms", "latency_slo_ms") if k in attrs}
+        if len(latency) == 1:
+            missing = ({"p99_latency_ms", "latency_slo_ms"} - latency).pop()
+            raise serializers.ValidationError({missing: "Give the p99 latency and the SLO together."})
+        if not latency and "nodes" in attrs:
+            raise serializers.ValidationError({"p99_latency_ms": "Nodes go with a latency report."})
+        if not latency and "devices" not in attrs:
+            raise serializers.ValidationError({"devices": "Give the devices serving needs, or its latency."})
+        return attrs

@@ -20,7 +20,7 @@ from tenancy.models import hash_token
 
 POOL_FIELDS = ("name", "cluster", "flavor", "node_pattern", "devices", "headroom_percent", "headroom_floor",
                "time_zone", "schedule", "schedule_floor", "use_foreign_pods", "pending_without_selector",
-               "use_forecast", "lending")
+               "use_forecast", "lending", "interference_cooldown")
 TOKEN_PREFIX = "tdp_"  # noqa: S105  (the visible prefix of every pool token, not a secret)
 MAX_DEMAND = 1_000_000
 

@@ -13,7 +13,7 @@ from jobs import ports
 from jobs import scheduling as core
 from jobs.scheduling.model import split_node_key
 from pools import demand, forecast
-from pools.models import GiveBack, Pool, PoolSample
+from pools.models import GiveBack, Interference, Pool, PoolSample
 
 SAMPLE_EVERY = timedelta(minutes=1)
 
@@ -79,9 +79,24 @@ def pool_figures(pool: Pool, members: list[core.Node], now: float) -> tuple[int,
     return capacity, demand.figures(settings, reading, now)
 
 
+def closed_nodes(members: list[core.Node], misses: list[Interference]) -> tuple[tuple[str, str], ...]:
+    """(node, why) of the pool's nodes in an interference cool-down (`misses`: the pool's, oldest first: the latest
+    one's why is told)."""
+    why: dict[str, str] = {}
+    for miss in misses:
+        for n in members:
+            name = split_node_key(n.name)[1]
+            if not miss.nodes or name in miss.nodes:
+                why[n.name] = f"moved off {name}: {miss.why}"
+    return tuple(sorted(why.items()))
+
+
 def read(now: float, nodes: tuple[core.Node, ...], running: tuple[core.RunningJob, ...]) -> ports.PoolReading:
     node_pool: dict[str, str] = {}
     pools, rows = [], []
+    misses: dict[int, list[Interference]] = {}
+    for miss in Interference.objects.filter(until__gt=datetime.fromtimestamp(now, UTC)).order_by("at", "id"):
+        misses.setdefault(miss.pool_id, []).append(miss)
     for pool in Pool.objects.select_related("cluster", "flavor"):
         # A node belongs to the first pool (by name) that claims it.
         members = [n for n in pool_nodes(pool, nodes) if n.name not in node_pool]
@@ -91,7 +106,8 @@ def read(now: float, nodes: tuple[core.Node, ...], running: tuple[core.RunningJo
         capacity, figures = pool_figures(pool, members, now)
         names = {n.name for n in members}
         held = sum(a.devices for job in running for a in job.placement if a.node in names)
-        pools.append(core.Pool(pool.name, figures.lendable, figures.back_at))
+        pools.append(core.Pool(pool.name, figures.lendable, figures.back_at,
+                               closed_nodes(members, misses.get(pool.pk, []))))
         rows.append(Row(pool.pk, capacity, figures, held))
     return ports.PoolReading(node_pool, tuple(pools), tuple(rows))
 
