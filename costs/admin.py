@@ -22,6 +22,7 @@ from costs.models import (
     ScopedBudgetAlert,
     SpendAnomalyAlert,
     SpendAnomalyRule,
+    TidalRate,
     UserBudget,
 )
 
@@ -70,6 +71,11 @@ class MemoryPriceAdmin(PriceAdmin):
 class ClassDiscountAdmin(PriceAdmin):
     list_display = ["priority_class", "factor", "effective_from", "note"]
     list_filter = ["priority_class"]
+
+
+@admin.register(TidalRate)
+class TidalRateAdmin(PriceAdmin):
+    list_display = ["factor", "effective_from", "note"]
 
 
 @admin.register(Budget)

@@ -32,6 +32,7 @@ from costs.serializers import (
     ReportParamsSerializer,
     ReportSerializer,
     SpendAnomalyRuleSerializer,
+    TidalRateSerializer,
     UserBudgetSerializer,
     currency,
 )
@@ -189,6 +190,13 @@ class MemoryPriceViewSet(PriceViewSet):
 class ClassDiscountViewSet(PriceViewSet):
     selector = visible_to_everyone(selectors.class_discounts)
     serializer_class = ClassDiscountSerializer
+
+
+class TidalRateViewSet(PriceViewSet):
+    """The factor devices on tidal capacity (lent by a pool) pay of the price, instead of their class's."""
+
+    selector = visible_to_everyone(selectors.tidal_rates)
+    serializer_class = TidalRateSerializer
 
 
 class BudgetFilter(django_filters.FilterSet):

@@ -15,9 +15,12 @@ class CostsConfig(AppConfig):
         from costs.budgets import alerts, anomalies, hard_stop, scoped
         from costs.budgets.panels import budget_panel
         from costs.metering import rollup, segments
-        from costs.reports import idle, usage
+        from costs.reports import idle, tidal, usage
+        from costs.reports.panels import Figure, report_figures, report_page
+        from costs.reports.panels import Panel as ReportPanel
         from costs.reports.views import project_cost_panel
         from jobs import lifecycle, ports
+        from pools.money import saved_source
         from tenancy.panels import Panel, project_page
         from tracking.costing import CostSource, cost_source
 
@@ -36,6 +39,10 @@ class CostsConfig(AppConfig):
         ports.budget_sources.connect(scoped.spent_hard_organization_budgets)
         ports.user_budget_sources.connect(scoped.spent_hard_user_budgets)
         project_page.connect(Panel("costs/_budget_panel.html", budget_panel, order=31))
+        # The cost report's "Borrowed from tidal pools" (page panel and API figure), as apps above costs add theirs.
+        report_page.connect(ReportPanel("costs/_tidal_panel.html", tidal.report_panel, order=10))
+        report_figures.connect(Figure("tidal", tidal.report_figure))
+        saved_source.connect(tidal.pool_saved)  # ... and the Pools page's money, at the same prices
         # Embedded mode (no Celery beat): closed segments are rolled into priced days and budgets checked for
         # thresholds crossed, as beat does it.
         EMBEDDED_LOOPS.connect(Loop("costs-roll-segments", rollup.roll_segments, 60.0))

@@ -36,6 +36,8 @@ class UsageSegment(models.Model):
     memory_mib = models.PositiveBigIntegerField(db_default=0, help_text="Memory requested by all replicas together.")
     labels = models.JSONField(default=dict, blank=True, help_text="The job's labels when the attempt started.")
     borrowed = models.PositiveIntegerField(default=0, help_text="Devices above the project's guarantee.")
+    tidal_devices = models.PositiveIntegerField(
+        db_default=0, help_text="Of `devices`, those on capacity a pool lent (its attempt's): the tidal rate.")
     start_ts = models.BigIntegerField(help_text="Admission, UTC epoch seconds.")
     end_ts = models.BigIntegerField(null=True, blank=True, help_text="End of the attempt; empty while it holds.")
     outcome = models.CharField(max_length=10, blank=True)
@@ -164,6 +166,21 @@ class ClassDiscount(EffectiveDated):
 
     def __str__(self) -> str:
         return f"{self.priority_class}: x{self.factor} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class TidalRate(EffectiveDated):
+    """What devices on tidal capacity (lent by a pool, docs/pools.md) pay of the price, instead of their priority
+    class's factor: 0.2 for capacity that may be taken back within a give-back."""
+
+    factor = models.DecimalField(max_digits=5, decimal_places=4,
+                                 validators=[MinValueValidator(0), MaxValueValidator(1)])
+
+    class Meta:
+        ordering = ["effective_from"]
+        constraints = [models.UniqueConstraint(fields=["effective_from"], name="one_tidal_rate_per_date")]
+
+    def __str__(self) -> str:
+        return f"tidal capacity: x{self.factor} from {self.effective_from:%Y-%m-%d %H:%M}"
 
 
 def default_thresholds() -> list[int]:

@@ -16,6 +16,7 @@ from costs.models import (
     MemoryPrice,
     OrganizationBudget,
     SpendAnomalyRule,
+    TidalRate,
     UsageSegment,
     UserBudget,
 )
@@ -37,6 +38,10 @@ def memory_prices() -> QuerySet[MemoryPrice]:
 
 def class_discounts() -> QuerySet[ClassDiscount]:
     return ClassDiscount.objects.select_related("priority_class")
+
+
+def tidal_rates() -> QuerySet[TidalRate]:
+    return TidalRate.objects.all()
 
 
 def report_projects(user: User) -> QuerySet:

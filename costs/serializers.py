@@ -24,6 +24,7 @@ from costs.models import (
     MemoryPrice,
     OrganizationBudget,
     SpendAnomalyRule,
+    TidalRate,
     UserBudget,
 )
 from costs.reports.usage import GROUPS, LABEL_PREFIX, STEPS, ReportQuery, Window, label_key
@@ -199,6 +200,13 @@ class ClassDiscountSerializer(StrictModelSerializer):
         validators: list = []
 
 
+class TidalRateSerializer(StrictModelSerializer):
+    class Meta:
+        model = TidalRate
+        fields = ["id", "factor", "effective_from", "note"]
+        validators: list = []
+
+
 class ReportRowSerializer(serializers.Serializer):
     period = serializers.CharField(allow_null=True, help_text=(
         "The period's first day (YYYY-MM-DD), or its hour (2026-01-01T05:00:00Z) with step=hour; null unstepped."))
@@ -238,7 +246,8 @@ class ReportSerializer(serializers.Serializer):
         "cluster (guarantees are not per cluster)."))
     figures = serializers.DictField(child=serializers.JSONField(), help_text=(
         "What other parts add over the report's projects and range, by name: `lost_to_failures` (reliability): "
-        "GPU-hours and money failed attempts lost, in all and per project."))
+        "GPU-hours and money failed attempts lost, in all and per project; `tidal`: the device-hours run on "
+        "capacity pools lent, their cost at the tidal rate, `normal_cost` at their class's rate and `saved`."))
 
 
 class BudgetListSerializer(serializers.ListSerializer):

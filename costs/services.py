@@ -25,6 +25,7 @@ from costs.models import (
     MemoryPrice,
     OrganizationBudget,
     SpendAnomalyRule,
+    TidalRate,
     UserBudget,
 )
 from tenancy.audit import delete_audited, save_audited
@@ -32,9 +33,10 @@ from tenancy.audit import delete_audited, save_audited
 FIELDS = {DevicePrice: ("flavor", "cluster", "per_device_hour", "effective_from", "note"),
           CpuPrice: ("per_core_hour", "effective_from", "note"),
           MemoryPrice: ("flavor", "cluster", "per_gib_hour", "effective_from", "note"),
-          ClassDiscount: ("priority_class", "factor", "effective_from", "note")}
+          ClassDiscount: ("priority_class", "factor", "effective_from", "note"),
+          TidalRate: ("factor", "effective_from", "note")}
 KEYS = {DevicePrice: ("flavor", "cluster"), CpuPrice: (), ClassDiscount: ("priority_class",),
-        MemoryPrice: ("flavor", "cluster")}
+        MemoryPrice: ("flavor", "cluster"), TidalRate: ()}
 
 
 def _in_force_or_past(price: EffectiveDated, now: datetime) -> bool:

@@ -105,6 +105,7 @@ class Resized:
     new_devices: int
     new_cpu_millis: int  # what its replicas request together from `at` on
     new_memory_mib: int
+    new_tidal_devices: int = 0  # of `new_devices`, those on capacity a pool lent
 
 
 ResizeListener = Callable[[Resized], None]
@@ -218,7 +219,8 @@ def transition_many(admissions: Sequence[Admission], *, now: datetime, actor: st
         rows = list(queued)
         attempts = Attempt.objects.bulk_create(
             Attempt(job_id=job_id, number=number, cluster_id=decisions[job_id].cluster_id,
-                    placement=decisions[job_id].placement, borrowed=decisions[job_id].borrowed, admitted_at=now)
+                    placement=decisions[job_id].placement, borrowed=decisions[job_id].borrowed,
+                    tidal_devices=tidal_devices(decisions[job_id].placement), admitted_at=now)
             for job_id, number, _ in rows)
         bulk_set(Job, ["state", "current_attempt", *WAIT_FIELDS],
                  [(job_id, State.ADMITTED, attempt.pk, *_CLEARED_WAIT.values())
@@ -266,7 +268,7 @@ def resize(job_id: int, *, attempt_id: int, version: int, kind: str, replicas: S
         if new is None or not _within_bounds(new, groups):
             return None
         if Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True, resize_count=version).update(
-                placement=new, resize_count=version + 1, resized_at=now) != 1:
+                placement=new, tidal_devices=tidal_devices(new), resize_count=version + 1, resized_at=now) != 1:
             return None
         devices = (sum(int(r["devices"]) for r in old), sum(int(r["devices"]) for r in new))
         row = AttemptResize.objects.create(
@@ -282,11 +284,16 @@ def resize(job_id: int, *, attempt_id: int, version: int, kind: str, replicas: S
         cpu = sum(groups[r["role"]].cpu_millis for r in new if r["role"] in groups)
         memory = sum(groups[r["role"]].memory_mib for r in new if r["role"] in groups)
         on_resize.send(Resized(job_id, job.project_id, attempt_id, attempt.number, row.pk, now, devices[0],
-                               devices[1], cpu, memory))
+                               devices[1], cpu, memory, tidal_devices(new)))
         transaction.on_commit(lambda: ports.resize(attempt_id, row.pk))
         if kind == AttemptResize.Kind.SHRINK:
             transaction.on_commit(wakeup.wake_scheduler)  # capacity freed
     return row
+
+
+def tidal_devices(placement: Sequence[Mapping[str, Any]]) -> int:
+    """Devices of the placement on capacity a pool lent: its rows that name a `pool` (the scheduler loop's)."""
+    return sum(int(r["devices"]) for r in placement if r.get("pool"))
 
 
 def _resized(placement: list[dict[str, Any]], replicas: Sequence[Mapping[str, Any]],

@@ -54,9 +54,9 @@ def _take_leader_lock() -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def _admission(admit: core.Admit, cluster_ids: Mapping[str, int]) -> Admission:
+def _admission(admit: core.Admit, cluster_ids: Mapping[str, int], pool_of: Mapping[str, str]) -> Admission:
     cluster = core.split_node_key(admit.placement[0].node)[0]
-    placement: list[dict[str, Any]] = [_replica_row(a) for a in admit.placement]
+    placement: list[dict[str, Any]] = [_replica_row(a, pool_of) for a in admit.placement]
     where = ", ".join(sorted({row["node"] for row in placement}))
     return Admission(admit.job_id, cluster_ids[cluster], placement, admit.borrowed,
                      reason=f"admitted on {cluster}: {where}")
@@ -81,8 +81,17 @@ def _apply_preemptions(result: core.CycleResult, now: datetime) -> None:
         metrics.PREEMPTIONS.labels(job.project.slug, job.flavor.name).inc()
 
 
-def _replica_row(a: core.Assignment) -> dict[str, Any]:
-    return {"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1], "devices": a.devices}
+def _replica_row(a: core.Assignment, pool_of: Mapping[str, str]) -> dict[str, Any]:
+    """A placement row; one on a pool's node names the pool (tidal capacity: costs price it at the tidal rate)."""
+    row: dict[str, Any] = {"role": a.role, "index": a.index, "node": core.split_node_key(a.node)[1],
+                           "devices": a.devices}
+    if a.node in pool_of:
+        row["pool"] = pool_of[a.node]
+    return row
+
+
+def _pool_of(snapshot: core.Snapshot) -> dict[str, str]:
+    return {n.name: n.pool for n in snapshot.nodes if n.pool}
 
 
 def _apply_resizes(result: core.CycleResult, read: CycleInput, now: datetime, *, grows: bool) -> None:
@@ -94,19 +103,22 @@ def _apply_resizes(result: core.CycleResult, read: CycleInput, now: datetime, *,
         [(g.job_id, AttemptResize.Kind.GROW, g.placement, lifecycle.GROWN_REASON, None) for g in result.grows]
         if grows else
         [(s.job_id, AttemptResize.Kind.SHRINK, s.removed, s.reason, s.for_job_id) for s in result.shrinks])
+    pool_of = _pool_of(read.snapshot)
     for job_id, kind, replicas, reason, for_job in decisions:
         version = read.versions.get(job_id)
         if version is None:
             continue
         applied = lifecycle.resize(job_id, attempt_id=version[0], version=version[1], kind=kind,
-                                   replicas=[_replica_row(a) for a in replicas], reason=reason, now=now,
-                                   for_job=for_job)
+                                   replicas=[_replica_row(a, pool_of) for a in replicas], reason=reason,
+                                   now=now, for_job=for_job)
         if applied is not None:
             metrics.RESIZES.labels(kind).inc()
 
 
 def _apply_admits(result: core.CycleResult, read: CycleInput, now: datetime) -> None:
-    admitted = lifecycle.transition_many([_admission(a, read.cluster_ids) for a in result.admits], now=now)
+    pool_of = _pool_of(read.snapshot)
+    admitted = lifecycle.transition_many([_admission(a, read.cluster_ids, pool_of) for a in result.admits],
+                                         now=now)
     for job_id in admitted:
         row = read.queued[job_id]
         metrics.ADMISSIONS.labels(row.project, row.flavor).inc()

@@ -166,6 +166,8 @@ class Attempt(models.Model):
                                 related_name="attempts")
     placement = models.JSONField(default=list, help_text='Per replica: {"role", "index", "node", "devices"}.')
     borrowed = models.PositiveIntegerField(default=0, help_text="Devices above the project's guarantee.")
+    tidal_devices = models.PositiveIntegerField(
+        default=0, help_text="Devices on capacity a pool lent (placement rows naming a `pool`), now.")
     admitted_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True, help_text="When every replica ran.")
     ended_at = models.DateTimeField(null=True, blank=True)

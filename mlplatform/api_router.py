@@ -40,6 +40,7 @@ router.register("prices/devices", costs_api.DevicePriceViewSet, basename="device
 router.register("prices/cpu", costs_api.CpuPriceViewSet, basename="cpuprice")
 router.register("prices/memory", costs_api.MemoryPriceViewSet, basename="memoryprice")
 router.register("prices/discounts", costs_api.ClassDiscountViewSet, basename="classdiscount")
+router.register("prices/tidal", costs_api.TidalRateViewSet, basename="tidalrate")
 router.register("budgets", costs_api.BudgetViewSet, basename="budget")
 router.register("diagnoses", reliability_api.DiagnosisViewSet, basename="diagnosis")
 router.register("failure-patterns", reliability_api.FailurePatternViewSet, basename="failurepattern")

@@ -18,6 +18,7 @@ from jobs import scheduling as core
 from jobs.models import Attempt, Job
 from jobs.scheduling.model import split_node_key
 from jobs.states import HOLDING
+from pools import money
 from pools.models import GiveBack, Interference, Pool, PoolSample
 from pools.source import SAMPLE_EVERY, pool_figures, pool_nodes
 from tenancy.selectors import project_ids_for_user
@@ -77,6 +78,9 @@ class Figures:
     used_hours_24h: float = 0.0
     unmet_hours_24h: float = 0.0
     jobs: list[dict[str, Any]] = field(default_factory=list)  # training on tidal capacity now (those shown)
+    # What training on its capacity cost over 24 h at the tidal rate, would have at its class's, and saved (the
+    # costs app's prices: money.py); None without the costs app.
+    saved_24h: dict[str, Any] | None = None
     # Serving's latency over its SLO in the last 24 h (interference.py): when, where, p99 / SLO, unlent until.
     interferences: list[dict[str, Any]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)  # 24 h samples
@@ -116,6 +120,7 @@ def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
         back_at=datetime.fromtimestamp(now_figures.back_at, now.tzinfo) if now_figures.back_at else None,
         given_back_24h=sum(g.devices for g in backs), give_backs_24h=len(backs),
         give_back_p50=percentile(seconds, 50), give_back_p99=percentile(seconds, 99), jobs=jobs)
+    result.saved_24h = money.saved(pool.name, pool.cluster_id, since, now)
     result.interferences = list(Interference.objects.filter(pool=pool, at__gt=since).values(
         "at", "nodes", "p99_ms", "slo_ms", "until"))
     samples = list(PoolSample.objects.filter(pool=pool, at__gt=since).values(

@@ -38,6 +38,10 @@ class PoolSerializer(serializers.Serializer):
     used_hours_24h = serializers.FloatField()
     unmet_hours_24h = serializers.FloatField()
     jobs = PoolJobSerializer(many=True)
+    saved_24h = serializers.DictField(allow_null=True, help_text="Over 24 h, every project's: the device-hours "
+                                      "training held on the pool's capacity, their cost at the tidal rate, "
+                                      "`normal_cost` at their priority class's rate, and `saved` (the cost reports' "
+                                      "prices).")
     interferences = serializers.ListField(
         child=serializers.DictField(), help_text="Serving's p99 latency over its SLO in the last 24 h: at, nodes "
         "(empty: all), p99_ms, slo_ms, until (the nodes lend nothing until then).")

@@ -1,11 +1,11 @@
-"""The price catalog as the pure pricing code takes it: every timeline, read in four small queries."""
+"""The price catalog as the pure pricing code takes it: every timeline, read in five small queries."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 from costs.metering.pricing import PriceBook
-from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
+from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, TidalRate
 
 
 def _ts(row_time) -> int:
@@ -28,4 +28,6 @@ def price_book() -> PriceBook:
     for flavor, cluster, since, price in (MemoryPrice.objects.order_by("effective_from")
                                           .values_list("flavor_id", "cluster_id", "effective_from", "per_gib_hour")):
         memory[flavor, cluster].append((_ts(since), float(price)))
-    return PriceBook(device=dict(device), cpu=cpu, discount=dict(discount), memory=dict(memory))
+    tidal = [(_ts(since), float(factor)) for since, factor in
+             TidalRate.objects.order_by("effective_from").values_list("effective_from", "factor")]
+    return PriceBook(device=dict(device), cpu=cpu, discount=dict(discount), memory=dict(memory), tidal=tidal)

@@ -3,9 +3,10 @@
 A price is in force from its date until the next one of the same key. A device price may be set per flavor (every
 cluster) and per flavor and cluster (that cluster only, from its own first date on); a CPU core-hour prices jobs
 that hold no device; a GiB-hour of memory is priced per flavor and cluster as devices are, for every segment (its
-memory request, devices or not); a priority class pays `factor` of the price (preemptible capacity cheaper). An
-interval is cut at every change of any of these, so a price change in the middle of a segment costs each side at
-its own price.
+memory request, devices or not); a priority class pays `factor` of the price (preemptible capacity cheaper);
+devices on tidal capacity (lent by a pool: `Usage.tidal_devices`) pay the tidal factor instead of their class's,
+once one is set. An interval is cut at every change of any of these, so a price change in the middle of a segment
+costs each side at its own price.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Usage:
     devices: int
     cpu_millis: int
     memory_mib: int = 0
+    tidal_devices: int = 0  # of `devices`, those on capacity a pool lent: they pay the tidal factor
 
 
 def value_at(timeline: Sequence[tuple[int, Any]], at: float) -> Any:
@@ -82,13 +84,14 @@ class PriceBook:
     cpu: Timeline = ()
     discount: Mapping[int, Timeline] = field(default_factory=dict)
     memory: Mapping[tuple[int, int | None], Timeline] = field(default_factory=dict)
+    tidal: Timeline = ()  # the factor devices on tidal capacity pay (before its first date: their class's)
     _units: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_units", {
             "device": {key: _scaled(line) for key, line in self.device.items()}, "cpu": _scaled(self.cpu),
             "discount": {key: _scaled(line) for key, line in self.discount.items()},
-            "memory": {key: _scaled(line) for key, line in self.memory.items()}})
+            "memory": {key: _scaled(line) for key, line in self.memory.items()}, "tidal": _scaled(self.tidal)})
 
     def _timelines(self, usage: Usage) -> list[Sequence[tuple[int, int]]]:
         units = self._units
@@ -100,6 +103,8 @@ class PriceBook:
         if usage.memory_mib:
             prices += [units["memory"].get((usage.flavor_id, None), ()),
                        units["memory"].get((usage.flavor_id, usage.cluster_id), ())]
+        if usage.tidal_devices:
+            prices.append(units["tidal"])
         return [*prices, units["discount"].get(usage.priority_class_id, ())]
 
     @staticmethod
@@ -114,16 +119,19 @@ class PriceBook:
 
     def _rates(self, usage: Usage, at: float) -> tuple[int, int]:
         """What `usage` costs per hour at `at`, in RATE_SCALE units, exactly: its devices (or, with none, its CPU)
-        and its memory, each at the class's factor."""
+        and its memory, each at the class's factor (its devices on tidal capacity at the tidal factor, once set)."""
         units = self._units
-        if usage.devices:
-            amount = usage.devices * 1000 * 1024 * self._flavor_price(units["device"], usage, at)
-        else:
-            amount = usage.cpu_millis * 1024 * (value_at(units["cpu"], at) or 0)
-        memory = usage.memory_mib * 1000 * self._flavor_price(units["memory"], usage, at) if usage.memory_mib else 0
         factor = value_at(units["discount"].get(usage.priority_class_id, ()), at)
         factor = PRICE_SCALE if factor is None else factor
-        return amount * factor, memory * factor
+        if usage.devices:
+            device = 1000 * 1024 * self._flavor_price(units["device"], usage, at)
+            tidal = value_at(units["tidal"], at) if usage.tidal_devices else None
+            lent = usage.tidal_devices if tidal is not None else 0
+            compute = (usage.devices - lent) * device * factor + lent * device * (tidal or 0)
+        else:
+            compute = usage.cpu_millis * 1024 * (value_at(units["cpu"], at) or 0) * factor
+        memory = usage.memory_mib * 1000 * self._flavor_price(units["memory"], usage, at) if usage.memory_mib else 0
+        return compute, memory * factor
 
     def hourly(self, usage: Usage, at: float) -> float:
         """What `usage` costs per hour at `at`: its devices (or, with none, its CPU) and its memory."""

@@ -32,7 +32,7 @@ DAY_COLUMNS = ("segment_id", "day", *COPIED, "labels", "device_seconds", "cpu_se
 def usage_of(segment: Any) -> Usage:
     """What a segment (a model instance or a row with its field names) holds, as pricing takes it."""
     return Usage(segment.flavor_id, segment.cluster_id, segment.priority_class_id, segment.devices,
-                 segment.cpu_millis, segment.memory_mib)
+                 segment.cpu_millis, segment.memory_mib, segment.tidal_devices)
 
 
 def day_rows(segment: Any, book: PriceBook) -> Iterator[tuple]:
@@ -72,7 +72,8 @@ def roll_segments(batch: int = 5000, now: datetime | None = None) -> int:
         segments = list(UsageSegment.objects.select_for_update(skip_locked=True)
                         .filter(rolled=False, end_ts__isnull=False, end_ts__lte=until).order_by("start_ts")
                         .annotate(labels_json=Cast("labels", TextField()))
-                        .values_list("id", "start_ts", "end_ts", "devices", "cpu_millis", "memory_mib", "labels_json",
+                        .values_list("id", "start_ts", "end_ts", "devices", "cpu_millis", "memory_mib", "tidal_devices",
+                                     "labels_json",
                                      *COPIED, named=True)[:batch])
         _write_days([row for segment in segments for row in day_rows(segment, book)])
         bulk_set(UsageSegment, ["rolled"], [(segment.id, True) for segment in segments])

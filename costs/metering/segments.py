@@ -12,10 +12,11 @@ What is billed is the time an attempt's pods held their devices with the whole g
   their devices (Kubernetes clusters; a simulated cluster's pods stop at once). One that succeeded has none: its
   pods had exited.
 
-An elastic job's attempt is billed at the devices it holds at each moment: a resize (`lifecycle.on_resize`) closes
-its open segment at the resize (outcome "resized") and opens one at the new device count. The attempt points to its
-current segment only (`UsageSegment.attempt` is one-to-one): the closed pieces keep their job and attempt number,
-so an attempt's usage is every segment of (job, attempt_number)."""
+Devices on capacity a pool lent (`Attempt.tidal_devices`: its placement rows naming a pool) are copied too: they are
+priced at the tidal rate. An elastic job's attempt is billed at the devices it holds at each moment: a resize
+(`lifecycle.on_resize`) closes its open segment at the resize (outcome "resized") and opens one at the new device
+count. The attempt points to its current segment only (`UsageSegment.attempt` is one-to-one): the closed pieces keep
+their job and attempt number, so an attempt's usage is every segment of (job, attempt_number)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def _open_sql(count: int) -> str:
     return (
         f'INSERT INTO {segment} (attempt_id, attempt_number, job_id, organization_id, project_id, user_id, '  # noqa: S608
         f'cluster_id, flavor_id, priority_class_id, stage, experiment, devices, cpu_millis, memory_mib, labels, '
-        f'borrowed, start_ts, '
+        f'borrowed, tidal_devices, start_ts, '
         f'outcome, rolled) '
         f'SELECT a.id, a.number, j.id, p.organization_id, j.project_id, j.submitter_id, a.cluster_id, j.flavor_id, '
         f"j.priority_class_id, j.stage, COALESCE(NULLIF(j.experiment, ''), %s), j.total_devices, "
@@ -60,7 +61,7 @@ def _open_sql(count: int) -> str:
         f'WHERE g.job_id = j.id), '
         f'(SELECT COALESCE(SUM(COALESCE(g.min_replicas, g.replicas) * g.memory_mib), 0) FROM {group} g '
         f'WHERE g.job_id = j.id), j.labels, '
-        f"a.borrowed, %s, '', %s "
+        f"a.borrowed, a.tidal_devices, %s, '', %s "
         f'FROM {attempt} a JOIN {job} j ON j.id = a.job_id JOIN {project} p ON p.id = j.project_id '
         f'WHERE a.id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM {segment} s WHERE s.attempt_id = a.id)')
 
@@ -116,6 +117,7 @@ def follow_resizes(resized: lifecycle.Resized) -> None:
     current.pk = None
     current.devices, current.cpu_millis, current.memory_mib = resized.new_devices, resized.new_cpu_millis, \
         resized.new_memory_mib
+    current.tidal_devices = resized.new_tidal_devices
     current.start_ts = max(at, current.start_ts)
     current.end_ts, current.outcome, current.rolled = None, "", False
     current.save(force_insert=True)

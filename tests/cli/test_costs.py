@@ -85,3 +85,19 @@ def test_costs_groups_by_a_job_label_and_per_hour(cli, usage):
                                              "hour", "--csv").out)))
     assert [row[0] for row in hourly[1:]] == [f"2026-01-10T{hour:02d}:00:00Z" for hour in range(10)]
     assert {row[-2] for row in hourly[1:]} == {"20.00"}  # 8 devices x 1 h x 2.5 an hour
+
+
+def test_costs_says_what_borrowing_tidal_capacity_saved(cli, usage, tenant):
+    from costs.models import TidalRate
+
+    services.price_save(actor=None, price=TidalRate(factor=Decimal("0.1"), effective_from=datetime(
+        2025, 1, 1, tzinfo=UTC)), backdate=True)
+    # Half of vision's 8 devices were on capacity a pool lent: 4 x 10 h x 2.5 x 0.1 = 10.00 instead of 100.00.
+    UsageSegment.objects.filter(project=tenant.project).update(tidal_devices=4)
+    shown = cli("costs", "--month", "2026-01")
+    assert shown.code == 0, shown.err
+    assert shown.out.splitlines()[-1] == ("On tidal capacity (lent by pools): 40.0 device-hours, 10.00 USD at the "
+                                          "tidal rate, 100.00 at the normal rate: borrowing saved 90.00 USD")
+    assert "Total: 110.00 USD" in shown.out
+    theirs = cli("costs", "--month", "2026-01", user="outsider", token=None)
+    assert "tidal capacity" not in theirs.out

@@ -72,3 +72,15 @@ def test_a_give_back_lasts_from_the_demand_change_to_the_cycle_that_saw_it_done(
     record(now.timestamp() + 12, reading(0, 0))
     back = GiveBack.objects.get()
     assert back.seconds == 42.0
+
+
+def test_an_attempt_on_a_pools_nodes_is_marked_tidal_for_costs(tenant, inventory, pool, cycle):
+    from jobs.models import Attempt
+
+    lent = submit(tenant, inventory["a100"], name="lent", priority="preemptible")
+    own = submit(tenant, inventory["h100"], name="own")
+    cycle()
+    on_pool = Attempt.objects.get(job=lent)
+    assert [r.get("pool") for r in on_pool.placement] == ["chat"] and on_pool.tidal_devices == 8
+    elsewhere = Attempt.objects.get(job=own)
+    assert [r.get("pool") for r in elsewhere.placement] == [None] and elsewhere.tidal_devices == 0

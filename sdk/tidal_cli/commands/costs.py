@@ -73,6 +73,11 @@ def cmd_costs(args: argparse.Namespace) -> None:
     print(f"\nTotal: {money(total['cost'])} {report['currency']}, {hours(total['device_hours'])} device-hours, "
           f"{hours(total['cpu_hours'])} CPU core-hours, {hours(total.get('memory_gib_hours', 0.0))} memory GiB-hours "
           f"({money(total.get('memory_cost', 0.0))} {report['currency']} of it memory)")
+    tidal = (report.get("figures") or {}).get("tidal")
+    if tidal and tidal["device_hours"]:
+        print(f"On tidal capacity (lent by pools): {hours(tidal['device_hours'])} device-hours, "
+              f"{money(tidal['cost'])} {report['currency']} at the tidal rate, {money(tidal['normal_cost'])} at the "
+              f"normal rate: borrowing saved {money(tidal['saved'])} {report['currency']}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
