@@ -169,3 +169,36 @@ def test_two_pools_may_not_share_a_node(pool, inventory):
     services.pool_save(actor=staff, pool=Pool(name="other", cluster=inventory["cluster"], flavor=inventory["h100"],
                                               devices=8))  # h100 nodes: nobody's
 
+
+
+def test_who_sees_a_pool_borrowers_see_its_figures_never_another_organizations_jobs(pool, tenant, inventory,
+                                                                                     client):
+    """Issue 30: "a pool's figures are visible to staff and to the projects that borrowed from it, never another
+    organization's jobs". Vision borrows; Globex's secret project borrows too; Speech (vision's organization) never
+    did: its member gets a 404 like a missing pool, on the API and the page."""
+    from tenancy.models import Membership
+    from tests.conftest import client_for
+
+    mine = submit(tenant, inventory["a100"], name="mine-job", priority="preemptible")
+    admit(mine, inventory["cluster"], ["a-n1"])
+    Quota.objects.create(project=tenant.other_project, flavor=inventory["a100"], guaranteed=0, borrow_limit=8)
+    theirs = submit(tenant, inventory["a100"], project=tenant.other_project, user="outsider", name="globex-secret",
+                    priority="preemptible")
+    admit(theirs, inventory["cluster"], ["a-n2"])
+    member = client_for(tenant.users["member"])
+    detail = member.get(reverse("pool-detail", kwargs={"name": "chat"}))
+    assert detail.status_code == 200
+    body = detail.json()
+    assert (body["capacity"], body["used"]) == (16, 16)  # the pool's figures, every project's
+    assert [j["name"] for j in body["jobs"]] == ["mine-job"]
+    assert "globex-secret" not in detail.content.decode() and "secret" not in {j["project"] for j in body["jobs"]}
+    listed = member.get(reverse("pool-list")).json()
+    assert "globex-secret" not in str(listed) and [r["name"] for r in listed] == ["chat"]
+
+    speech_member = make_user("speaker")
+    Membership.objects.create(project=inventory["speech"], user=speech_member, role="member")
+    other = client_for(speech_member)
+    assert other.get(reverse("pool-detail", kwargs={"name": "chat"})).status_code == 404
+    assert other.get(reverse("pool-list")).json() == []
+    client.force_login(speech_member)
+    assert client.get(reverse("pool", kwargs={"name": "chat"})).status_code == 404
