@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from clusters.models import Cluster
 from costs.metering.pricing import DAY, PriceBook, Usage
 from costs.metering.rollup import EPOCH_DAY, roll_segments
-from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, UsageDay, UsageSegment
+from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, TidalRate, UsageDay, UsageSegment
 from costs.reports.usage import GROUPS, ReportQuery, Window, label_key, period_of, usage_report
 from jobs.models import Job
 from quotas.models import PriorityClass, ResourceFlavor
@@ -56,13 +56,15 @@ amounts = st.decimals(min_value=0, max_value=50, places=2)
 
 @st.composite
 def prices(draw):
-    """Timelines: per flavor (and for one flavor on one cluster), the CPU core-hour, the preemptible factor."""
+    """Timelines: per flavor (and for one flavor on one cluster), the CPU core-hour, the preemptible factor, the
+    tidal factor."""
     def timeline(values) -> list[tuple[int, Decimal]]:
         return sorted(draw(st.dictionaries(moments, values, max_size=3)).items())
 
     return {"device": [timeline(amounts) for _ in range(2)], "own": timeline(amounts), "cpu": timeline(amounts),
             "discount": timeline(st.decimals(min_value=0, max_value=1, places=2)),
-            "memory": [timeline(amounts) for _ in range(2)], "memory_own": timeline(amounts)}
+            "memory": [timeline(amounts) for _ in range(2)], "memory_own": timeline(amounts),
+            "tidal": timeline(st.decimals(min_value=0, max_value=1, places=2))}
 
 
 @st.composite
@@ -72,7 +74,8 @@ def segments(draw):
     open_ = draw(st.booleans())
     return {"project": draw(st.integers(0, 1)), "job": draw(st.sampled_from([None, 0, 1, 2])),
             "flavor": draw(st.integers(0, 1)), "cluster": draw(st.sampled_from([None, 0, 1])),
-            "klass": draw(st.integers(0, 1)), "devices": draw(st.sampled_from([0, 1, 3, 8])),
+            "klass": draw(st.integers(0, 1)), "devices": (devices := draw(st.sampled_from([0, 1, 3, 8]))),
+            "tidal": draw(st.integers(0, devices)),  # of them on capacity a pool lent
             "cpu_millis": draw(st.integers(0, 64_000)), "memory_mib": draw(st.sampled_from([0, 1024, 16384, 100_000])),
             "team": draw(st.sampled_from([None, "a", "b"])),
             "start_ts": start, "end_ts": None if open_ else min(start + length, NOW)}
@@ -118,6 +121,8 @@ def store(world, drawn_prices, drawn_segments) -> tuple[PriceBook, list[dict]]:
     MemoryPrice.objects.bulk_create(MemoryPrice(flavor_id=h100_east[0], cluster_id=h100_east[1], per_gib_hour=v,
                                                 effective_from=when(t)) for t, v in drawn_prices["memory_own"])
     book["memory"][h100_east] = [(t, float(v)) for t, v in drawn_prices["memory_own"]]
+    TidalRate.objects.bulk_create(TidalRate(factor=v, effective_from=when(t)) for t, v in drawn_prices["tidal"])
+    book["tidal"] = [(t, float(v)) for t, v in drawn_prices["tidal"]]
     rows = []
     for s in drawn_segments:
         project = world["projects"][s["project"]]
@@ -125,12 +130,13 @@ def store(world, drawn_prices, drawn_segments) -> tuple[PriceBook, list[dict]]:
                "flavor_id": flavors[s["flavor"]],
                "cluster_id": None if s["cluster"] is None else world["clusters"][s["cluster"]],
                "priority_class_id": world["classes"][s["klass"]], "devices": s["devices"],
-               "cpu_millis": s["cpu_millis"], "memory_mib": s["memory_mib"],
+               "cpu_millis": s["cpu_millis"], "memory_mib": s["memory_mib"], "tidal_devices": s["tidal"],
                "labels": {} if s["team"] is None else {"team": s["team"], "other": "x"},
                "start_ts": s["start_ts"], "end_ts": s["end_ts"]}
         UsageSegment.objects.create(attempt_number=1, organization_id=project.organization_id, stage="other", **row)
         rows.append(row)
-    return PriceBook(device=book["device"], cpu=book["cpu"], discount=book["discount"], memory=book["memory"]), rows
+    return PriceBook(device=book["device"], cpu=book["cpu"], discount=book["discount"], memory=book["memory"],
+                     tidal=book["tidal"]), rows
 
 
 def key_of(row: dict, name: str) -> object:
@@ -157,7 +163,7 @@ def expected(book: PriceBook, rows: list[dict], query: ReportQuery) -> dict:
                 period = period_of(EPOCH_DAY + timedelta(days=second // DAY), query.step)
             stretches.setdefault(period, [a, b])[1] = b
         usage = Usage(row["flavor_id"], row["cluster_id"], row["priority_class_id"], row["devices"],
-                      row["cpu_millis"], row["memory_mib"])
+                      row["cpu_millis"], row["memory_mib"], row["tidal_devices"])
         keys = tuple(key_of(row, name) for name in query.group_by)
         for period, (a, b) in stretches.items():
             total = found[period, keys]
