@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from costs import services
 from costs.metering.rollup import roll_segments
-from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, UsageSegment
+from costs.models import Budget, ClassDiscount, CpuPrice, DevicePrice, MemoryPrice, TidalRate, UsageSegment
 from quotas.models import PriorityClass, Quota, ResourceFlavor
 from replay.importers import import_philly
 from replay.paths import trace_path
@@ -28,6 +28,7 @@ CPU_CORE_HOUR = "0.04"
 MEMORY_GIB_HOUR = "0.005"  # every flavor's, per GiB-hour of memory requested
 DEMO_TEAMS = ("research", "product", "platform")  # the history's job labels (team), so reports group by them
 PREEMPTIBLE_FACTOR = "0.35"
+TIDAL_FACTOR = "0.2"  # capacity a pool lent, which it takes back within a give-back: cheaper than preemptible
 
 
 def seed_prices(since: datetime) -> None:
@@ -49,6 +50,9 @@ def seed_prices(since: datetime) -> None:
             services.price_save(actor=ACTOR, price=ClassDiscount(priority_class=klass,
                                                                  factor=Decimal(PREEMPTIBLE_FACTOR),
                                                                  effective_from=since, note="demo"), backdate=True)
+    if not TidalRate.objects.exists():
+        services.price_save(actor=ACTOR, price=TidalRate(factor=Decimal(TIDAL_FACTOR), effective_from=since,
+                                                         note="demo"), backdate=True)
 
 
 def seed_history(now: datetime) -> int:

@@ -21,6 +21,7 @@ def test_demo_prices_are_seeded_once_through_the_audited_service(tenant, invento
     assert set(DevicePrice.objects.values_list("flavor__name", flat=True)) == {"nvidia-h100-80gb",
                                                                               "nvidia-a100-40gb"}
     assert AuditEntry.objects.filter(action="deviceprice.create").count() == 2
+    assert AuditEntry.objects.filter(action="tidalrate.create").count() == 1  # the demo pool's training is cheaper
 
 
 @pytest.mark.skipif(not trace_path(demo.TRACE).exists(), reason="the shared Philly trace is not beside the repo")
