@@ -14,11 +14,13 @@ on lent capacity. Columns, one per lending mode (`manage.py replay --pool alibab
 - forecast: as demand, against the most serving needed over the next 2 minutes at the same time yesterday.
 Give-backs hold their devices for the victims' 30 s termination grace.
 
-Rows: training's mean and p99 wait and mean JCT; serving's unmet demand (share of its demanded GPU-seconds); GPU-hours
-lent and used by training, and the share used; give-backs and their time (p50, p99: from lending falling below what
-training holds to the devices free); jobs given back and the work they lost (share of what training borrowed);
-whole-cluster utilisation (device-hours used, serving's included, over device-hours available, the pool's included);
-what borrowing saved (GPU-hours training ran on the pool, at `--price` per GPU-hour: an assumption, printed).
+Rows: training's mean and p99 wait and mean JCT; serving's unmet demand (share of its demanded GPU-seconds);
+GPU-hours lent and used by training, and the share used; the GPU-hours lent and left idle, split by what waited
+meanwhile (a preemptible job, which may borrow; only jobs that may not; nothing); give-backs and their time (p50,
+p99: from lending falling below what training holds to the devices free); jobs given back and the work they lost
+(share of what training borrowed); whole-cluster utilisation (device-hours used, serving's included, over
+device-hours available, the pool's included); what borrowing saved (GPU-hours training ran on the pool, at `--price`
+per GPU-hour: an assumption, printed).
 Figures are over the trace's submissions (the week). The goals of issue 30 are judged for forecast against no
 lending; the bench prints FAIL beside a missed goal and exits 0.
 """
@@ -84,6 +86,9 @@ def main() -> None:
         ("GPU-hours lent", lambda o, p: fmt(p["lendable_gpu_h"], 0)),
         ("GPU-hours training used of them", lambda o, p: fmt(p["training_gpu_h"], 0)),
         ("share of lent GPU-hours used (%)", lambda o, p: fmt(p["lendable_used_percent"])),
+        ("lent, idle: a preemptible job waited", lambda o, p: fmt(p["idle_borrower_waiting_gpu_h"], 0)),
+        ("lent, idle: only other jobs waited", lambda o, p: fmt(p["idle_rigid_waiting_gpu_h"], 0)),
+        ("lent, idle: nothing waited", lambda o, p: fmt(p["idle_nothing_waiting_gpu_h"], 0)),
         ("give-backs", lambda o, p: str(p["give_backs"])),
         ("give-back p50 / p99 (s)", lambda o, p: f"{fmt(p['give_back_p50_s'], 0)} / {fmt(p['give_back_p99_s'], 0)}"),
         ("jobs given back", lambda o, p: str(p["jobs_given_back"])),

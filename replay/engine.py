@@ -409,6 +409,7 @@ class _Engine:
         self.starved_since: dict[tuple[str, str], float | None] = dict.fromkeys(self.accounts)
         # Live scheduler state.
         self.pending: dict[int, PendingJob] = {}
+        self.pending_preemptible = 0  # of them, how many may borrow a pool's capacity (the pool meter's split)
         self.running: dict[int, RunningJob] = {}
         self.runs: dict[int, _Run] = {}
         self.segments: list[Segment] = []
@@ -472,9 +473,13 @@ class _Engine:
         need = self._need(jid)
         self.pending_devices[key] += need
         self.pending_sizes[key][need] += 1
+        if self.pending[jid].preemptible:
+            self.pending_preemptible += 1
 
     def _dequeue(self, jid: int) -> PendingJob:
         pj = self.pending.pop(jid)
+        if pj.preemptible:
+            self.pending_preemptible -= 1
         j = self.jobs[jid - 1]
         key = (j.project, j.flavor)
         need = self._need(jid)
@@ -830,7 +835,8 @@ class _Engine:
         if self.pool_clock is not None and self.pool_meter is not None:
             training = self._pool_held() - self.draining_devices
             self.pool_meter.advance(last, t, self.pool_clock.demand(last), self.pool_clock.lendable(last),
-                                    self.total_used, training, self.draining_devices)
+                                    self.total_used, training, self.draining_devices,
+                                    waiting=(self.pending_preemptible, len(self.pending) - self.pending_preemptible))
         half_life = self.policy.usage_half_life
         for p in self.usage:
             self.usage[p] = decayed_usage(self.usage[p], self.used_by_project[p], dt, half_life)

@@ -241,6 +241,11 @@ class PoolMeter:
     unmet_s: float = 0.0  # ... that the devices training held (or was still giving back) left without
     lendable_s: float = 0.0  # what the pool lent
     training_s: float = 0.0  # what training ran on it
+    # What it lent and training left idle, by what waited then: work that may borrow (preemptible), only work that
+    # may not, nothing (why training uses less than the pool lends).
+    idle_borrower_waiting_s: float = 0.0
+    idle_rigid_waiting_s: float = 0.0
+    idle_nothing_waiting_s: float = 0.0
     draining_s: float = 0.0  # what jobs given back held during their grace
     give_backs: list[float] = field(default_factory=list)  # seconds each took
     given_back_jobs: int = 0  # preemptions and shrinks that gave devices back
@@ -249,9 +254,10 @@ class PoolMeter:
     open_since: float | None = None  # a give-back under way since
 
     def advance(self, last: float, t: float, demand: int, lendable: int, used: int, training: int,
-                draining: int) -> None:
+                draining: int, waiting: tuple[int, int] = (0, 0)) -> None:
         """Integrate [last, t) with the pool as it stood: serving's demand, what the pool lent, what training held
-        in all (`used`) and of the pool (`training`), and what give-backs in their grace held."""
+        in all (`used`) and of the pool (`training`), what give-backs in their grace held, and how many jobs
+        waited (`waiting`: preemptible ones, others)."""
         dt = min(t, self.until) - last
         if dt <= 0:
             return
@@ -262,6 +268,13 @@ class PoolMeter:
         self.lendable_s += lendable * dt
         self.training_s += training * dt
         self.draining_s += draining * dt
+        idle = max(0, lendable - training) * dt
+        if waiting[0]:
+            self.idle_borrower_waiting_s += idle
+        elif waiting[1]:
+            self.idle_rigid_waiting_s += idle
+        else:
+            self.idle_nothing_waiting_s += idle
 
     def utilisation(self) -> float:
         """Device-hours used (training's, and serving's demand it got) over device-hours available, the pool's
@@ -293,6 +306,10 @@ def pool_summary(spec: PoolSpec, meter: PoolMeter) -> dict[str, float | int | st
         "lendable_gpu_h": meter.lendable_s / HOUR,
         "training_gpu_h": meter.training_s / HOUR,
         "lendable_used_percent": 100.0 * meter.training_s / meter.lendable_s if meter.lendable_s else None,
+        # Lent and left idle, by what waited then (preemptible work / only other work / nothing).
+        "idle_borrower_waiting_gpu_h": meter.idle_borrower_waiting_s / HOUR,
+        "idle_rigid_waiting_gpu_h": meter.idle_rigid_waiting_s / HOUR,
+        "idle_nothing_waiting_gpu_h": meter.idle_nothing_waiting_s / HOUR,
         "give_backs": len(backs),
         "give_back_p50_s": _percentile(backs, 0.50),
         "give_back_p99_s": _percentile(backs, 0.99),

@@ -166,3 +166,17 @@ def test_the_command_adds_a_pool_and_prints_its_figures(tmp_path):
     with pytest.raises(CommandError, match="curve.csv:3"):
         call_command("replay", *files, "--pool", str(curve), "--pool-nodes", "1", "--no-progress",
                      stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_the_meter_splits_what_it_lent_and_training_left_idle_by_what_waited():
+    from replay.pools import PoolMeter
+
+    meter = PoolMeter(devices=8, capacity=16, until=1000.0)
+    meter.advance(0.0, 10.0, demand=2, lendable=6, used=4, training=4, draining=0, waiting=(1, 3))  # 2 idle
+    meter.advance(10.0, 20.0, demand=2, lendable=6, used=0, training=0, draining=0, waiting=(0, 2))  # 6 idle
+    meter.advance(20.0, 30.0, demand=2, lendable=6, used=6, training=6, draining=0, waiting=(0, 0))  # none idle
+    meter.advance(30.0, 40.0, demand=8, lendable=0, used=4, training=4, draining=0)  # giving back: none idle
+    assert (meter.idle_borrower_waiting_s, meter.idle_rigid_waiting_s, meter.idle_nothing_waiting_s) == (
+        20.0, 60.0, 0.0)
+    summary = pool_summary(spec(), meter)
+    assert summary["idle_rigid_waiting_gpu_h"] == 60.0 / HOUR
