@@ -73,8 +73,7 @@ def pool_figures(pool: Pool, members: list[core.Node], now: float) -> tuple[int,
     settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
                                tuple(pool.schedule), pool.schedule_floor, pool.lending)
     expected = _forecast(pool, now) if pool.use_forecast else None
-    reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None,
-                             foreign,
+    reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None, foreign,
                              *(expected or (None, None)))
     return capacity, demand.figures(settings, reading, now)
 

@@ -50,7 +50,7 @@ def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]
         if r.grown_of in taken:
             taken.setdefault(r.id, taken[r.grown_of])
     running = tuple(r for r in snapshot.running if r.id not in taken)
-    victims = [(*taken[r.id], r) for r in snapshot.running if r.id in taken]
+    victims = [(taken[r.id][0], r, taken[r.id][1]) for r in snapshot.running if r.id in taken]
     held_after = _held(running, pool_of)
     room = {pool: limit - held_after.get(pool, 0) for pool, limit in lendable.items()}
     over = {pool for pool, left in room.items() if left < 0}
@@ -62,8 +62,8 @@ def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]
     pool_nodes = frozenset(pool_of)
     pending = tuple(job if job.preemptible else replace(job, avoid_nodes=job.avoid_nodes | pool_nodes)
                     for job in snapshot.pending)
-    nodes = _lent(_freed(snapshot.nodes, [r for _, _, r in victims]), room, set(closed))
-    return replace(snapshot, nodes=nodes, running=running, pending=pending), [(p, r, why) for p, why, r in victims]
+    nodes = _lent(_freed(snapshot.nodes, [r for _, r, _ in victims]), room, set(closed))
+    return replace(snapshot, nodes=nodes, running=running, pending=pending), victims
 
 
 def _held(running: tuple[RunningJob, ...], pool_of: dict[str, str]) -> dict[str, int]:

@@ -121,7 +121,7 @@ def _telemetry(attempt, node: str) -> None:
 def _path_parameters() -> dict[str, list[dict[str, str]]]:
     """Every existing object of each endpoint, both tenants' and the catalogs', as the path parameters naming it."""
     from clusters.models import Cluster, Node
-    from costs.models import ClassDiscount, CpuPrice, DevicePrice
+    from costs.models import ClassDiscount, CpuPrice, DevicePrice, TidalRate
     from jobs.models import Attempt, Job
     from quotas.models import PriorityClass, Quota, ResourceFlavor
     from reliability.models import Diagnosis, FailurePattern, ProjectPolicy
@@ -133,8 +133,8 @@ def _path_parameters() -> dict[str, list[dict[str, str]]]:
              "diagnoses": Diagnosis, "failure-patterns": FailurePattern, "quarantine": Node, "attempts": Attempt,
              "reliability-policies": ProjectPolicy,
              "memberships": Membership, "nodes": Node, "prices/cpu": CpuPrice, "prices/devices": DevicePrice,
-             "prices/discounts": ClassDiscount, "quotas": Quota, "replays": ReplayRun, "runs": Run,
-             "tokens": ApiToken, "webhooks": Webhook}
+             "prices/discounts": ClassDiscount, "prices/tidal": TidalRate, "quotas": Quota, "replays": ReplayRun,
+             "runs": Run, "tokens": ApiToken, "webhooks": Webhook}
     by_name = {"clusters": Cluster, "flavors": ResourceFlavor, "priority-classes": PriorityClass}
     by_slug = {"organizations": Organization, "projects": Project}
     parameters = {}
