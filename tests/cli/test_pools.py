@@ -37,3 +37,37 @@ def test_a_pool_that_never_lent_to_you_is_not_found(cli, pool):
     assert cli("pools").out.strip() == "No pool lent to your projects in the last 24 h."
     missing = cli("pool", "chat")
     assert missing.code == 1 and "Pool chat not found" in missing.err
+
+
+def test_pool_tells_what_borrowing_saved_and_the_interference(cli, tenant, demo_cluster, pool):
+    import time
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from costs import services
+    from costs.models import DevicePrice, TidalRate, UsageSegment
+    from jobs.models import Attempt
+    from pools import interference
+
+    a100 = ResourceFlavor.objects.get(name="nvidia-a100-40gb")
+    since = datetime(2025, 1, 1, tzinfo=UTC)
+    DevicePrice.objects.filter(flavor=a100).delete()
+    services.price_save(actor=None, price=DevicePrice(flavor=a100, per_device_hour=Decimal("1.50"),
+                                                      effective_from=since), backdate=True)
+    services.price_save(actor=None, price=TidalRate(factor=Decimal("0.2"), effective_from=since), backdate=True)
+    job = submit(tenant, a100, name="night-run", priority="normal")
+    admit(job, demo_cluster, ["rack-b2-n1"])
+    Attempt.objects.filter(job=job).update(placement=[{"role": "worker", "index": 0, "node": "rack-b2-n1",
+                                                       "devices": 8, "pool": "chat"}], tidal_devices=8)
+    end = int(time.time()) - 60
+    UsageSegment.objects.create(attempt_number=1, job=job, organization=tenant.organization, project=tenant.project,
+                                cluster=demo_cluster, flavor=a100, priority_class=job.priority_class, stage="other",
+                                devices=8, cpu_millis=0, tidal_devices=8, start_ts=end - 3600, end_ts=end)
+    interference.report_latency(pool, ["rack-b2-n2"], p99_ms=180.0, slo_ms=100.0)
+    shown = cli("pool", "chat", user="viewer")
+    assert shown.code == 0, shown.err
+    # 8 devices for an hour at 1.50: 12.00 at the normal class's rate, 2.40 at the tidal rate (0.2).
+    assert ("Training ran 8.0 device-hours on it: 2.40 USD at the tidal rate, 12.00 at the normal rate; borrowing "
+            "saved 9.60 USD.") in shown.out
+    assert "Serving p99 180 ms over its SLO 100 ms at " in shown.out
+    assert "on rack-b2-n2: nothing lent there" in shown.out

@@ -42,6 +42,14 @@ def cmd_pool(args: argparse.Namespace) -> None:
     print(table([_row(pool)], COLUMNS))
     print(f"\nLast 24 h: {pool.get('lent_hours_24h')} device-hours lent, {pool.get('used_hours_24h')} used by "
           f"training, {pool.get('unmet_hours_24h')} of serving's demand unmet.")
+    saved = pool.get("saved_24h")
+    if saved and saved["device_hours"]:
+        print(f"Training ran {saved['device_hours']} device-hours on it: {saved['cost']:,.2f} {saved['currency']} at "
+              f"the tidal rate, {saved['normal_cost']:,.2f} at the normal rate; borrowing saved "
+              f"{saved['saved']:,.2f} {saved['currency']}.")
+    for miss in pool.get("interferences") or []:
+        print(f"Serving p99 {miss['p99_ms']:g} ms over its SLO {miss['slo_ms']:g} ms at {timestamp(miss['at'])} on "
+              f"{', '.join(miss['nodes']) or 'every node'}: nothing lent there until {timestamp(miss['until'])}.")
     if pool.get("back_at"):
         print(f"\nThe schedule stops lending at {timestamp(pool['back_at'])}.")
     print("\nTraining on tidal capacity now:")
