@@ -3,6 +3,8 @@ reads them. Another project's service is a 404 like a missing one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
@@ -24,7 +26,7 @@ class ServiceFilter(django_filters.FilterSet):
 
     class Meta:
         model = Service
-        fields = ["project", "pool", "state"]
+        fields = ["project", "pool"]
 
 
 class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
@@ -35,10 +37,10 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedVie
     parser_classes = [JSONParser, YAMLParser]
     filterset_class = ServiceFilter
 
-    def get_serializer_context(self):
+    def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "detail": self.action != "list"}
 
-    def _shown(self, service, code: int = status.HTTP_200_OK) -> Response:
+    def _shown(self, service: Service, code: int = status.HTTP_200_OK) -> Response:
         fresh = selectors.services_for_user(self.request.user).get(pk=service.pk)
         return Response(ServiceSerializer(fresh, context=self.get_serializer_context()).data, status=code)
 

@@ -57,7 +57,8 @@ def decide(policy: Policy, current: int, total: float | None, now: float, *,
     rec = recommend(total, policy)
     per = f"{total:g} / {policy.target_per_replica:g} per replica"
     if rec > current:
-        start = current - sum(u.after - u.before for u in scale_ups if u.at > now - PERIOD and u.after > u.before)
+        start = current - sum(u.after - u.before for u in scale_ups
+                            if now - PERIOD < u.at <= now and u.after > u.before)
         limit = max(2 * start, start + 1)
         replicas = max(min(rec, limit), policy.min_replicas, current)
         if replicas < rec:

@@ -8,7 +8,7 @@ scaler then keeps the replicas it had marked ready): `kube()` is None.
 
 from __future__ import annotations
 
-import logging
+import importlib
 from types import ModuleType
 
 from clusters.models import Cluster
@@ -17,15 +17,12 @@ from jobs.scheduling.model import split_node_key
 from pools.source import pool_nodes
 from serving.models import Service
 
-logger = logging.getLogger(__name__)
-
 
 def kube() -> ModuleType | None:
     try:
-        from clusters.kube import serving
+        return importlib.import_module("clusters.kube.serving")
     except ImportError:  # not installed: services on Kubernetes are not dispatched
         return None
-    return serving
 
 
 def key(service_id: int) -> str:
@@ -34,7 +31,7 @@ def key(service_id: int) -> str:
 
 
 def _on_kubernetes(service: Service) -> bool:
-    return service.pool.cluster.backend == Cluster.Backend.KUBERNETES
+    return bool(service.pool.cluster.backend == Cluster.Backend.KUBERNETES)
 
 
 def _where(cluster: Cluster, project_slug: str, organization_slug: str) -> tuple[object, str]:
@@ -62,8 +59,9 @@ def spec(service: Service) -> object:
 
 
 def _load(service_id: int) -> Service | None:
-    return (Service.objects.select_related("pool__cluster", "pool__flavor", "project__organization")
-            .filter(pk=service_id).first())
+    service: Service | None = (Service.objects.select_related("pool__cluster", "pool__flavor", "project__organization")
+                               .filter(pk=service_id).first())
+    return service
 
 
 def apply(service_id: int) -> None:

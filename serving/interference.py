@@ -4,6 +4,8 @@ module is installed; without it a latency report is kept on the service and noth
 
 from __future__ import annotations
 
+import importlib
+
 from jobs import ports
 from pools.source import pool_nodes
 from serving.models import Service
@@ -13,7 +15,7 @@ def report(service_id: int) -> None:
     """Tell the pool's interference rule the service's last p99 latency and SLO, with the nodes its replicas may run
     on (the pool's: a replica's node is Kubernetes' choice)."""
     try:
-        from pools import interference
+        interference = importlib.import_module("pools.interference")
     except ImportError:  # not installed: no rule to tell
         return
     service = Service.objects.select_related("pool__cluster", "pool__flavor").filter(pk=service_id).first()

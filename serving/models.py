@@ -8,21 +8,22 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from core.choices import TextChoices
 from pools.models import validate_slug
 
 MAX_REPLICAS = 1000
 
 
 class Service(models.Model):
-    class Metric(models.TextChoices):
+    class Metric(TextChoices):
         REQUESTS_PER_SECOND = "requests_per_second", "requests/s (the service's total)"
         GPU_DUTY_CYCLE = "gpu_duty_cycle", "GPU duty cycle (percent, the replicas' mean)"
 
-    class Source(models.TextChoices):
+    class Source(TextChoices):
         PUSH = "push", "pushed to the API"
         PROMETHEUS = "prometheus", "read from Prometheus"
 
-    class State(models.TextChoices):
+    class State(TextChoices):
         PENDING = "pending", "no replica ready"
         SCALING = "scaling", "some replicas not ready"
         RUNNING = "running", "every replica ready"
@@ -45,7 +46,6 @@ class Service(models.Model):
     latency_slo_ms = models.PositiveIntegerField(null=True, blank=True, help_text="p99 latency target.")
     replicas = models.PositiveIntegerField(default=0, help_text="Desired now (the autoscaler's).")
     ready_replicas = models.PositiveIntegerField(default=0)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     metric_value = models.FloatField(null=True, blank=True, help_text="The metric's last reading.")
     metric_at = models.DateTimeField(null=True, blank=True)
     p99_latency_ms = models.FloatField(null=True, blank=True)
@@ -62,9 +62,16 @@ class Service(models.Model):
         return f"{self.project_id}/{self.name}"
 
     @property
+    def state(self) -> str:
+        """Derived from the replicas: none ready (of some wanted), some, or all."""
+        if self.ready_replicas == 0 and self.replicas > 0:
+            return self.State.PENDING
+        return self.State.RUNNING if self.ready_replicas >= self.replicas else self.State.SCALING
+
+    @property
     def devices(self) -> int:
         """What the service demands of its pool: its desired replicas' devices."""
-        return self.replicas * self.devices_per_replica
+        return int(self.replicas) * int(self.devices_per_replica)
 
 
 class ServiceSample(models.Model):
@@ -94,6 +101,8 @@ class ScaleEvent(models.Model):
     before = models.PositiveIntegerField()
     after = models.PositiveIntegerField()
     reason = models.CharField(max_length=500)
+    # False for the service's creation: HPA's doubling limit counts only what the autoscaler added.
+    autoscaled = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -58,7 +58,7 @@ def _scale(service: Service, now: float, at: datetime, free: list[int]) -> bool:
     recommendations = [(a.timestamp(), r) for a, r in ServiceSample.objects.filter(
         service=service, at__gt=since, recommendation__isnull=False).values_list("at", "recommendation")]
     ups = [autoscale.ScaleUp(a.timestamp(), b, c) for a, b, c in ScaleEvent.objects.filter(
-        service=service, at__gt=datetime.fromtimestamp(now - autoscale.PERIOD, UTC)).values_list(
+        service=service, autoscaled=True, at__gt=datetime.fromtimestamp(now - autoscale.PERIOD, UTC)).values_list(
         "at", "before", "after")]
     decision = autoscale.decide(policy, service.replicas, total, now, recommendations=recommendations,
                                 scale_ups=ups, missing=missing)
@@ -66,7 +66,7 @@ def _scale(service: Service, now: float, at: datetime, free: list[int]) -> bool:
     if ready is None:
         ready = (fit(free, service.devices_per_replica, decision.replicas)
                  if service.pool.cluster.backend == Cluster.Backend.SIMULATED else service.ready_replicas)
-    return services.scale_apply(service=service, decision=decision, ready=min(ready, decision.replicas), at=at)
+    return bool(services.scale_apply(service=service, decision=decision, ready=min(ready, decision.replicas), at=at))
 
 
 def _reading(service: Service, now: float) -> tuple[float | None, str]:

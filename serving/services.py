@@ -82,7 +82,7 @@ def service_create(*, actor: Any, project: Project, values: dict[str, Any]) -> S
     service.replicas = service.min_replicas
     save_audited(actor=actor, obj=service, fields=FIELDS, project=project)
     ScaleEvent.objects.create(service=service, at=timezone.now(), before=0, after=service.replicas,
-                              reason=f"created at its minimum of {service.min_replicas}")
+                              reason=f"created at its minimum of {service.min_replicas}", autoscaled=False)
     transaction.on_commit(lambda: dispatch.apply(service.pk))
     transaction.on_commit(wakeup.wake_scheduler)
     return service
@@ -129,12 +129,10 @@ def scale_apply(*, service: Service, decision: Decision, ready: int, at: datetim
     """Record one autoscaler tick (a sample: the 300 s window reads its recommendation) and, when the desired
     replicas change, the scale event with its reason. Whether the desired replicas changed."""
     before = service.replicas
-    state = (Service.State.PENDING if ready == 0 and decision.replicas > 0 else
-             Service.State.RUNNING if ready >= decision.replicas else Service.State.SCALING)
     ServiceSample.objects.create(service=service, at=at, value=service.metric_value,
                                  recommendation=decision.recommendation, replicas=decision.replicas, ready=ready)
-    Service.objects.filter(pk=service.pk).update(replicas=decision.replicas, ready_replicas=ready, state=state)
-    service.replicas, service.ready_replicas, service.state = decision.replicas, ready, state
+    Service.objects.filter(pk=service.pk).update(replicas=decision.replicas, ready_replicas=ready)
+    service.replicas, service.ready_replicas = decision.replicas, ready
     if decision.replicas == before:
         return False
     ScaleEvent.objects.create(service=service, at=at, before=before, after=decision.replicas,
@@ -146,5 +144,6 @@ def scale_apply(*, service: Service, decision: Decision, ready: int, at: datetim
 
 def samples_prune(before: datetime) -> int:
     """Forget samples older than the service page shows (24 h)."""
-    return ServiceSample.objects.filter(at__lt=before).delete()[0]
+    deleted: int = ServiceSample.objects.filter(at__lt=before).delete()[0]
+    return deleted
 
