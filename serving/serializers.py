@@ -25,6 +25,12 @@ def slug(value: str) -> str:
     return value
 
 
+def only_service(value: str) -> str:
+    if value != "service":
+        raise serializers.ValidationError('"service": other launchers are jobs (POST /api/v1/jobs/).')
+    return value
+
+
 class ReplicasSerializer(StrictSerializer):
     min = WholeNumberField(min_value=0, max_value=MAX_REPLICAS, default=1)
     max = WholeNumberField(min_value=1, max_value=MAX_REPLICAS)
@@ -39,7 +45,8 @@ class ServiceCreateSerializer(StrictSerializer):
     """A service as `tidal submit` sends it (a YAML file with `launcher: service`) or as JSON."""
 
     project = ScopedProjectField()
-    launcher = serializers.ChoiceField(choices=["service"], required=False, help_text="`service` (optional here).")
+    launcher = serializers.CharField(required=False, validators=[only_service],
+                                     help_text="`service` (optional here; what `tidal submit` reads).")
     name = serializers.CharField(max_length=63, validators=[slug])
     pool = serializers.CharField(max_length=63, help_text="The pool the replicas run in (its nodes only).")
     image = serializers.CharField(max_length=500)
