@@ -90,3 +90,15 @@ def test_ready_replicas_fit_one_per_node():
     free = [8, 3, 8]
     assert scaler.fit(free, 4, 10) == 4 and free == [0, 3, 0]
     assert scaler.fit([8, 8], 4, 1) == 1
+
+
+def test_the_autoscaler_runs_in_beat_and_in_embedded_mode():
+    from django.conf import settings
+
+    from core.embedded import EMBEDDED_LOOPS
+    from mlplatform.celery import app
+
+    assert {"serving-autoscale", "serving-demo-traffic"} <= {loop.name for loop in EMBEDDED_LOOPS}
+    task = settings.CELERY_BEAT_SCHEDULE["serving-autoscale"]["task"]
+    app.loader.import_default_modules()
+    assert task in app.tasks
