@@ -47,7 +47,7 @@ def tick(now: float | None = None) -> int:
         free = _free(members[0].pool, nodes)
         for service in members:
             changed += _scale(service, now, at, free)
-    services.samples_prune(at - HISTORY)
+            services.samples_prune(service, at - HISTORY)
     return changed
 
 

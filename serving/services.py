@@ -142,8 +142,8 @@ def scale_apply(*, service: Service, decision: Decision, ready: int, at: datetim
     return True
 
 
-def samples_prune(before: datetime) -> int:
-    """Forget samples older than the service page shows (24 h)."""
-    deleted: int = ServiceSample.objects.filter(at__lt=before).delete()[0]
+def samples_prune(service: Service, before: datetime) -> int:
+    """Forget the service's samples older than its page shows (24 h); by service, so the index serves it."""
+    deleted: int = ServiceSample.objects.filter(service=service, at__lt=before).delete()[0]
     return deleted
 

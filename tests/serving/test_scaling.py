@@ -102,3 +102,16 @@ def test_the_autoscaler_runs_in_beat_and_in_embedded_mode():
     task = settings.CELERY_BEAT_SCHEDULE["serving-autoscale"]["task"]
     app.loader.import_default_modules()
     assert task in app.tasks
+
+
+def test_samples_older_than_a_day_are_forgotten(tenant, pool, service):
+    from datetime import timedelta
+
+    from serving.models import ServiceSample
+
+    now = time.time()
+    old = datetime.fromtimestamp(now, UTC) - timedelta(hours=24, seconds=1)
+    ServiceSample.objects.create(service=service, at=old, replicas=1, ready=0)
+    scaler.tick(now)
+    assert not ServiceSample.objects.filter(at=old).exists()
+    assert ServiceSample.objects.filter(service=service).count() == 1
