@@ -1,4 +1,7 @@
+from __future__ import annotations
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from serving.models import ScaleEvent, Service
 
@@ -22,11 +25,11 @@ class ServiceAdmin(admin.ModelAdmin):
     list_filter = ["pool", "project"]
     inlines = [ScaleEventInline]
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Service | None = None) -> bool:
         return False  # view only: shown read-only
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Service | None = None) -> bool:
         return False
