@@ -46,6 +46,8 @@ class Service(models.Model):
     latency_slo_ms = models.PositiveIntegerField(null=True, blank=True, help_text="p99 latency target.")
     replicas = models.PositiveIntegerField(default=0, help_text="Desired now (the autoscaler's).")
     ready_replicas = models.PositiveIntegerField(default=0)
+    scale_reason = models.CharField(max_length=500, blank=True,
+                                    help_text="The autoscaler's last word: why the replicas are what they are.")
     metric_value = models.FloatField(null=True, blank=True, help_text="The metric's last reading.")
     metric_at = models.DateTimeField(null=True, blank=True)
     p99_latency_ms = models.FloatField(null=True, blank=True)

@@ -113,6 +113,7 @@ class ServiceSerializer(serializers.Serializer):
     query = serializers.CharField()
     latency_slo_ms = serializers.IntegerField(allow_null=True)
     state = serializers.CharField()
+    scale_reason = serializers.CharField(help_text="The autoscaler's last word (e.g. why it kept the replicas).")
     metric_value = serializers.FloatField(allow_null=True, help_text="The metric's last reading.")
     metric_at = serializers.DateTimeField(allow_null=True)
     p99_latency_ms = serializers.FloatField(allow_null=True)

@@ -131,12 +131,13 @@ def scale_apply(*, service: Service, decision: Decision, ready: int, at: datetim
     before = service.replicas
     ServiceSample.objects.create(service=service, at=at, value=service.metric_value,
                                  recommendation=decision.recommendation, replicas=decision.replicas, ready=ready)
-    Service.objects.filter(pk=service.pk).update(replicas=decision.replicas, ready_replicas=ready)
-    service.replicas, service.ready_replicas = decision.replicas, ready
+    reason = decision.reason[:500]
+    Service.objects.filter(pk=service.pk).update(replicas=decision.replicas, ready_replicas=ready, scale_reason=reason)
+    service.replicas, service.ready_replicas, service.scale_reason = decision.replicas, ready, reason
     if decision.replicas == before:
         return False
     ScaleEvent.objects.create(service=service, at=at, before=before, after=decision.replicas,
-                              reason=decision.reason[:500])
+                              reason=reason)
     transaction.on_commit(lambda: dispatch.scale(service.pk))
     transaction.on_commit(wakeup.wake_scheduler)
     return True

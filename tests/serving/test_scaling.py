@@ -84,6 +84,8 @@ def test_a_stale_or_missing_metric_keeps_the_replicas_and_says_why(tenant, pool,
     assert scaler.tick(now) == 0
     sample = service.samples.order_by("-at", "-id").first()
     assert sample.recommendation is None and sample.replicas == 1
+    service.refresh_from_db()
+    assert service.scale_reason == "the last metric is 181 s old: kept 1"
 
 
 def test_ready_replicas_fit_one_per_node():
@@ -115,3 +117,30 @@ def test_samples_older_than_a_day_are_forgotten(tenant, pool, service):
     scaler.tick(now)
     assert not ServiceSample.objects.filter(at=old).exists()
     assert ServiceSample.objects.filter(service=service).count() == 1
+
+
+def test_a_prometheus_source_reads_the_sum_of_the_last_values_or_keeps_the_replicas(tenant, pool, service,
+                                                                                     settings, monkeypatch):
+    from telemetry import prometheus
+
+    settings.TIDAL = {**settings.TIDAL, "PROMETHEUS_URL": "http://prometheus:9090"}
+    Service.objects.filter(pk=service.pk).update(source="prometheus", query="sum(rate(requests_total[1m]))")
+    answers = iter([[{"values": [[0, "5"], [15, "12.5"]]}, {"values": [[15, "7.5"]]}],  # 20 in all: 2 replicas
+                    prometheus.PrometheusError("Prometheus at http://prometheus:9090 could not be reached")])
+
+    def query_range(url, query, start, end, step, **kwargs):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        assert query == "sum(rate(requests_total[1m]))" and end - start == 60
+        return answer
+
+    monkeypatch.setattr(prometheus, "query_range", query_range)
+    now = time.time()
+    scaler.tick(now)
+    service.refresh_from_db()
+    assert (service.replicas, service.metric_value) == (2, 20.0)
+    scaler.tick(now + 5)
+    service.refresh_from_db()
+    assert (service.replicas, service.scale_reason) == (
+        2, "Prometheus at http://prometheus:9090 could not be reached: kept 2")

@@ -50,12 +50,13 @@ def cmd_service(args: argparse.Namespace) -> None:
     if args.json:
         return emit_json(service)
     row = _row(service)
+    slo = service.get("latency_slo_ms")
     print(fields([("service", f"{service['name']} (#{service['id']}) in project {service['project']}"),
                   ("pool", f"{service['pool']} ({service['cluster']}, {service['flavor']})"),
                   ("image", service["image"]), ("port", service["port"]), ("state", service["state"]),
                   ("replicas", f"{row['ready']} ready, {row['range']}, {service['devices_per_replica']} devices each"),
-                  ("metric", row["load"]), ("latency SLO", service.get("latency_slo_ms") and
-                                            f"p99 {service['latency_slo_ms']} ms (last {service['p99_latency_ms']})"),
+                  ("metric", row["load"]), ("autoscaler", service.get("scale_reason")),
+                  ("latency SLO", slo and f"p99 {slo} ms (last {service['p99_latency_ms']})"),
                   ("last reading", relative(service.get("metric_at")) if service.get("metric_at") else "none yet")],
                  indent=""))
     print("\nScale events:")
