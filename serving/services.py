@@ -83,7 +83,7 @@ def service_create(*, actor: Any, project: Project, values: dict[str, Any]) -> S
     save_audited(actor=actor, obj=service, fields=FIELDS, project=project)
     ScaleEvent.objects.create(service=service, at=timezone.now(), before=0, after=service.replicas,
                               reason=f"created at its minimum of {service.min_replicas}", autoscaled=False)
-    transaction.on_commit(lambda: dispatch.apply(service.pk))
+    transaction.on_commit(lambda: dispatch.apply(service.pk), robust=True)  # a Kubernetes error is logged
     transaction.on_commit(wakeup.wake_scheduler)
     return service
 
@@ -107,7 +107,7 @@ def service_update(*, actor: Any, service: Service, values: dict[str, Any]) -> S
 def service_delete(*, actor: Any, service: Service) -> None:
     pk, project = service.pk, service.project
     delete_audited(actor=actor, obj=service, fields=("name", "pool", "replicas"), project=project)
-    transaction.on_commit(lambda: dispatch.delete(pk, project_id=project.pk))
+    transaction.on_commit(lambda: dispatch.delete(pk, project_id=project.pk), robust=True)
     transaction.on_commit(wakeup.wake_scheduler)
 
 
@@ -120,7 +120,7 @@ def metric_set(*, service: Service, value: float, p99_latency_ms: float | None =
                                                  p99_latency_ms=p99_latency_ms)
     service.refresh_from_db(fields=["metric_value", "metric_at", "p99_latency_ms"])
     if p99_latency_ms is not None and service.latency_slo_ms is not None:
-        transaction.on_commit(lambda: interference.report(service.pk))
+        transaction.on_commit(lambda: interference.report(service.pk), robust=True)
     return service
 
 
@@ -138,7 +138,7 @@ def scale_apply(*, service: Service, decision: Decision, ready: int, at: datetim
         return False
     ScaleEvent.objects.create(service=service, at=at, before=before, after=decision.replicas,
                               reason=reason)
-    transaction.on_commit(lambda: dispatch.scale(service.pk))
+    transaction.on_commit(lambda: dispatch.scale(service.pk), robust=True)
     transaction.on_commit(wakeup.wake_scheduler)
     return True
 

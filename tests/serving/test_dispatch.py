@@ -92,3 +92,18 @@ def test_without_the_module_nothing_is_dispatched_and_ready_is_kept(tenant, inve
     assert service.ready_replicas == 0
 
 
+
+
+def test_a_kubernetes_error_after_commit_is_logged_and_the_service_stays(
+        tenant, inventory, pool, kube_module, clients, caplog, django_capture_on_commit_callbacks):
+    from tests.serving.conftest import service_body
+
+    def refuse(client, spec):
+        raise RuntimeError("the API server is unreachable")
+
+    sys.modules["clusters.kube.serving"].apply = refuse
+    Cluster.objects.filter(pk=inventory["cluster"].pk).update(backend=Cluster.Backend.KUBERNETES)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = clients["member"].post("/api/v1/services/", service_body(), format="json")
+    assert response.status_code == 201
+    assert "the API server is unreachable" in caplog.text
