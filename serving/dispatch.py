@@ -1,28 +1,18 @@
 """A service on Kubernetes: one Deployment and one Service, through `clusters/kube/serving.py` (ServiceSpec,
 apply, scale, delete, ready_replicas). This is the one place serving talks to it.
 
-Services on simulated clusters dispatch nothing (scaler.py gives their replicas the pool's free devices). On a
-Kubernetes cluster, until that module is installed, nothing is dispatched either and `ready` answers None (the
-scaler then keeps the replicas it had marked ready): `kube()` is None.
+Services on simulated clusters dispatch nothing (scaler.py gives their replicas the pool's free devices).
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
+from clusters.kube import serving as kube
+from clusters.kube.client import KubeClient
 from clusters.models import Cluster
 from jobs import ports
 from jobs.scheduling.model import split_node_key
 from pools.source import pool_nodes
 from serving.models import Service
-
-
-def kube() -> ModuleType | None:
-    try:
-        return importlib.import_module("clusters.kube.serving")
-    except ImportError:  # not installed: services on Kubernetes are not dispatched
-        return None
 
 
 def key(service_id: int) -> str:
@@ -34,22 +24,20 @@ def _on_kubernetes(service: Service) -> bool:
     return bool(service.pool.cluster.backend == Cluster.Backend.KUBERNETES)
 
 
-def _where(cluster: Cluster, project_slug: str, organization_slug: str) -> tuple[object, str]:
+def _where(cluster: Cluster, project_slug: str, organization_slug: str) -> tuple[KubeClient, str]:
     from clusters.backends.kubernetes import clients, mapping
 
     return clients.client_for(cluster), mapping.namespace_for(cluster, project_slug, organization_slug)
 
 
-def spec(service: Service) -> object:
+def spec(service: Service) -> kube.ServiceSpec:
     """The ServiceSpec of `service` (clusters/kube/serving.py), on its pool's nodes."""
     from clusters.backends.kubernetes import mapping
 
-    module = kube()
-    assert module is not None
     cluster = service.pool.cluster
     namespace = mapping.namespace_for(cluster, service.project.slug, service.project.organization.slug)
     nodes = tuple(split_node_key(n.name)[1] for n in pool_nodes(service.pool, ports.inventory().nodes))
-    return module.ServiceSpec(
+    return kube.ServiceSpec(
         key=key(service.pk), namespace=namespace, image=service.image, command=tuple(service.command),
         args=tuple(service.args), env={str(k): str(v) for k, v in service.env.items()}, port=service.port,
         devices_per_replica=service.devices_per_replica, device_resource=service.pool.flavor.device_resource,
@@ -67,28 +55,23 @@ def _load(service_id: int) -> Service | None:
 def apply(service_id: int) -> None:
     """Create or update the service's objects (after its creation committed)."""
     service = _load(service_id)
-    module = kube()
-    if service is None or module is None or not _on_kubernetes(service):
+    if service is None or not _on_kubernetes(service):
         return
     client, _ = _where(service.pool.cluster, service.project.slug, service.project.organization.slug)
-    module.apply(client, spec(service))
+    kube.apply(client, spec(service))
 
 
 def scale(service_id: int) -> None:
     """Set the Deployment's replicas to the service's desired replicas (after a scale event committed)."""
     service = _load(service_id)
-    module = kube()
-    if service is None or module is None or not _on_kubernetes(service):
+    if service is None or not _on_kubernetes(service):
         return
     client, namespace = _where(service.pool.cluster, service.project.slug, service.project.organization.slug)
-    module.scale(client, namespace, key(service.pk), service.replicas)
+    kube.scale(client, namespace, key(service.pk), service.replicas)
 
 
 def delete(service_id: int, *, project_id: int) -> None:
     """Delete a deleted service's objects from every Kubernetes cluster its project's namespace may be on."""
-    module = kube()
-    if module is None:
-        return
     from tenancy.models import Project
 
     project = Project.objects.select_related("organization").filter(pk=project_id).first()
@@ -96,14 +79,12 @@ def delete(service_id: int, *, project_id: int) -> None:
         return
     for cluster in Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES):
         client, namespace = _where(cluster, project.slug, project.organization.slug)
-        module.delete(client, namespace, key(service_id))
+        kube.delete(client, namespace, key(service_id))
 
 
 def ready(service: Service) -> int | None:
-    """Ready replicas as Kubernetes counts them; None where this module cannot say (not on Kubernetes, or the
-    module is not installed)."""
-    module = kube()
-    if module is None or not _on_kubernetes(service):
+    """Ready replicas as Kubernetes counts them; None when the service is not on Kubernetes."""
+    if not _on_kubernetes(service):
         return None
     client, namespace = _where(service.pool.cluster, service.project.slug, service.project.organization.slug)
-    return int(module.ready_replicas(client, namespace, key(service.pk)))
+    return int(kube.ready_replicas(client, namespace, key(service.pk)))

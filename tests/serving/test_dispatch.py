@@ -1,109 +1,75 @@
-"""The adapter to clusters/kube/serving.py (serving/dispatch.py): nothing is dispatched without it or on a simulated
-cluster; with it, a service on a Kubernetes cluster is applied, scaled and deleted by its key, and its ready replicas
-are the Deployment's. The module is stood in for here by one with the same names (the lead tests the real one)."""
+"""Services on Kubernetes through serving/dispatch.py and clusters/kube/serving.py, against kmock (a real HTTP API
+server emulator): nothing is dispatched on a simulated cluster; on a Kubernetes cluster a service's Deployment and
+Service are created on its pool's nodes, scaled when the autoscaler scales it, read for ready replicas and deleted
+with it; an API server that refuses leaves the service recorded and the error logged."""
 
 from __future__ import annotations
 
-import sys
 import time
-import types
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from clusters.models import Cluster
 from serving import dispatch, scaler, services
-
-
-@dataclass(frozen=True)
-class ServiceSpec:
-    key: str
-    namespace: str
-    image: str
-    command: tuple[str, ...]
-    args: tuple[str, ...]
-    env: dict[str, str]
-    port: int
-    devices_per_replica: int
-    device_resource: str
-    node_names: tuple[str, ...]
-    replicas: int
-    labels: dict[str, str]
-    cpu: str = "1"
-    memory: str = "4Gi"
-    settings: Any = None
+from tests.clusters.conftest import _fresh_clients, kube  # noqa: F401  (fixtures: kmock, per-test clients)
 
 
 @pytest.fixture
-def kube_module(monkeypatch):
-    calls: list[tuple] = []
-    module = types.ModuleType("clusters.kube.serving")
-    module.ServiceSpec = ServiceSpec
-    module.apply = lambda client, spec: calls.append(("apply", spec))
-    module.scale = lambda client, namespace, key, replicas: calls.append(("scale", namespace, key, replicas))
-    module.delete = lambda client, namespace, key: calls.append(("delete", namespace, key))
-    module.ready_replicas = lambda client, namespace, key: 1
-    monkeypatch.setitem(sys.modules, "clusters.kube.serving", module)
-    monkeypatch.setattr(dispatch, "_where", lambda cluster, project, organization: (object(), f"tidal-{project}"))
-    return calls
+def on_kube(inventory, kube):  # noqa: F811
+    """The pool's cluster is a Kubernetes cluster whose API server is kmock."""
+    cluster = Cluster.objects.get(pk=inventory["cluster"].pk)
+    cluster.backend = Cluster.Backend.KUBERNETES
+    cluster.namespace_pattern = "tidal-{project}"
+    cluster.set_kubeconfig(kube.kubeconfig())
+    cluster.save()
+    return kube
 
 
-def test_nothing_is_dispatched_on_a_simulated_cluster(tenant, pool, kube_module, django_capture_on_commit_callbacks):
+def test_nothing_is_dispatched_on_a_simulated_cluster(tenant, pool, kube, django_capture_on_commit_callbacks):  # noqa: F811
     from tests.serving.conftest import make_service
 
     with django_capture_on_commit_callbacks(execute=True):
-        make_service(tenant)
-    assert kube_module == []
+        service = make_service(tenant)
+    assert kube.objects("deployments") == {} and dispatch.ready(service) is None
 
 
-def test_a_service_on_kubernetes_is_applied_scaled_and_deleted_by_its_key(
-        tenant, inventory, pool, kube_module, django_capture_on_commit_callbacks):
+def test_a_service_on_kubernetes_is_applied_scaled_read_and_deleted(tenant, pool, on_kube,
+                                                                     django_capture_on_commit_callbacks):
     from tests.serving.conftest import make_service
 
-    Cluster.objects.filter(pk=inventory["cluster"].pk).update(backend=Cluster.Backend.KUBERNETES)
     with django_capture_on_commit_callbacks(execute=True):
         service = make_service(tenant, env={"MODEL": "chat-7b"}, command=["serve"], port=9000)
-    (kind, spec), = kube_module
-    assert kind == "apply" and spec.key == f"tidal-svc-{service.pk}" and spec.namespace == "tidal-vision"
-    assert (spec.node_names, spec.devices_per_replica, spec.device_resource) == (("a-n1", "a-n2"), 4,
-                                                                                 "nvidia.com/gpu")
-    assert (spec.replicas, spec.port, spec.env, spec.command) == (1, 9000, {"MODEL": "chat-7b"}, ("serve",))
-    services.metric_set(service=service, value=20.0)
+    key = ("tidal-vision", f"tidal-svc-{service.pk}")
+    deployment = on_kube.objects("deployments")[key]
+    assert key in on_kube.objects("services")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["command"] == ["serve"] and {"name": "MODEL", "value": "chat-7b"} in container["env"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4" and deployment["spec"]["replicas"] == 1
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert sorted(terms[0]["matchFields"][0]["values"]) == ["a-n1", "a-n2"]  # the pool's nodes only
+    services.metric_set(service=service, value=20.0)  # 20 requests/s at 10 a replica: 2 replicas
     with django_capture_on_commit_callbacks(execute=True):
         scaler.tick(time.time())
-    assert kube_module[-1] == ("scale", "tidal-vision", spec.key, 2)
+    assert on_kube.objects("deployments")[key]["spec"]["replicas"] == 2
+    on_kube.put("deployments", key[0], {**on_kube.objects("deployments")[key],
+                                        "status": {"replicas": 2, "readyReplicas": 1}}, group="apps")
     service.refresh_from_db()
-    assert service.ready_replicas == 1  # the Deployment's, not the simulated fit
+    assert dispatch.ready(service) == 1  # the Deployment's count, not the simulated fit
     with django_capture_on_commit_callbacks(execute=True):
         services.service_delete(actor=tenant.users["member"], service=service)
-    assert kube_module[-1] == ("delete", "tidal-vision", spec.key)
+    assert key not in on_kube.objects("deployments") and key not in on_kube.objects("services")
 
 
-def test_without_the_module_nothing_is_dispatched_and_ready_is_kept(tenant, inventory, pool, monkeypatch):
-    from tests.serving.conftest import make_service
-
-    monkeypatch.setitem(sys.modules, "clusters.kube.serving", None)  # an import of it fails
-    Cluster.objects.filter(pk=inventory["cluster"].pk).update(backend=Cluster.Backend.KUBERNETES)
-    service = make_service(tenant)
-    assert dispatch.kube() is None and dispatch.ready(service) is None
-    scaler.tick(time.time())
-    service.refresh_from_db()
-    assert service.ready_replicas == 0
-
-
-
-
-def test_a_kubernetes_error_after_commit_is_logged_and_the_service_stays(
-        tenant, inventory, pool, kube_module, clients, caplog, django_capture_on_commit_callbacks):
+def test_an_api_server_that_refuses_leaves_the_service_recorded_and_logs(tenant, pool, on_kube, clients, caplog,
+                                                                         django_capture_on_commit_callbacks):
     from tests.serving.conftest import service_body
 
-    def refuse(client, spec):
-        raise RuntimeError("the API server is unreachable")
-
-    sys.modules["clusters.kube.serving"].apply = refuse
-    Cluster.objects.filter(pk=inventory["cluster"].pk).update(backend=Cluster.Backend.KUBERNETES)
+    on_kube.stop()  # nothing answers at the cluster's address
     with django_capture_on_commit_callbacks(execute=True):
         response = clients["member"].post("/api/v1/services/", service_body(), format="json")
     assert response.status_code == 201
-    assert "the API server is unreachable" in caplog.text
+    assert "in on_commit()" in caplog.text  # the failed apply, logged after the commit that recorded the service
+    from serving.models import Service
+
+    assert Service.objects.filter(pk=response.json()["id"]).exists()
