@@ -19,7 +19,7 @@ The rules, in every cycle:
   pause each way and the work since the last checkpoint. Grown replicas are not demand: the lend hold does not
   count them (state.py).
   A grown replica has no known end, so it never uses capacity a reservation holds. It goes on any node of its
-  flavor: an elastic group has no topology rule of its own.
+  flavor in its job's cluster: an elastic group has no topology rule of its own.
 """
 
 from __future__ import annotations
@@ -110,30 +110,48 @@ def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short
     shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of; `arriving`: what
     the cohorts' projects ask for per second (arriving_rates)."""
     grows = []
+    elsewhere = _Elsewhere(state)
     for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, j.id)):
         if job.id in resized or state.now < (job.resized_at or job.started_at) + job.resize_cooldown:
             continue
         added: list[Assignment] = []
         for group in job.elastic:
-            added += _grow_group(state, job, group.role, group.max_replicas, short, arriving, len(added))
+            added += _grow_group(state, job, group.role, group.max_replicas, short, arriving, elsewhere, len(added))
         if added:
             grows.append(Grow(job.id, tuple(added)))
     return grows
 
 
+class _Elsewhere:
+    """The nodes of a flavor outside a cluster, which a grown replica avoids (it joins its job's rendezvous: a gang
+    never spans clusters), found once per (flavor, cluster) in a cycle."""
+
+    def __init__(self, state: CycleState) -> None:
+        self.nodes = state.index.nodes
+        self.found: dict[tuple[str, str], frozenset[str]] = {}
+
+    def __call__(self, flavor: str, cluster: str) -> frozenset[str]:
+        key = (flavor, cluster)
+        if key not in self.found:
+            self.found[key] = frozenset(n.name for n in self.nodes if n.flavor == flavor and n.cluster != cluster)
+        return self.found[key]
+
+
 def _grow_group(state: CycleState, job: RunningJob, role: str, most: int, short: set[str], arriving: Arriving,
-                ranks_used: int) -> list[Assignment]:
+                elsewhere: _Elsewhere, ranks_used: int) -> list[Assignment]:
     replicas = [a for a in job.placement if a.role == role]
     if not replicas or len(replicas) >= most:
         return []
     like = max(replicas, key=lambda a: a.index)  # a new replica asks for what its group's replicas ask
     i = state.index.index_of.get(like.node)
-    flavor = job.flavor if i is None else state.index.node_flavor[i]
+    if i is None:
+        return []  # its node left the inventory: which cluster its job runs in is not known
+    flavor = state.index.node_flavor[i]
     if flavor in short:
         return []
     one = PendingJob(job.id, job.project, int(job.priority), state.now,
                      (ReplicaGroup(role, 1, like.devices, flavor, like.cpu_millis, like.memory_mib),), True,
-                     Topology.NONE)
+                     Topology.NONE, avoid_nodes=elsewhere(flavor, state.index.nodes[i].cluster))
     info = JobInfo(one)
     coming = expected(arriving, state.quota.cohort_of(job.project), flavor, job.resize_cooldown)
     added: list[Assignment] = []

@@ -253,3 +253,17 @@ def test_grows_within_its_own_guarantee_whatever_others_submit():
     quotas = [Quota("vision", A100, 32), Quota("nlp", A100, 16)]
     snap = replace(snapshot(nodes(6), [], [e], quotas=quotas, now=NOW), arrival_rates=nlp_submits(24.0))
     assert grows(cycle(snap)) == {10: [2, 3]}
+
+
+def test_grows_only_in_its_own_cluster():
+    # Two clusters of the same flavor: the job's replicas joined one rendezvous in "east"; a replica in "west"
+    # could not join it (a gang never spans clusters), however idle west is.
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    east = nodes(2, cluster="east")
+    west = nodes(2, cluster="west", prefix="w")
+    snap = snapshot(east + west, [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    assert grows(cycle(snap)) == {}
+    more_east = east + nodes(1, cluster="east", start=2)
+    snap = snapshot(more_east + west, [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    grown = cycle(snap).grows
+    assert [a.node for g in grown for a in g.placement] == ["n2"]
