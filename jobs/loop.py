@@ -168,7 +168,8 @@ def _estimated_starts(snapshot: core.Snapshot, policy: core.Policy,
     shares = runtime_shares()
     fingerprint = _fingerprint(snapshot, policy, shares)
     if fingerprint != _Forecasts.fingerprint or _Forecasts.clock_jumped():
-        snapshot = replace(snapshot, arrival_rates=recent_arrival_rates(snapshot.now))
+        if not snapshot.arrival_rates:  # the cycle read them when elastic jobs run
+            snapshot = replace(snapshot, arrival_rates=recent_arrival_rates(snapshot.now))
         _Forecasts.estimates = core.estimate_starts(snapshot, policy, first=result, shares=shares, max_steps=steps,
                                                     seconds=seconds, clock=time.perf_counter)
         _Forecasts.fingerprint = fingerprint
@@ -253,11 +254,14 @@ def run_once(now: datetime | None = None) -> core.CycleResult | None:
             return None
         services.job_requeue_due_retries(now)
         read = build_snapshot(now.timestamp())
-        result = core.run_cycle(read.snapshot, policy)
+        snapshot = read.snapshot
+        if any(job.elastic for job in snapshot.running):  # growth leaves room for what is expected (elastic.py)
+            snapshot = replace(snapshot, arrival_rates=recent_arrival_rates(snapshot.now))
+        result = core.run_cycle(snapshot, policy)
         # The forecast is pure work of up to TIDAL_ETA_SECONDS: done before the writes below lock the rows of the
         # jobs they admit and preempt, so cancelling one of them does not wait for it.
         forecast_started = time.perf_counter()
-        estimates = _estimated_starts(read.snapshot, policy, result)
+        estimates = _estimated_starts(snapshot, policy, result)
         _observe_phases(result, time.perf_counter() - forecast_started)
         _apply_preemptions(result, now)
         _apply_resizes(result, read, now, grows=False)

@@ -9,6 +9,7 @@ from pools import api as pools_api
 from quotas import api as quotas_api
 from reliability import api as reliability_api
 from replays import api as replays_api
+from serving import api as serving_api
 from telemetry import api as telemetry_api
 from tenancy import api as tenancy_api
 from tracking import api as tracking_api
@@ -50,3 +51,4 @@ router.register("organization-budgets", costs_api.OrganizationBudgetViewSet, bas
 router.register("user-budgets", costs_api.UserBudgetViewSet, basename="userbudget")
 router.register("spend-anomaly-rules", costs_api.SpendAnomalyRuleViewSet, basename="spendanomalyrule")
 router.register("pools", pools_api.PoolViewSet, basename="pool")
+router.register("services", serving_api.ServiceViewSet, basename="service")

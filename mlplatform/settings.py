@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "costs",
     "reliability",
     "pools",
+    "serving",
 ]
 
 MIDDLEWARE = [
@@ -383,6 +384,8 @@ CELERY_BEAT_SCHEDULE.update({
     "telemetry-read": {"task": "telemetry.tasks.read_telemetry", "schedule": TIDAL["TELEMETRY_INTERVAL"]},
     # A day's spend over a multiple of its trailing median: alerted once per project and day (docs/costs.md).
     "costs-check-spend-anomalies": {"task": "costs.tasks.check_spend_anomalies", "schedule": 300.0},
+    # Services scaled with the HPA's rules on their metric (docs/pools.md#services).
+    "serving-autoscale": {"task": "serving.tasks.autoscale_services", "schedule": 5.0},
 })
 # Alert webhooks may target private, loopback and link-local addresses only when this is on (a private deployment).
 TIDAL_WEBHOOK_ALLOW_PRIVATE = env_bool("TIDAL_WEBHOOK_ALLOW_PRIVATE", False)

@@ -51,6 +51,7 @@ urlpatterns = [
     path("", include("costs.urls")),
     path("", include("reliability.urls")),
     path("", include("pools.urls")),
+    path("", include("serving.urls")),
     path("", include("tenancy.urls")),
 ]
 

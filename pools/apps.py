@@ -7,10 +7,9 @@ class PoolsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from core.embedded import EMBEDDED_LOOPS, Loop
         from jobs import ports
         from jobs.panels import Panel, job_page
-        from pools import demo, services, source, views
+        from pools import services, source, views
         from tenancy.auth import OtherCredential, other_credentials
 
         ports.pool_source.connect(ports.PoolSource(source.read, source.record))
@@ -19,5 +18,3 @@ class PoolsConfig(AppConfig):
             lambda secret: secret.startswith(services.TOKEN_PREFIX) and services.pool_for_token(secret) is not None,
             "This is a pool token: it only puts its pool's demand (PUT /api/v1/pools/<name>/demand/)."))
         job_page.connect(Panel("pools/_job_lent.html", views.job_panel, order=10))
-        # Embedded mode (`make run`): the demo pool's synthetic day (a no-op without it).
-        EMBEDDED_LOOPS.connect(Loop("pool-demo-tide", demo.tide, 5.0))

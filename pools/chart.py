@@ -1,9 +1,9 @@
 """The Pools page's 24 h chart as SVG polylines drawn on the server: no script, so nothing for the page's Content
-Security Policy to allow."""
+Security Policy to allow. `draw` is the generic part (the service page draws its replicas and load with it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,20 +21,32 @@ class Line:
     points: str  # "x,y x,y ..."
 
 
-def lines(samples: Sequence[dict[str, Any]], end: datetime, span: timedelta = timedelta(hours=24)) -> list[Line]:
-    """One polyline per series over the last `span` before `end`; y from 0 to the pool's largest capacity."""
+Series = tuple[str, str, str, Callable[[Any], float]]  # key, label, colour, the value of a sample
+
+
+def draw(samples: Sequence[Any], end: datetime, series: Sequence[Series], top: float,
+         at: Callable[[Any], datetime], span: timedelta = timedelta(hours=24)) -> list[Line]:
+    """One polyline per series over the last `span` before `end`; y from 0 to `top`."""
     if not samples:
         return []
-    top = max(max(s["capacity"] for s in samples), 1)
+    top = max(top, 1)
     start = end - span
 
-    def x(at: datetime) -> float:
-        return round(WIDTH * max(0.0, (at - start) / span), 1)
+    def x(moment: datetime) -> float:
+        return round(WIDTH * max(0.0, (moment - start) / span), 1)
 
-    def y(value: int) -> float:
-        return round(HEIGHT * (1 - value / top), 1)
+    def y(value: float) -> float:
+        return round(HEIGHT * (1 - min(value, top) / top), 1)
 
-    values = {"demand": lambda s: s["demand"], "reserved": lambda s: s["demand"] + s["headroom"],
-              "lent": lambda s: s["lent"], "used": lambda s: s["used"]}
-    return [Line(key, label, colour, " ".join(f"{x(s['at'])},{y(values[key](s))}" for s in samples))
-            for key, label, colour in SERIES]
+    return [Line(key, label, colour, " ".join(f"{x(at(s))},{y(value(s))}" for s in samples))
+            for key, label, colour, value in series]
+
+
+def lines(samples: Sequence[dict[str, Any]], end: datetime, span: timedelta = timedelta(hours=24)) -> list[Line]:
+    """The pool's demand, demand + headroom, lent and used; y up to the pool's largest capacity."""
+    values: dict[str, Callable[[Any], float]] = {
+        "demand": lambda s: s["demand"], "reserved": lambda s: s["demand"] + s["headroom"],
+        "lent": lambda s: s["lent"], "used": lambda s: s["used"]}
+    top = max((s["capacity"] for s in samples), default=1)
+    return draw(samples, end, [(key, label, colour, values[key]) for key, label, colour in SERIES], top,
+                lambda s: s["at"], span)

@@ -1,9 +1,11 @@
 """What a pool's serving demands now and what it lends: pure functions of its settings and its sources' readings.
 
-Sources, any combination; the pool follows the largest: the demand API's last value, the devices pods Tidal did not
-create hold on its nodes (node sync counts them), a schedule (inside its windows serving needs only the floor,
-outside them every device), and a forecast (forecast.py: the most serving demanded over the coming give-back time on
-past days, so lending stops before a known rise). Headroom is a percent of demand, at least the floor, kept unlent.
+Sources, any combination; the pool follows the largest: the demand API's last value, the devices pods on its nodes
+hold (Tidal's own services' desired replicas plus the pods Tidal did not create, which node sync counts: a
+service's pods carry Tidal's labels, so node sync does not count them as foreign and nothing is counted twice), a
+schedule (inside its windows serving needs only the floor, outside them every device), and a forecast (forecast.py:
+the most serving demanded over the coming give-back time on past days, so lending stops before a known rise).
+Headroom is a percent of demand, at least the floor, kept unlent.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ class Settings:
 @dataclass(frozen=True)
 class Reading:
     """What the sources say now: the API's value and when it changed (None: not a source), foreign devices (None:
-    not counted), the forecast for the coming give-back time and when that rise is expected (None: no forecast)."""
+    not counted), the devices of Tidal's services' desired replicas and when they last rose (None: no service), the
+    forecast for the coming give-back time and when that rise is expected (None: no forecast)."""
 
     api: int | None = None
     api_at: float | None = None
     foreign: int | None = None
     forecast: int | None = None
     forecast_at: float | None = None
+    services: int | None = None
+    services_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,10 @@ def figures(settings: Settings, reading: Reading, now: float) -> Figures:
         demands.append((reading.api, reading.api_at if reading.api_at is not None else now))
     if reading.foreign is not None:
         demands.append((reading.foreign, now))
+    if reading.services is not None:
+        # Tidal's services and the pods it did not create both hold the pool's devices: together, serving's.
+        demands.append((reading.services + (reading.foreign or 0),
+                        reading.services_at if reading.services_at is not None else now))
     if settings.windows:
         inside, since, back_at = schedule(now, settings.windows, settings.time_zone)
         demands.append((settings.schedule_floor if inside else settings.capacity, since))

@@ -1,23 +1,20 @@
 """The demo's pool: `chat`, serving on two A100 nodes of its own added to the simulated cluster (rack-s1: the
-training demo keeps its nodes), whose demand follows a synthetic day generated here (never a copy of any trace),
-compressed into DAY_SECONDS so `make run` shows the tide go out and come in within minutes; and one preemptible job
-that borrows it."""
+training demo keeps its nodes), and one preemptible job that borrows it. Its demand is the demo service's replicas
+(serving/demo.py), whose traffic follows the synthetic day generated here (never a copy of any trace), compressed
+into DAY_SECONDS so `make run` shows the tide go out and come in within minutes."""
 
 from __future__ import annotations
 
 import math
-import time
 
 from django.contrib.auth import get_user_model
 
 from clusters.models import Cluster, Node
 from clusters.services import node_save
-from jobs import ports
 from jobs.models import Job
 from jobs.services import job_submit
 from pools import services
 from pools.models import Pool
-from pools.source import pool_nodes
 from quotas.models import PriorityClass, ResourceFlavor
 from tenancy.models import Project
 
@@ -79,12 +76,3 @@ def seed_borrower() -> int:
         "max_runtime": 6 * 3600, "retry_limit": 2, "checkpoint_path": f"s3://acme-ckpt/robotics/{JOB}"})
     return 1
 
-
-def tide() -> None:
-    """Put the demo pool's demand for this moment of the demo day (embedded mode, simulated cluster only)."""
-    pool = Pool.objects.select_related("cluster", "flavor").filter(
-        name=NAME, cluster__backend=Cluster.Backend.SIMULATED).first()
-    if pool is None:
-        return
-    capacity = sum(n.devices + n.foreign for n in pool_nodes(pool, ports.inventory().nodes))
-    services.demand_set(pool=pool, devices=round(capacity * demand_share(demo_hour(time.time()))))

@@ -36,10 +36,13 @@ def _milliseconds(value: object, field: str) -> float:
 
 
 def _pool_node_names(pool: Pool, nodes: object) -> list[str]:
-    """The named nodes, each one of the pool's; a 400 naming `nodes` otherwise."""
+    """The named nodes, each one of the pool's, by name (`serve-1`) or as the scheduler names them
+    (`cluster/serve-1`, what `pools.source.pool_nodes` gives); a 400 naming `nodes` otherwise."""
     if not isinstance(nodes, list | tuple) or not nodes or not all(isinstance(n, str) for n in nodes):
         raise DomainError("A list of node names of the pool (leave it out for every node).", field="nodes")
     mine = {split_node_key(n.name)[1] for n in pool_nodes(pool, ports.inventory().nodes)}
+    prefix = f"{pool.cluster.name}/"
+    nodes = [n.removeprefix(prefix) for n in nodes]
     unknown = sorted(set(nodes) - mine)
     if unknown:
         raise DomainError(f"Not a node of pool {pool.name}: {', '.join(unknown[:5])}.", field="nodes")

@@ -3,12 +3,14 @@ what it lends (demand.py); after it, each give-back opened or closed and a sampl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 
 from django.db.models import Q
 
+from core.hooks import Hook
 from jobs import ports
 from jobs import scheduling as core
 from jobs.scheduling.model import split_node_key
@@ -16,6 +18,10 @@ from pools import demand, forecast
 from pools.models import GiveBack, Interference, Pool, PoolSample
 
 SAMPLE_EVERY = timedelta(minutes=1)
+
+# Tidal's own services in a pool (the serving app connects it): the devices of their desired replicas and when that
+# last rose, or None while the pool has no service.
+service_demand: Hook[Callable[[Pool], tuple[int, float] | None]] = Hook("pools.source.service_demand", single=True)
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,9 @@ def pool_figures(pool: Pool, members: list[core.Node], now: float) -> tuple[int,
     settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
                                tuple(pool.schedule), pool.schedule_floor, pool.lending)
     expected = _forecast(pool, now) if pool.use_forecast else None
+    services = service_demand.one()(pool) if service_demand.receivers else None
     reading = demand.Reading(pool.demand, pool.demand_at.timestamp() if pool.demand_at else None, foreign,
-                             *(expected or (None, None)))
+                             *(expected or (None, None)), *(services or (None, None)))
     return capacity, demand.figures(settings, reading, now)
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from pools import chart, selectors
+from pools.panels import pool_panels
 
 
 @login_required
@@ -26,7 +27,7 @@ def pool_page(request: HttpRequest, name: str) -> HttpResponse:
     figures = selectors.figures(pool, request.user, series=True)
     return render(request, "pools/detail.html", {
         "pool": figures, "lines": chart.lines(figures.series, timezone.now()),
-        "width": chart.WIDTH, "height": chart.HEIGHT})
+        "width": chart.WIDTH, "height": chart.HEIGHT, "panels": pool_panels(request, pool)})
 
 
 def job_panel(request: HttpRequest, job: Job) -> dict:

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from jobs.scheduling.elastic import elastic_groups
+from jobs.scheduling.forecast import ARRIVAL_WINDOW, arrival_rates
 from jobs.scheduling.model import (
     Arrival,
+    ArrivalRate,
     Assignment,
     CycleResult,
     Elastic,
@@ -421,6 +423,10 @@ class _Engine:
         # Attempts ended and jobs submitted within the last Policy.lend_hold seconds, oldest first (the lend hold).
         self.ended: deque[EndedUse] = deque()
         self.arrivals: deque[Arrival] = deque()
+        # Jobs submitted within the last forecast.ARRIVAL_WINDOW seconds, oldest first, and the arrival rates they
+        # make (Snapshot.arrival_rates, as the loop reads them while elastic jobs run), kept until the window changes.
+        self.submitted: deque[PendingJob] = deque()
+        self.rates: tuple[ArrivalRate, ...] | None = ()
         self.seq = 0
         self.total_used = 0
         self.util_times: list[float] = []
@@ -861,6 +867,7 @@ class _Engine:
         while self.arrivals and self.arrivals[0].at <= since:
             self.arrivals.popleft()
         return Snapshot(
+            arrival_rates=self._arrival_rates() if self.below_max else (),
             now=self.now,
             nodes=tuple(self.nodes),
             quotas=self.quotas.quotas,
@@ -871,6 +878,16 @@ class _Engine:
             arrivals=tuple(self.arrivals),
             pools=(self.pool_clock.pool(self.now),) if self.pool_clock else (),
         )
+
+    def _arrival_rates(self) -> tuple[ArrivalRate, ...]:
+        """The rates of the last hour's submissions (what the loop reads for growth: jobs.snapshot)."""
+        since = self.now - ARRIVAL_WINDOW
+        while self.submitted and self.submitted[0].submitted_at <= since:
+            self.submitted.popleft()
+            self.rates = None
+        if self.rates is None:
+            self.rates = arrival_rates(self.submitted, ARRIVAL_WINDOW)
+        return self.rates
 
     def _cycle(self) -> bool:
         """Run the scheduler until the instant settles; True when any decision changed the state."""
@@ -951,6 +968,8 @@ class _Engine:
                 j = self.jobs[nxt]
                 self.arrivals.append(Arrival(j.project, j.flavor, j.total_devices, t))
                 self._enqueue(nxt + 1)
+                self.submitted.append(self.pending[nxt + 1])
+                self.rates = None
                 nxt += 1
                 applied += 1
             if interval is None:

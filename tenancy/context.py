@@ -10,6 +10,7 @@ NAVIGATION = [
     ("reliability", "Reliability"),
     ("clusters", "Clusters"),
     ("pools", "Pools"),
+    ("services", "Services"),
 ]
 
 

@@ -27,11 +27,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ["tenancy", "notifications", "quotas", "jobs", "clusters", "replay", "replays", "tracking", "costs",
-        "reliability", "pools"]
+        "reliability", "pools", "serving"]
 # Each app may import only apps of a lower layer (and itself): siblings do not import each other.
 # Notifications sit under every app that alerts (the webhooks' model, tracking's, fills its registration point).
 LAYERS = {"core": 0, "tenancy": 1, "notifications": 2, "quotas": 3, "jobs": 4, "clusters": 5, "replay": 5,
-          "tracking": 5, "telemetry": 6, "pools": 6, "costs": 7, "replays": 8, "reliability": 8,
+          "tracking": 5, "telemetry": 6, "pools": 6, "costs": 7, "replays": 8, "reliability": 8, "serving": 7,
           "mlplatform": 9}
 STATE_WRITER = "jobs/lifecycle.py"
 WRITE_METHODS = {"update", "create", "bulk_create", "get_or_create", "update_or_create", "bulk_update", "save"}

@@ -35,6 +35,8 @@ TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # negotiated, so accepting JSON too changes nothing for the lines.
 LOG_ACCEPT = "text/plain, application/json"
 KIND_PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
+# Kinds of other API groups: kind -> (the group's path, plural). Services' Deployments (clusters/kube/serving.py).
+GROUP_KINDS = {"Deployment": ("/apis/apps/v1", "deployments")}
 
 
 class Permission(NamedTuple):
@@ -45,6 +47,7 @@ class Permission(NamedTuple):
     resource: str
     subresource: str = ""
     namespaced: bool = True
+    group: str = ""  # the API group ("" the core group, "apps" for deployments)
 
     def describe(self, namespace: str) -> str:
         resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
@@ -59,6 +62,11 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     # label and delete. The sweep goes namespace by namespace, so none of these is needed cluster-wide.
     *(Permission(verb, kind) for kind in MANAGED_KINDS for verb in ("create", "get", "list", "delete")),
     Permission("get", "pods", "log"),  # log tail and follow, the last lines of a failed replica
+    # Services (clusters/kube/serving.py): a Deployment and a Service per service, updated in place with a merge
+    # patch when its spec changed, scaled through the Deployment's scale subresource.
+    *(Permission(verb, "deployments", group="apps") for verb in ("create", "get", "patch", "delete")),
+    Permission("patch", "deployments", "scale", group="apps"),
+    Permission("patch", "services"),
     # Cluster-wide: the resync and node sync list pods of every namespace (foreign pods' devices are subtracted from
     # node capacity), the reconciler watches them; node sync lists nodes.
     Permission("list", "pods", namespaced=False),
@@ -225,10 +233,10 @@ class KubeClient:
 
     @staticmethod
     def _collection(kind: str, namespace: str | None) -> str:
-        plural = KIND_PLURALS.get(kind)
+        root, plural = GROUP_KINDS.get(kind) or ("/api/v1", KIND_PLURALS.get(kind))
         if plural is None:
             raise ValueError(f"unsupported kind {kind!r}")
-        return f"/api/v1/namespaces/{namespace}/{plural}" if namespace else f"/api/v1/{plural}"
+        return f"{root}/namespaces/{namespace}/{plural}" if namespace else f"{root}/{plural}"
 
     # ------------------------------------------------------------------------------------ operations
 
@@ -252,6 +260,13 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any], *,
+              subresource: str = "") -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of a namespaced object, or of its ``subresource`` (a Deployment's
+        ``scale``): maps are merged (``None`` removes a key), lists replaced whole. Raises on 404."""
+        path = f"{self._collection(kind, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
+        return self._json("PATCH", path, body=patch, content_type="application/merge-patch+json")
 
     def delete(self, kind: str, namespace: str, name: str, *, grace_seconds: int | None = None,
                propagation: str = "Background") -> bool:
@@ -350,6 +365,8 @@ class KubeClient:
 
     def allowed(self, permission: Permission, namespace: str) -> bool:
         attributes: dict[str, str] = {"verb": permission.verb, "resource": permission.resource}
+        if permission.group:
+            attributes["group"] = permission.group
         if permission.subresource:
             attributes["subresource"] = permission.subresource
         if permission.namespaced:

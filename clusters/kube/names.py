@@ -16,10 +16,13 @@ LABEL_JOB = PREFIX + "job"  # job id
 LABEL_ATTEMPT = PREFIX + "attempt"  # attempt number
 LABEL_PROJECT = PREFIX + "project"  # project slug (label-safe)
 LABEL_LAUNCHER = PREFIX + "launcher"
-LABEL_COMPONENT = PREFIX + "component"  # parent | replica | rendezvous | hostfile | token
+LABEL_COMPONENT = PREFIX + "component"  # parent | replica | rendezvous | hostfile | token | service
 LABEL_ROLE = PREFIX + "role"  # pods only
 LABEL_INDEX = PREFIX + "index"  # pods only: index within the role
 LABEL_RANK = PREFIX + "rank"  # pods only: global rank (0 = master / head)
+# A service's Deployment, Service and pods (clusters/kube/serving.py): its key, the object name. They carry no job or
+# attempt label, so node sync, the reconciler and the orphan sweep never take them for a training attempt's.
+LABEL_SERVICE = PREFIX + "service"
 
 ANNOTATION_JOB_NAME = PREFIX + "job-name"  # the full, untruncated job name
 ANNOTATION_PROJECT = PREFIX + "project"  # the full project slug
@@ -27,6 +30,9 @@ ANNOTATION_NODE = PREFIX + "placed-node"  # node chosen by the Tidal scheduler
 ANNOTATION_CHECKPOINT = PREFIX + "checkpoint-path"
 # On a node Tidal cordoned for its quarantine: it uncordons only such a node on release.
 ANNOTATION_CORDON = PREFIX + "quarantine-cordon"
+# On a service's Deployment and Service: a hash of what Tidal last applied, so applying the same spec again writes
+# nothing (the API server's defaults make the stored object differ from what was sent).
+ANNOTATION_SPEC_HASH = PREFIX + "spec-hash"
 
 MANAGED_SELECTOR = f"{LABEL_MANAGED}=true"
 

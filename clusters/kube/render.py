@@ -246,17 +246,17 @@ def _env(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
     return env
 
 
-def _pod_security(job: RenderJob) -> dict[str, Any]:
+def pod_security(run_as_user: int | None) -> dict[str, Any]:
     """The pod's part of the `restricted` Pod Security Standard: the runtime's default seccomp profile always, and
     running as non-root when the job names the uid its image runs as (the kubelet can only check runAsNonRoot
     against a numeric user, and an image's default user may be root)."""
     context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
-    if job.run_as_user is not None:
-        context.update(runAsNonRoot=True, runAsUser=job.run_as_user)
+    if run_as_user is not None:
+        context.update(runAsNonRoot=True, runAsUser=run_as_user)
     return context
 
 
-def _container_security(rdma: bool) -> dict[str, Any]:
+def container_security(rdma: bool) -> dict[str, Any]:
     """The container's part of `restricted`: no privilege escalation and no capabilities, except IPC_LOCK for RDMA
     (verbs pin memory), which no Pod Security level but `privileged` allows."""
     capabilities: dict[str, Any] = {"drop": ["ALL"]}
@@ -285,7 +285,7 @@ def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
         "command": command,
         "env": _env(job, settings, replica, master, rdma),
         "resources": {"requests": requests, "limits": limits},
-        "securityContext": _container_security(rdma),
+        "securityContext": container_security(rdma),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # noqa: S108  (a pod's shared memory, not a temp file)
     }
     if args:
@@ -308,7 +308,7 @@ def _pod(job: RenderJob, settings: ClusterSettings, replica: Replica, master: Re
     if job.checkpoint_path:
         meta["annotations"][names.ANNOTATION_CHECKPOINT] = job.checkpoint_path
     spec: dict[str, Any] = {
-        "securityContext": _pod_security(job),
+        "securityContext": pod_security(job.run_as_user),
         "restartPolicy": "Never",
         "hostname": replica.pod_name,
         "automountServiceAccountToken": False,

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
-from .elastic import at_minimum, grow, split_running
+from .elastic import arriving_rates, at_minimum, grow, split_running
 from .explain import Explainer, WaitEntry, fmt_duration
 from .fast.memo import DominanceMemo
 from .fast.preemption import nothing_to_take, shortcut_search
@@ -161,6 +161,7 @@ class Cycle:
         snapshot, self.given_back = lend(snapshot)
         self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)
         self.grows: list[Grow] = []
+        self.arrival_rates = snapshot.arrival_rates  # growth leaves room for what they bring (elastic.arriving_rates)
         self.policy = policy
         self.state = CycleState(snapshot, policy, usage, accelerate)
         self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
@@ -209,7 +210,8 @@ class Cycle:
         seconds["other"] = evaluating - sum(seconds[p] for p in ("quota", "place", "preempt", "backfill"))
         if self.elastic:
             started = clock()
-            self.grows = grow(self.state, self.elastic, self.resized(), self.short)
+            arriving = arriving_rates(self.arrival_rates, self.state.quota.cohort)
+            self.grows = grow(self.state, self.elastic, self.resized(), self.short, arriving)
             seconds["grow"] = clock() - started
 
     def resized(self) -> set[int]:

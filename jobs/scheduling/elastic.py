@@ -14,17 +14,21 @@ The rules, in every cycle:
   preempted in this cycle, grows, highest priority first, one replica at a time up to its maximum, into visible
   capacity of a flavor no waiting job of this cycle was short of (cycle.py's `short`: it found no room, or its
   organization has nothing to lend it now, which a lend hold lapsing would soon change), within its project's
-  quota as preemptible use. Grown replicas are not demand: the lend hold does not count them (state.py).
+  quota as preemptible use, leaving its organization room for the jobs its projects are expected to submit within
+  the growing job's cooldown (`arriving`): a replica those arrivals would take back at once would cost a rescale
+  pause each way and the work since the last checkpoint. Grown replicas are not demand: the lend hold does not
+  count them (state.py).
   A grown replica has no known end, so it never uses capacity a reservation holds. It goes on any node of its
-  flavor: an elastic group has no topology rule of its own.
+  flavor in its job's cluster: an elastic group has no topology rule of its own.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .model import Assignment, Elastic, Grow, PendingJob, ReplicaGroup, RunningJob, Topology
+from .model import ArrivalRate, Assignment, Elastic, Grow, PendingJob, ReplicaGroup, RunningJob, Topology
 from .shapes import JobInfo
 from .state import CycleState, RunRec
 
@@ -74,40 +78,89 @@ def split_running(running: tuple[RunningJob, ...]) -> tuple[tuple[RunningJob, ..
     return tuple(parts), grown
 
 
-def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short: set[str]) -> list[Grow]:
+Arriving = dict[tuple[str, str], float]  # (cohort, flavor) -> devices per second non-preemptible jobs ask for
+
+
+def arriving_rates(rates: Iterable[ArrivalRate], cohort_of: dict[str, str]) -> Arriving:
+    """Devices per second of each (cohort, flavor) that the recent submissions of non-preemptible jobs ask for
+    (Snapshot.arrival_rates): what will claim the cohort's guarantees next. Preemptible arrivals take nothing
+    back from a grown replica."""
+    arriving: Arriving = {}
+    for rate in rates:
+        if rate.preemptible:
+            continue
+        cohort = cohort_of.get(rate.project, rate.project)
+        for group in rate.groups:
+            key = (cohort, group.flavor)
+            replicas = group.replicas if group.min_replicas is None else group.min_replicas  # admitted at its min
+            arriving[key] = arriving.get(key, 0.0) + rate.per_hour / 3600.0 * replicas * group.devices
+    return arriving
+
+
+def expected(arriving: Arriving, cohort: str, flavor: str, seconds: float) -> int:
+    """Devices of the flavor the cohort's projects are expected to ask for within `seconds`: the mean, rounded up
+    (one job expected in ten cycles' time still keeps its devices free)."""
+    rate = arriving.get((cohort, flavor), 0.0)
+    return math.ceil(rate * seconds) if rate > 0 else 0
+
+
+def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short: set[str],
+         arriving: Arriving) -> list[Grow]:
     """Phase "grow": the replicas elastic running jobs add in this cycle (see the module's rules). `resized`: jobs
-    shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of."""
+    shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of; `arriving`: what
+    the cohorts' projects ask for per second (arriving_rates)."""
     grows = []
+    elsewhere = _Elsewhere(state)
     for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, j.id)):
         if job.id in resized or state.now < (job.resized_at or job.started_at) + job.resize_cooldown:
             continue
         added: list[Assignment] = []
         for group in job.elastic:
-            added += _grow_group(state, job, group.role, group.max_replicas, short, len(added))
+            added += _grow_group(state, job, group.role, group.max_replicas, short, arriving, elsewhere, len(added))
         if added:
             grows.append(Grow(job.id, tuple(added)))
     return grows
 
 
-def _grow_group(state: CycleState, job: RunningJob, role: str, most: int, short: set[str],
-                ranks_used: int) -> list[Assignment]:
+class _Elsewhere:
+    """The nodes of a flavor outside a cluster, which a grown replica avoids (it joins its job's rendezvous: a gang
+    never spans clusters), found once per (flavor, cluster) in a cycle."""
+
+    def __init__(self, state: CycleState) -> None:
+        self.nodes = state.index.nodes
+        self.found: dict[tuple[str, str], frozenset[str]] = {}
+
+    def __call__(self, flavor: str, cluster: str) -> frozenset[str]:
+        key = (flavor, cluster)
+        if key not in self.found:
+            self.found[key] = frozenset(n.name for n in self.nodes if n.flavor == flavor and n.cluster != cluster)
+        return self.found[key]
+
+
+def _grow_group(state: CycleState, job: RunningJob, role: str, most: int, short: set[str], arriving: Arriving,
+                elsewhere: _Elsewhere, ranks_used: int) -> list[Assignment]:
     replicas = [a for a in job.placement if a.role == role]
     if not replicas or len(replicas) >= most:
         return []
     like = max(replicas, key=lambda a: a.index)  # a new replica asks for what its group's replicas ask
     i = state.index.index_of.get(like.node)
-    flavor = job.flavor if i is None else state.index.node_flavor[i]
+    if i is None:
+        return []  # its node left the inventory: which cluster its job runs in is not known
+    flavor = state.index.node_flavor[i]
     if flavor in short:
         return []
     one = PendingJob(job.id, job.project, int(job.priority), state.now,
                      (ReplicaGroup(role, 1, like.devices, flavor, like.cpu_millis, like.memory_mib),), True,
-                     Topology.NONE)
+                     Topology.NONE, avoid_nodes=elsewhere(flavor, state.index.nodes[i].cluster))
     info = JobInfo(one)
+    coming = expected(arriving, state.quota.cohort_of(job.project), flavor, job.resize_cooldown)
     added: list[Assignment] = []
     index = like.index
     for _ in range(most - len(replicas)):
         # Growth adds no running job: checked as if its job's slot were free.
         if state.quota.check(job.project, info.demand, True, ({}, -1)) is not None:
+            break
+        if coming and not state.quota.keeps_room(job.project, flavor, like.devices, coming):
             break
         tentative = state.place_tentative(one, info)
         if tentative is None:

@@ -236,8 +236,10 @@ class Arrival:
 @dataclass(frozen=True, slots=True)
 class ArrivalRate:
     """How often a project lately submitted jobs of one shape at one priority (the caller counts its recent
-    submissions, `forecast.arrival_rates`). Only the forecast reads it: the late end of a start's range adds such
-    jobs at this rate, since later arrivals of higher priority or lower share go first."""
+    submissions, `forecast.arrival_rates`). The forecast reads it: the late end of a start's range adds such
+    jobs at this rate, since later arrivals of higher priority or lower share go first. Growth reads it too: an
+    elastic job grows only where what its organization's projects submit within its cooldown would leave the grown
+    replicas alone (elastic.py)."""
 
     project: str
     priority: int

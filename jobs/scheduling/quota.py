@@ -211,6 +211,15 @@ class QuotaState:
         lend = lendable(g, after, hold, lend_limit) - lendable(g, total, hold, lend_limit)
         return self.beyond_lenders(self.cohort_of(project), flavor) + borrowed - lend
 
+    def keeps_room(self, project: str, flavor: str, devices: int, arriving: int) -> bool:
+        """Whether the project may hold `devices` more of the flavor and its cohort still hold it once its projects
+        ask for `arriving` more (what they take from the guarantees it lends, or borrow themselves): the cohort's
+        borrowing beyond its lenders stays within the unowned capacity other cohorts leave."""
+        beyond = self.beyond_lenders_with(project, flavor, devices) + arriving
+        if beyond <= 0 or not self.enabled:
+            return True
+        return self._beyond_own(flavor, (self.cohort_of(project), flavor), beyond, "cohort") is None
+
     def beyond_lenders(self, cohort: str, flavor: str) -> float:
         """r(c, f): what the cohort's borrowing takes beyond what its lenders may lend (negative: they could lend
         that much more)."""

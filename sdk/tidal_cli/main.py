@@ -10,7 +10,19 @@ import sys
 from typing import NoReturn
 
 from tidal_cli.client import Api, CliError, UsageError
-from tidal_cli.commands import account, budget, capacity, costs, jobs, logs, pools, reliability, replay, tracking
+from tidal_cli.commands import (
+    account,
+    budget,
+    capacity,
+    costs,
+    jobs,
+    logs,
+    pools,
+    reliability,
+    replay,
+    services,
+    tracking,
+)
 
 EPILOG = """configuration: ~/.config/tidal/config.json (written by `tidal login`; TIDAL_CONFIG moves it);
 TIDAL_URL, TIDAL_TOKEN and TIDAL_PROJECT override it. Every command exits 0 on success, 1 on an error
@@ -54,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # jobs registers `job` (show.py) after `jobs`
-    for module in (account, jobs, logs, capacity, pools, tracking, costs, budget, reliability, replay):
+    for module in (account, jobs, logs, capacity, pools, services, tracking, costs, budget, reliability, replay):
         module.register(sub)
     return parser
 

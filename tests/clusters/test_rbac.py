@@ -1,17 +1,19 @@
 """The backend under the RBAC of docs/kubernetes.md, enforced by the API emulator (tests/clusters/kube/apiserver.py):
 a run of every operation (dispatch, adoption, logs, resync, watch, node sync, a failure's evidence, cordon, stop,
-orphan sweep) is never refused, uses exactly the rights "Test connection" checks, and the sweep goes namespace by
-namespace."""
+orphan sweep, a service's apply, update, scale, readiness and delete) is never refused, uses exactly the rights
+"Test connection" checks, and the sweep goes namespace by namespace."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
 from clusters.backends.kubernetes import clients, nodesync, sweep
 from clusters.backends.kubernetes.backend import KubernetesBackend
 from clusters.backends.kubernetes.watch import PodWatch
+from clusters.kube import serving
 from clusters.kube.client import CORDON_PERMISSIONS, REQUIRED_PERMISSIONS, Permission
 from clusters.kube.dispatch import dispatch
 from clusters.kube.render import render
@@ -22,6 +24,7 @@ from jobs.ports import Phase
 from jobs.selectors import attempt_with_job
 from quotas.models import Quota
 from tests.clusters.kube.apiserver import ApiServerGate, Policy, documented_rbac
+from tests.clusters.test_kube_serving import make_spec
 from tests.clusters.test_kubernetes_backend import NS, pods_of, set_status, terminated
 from tests.clusters.test_node_sync import node
 from tests.jobs.conftest import submit
@@ -91,8 +94,15 @@ def test_every_operation_runs_under_the_documented_rbac_with_exactly_the_checked
     deleted = sweep.cluster_sweep_orphans(cluster)
     assert sorted(deleted) == sorted(f"{m['kind']}/{NS}/{m['metadata']['name']}" for m in ghost)
 
+    service = make_spec(namespace=NS)  # a Tidal-run inference service (clusters/kube/serving.py)
+    serving.apply(backend.client, service)
+    serving.apply(backend.client, replace(service, image="registry.example.com/vllm:0.7", port=9000))
+    serving.scale(backend.client, NS, service.key, 3)
+    assert serving.ready_replicas(backend.client, NS, service.key) == 0
+    serving.delete(backend.client, NS, service.key)
+
     assert gate.denied == []
-    used = {Permission(a.verb, a.resource, a.subresource, bool(a.namespace)) for a in gate.authorized}
+    used = {Permission(a.verb, a.resource, a.subresource, bool(a.namespace), a.group) for a in gate.authorized}
     # every right checked is used, and every right used is checked
     assert used == set(REQUIRED_PERMISSIONS) | set(CORDON_PERMISSIONS)
 

@@ -245,3 +245,26 @@ def test_quota_usage_counts_what_a_resized_attempt_holds(tenant, inventory, cycl
                                               for i in (1, 2)])
     held = held_devices([tenant.organization.pk])
     assert held[key] == 24 and held[other] == rigid.total_devices == 8
+
+
+@pytest.mark.parametrize(("speech_submitted", "grown_to"), [
+    # Within its 600 s cooldown, vision's own submission (1 job of 8 devices at its minimum in the last hour) and
+    # speech's (one-node jobs) are expected to ask for a sixth of their hour's devices, rounded up.
+    (0, 3),  # 2 devices expected: its own guarantee, then the 8 it may borrow of speech's 16
+    (9, 2),  # 14 expected: speech's 16 minus the 8 borrowed would not hold them; its own guarantee only
+    (12, 1),  # 18 expected: more than speech lends, so even its own idle guarantee stays for its own arrivals
+])
+def test_growth_leaves_room_for_what_the_organization_submits(tenant, inventory, cycle,
+                                                              django_capture_on_commit_callbacks,
+                                                              speech_submitted, grown_to):
+    from jobs.loop import run_once
+    from jobs.services import job_cancel
+
+    job = running(elastic(tenant, inventory["h100"], 1, 4, cooldown=600), cycle)
+    for _ in range(speech_submitted):  # submitted and cancelled at once: their rate is what the loop reads
+        rival = submit(tenant, inventory["h100"], project=inventory["speech"], user="owner")
+        job_cancel(actor=tenant.users["owner"], job=rival)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = run_once(now=timezone.now() + timedelta(seconds=700))  # past the cooldown
+    assert bool(result.grows) == (grown_to > 1)
+    assert workers(job) == grown_to

@@ -32,6 +32,14 @@ def test_the_largest_source_decides_and_foreign_pods_are_demand():
     assert (f.demand, f.lendable, f.changed_at) == (10, 22, 50.0)
 
 
+def test_services_and_foreign_pods_hold_devices_together_and_the_api_is_an_alternative():
+    """A service's pods carry Tidal's labels (not foreign): its replicas and the foreign pods add up, once each."""
+    f = figures(Settings(32), Reading(api=4, api_at=0.0, foreign=6, services=8, services_at=40.0), 50.0)
+    assert (f.demand, f.lendable, f.changed_at, f.observed) == (14, 18, 40.0, 14)
+    assert figures(Settings(32), Reading(api=20, api_at=0.0, foreign=6, services=8), 50.0).demand == 20
+    assert figures(Settings(32), Reading(services=0, services_at=1.0), 50.0).lendable == 32
+
+
 def test_demand_beyond_the_pool_lends_nothing_and_lending_off_lends_nothing():
     assert figures(Settings(16), Reading(api=40), 0.0).lendable == 0
     assert figures(Settings(16, lending=False), Reading(api=0), 0.0).lendable == 0

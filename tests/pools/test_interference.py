@@ -141,3 +141,14 @@ def test_the_pool_page_and_api_list_the_interference(pool, tenant, inventory):
     api.force_authenticate(staff)
     body = api.get(f"/api/v1/pools/{pool.name}/").json()
     assert [(m["nodes"], m["p99_ms"], m["slo_ms"]) for m in body["interferences"]] == [(["a-n2"], 180.0, 100.0)]
+
+
+def test_nodes_may_be_named_as_the_scheduler_names_them(tenant, inventory, pool, cycle):
+    """serving.interference passes `pools.source.pool_nodes` names (cluster/node)."""
+    first, _ = two_borrowers(tenant, inventory, cycle)
+    node = running_on(first)
+    miss = interference.report_latency(pool, [f"sim/{node}"], p99_ms=180.0, slo_ms=100.0)
+    assert miss is not None and miss.nodes == [node]
+    cycle()
+    first.refresh_from_db()
+    assert first.state in ("preempted", "queued")

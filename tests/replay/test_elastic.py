@@ -241,3 +241,17 @@ def test_manage_py_replay_refuses_an_elastic_share_outside_0_to_1(tmp_path):
     with pytest.raises(CommandError) as exc:
         call_command("replay", *_files(tmp_path), "--elastic", "2", stdout=io.StringIO(), stderr=io.StringIO())
     assert str(exc.value) == "Error: argument --elastic: must be a share from 0 to 1, got '2'"
+
+
+def test_while_an_elastic_job_runs_the_snapshot_carries_the_last_hours_arrival_rates():
+    # As the loop reads them for growth (jobs.snapshot.recent_arrival_rates): the submissions of the last hour.
+    trace = _trace("e,0,100000,4,1,gpu,p,,,", "a,10,10,1,1,gpu,q,,,", "b,20,10,1,1,gpu,q,,,", "c,4000,10,1,1,gpu,q,,,")
+    plan = {0: [("admit-workers", 1, [NODE, NODE])], 10: [("admit", 2, NODE, 1)], 20: [("admit", 3, NODE, 1)],
+            4000: [("admit", 4, NODE, 1)]}
+    _, script = _run(trace, plan, devices=8)
+    by_time = {s.now: s for s in script.snapshots}
+    assert by_time[0].arrival_rates == ()  # nothing runs yet, elastic or not: nothing to grow
+    rates = {(r.project, r.per_hour) for r in by_time[20].arrival_rates}
+    assert rates == {("p", 1.0), ("q", 2.0)}  # e itself, and a and b
+    rates = {(r.project, r.per_hour) for r in by_time[4000].arrival_rates}
+    assert rates == {("q", 1.0)}  # an hour later only c is recent

@@ -293,6 +293,8 @@ def check_elastic(snap: Snapshot, result: CycleResult, policy: Policy) -> None:
             assert after <= e.max_replicas, f"job {job.id} grown beyond its maximum"
         indexes = [(a.role, a.index) for a in (*job.placement, *g.placement)]
         assert len(indexes) == len(set(indexes)), "a grown replica reuses an index"
+        clusters = {by_node[a.node].cluster for a in (*job.placement, *g.placement) if a.node in by_node}
+        assert len(clusters) <= 1, f"job {job.id} grown into another cluster"
         if policy.waits:
             short = {by_node[a.node].flavor for a in g.placement}
             assert not any(w.code in ("capacity", "reclaim") and pending_flavors(snap, w.job_id) & short

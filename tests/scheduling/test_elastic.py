@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from jobs.scheduling import (
+    ArrivalRate,
     Assignment,
     Elastic,
     EndedUse,
@@ -222,3 +223,47 @@ def test_does_not_grow_into_a_guarantee_the_lend_hold_keeps_from_a_waiting_borro
     assert result.grows == ()
     later = cycle(replace(snap, now=NOW + Policy().lend_hold))  # the hold lapsed: nlp borrows, nothing shrinks
     assert admitted(later) == [1] and later.shrinks == ()
+
+
+def nlp_submits(per_hour: float, preemptible: bool = False) -> tuple[ArrivalRate, ...]:
+    """nlp's recent submissions: one-node jobs at this rate (what the loop and replay learn from the last hour)."""
+    return (ArrivalRate("nlp", 500, (ReplicaGroup("worker", 1, 8, A100),), per_hour, preemptible),)
+
+
+@pytest.mark.parametrize(("rates", "grown"), [
+    ((), [2, 3]),  # nobody is expected: it grows into all of nlp's idle guarantee
+    (nlp_submits(12.0), [2]),  # one 8-device job of nlp expected within its 300 s cooldown: that much stays free
+    (nlp_submits(24.0), []),  # two expected: nlp's whole idle guarantee stays free
+    (nlp_submits(24.0, preemptible=True), [2, 3]),  # preemptible arrivals take no grown replica back
+    (nlp_submits(0.5), [2]),  # one in 24 cooldowns still keeps a node free (the mean, rounded up)
+])
+def test_does_not_grow_into_a_guarantee_its_owners_arrivals_would_take_back(rates, grown):
+    # vision holds its guarantee (16) and may borrow 16 of nlp's idle 16: a grown replica borrowing it would be
+    # shrunk again by the next nlp job, within the cooldown, losing a rescale pause each way. Nobody owns any
+    # other device (4 nodes), so the organization has no unowned capacity to make room from either.
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    quotas = [Quota("vision", A100, 16, borrow_limit=16), Quota("nlp", A100, 16)]
+    snap = replace(snapshot(nodes(4), [], [e], quotas=quotas, now=NOW), arrival_rates=rates)
+    assert grows(cycle(snap)).get(10, []) == grown
+
+
+def test_grows_within_its_own_guarantee_whatever_others_submit():
+    # Devices of vision's own guarantee are not lent: nlp's arrivals take nothing back from them.
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    quotas = [Quota("vision", A100, 32), Quota("nlp", A100, 16)]
+    snap = replace(snapshot(nodes(6), [], [e], quotas=quotas, now=NOW), arrival_rates=nlp_submits(24.0))
+    assert grows(cycle(snap)) == {10: [2, 3]}
+
+
+def test_grows_only_in_its_own_cluster():
+    # Two clusters of the same flavor: the job's replicas joined one rendezvous in "east"; a replica in "west"
+    # could not join it (a gang never spans clusters), however idle west is.
+    e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    east = nodes(2, cluster="east")
+    west = nodes(2, cluster="west", prefix="w")
+    snap = snapshot(east + west, [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    assert grows(cycle(snap)) == {}
+    more_east = east + nodes(1, cluster="east", start=2)
+    snap = snapshot(more_east + west, [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
+    grown = cycle(snap).grows
+    assert [a.node for g in grown for a in g.placement] == ["n2"]

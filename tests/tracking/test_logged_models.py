@@ -2,10 +2,10 @@
 Face's MLflowCallback does with HF_MLFLOW_LOG_ARTIFACTS=1; the model's files kept as its run's; a job's run token;
 tenancy; bad input refused naming the field.
 
-Hugging Face's Trainer is not run (transformers and torch are not installed): `log_checkpoint` makes the call its
-callback's `on_save` makes (transformers.integrations.MLflowCallback), `mlflow.pyfunc.log_model(ckpt_dir,
-artifacts={"model_path": <output_dir>/<ckpt_dir>}, python_model=mlflow.pyfunc.PythonModel())`, on a checkpoint
-folder laid out as the Trainer saves one."""
+Here `log_checkpoint` makes the call its callback's `on_save` makes (transformers.integrations.MLflowCallback),
+`mlflow.pyfunc.log_model(ckpt_dir, artifacts={"model_path": <output_dir>/<ckpt_dir>},
+python_model=mlflow.pyfunc.PythonModel())`, on a checkpoint folder laid out as the Trainer saves one, so each rule is
+tried in a second; test_hf_trainer.py runs the Trainer itself."""
 
 from __future__ import annotations
 

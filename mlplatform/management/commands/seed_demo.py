@@ -6,6 +6,7 @@ from costs.demo import seed_costs
 from jobs.demo import seed_jobs
 from pools.demo import seed_borrower, seed_pool
 from quotas.demo import seed_quotas
+from serving.demo import seed_service
 from tenancy.demo import DEMO_PASSWORD, seed_tenants
 
 
@@ -21,6 +22,7 @@ class Command(BaseCommand):
             seed_cluster()
             seed_quotas()
             seed_pool()
+            seed_service()
             history = seed_costs()
             submitted = 0 if without_jobs else seed_jobs() + seed_borrower()
         if history:

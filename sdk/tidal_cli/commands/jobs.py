@@ -60,6 +60,8 @@ def cmd_submit(args: argparse.Namespace) -> None:
     if args.name:
         spec["name"] = args.name
     api = Api.from_config()
+    if spec.get("launcher") == "service":
+        return _submit_service(api, spec, job_file, args)
     try:
         job = api.post("jobs/", spec)
     except ApiError as error:
@@ -76,6 +78,24 @@ def cmd_submit(args: argparse.Namespace) -> None:
     if note:
         print(note)
     print(f"Follow it with: tidal job {job['id']}")
+
+
+def _submit_service(api: Api, spec: dict, job_file: jobfile.JobFile, args: argparse.Namespace) -> None:
+    """A file with `launcher: service` creates an inference service (docs/pools.md#services), not a job."""
+    try:
+        service = api.post("services/", spec)
+    except ApiError as error:
+        raise _located(error, job_file) from None
+    if args.json:
+        return emit_json(service)
+    if args.quiet:
+        print(service["id"])
+        return
+    replicas = service["replicas"]
+    print(f"Created service {service['id']} ({service['name']}) in project {service['project']}, pool "
+          f"{service['pool']}: {replicas['desired']} replica(s) of {replicas['min']}..{replicas['max']}, scaled on "
+          f"{service['metric']} at {service['target_per_replica']:g} per replica")
+    print(f"Follow it with: tidal service {service['name']} --project {service['project']}")
 
 
 JOB_COLUMNS: list[Column] = [
@@ -141,9 +161,10 @@ def cmd_scale(args: argparse.Namespace) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    submit = add_command(sub, "submit", cmd_submit, "submit a job from a YAML file",
-                         "Submit a job described by a YAML file (see sdk/examples/). The project comes from --project, "
-                         "else the file's `project:`, else your default project.")
+    submit = add_command(sub, "submit", cmd_submit, "submit a job (or create a service) from a YAML file",
+                         "Submit a job described by a YAML file (see sdk/examples/); a file with `launcher: service` "
+                         "creates an inference service instead. The project comes from --project, else the file's "
+                         "`project:`, else your default project.")
     submit.add_argument("file", help="the job file (YAML), or - for standard input")
     submit.add_argument("--project", help="project slug (overrides the file)")
     submit.add_argument("--name", help="job name (overrides the file)")

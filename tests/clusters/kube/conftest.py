@@ -28,7 +28,7 @@ from clusters.kube.client import KubeClient  # noqa: E402
 from clusters.kube.ratelimit import Backoff  # noqa: E402
 from tests.clusters.kube.apiserver import ApiServerGate, GatedServer  # noqa: E402
 
-RESOURCES = ("v1/pods", "v1/services", "v1/configmaps", "v1/secrets", "v1/nodes", "v1/events")
+RESOURCES = ("v1/pods", "v1/services", "v1/configmaps", "v1/secrets", "v1/nodes", "v1/events", "apps/v1/deployments")
 
 
 class KMockThread:
@@ -75,9 +75,9 @@ class KMockThread:
                 out[(namespace, name)] = obj.raw
         return out
 
-    def put(self, plural: str, namespace: str | None, obj: dict[str, Any]) -> None:
-        """Seed an object as if another actor had created it."""
-        resource = kmock.resource("", "v1", plural)
+    def put(self, plural: str, namespace: str | None, obj: dict[str, Any], *, group: str = "") -> None:
+        """Seed an object as if another actor had created it (or a controller had updated it)."""
+        resource = kmock.resource(group, "v1", plural)
         self.handler.objects[resource, namespace, obj["metadata"]["name"]] = obj
 
     def kubeconfig(self) -> str:

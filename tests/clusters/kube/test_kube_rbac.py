@@ -19,7 +19,8 @@ BOUND, UNBOUND = "tidal-nlp", "tidal-other"
 
 
 def permission_of(attributes: Attributes) -> Permission:
-    return Permission(attributes.verb, attributes.resource, attributes.subresource, bool(attributes.namespace))
+    return Permission(attributes.verb, attributes.resource, attributes.subresource, bool(attributes.namespace),
+                      attributes.group)
 
 
 def granted(documents: list[dict[str, Any]]) -> set[Permission]:
@@ -31,10 +32,11 @@ def granted(documents: list[dict[str, Any]]) -> set[Permission]:
         if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue
         for rule in roles[binding["roleRef"]["name"]]["rules"]:
-            assert rule["apiGroups"] == [""], rule  # only the core group is granted
+            assert rule["apiGroups"] in ([""], ["apps"]), rule  # the core group, and apps for deployments
             for resource in rule["resources"]:
                 name, _, sub = resource.partition("/")
-                out |= {Permission(verb, name, sub, binding["kind"] == "RoleBinding") for verb in rule["verbs"]}
+                out |= {Permission(verb, name, sub, binding["kind"] == "RoleBinding", rule["apiGroups"][0])
+                        for verb in rule["verbs"]}
     return out
 
 
@@ -67,6 +69,8 @@ def resource_name(permission: Permission) -> str:
     ("DELETE", "/api/v1/namespaces/ns/secrets", {}, Attributes("deletecollection", "secrets", "", "ns")),
     ("GET", "/api/v1/nodes", {}, Attributes("list", "nodes")),
     ("PATCH", "/api/v1/nodes/n", {}, Attributes("patch", "nodes")),
+    ("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale", {},
+     Attributes("patch", "deployments", "scale", "ns", "apps")),
     ("GET", "/api/v1/events", {}, Attributes("list", "events")),
     ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {},
      Attributes("create", "selfsubjectaccessreviews", group="authorization.k8s.io")),
