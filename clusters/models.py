@@ -131,6 +131,10 @@ class Node(models.Model):
         default=0, help_text="Devices taken by pods the scheduler does not place: pods the platform did not create, "
         "and pods of ended attempts still on the node. The scheduler never counts on them."
     )
+    serving_used = models.PositiveIntegerField(
+        default=0, help_text="Devices the replicas of Tidal's inference services hold (their pool counts them as "
+        "its own demand, never as foreign pods). The scheduler never places training on them."
+    )
     cpu_millis = models.PositiveIntegerField(default=0)
     memory_mib = models.PositiveIntegerField(default=0)
     arch = models.CharField(max_length=10, choices=Arch.choices, default=Arch.AMD64)

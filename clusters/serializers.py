@@ -56,8 +56,9 @@ class NodeSerializer(StrictModelSerializer):
 
     class Meta:
         model = Node
-        fields = ["id", "cluster", "name", "flavor", "devices", "foreign_used", "free", "used_by", "arch", "block",
-                  "rack", "switch", "cordoned", "ready", "quarantined_at", "quarantine_reason", "taints", "updated_at"]
+        fields = ["id", "cluster", "name", "flavor", "devices", "foreign_used", "serving_used", "free", "used_by",
+                  "arch", "block", "rack", "switch", "cordoned", "ready", "quarantined_at", "quarantine_reason",
+                  "taints", "updated_at"]
         read_only_fields = [f for f in fields if f not in ("cordoned", "ready")]
 
     def get_used_by(self, node: Node) -> list[dict]:
@@ -65,4 +66,4 @@ class NodeSerializer(StrictModelSerializer):
 
     def get_free(self, node: Node) -> int:
         used = sum(entry["devices"] for entry in self.get_used_by(node))
-        return max(0, node.devices - node.foreign_used - used)
+        return max(0, node.devices - node.foreign_used - node.serving_used - used)

@@ -89,6 +89,9 @@ def node_cells(node, allocations: list[dict], colours: dict[str, str]) -> tuple[
     cells = cells[:node.devices]
     external = min(node.foreign_used, node.devices - len(cells))
     cells.extend(Cell("external", "", "used by pods the platform did not create") for _ in range(external))
+    serving = min(node.serving_used, node.devices - len(cells))
+    cells.extend(Cell("external", "", "used by Tidal's inference services") for _ in range(serving))
+    external += serving
     cells.extend(Cell("free", "", "free") for _ in range(node.devices - len(cells)))
     return cells, used + external
 

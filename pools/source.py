@@ -45,7 +45,7 @@ def pool_nodes(pool: Pool, nodes: tuple[core.Node, ...]) -> list[core.Node]:
         if total >= (pool.devices or 0):
             break
         chosen.append(n)
-        total += n.devices + n.foreign
+        total += n.devices + n.foreign + n.serving
     return chosen
 
 
@@ -74,7 +74,7 @@ def pending_devices(pool: Pool, members: list[core.Node]) -> int:
 
 def pool_figures(pool: Pool, members: list[core.Node], now: float) -> tuple[int, demand.Figures]:
     """The pool's devices and its figures now, from its settings and every source it uses."""
-    capacity = sum(n.devices + n.foreign for n in members)
+    capacity = sum(n.devices + n.foreign + n.serving for n in members)
     foreign = sum(n.foreign for n in members) + pending_devices(pool, members) if pool.use_foreign_pods else None
     settings = demand.Settings(capacity, pool.headroom_percent, pool.headroom_floor, pool.time_zone,
                                tuple(pool.schedule), pool.schedule_floor, pool.lending)

@@ -62,14 +62,17 @@ def backend_for_attempt(attempt: Attempt) -> ports.Backend:
 def inventory() -> ports.Inventory:
     """Every node (a gang never spans clusters: the scheduler's node names carry the cluster's)."""
     rows = Node.objects.order_by("cluster__name", "position", "name").values_list(
-        "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "block", "rack", "ready",
+        "cluster_id", "cluster__name", "name", "flavor__name", "devices", "foreign_used", "serving_used", "block",
+        "rack", "ready",
         "cordoned", "cluster__enabled", "cpu_millis", "memory_mib", "quarantined_at", "cluster__backend")
     nodes, cluster_ids, resizable = [], {}, {}
-    for cluster_id, cluster, name, flavor, devices, foreign, block, rack, ready, cordoned, enabled, cpu, memory, \
-            quarantined_at, backend in rows:
+    for cluster_id, cluster, name, flavor, devices, foreign, serving, block, rack, ready, cordoned, enabled, cpu, \
+            memory, quarantined_at, backend in rows:
         cluster_ids[cluster] = cluster_id
         resizable[cluster] = RESIZABLE_LAUNCHERS.get(backend, frozenset())
-        capacity = max(0, devices - foreign)
+        foreign = min(foreign, devices)
+        serving = min(serving, devices - foreign)
+        capacity = devices - foreign - serving
         # A quarantined node (hardware faults, reliability) is out of service like a cordoned one.
         unavailable = ("in a disabled cluster" if not enabled else "not ready" if not ready
                        else "cordoned" if cordoned else f"quarantined ({name})" if quarantined_at else "")
@@ -77,7 +80,7 @@ def inventory() -> ports.Inventory:
         # the node does not model them (the scheduler then never counts them there).
         nodes.append(core.Node(name=core.node_key(cluster, name), flavor=flavor, devices=capacity, free=capacity,
                                cluster=cluster, block=block, rack=rack, schedulable=not unavailable,
-                               foreign=min(foreign, devices), unavailable=unavailable, cpu_millis=cpu,
+                               foreign=foreign, serving=serving, unavailable=unavailable, cpu_millis=cpu,
                                memory_mib=memory, free_cpu_millis=cpu, free_memory_mib=memory))
     return ports.Inventory(tuple(nodes), cluster_ids, resizable)
 

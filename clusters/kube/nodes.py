@@ -46,9 +46,10 @@ class NodeRow:
     allocatable: Mapping[str, int]  # devices per device resource (rdma included)
     used_by_others: Mapping[str, int]
     free: Mapping[str, int]
-    # Allocatable cores / bytes minus what foreign pods request: what the scheduler may count the platform's
-    # replicas' requests against. Never 0 when the node reports some (0 means "not modelled" to the scheduler, which
-    # would then never limit): a node whose CPU foreign pods request entirely keeps 1 millicore, its memory 1 MiB.
+    # Allocatable cores / bytes minus what foreign pods and services' replicas request: what the scheduler may count
+    # the platform's replicas' requests against. Never 0 when the node reports some (0 means "not modelled" to the
+    # scheduler, which would then never limit): a node whose CPU foreign pods request entirely keeps 1 millicore, its
+    # memory 1 MiB.
     cpu: Decimal
     memory: int
     topology: Mapping[str, str]
@@ -56,6 +57,7 @@ class NodeRow:
     cordoned: bool
     ready: bool
     not_ready_since: datetime | None = None  # not ready: when its Ready condition last changed, when the API says
+    used_by_services: Mapping[str, int] = field(default_factory=dict)  # devices of Tidal's services' pods (serving.py)
 
 
 def flavor_for(product: str, rules: Iterable[tuple[str, str]]) -> str:
@@ -100,21 +102,41 @@ def is_platform_pod(pod: Mapping[str, Any], instance: str) -> bool:
         instance)
 
 
+def _live_on_node(pod: Mapping[str, Any]) -> str:
+    """The node a pod holds requests on, or "" (not bound yet, or ended)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    phase = (pod.get("status") or {}).get("phase")
+    return "" if not node or phase in TERMINAL_PHASES else str(node)
+
+
+def _add_requests(usage: dict[str, dict[str, Decimal]], node: str, pod: Mapping[str, Any]) -> None:
+    per_node = usage.setdefault(node, {})
+    for k, v in pod_requests(pod).items():
+        per_node[k] = per_node.get(k, Decimal(0)) + v
+
+
+def service_usage(pods: Iterable[Mapping[str, Any]], instance: str) -> dict[str, dict[str, Decimal]]:
+    """Requests per node of the live pods of this Tidal instance's inference services (clusters/kube/serving.py):
+    they hold their devices as foreign pods do, but their pool counts them as its own demand, not as foreign."""
+    usage: dict[str, dict[str, Decimal]] = {}
+    for pod in pods:
+        node = _live_on_node(pod)
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if node and names.LABEL_SERVICE in labels and is_platform_pod(pod, instance):
+            _add_requests(usage, node, pod)
+    return usage
+
+
 def foreign_usage(pods: Iterable[Mapping[str, Any]], instance: str,
                   ended: Collection[tuple[str, int]] = ()) -> dict[str, dict[str, Decimal]]:
     """Requests per node of live pods the scheduler does not place: pods this Tidal instance did not create, and its
     pods of `ended` attempts ((job label, attempt) keys: attempts that ended while their pods are still there)."""
     usage: dict[str, dict[str, Decimal]] = {}
     for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        phase = (pod.get("status") or {}).get("phase")
-        if not node or phase in TERMINAL_PHASES:
+        node = _live_on_node(pod)
+        if not node or (is_platform_pod(pod, instance) and names.labelled_attempt(pod) not in ended):
             continue
-        if is_platform_pod(pod, instance) and names.labelled_attempt(pod) not in ended:
-            continue
-        per_node = usage.setdefault(node, {})
-        for k, v in pod_requests(pod).items():
-            per_node[k] = per_node.get(k, Decimal(0)) + v
+        _add_requests(usage, node, pod)
     return usage
 
 
@@ -166,7 +188,9 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
               settings: InventorySettings, ended: Collection[tuple[str, int]] = ()) -> list[NodeRow]:
     """One row per node, sorted by name. ``pods`` are all pods of the cluster (or at least the foreign ones and
     those of ``ended`` attempts, which count as the foreign ones do)."""
+    pods = list(pods)
     usage = foreign_usage(pods, settings.instance, ended)
+    services = service_usage(pods, settings.instance)
     device_keys = (*settings.device_resources, settings.rdma_resource)
     rows = []
     for node in nodes:
@@ -175,17 +199,19 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
         status = node.get("status") or {}
         allocatable_raw = status.get("allocatable") or {}
         name = str(meta.get("name", ""))
-        used = usage.get(name, {})
+        used, serving = usage.get(name, {}), services.get(name, {})
         allocatable = {k: int(parse_quantity(allocatable_raw[k])) for k in device_keys if k in allocatable_raw}
         used_devices = {k: int(used.get(k, 0)) for k in allocatable if used.get(k)}
-        free = {k: max(v - used_devices.get(k, 0), 0) for k, v in allocatable.items()}
+        serving_devices = {k: int(serving.get(k, 0)) for k in allocatable if serving.get(k)}
+        free = {k: max(v - used_devices.get(k, 0) - serving_devices.get(k, 0), 0) for k, v in allocatable.items()}
         product = labels.get(settings.product_label, "")
         if not product:
             product = next((k for k in settings.device_resources if allocatable.get(k)), "")
         cpu_allocatable = parse_quantity(allocatable_raw.get("cpu", "0"))
         memory_allocatable = parse_quantity(allocatable_raw.get("memory", "0"))
-        cpu = _left(cpu_allocatable, used.get("cpu", Decimal(0)), MIN_CPU)
-        memory = int(_left(memory_allocatable, used.get("memory", Decimal(0)), MIN_MEMORY))
+        cpu = _left(cpu_allocatable, used.get("cpu", Decimal(0)) + serving.get("cpu", Decimal(0)), MIN_CPU)
+        memory = int(_left(memory_allocatable, used.get("memory", Decimal(0)) + serving.get("memory", Decimal(0)),
+                           MIN_MEMORY))
         rows.append(NodeRow(
             name=name,
             hostname=labels.get("kubernetes.io/hostname", name),
@@ -194,6 +220,7 @@ def inventory(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
             arch=labels.get("kubernetes.io/arch", ""),
             allocatable=allocatable,
             used_by_others=used_devices,
+            used_by_services=serving_devices,
             free=free,
             cpu=cpu,
             memory=memory,

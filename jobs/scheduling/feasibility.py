@@ -161,8 +161,9 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
 
 def ideal_index(nodes: Iterable[Node]) -> CapacityIndex:
     """The inventory as it could be: every node empty, in service, and rid of pods the platform did not create
-    (their CPU and memory stay out: the inventory keeps no account of them)."""
-    return CapacityIndex(tuple(Node(n.name, n.flavor, n.devices + n.foreign, n.devices + n.foreign, n.cluster,
+    (their CPU and memory stay out: the inventory keeps no account of them) and of services' replicas."""
+    return CapacityIndex(tuple(Node(n.name, n.flavor, n.devices + n.foreign + n.serving,
+                                    n.devices + n.foreign + n.serving, n.cluster,
                                     n.block, n.rack, cpu_millis=n.cpu_millis, memory_mib=n.memory_mib,
                                     free_cpu_millis=n.cpu_millis, free_memory_mib=n.memory_mib) for n in nodes))
 
@@ -184,6 +185,9 @@ def unavailability(nodes: Iterable[Node], flavors: Iterable[str]) -> str:
         foreign = sum(n.foreign for n in of_flavor if n.schedulable)
         if foreign:
             parts.append(f"pods Tidal did not create hold {foreign} {flavor}")
+        serving = sum(n.serving for n in of_flavor if n.schedulable)
+        if serving:
+            parts.append(f"Tidal's inference services hold {serving} {flavor}")
     return "; ".join(parts)
 
 

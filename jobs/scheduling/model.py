@@ -39,13 +39,14 @@ class Topology(StrEnum):
 class Node:
     name: str
     flavor: str
-    devices: int  # allocatable devices of `flavor`, less those pods the platform did not create hold
+    devices: int  # allocatable devices of `flavor`, less those pods the platform did not create and services hold
     free: int  # devices not taken by running jobs or by pods the platform did not create
     cluster: str = "default"  # a gang never spans clusters
     block: str = ""
     rack: str = ""
     schedulable: bool = True  # False when cordoned, not Ready or in a disabled cluster
     foreign: int = 0  # devices pods the platform did not create hold now (they may go)
+    serving: int = 0  # devices the replicas of Tidal's inference services hold now (their pool's own; they may go)
     unavailable: str = ""  # why it is not schedulable now: "cordoned", "not ready", "in a disabled cluster"
     # Allocatable to the platform's pods (pods it did not create already subtracted); 0: not modelled, never limits.
     cpu_millis: int = 0

@@ -277,10 +277,17 @@ def test_service_pods_are_tidals_never_foreign_nor_an_attempts() -> None:
     assert find_orphans([pod, service, deployment], set(), instance="ci") == []  # the sweep deletes none of them
 
 
-def test_node_sync_leaves_a_service_pod_out_of_foreign_use(kube_inventory, kube) -> None:
+def test_node_sync_counts_a_service_pod_as_serving_not_foreign_and_the_scheduler_keeps_off_it(kube_inventory,
+                                                                                                kube) -> None:
+    from clusters.backends import inventory
+
     cluster = kube_inventory["cluster"]
     deployment = serving.manifests(make_spec(settings=replace(SETTINGS, instance="ci")))[0]
     foreign = as_pod(serving.manifests(make_spec(settings=replace(SETTINGS, instance="other")))[0], "gpu-1")
     nodesync.nodes_upsert(cluster, [node("gpu-1", product="NVIDIA-H100-80GB-HBM3", rack="r1")],
                           [as_pod(deployment, "gpu-1"), {**foreign, "metadata": {**foreign["metadata"], "name": "f"}}])
-    assert Node.objects.get(cluster=cluster, name="gpu-1").foreign_used == 2  # the other installation's pod only
+    row = Node.objects.get(cluster=cluster, name="gpu-1")
+    assert (row.foreign_used, row.serving_used) == (2, 2)  # the other installation's pod is foreign; ours serves
+    gpu1, = (n for n in inventory().nodes if n.name.endswith("/gpu-1"))
+    # Neither is the scheduler's to place on: 8 allocatable, 2 foreign, 2 held by the service's replica.
+    assert (gpu1.devices, gpu1.free, gpu1.foreign, gpu1.serving) == (4, 4, 2, 2)

@@ -124,6 +124,6 @@ def test_node_fields_from_an_inventory_row() -> None:
                   ready=False)
     fields = mapping.node_fields(row, "nvidia.com/gpu")
     assert fields == {"hostname": "", "product": "NVIDIA-H100-80GB-HBM3", "devices": 8, "foreign_used": 2,
-                      "cpu_millis": 95500, "memory_mib": 2048, "block": "", "rack": "r9", "switch": "",
-                      "taints": [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}], "cordoned": True,
-                      "ready": False, "arch": "arm64"}
+                      "serving_used": 0, "cpu_millis": 95500, "memory_mib": 2048, "block": "", "rack": "r9",
+                      "switch": "", "taints": [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}],
+                      "cordoned": True, "ready": False, "arch": "arm64"}

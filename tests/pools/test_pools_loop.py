@@ -24,6 +24,17 @@ def test_the_snapshot_marks_pool_nodes_and_what_the_pool_lends(pool):
     assert [(p.name, p.lendable) for p in snap.pools] == [("chat", 10)]  # 16 - max(4, 6)
 
 
+def test_devices_a_service_replica_holds_stay_the_pools_and_count_as_no_foreign_demand(pool):
+    services.demand_set(pool=pool, devices=4)
+    # Node sync found a replica of one of Tidal's services holding 4 devices of a-n2: the pool still has 16 devices
+    # (the replica is serving's own demand, which the services' source counts), and nothing is placed on them.
+    Node.objects.filter(name="a-n2").update(serving_used=4)
+    snap = build_snapshot(timezone.now().timestamp()).snapshot
+    a_n2, = (n for n in snap.nodes if n.name == "sim/a-n2")
+    assert (a_n2.devices, a_n2.serving, a_n2.foreign) == (4, 4, 0)
+    assert [(p.name, p.lendable) for p in snap.pools] == [("chat", 12)]  # 16 - 4 demanded, not 16 - 4 - 4
+
+
 def test_only_preemptible_work_borrows_and_a_rising_demand_takes_it_back(tenant, inventory, pool, cycle):
     rigid = submit(tenant, inventory["a100"], name="rigid")
     lent = submit(tenant, inventory["a100"], name="lent", priority="preemptible")

@@ -175,6 +175,7 @@ def node_fields(row: NodeRow, device_resource: str) -> dict[str, Any]:
         "product": row.product[:200],
         "devices": int(row.allocatable.get(device_resource, 0)),
         "foreign_used": int(row.used_by_others.get(device_resource, 0)),
+        "serving_used": int(row.used_by_services.get(device_resource, 0)),
         "cpu_millis": int(max(row.cpu, Decimal(0)) * 1000),
         "memory_mib": int(row.memory // MIB),
         "block": row.topology.get("block", "")[:63],

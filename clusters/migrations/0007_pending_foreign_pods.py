@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clusters', '0005_node_quarantine'),
+        ('clusters', '0006_node_serving_used'),
     ]
 
     operations = [
