@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.actors import actor_name
@@ -317,8 +317,20 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
         if clean_tags:
             run.tags, fields = {**run.tags, **clean_tags}, [*fields, "tags"]
         if fields:
-            run.save(update_fields=fields)
+            _save_fields(run, fields)
     return batch_size(batch)
+
+
+def _save_fields(run: Run, fields: list[str]) -> None:
+    """run.save(update_fields=fields) with the UPDATE written out: the same values, each prepared by its field as
+    save() prepares it, where the ORM's building of the statement was a tenth of a small batch's CPU. A Run has no
+    save signals to send."""
+    columns = [Run._meta.get_field(name) for name in fields]
+    sets = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {connection.ops.quote_name(Run._meta.db_table)} SET {sets} WHERE id = %s",  # noqa: S608
+                       [*(field.get_db_prep_save(getattr(run, field.attname), connection) for field in columns),
+                        run.pk])
 
 
 def run_log_measured(*, run_id: int, attempt: int, batch: Batch) -> int:
