@@ -72,6 +72,7 @@ def locked_run(run_id: int, keys: Iterable[str]) -> tuple[Run | None, dict[str, 
     On PostgreSQL the lookup reads the snapshot the statement began with: a series created by the batch whose lock
     this one waited for may be missing from it. write_points reads or creates what is missing (_created_series)."""
     run_table, series_table = (connection.ops.quote_name(model._meta.db_table) for model in (Run, Series))
+    given: list[str] | str
     if connection.vendor == "postgresql":
         found, keys_in, lock, given = "json_object_agg(key, id)", "= ANY(%s)", " FOR UPDATE OF r", list(keys)
     else:  # SQLite: a batch's 10,000 keys as one JSON parameter, not one each; its writers are serialized anyway
@@ -361,7 +362,7 @@ def _merge_sql() -> str:
 _MERGE = _merge_sql()
 
 
-def _arrays(model: type, columns: list[str], binary: frozenset[str] = frozenset()) -> str:
+def _arrays(model: type[PointBlock | Rollup], columns: list[str], binary: frozenset[str] = frozenset()) -> str:
     """unnest()'s arguments: a parameter a column, cast to an array of the column's type (%b: bound as binary)."""
     return ", ".join(f"{'%b' if name in binary else '%s'}::{model._meta.get_field(name).db_type(connection)}[]"
                      for name in columns)
