@@ -1,11 +1,12 @@
 """The write path of points, the hottest in the product, and the reading of stored points.
 
 Points are stored in blocks (tracking.models.PointBlock): a batch's points of one key and attempt, as three packed
-arrays. A batch's keys become series ids first (one SELECT, and an INSERT for new keys); one SELECT then finds the
-stored blocks of the same series and attempt whose steps the batch overlaps (none when it continues its series, the
-common case); those are merged with the batch's points (the batch's win on a step both hold, so a retried batch
-changes nothing) and replaced; and the blocks are written, on PostgreSQL with one binary COPY, on SQLite with one
-executemany. Then the rollups of the chunks the batch touched, in plain SQL.
+arrays. A batch's keys become series ids first (read with the run's lock, locked_run, and an INSERT for new keys);
+one SELECT then finds the stored blocks of the same series and attempt whose steps the batch overlaps (skipped when
+it continues its series, the common case); those are merged with the batch's points (the batch's win on a step both
+hold, so a retried batch changes nothing) and replaced; and the blocks are written, on PostgreSQL with one INSERT of
+one array a column (the byte arrays bound as binary), on SQLite with one executemany. Then the rollups of the
+chunks the batch touched, in plain SQL.
 """
 
 from __future__ import annotations
