@@ -10,7 +10,9 @@ logging), at least 25x MLflow's server with the same batches; the 1M-point serie
 tag, and grouped by a param, < 200 ms through the API (its page < 500 ms); the anomaly checks add <= 10% to
 ingestion CPU. Uses its own database (`tidal_bench_tracking` on the local
 PostgreSQL, or BENCH_TRACKING_DATABASE_URL). Client, gunicorn and PostgreSQL share this machine's cores, so the
-figures are a lower bound; CPU per batch of the server and of PostgreSQL is printed beside wall time.
+figures are a lower bound; CPU per batch of the server and of PostgreSQL is printed beside wall time, and at the end
+the web process's CPU for one 1,000-point request through each endpoint, in-process (what waiting on a shared machine
+does not change).
 """
 
 from __future__ import annotations
@@ -136,6 +138,44 @@ def anomaly_share(env: dict, token: str) -> str:
     share = cpu["paired"]
     return (f"{cpu['without']:>12.1f}{cpu['with']:>12.1f}{share:>10.1%}  "
             f"{'ok' if share <= 0.10 else 'FAIL'}")
+
+
+# The web process's CPU for one 1,000-point request (MLflow's batch) through each endpoint, in-process with Django's
+# test client, the two alternated so both meet the same minutes: what the server spends, without the waiting that the
+# throughput rows add on a shared machine.
+SAME_BATCH_CPU = """
+import json, statistics, time
+import orjson
+from django.test import Client
+from tenancy.models import Project
+from tracking import services
+project = Project.objects.get(slug="bench")
+runs = {{name: services.run_create(project=project, name=f"cpu-{{name}}").pk for name in ("native", "mlflow")}}
+client = Client(HTTP_AUTHORIZATION="Bearer {token}", HTTP_HOST="127.0.0.1")
+keys = {keys!r}
+cpu = {{"native": [], "mlflow": []}}
+for batch in range(210):
+    metrics = [{{"key": key, "value": 1.0 / (step + 1), "step": step, "timestamp": 1_700_000_000_000 + step}}
+               for key in keys for step in range(batch * 200, batch * 200 + 200)]
+    for name in (("native", "mlflow") if batch % 2 else ("mlflow", "native")):
+        if name == "native":
+            path, body = f"/api/v1/runs/{{runs[name]}}/log-batch/", {{"metrics": metrics}}
+        else:
+            path = "/mlflow/bench/api/2.0/mlflow/runs/log-batch"
+            body = {{"run_id": str(runs[name]), "metrics": metrics}}
+        encoded = orjson.dumps(body)
+        started = time.process_time()
+        response = client.post(path, encoded, content_type="application/json")
+        cpu[name].append(time.process_time() - started)
+        assert response.status_code == 200, response.content[:300]
+print(json.dumps({{name: statistics.median(values[10:]) * 1000 for name, values in cpu.items()}}))
+"""
+
+
+def same_batch_cpu(env: dict, token: str) -> str:
+    out = manage(env, "shell", "-c", SAME_BATCH_CPU.format(token=token, keys=KEYS))
+    cpu = json.loads(out.strip().splitlines()[-1])
+    return f"{cpu['native']:>12.1f}{cpu['mlflow']:>12.1f}"
 
 
 def prepare(env: dict, clients: int) -> dict:
@@ -475,6 +515,10 @@ def main() -> int:
           "the checks against the one without beside it)")
     print(f"{'without':>12}{'with':>12}{'added':>10}  target <= 10%")
     print(anomaly_share(env, setup["token"]))
+    print("\nThe same batches' server CPU: the web process's CPU ms for a 1,000-point log-batch request, the real "
+          "views in-process,\n200 requests each, the two endpoints alternated (median)")
+    print(f"{'native':>12}{'MLflow':>12}")
+    print(same_batch_cpu(env, setup["token"]))
     print(f"  {os.cpu_count()} cores shared by the load clients, the servers and PostgreSQL")
     return 0
 

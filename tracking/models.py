@@ -153,7 +153,7 @@ class PointBlock(models.Model):
 
     pk = models.CompositePrimaryKey("series", "attempt", "first_step")
     # No foreign-key constraint in the database, as the rows of points before had none: the write path takes series
-    # ids from series_ids(), under the run's row lock in the same transaction, and series are deleted only through
+    # ids under the run's row lock in the same transaction (tracking.points), and series are deleted only through
     # Django, whose cascade deletes their blocks first.
     series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="blocks", db_index=False,
                                db_constraint=False)

@@ -1,11 +1,12 @@
 """The write path of points, the hottest in the product, and the reading of stored points.
 
 Points are stored in blocks (tracking.models.PointBlock): a batch's points of one key and attempt, as three packed
-arrays. A batch's keys become series ids first (one SELECT, and an INSERT for new keys); one SELECT then finds the
-stored blocks of the same series and attempt whose steps the batch overlaps (none when it continues its series, the
-common case); those are merged with the batch's points (the batch's win on a step both hold, so a retried batch
-changes nothing) and replaced; and the blocks are written, on PostgreSQL with one binary COPY, on SQLite with one
-executemany. Then the rollups of the chunks the batch touched, in plain SQL.
+arrays. A batch's keys become series ids first (read with the run's lock, locked_run, and an INSERT for new keys);
+one SELECT then finds the stored blocks of the same series and attempt whose steps the batch overlaps (skipped when
+it continues its series, the common case); those are merged with the batch's points (the batch's win on a step both
+hold, so a retried batch changes nothing) and replaced; and the blocks are written, on PostgreSQL with one INSERT of
+one array a column (the byte arrays bound as binary), on SQLite with one executemany. Then the rollups of the
+chunks the batch touched, in plain SQL.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from functools import cache, reduce
 from typing import NamedTuple
 
 import numpy as np
+import orjson
+import psycopg
 from django.db import connection
 from django.db.models import Q
 
-from tracking.models import PointBlock, Rollup, Series
+from tracking.models import PointBlock, Rollup, Run, Series
 from tracking.series.rollup import LEVEL_STEPS, Aggregate, aggregate_ordered, coarser
 from tracking.series.validate import MAX_POINTS, Batch, KeyPoints
 
@@ -50,11 +53,41 @@ class StoredPoint(NamedTuple):
 def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
     """The series of these keys of a run, created when new (the caller holds the run's row lock)."""
     found = dict(Series.objects.filter(run_id=run_id, key__in=keys).values_list("key", "id"))
-    missing = keys - found.keys()
-    if missing:
-        Series.objects.bulk_create([Series(run_id=run_id, key=key) for key in missing])
-        found.update(Series.objects.filter(run_id=run_id, key__in=missing).values_list("key", "id"))
-    return found
+    return {**found, **_created_series(run_id, keys - found.keys())}
+
+
+def _created_series(run_id: int, keys: set[str]) -> dict[str, int]:
+    """The series of these keys, which the caller did not find: created, or read when a batch committed them since
+    the caller's lookup (locked_run's may predate it: an upsert that leaves an existing series be)."""
+    if not keys:
+        return {}
+    Series.objects.bulk_create([Series(run_id=run_id, key=key) for key in keys], ignore_conflicts=True)
+    return dict(Series.objects.filter(run_id=run_id, key__in=keys).values_list("key", "id"))
+
+
+def locked_run(run_id: int, keys: Iterable[str]) -> tuple[Run | None, dict[str, int]]:
+    """The run's row, locked until the caller's transaction ends (None: no such run), and the ids of those of `keys`
+    whose series it has: one statement, written out rather than built by the ORM, where the lock and the lookup
+    were two queries whose building cost a fifth of a 1,000-point batch's CPU, and a round trip more.
+
+    On PostgreSQL the lookup reads the snapshot the statement began with: a series created by the batch whose lock
+    this one waited for may be missing from it. write_points reads or creates what is missing (_created_series)."""
+    run_table, series_table = (connection.ops.quote_name(model._meta.db_table) for model in (Run, Series))
+    given: list[str] | str
+    if connection.vendor == "postgresql":
+        found, keys_in, lock, given = "json_object_agg(key, id)", "= ANY(%s)", " FOR UPDATE OF r", list(keys)
+    else:  # SQLite: a batch's 10,000 keys as one JSON parameter, not one each; its writers are serialized anyway
+        found, keys_in, lock = "json_group_object(key, id)", "IN (SELECT value FROM json_each(%s))", ""
+        given = orjson.dumps(list(keys)).decode()
+    rows = list(Run.objects.raw(
+        f"SELECT r.*, f.series_found FROM {run_table} r LEFT JOIN (SELECT run_id, {found} AS series_found "  # noqa: S608
+        f"FROM {series_table} WHERE run_id = %s AND key {keys_in} GROUP BY run_id) f ON f.run_id = r.id "
+        f"WHERE r.id = %s{lock}", [run_id, given, run_id]))
+    if not rows:
+        return None, {}
+    run = rows[0]
+    ids = run.series_found
+    return run, orjson.loads(ids) if isinstance(ids, str | bytes) else dict(ids or {})
 
 
 # Keys written by one set of statements: a batch may hold 10,000 keys, and SQLite refuses an expression over 1,000
@@ -62,10 +95,12 @@ def series_ids(run_id: int, keys: set[str]) -> dict[str, int]:
 KEYS_PER_PART = 100
 
 
-def write_points(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, int] | None = None) -> Batch:
+def write_points(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, int] | None = None,
+                 known: Mapping[str, int] | None = None) -> Batch:
     """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction,
     which holds the run's row lock: batches of a run are written one at a time, a wide one in parts of keys.
 
+    `known`: series ids of the batch's keys the caller read under the lock (locked_run); the others are looked up.
     `highest`: per key, the highest step the run has stored (of any attempt: its summary's, read under the same
     lock). When every key of a part starts beyond it, no stored block can overlap and the lookup of overlapped
     blocks is skipped: one round trip of the ten a batch costs, the common case of training continuing its series.
@@ -76,7 +111,7 @@ def write_points(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, 
     new: Batch = {}
     for i in range(0, len(keys), KEYS_PER_PART):
         new.update(_write_part(run_id, attempt, {key: batch[key] for key in keys[i:i + KEYS_PER_PART]},
-                               highest or {}))
+                               highest or {}, known))
     return new
 
 
@@ -84,8 +119,13 @@ def _continues(batch: Batch, highest: Mapping[str, int]) -> bool:
     return all(key in highest and highest[key] < group.steps[0] for key, group in batch.items())
 
 
-def _write_part(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, int]) -> Batch:
-    ids = series_ids(run_id, set(batch))
+def _write_part(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, int],
+                known: Mapping[str, int] | None) -> Batch:
+    if known is None:
+        ids = series_ids(run_id, set(batch))
+    else:
+        ids = {key: known[key] for key in batch if key in known}
+        ids.update(_created_series(run_id, batch.keys() - ids.keys()))
     fresh = {ids[key]: Block(ids[key], attempt, np.asarray(group.steps, dtype=np.int64),
                              np.asarray(group.timestamps, dtype=np.int64), np.asarray(group.values, dtype=float))
              for key, group in batch.items()}
@@ -98,8 +138,7 @@ def _write_part(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, i
                                                         for series_id, first in met)), attempt=attempt).delete()
         for (series_id, _), block in met.items():
             fresh[series_id] = merged([block, fresh[series_id]])
-    _insert([part for block in fresh.values() for part in _split(block)])
-    update_rollups(ids, batch)
+    _store([part for block in fresh.values() for part in _split(block)], _rollup_rows(ids, batch))
     new = {key: _without(group, stored[ids[key]]) if ids[key] in stored else group for key, group in batch.items()}
     return {key: group for key, group in new.items() if group.steps}
 
@@ -152,24 +191,35 @@ _BLOCKS = PointBlock._meta.db_table
 _ARRAYS = ["steps", "timestamps", "values"]
 _BLOCK_COLUMNS = ["series_id", "attempt", "first_step", "last_step", "count", "min_timestamp", "max_timestamp",
                   *_ARRAYS]
-_BLOCK_TYPES = ["bigint", "smallint", "bigint", "bigint", "integer", "bigint", "bigint", "bytea", "bytea", "bytea"]
 
 
-def _insert(blocks: list[Block]) -> None:
+def _store(blocks: list[Block], rollups: list[tuple]) -> None:
+    """Insert the blocks and merge their rollups into the stored ones (as rollup.merge does: a SELECT of the stored
+    ones and a merge in Python cost a round trip and a millisecond more).
+
+    On PostgreSQL each is one statement of one array a column, the same statement every batch: the blocks' byte
+    arrays bound as they are (binary parameters; as text each would be spelled out in hex), where a COPY took two
+    round trips; the rollups' some forty rows, which spelled as rows were 640 parameters that the driver split out
+    of the statement's text again every time (a tenth of a 1,000-point batch's CPU). On SQLite an executemany and a
+    multi-row upsert."""
     rows = [(block.series_id, block.attempt, int(block.steps[0]), int(block.steps[-1]), len(block.steps),
              int(block.timestamps.min()), int(block.timestamps.max()), block.steps.astype(_STEP).tobytes(),
              block.timestamps.astype(_STEP).tobytes(), block.values.astype(_VALUE).tobytes()) for block in blocks]
-    names = ", ".join(connection.ops.quote_name(name) for name in _BLOCK_COLUMNS)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # Binary: the arrays go as they are (as parameters, each would be spelled out in hex).
-            with cursor.connection.cursor().copy(f"COPY {_BLOCKS} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_BLOCK_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            cursor.executemany(f"INSERT INTO {_BLOCKS} ({names}) VALUES "  # noqa: S608
-                               f"({', '.join(['%s'] * len(_BLOCK_COLUMNS))})", rows)
+            # A cursor binding its parameters server-side (Django's binds them into the statement's text); its
+            # errors are turned into Django's, as the API answers an unreachable database with a 503.
+            with connection.wrap_database_errors, psycopg.Cursor(cursor.connection) as binding:
+                binding.execute(_insert_arrays_sql(), [list(column) for column in zip(*rows, strict=True)])
+            cursor.execute(_upsert_arrays_sql(), [list(column) for column in zip(*rollups, strict=True)])
+            return
+        names = ", ".join(connection.ops.quote_name(name) for name in _BLOCK_COLUMNS)
+        cursor.executemany(f"INSERT INTO {_BLOCKS} ({names}) VALUES "  # noqa: S608
+                           f"({', '.join(['%s'] * len(_BLOCK_COLUMNS))})", rows)
+        values = ", ".join([f"({', '.join(['%s'] * len(_ROLLUP_COLUMNS))})"] * len(rollups))
+        cursor.execute(f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) VALUES {values} "  # noqa: S608
+                       f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}",
+                       [value for row in rollups for value in row])
 
 
 def _decoded(series_id: int, attempt: int, steps: bytes, timestamps: bytes, values: bytes) -> Block:
@@ -266,10 +316,10 @@ def stored_points(run_id: int) -> list[StoredPoint]:
                 block.steps.tolist(), block.timestamps.tolist(), block.values.tolist(), strict=True)]
 
 
-def update_rollups(ids: dict[str, int], batch: Batch) -> None:
-    """Merge the batch into the rollups of every chunk it touches, at every level, in one multi-row upsert whose
-    update merges the stored aggregate with the batch's as rollup.merge does (some forty rows a batch; a SELECT of
-    the stored ones and a merge in Python cost a round trip and a millisecond more)."""
+def _rollup_rows(ids: dict[str, int], batch: Batch) -> list[tuple]:
+    """The batch's aggregate of every chunk it touches, at every level (some forty rows a batch), which the upsert
+    merges with the stored one as rollup.merge does (a SELECT of the stored ones and a merge in Python cost a round
+    trip and a millisecond more)."""
     fresh: dict[tuple[int, int, int], Aggregate] = {}
     for key, group in batch.items():
         chunks = aggregate_ordered(group.steps, group.values, LEVEL_STEPS[0])
@@ -277,19 +327,8 @@ def update_rollups(ids: dict[str, int], batch: Batch) -> None:
             if level:
                 chunks = coarser(chunks, width // LEVEL_STEPS[level - 1])
             fresh.update({(ids[key], level, chunk): agg for chunk, agg in chunks.items()})
-    rows = [(series_id, level, *(getattr(agg, name) for name in _AGGREGATE))
+    return [(series_id, level, *(getattr(agg, name) for name in _AGGREGATE))
             for (series_id, level, _), agg in fresh.items()]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # One array a column: the same statement every batch, 16 parameters. Spelled as rows, a batch's forty
-            # rows were 640 parameters, which the driver split out of the statement's text again every time (a
-            # tenth of a 1,000-point batch's CPU).
-            cursor.execute(_upsert_arrays_sql(), [list(column) for column in zip(*rows, strict=True)])
-        else:
-            values = ", ".join([f"({', '.join(['%s'] * len(_ROLLUP_COLUMNS))})"] * len(rows))
-            cursor.execute(f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) VALUES {values} "  # noqa: S608
-                           f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}",
-                           [value for row in rows for value in row])
 
 
 _ROLLUPS = Rollup._meta.db_table
@@ -324,9 +363,22 @@ def _merge_sql() -> str:
 _MERGE = _merge_sql()
 
 
+def _arrays(model: type[PointBlock | Rollup], columns: list[str], binary: frozenset[str] = frozenset()) -> str:
+    """unnest()'s arguments: a parameter a column, cast to an array of the column's type (%b: bound as binary)."""
+    return ", ".join(f"{'%b' if name in binary else '%s'}::{model._meta.get_field(name).db_type(connection)}[]"
+                     for name in columns)
+
+
 @cache  # built on first use: the column types are the database's
+def _insert_arrays_sql() -> str:
+    names = ", ".join(connection.ops.quote_name(name) for name in _BLOCK_COLUMNS)
+    return (f"INSERT INTO {_BLOCKS} ({names}) "  # noqa: S608
+            f"SELECT * FROM unnest({_arrays(PointBlock, _BLOCK_COLUMNS, frozenset(_ARRAYS))})")
+
+
+@cache
 def _upsert_arrays_sql() -> str:
-    """The rollups' upsert on PostgreSQL, its rows as one array per column (unnest), each cast to its column's type."""
-    casts = ", ".join(f"%s::{Rollup._meta.get_field(name).db_type(connection)}[]" for name in _ROLLUP_COLUMNS)
-    return (f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) SELECT * FROM unnest({casts}) "  # noqa: S608
+    """The rollups' upsert on PostgreSQL, its rows as one array per column."""
+    return (f"INSERT INTO {_ROLLUPS} ({', '.join(_ROLLUP_COLUMNS)}) "  # noqa: S608
+            f"SELECT * FROM unnest({_arrays(Rollup, _ROLLUP_COLUMNS)}) "
             f"ON CONFLICT (series_id, level, chunk) DO UPDATE SET {_MERGE}")

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.actors import actor_name
@@ -21,7 +21,7 @@ from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
 from tracking.models import AlertRule, ChartPanel, Experiment, PointBlock, Run, RunStatus, Series, Webhook
-from tracking.points import write_points
+from tracking.points import locked_run, write_points
 from tracking.series import anomaly
 from tracking.series.validate import (
     MAX_PARAM_VALUE,
@@ -270,17 +270,24 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
     writes its own attempt's points, or an earlier attempt's delivered late (the SDK's spool), never a later one's.
 
     `check`: the caller's access rules, given the run's row (None: no such run) as this reads it under its lock,
-    before the batch is validated; a caller checking beforehand reads the run once more (a round trip and the
+    before a bad batch is refused; a caller checking beforehand reads the run once more (a round trip and the
     ORM's query of it: a tenth of a 1,000-point batch's CPU)."""
-    with transaction.atomic():
-        # The row lock serializes batches of one run, so the summary and params merge without lost updates.
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if check is not None:
-            check(run)
-        now_ms = int(time.time() * 1000)
-        batch = clean_points(metrics, now_ms, ignored=ignored_fields)
+    # Validated before the lock, which then reads the batch's series with the run (points.locked_run); a bad
+    # batch is refused only once the run has answered `check`, so it tells nothing about another tenant's run.
+    try:
+        batch = clean_points(metrics, int(time.time() * 1000), ignored=ignored_fields)
         clean_params = clean_pairs(params, "params", MAX_PARAMS, MAX_PARAM_VALUE)
         clean_tags = clean_pairs(tags, "tags", MAX_TAGS, MAX_TAG_VALUE)
+        refused = None
+    except BatchError as e:
+        batch, refused = {}, e
+    with transaction.atomic():
+        # The row lock serializes batches of one run, so the summary and params merge without lost updates.
+        run, known = locked_run(run_id, batch)
+        if check is not None:
+            check(run)
+        if refused is not None:
+            raise refused
         if run is None:
             raise DomainError("No such run.", code="not_found")
         if run.is_deleted:
@@ -295,7 +302,7 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
         # The summary's step of a key is the highest step stored of it (any attempt): a batch beyond it overlaps
         # nothing stored.
         highest = {key: entry["step"] for key, entry in run.summary.items() if isinstance(entry.get("step"), int)}
-        unjudged = write_points(run.pk, number, batch, highest)
+        unjudged = write_points(run.pk, number, batch, highest, known)
         fields = []
         if batch:
             run.summary, fields = summarize(batch, run.summary), ["summary"]
@@ -310,8 +317,20 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
         if clean_tags:
             run.tags, fields = {**run.tags, **clean_tags}, [*fields, "tags"]
         if fields:
-            run.save(update_fields=fields)
+            _save_fields(run, fields)
     return batch_size(batch)
+
+
+def _save_fields(run: Run, fields: list[str]) -> None:
+    """run.save(update_fields=fields) with the UPDATE written out: the same values, each prepared by its field as
+    save() prepares it, where the ORM's building of the statement was a tenth of a small batch's CPU. A Run has no
+    save signals to send."""
+    columns = [Run._meta.get_field(name) for name in fields]
+    sets = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {connection.ops.quote_name(Run._meta.db_table)} SET {sets} WHERE id = %s",  # noqa: S608
+                       [*(field.get_db_prep_save(getattr(run, field.attname), connection) for field in columns),
+                        run.pk])
 
 
 def run_log_measured(*, run_id: int, attempt: int, batch: Batch) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCABULARY = ROOT / "tenancy" / "permissions.py"
-NOT_SOURCE = {".venv", "node_modules", "tests", ".git"}
+NOT_SOURCE = {".venv", "node_modules", "tests", ".git", "var"}  # var/: data, and the benches' own environments
 JOB_OWNERS = {"submitter", "submitter_id"}
 
 
