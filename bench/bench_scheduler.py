@@ -405,11 +405,11 @@ def main() -> None:
                 second = run_cycle(after, policy)
                 plain_times, plain_cpu, plain_peak = measure(
                     lambda after=after: run_cycle(after, policy, accelerate=False), max(1, args.repeat // 3))
-                rows.append((f"{label}, next cycle", times, cpu, peak, target,
+                rows.append(("next cycle after busy 75%", times, cpu, peak, target,
                              f"a minute on: decisions applied, 10 ended, 40 new; {second.stats['admitted']} admits, "
                              f"{second.stats['preempted']} preempted"))
                 same = run_cycle(after, policy, accelerate=False) == second
-                rows.append((f"{label}, next cycle, plain mode", plain_times, plain_cpu, plain_peak, None,
+                rows.append(("next cycle after busy 75%, plain mode", plain_times, plain_cpu, plain_peak, None,
                              f"{statistics.median(plain_cpu) / statistics.median(cpu):.1f}x the accelerated CPU; "
                              f"the same decisions, reasons and positions: {'yes' if same else 'NO'}"))
             elastic = elastic_share(snap)
