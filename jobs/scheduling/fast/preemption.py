@@ -14,13 +14,16 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
   candidate alone removed, that one is the whole answer (lone_victim: removing jobs only adds room and loosens
   quotas, so the prefix search and fill-back would find it too, after removing and putting back the others);
 - failures are remembered per (project, shape) until capacity grows or usage falls (Cycle.try_preempt,
-  CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds);
+  CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds, which Cycle.try_preempt reads
+  first, before counting the reserved heads in: quota_bound_known_to_fail);
 - candidates are listed from victim pools sorted once per cycle (_pools), not from every running job.
 
 Each may-skip predicate below states the fact it relies on (docs/scheduling-invariants.md) and has its property
 test in tests/scheduling/test_properties.py: may_have_candidates (test_victim_outline_never_hides_a_candidate),
 could_pass_quota_without (test_the_quota_bound_is_the_check_with_every_candidate_removed), quota_prefix and
-lone_victim (test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search), and all of them together
+lone_victim (test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search), quota_bound_known_to_fail
+(test_a_quota_bound_known_to_fail_is_a_search_that_finds_nothing, and an example the random scenarios rarely reach:
+test_a_quota_bound_known_to_fail_for_a_bigger_job_does_not_skip_a_smaller_one), and all of them together
 (test_the_plain_mode_decides_the_same).
 """
 
@@ -46,8 +49,7 @@ def shortcut_search(state: CycleState, job: PendingJob, info: JobInfo, failure: 
     # flavor: the quota bound first, from its candidates' usage summed (most such jobs end here, before their
     # candidates are listed).
     kept_out = failure is not None and failure.kind != "lent"
-    # (Its running-job cap is freed by its project's jobs of any flavor, which borrower_candidates does not sum.)
-    bounded = failure is not None and failure.kind not in ("lent", "max_running") and len(info.flavors) == 1
+    bounded = quota_bounded(info, failure)
     if bounded and not passes_quota_bound(state, job, info):
         return None
     candidates = victim_candidates(state, job, info, failure)
@@ -216,19 +218,39 @@ def could_pass_quota_without(state: CycleState, job: PendingJob, info: JobInfo, 
 OWN_LIMITS = ("max_running", "no_quota", "borrowing_off", "borrow_limit")  # QuotaFailure kinds of a project alone
 
 
+def quota_bounded(info: JobInfo, failure: QuotaFailure | None) -> bool:
+    """Does shortcut_search ask passes_quota_bound first: a job of one flavor its own quota or its organization
+    keeps out? (Its running-job cap is freed by its project's jobs of any flavor, which borrower_candidates does not
+    sum; a lent guarantee's candidates are other projects' borrowers.)"""
+    return failure is not None and failure.kind not in ("lent", "max_running") and len(info.flavors) == 1
+
+
+def quota_bound_known_to_fail(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
+                              heads: tuple[int, ...]) -> bool:
+    """May skip counting these reserved heads in and searching (Cycle.try_preempt): shortcut_search would stop at
+    passes_quota_bound, which remembers a failure for them (with the heads counted in, `state.heads_in` is
+    `heads`). Relies on what passes_quota_bound's memory does (F3, F6), read before the heads are counted in."""
+    return quota_bounded(info, failure) and state.failed_quota_bounds.known_to_fail(*_bound_key(job, info, heads))
+
+
 def passes_quota_bound(state: CycleState, job: PendingJob, info: JobInfo) -> bool:
     """could_pass_quota_without for a job of one flavor its quota keeps out, over borrower_candidates; failures
     remembered per (project, flavor, reserved heads counted in) until victims are committed. Exact dominance: a
     job of that project asking for at least as many devices with no higher priority (its own candidates a
     subset) fails too, and admissions in between only raise quota usage, which never loosens a quota."""
-    flavor, devices = info.primary, info.demand[info.primary]
-    context, size = (job.project, flavor, state.heads_in), (-job.priority, devices)
+    context, size = _bound_key(job, info, state.heads_in)
     if state.failed_quota_bounds.known_to_fail(context, size):
         return False
-    if could_pass_quota_without(state, job, info, *borrower_candidates(state, job, flavor)):
+    if could_pass_quota_without(state, job, info, *borrower_candidates(state, job, info.primary)):
         return True
     state.failed_quota_bounds.record(context, size, False)
     return False
+
+
+def _bound_key(job: PendingJob, info: JobInfo, heads: tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
+    """passes_quota_bound's memo context (project, flavor, reserved heads counted in) and size (a lower priority,
+    devices)."""
+    return (job.project, info.primary, heads), (-job.priority, info.demand[info.primary])
 
 
 def quota_prefix(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> int:
