@@ -65,6 +65,9 @@ def use_mlflow(django_db_setup, live_server, monkeypatch):
     before = set(threading.enumerate())  # server threads of earlier tests (a stream still open) are not ours
     yield use
     fluent._active_run_stack.get().clear()  # a failed test must not leave its run active for the next
+    # Nor its tracking URI: Hugging Face's MLflowCallback calls mlflow.set_tracking_uri(), a process-wide setting
+    # that outranks MLFLOW_TRACKING_URI, so the next test's client would talk to this test's project.
+    mlflow.set_tracking_uri(None)
     for session in sessions.values():
         session.close()
     gc.collect()
