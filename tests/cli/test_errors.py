@@ -10,8 +10,8 @@ from tidal_cli.main import build_parser, main
 pytestmark = pytest.mark.django_db(transaction=True)
 
 COMMANDS = ["login", "whoami", "projects", "submit", "jobs", "job", "cancel", "resubmit", "scale", "queue", "quota",
-            "flavors", "priority-classes", "pools", "pool", "replay", "logs", "runs", "run", "metrics", "alerts",
-            "costs", "budget", "reliability"]
+            "flavors", "priority-classes", "pools", "pool", "services", "service", "replay", "logs", "runs", "run",
+            "metrics", "alerts", "costs", "budget", "reliability"]
 
 
 def one_line(err: str) -> str:
