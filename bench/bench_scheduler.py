@@ -25,6 +25,9 @@ Cases:
 - "elastic": the empty and busy cycles again with half the generated jobs of 2 or more replicas elastic
   (`elastic_share`: pending ones may start at half their replicas, running ones run on half to twice theirs, past
   their resize cooldown, so the cycle shrinks and grows them), beside the rigid rows, with the same target.
+- "pool and services": the empty and busy cycles again with a tidal pool (issue 30): the last 100 nodes of the
+  first flavor, whose inference services' replicas hold half of each node's free devices; the pool lends the rest,
+  and one pending job in five is preemptible.
 - "replay-size burst": 500 new jobs at once on a cluster filled as in "busy" (many admissions and reclaims).
 - "replay-size step": what trace replay runs at most events: the previous cycle's decisions were applied
   (admitted jobs run, victims are pending again) and one job was submitted since.
@@ -55,6 +58,7 @@ from jobs.scheduling import (  # noqa: E402
     Node,
     PendingJob,
     Policy,
+    Pool,
     Project,
     Quota,
     ReplicaGroup,
@@ -286,6 +290,23 @@ def elastic_share(snap: Snapshot) -> Snapshot:
     return replace(snap, pending=pending, running=tuple(running))
 
 
+def with_pool(snap: Snapshot) -> Snapshot:
+    """The snapshot with a tidal pool (docs/pools.md): the last 100 nodes of the first flavor are a pool whose
+    inference services' replicas hold half of each node's free devices (Node.serving, as node sync counts them); the
+    pool lends the rest, and one pending job in five is preemptible (only they and elastic growth may borrow it)."""
+    first = snap.nodes[0].flavor
+    members = {n.name for n in [n for n in snap.nodes if n.flavor == first][-100:]}
+    nodes, lendable = [], 0
+    for n in snap.nodes:
+        if n.name in members:
+            held = n.free // 2
+            n = replace(n, devices=n.devices - held, free=n.free - held, serving=held, pool="serving")
+            lendable += n.devices
+        nodes.append(n)
+    pending = tuple(replace(j, preemptible=True) if j.id % 5 == 0 else j for j in snap.pending)
+    return replace(snap, nodes=tuple(nodes), pending=pending, pools=(Pool("serving", lendable),))
+
+
 def replay_step(pending: int, seed: int) -> Snapshot:
     """A cycle as trace replay runs it at an event: the previous cycle's decisions were applied, one job came."""
     snap = make_snapshot(pending, 0.75, seed=seed)
@@ -421,6 +442,15 @@ def main() -> None:
                          f"{share:.0%} of pending and {sum(1 for r in elastic.running if r.elastic)} running jobs "
                          f"elastic; {stats['admitted']} admits, {stats['preempted']} preempted, "
                          f"{len(result.shrinks)} shrinks, {len(result.grows)} grows"))
+        if realistic:  # issue 30: the same cycle with a pool whose services hold part of it
+            pooled = with_pool(snap)
+            times, cpu, peak = measure(lambda pooled=pooled: run_cycle(pooled, policy), args.repeat)
+            result = run_cycle(pooled, policy)
+            stats = result.stats
+            serving = sum(n.serving for n in pooled.nodes)
+            rows.append((f"{label}, pool and services", times, cpu, peak, target,
+                         f"100 pool nodes, services hold {serving}, it lends {pooled.pools[0].lendable}, 20% of "
+                         f"pending preemptible; {stats['admitted']} admits, {stats['preempted']} preempted"))
     for label, pending, build in (("replay-size burst, 500 new on busy 75%", 500, make_snapshot),
                                   ("replay-size step, 500 pending, busy", 500, replay_step),
                                   ("replay-size step, 3000 pending, busy", 3000, replay_step)):

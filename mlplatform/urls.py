@@ -10,6 +10,7 @@ from mlplatform import health, metrics
 from mlplatform.api_router import router
 from pools.api import PoolDemandView
 from reliability.api import AttemptDiagnosisView, ReliabilityReportView
+from serving.api import PoolServiceMetricView
 from tenancy.api import MeView
 from tenancy.forms import AdminLoginForm, LoginForm
 from tenancy.views import PasswordResetView, signin_view
@@ -27,6 +28,7 @@ api_v1 = [
     path("attempts/<int:id>/diagnosis/", AttemptDiagnosisView.as_view(), name="attempt-diagnosis"),
     path("reliability/", ReliabilityReportView.as_view(), name="reliability-report"),
     path("pools/<str:name>/demand/", PoolDemandView.as_view(), name="pool-demand"),
+    path("pools/<str:name>/services/<int:pk>/metric/", PoolServiceMetricView.as_view(), name="pool-service-metric"),
     path("", include(router.urls)),
 ]
 

@@ -59,6 +59,19 @@ class PoolTokenScheme(OpenApiAuthenticationExtension):
                 "description": "A pool token (tdp_...): puts its own pool's demand, nothing else."}
 
 
+def token_pool(request: Request, name: str) -> Pool:
+    """The pool named `name` whose token authenticated the request: 401 without a pool token, 403 for a personal
+    token, 404 for another pool's token."""
+    pool = request.auth
+    if not isinstance(pool, Pool):
+        if request.user is not None and request.user.is_authenticated:
+            raise exceptions.PermissionDenied("This takes a pool token (tdp_...), not a personal token.")
+        raise exceptions.NotAuthenticated("A pool token is required: Authorization: Bearer tdp_...")
+    if pool.name != name:
+        raise exceptions.NotFound(f"No pool named {name!r} for this token.")
+    return pool
+
+
 class PoolDemandView(APIView):
     """Serving's demand in devices, put by its autoscaler with a pool token (created by staff in the admin
     console): the scheduler lends the pool's devices beyond it and its headroom."""
@@ -69,13 +82,7 @@ class PoolDemandView(APIView):
 
     @extend_schema(request=DemandSerializer, responses=OpenApiTypes.OBJECT)
     def put(self, request: Request, name: str) -> Response:
-        pool = request.auth
-        if not isinstance(pool, Pool):
-            if request.user is not None and request.user.is_authenticated:
-                raise exceptions.PermissionDenied("This takes a pool token (tdp_...), not a personal token.")
-            raise exceptions.NotAuthenticated("A pool token is required: Authorization: Bearer tdp_...")
-        if pool.name != name:
-            raise exceptions.NotFound(f"No pool named {name!r} for this token.")
+        pool = token_pool(request, name)
         body = DemandSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         values = body.validated_data

@@ -6,16 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from core.parsers import JSONParser, YAMLParser
+from pools.api import PoolTokenAuthentication, token_pool
 from serving import selectors, services
 from serving.models import Service
 from serving.serializers import MetricSerializer, ServiceChangeSerializer, ServiceCreateSerializer, ServiceSerializer
+from tenancy.auth import BearerTokenAuthentication
 from tenancy.filters import project_filter
 from tenancy.scoping import ScopedViewSet
 
@@ -77,3 +82,28 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedVie
                                       p99_latency_ms=body.validated_data.get("p99_latency_ms"))
         return self._shown(service)
 
+
+
+class PoolServiceMetricView(APIView):
+    """A service's metric pushed with its pool's token (`PUT /api/v1/pools/<name>/services/<id>/metric/`): for the
+    serving gateway or autoscaler that runs for the whole pool, as the pool's demand endpoint takes (a member's token
+    pushes through `/api/v1/services/<id>/metric/`)."""
+
+    # A personal token is authenticated too, so that it is refused as the wrong kind (PoolDemandView).
+    authentication_classes = [PoolTokenAuthentication, BearerTokenAuthentication]
+    permission_classes: list = []
+
+    @extend_schema(request=MetricSerializer, responses=OpenApiTypes.OBJECT)
+    def put(self, request: Request, name: str, pk: int) -> Response:
+        pool = token_pool(request, name)
+        service = Service.objects.filter(pk=pk, pool=pool).first()
+        if service is None:
+            raise NotFound(f"No service {pk} in pool {name!r}.")
+        body = MetricSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        service = services.metric_set(service=service, value=body.validated_data["value"],
+                                      p99_latency_ms=body.validated_data.get("p99_latency_ms"))
+        # What the token may see: its pool's service by id and name, and the figures it pushed.
+        return Response({"id": service.pk, "name": service.name, "metric_value": service.metric_value,
+                         "metric_at": service.metric_at, "p99_latency_ms": service.p99_latency_ms,
+                         "replicas": service.replicas, "ready_replicas": service.ready_replicas})

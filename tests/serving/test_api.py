@@ -107,3 +107,62 @@ def test_the_list_filters_by_pool_and_names_an_unknown_project(clients, service)
     assert clients["viewer"].get(URL, {"pool": "other"}).json()["results"] == []
     response = clients["viewer"].get(URL, {"project": "secret"})
     assert response.status_code == 400 and "project" in response.json()["error"]["fields"]
+
+
+# --------------------------------------------------------------------------- the metric with the pool's token
+
+def pool_token_client(secret: str):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+def pool_metric_url(service, pool_name: str = "chat") -> str:
+    from django.urls import reverse
+
+    return reverse("pool-service-metric", kwargs={"name": pool_name, "pk": service.pk})
+
+
+def test_a_pool_token_pushes_the_metric_of_its_pools_services(service, pool):
+    from pools import services as pool_services
+
+    _, secret = pool_services.token_create(actor=None, pool=pool, name="gateway")
+    response = pool_token_client(secret).put(pool_metric_url(service), {"value": 37.5, "p99_latency_ms": 120},
+                                             format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["metric_value"] == 37.5 and "project" not in response.json()
+    service.refresh_from_db()
+    assert (service.metric_value, service.p99_latency_ms) == (37.5, 120.0) and service.metric_at is not None
+
+
+def test_the_pool_metric_refuses_other_pools_services_tokens_and_bad_input(tenant, inventory, service, pool):
+    from pools import services as pool_services
+    from pools.models import Pool
+    from tenancy.services import token_create as personal_token
+
+    _, secret = pool_services.token_create(actor=None, pool=pool, name="gateway")
+    other = Pool.objects.create(name="batch", cluster=inventory["cluster"], flavor=inventory["h100"], devices=8)
+    _, theirs = pool_services.token_create(actor=None, pool=other, name="x")
+    body = {"value": 1}
+    # Another pool's token, by its own pool's name or by this one's: 404, nothing written.
+    assert pool_token_client(theirs).put(pool_metric_url(service), body, format="json").status_code == 404
+    assert pool_token_client(theirs).put(pool_metric_url(service, "batch"), body, format="json").status_code == 404
+    assert pool_token_client(secret).put(pool_metric_url(service, "batch"), body, format="json").status_code == 404
+    missing = type("Missing", (), {"pk": service.pk + 1000})()
+    assert pool_token_client(secret).put(pool_metric_url(missing), body, format="json").status_code == 404
+    service.refresh_from_db()
+    assert service.metric_at is None
+    _, personal = personal_token(user=tenant.users["owner"], name="me")
+    refused = pool_token_client(personal).put(pool_metric_url(service), body, format="json")
+    assert refused.status_code == 403 and "pool token" in refused.json()["error"]["message"]
+    from rest_framework.test import APIClient
+
+    assert APIClient().put(pool_metric_url(service), body, format="json").status_code in (401, 403)
+    for bad in ({}, {"value": -1}, {"value": "fast"}, {"value": 1, "p99_latency_ms": -5}):
+        response = pool_token_client(secret).put(pool_metric_url(service), bad, format="json")
+        assert response.status_code == 400, bad
+        assert set(response.json()["error"]["fields"]) & {"value", "p99_latency_ms"}
+    service.refresh_from_db()
+    assert service.metric_at is None
