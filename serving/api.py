@@ -96,7 +96,7 @@ class PoolServiceMetricView(APIView):
     @extend_schema(request=MetricSerializer, responses=OpenApiTypes.OBJECT)
     def put(self, request: Request, name: str, pk: int) -> Response:
         pool = token_pool(request, name)
-        service = Service.objects.filter(pk=pk, pool=pool).first()
+        service = selectors.pool_services(pool).filter(pk=pk).first()
         if service is None:
             raise NotFound(f"No service {pk} in pool {name!r}.")
         body = MetricSerializer(data=request.data)

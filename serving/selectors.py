@@ -23,6 +23,7 @@ def services_for_user(user: Any) -> QuerySet[Service]:
 
 
 def pool_services(pool: Pool) -> QuerySet[Service]:
+    """The pool's services: what its token may push the metric of, whatever their project."""
     return Service.objects.filter(pool=pool).select_related("project")
 
 
