@@ -26,7 +26,7 @@ from clusters.kube.render import replica_pod_name
 from clusters.models import Cluster, Node
 from jobs.models import Attempt
 from telemetry.fields import NODE, Sample
-from telemetry.models import AttemptGpu
+from telemetry.models import AttemptGpu, StagedPoints
 
 
 @dataclass
@@ -65,6 +65,11 @@ class Attribution:
                     .exclude(ended_at__lt=_moment(start - slack))
                     .select_related("job__project__organization"))
         for attempt in attempts:
+            self._add(cluster, attempt)
+        # An attempt whose end was recorded after a read staged its points, but dated before this window, holds
+        # none of its samples; it is here so that the store writes what it staged (it ended) instead of leaving it.
+        for attempt in (Attempt.objects.filter(cluster=cluster, pk__in=StagedPoints.objects.values("attempt_id"))
+                        .exclude(pk__in=list(self.holders)).select_related("job__project__organization")):
             self._add(cluster, attempt)
         for attempt_id, node, gpu, ordinal, pk, last_at in AttemptGpu.objects.filter(
                 attempt_id__in=list(self.holders)).values_list("attempt_id", "node", "gpu", "ordinal", "pk", "last_at"):

@@ -39,9 +39,13 @@ def test_wake_ups_reuse_one_connection(through_redis):
     def connections_accepted() -> int:
         return redis.Redis.from_url(REDIS_URL).info("stats")["total_connections_received"]
 
+    def opened_by_20_wake_ups() -> int:
+        before = connections_accepted()
+        for _ in range(20):
+            wakeup.wake_scheduler()
+        return connections_accepted() - before
+
     wakeup.wake_scheduler()  # the pool's first connection
-    before = connections_accepted()
-    for _ in range(20):
-        wakeup.wake_scheduler()
-    # One more for the counting client itself; a connection per wake-up would be 20.
-    assert connections_accepted() - before <= 2
+    # One more for the counting client itself; a connection per wake-up would be 20 every time. The server counts
+    # every client's connections, the other test worker's too, so the quietest of three rounds is the figure.
+    assert min(opened_by_20_wake_ups() for _ in range(3)) <= 2

@@ -177,19 +177,51 @@ def test_two_reads_of_one_window_store_it_once(tenant, inventory, kube, exporter
     assert tally.sm_count == len(points(job, "system/gpu.0.sm_active")) * 8  # each sample counted once
 
 
+def read_until_stored(prometheus_server, tries: int = 5) -> int:
+    """Reads after each new scrape until one stores points: a read in the second of the last one finds no window
+    due (TELEMETRY_STEP 1) and stores nothing, which is not what a test of the store asks about."""
+    for _ in range(tries):
+        prometheus_server.wait_for_scrapes(1)
+        stored = ingest.read_all()
+        if stored:
+            return stored
+    return 0
+
+
+def stage_one_attempt(tenant, inventory, kube, exporter, prometheus_server, settings):
+    """A running attempt whose points the reads stage (its period does not turn within the test)."""
+    settings.TIDAL = {**settings.TIDAL, "TELEMETRY_WRITE_EVERY": 3600}
+    job = admit(submit(tenant, inventory["h100"], replicas=1, devices=8), kube, ["gpu-node-7"])
+    exporter.set(pods={g: (pod_of(job), "tidal-vision") for g in range(8)})
+    # Its phase in the hour is its own: it is not due within the next minute (else this test would not stage).
+    phase = job.current_attempt.pk * 7919 % 3600
+    if (datetime.now(tz=UTC).timestamp() + phase) % 3600 > 3540:
+        pytest.skip("the attempt's hour turns within the minute")
+    prometheus_server.wait_for_scrapes(3)
+    return job
+
+
+def test_staged_points_of_an_attempt_whose_end_is_dated_before_the_next_window_are_written(
+        tenant, inventory, kube, exporter, prometheus_server, settings):
+    # The end of an attempt is recorded after the fact (the pod's finish time): a read may have staged its points
+    # while it looked alive, and the next window start after the end it then gets. Its staged points are still
+    # written, not left staged for ever.
+    job = stage_one_attempt(tenant, inventory, kube, exporter, prometheus_server, settings)
+    attempt = job.current_attempt
+    assert ingest.read_all() == 0 and StagedPoints.objects.filter(attempt=attempt).exists()
+    read_through = TelemetrySource.objects.get().read_through
+    Attempt.objects.filter(pk=attempt.pk).update(ended_at=read_through - timedelta(seconds=30))
+    assert read_until_stored(prometheus_server) > 0
+    assert not StagedPoints.objects.filter(attempt=attempt).exists()
+    assert points(job, "system/gpu.0.sm_active")
+
+
 def test_staged_points_are_written_into_the_series_when_due(tenant, inventory, kube, exporter, prometheus_server,
                                                             settings):
     """Reads stage an attempt's points (its GPUs' latest readings and tally follow every read) until its period
     turns or it ends; then every staged point is written, once, with the new ones."""
-    settings.TIDAL = {**settings.TIDAL, "TELEMETRY_WRITE_EVERY": 3600}
-    job = admit(submit(tenant, inventory["h100"], replicas=1, devices=8), kube, ["gpu-node-7"])
-    exporter.set(pods={g: (pod_of(job), "tidal-vision") for g in range(8)})
+    job = stage_one_attempt(tenant, inventory, kube, exporter, prometheus_server, settings)
     attempt = job.current_attempt
-    # Its phase in the hour is its own: it is not due within the next minute (else this test would not stage).
-    phase = attempt.pk * 7919 % 3600
-    if (datetime.now(tz=UTC).timestamp() + phase) % 3600 > 3540:
-        pytest.skip("the attempt's hour turns within the minute")
-    prometheus_server.wait_for_scrapes(3)
 
     assert ingest.read_all() == 0
     assert not points(job, "system/gpu.0.sm_active")
@@ -204,8 +236,7 @@ def test_staged_points_are_written_into_the_series_when_due(tenant, inventory, k
     assert StagedPoints.objects.filter(attempt=attempt).count() > staged
 
     Attempt.objects.filter(pk=attempt.pk).update(ended_at=datetime.now(tz=UTC))
-    prometheus_server.wait_for_scrapes(1)
-    written = ingest.read_all()
+    written = read_until_stored(prometheus_server)
 
     sm = points(job, "system/gpu.0.sm_active")
     tally.refresh_from_db()
