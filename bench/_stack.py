@@ -72,8 +72,10 @@ def start(command: list[str], env: dict, log: Path | None = None) -> subprocess.
 
 
 def start_gunicorn(env: dict, port: int, workers: int, log: Path | None = None) -> subprocess.Popen:
-    return start([sys.executable, "-m", "gunicorn", "mlplatform.wsgi:application", "--bind", f"127.0.0.1:{port}",
-                  "--workers", str(workers), "--log-level", "warning"], env, log)
+    """The web service as production runs it (mlplatform/gunicorn.conf.py: threaded workers, which keep a client's
+    connection alive between requests), on a local port with `workers` processes."""
+    return start([sys.executable, "-m", "gunicorn", "-c", str(ROOT / "mlplatform" / "gunicorn.conf.py"), "--bind",
+                  f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning"], env, log)
 
 
 def stop(service: subprocess.Popen | None, timeout: float = 30) -> int | None:
