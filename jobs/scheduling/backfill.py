@@ -209,7 +209,7 @@ def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
         room.append(index.replica_room(domain.leaves, devices, cpu, mem))
     if not room:
         return None
-    avoid = {index.index_of[n] for n in job.avoid_nodes if n in index.index_of}
+    avoid = index.node_indexes(job.avoid_nodes)
     for i in avoid:
         k = domain_of.get(index.leaf_of[i])
         if k is not None:

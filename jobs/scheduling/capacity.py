@@ -132,6 +132,7 @@ class CapacityIndex:
         leaf_devices: list[int] = []
         leaf_largest: list[int] = []
         self.index_of = {node.name: i for i, node in enumerate(nodes)}
+        self.indexes_of: dict[frozenset[str], frozenset[int]] = {}  # see node_indexes
         self.free = [max(0, node.free) for node in nodes]
         leaves, leaf_of, modelled = self.leaves, self.leaf_of, self.modelled
         for i, node in enumerate(nodes):
@@ -250,6 +251,16 @@ class CapacityIndex:
 
     def visible_free(self, flavor: str) -> int:
         return self.visible.get(flavor, 0)
+
+    def node_indexes(self, names: frozenset[str]) -> frozenset[int]:
+        """The indexes of those of these nodes the inventory has (a job's `avoid_nodes`). Found once per set: the
+        inventory does not change within a cycle, and every job a pool keeps off its nodes holds the same set
+        (pools.lend), which placement, preemption, reservations and explanations each asked for again."""
+        found = self.indexes_of.get(names)
+        if found is None:
+            index_of = self.index_of
+            found = self.indexes_of[names] = frozenset(index_of[n] for n in names if n in index_of)
+        return found
 
     def node_room(self, i: int, devices: int, cpu: int = 0, mem: int = 0) -> int:
         """Replicas of this shape that fit in node i's visible free capacity."""

@@ -160,7 +160,7 @@ class Explainer:
         """A job kept off some nodes (where an earlier attempt was lost, or a pool's, which lend only to preemptible
         work): what is free on the nodes it may use."""
         index = self.state.index
-        avoided = [index.nodes[i] for i in (index.index_of.get(n) for n in job.avoid_nodes) if i is not None]
+        avoided = [index.nodes[i] for i in index.node_indexes(job.avoid_nodes)]
         elsewhere = free - sum(index.free[index.index_of[n.name]] for n in avoided if n.flavor == group.flavor)
         pools = sorted({n.pool for n in avoided if n.pool})
         why = f"; the nodes of pool {', '.join(pools)} lend only to preemptible work" if pools else ""

@@ -35,9 +35,7 @@ _LEVELS: dict[str, tuple[str, ...]] = {
 
 
 def avoid_indexes(index: CapacityIndex, job: PendingJob) -> frozenset[int]:
-    if not job.avoid_nodes:
-        return frozenset()
-    return frozenset(index.index_of[n] for n in job.avoid_nodes if n in index.index_of)
+    return index.node_indexes(job.avoid_nodes) if job.avoid_nodes else frozenset()
 
 
 def best_node(index: CapacityIndex, leaf_ids: list[int], devices: int, avoid: frozenset[int], cpu: int = 0,

@@ -59,9 +59,11 @@ def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]
     shut = set(closed) | {node for node, pool in pool_of.items() if pool in over}
     if shut:
         running = tuple(_off_nodes(job, shut) for job in running)
+    # One set for every job that avoids nothing else (most): the shapes' keys and the index's lookups of it
+    # (CapacityIndex.node_indexes) then compare it by identity, not node by node.
     pool_nodes = frozenset(pool_of)
-    pending = tuple(job if job.preemptible else replace(job, avoid_nodes=job.avoid_nodes | pool_nodes)
-                    for job in snapshot.pending)
+    pending = tuple(job if job.preemptible else replace(
+        job, avoid_nodes=job.avoid_nodes | pool_nodes if job.avoid_nodes else pool_nodes) for job in snapshot.pending)
     nodes = _lent(_freed(snapshot.nodes, [r for _, r, _ in victims]), room, set(closed))
     return replace(snapshot, nodes=nodes, running=running, pending=pending), victims
 

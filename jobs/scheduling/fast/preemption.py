@@ -168,7 +168,7 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
                 kept[i] = (max(0, x[0] - rel[0]), max(0, x[1] - rel[1]), max(0, x[2] - rel[2]))
             if i not in extra:
                 extra[i] = [0, 0, 0]
-    avoid = {index.index_of[n] for n in job.avoid_nodes if n in index.index_of}
+    avoid = index.node_indexes(job.avoid_nodes)
     for i in avoid:
         extra.setdefault(i, [0, 0, 0])
     gain = _gains(index, extra, kept, avoid, devices, cpu, mem)
@@ -504,8 +504,8 @@ def _live_pool(state: CycleState, flavor: str) -> tuple[list[tuple[tuple, RunRec
     return live
 
 
-def _gains(index: CapacityIndex, extra: dict[int, list[int]], kept: dict[int, tuple[int, int, int]], avoid: set[int],
-           devices: int, cpu: int, mem: int) -> dict[int, int]:
+def _gains(index: CapacityIndex, extra: dict[int, list[int]], kept: dict[int, tuple[int, int, int]],
+           avoid: frozenset[int], devices: int, cpu: int, mem: int) -> dict[int, int]:
     """Replicas gained (or lost) per leaf over its visible room when the candidates' capacity on these nodes is
     free and reservations keep what they must."""
     leaf_of = index.leaf_of
