@@ -70,6 +70,8 @@ class Explainer:
         # changes, so it follows no event
         self.fitted = DominanceMemo(state.accelerate)
         self.rooms: dict[tuple[str, int, int, int], int] = {}  # (flavor, devices, cpu, mem) -> group_room
+        # (avoided nodes, flavor) -> free devices of the flavor on them, and how they are named in a reason
+        self.avoided: dict[tuple[frozenset[str], str], tuple[int, str]] = {}
 
     # -- reasons ----------------------------------------------------------------------------------------------
 
@@ -159,13 +161,17 @@ class Explainer:
     def _avoiding_reason(self, job: PendingJob, group: ReplicaGroup, free: int, shape: str) -> str:
         """A job kept off some nodes (where an earlier attempt was lost, or a pool's, which lend only to preemptible
         work): what is free on the nodes it may use."""
-        index = self.state.index
-        avoided = [index.nodes[i] for i in index.node_indexes(job.avoid_nodes)]
-        elsewhere = free - sum(index.free[index.index_of[n.name]] for n in avoided if n.flavor == group.flavor)
-        pools = sorted({n.pool for n in avoided if n.pool})
-        why = f"; the nodes of pool {', '.join(pools)} lend only to preemptible work" if pools else ""
-        return (f"waiting for capacity: {elsewhere} {group.flavor} free on the nodes it may use ({len(avoided)} "
-                f"avoided{why}): needs {shape} on whole nodes of one cluster")
+        key = (job.avoid_nodes, group.flavor)
+        if key not in self.avoided:  # every job a pool keeps off its nodes holds the same set (pools.lend)
+            index = self.state.index
+            avoided = [index.nodes[i] for i in index.node_indexes(job.avoid_nodes)]
+            held = sum(index.free[index.index_of[n.name]] for n in avoided if n.flavor == group.flavor)
+            pools = sorted({n.pool for n in avoided if n.pool})
+            why = f"; the nodes of pool {', '.join(pools)} lend only to preemptible work" if pools else ""
+            self.avoided[key] = held, f"{len(avoided)} avoided{why}"
+        held, avoided_text = self.avoided[key]
+        return (f"waiting for capacity: {free - held} {group.flavor} free on the nodes it may use ({avoided_text}): "
+                f"needs {shape} on whole nodes of one cluster")
 
     def _resource_reason(self, info: JobInfo) -> str | None:
         """'waiting for CPU: ...' for the first group (biggest replicas first) whose devices would fit in one
