@@ -89,6 +89,7 @@ def main() -> None:
         ("lent, idle: a preemptible job waited", lambda o, p: fmt(p["idle_borrower_waiting_gpu_h"], 0)),
         ("lent, idle: only other jobs waited", lambda o, p: fmt(p["idle_rigid_waiting_gpu_h"], 0)),
         ("lent, idle: nothing waited", lambda o, p: fmt(p["idle_nothing_waiting_gpu_h"], 0)),
+        ("... an elastic job could have grown", lambda o, p: fmt(p["idle_growable_gpu_h"], 0)),
         ("give-backs", lambda o, p: str(p["give_backs"])),
         ("give-back p50 / p99 (s)", lambda o, p: f"{fmt(p['give_back_p50_s'], 0)} / {fmt(p['give_back_p99_s'], 0)}"),
         ("jobs given back", lambda o, p: str(p["jobs_given_back"])),

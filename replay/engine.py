@@ -747,6 +747,11 @@ class _Engine:
         """Devices of the pool's nodes training holds, running or in the grace of a give-back."""
         return sum(self.nodes[i].devices - self.nodes[i].free for i in self.pool_at)
 
+    def _growable(self, at: float) -> bool:
+        """Some running elastic job is below its max and past its cooldown: growth could use idle capacity."""
+        return any(job.elastic and len(job.placement) < sum(e.max_replicas for e in job.elastic)
+                   and at >= (job.resized_at or job.started_at) + job.resize_cooldown for job in self.running.values())
+
     def _pool_over(self) -> bool:
         """Training holds more of the pool than it lends now: a cycle must give some back."""
         return self.pool_clock is not None and (
@@ -842,7 +847,8 @@ class _Engine:
             training = self._pool_held() - self.draining_devices
             self.pool_meter.advance(last, t, self.pool_clock.demand(last), self.pool_clock.lendable(last),
                                     self.total_used, training, self.draining_devices,
-                                    waiting=(self.pending_preemptible, len(self.pending) - self.pending_preemptible))
+                                    waiting=(self.pending_preemptible, len(self.pending) - self.pending_preemptible),
+                                    growable=not self.pending and self._growable(last))
         half_life = self.policy.usage_half_life
         for p in self.usage:
             self.usage[p] = decayed_usage(self.usage[p], self.used_by_project[p], dt, half_life)

@@ -246,6 +246,7 @@ class PoolMeter:
     idle_borrower_waiting_s: float = 0.0
     idle_rigid_waiting_s: float = 0.0
     idle_nothing_waiting_s: float = 0.0
+    idle_growable_s: float = 0.0  # ... of it while an elastic job ran below its max, past its cooldown
     draining_s: float = 0.0  # what jobs given back held during their grace
     give_backs: list[float] = field(default_factory=list)  # seconds each took
     given_back_jobs: int = 0  # preemptions and shrinks that gave devices back
@@ -254,10 +255,11 @@ class PoolMeter:
     open_since: float | None = None  # a give-back under way since
 
     def advance(self, last: float, t: float, demand: int, lendable: int, used: int, training: int,
-                draining: int, waiting: tuple[int, int] = (0, 0)) -> None:
+                draining: int, waiting: tuple[int, int] = (0, 0), growable: bool = False) -> None:
         """Integrate [last, t) with the pool as it stood: serving's demand, what the pool lent, what training held
-        in all (`used`) and of the pool (`training`), what give-backs in their grace held, and how many jobs
-        waited (`waiting`: preemptible ones, others)."""
+        in all (`used`) and of the pool (`training`), what give-backs in their grace held, how many jobs waited
+        (`waiting`: preemptible ones, others), and whether an elastic job ran below its max past its cooldown
+        (`growable`: growth could have used what the pool lent)."""
         dt = min(t, self.until) - last
         if dt <= 0:
             return
@@ -275,6 +277,8 @@ class PoolMeter:
             self.idle_rigid_waiting_s += idle
         else:
             self.idle_nothing_waiting_s += idle
+            if growable:
+                self.idle_growable_s += idle
 
     def utilisation(self) -> float:
         """Device-hours used (training's, and serving's demand it got) over device-hours available, the pool's
@@ -310,6 +314,7 @@ def pool_summary(spec: PoolSpec, meter: PoolMeter) -> dict[str, float | int | st
         "idle_borrower_waiting_gpu_h": meter.idle_borrower_waiting_s / HOUR,
         "idle_rigid_waiting_gpu_h": meter.idle_rigid_waiting_s / HOUR,
         "idle_nothing_waiting_gpu_h": meter.idle_nothing_waiting_s / HOUR,
+        "idle_growable_gpu_h": meter.idle_growable_s / HOUR,
         "give_backs": len(backs),
         "give_back_p50_s": _percentile(backs, 0.50),
         "give_back_p99_s": _percentile(backs, 0.99),

@@ -176,7 +176,10 @@ def test_the_meter_splits_what_it_lent_and_training_left_idle_by_what_waited():
     meter.advance(10.0, 20.0, demand=2, lendable=6, used=0, training=0, draining=0, waiting=(0, 2))  # 6 idle
     meter.advance(20.0, 30.0, demand=2, lendable=6, used=6, training=6, draining=0, waiting=(0, 0))  # none idle
     meter.advance(30.0, 40.0, demand=8, lendable=0, used=4, training=4, draining=0)  # giving back: none idle
-    assert (meter.idle_borrower_waiting_s, meter.idle_rigid_waiting_s, meter.idle_nothing_waiting_s) == (
-        20.0, 60.0, 0.0)
+    meter.advance(40.0, 50.0, demand=2, lendable=6, used=2, training=2, draining=0)  # 4 idle, nothing to grow
+    meter.advance(50.0, 60.0, demand=2, lendable=6, used=3, training=3, draining=0, growable=True)  # 3 idle
+    assert (meter.idle_borrower_waiting_s, meter.idle_rigid_waiting_s, meter.idle_nothing_waiting_s,
+            meter.idle_growable_s) == (20.0, 60.0, 70.0, 30.0)
     summary = pool_summary(spec(), meter)
     assert summary["idle_rigid_waiting_gpu_h"] == 60.0 / HOUR
+    assert summary["idle_growable_gpu_h"] == 30.0 / HOUR
