@@ -132,7 +132,9 @@ class CapacityIndex:
         leaf_devices: list[int] = []
         leaf_largest: list[int] = []
         self.index_of = {node.name: i for i, node in enumerate(nodes)}
-        self.indexes_of: dict[frozenset[str], frozenset[int]] = {}  # see node_indexes
+        # avoided node names -> their indexes, the leaves all of whose nodes they are, and whether they are the
+        # schedulable nodes of those leaves and no other (see node_indexes)
+        self.indexes_of: dict[frozenset[str], tuple[frozenset[int], frozenset[int], bool]] = {}
         self.free = [max(0, node.free) for node in nodes]
         leaves, leaf_of, modelled = self.leaves, self.leaf_of, self.modelled
         for i, node in enumerate(nodes):
@@ -256,10 +258,29 @@ class CapacityIndex:
         """The indexes of those of these nodes the inventory has (a job's `avoid_nodes`). Found once per set: the
         inventory does not change within a cycle, and every job a pool keeps off its nodes holds the same set
         (pools.lend), which placement, preemption, reservations and explanations each asked for again."""
+        return self._avoided(names)[0]
+
+    def covered_leaves(self, names: frozenset[str]) -> frozenset[int]:
+        """The leaves every node of which is among these (a pool's racks, for a job it keeps off its nodes): they
+        hold no node such a job may take, so placement passes them by instead of looking at each of their nodes."""
+        return self._avoided(names)[1]
+
+    def avoids_whole_leaves(self, names: frozenset[str]) -> bool:
+        """Whether the schedulable nodes among these are exactly the nodes of their covered leaves: room counted
+        over the other leaves is then the room of the nodes a job avoiding them may use."""
+        return self._avoided(names)[2]
+
+    def _avoided(self, names: frozenset[str]) -> tuple[frozenset[int], frozenset[int], bool]:
         found = self.indexes_of.get(names)
         if found is None:
-            index_of = self.index_of
-            found = self.indexes_of[names] = frozenset(index_of[n] for n in names if n in index_of)
+            index_of, leaf_of = self.index_of, self.leaf_of
+            nodes = frozenset(index_of[n] for n in names if n in index_of)
+            counted: dict[int, int] = {}
+            for i in nodes:
+                if leaf_of[i] >= 0:
+                    counted[leaf_of[i]] = counted.get(leaf_of[i], 0) + 1
+            leaves = frozenset(lid for lid, count in counted.items() if count == len(self.leaves[lid].nodes))
+            found = self.indexes_of[names] = (nodes, leaves, len(leaves) == len(counted))
         return found
 
     def node_room(self, i: int, devices: int, cpu: int = 0, mem: int = 0) -> int:

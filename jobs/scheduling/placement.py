@@ -132,34 +132,46 @@ def _has_room(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[in
     return True
 
 
-def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> int:
+def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]], covered: frozenset[int]) -> int:
     """Free devices of the domain if it passes the necessary checks, else -1."""
     total = _free_enough(index, info, per_flavor)
-    return total if total >= 0 and _has_room(index, info, per_flavor) else -1
+    return total if total >= 0 and _has_room(index, info, _usable(per_flavor, covered)) else -1
+
+
+def _usable(per_flavor: dict[str, list[int]], covered: frozenset[int]) -> dict[str, list[int]]:
+    """The domain's leaves less those the job avoids every node of (CapacityIndex.covered_leaves): room there is
+    none of its, so its necessary checks and its fill leave them out, deciding as if they looked at each node."""
+    if not covered:
+        return per_flavor
+    return {flavor: [lid for lid in leaves if lid not in covered] for flavor, leaves in per_flavor.items()}
 
 
 def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
     """Place every replica of `job` (the takes are applied; `undo` reverts them) or return None, changing nothing."""
     avoid = avoid_indexes(index, job)
+    covered = index.covered_leaves(job.avoid_nodes) if avoid else frozenset()
     for flavor, need in info.demand.items():
         if index.visible_free(flavor) < need:
             return None
     if info.replicas == 1:
         gi, group = info.groups[0]
         cpu, mem = group.cpu_millis, group.memory_mib
-        i = best_node(index, index.flavor_leaves.get(group.flavor, []), group.devices, avoid, cpu, mem)
+        leaves = index.flavor_leaves.get(group.flavor, [])
+        if covered:
+            leaves = [lid for lid in leaves if lid not in covered]
+        i = best_node(index, leaves, group.devices, avoid, cpu, mem)
         if i is None:
             return None
         index.take(i, group.devices, cpu, mem)
         return [(gi, 0, i, group.devices, cpu, mem)]
     # Early exit: racks and blocks are parts of a cluster, so a gang no cluster could hold fits nowhere.
-    clusters = [per for _, per, _ in _domains(index, info, "cluster") if _could_fit(index, info, per) >= 0]
+    clusters = [per for _, per, _ in _domains(index, info, "cluster") if _could_fit(index, info, per, covered) >= 0]
     if not clusters:
         return None
     if len(clusters) == 1 and job.topology in (Topology.NONE, Topology.PREFER_SAME_RACK) and len(
             index.domains.get((info.flavors[0], "rack"), ())) == 1 and len(info.flavors) == 1:
         # One rack per cluster (no topology labels): rack, block and cluster are the same set of nodes.
-        return _fill(index, info, clusters[0], avoid)
+        return _fill(index, info, _usable(clusters[0], covered), avoid)
     required = job.topology in (Topology.REQUIRE_SAME_RACK, Topology.REQUIRE_SAME_BLOCK)
     tried: set[tuple[int, ...]] = set()
     for level in _LEVELS.get(job.topology, _LEVELS[Topology.NONE]):
@@ -176,13 +188,14 @@ def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
         # Best fit: the least free domain that has room. Room is counted only in that order, up to the first
         # domain that has it (a gang admitted usually fits the first or second of ten racks).
         for _, _, per_flavor in candidates:
-            if not _has_room(index, info, per_flavor):
+            usable = _usable(per_flavor, covered)
+            if not _has_room(index, info, usable):
                 continue
-            signature = tuple(sorted(lid for leaves in per_flavor.values() for lid in leaves))
+            signature = tuple(sorted(lid for leaves in usable.values() for lid in leaves))
             if signature in tried:
                 continue
             tried.add(signature)
-            taken = _fill(index, info, per_flavor, avoid)
+            taken = _fill(index, info, usable, avoid)
             if taken is not None:
                 return taken
     return None
@@ -204,15 +217,23 @@ def allowed_domains(index: CapacityIndex, topology: Topology, flavor: str, repli
 def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: Iterable[int] = ()) -> bool | None:
     """Would `place` succeed, were the capacity reservations keep hidden on nodes `hidden` visible? Told by counting
     alone (some domain the topology allows has room for every replica), which is exact for identical replicas of
-    one flavor and no nodes to avoid; None for other jobs. Changes nothing (no reservation lifted and settled)."""
+    one flavor and no nodes to avoid, or nodes to avoid that fill whole leaves (a pool's racks: the room of the
+    other leaves is then the room of the nodes it may use); None for other jobs. Changes nothing (no reservation
+    lifted and settled)."""
     shape = info.shape
-    if shape is None or len(info.flavors) != 1 or job.avoid_nodes:  # a shape: identical replicas
+    if shape is None or len(info.flavors) != 1:  # a shape: identical replicas
         return None
+    covered: frozenset[int] = frozenset()
+    if job.avoid_nodes:
+        if not index.avoids_whole_leaves(job.avoid_nodes):
+            return None
+        covered = index.covered_leaves(job.avoid_nodes)
     flavor, devices, replicas, cpu, mem = shape.flavor, shape.devices, shape.replicas, shape.cpu, shape.memory
     gain = _hidden_gain(index, hidden, flavor, devices, cpu, mem)
     for d in allowed_domains(index, job.topology, flavor, replicas):
-        more = sum(gain.get(lid, 0) for lid in d.leaves) if gain else 0
-        if index.has_room(d.leaves, devices, cpu, mem, replicas - more):
+        leaves = [lid for lid in d.leaves if lid not in covered] if covered else d.leaves
+        more = sum(gain.get(lid, 0) for lid in leaves) if gain else 0
+        if index.has_room(leaves, devices, cpu, mem, replicas - more):
             return True
     return False
 

@@ -248,7 +248,11 @@ def pool_scenarios(draw):
     than training holds there now, often), and some of them are closed (serving missed its SLO there)."""
     snap, policy, x = draw(elastic_scenarios())
     rnd = random.Random(draw(st.integers(0, 2**32)))
-    nodes = tuple(replace(n, pool="pl") if rnd.random() < 0.4 else n for n in snap.nodes)
+    if rnd.random() < 0.5:  # node by node
+        nodes = tuple(replace(n, pool="pl") if rnd.random() < 0.4 else n for n in snap.nodes)
+    else:  # whole racks, as a pool of a node group is (placement then passes its racks by: covered_leaves)
+        racks = {(n.cluster, n.rack) for n in snap.nodes if rnd.random() < 0.4}
+        nodes = tuple(replace(n, pool="pl") if (n.cluster, n.rack) in racks else n for n in snap.nodes)
     devices = sum(n.devices for n in nodes if n.pool)
     closed = tuple((n.name, f"moved off {n.name}") for n in nodes if n.pool and rnd.random() < 0.3)
     return replace(snap, nodes=nodes, pools=(Pool("pl", rnd.randint(0, devices), closed=closed),)), policy, x
@@ -714,6 +718,21 @@ def test_counting_shortcuts_agree_with_placement_and_structural_checks(case):
         for i, amounts in hidden.items():
             index.set_hidden(i, *amounts)
         assert counted_lifted is None or counted_lifted == (taken is not None)
+    # Jobs that avoid the nodes of whole racks (a pool's), or of racks and some node more: counted over the other
+    # racks, or placed.
+    racks = sorted({(n.cluster, n.rack) for n in snap.nodes})
+    for job in snap.pending:
+        chosen = {r for r in racks if rnd.random() < 0.4}
+        avoided = {n.name for n in snap.nodes if (n.cluster, n.rack) in chosen}
+        for avoid in (avoided, avoided | {rnd.choice(snap.nodes).name}):
+            avoiding = replace(job, avoid_nodes=frozenset(avoid))
+            info = JobInfo(avoiding)
+            counted = fits_by_count(index, avoiding, info)
+            taken = place(index, avoiding, info)
+            if taken is not None:
+                assert not {snap.nodes[i].name for _, _, i, *_ in taken} & avoid
+                undo(index, taken)
+            assert counted is None or counted == (taken is not None)
 
 
 @PROPS
