@@ -183,3 +183,19 @@ def test_the_meter_splits_what_it_lent_and_training_left_idle_by_what_waited():
     summary = pool_summary(spec(), meter)
     assert summary["idle_rigid_waiting_gpu_h"] == 60.0 / HOUR
     assert summary["idle_growable_gpu_h"] == 30.0 / HOUR
+
+
+@needs_core
+def test_the_meter_counts_lent_capacity_left_idle_while_an_elastic_job_could_have_grown():
+    """A 1-device elastic job (1..2 workers) whose project may not borrow runs alone: in its cooldown it may not
+    grow (300 s), after it its quota keeps it from growing, so what the pool lends then (7 devices until 01:00) is
+    idle while it could have grown; once it ends nothing could."""
+    trace = _trace("e,0,3000,1,1,gpu,a,normal,,", "last,3500,60,1,1,gpu,a,normal,,")
+    quotas = QuotaSet((Quota("a", "gpu", 1, borrow_limit=0),), (Project("a", "org"),))
+    options = EngineOptions(pool=spec(), elastic_fraction=1.0, elastic_max_factor=2.0)
+    result = run_replay(trace, uniform_cluster(1, 8, "gpu"), quotas, Policy(), options=options)
+    assert [j.job_id for j in result.jobs if j.elastic] == ["e", "last"]
+    meter = result.pool
+    assert meter is not None and meter.training_s == 0.0
+    assert meter.idle_nothing_waiting_s == pytest.approx(7 * 3500.0)
+    assert meter.idle_growable_s == pytest.approx(7 * (3000.0 - 300.0))
