@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import transaction
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import authentication, exceptions, mixins
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,7 +18,11 @@ from pools.serializers import DemandSerializer, PoolSerializer
 from tenancy.auth import BearerTokenAuthentication, token_failure
 from tenancy.scoping import ScopedViewSet
 
+SPAN = OpenApiParameter("span", str, enum=list(selectors.SPANS), default="24h",
+                        description="The detail's `series` and `given_back` over the last hour, 24 h or 7 days.")
 
+
+@extend_schema_view(retrieve=extend_schema(parameters=[SPAN]))
 class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
     """Pools with their demand, headroom, what they lend, what training uses and what they gave back."""
 
@@ -29,7 +33,14 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSe
     pagination_class = None
 
     def get_serializer_context(self):
-        return {**super().get_serializer_context(), "detail": self.action == "retrieve"}
+        context = {**super().get_serializer_context(), "detail": self.action == "retrieve"}
+        if self.action == "retrieve":
+            name = self.request.query_params.get("span", "24h")
+            if name not in selectors.SPANS:
+                raise exceptions.ValidationError({"span": [f"{name[:20]!r} is not a span; use one of "
+                                                           f"{', '.join(selectors.SPANS)}."]})
+            context["span"] = selectors.SPANS[name]
+        return context
 
 
 class PoolTokenAuthentication(authentication.BaseAuthentication):

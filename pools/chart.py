@@ -47,6 +47,24 @@ def lines(samples: Sequence[dict[str, Any]], end: datetime, span: timedelta = ti
     values: dict[str, Callable[[Any], float]] = {
         "demand": lambda s: s["demand"], "reserved": lambda s: s["demand"] + s["headroom"],
         "lent": lambda s: s["lent"], "used": lambda s: s["used"]}
-    top = max((s["capacity"] for s in samples), default=1)
-    return draw(samples, end, [(key, label, colour, values[key]) for key, label, colour in SERIES], top,
+    return draw(samples, end, [(key, label, colour, values[key]) for key, label, colour in SERIES], top_of(samples),
                 lambda s: s["at"], span)
+
+
+GIVEN_BACK = "#cf222e"
+
+
+def given_back_path(given_back: Sequence[dict[str, Any]], samples: Sequence[dict[str, Any]], end: datetime,
+                    span: timedelta = timedelta(hours=24)) -> str:
+    """An SVG path of one upright tick per give-back, where it began, as tall as the devices it took back (on the
+    lines' scale); "" when there was none in the span."""
+    top, start = top_of(samples), end - span
+    ticks = []
+    for g in given_back:
+        x = round(WIDTH * max(0.0, (g["at"] - start) / span), 1)
+        ticks.append(f"M{x},{HEIGHT} V{round(HEIGHT * (1 - min(g['devices'], top) / top), 1)}")
+    return " ".join(ticks)
+
+
+def top_of(samples: Sequence[dict[str, Any]]) -> float:
+    return max(max((s["capacity"] for s in samples), default=1), 1)

@@ -1,4 +1,5 @@
-"""Reads for pools: which pools a user may see, and a pool's figures (now, over 24 h, give-back times).
+"""Reads for pools: which pools a user may see, and a pool's figures (now, over 24 h, give-back times), with its
+minute samples and give-backs over a chosen span for the chart (the last hour, 24 h or 7 days).
 
 Staff see every pool and every job on it. Anybody else sees a pool that lent to one of their projects in the last
 24 h, and only their own projects' jobs on it: another organization's jobs are never shown, not even counted apart
@@ -24,6 +25,8 @@ from pools.source import SAMPLE_EVERY, pool_figures, pool_nodes
 from tenancy.selectors import project_ids_for_user
 
 WINDOW = timedelta(hours=24)
+SPANS = {"1h": timedelta(hours=1), "24h": WINDOW, "7d": timedelta(days=7)}  # the chart's, by their names
+SERIES_POINTS = 720  # at most, one per column of the chart: a longer span's minutes are averaged
 
 
 def pools() -> QuerySet[Pool]:
@@ -83,7 +86,10 @@ class Figures:
     saved_24h: dict[str, Any] | None = None
     # Serving's latency over its SLO in the last 24 h (interference.py): when, where, p99 / SLO, unlent until.
     interferences: list[dict[str, Any]] = field(default_factory=list)
-    series: list[dict[str, Any]] = field(default_factory=list)  # 24 h samples
+    # Over the chart's span (`figures(span=...)`, 24 h unless asked): the minute samples, each the mean of the
+    # minutes it stands for once the span holds more than SERIES_POINTS of them, and every give-back begun in it.
+    series: list[dict[str, Any]] = field(default_factory=list)
+    given_back: list[dict[str, Any]] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -94,7 +100,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
+def figures(pool: Pool, user: Any, *, series: bool = False, span: timedelta = WINDOW) -> Figures:
     now = timezone.now()
     inventory = ports.inventory().nodes
     members = pool_nodes(pool, inventory)
@@ -130,8 +136,26 @@ def figures(pool: Pool, user: Any, *, series: bool = False) -> Figures:
     result.used_hours_24h = round(sum(s["used"] for s in samples) * hour, 2)
     result.unmet_hours_24h = round(sum(max(0, s["demand"] - (s["capacity"] - s["used"])) for s in samples) * hour, 2)
     if series:
-        result.series = samples
+        if span != WINDOW:
+            samples = list(PoolSample.objects.filter(pool=pool, at__gt=now - span).values(
+                "at", "capacity", "demand", "headroom", "lent", "used"))
+        result.series = averaged(samples, now - span, span)
+        result.given_back = [{"at": g.started_at, "devices": g.devices, "seconds": g.seconds}
+                             for g in GiveBack.objects.filter(pool=pool, started_at__gt=now - span)]
     return result
+
+
+def averaged(samples: list[dict[str, Any]], start: datetime, span: timedelta) -> list[dict[str, Any]]:
+    """The samples as they are when they are at most SERIES_POINTS; otherwise one per equal slice of the span
+    that holds any: its minutes' mean figures (rounded to a tenth of a device), at its last minute."""
+    if len(samples) <= SERIES_POINTS:
+        return samples
+    slices: dict[int, list[dict[str, Any]]] = {}
+    for s in samples:
+        slices.setdefault(min(SERIES_POINTS - 1, int((s["at"] - start) / span * SERIES_POINTS)), []).append(s)
+    return [{"at": group[-1]["at"], **{key: round(sum(s[key] for s in group) / len(group), 1)
+                                      for key in ("capacity", "demand", "headroom", "lent", "used")}}
+            for _, group in sorted(slices.items())]
 
 
 @dataclass(frozen=True)

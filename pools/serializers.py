@@ -18,7 +18,7 @@ class PoolJobSerializer(serializers.Serializer):
 
 class PoolSerializer(serializers.Serializer):
     """A pool's figures (selectors.Figures): now, over 24 h, and the training on its capacity that the caller may
-    see (staff: all; others: their own projects' jobs). The detail adds `series`, the 24 h minute samples."""
+    see (staff: all; others: their own projects' jobs). The detail adds `series` and `given_back` over its `span`."""
 
     name = serializers.CharField()
     cluster = serializers.CharField()
@@ -45,11 +45,17 @@ class PoolSerializer(serializers.Serializer):
     interferences = serializers.ListField(
         child=serializers.DictField(), help_text="Serving's p99 latency over its SLO in the last 24 h: at, nodes "
         "(empty: all), p99_ms, slo_ms, until (the nodes lend nothing until then).")
-    series = serializers.ListField(child=serializers.DictField(), help_text="Detail only: the 24 h samples.")
+    series = serializers.ListField(child=serializers.DictField(), help_text="Detail only, over `span` (24 h unless "
+                                   "asked): the minute samples (at, capacity, demand, headroom, lent, used); beyond "
+                                   "720 of them, the mean of each 720th of the span.")
+    given_back = serializers.ListField(child=serializers.DictField(), help_text="Detail only, over `span`: each "
+                                       "give-back's start (at), the devices it took back and its seconds (null while "
+                                       "under way).")
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         request = self.context["request"]
-        return asdict(selectors.figures(instance, request.user, series=self.context.get("detail", False)))
+        return asdict(selectors.figures(instance, request.user, series=self.context.get("detail", False),
+                                        span=self.context.get("span", selectors.WINDOW)))
 
 
 class DemandSerializer(serializers.Serializer):

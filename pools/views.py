@@ -1,10 +1,11 @@
-"""The Pools pages: every pool the user may see with its figures now, and one pool's 24 h chart and the training
-on its capacity (staff see every job; others their own projects' only: selectors)."""
+"""The Pools pages: every pool the user may see with its figures now, and one pool's chart (the last hour, 24 h or
+7 days: `?span=`) and the training on its capacity (staff see every job; others their own projects' only:
+selectors)."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -24,10 +25,18 @@ def pool_page(request: HttpRequest, name: str) -> HttpResponse:
     pool = selectors.pools_for_user(request.user).filter(name=name).first()
     if pool is None:
         raise Http404(f"No pool named {name!r} lent to your projects.")
-    figures = selectors.figures(pool, request.user, series=True)
+    name_of_span = request.GET.get("span", "24h")
+    span = selectors.SPANS.get(name_of_span)
+    if span is None:
+        return HttpResponseBadRequest(f"span: {name_of_span[:20]!r} is not a span of the chart; use one of "
+                                      f"{', '.join(selectors.SPANS)}.", content_type="text/plain")
+    figures = selectors.figures(pool, request.user, series=True, span=span)
+    now = timezone.now()
     return render(request, "pools/detail.html", {
-        "pool": figures, "lines": chart.lines(figures.series, timezone.now()),
-        "width": chart.WIDTH, "height": chart.HEIGHT, "panels": pool_panels(request, pool)})
+        "pool": figures, "lines": chart.lines(figures.series, now, span), "span": name_of_span,
+        "spans": selectors.SPANS, "given_back": chart.given_back_path(figures.given_back, figures.series, now, span),
+        "given_back_colour": chart.GIVEN_BACK, "width": chart.WIDTH, "height": chart.HEIGHT,
+        "panels": pool_panels(request, pool)})
 
 
 def job_panel(request: HttpRequest, job: Job) -> dict:

@@ -202,3 +202,55 @@ def test_who_sees_a_pool_borrowers_see_its_figures_never_another_organizations_j
     assert other.get(reverse("pool-list")).json() == []
     client.force_login(speech_member)
     assert client.get(reverse("pool", kwargs={"name": "chat"})).status_code == 404
+
+
+def _samples(pool, minutes_ago: list[float], **values) -> None:
+    now = timezone.now()
+    PoolSample.objects.bulk_create([
+        PoolSample(pool=pool, at=now - timedelta(minutes=m), capacity=16, demand=values.get("demand", 4), headroom=1,
+                   lent=values.get("lent", 11), used=values.get("used", 5)) for m in minutes_ago])
+
+
+def test_the_detail_charts_the_last_hour_24h_or_7_days_with_the_give_backs_in_them(pool, staff_client):
+    from pools.models import GiveBack
+
+    _samples(pool, [3 * 24 * 60], demand=12)  # three days ago
+    _samples(pool, [5 * 60], demand=8)  # five hours ago
+    _samples(pool, [10], demand=2)
+    now = timezone.now()
+    GiveBack.objects.create(pool=pool, started_at=now - timedelta(days=2), freed_at=now - timedelta(days=2), devices=6)
+    GiveBack.objects.create(pool=pool, started_at=now - timedelta(minutes=20), devices=3)  # under way
+    detail = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"}), {"span": "7d"}).json()
+    assert [s["demand"] for s in detail["series"]] == [12, 8, 2]
+    assert [(g["devices"], g["seconds"]) for g in detail["given_back"]] == [(3, None), (6, 0.0)]
+    detail = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"})).json()  # 24 h
+    assert [s["demand"] for s in detail["series"]] == [8, 2] and [g["devices"] for g in detail["given_back"]] == [3]
+    assert detail["lent_hours_24h"] == round(2 * 11 / 60, 2)  # the 24 h figures stay those of 24 h
+    detail = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"}), {"span": "1h"}).json()
+    assert [s["demand"] for s in detail["series"]] == [2]
+    response = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"}), {"span": "30d"})
+    assert response.status_code == 400 and "span" in response.json()["error"]["fields"]
+
+
+def test_a_week_of_minutes_is_charted_as_720_means(pool, staff_client):
+    _samples(pool, [m + 0.5 for m in range(7 * 24 * 60 - 1)], demand=4)
+    _samples(pool, [0.1], demand=16)  # in the last 14 minutes (a 720th of a week), with 14 others
+    series = staff_client.get(reverse("pool-detail", kwargs={"name": "chat"}), {"span": "7d"}).json()["series"]
+    assert len(series) == 720 and all(s["demand"] == 4 for s in series[:-1])
+    assert series[-1]["demand"] == round((16 + 14 * 4) / 15, 1)
+
+
+def test_the_pool_page_charts_the_span_asked_for_and_refuses_another(pool, tenant, inventory, client):
+    from pools.models import GiveBack
+
+    mine = submit(tenant, inventory["a100"], priority="preemptible")
+    admit(mine, inventory["cluster"], ["a-n1"])
+    _samples(pool, [3 * 24 * 60, 10])
+    GiveBack.objects.create(pool=pool, started_at=timezone.now() - timedelta(days=2), devices=6)
+    client.force_login(tenant.users["viewer"])
+    page = client.get(reverse("pool", kwargs={"name": "chat"}), {"span": "7d"}).content.decode()
+    assert "Last 7 days" in page and 'id="pool-given-back"' in page and 'href="?span=24h"' in page
+    page = client.get(reverse("pool", kwargs={"name": "chat"})).content.decode()
+    assert "Last 24 hours" in page and 'id="pool-given-back"' not in page  # the give-back is two days old
+    response = client.get(reverse("pool", kwargs={"name": "chat"}), {"span": "forever"})
+    assert response.status_code == 400 and b"span" in response.content
