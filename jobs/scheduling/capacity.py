@@ -262,7 +262,8 @@ class CapacityIndex:
 
     def covered_leaves(self, names: frozenset[str]) -> frozenset[int]:
         """The leaves every node of which is among these (a pool's racks, for a job it keeps off its nodes): they
-        hold no node such a job may take, so placement passes them by instead of looking at each of their nodes."""
+        hold no node such a job may take, so placement passes them by instead of looking at each of their nodes.
+        None in the plain mode, which looks at each node (and so proves the answers the same)."""
         return self._avoided(names)[1]
 
     def avoids_whole_leaves(self, names: frozenset[str]) -> bool:
@@ -279,7 +280,8 @@ class CapacityIndex:
             for i in nodes:
                 if leaf_of[i] >= 0:
                     counted[leaf_of[i]] = counted.get(leaf_of[i], 0) + 1
-            leaves = frozenset(lid for lid, count in counted.items() if count == len(self.leaves[lid].nodes))
+            leaves = frozenset(lid for lid, count in counted.items()
+                               if count == len(self.leaves[lid].nodes)) if self.accelerate else frozenset()
             found = self.indexes_of[names] = (nodes, leaves, len(leaves) == len(counted))
         return found
 
