@@ -17,7 +17,7 @@ TEST_ENV := $(DOTENV) SECRET_KEY=$${SECRET_KEY:-test-only-secret-key-0123456789a
 
 .PHONY: install run test fuzz lint bench chaos soak migrate seed clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt sdk/pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-build.txt requirements-dev.txt sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -28,7 +28,13 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(VENV)/.installed node_modules/.installed
+# The scheduler core compiled to C with mypyc (scripts/compile_core.py), again whenever one of its sources changed.
+# Without a C compiler the core runs interpreted, about half as fast, and says so here.
+CORE_SOURCES := $(shell find jobs/scheduling -name '*.py')
+.build/core/SOURCES_HASH: $(VENV)/.installed scripts/compile_core.py $(CORE_SOURCES)
+	$(PY) scripts/compile_core.py || echo "!! the scheduler core could not be compiled: it runs interpreted"
+
+install: $(VENV)/.installed node_modules/.installed .build/core/SOURCES_HASH
 
 migrate: install
 	$(DEV_ENV) $(PY) manage.py migrate --noinput
@@ -70,4 +76,4 @@ soak: install
 	$(TEST_ENV) $(PY) bench/bench_load.py --seconds $${SOAK_SECONDS:-600}
 
 clean:
-	rm -rf $(VENV) node_modules var staticfiles
+	rm -rf $(VENV) node_modules var staticfiles .build

@@ -31,7 +31,9 @@ Cases:
 - "replay-size burst": 500 new jobs at once on a cluster filled as in "busy" (many admissions and reclaims).
 - "replay-size step": what trace replay runs at most events: the previous cycle's decisions were applied
   (admitted jobs run, victims are pending again) and one job was submitted since.
-Times are wall-clock ("ms") and CPU time of this process ("cpu ms"): the machine is shared, so wall time
+The core runs as production runs it: compiled to C when `make install` compiled it (the header says which;
+`TIDAL_COMPILED_CORE=0` measures its sources instead, docs/performance.md). Times are wall-clock ("ms") and CPU
+time of this process ("cpu ms"): the machine is shared, so wall time
 includes waiting for a core; the load average is printed with the table. Targets are judged on the median CPU
 time.
 """
@@ -53,6 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import (  # noqa: E402
+    COMPILED,
     Assignment,
     Elastic,
     Node,
@@ -135,7 +138,7 @@ def make_job(rnd: random.Random, jid: int, projects: list[Project], t: float) ->
 def requeued(victim: RunningJob, at: float) -> PendingJob:
     """A preempted job pending again, asking for what it held."""
     first = victim.placement[0]
-    return PendingJob(victim.id, victim.project, victim.priority, at, (ReplicaGroup(
+    return PendingJob(victim.id, victim.project, int(victim.priority), at, (ReplicaGroup(
         "worker", len(victim.placement), first.devices, victim.flavor, first.cpu_millis, first.memory_mib),),
         victim.preemptible, Topology.NONE, victim.max_runtime)
 
@@ -473,7 +476,8 @@ def main() -> None:
     quiet = quiet_rows(policy)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores, "
-          f"{args.repeat} runs per case, CPU and memory {'modelled' if MODEL_CPU_MEMORY else 'not modelled'}")
+          f"{args.repeat} runs per case, CPU and memory {'modelled' if MODEL_CPU_MEMORY else 'not modelled'}, "
+          f"the core {'compiled' if COMPILED else 'interpreted (TIDAL_COMPILED_CORE=0 or not compiled)'}")
     print(f"{'case':<46} {'median ms':>9} {'p95 ms':>7} {'cpu ms':>7} {'peak MiB':>8} {'target':>7}  ok    what")
     for label, times, cpu, peak, target, what in rows:
         med, med_cpu = statistics.median(times), statistics.median(cpu)

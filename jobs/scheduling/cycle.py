@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from mypy_extensions import mypyc_attr
+
 from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .elastic import arriving_rates, at_minimum, grow, split_running
@@ -137,7 +139,8 @@ def shrink_reason(job: PendingJob | None, replicas: int, pool: str, moved: str =
 
 def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: RunRec) -> str:
     if victim.project == job.project:
-        return f"preempted for higher-priority job {job.id} ({job.priority} > {victim.priority}) in its project"
+        # A victim's priority is a float (a grown replica ranks half below its job): 500, not 500.0, when whole.
+        return f"preempted for higher-priority job {job.id} ({job.priority} > {victim.priority:g}) in its project"
     flavors = ", ".join(f for f in info.flavors if f in victim.demand)
     if victim.preemptible:
         return f"preemptible job preempted for job {job.id} of project {job.project} ({flavors})"
@@ -145,6 +148,9 @@ def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: Ru
             f"was borrowing)")
 
 
+# Compiled (compiled.py), a class is closed to subclasses written in Python unless it says so: the property tests
+# subclass the cycle to record each admission as it is decided.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Cycle:
     def __init__(self, snapshot: Snapshot, policy: Policy, accelerate: bool = True,
                  usage: RunningUsage | None = None) -> None:
