@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Cycles of the scheduler benchmark's cluster (1,000 nodes, 100 projects), empty and filled by the scheduler, the
 # cycle after, elastic jobs, a pool with services, and a forecast: every result's decisions, waits and positions
-# (the seconds per phase left out); and a day of the Philly trace replayed under the production policy: hashed.
+# (the seconds per phase left out); a day of the Philly trace replayed under the production policy; and 450 of the
+# property tests' random clusters, queues and quotas, drawn the same way on both sides (derandomized): hashed.
 DECISIONS = r"""
 import hashlib, sys
 from dataclasses import replace
@@ -42,6 +43,17 @@ if (traces_dir() / PHILLY_DAY).exists():  # a real trace's day: every job's star
     scn = philly_scenario(scale=0.25, trace_file=PHILLY_DAY)
     replayed = run_replay(scn.trace, scn.cluster, scn.quotas, get_policy("production"))
     note([(j.id, j.first_start, j.end, j.preemptions) for j in replayed.jobs])
+from hypothesis import HealthCheck, given, settings
+from tests.scheduling.test_properties import elastic_scenarios, pool_scenarios, scenarios
+for strategy in (scenarios(), elastic_scenarios(), pool_scenarios()):  # the property tests' random clusters
+    @settings(derandomize=True, max_examples=150, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def decide(case):
+        snap, policy = case[0], case[1]
+        note(snap)
+        note(replace(run_cycle(snap, policy), seconds={}))
+    decide()
 print(core.COMPILED, digest.hexdigest())
 """
 
