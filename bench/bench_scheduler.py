@@ -281,7 +281,8 @@ def elastic_share(snap: Snapshot) -> Snapshot:
     """The snapshot with half its jobs of 2 or more replicas (even ids) elastic: a pending one may start at half its
     replicas (rounded up) and a running one runs on half to twice its replicas, its cooldown over. Its replicas
     above its minimum are grown ones: preemptible use the cycle shrinks first."""
-    pending = tuple(replace(j, groups=(replace(j.groups[0], min_replicas=-(-j.groups[0].replicas // 2)),))
+    pending = tuple(replace(j, groups=(replace(j.groups[0], replicas=-(-j.groups[0].replicas // 2),
+                                                max_replicas=j.groups[0].replicas),))
                     if j.id % 2 == 0 and j.groups[0].replicas >= 2 else j for j in snap.pending)
     running = []
     for r in snap.running:
@@ -440,7 +441,7 @@ def main() -> None:
             times, cpu, peak = measure(lambda elastic=elastic: run_cycle(elastic, policy), args.repeat)
             result = run_cycle(elastic, policy)
             stats = result.stats
-            share = sum(1 for j in elastic.pending if j.groups[0].min_replicas is not None) / len(elastic.pending)
+            share = sum(1 for j in elastic.pending if j.groups[0].max_replicas is not None) / len(elastic.pending)
             rows.append((f"{label}, elastic", times, cpu, peak, target,
                          f"{share:.0%} of pending and {sum(1 for r in elastic.running if r.elastic)} running jobs "
                          f"elastic; {stats['admitted']} admits, {stats['preempted']} preempted, "

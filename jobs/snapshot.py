@@ -70,7 +70,9 @@ def _groups_by_job(**where: Any) -> dict[int, tuple[core.ReplicaGroup, ...]]:
     rows = ReplicaGroup.objects.filter(**where).order_by("id").values_list(
         "job_id", "role", "replicas", "devices", "flavor__name", "cpu_millis", "memory_mib", "min_replicas")
     for job_id, role, replicas, devices, flavor, cpu, memory, least in rows:
-        groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor, cpu, memory, least))
+        # An elastic group (a minimum stored) asks for its minimum and may grow to its replicas.
+        groups[job_id].append(core.ReplicaGroup(role, replicas, devices, flavor, cpu, memory) if least is None else
+                              core.ReplicaGroup(role, least, devices, flavor, cpu, memory, max_replicas=replicas))
     return {job_id: tuple(items) for job_id, items in groups.items()}
 
 
@@ -93,7 +95,7 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
     a preemption would throw away is the work since). A start after `now` (the clock was turned back since) counts
     as now: the forecast would otherwise add the jump to every estimate.
 
-    An elastic job (a group with min_replicas) carries its elastic groups, its attempt's last resize and its
+    An elastic job (a group with max_replicas) carries its elastic groups, its attempt's last resize and its
     cooldown, from its attempt's current replicas; on a cluster whose backend cannot resize its launcher's jobs
     (`resizable`: per cluster, the launchers it resizes) it carries none and is a rigid gang of what it runs."""
     running = []
@@ -109,8 +111,8 @@ def _running(rows: list[tuple], groups: Mapping[int, tuple[core.ReplicaGroup, ..
             placement=assignments, flavor=flavor, preemptible=preemptible, min_runtime=float(min_runtime),
             max_runtime=float(max_runtime) if max_runtime else None,
             checkpointed_at=min(checkpointed.timestamp(), now) if checkpointed else None,
-            elastic=tuple(core.Elastic(g.role, g.min_replicas, g.replicas) for g in groups.get(job_id, ())
-                          if g.min_replicas is not None) if launcher in resizable.get(cluster, ()) else (),
+            elastic=tuple(core.Elastic(g.role, g.replicas, g.max_replicas) for g in groups.get(job_id, ())
+                          if g.max_replicas is not None) if launcher in resizable.get(cluster, ()) else (),
             resized_at=min(resized.timestamp(), now) if resized else None, resize_cooldown=float(cooldown)))
     return tuple(running)
 
@@ -200,7 +202,7 @@ def _arrivals(since: float, rows: Iterable[tuple[int, str, float]],
         if at > since:
             devices: dict[str, int] = defaultdict(int)
             for g in groups.get(job_id, ()):
-                devices[g.flavor] += (g.min_replicas or g.replicas) * g.devices  # an elastic job needs its min
+                devices[g.flavor] += g.replicas * g.devices  # an elastic job's minimum: what it needs to start
             arrivals += [core.Arrival(project, f, d, at) for f, d in devices.items() if d]
     return tuple(arrivals)
 

@@ -1,7 +1,7 @@
 """Elastic jobs in trace replay (issue 29): which trace jobs run elastic, their shape, and how fast they progress.
 
 A trace records a rigid job: it asked for S devices and ran for `duration` seconds. Replayed elastic, it is a
-data-parallel job of one worker per device (a group of 1-device replicas, `ReplicaGroup.min_replicas`), that may
+data-parallel job of one worker per device (a group of 1-device replicas, `ReplicaGroup.max_replicas`), that may
 run on `ceil(S / 2)` to `S x max_factor` workers (at most `peak_workers`, where adding a worker stops helping).
 
 Progress model (the same for every elastic job; docs/replay.md):

@@ -462,7 +462,7 @@ class _Engine:
         shape = self.elastic.get(jid)
         if shape is not None:
             # One-device workers; it starts at its minimum, where it is slowest: its runtime at most.
-            groups = (ReplicaGroup("worker", shape[1], 1, j.flavor, min_replicas=shape[0]),)
+            groups = (ReplicaGroup("worker", shape[0], 1, j.flavor, max_replicas=shape[1]),)
             rate = self._speed(jid, shape[0])
         self.pending[jid] = PendingJob(
             id=jid,

@@ -26,7 +26,7 @@ from mypy_extensions import mypyc_attr
 
 from .backfill import held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
-from .elastic import arriving_rates, at_minimum, grow, split_running
+from .elastic import arriving_rates, grow, split_running
 from .explain import Explainer, WaitEntry, fmt_duration
 from .fast.memo import DominanceMemo
 from .fast.preemption import nothing_to_take, quota_bound_known_to_fail, shortcut_search
@@ -156,13 +156,13 @@ class Cycle:
                  usage: RunningUsage | None = None) -> None:
         """`accelerate=False`: the plain mode, every remembered answer, bound and counting shortcut off (see
         docs/scheduling-invariants.md): the same decisions, reasons and positions, found the long way."""
-        # Elastic jobs (elastic.py): pending ones at their minimum, running ones split into base and grown replicas.
+        # Elastic jobs (elastic.py): running ones split into base and grown replicas (pending ones are already the
+        # gang of their minimum).
         self.elastic = tuple(job for job in snapshot.running if job.elastic)
         self.grown: dict[int, tuple[int, Assignment]] = {}  # grown replica's id -> (its job's id, its assignment)
-        pending = tuple(map(at_minimum, snapshot.pending))
-        if self.elastic or any(a is not b for a, b in zip(pending, snapshot.pending, strict=True)):
+        if self.elastic:
             running, self.grown = split_running(snapshot.running)
-            snapshot = replace(snapshot, running=running, pending=pending)
+            snapshot = replace(snapshot, running=running)
         # Pools (pools.py): what training holds beyond what they lend goes back first; the rest see what is left.
         snapshot, self.given_back = lend(snapshot)
         self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)

@@ -1,8 +1,8 @@
-"""Elastic jobs: replica groups that run on min_replicas..replicas (`ReplicaGroup.min_replicas`).
+"""Elastic jobs: replica groups that run on replicas..max_replicas (`ReplicaGroup.max_replicas`).
 
 The rules, in every cycle:
-- Admission: a pending elastic job needs the minimum of every elastic group. The cycle sees it at its minimum
-  (`at_minimum`): quotas, placement, preemption and explanations treat it as the gang of that size.
+- Admission: a pending elastic job needs the minimum of every elastic group, which is its group's `replicas`:
+  quotas, placement, preemption and explanations treat it as the gang of that size.
 - A running elastic job is its base (each group's replicas below its minimum, by index) and its grown replicas
   (`split_running`). A grown replica is preemptible use of its project (quotas count it so), holds no running-job
   slot of its own, and ranks half a priority below its job. So preemption's preference takes grown replicas before
@@ -39,17 +39,9 @@ GROWN_IDS = 1 << 50
 RANKS = 1 << 20
 
 
-def at_minimum(job: PendingJob) -> PendingJob:
-    """A pending job as admission sees it: each elastic group at its minimum."""
-    if not any(g.min_replicas is not None for g in job.groups):
-        return job
-    return replace(job, groups=tuple(g if g.min_replicas is None else replace(g, replicas=g.min_replicas)
-                                     for g in job.groups))
-
-
 def elastic_groups(job: PendingJob) -> tuple[Elastic, ...]:
     """The elastic groups a job runs with once admitted (RunningJob.elastic)."""
-    return tuple(Elastic(g.role, g.min_replicas, g.replicas) for g in job.groups if g.min_replicas is not None)
+    return tuple(Elastic(g.role, g.replicas, g.max_replicas) for g in job.groups if g.max_replicas is not None)
 
 
 def part_id(job_id: int, rank: int) -> int:
@@ -92,8 +84,7 @@ def arriving_rates(rates: Iterable[ArrivalRate], cohort_of: dict[str, str]) -> A
         cohort = cohort_of.get(rate.project, rate.project)
         for group in rate.groups:
             key = (cohort, group.flavor)
-            replicas = group.replicas if group.min_replicas is None else group.min_replicas  # admitted at its min
-            arriving[key] = arriving.get(key, 0.0) + rate.per_hour / 3600.0 * replicas * group.devices
+            arriving[key] = arriving.get(key, 0.0) + rate.per_hour / 3600.0 * group.replicas * group.devices
     return arriving
 
 

@@ -72,14 +72,15 @@ class Pool:
 @dataclass(frozen=True, slots=True)
 class ReplicaGroup:
     role: str  # "master", "worker", "head", ...
-    replicas: int
+    replicas: int  # what admission needs: a rigid gang's size, an elastic group's minimum
     devices: int  # per replica, of `flavor`
     flavor: str
     cpu_millis: int = 0  # per replica: what its pod requests (0: nothing to count)
     memory_mib: int = 0
-    # Elastic: the group runs on min_replicas..replicas (admitted at its minimum, grown into idle capacity, shrunk
-    # before its job is evicted: elastic.py). None: a rigid gang of exactly `replicas`.
-    min_replicas: int | None = None
+    # Elastic: the group runs on replicas..max_replicas (admitted at its minimum, grown into idle capacity, shrunk
+    # before its job is evicted: elastic.py). None: a rigid gang of exactly `replicas`. The minimum is the group's
+    # `replicas` so that every rule reads a pending job as the gang admission needs, with no copy made per cycle.
+    max_replicas: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

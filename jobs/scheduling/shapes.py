@@ -106,7 +106,7 @@ def requeued(victim: RunningJob, flavor_of: Mapping[str, str], now: float) -> Pe
         groups[a.role] = replace(group, replicas=group.replicas + 1, devices=max(group.devices, a.devices))
     for e in victim.elastic:  # it asks again for its minimum and may grow to its maximum
         if e.role in groups:
-            groups[e.role] = replace(groups[e.role], replicas=e.max_replicas, min_replicas=e.min_replicas)
+            groups[e.role] = replace(groups[e.role], replicas=e.min_replicas, max_replicas=e.max_replicas)
     return PendingJob(victim.id, victim.project, int(victim.priority), victim.started_at, tuple(groups.values()),
                       victim.preemptible, max_runtime=victim.max_runtime, queued_at=now)
 

@@ -51,7 +51,7 @@ def workers(job):
 def test_the_snapshot_carries_min_for_pending_and_the_bounds_of_running_jobs(tenant, inventory, cycle):
     job = elastic(tenant, inventory["h100"], 2, 4, cooldown=120)
     pending, = build_snapshot(timezone.now().timestamp()).snapshot.pending
-    assert [(g.replicas, g.min_replicas) for g in pending.groups] == [(4, 2)]
+    assert [(g.replicas, g.max_replicas) for g in pending.groups] == [(2, 4)]
     job = running(job, cycle)
     read = build_snapshot(timezone.now().timestamp())
     run, = read.snapshot.running

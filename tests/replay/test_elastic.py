@@ -84,7 +84,7 @@ def test_the_pending_elastic_job_asks_for_its_minimum_of_one_device_workers():
     _, script = _run(trace, {})
     (pending,) = script.snapshots[0].pending
     (group,) = pending.groups
-    assert (group.replicas, group.min_replicas, group.devices) == (8, 4, 1)
+    assert (group.replicas, group.max_replicas, group.devices) == (4, 8, 1)
     # At its minimum it is slowest: that is its runtime at most.
     assert pending.max_runtime == pytest.approx(1000 * rate(8) / rate(4))
 
@@ -140,7 +140,7 @@ def test_a_preempted_elastic_job_loses_the_same_work_and_queues_again_elastic():
     assert script.calls[:5] == [0, 300, 1000, 1000, 1010]
     (pending,) = script.snapshots[4].pending  # at 1010, when r ended
     (group,) = pending.groups
-    assert (pending.id, group.replicas, group.min_replicas) == (1, 4, 2)
+    assert (pending.id, group.replicas, group.max_replicas) == (1, 2, 4)
     # It resumes from 800 of its 1000 s at 2 workers, within its runtime at the minimum.
     assert pending.max_runtime == pytest.approx(200 * rate(4) / rate(2))
 

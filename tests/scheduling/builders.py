@@ -18,7 +18,6 @@ from jobs.scheduling import (
     Topology,
     run_cycle,
 )
-from jobs.scheduling.elastic import at_minimum
 from jobs.scheduling.shapes import requeued
 
 A100 = "nvidia-a100-40gb"
@@ -152,7 +151,7 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
     check_elastic(snap, result, policy)
     check_pools(snap, result)
     for adm in result.admits:
-        j = at_minimum(pending[adm.job_id])
+        j = pending[adm.job_id]
         # Gang: every replica of every group with its requests, each on one schedulable node of its flavor, one
         # cluster.
         expected = sorted((g.role, k, g.devices, g.cpu_millis, g.memory_mib, g.flavor) for g in j.groups
@@ -233,7 +232,7 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
             pre_after[(r.project, r.flavor)] += sum(a.devices for a in g.placement)
             touched.add((r.project, r.flavor))
         for adm in result.admits:
-            j = at_minimum(pending[adm.job_id])
+            j = pending[adm.job_id]
             for g in j.groups:
                 d = g.replicas * g.devices
                 (pre_after if j.preemptible else used_after)[(j.project, g.flavor)] += d

@@ -38,7 +38,7 @@ def cycle(snap, policy=None):
 
 def elastic_job(id: int, project: str = "vision", low: int = 2, high: int = 4, priority: int = 500,
                 **kw) -> PendingJob:
-    return PendingJob(id, project, priority, float(id), (ReplicaGroup("worker", high, 8, A100, min_replicas=low),),
+    return PendingJob(id, project, priority, float(id), (ReplicaGroup("worker", low, 8, A100, max_replicas=high),),
                       **kw)
 
 

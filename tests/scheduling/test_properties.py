@@ -222,7 +222,7 @@ def elastic_scenarios(draw):
         worker = j.groups[-1]
         if rnd.random() < 0.5:
             high = worker.replicas + rnd.choice([0, 1, 3])
-            elastic = replace(worker, replicas=high, min_replicas=rnd.randint(1, high))
+            elastic = replace(worker, replicas=rnd.randint(1, high), max_replicas=high)
             j = replace(j, groups=(*j.groups[:-1], elastic))
         pending.append(j)
     return replace(snap, running=tuple(running), pending=tuple(pending)), policy, x
