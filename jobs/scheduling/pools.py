@@ -9,8 +9,8 @@ Before anything else, a cycle (`lend`):
 - gives back what training holds on a pool beyond that: grown replicas first (their job shrinks), then preemptible
   jobs, each kind the least work lost first (devices x time since its last checkpoint or start), until training
   holds no more than it may;
-- keeps every other job off pool nodes: a job that is not preemptible avoids them (it could not be taken back
-  fast), for admission, reservations and explanations alike;
+- keeps every other job off pool nodes: a job that is not preemptible and asks for a flavor of a pool's nodes
+  avoids them (it could not be taken back fast), for admission, reservations and explanations alike;
 - shows the rest only what is left to lend: the free devices of a pool's nodes beyond it are out of sight, taken
   from the last nodes first; closed nodes show no free device, and what work that stays there frees goes to no
   other job this cycle; where what nothing may take back (jobs that are not preemptible, bases of elastic
@@ -60,9 +60,12 @@ def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]
     if shut:
         running = tuple(_off_nodes(job, shut) for job in running)
     # One set for every job that avoids nothing else (most): the shapes' keys and the index's lookups of it
-    # (CapacityIndex.node_indexes) then compare it by identity, not node by node.
+    # (CapacityIndex.node_indexes) then compare it by identity, not node by node. A job that asks for no flavor of
+    # a pool's nodes could not be placed there anyway: it is left as it is (no copy, and no reason that blames a
+    # pool it never asked for).
     pool_nodes = frozenset(pool_of)
-    pending = tuple(job if job.preemptible else replace(
+    pool_flavors = {n.flavor for n in snapshot.nodes if n.name in pool_of}
+    pending = tuple(job if job.preemptible or not any(g.flavor in pool_flavors for g in job.groups) else replace(
         job, avoid_nodes=job.avoid_nodes | pool_nodes if job.avoid_nodes else pool_nodes) for job in snapshot.pending)
     nodes = _lent(_freed(snapshot.nodes, [r for _, r, _ in victims]), room, set(closed))
     return replace(snapshot, nodes=nodes, running=running, pending=pending), victims

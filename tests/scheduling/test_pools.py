@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from jobs.scheduling import Assignment, Elastic, Policy, Pool, Quota, RunningJob, run_cycle
 
-from .builders import A100, admitted, check_invariants, job, nodes, running, snapshot, victims, waits
+from .builders import A100, H100, admitted, check_invariants, job, nodes, running, snapshot, victims, waits
 
 NOW = 10_000.0
 QUOTAS = [Quota("vision", A100, 16, borrow_limit=64), Quota("nlp", A100, 16, borrow_limit=64)]
@@ -39,6 +39,18 @@ def test_a_job_that_is_not_preemptible_never_runs_on_a_pool():
     assert waits(result)[1].reason == (
         "waiting for capacity: 0 nvidia-a100-40gb free on the nodes it may use (2 avoided; the nodes of pool chat "
         "lend only to preemptible work): needs 1 x 8 nvidia-a100-40gb on whole nodes of one cluster")
+
+
+def test_a_job_of_a_flavor_no_pool_has_is_not_told_of_pools():
+    # Two H100 nodes with 4 devices free each; the pool's nodes are A100s. An 8-device H100 job waits on
+    # fragmentation: avoiding the pool changes nothing for it, and its reason said it did.
+    h100 = nodes(2, flavor=H100, free=4, prefix="h")
+    quotas = [*QUOTAS, Quota("vision", H100, 16)]
+    snap = with_pools(snapshot(h100 + pooled(2), [job(1, "vision", flavor=H100)], quotas=quotas, now=NOW),
+                      Pool("chat", 16))
+    result = cycle(snap)
+    assert waits(result)[1].reason == ("waiting for capacity: 8 nvidia-h100-80gb free but fragmented: needs "
+                                       "1 x 8 nvidia-h100-80gb on whole nodes of one cluster, room for 0")
 
 
 def test_preemptible_work_gets_what_the_pool_lends_and_no_more():
