@@ -135,6 +135,11 @@ class CapacityIndex:
         # avoided node names -> their indexes, the leaves all of whose nodes they are, and whether they are the
         # schedulable nodes of those leaves and no other (see node_indexes)
         self.indexes_of: dict[frozenset[str], tuple[frozenset[int], frozenset[int], bool]] = {}
+        # Pools (Node.pool): the flavors some pool lends, and per set of nodes a job avoids, that set with every node
+        # outside the pools (placement puts preemptible work on lent capacity first).
+        self.lent_flavors = {n.flavor for n in nodes if n.pool}
+        self.outside_pools = frozenset(n.name for n in nodes if not n.pool) if self.lent_flavors else frozenset()
+        self.pools_only: dict[frozenset[str], frozenset[str]] = {}
         self.free = [max(0, node.free) for node in nodes]
         leaves, leaf_of, modelled = self.leaves, self.leaf_of, self.modelled
         for i, node in enumerate(nodes):
@@ -253,6 +258,17 @@ class CapacityIndex:
 
     def visible_free(self, flavor: str) -> int:
         return self.visible.get(flavor, 0)
+
+    def lends(self, flavors: tuple[str, ...]) -> bool:
+        """Whether a pool lends nodes of every one of these flavors."""
+        return bool(self.lent_flavors) and all(f in self.lent_flavors for f in flavors)
+
+    def within_pools(self, avoided: frozenset[str]) -> frozenset[str]:
+        """These nodes and every node no pool lends: what a job kept to lent capacity avoids (one set per set)."""
+        found = self.pools_only.get(avoided)
+        if found is None:
+            found = self.pools_only[avoided] = avoided | self.outside_pools
+        return found
 
     def node_indexes(self, names: frozenset[str]) -> frozenset[int]:
         """The indexes of those of these nodes the inventory has (a job's `avoid_nodes`). Found once per set: the

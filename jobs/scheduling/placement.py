@@ -3,6 +3,10 @@
 Rules, in the order they decide:
 - A single replica goes on the best-fit node of its flavor anywhere: the fewest visible free devices that still
   fit, lowest index in `snapshot.nodes` on ties. Leaving big holes alone keeps them for big jobs.
+- Revocable work on revocable capacity: a preemptible job (a grown replica of an elastic job is placed as one)
+  goes on what pools lend (pools.py) when it fits there by these rules, and anywhere otherwise. Lent capacity is
+  the only capacity work that cannot be taken back may not use; put elsewhere, such a job would leave the pool
+  idle and take room that such work then has to preempt it for (as Lyra places loaned work on loaned servers).
 - A gang is packed into the fewest racks, then blocks, then a whole cluster: at each level the candidate domain
   with the least free capacity that still fits the gang is tried first (best fit again), so a gang never spans
   clusters and a big empty rack is not broken up by a small gang. `require-same-rack` / `require-same-block`
@@ -148,8 +152,16 @@ def _usable(per_flavor: dict[str, list[int]], covered: frozenset[int]) -> dict[s
 
 def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
     """Place every replica of `job` (the takes are applied; `undo` reverts them) or return None, changing nothing."""
-    avoid = avoid_indexes(index, job)
-    covered = index.covered_leaves(job.avoid_nodes) if avoid else frozenset()
+    if job.preemptible and index.lends(info.flavors):
+        taken = _place(index, job, info, index.within_pools(job.avoid_nodes))
+        if taken is not None:
+            return taken
+    return _place(index, job, info, job.avoid_nodes)
+
+
+def _place(index: CapacityIndex, job: PendingJob, info: JobInfo, avoided: frozenset[str]) -> Taken | None:
+    avoid = index.node_indexes(avoided) if avoided else frozenset()
+    covered = index.covered_leaves(avoided) if avoid else frozenset()
     for flavor, need in info.demand.items():
         if index.visible_free(flavor) < need:
             return None

@@ -77,6 +77,32 @@ def test_a_pool_that_lends_nothing_takes_everything_back_in_order():
     assert "to pool chat" in result.shrinks[0].reason
 
 
+def placed_on(result) -> dict[int, list[str]]:
+    return {a.job_id: sorted(x.node for x in a.placement) for a in result.admits}
+
+
+def test_preemptible_work_goes_on_lent_capacity_first_and_elsewhere_when_it_does_not_fit_there():
+    # n0 and the pool's p0 have 8 devices free each. Best fit alone would put the first preemptible job on n0 (a
+    # tie, lowest index first): the pool would idle while the job holds room that work which cannot be taken
+    # back would then preempt it for. It goes to the pool; the second, which the pool has no room left for, to n0.
+    pending = [job(1, "vision", preemptible=True, priority=900), job(2, "vision", preemptible=True)]
+    snap = with_pools(snapshot(nodes(1) + pooled(1), pending, quotas=QUOTAS, now=NOW), Pool("chat", 8))
+    assert placed_on(cycle(snap)) == {1: ["p0"], 2: ["n0"]}
+
+
+def test_a_preemptible_gang_goes_whole_on_lent_capacity_when_it_fits_there():
+    pending = [job(1, "vision", replicas=2, devices=8, preemptible=True)]
+    snap = with_pools(snapshot(nodes(4) + pooled(2), pending, quotas=QUOTAS, now=NOW), Pool("chat", 16))
+    assert placed_on(cycle(snap)) == {1: ["p0", "p1"]}
+
+
+def test_a_grown_replica_goes_on_lent_capacity_of_its_cluster_first():
+    elastic = RunningJob(10, "vision", 500, 0.0, (Assignment("worker", 0, "n0", 8),), A100,
+                         elastic=(Elastic("worker", 1, 2),))
+    snap = with_pools(snapshot(nodes(3) + pooled(1), [], [elastic], quotas=QUOTAS, now=NOW), Pool("chat", 8))
+    assert [[a.node for a in g.placement] for g in cycle(snap).grows] == [["p0"]]
+
+
 def test_nothing_goes_back_while_training_holds_no_more_than_the_pool_lends():
     held = running(11, "nlp", {"p0": 8}, preemptible=True)
     snap = with_pools(snapshot(pooled(2), [], [held], quotas=QUOTAS, now=NOW), Pool("chat", 8))
