@@ -169,14 +169,20 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
             if i not in extra:
                 extra[i] = [0, 0, 0]
     avoid = index.node_indexes(job.avoid_nodes)
-    for i in avoid:
-        extra.setdefault(i, [0, 0, 0])
+    # Nodes to avoid that fill whole leaves (a pool's racks, placement.fits_by_count) leave those leaves out of the
+    # count; other avoided nodes count as losing their room, node by node.
+    covered = index.covered_leaves(job.avoid_nodes) if avoid and index.avoids_whole_leaves(job.avoid_nodes) \
+        else frozenset()
+    if not covered:
+        for i in avoid:
+            extra.setdefault(i, [0, 0, 0])
     gain = _gains(index, extra, kept, avoid, devices, cpu, mem)
     for domain in allowed_domains(index, job.topology, flavor, replicas):
+        usable = [lid for lid in domain.leaves if lid not in covered] if covered else domain.leaves
         more = 0
-        for lid in domain.leaves:
+        for lid in usable:
             more += gain.get(lid, 0)
-        if index.has_room(domain.leaves, devices, cpu, mem, replicas - more):  # counted only as far as needed
+        if index.has_room(usable, devices, cpu, mem, replicas - more):  # counted only as far as needed
             return True
     return False
 
