@@ -31,8 +31,8 @@ from core.errors import DomainError
 from jobs.models import Attempt, Job, Outcome
 from jobs.states import FINAL, State
 from notifications.sources import Target
-from tenancy.models import Role
-from tenancy.permissions import remember_role, role_in_project
+from tenancy.models import Membership, Role
+from tenancy.permissions import remember_role
 from tenancy.selectors import User, project_ids_for_user
 from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Rollup, Run, RunStatus, Series, Webhook
 from tracking.points import latest, read_blocks
@@ -97,18 +97,18 @@ def runs_for_user(user: User) -> QuerySet[Run]:
     return Run.objects.filter(project_id__in=project_ids_for_user(user)).select_related("project", "experiment")
 
 
-def run_for_logging(user: User, run_id: int) -> Run | None:
-    """The run if the user may see it (staff, or a member of its project in any role), the role remembered for the
-    request so `role_in_project` asks nothing more: what ingestion checks before every batch. Two reads by key,
-    which Django builds in a fraction of the time of one query of the user's projects."""
-    run = Run.objects.select_related("project").filter(pk=run_id).first()
-    if run is None:
+def role_for_run(user: User, run: Run) -> str | None:
+    """The user's role in the run's project (staff act as owners; None: an outsider), found with the project in one
+    read of the membership, so a run read without its project (ingestion's locked read) needs no second query."""
+    if user.is_staff:
+        return Role.OWNER
+    membership = Membership.objects.select_related("project").filter(
+        user=user, project_id=run.project_id).order_by("pk").first()
+    if membership is None:
         return None
-    role = role_in_project(user, run.project)
-    if role is None:
-        return None
-    remember_role(user, run.project, role)
-    return run
+    run.project = membership.project
+    remember_role(user, membership.project, membership.role)
+    return membership.role
 
 
 def run_of_token(claim: RunTokenClaim) -> Run | None:

@@ -124,6 +124,20 @@ def test_users_log_by_role_and_an_outsider_sees_no_run(run, tenant):
     assert len(stored_points(run.pk)) == 1
 
 
+def test_a_bad_batch_to_a_run_the_user_may_not_write_is_refused_for_the_run_not_for_the_batch(run, tenant):
+    # The access check reads the run where the batch is written (under its lock): a batch refused for its contents
+    # is refused only after it, so the answer tells an outsider nothing about another tenant's run.
+    bad = {"metrics": [{"key": "loss", "value": "a lot", "step": 1}]}
+    assert client_for(tenant.users["outsider"]).post(url(run), bad, format="json").status_code == 404
+    missing = run.pk + 1000
+    assert client_for(tenant.users["member"]).post(f"/api/v1/runs/{missing}/log-batch/", bad,
+                                                   format="json").status_code == 404
+    assert client_for(tenant.users["viewer"]).post(url(run), bad, format="json").status_code == 403
+    refused = client_for(tenant.users["member"]).post(url(run), bad, format="json")
+    assert refused.status_code == 400 and "metrics[0].value" in refused.json()["error"]["fields"]
+    assert not stored_points(run.pk)
+
+
 def test_points_carry_the_attempt_and_a_resumed_attempt_overrides_the_redone_steps(run, job_of_run, run_client):
     run_client.post(url(run), {"metrics": points(10)}, format="json")
     assert next_attempt(job_of_run) == 2
