@@ -209,7 +209,7 @@ def earliest_by_count(state: CycleState, job: PendingJob, info: JobInfo,
         room.append(index.replica_room(domain.leaves, devices, cpu, mem))
     if not room:
         return None
-    avoid = index.node_indexes(job.avoid_nodes)
+    avoid = index.node_indexes(info.avoid)
     for i in avoid:
         k = domain_of.get(index.leaf_of[i])
         if k is not None:

@@ -271,9 +271,9 @@ class CapacityIndex:
         return found
 
     def node_indexes(self, names: frozenset[str]) -> frozenset[int]:
-        """The indexes of those of these nodes the inventory has (a job's `avoid_nodes`). Found once per set: the
-        inventory does not change within a cycle, and every job a pool keeps off its nodes holds the same set
-        (pools.lend), which placement, preemption, reservations and explanations each asked for again."""
+        """The indexes of those of these nodes the inventory has (the nodes a job avoids, JobInfo.avoid). Found once
+        per set: the inventory does not change within a cycle, and every job a pool keeps off its nodes holds the
+        same set (pools.Fence), which placement, preemption, reservations and explanations each asked for again."""
         return self._avoided(names)[0]
 
     def covered_leaves(self, names: frozenset[str]) -> frozenset[int]:

@@ -164,13 +164,13 @@ class Cycle:
             running, self.grown = split_running(snapshot.running)
             snapshot = replace(snapshot, running=running)
         # Pools (pools.py): what training holds beyond what they lend goes back first; the rest see what is left.
-        snapshot, self.given_back = lend(snapshot)
+        snapshot, self.given_back, fence = lend(snapshot)
         self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)
         self.grows: list[Grow] = []
         self.arrival_rates = snapshot.arrival_rates  # growth leaves room for what they bring (elastic.arriving_rates)
         self.policy = policy
         self.state = CycleState(snapshot, policy, usage, accelerate)
-        self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects)  # phase 1
+        self.order = job_order(snapshot.pending, policy, self.state.quota, snapshot.projects, fence)  # phase 1
         self.outcomes: list[Outcome] = []
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it

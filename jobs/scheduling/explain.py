@@ -101,7 +101,7 @@ class Explainer:
                 return known
         if loose:
             job = replace(job, topology=Topology.NONE)
-            info = JobInfo(job)
+            info = JobInfo(job, info.avoid)
         fits = self._fits_now(job, info, holds)
         if shape is not None:
             self.fitted.record(context, shape.size, fits)
@@ -152,19 +152,19 @@ class Explainer:
         if resources is not None:
             return "capacity", resources
         free = self.free.get(group.flavor, 0)
-        if job.avoid_nodes:
-            return "capacity", self._avoiding_reason(job, group, free, shape)
+        if info.avoid:
+            return "capacity", self._avoiding_reason(info.avoid, group, free, shape)
         room = self._room(group, group.cpu_millis, group.memory_mib)  # max_room(index, info, "cluster"), remembered
         return "capacity", (f"waiting for capacity: {free} {group.flavor} free but fragmented: needs "
                             f"{shape} on whole nodes of one cluster, room for {room}")
 
-    def _avoiding_reason(self, job: PendingJob, group: ReplicaGroup, free: int, shape: str) -> str:
+    def _avoiding_reason(self, avoid: frozenset[str], group: ReplicaGroup, free: int, shape: str) -> str:
         """A job kept off some nodes (where an earlier attempt was lost, or a pool's, which lend only to preemptible
         work): what is free on the nodes it may use."""
-        key = (job.avoid_nodes, group.flavor)
-        if key not in self.avoided:  # every job a pool keeps off its nodes holds the same set (pools.lend)
+        key = (avoid, group.flavor)
+        if key not in self.avoided:  # every job a pool keeps off its nodes holds the same set (pools.Fence)
             index = self.state.index
-            avoided = [index.nodes[i] for i in index.node_indexes(job.avoid_nodes)]
+            avoided = [index.nodes[i] for i in index.node_indexes(avoid)]
             held = sum(index.free[index.index_of[n.name]] for n in avoided if n.flavor == group.flavor)
             pools = sorted({n.pool for n in avoided if n.pool})
             why = f"; the nodes of pool {', '.join(pools)} lend only to preemptible work" if pools else ""

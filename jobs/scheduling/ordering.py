@@ -35,6 +35,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from .model import PendingJob, Policy, Project
+from .pools import Fence
 from .quota import QuotaState
 from .shapes import JobInfo, JobInfos
 
@@ -84,13 +85,14 @@ class Standing(NamedTuple):
 class StaticOrder:
     """The whole queue sorted once: decisions do not move it."""
 
-    def __init__(self, pending: Iterable[PendingJob], key: Callable[[PendingJob], tuple]) -> None:
+    def __init__(self, pending: Iterable[PendingJob], key: Callable[[PendingJob], tuple], infos: JobInfos) -> None:
         self.jobs = sorted(pending, key=key)
+        self.infos = infos
         self.closed: set[str] = set()  # projects whose remaining jobs are not yielded (see `close`)
         self.done = False
 
     def __iter__(self) -> Iterator[tuple[PendingJob, JobInfo]]:
-        closed, info_of = self.closed, JobInfos().of
+        closed, info_of = self.closed, self.infos.of
         for job in self.jobs:
             # Tested before the JobInfo is found: skipping a closed project's job costs one set lookup.
             if job.project not in closed:
@@ -116,7 +118,7 @@ class FairOrder:
     still comes first, it is taken without going through the heap."""
 
     def __init__(self, pending: Iterable[PendingJob], quota: QuotaState, projects: Iterable[Project],
-                 policy: Policy) -> None:
+                 policy: Policy, infos: JobInfos) -> None:
         self.quota = quota
         cluster = sum(quota.totals.values()) or 1
         self.past: dict[str, float] = {}  # project -> decayed_usage / (usage_window * E(p))
@@ -135,7 +137,7 @@ class FairOrder:
         self.version = dict.fromkeys(self.queues, 0)
         self.standings: dict[str, Standing] = {}  # see standing
         self.head_info: dict[str, JobInfo] = {}  # project -> the JobInfo of its head job (head_key finds it)
-        self.info_of = JobInfos().of
+        self.info_of = infos.of
         self.heap: list[tuple[tuple, str, int]] = []
         for project in self.queues:
             heappush(self.heap, (self.head_key(project), project, 0))
@@ -242,16 +244,18 @@ class Passes:
             self.current.close(project)
 
 
-def job_order(pending: Iterable[PendingJob], policy: Policy, quota: QuotaState,
-              projects: Iterable[Project]) -> Passes:
+def job_order(pending: Iterable[PendingJob], policy: Policy, quota: QuotaState, projects: Iterable[Project],
+              fence: Fence) -> Passes:
+    """The cycle's order of `pending`; each job comes with its JobInfo (`fence`: what pools keep jobs off)."""
     projects = tuple(projects)
+    infos = JobInfos(fence)
     make: Callable[[list[PendingJob]], StaticOrder | FairOrder]
     if policy.ordering == "priority-fairshare":
-        make = lambda jobs: FairOrder(jobs, quota, projects, policy)  # noqa: E731
+        make = lambda jobs: FairOrder(jobs, quota, projects, policy, infos)  # noqa: E731
     elif policy.ordering == "fifo":
-        make = lambda jobs: StaticOrder(jobs, key_fifo)  # noqa: E731
+        make = lambda jobs: StaticOrder(jobs, key_fifo, infos)  # noqa: E731
     elif policy.ordering == "sjf":
-        make = lambda jobs: StaticOrder(jobs, key_sjf)  # noqa: E731
+        make = lambda jobs: StaticOrder(jobs, key_sjf, infos)  # noqa: E731
     else:
         raise ValueError(f"unknown ordering {policy.ordering!r}; known: fifo, priority-fairshare, sjf")
     firm: list[PendingJob] = []

@@ -38,10 +38,6 @@ _LEVELS: dict[str, tuple[str, ...]] = {
 }
 
 
-def avoid_indexes(index: CapacityIndex, job: PendingJob) -> frozenset[int]:
-    return index.node_indexes(job.avoid_nodes) if job.avoid_nodes else frozenset()
-
-
 def best_node(index: CapacityIndex, leaf_ids: list[int], devices: int, avoid: frozenset[int], cpu: int = 0,
               mem: int = 0) -> int | None:
     """Best fit: smallest visible free device count >= devices, then lowest node index, among nodes with `cpu`
@@ -153,10 +149,10 @@ def _usable(per_flavor: dict[str, list[int]], covered: frozenset[int]) -> dict[s
 def place(index: CapacityIndex, job: PendingJob, info: JobInfo) -> Taken | None:
     """Place every replica of `job` (the takes are applied; `undo` reverts them) or return None, changing nothing."""
     if job.preemptible and index.lends(info.flavors):
-        taken = _place(index, job, info, index.within_pools(job.avoid_nodes))
+        taken = _place(index, job, info, index.within_pools(info.avoid))
         if taken is not None:
             return taken
-    return _place(index, job, info, job.avoid_nodes)
+    return _place(index, job, info, info.avoid)
 
 
 def _place(index: CapacityIndex, job: PendingJob, info: JobInfo, avoided: frozenset[str]) -> Taken | None:
@@ -236,10 +232,10 @@ def fits_by_count(index: CapacityIndex, job: PendingJob, info: JobInfo, hidden: 
     if shape is None or len(info.flavors) != 1:  # a shape: identical replicas
         return None
     covered: frozenset[int] = frozenset()
-    if job.avoid_nodes:
-        if not index.avoids_whole_leaves(job.avoid_nodes):
+    if info.avoid:
+        if not index.avoids_whole_leaves(info.avoid):
             return None
-        covered = index.covered_leaves(job.avoid_nodes)
+        covered = index.covered_leaves(info.avoid)
     flavor, devices, replicas, cpu, mem = shape.flavor, shape.devices, shape.replicas, shape.cpu, shape.memory
     gain = _hidden_gain(index, hidden, flavor, devices, cpu, mem)
     for d in allowed_domains(index, job.topology, flavor, replicas):

@@ -10,7 +10,8 @@ Before anything else, a cycle (`lend`):
   jobs, each kind the least work lost first (devices x time since its last checkpoint or start), until training
   holds no more than it may;
 - keeps every other job off pool nodes: a job that is not preemptible and asks for a flavor of a pool's nodes
-  avoids them (it could not be taken back fast), for admission, reservations and explanations alike;
+  avoids them (it could not be taken back fast), for admission, reservations and explanations alike (`Fence`: the
+  cycle's JobInfo of the job holds the nodes it avoids, so the queue is not copied);
 - shows the rest only what is left to lend: the free devices of a pool's nodes beyond it are out of sight, taken
   from the last nodes first; closed nodes show no free device, and what work that stays there frees goes to no
   other job this cycle; where what nothing may take back (jobs that are not preemptible, bases of elastic
@@ -22,19 +23,41 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .model import Node, RunningJob, Snapshot
+from .model import Node, PendingJob, RunningJob, Snapshot
 
 
-def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]]]:
-    """The snapshot as the cycle sees it with pools lending (see the module), and the running jobs (grown
-    replicas split off by elastic.split_running included) it gives back, each with its pool and, when it is moved
-    off a closed node, that node's why ("" otherwise)."""
+class Fence:
+    """The nodes of this cycle's lending pools and their flavors: what work that cannot be taken back at once
+    keeps off."""
+
+    __slots__ = ("nodes", "flavors")
+
+    def __init__(self, nodes: frozenset[str] = frozenset(), flavors: frozenset[str] = frozenset()) -> None:
+        # One set for every job it keeps off (most avoid nothing else): the shapes' keys and the index's lookups
+        # of it (CapacityIndex.node_indexes) then compare it by identity, not node by node.
+        self.nodes = nodes
+        self.flavors = flavors
+
+    def avoided_by(self, job: PendingJob) -> frozenset[str]:
+        """The nodes `job` avoids this cycle: its own `avoid_nodes`, and the pools' when it is not preemptible and
+        asks for a flavor of their nodes. A job that asks for no such flavor could not be placed there anyway: it
+        avoids no more (and no reason blames a pool it never asked for)."""
+        own = job.avoid_nodes
+        if not self.nodes or job.preemptible or not any(g.flavor in self.flavors for g in job.groups):
+            return own
+        return own | self.nodes if own else self.nodes
+
+
+def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]], Fence]:
+    """The snapshot as the cycle sees it with pools lending (see the module), the running jobs (grown replicas
+    split off by elastic.split_running included) it gives back, each with its pool and, when it is moved off a
+    closed node, that node's why ("" otherwise), and the fence of its pools."""
     if not snapshot.pools:
-        return snapshot, []
+        return snapshot, [], Fence()
     lendable = {p.name: p.lendable for p in snapshot.pools}
     pool_of = {n.name: n.pool for n in snapshot.nodes if n.pool in lendable}
     if not pool_of:
-        return snapshot, []
+        return snapshot, [], Fence()
     closed = {node: why for p in snapshot.pools for node, why in p.closed if node in pool_of}
     taken: dict[int, tuple[str, str]] = {}  # job id -> the pool it gives back to, and why when moved off a node
     for r in snapshot.running:
@@ -59,16 +82,9 @@ def lend(snapshot: Snapshot) -> tuple[Snapshot, list[tuple[str, RunningJob, str]
     shut = set(closed) | {node for node, pool in pool_of.items() if pool in over}
     if shut:
         running = tuple(_off_nodes(job, shut) for job in running)
-    # One set for every job that avoids nothing else (most): the shapes' keys and the index's lookups of it
-    # (CapacityIndex.node_indexes) then compare it by identity, not node by node. A job that asks for no flavor of
-    # a pool's nodes could not be placed there anyway: it is left as it is (no copy, and no reason that blames a
-    # pool it never asked for).
-    pool_nodes = frozenset(pool_of)
-    pool_flavors = {n.flavor for n in snapshot.nodes if n.name in pool_of}
-    pending = tuple(job if job.preemptible or not any(g.flavor in pool_flavors for g in job.groups) else replace(
-        job, avoid_nodes=job.avoid_nodes | pool_nodes if job.avoid_nodes else pool_nodes) for job in snapshot.pending)
+    fence = Fence(frozenset(pool_of), frozenset(n.flavor for n in snapshot.nodes if n.name in pool_of))
     nodes = _lent(_freed(snapshot.nodes, [r for _, r, _ in victims]), room, set(closed))
-    return replace(snapshot, nodes=nodes, running=running, pending=pending), victims
+    return replace(snapshot, nodes=nodes, running=running), victims, fence
 
 
 def _held(running: tuple[RunningJob, ...], pool_of: dict[str, str]) -> dict[str, int]:

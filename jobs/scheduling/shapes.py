@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from .model import PendingJob, ReplicaGroup, RunningJob
+from .pools import Fence
 
 
 class Shape(NamedTuple):
@@ -27,11 +28,13 @@ class Shape(NamedTuple):
 
 
 class JobInfo:
-    """Demand per flavor, replica groups in placement order, and its Shape when its replicas are identical."""
+    """Demand per flavor, replica groups in placement order, the nodes it avoids this cycle (`avoid`: its own, and
+    a pool's it may not use, pools.Fence; None: its own), and its Shape when its replicas are identical."""
 
-    __slots__ = ("demand", "demand_key", "flavors", "primary", "groups", "replicas", "shape", "single")
+    __slots__ = ("avoid", "demand", "demand_key", "flavors", "primary", "groups", "replicas", "shape", "single")
 
-    def __init__(self, job: PendingJob) -> None:
+    def __init__(self, job: PendingJob, avoid: frozenset[str] | None = None) -> None:
+        self.avoid: frozenset[str] = job.avoid_nodes if avoid is None else avoid
         groups = job.groups
         if len(groups) == 1:  # the common case, kept cheap: trace replay builds one of these per job per cycle
             group = groups[0]
@@ -43,7 +46,7 @@ class JobInfo:
             self.replicas = group.replicas
             self.single = group.replicas > 0
             self.shape: Shape | None = (
-                Shape(group.flavor, group.devices, group.replicas, job.topology, job.avoid_nodes, group.cpu_millis,
+                Shape(group.flavor, group.devices, group.replicas, job.topology, self.avoid, group.cpu_millis,
                       group.memory_mib)
                 if self.single else None
             )
@@ -68,7 +71,7 @@ class JobInfo:
         self.single = len(classes) == 1
         if self.single:
             flavor, devices, cpu, mem = next(iter(classes))
-            self.shape = Shape(flavor, devices, self.replicas, job.topology, job.avoid_nodes, cpu, mem)
+            self.shape = Shape(flavor, devices, self.replicas, job.topology, self.avoid, cpu, mem)
         else:
             self.shape = None
 
@@ -76,21 +79,22 @@ class JobInfo:
 class JobInfos:
     """The JobInfo of each job of a cycle, one per set of identical replicas (flavor, devices, replicas, topology,
     nodes to avoid, CPU and memory: all a JobInfo is made of): a queue of 10,000 jobs holds a few thousand, and
-    phase 1 asks for one per job."""
+    phase 1 asks for one per job. `fence`: what the cycle's pools keep jobs off."""
 
-    def __init__(self) -> None:
+    def __init__(self, fence: Fence) -> None:
         self.by_shape: dict[tuple, JobInfo] = {}
+        self.fence = fence
 
     def of(self, job: PendingJob) -> JobInfo:
+        avoid = self.fence.avoided_by(job)
         groups = job.groups
         if len(groups) != 1:
-            return JobInfo(job)
+            return JobInfo(job, avoid)
         group = groups[0]
-        key = (group.flavor, group.devices, group.replicas, job.topology, job.avoid_nodes, group.cpu_millis,
-               group.memory_mib)
+        key = (group.flavor, group.devices, group.replicas, job.topology, avoid, group.cpu_millis, group.memory_mib)
         info = self.by_shape.get(key)
         if info is None:
-            info = self.by_shape[key] = JobInfo(job)
+            info = self.by_shape[key] = JobInfo(job, avoid)
         return info
 
 

@@ -53,6 +53,21 @@ def test_a_job_of_a_flavor_no_pool_has_is_not_told_of_pools():
                                        "1 x 8 nvidia-h100-80gb on whole nodes of one cluster, room for 0")
 
 
+def test_a_job_avoiding_a_lost_node_avoids_the_pool_too_and_a_preemptible_one_only_its_node():
+    # n0 lost an earlier attempt of each job; n1 is free; the pool lends p0. The firm job 1 avoids n0 and the
+    # pool: it takes n1. The preemptible job 2 avoids n0 only: it goes on the pool (lent capacity first).
+    lost = frozenset({"n0"})
+    pending = [job(1, "vision", avoid_nodes=lost), job(2, "nlp", preemptible=True, avoid_nodes=lost)]
+    snap = with_pools(snapshot(nodes(2) + pooled(1), pending, quotas=QUOTAS, now=NOW), Pool("chat", 8))
+    result = cycle(snap)
+    assert {a.job_id: {x.node for x in a.placement} for a in result.admits} == {1: {"n1"}, 2: {"p0"}}
+    # With n1 gone too, the firm job has nowhere: the pool's node and its lost node are both avoided.
+    snap = with_pools(snapshot(nodes(1) + pooled(1), pending[:1], quotas=QUOTAS, now=NOW), Pool("chat", 8))
+    result = cycle(snap)
+    assert admitted(result) == []
+    assert "(2 avoided; the nodes of pool chat lend only to preemptible work)" in waits(result)[1].reason
+
+
 def test_preemptible_work_gets_what_the_pool_lends_and_no_more():
     pending = [job(k, "vision", preemptible=True) for k in (1, 2, 3)]
     snap = with_pools(snapshot(pooled(3), pending, quotas=QUOTAS, now=NOW), Pool("chat", 16))

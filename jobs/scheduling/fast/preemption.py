@@ -168,10 +168,10 @@ def could_fit_without(state: CycleState, job: PendingJob, info: JobInfo, candida
                 kept[i] = (max(0, x[0] - rel[0]), max(0, x[1] - rel[1]), max(0, x[2] - rel[2]))
             if i not in extra:
                 extra[i] = [0, 0, 0]
-    avoid = index.node_indexes(job.avoid_nodes)
+    avoid = index.node_indexes(info.avoid)
     # Nodes to avoid that fill whole leaves (a pool's racks, placement.fits_by_count) leave those leaves out of the
     # count; other avoided nodes count as losing their room, node by node.
-    covered = index.covered_leaves(job.avoid_nodes) if avoid and index.avoids_whole_leaves(job.avoid_nodes) \
+    covered = index.covered_leaves(info.avoid) if avoid and index.avoids_whole_leaves(info.avoid) \
         else frozenset()
     if not covered:
         for i in avoid:
