@@ -11,8 +11,9 @@ The rules, in every cycle:
   for capacity an elastic job grew into. Taking grown replicas shrinks their job (`Shrink`, highest indexes first);
   only taking its base preempts it, and then its grown replicas go with it.
 - Growth (`grow`, after every waiting job was evaluated): a job past its resize cooldown, neither shrunk nor
-  preempted in this cycle, grows, highest priority first, one replica at a time up to its maximum, into visible
-  capacity of a flavor no waiting job of this cycle was short of (cycle.py's `short`: it found no room, or its
+  preempted in this cycle, grows, highest priority first, one replica at a time up to its maximum (jobs of one
+  priority take turns, a replica each, the oldest first), into visible capacity of a flavor no waiting job of
+  this cycle was short of (cycle.py's `short`: it found no room, or its
   organization has nothing to lend it now, which a lend hold lapsing would soon change), within its project's
   quota as preemptible use, leaving its organization room for the jobs its projects are expected to submit within
   the growing job's cooldown (`arriving`): a replica those arrivals would take back at once would cost a rescale
@@ -99,18 +100,24 @@ def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short
          arriving: Arriving) -> list[Grow]:
     """Phase "grow": the replicas elastic running jobs add in this cycle (see the module's rules). `resized`: jobs
     shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of; `arriving`: what
-    the cohorts' projects ask for per second (arriving_rates)."""
-    grows = []
+    the cohorts' projects ask for per second (arriving_rates). Jobs of a higher priority grow first; jobs of one
+    priority share what is left: in rounds, each of their groups that may still grow adds one replica (the oldest
+    job first), until none can. A job's first replicas speed it up most (a job's speed-up falls with each worker it
+    adds), and a job that took it all would leave the others at their minimum until it ends."""
     elsewhere = _Elsewhere(state)
+    tiers: dict[float, list[_Growth]] = {}  # priority -> its groups that may grow, oldest job first
     for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, j.id)):
         if job.id in resized or state.now < (job.resized_at or job.started_at) + job.resize_cooldown:
             continue
-        added: list[Assignment] = []
         for group in job.elastic:
-            added += _grow_group(state, job, group.role, group.max_replicas, short, arriving, elsewhere, len(added))
-        if added:
-            grows.append(Grow(job.id, tuple(added)))
-    return grows
+            growth = _Growth.of(state, job, group.role, group.max_replicas, short, arriving, elsewhere)
+            if growth is not None:
+                tiers.setdefault(job.priority, []).append(growth)
+    added: dict[int, list[Assignment]] = {}  # job id -> its new replicas, in the order they were added
+    for growing in tiers.values():
+        while growing:
+            growing = [growth for growth in growing if growth.add_one(state, added.setdefault(growth.job.id, []))]
+    return [Grow(job_id, tuple(replicas)) for job_id, replicas in added.items() if replicas]
 
 
 class _Elsewhere:
@@ -128,39 +135,62 @@ class _Elsewhere:
         return self.found[key]
 
 
-def _grow_group(state: CycleState, job: RunningJob, role: str, most: int, short: set[str], arriving: Arriving,
-                elsewhere: _Elsewhere, ranks_used: int) -> list[Assignment]:
-    replicas = [a for a in job.placement if a.role == role]
-    if not replicas or len(replicas) >= most:
-        return []
-    like = max(replicas, key=lambda a: a.index)  # a new replica asks for what its group's replicas ask
-    i = state.index.index_of.get(like.node)
-    if i is None:
-        return []  # its node left the inventory: which cluster its job runs in is not known
-    flavor = state.index.node_flavor[i]
-    if flavor in short:
-        return []
-    one = PendingJob(job.id, job.project, int(job.priority), state.now,
-                     (ReplicaGroup(role, 1, like.devices, flavor, like.cpu_millis, like.memory_mib),), True,
-                     Topology.NONE, avoid_nodes=elsewhere(flavor, state.index.nodes[i].cluster))
-    info = JobInfo(one)
-    coming = expected(arriving, state.quota.cohort_of(job.project), flavor, job.resize_cooldown)
-    added: list[Assignment] = []
-    index = like.index
-    for _ in range(most - len(replicas)):
+class _Growth:
+    """One elastic group growing in this cycle: a replica at a time, as its group's replicas ask, on nodes of its
+    flavor in its job's cluster."""
+
+    def __init__(self, job: RunningJob, role: str, room: int, like: Assignment, flavor: str, one: PendingJob,
+                 coming: int) -> None:
+        self.job = job
+        self.role = role
+        self.room = room  # replicas it may still add
+        self.like = like
+        self.flavor = flavor
+        self.one = one
+        self.info = JobInfo(one)
+        self.coming = coming
+        self.index = like.index
+
+    @staticmethod
+    def of(state: CycleState, job: RunningJob, role: str, most: int, short: set[str], arriving: Arriving,
+           elsewhere: _Elsewhere) -> _Growth | None:
+        """The group's growth, or None when it may not grow: at its maximum, its node gone from the inventory (which
+        cluster its job runs in is not known), or a flavor a waiting job was short of."""
+        replicas = [a for a in job.placement if a.role == role]
+        if not replicas or len(replicas) >= most:
+            return None
+        like = max(replicas, key=lambda a: a.index)  # a new replica asks for what its group's replicas ask
+        i = state.index.index_of.get(like.node)
+        if i is None:
+            return None
+        flavor = state.index.node_flavor[i]
+        if flavor in short:
+            return None
+        one = PendingJob(job.id, job.project, int(job.priority), state.now,
+                         (ReplicaGroup(role, 1, like.devices, flavor, like.cpu_millis, like.memory_mib),), True,
+                         Topology.NONE, avoid_nodes=elsewhere(flavor, state.index.nodes[i].cluster))
+        coming = expected(arriving, state.quota.cohort_of(job.project), flavor, job.resize_cooldown)
+        return _Growth(job, role, most - len(replicas), like, flavor, one, coming)
+
+    def add_one(self, state: CycleState, added: list[Assignment]) -> bool:
+        """Add one replica (appended to `added`, its job's replicas of this cycle); False when it may add no more."""
+        if self.room <= 0:
+            return False
+        job, info, devices = self.job, self.info, self.like.devices
         # Growth adds no running job: checked as if its job's slot were free.
         if state.quota.check(job.project, info.demand, True, ({}, -1)) is not None:
-            break
-        if coming and not state.quota.keeps_room(job.project, flavor, like.devices, coming):
-            break
-        tentative = state.place_tentative(one, info)
+            return False
+        if self.coming and not state.quota.keeps_room(job.project, self.flavor, devices, self.coming):
+            return False
+        tentative = state.place_tentative(self.one, info)
         if tentative is None:
-            break
+            return False
         (_, _, node, devices, cpu, mem), = tentative.taken
-        index += 1
+        self.index += 1
+        self.room -= 1
         state.quota.change(job.project, info.demand, True, 1, job=False)
-        state.admitted(RunRec(part_id(job.id, RANKS // 2 + ranks_used + len(added)), job.project, job.priority - 0.5,
-                              state.now, None, state.now, True, [(node, devices, cpu, mem)], dict(info.demand),
-                              False, grown=True), revocable=False)
-        added.append(Assignment(role, index, state.index.nodes[node].name, devices, cpu, mem))
-    return added
+        state.admitted(RunRec(part_id(job.id, RANKS // 2 + len(added)), job.project, job.priority - 0.5, state.now,
+                              None, state.now, True, [(node, devices, cpu, mem)], dict(info.demand), False,
+                              grown=True), revocable=False)
+        added.append(Assignment(self.role, self.index, state.index.nodes[node].name, devices, cpu, mem))
+        return self.room > 0

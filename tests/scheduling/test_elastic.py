@@ -83,6 +83,23 @@ def test_grows_into_idle_capacity_up_to_its_maximum():
     assert {a.node for a in result.grows[0].placement}.isdisjoint({"n0", "n1"})
 
 
+def test_jobs_of_one_priority_share_the_room_to_grow_and_a_higher_priority_grows_first():
+    # Two free nodes, two jobs at their minimum that may each grow by two. The older job used to take both;
+    # they take turns: a replica each.
+    older = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
+    newer = elastic_running(11, "vision", ["n2", "n3"], low=2, high=4)
+    snap = snapshot(nodes(6), [], [older, newer], quotas=[Quota("vision", A100, 64)], now=NOW)
+    assert grows(cycle(snap)) == {10: [2], 11: [2]}
+    # A job of a higher priority still grows first, as far as it may, before the others take turns.
+    urgent = replace(newer, priority=900)
+    snap = snapshot(nodes(6), [], [older, urgent], quotas=[Quota("vision", A100, 64)], now=NOW)
+    assert grows(cycle(snap)) == {11: [2, 3]}
+    # Three jobs of one priority, three free nodes: one each, in turn, the oldest first.
+    third = elastic_running(12, "vision", ["n4", "n5"], low=2, high=4)
+    snap = snapshot(nodes(9), [], [older, newer, third], quotas=[Quota("vision", A100, 128)], now=NOW)
+    assert grows(cycle(snap)) == {10: [2], 11: [2], 12: [2]}
+
+
 def test_does_not_grow_while_a_job_waits_for_capacity_of_its_flavor():
     e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
     rigid = job(1, "vision", replicas=2)  # 2 x 8: one node is free
