@@ -97,4 +97,4 @@ def _clone(value: Any) -> Any:
 
 
 tokens = AuthCache()  # token digest -> ApiToken with its user
-memberships = AuthCache()  # (user id, project slug) -> (Project, role)
+memberships = AuthCache()  # (user id, project slug or id) -> (Project, role)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 
 from tenancy import authcache
@@ -32,18 +34,30 @@ def project_for_user(user: User, slug: str) -> Project | None:
         return None
     if user.is_staff:
         return Project.objects.filter(slug=slug).first()
+    found = _membership(user, slug, project__slug=slug)
+    return None if found is None else found[0]
+
+
+def membership_of(user: User, project_id: int) -> tuple[Project, str] | None:
+    """The project of that id and the user's role in it when the user is a member (staff are not asked: they act
+    as owners everywhere), found as `project_for_user` finds a project by its slug."""
+    return _membership(user, project_id, project_id=project_id)
+
+
+def _membership(user: User, key: str | int, **project: Any) -> tuple[Project, str] | None:
+    """(project, role) of the user's one membership in the project `project` names, from the per-process cache
+    (tenancy/authcache.py) under `key` or read in one query; remembered for the rest of the request."""
     epoch = authcache.current_epoch()
-    found = authcache.memberships.get((user.pk, slug), epoch)
+    found = authcache.memberships.get((user.pk, key), epoch)
     if found is None:
-        try:  # one membership per user and project
-            membership = Membership.objects.select_related("project").get(user=user, project__slug=slug)
-        except Membership.DoesNotExist:
+        # One membership per user and project: ordered by key, not by the model's ordering (which joins).
+        membership = Membership.objects.select_related("project").filter(user=user, **project).order_by("pk").first()
+        if membership is None:
             return None
         found = (membership.project, membership.role)
-        authcache.memberships.put((user.pk, slug), epoch, found)
-    project, role = found
-    remember_role(user, project, role)
-    return project
+        authcache.memberships.put((user.pk, key), epoch, found)
+    remember_role(user, found[0], found[1])
+    return found
 
 
 def organizations_for_user(user: User) -> QuerySet[Organization]:

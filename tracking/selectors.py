@@ -31,9 +31,8 @@ from core.errors import DomainError
 from jobs.models import Attempt, Job, Outcome
 from jobs.states import FINAL, State
 from notifications.sources import Target
-from tenancy.models import Membership, Role
-from tenancy.permissions import remember_role
-from tenancy.selectors import User, project_ids_for_user
+from tenancy.models import Role
+from tenancy.selectors import User, membership_of, project_ids_for_user
 from tracking.models import Alert, AlertRule, ChartPanel, Experiment, Rollup, Run, RunStatus, Series, Webhook
 from tracking.points import latest, read_blocks
 from tracking.series.downsample import Downsampled, downsample
@@ -98,17 +97,16 @@ def runs_for_user(user: User) -> QuerySet[Run]:
 
 
 def role_for_run(user: User, run: Run) -> str | None:
-    """The user's role in the run's project (staff act as owners; None: an outsider), found with the project in one
-    read of the membership, so a run read without its project (ingestion's locked read) needs no second query."""
+    """The user's role in the run's project (staff act as owners; None: an outsider), found with the project from
+    the membership (per process, tenancy.selectors.membership_of), so a run read without its project (ingestion's
+    locked read) needs no second query, and a warm writer none at all."""
     if user.is_staff:
         return Role.OWNER
-    membership = Membership.objects.select_related("project").filter(
-        user=user, project_id=run.project_id).order_by("pk").first()
-    if membership is None:
+    found = membership_of(user, run.project_id)
+    if found is None:
         return None
-    run.project = membership.project
-    remember_role(user, membership.project, membership.role)
-    return membership.role
+    run.project, role = found
+    return role
 
 
 def run_of_token(claim: RunTokenClaim) -> Run | None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from tenancy.models import Membership
+from tenancy.services import membership_change_role, membership_remove
 from tests.conftest import client_for
 from tests.tracking.conftest import next_attempt, token_client
 from tracking.models import Run
@@ -122,6 +126,23 @@ def test_users_log_by_role_and_an_outsider_sees_no_run(run, tenant):
     assert client_for(tenant.users["outsider"]).post(url(run), {"metrics": points(1, start=9)},
                                                      format="json").status_code == 404
     assert len(stored_points(run.pk)) == 1
+
+
+def test_a_warm_writer_is_not_asked_its_membership_again_and_losing_it_applies_at_once(run, tenant):
+    # The writer's role comes from the per-process membership cache (tenancy/authcache.py), as the MLflow
+    # endpoint's does: a second batch reads no membership, and a removal or a lower role applies to the next one.
+    member = tenant.users["member"]
+    client = client_for(member)
+    assert client.post(url(run), {"metrics": points(1)}, format="json").status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        assert client.post(url(run), {"metrics": points(1, start=1)}, format="json").status_code == 200
+    assert not [q["sql"] for q in queries.captured_queries if "tenancy_membership" in q["sql"]]
+    membership = Membership.objects.get(user=member, project=tenant.project)
+    membership_change_role(actor=tenant.users["owner"], membership=membership, role="viewer")
+    assert client.post(url(run), {"metrics": points(1, start=2)}, format="json").status_code == 403
+    membership_remove(actor=tenant.users["owner"], membership=Membership.objects.get(pk=membership.pk))
+    assert client.post(url(run), {"metrics": points(1, start=3)}, format="json").status_code == 404
+    assert len(stored_points(run.pk)) == 2
 
 
 def test_a_bad_batch_to_a_run_the_user_may_not_write_is_refused_for_the_run_not_for_the_batch(run, tenant):
