@@ -19,6 +19,10 @@ idle now: counting only those made the hold fall as soon as the cycle admitted s
 what was left idle), and the next cycle lent what the one before had held.
 
     held(p, f) = max(the recent demand above, use now + waiting jobs of p of at most g(p, f) devices of f)
+
+Both keep a guarantee from borrowers. Only the second, demand now, counts against a sibling's job within its own
+guarantee (quota.py's r_w): recent use is a guess that the project comes back, and a sibling that preempted a
+borrower for it, while those devices sat idle, traded a reclaim that might come for one that surely did.
 """
 
 from __future__ import annotations

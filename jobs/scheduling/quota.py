@@ -4,35 +4,41 @@ Per project p and flavor f (g = guaranteed, b = borrow_limit, l = lend_limit or 
     used(p, f)      devices of p's non-preemptible jobs (running, plus admitted this cycle)
     pre(p, f)       devices of p's preemptible jobs
     borrowed(p, f)  = max(0, used + pre - g)                     must stay <= b (0 when borrowing is off)
-    held(p, f)      what p held or asked for in the last Policy.lend_hold seconds (lending.py; 0 if none)
+    held(p, f)      what p held or asked for in the last Policy.lend_hold seconds, or holds and its waiting jobs
+                    ask for now (lending.py; 0 if none); waiting(p, f) the second alone
     lendable(p, f)  = min(max(0, g - max(used + pre, held)), l)  p's idle guarantee others may borrow
+    lendable_w(p, f) = the same with waiting(p, f) for held        what is not kept for demand now
 A preemptible job uses its own project's idle guarantee first, like any job, and borrows only above it; its
 project's non-preemptible jobs take the guarantee back by priority preemption.
 
 Borrowing stays inside the organization (the cohort): a project borrows its cohort's lendable capacity, and
 capacity nobody is guaranteed, never another organization's guarantee. Per cohort c and flavor f:
-    lend(c, f)      = sum of lendable over c's projects
+    lend(c, f)      = sum of lendable over c's projects;  lend_w(c, f) = sum of lendable_w over them
     r(c, f)         = borrowed(c, f) - lend(c, f)      what c's borrowing takes beyond what its lenders may lend
+    r_w(c, f)       = borrowed(c, f) - lend_w(c, f)    the same, with only the waiting jobs' holds
     claim(c, f)     = max(0, r(c, f))                  what it takes of the capacity nobody is guaranteed
 and per flavor:
     unowned(f)      = max(0, devices of f on schedulable nodes - sum of every project's g)
     excess(f)       = sum over cohorts of claim(c, f)                        must stay <= unowned(f)
-A job is within quota when, for each flavor f it asks for, r' = r(c, f) after admission is covered by its
-cohort's lenders or fits in the unowned capacity other cohorts leave (others(f) = excess(f) less c's own claim):
-r' <= 0  or  others(f) + r' <= unowned(f); and
-  - inside its project's guarantee: else it fails as "lent": its project lent that guarantee to its cohort's
-    borrowers and the cohort has nothing else to give them, so preemption takes it back from them, rather than
-    admitting the job onto devices another organization is guaranteed;
-  - above it: borrowing is on and borrowed(p, f) <= b after admission; else, or when r' does not fit, it fails
-    ("cohort" for the last).
+A job is within quota when, for each flavor f it asks for (others(f) = excess(f) less c's own claim):
+  - above its project's guarantee: borrowing is on, borrowed(p, f) <= b after admission, and r' = r(c, f) after
+    admission is covered by its cohort's lenders or fits in the unowned capacity other cohorts leave: r' <= 0  or
+    others(f) + r' <= unowned(f). Else it fails ("cohort" for the last);
+  - inside it: the same with r_w' = r_w(c, f) after admission. Else it fails as "lent": its project lent that
+    guarantee to its cohort's borrowers and the cohort has nothing else to give them, so preemption takes it back
+    from them, rather than admitting the job onto devices another organization is guaranteed.
 Lend limits and lend holds keep part of a guarantee from borrowers, never from its own project: what a cohort's
 borrowers take beyond what its lenders may lend comes from the unowned capacity, as much as what it holds beyond
-its guarantees does (r >= held - guaranteed, since lend <= the cohort's idle guarantee). A cohort whose borrowing
-its own lenders cover is never held back by another cohort's claim (a lost node, a guarantee raised).
+its guarantees does (r >= r_w >= held - guaranteed, since lend <= lend_w <= the cohort's idle guarantee). What a
+project's recent use holds is a guess that it comes back, so it makes borrowers wait and nothing more: a job within
+its guarantee may run on what a sibling's recent use keeps idle, where counting it made the job preempt a borrower
+for it (24 more reclaims on the Philly week, bench_policy.py). What waiting jobs hold is demand now, and counts for
+both: running on it would only move the reclaim to the sibling. A cohort whose borrowing its own lenders cover is
+never held back by another cohort's claim (a lost node, a guarantee raised).
 Pooling lenders per cohort and the unowned capacity across cohorts is exact: any borrower may use any lender of its
 cohort and any unowned device, so the aggregate check is the flow feasibility check.
 
-Monotone, as preemption's bounds and the remembered answers need: r, r' and others(f) only fall when any
+Monotone, as preemption's bounds and the remembered answers need: r, r_w, r', r_w' and others(f) only fall when any
 project's usage falls and only rise with the job's devices. So removing running jobs never turns a pass into a
 failure, nor does a smaller demand; raising usage never turns a failure into a pass.
 """
@@ -101,6 +107,7 @@ class QuotaState:
         self.blimit: dict[tuple[str, str], int] = {}
         self.llimit: dict[tuple[str, str], float] = {}
         self.held: dict[tuple[str, str], int] = {}  # (project, flavor) -> recent demand kept from lending
+        self.waiting: dict[tuple[str, str], int] = {}  # (project, flavor) -> the part of it its waiting jobs ask
         self.totals = flavor_totals  # devices of schedulable nodes per flavor
         self.flavors_of: dict[str, set[str]] = defaultdict(set)  # project -> flavors it is guaranteed or uses
         self.changes: dict[str, int] = defaultdict(int)  # project -> how many times its usage changed
@@ -131,22 +138,27 @@ class QuotaState:
         # into reclaim victims within the same cycle.
         self.run_used: dict[tuple[str, str], int] = defaultdict(int)
         self.lend: dict[tuple[str, str], float] = defaultdict(float)  # (cohort, flavor) -> lendable of members
+        self.lend_w: dict[tuple[str, str], float] = defaultdict(float)  # the same with the waiting jobs' holds only
         self.borrowed_total: dict[tuple[str, str], int] = defaultdict(int)  # (cohort, flavor) -> borrowed
         self.excess: dict[str, float] = defaultdict(float)  # flavor -> sum over cohorts of claim(c, f)
         guaranteed: dict[str, int] = defaultdict(int)
         for (project, flavor), g in self.guar.items():
             guaranteed[flavor] += g
             self.lend[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
+            self.lend_w[(self.cohort_of(project), flavor)] += self._lendable(project, flavor)
         self.unowned: dict[str, int] = {f: max(0, total - guaranteed[f]) for f, total in flavor_totals.items()}
 
-    def hold_back(self, held: dict[tuple[str, str], int]) -> None:
-        """Keep each (project, flavor)'s recent demand from lending (lending.lend_holds); call it on a fresh state,
-        before load_running."""
+    def hold_back(self, held: dict[tuple[str, str], int], waiting: dict[tuple[str, str], int]) -> None:
+        """Keep each (project, flavor)'s recent demand from lending (lending.lend_holds), `waiting` the part of it
+        its waiting jobs ask for (lending.waiting_holds); call it on a fresh state, before load_running."""
         for key, devices in held.items():
             cohort_key = (self.cohort_of(key[0]), key[1])
-            before = self._lendable(*key)
+            before, before_w = self._lendable(*key), self._lendable(*key, waiting=True)
             self.held[key] = devices
-            self._shift_cohort(cohort_key, 0, self._lendable(*key) - before)
+            if waiting.get(key):
+                self.waiting[key] = waiting[key]
+            self._shift_cohort(cohort_key, 0, self._lendable(*key) - before,
+                               self._lendable(*key, waiting=True) - before_w)
 
     def binding_holds(self) -> set[tuple[str, str]]:
         """(project, flavor) keys whose lend hold keeps back part of an idle guarantee right now."""
@@ -156,10 +168,10 @@ class QuotaState:
     def cohort_of(self, project: str) -> str:
         return self.cohort.get(project, project)
 
-    def _lendable(self, project: str, flavor: str) -> float:
+    def _lendable(self, project: str, flavor: str, waiting: bool = False) -> float:
         key = (project, flavor)
-        return lendable(self.guar.get(key, 0), self.used[key] + self.pre[key], self.held.get(key, 0),
-                        self.llimit.get(key, INF))
+        return lendable(self.guar.get(key, 0), self.used[key] + self.pre[key],
+                        (self.waiting if waiting else self.held).get(key, 0), self.llimit.get(key, INF))
 
     def borrowed(self, project: str, flavor: str) -> int:
         key = (project, flavor)
@@ -174,6 +186,7 @@ class QuotaState:
         key = (project, flavor)
         cohort_key = (self.cohort.get(project, project), flavor)
         g, lend_limit, hold = self.guar.get(key, 0), self.llimit.get(key, INF), self.held.get(key, 0)
+        wait_hold = self.waiting.get(key, 0)
         used_now, pre_now = self.used, self.pre
         total = used_now[key] + pre_now[key]
         after = total + used + pre
@@ -187,29 +200,35 @@ class QuotaState:
             self.loosened += 1
         delta = (after - g if after > g else 0) - (total - g if total > g else 0)
         lend_delta = lendable(g, after, hold, lend_limit) - lendable(g, total, hold, lend_limit)
-        if delta or lend_delta:
-            self._shift_cohort(cohort_key, delta, lend_delta)
+        lend_w_delta = lendable(g, after, wait_hold, lend_limit) - lendable(g, total, wait_hold, lend_limit)
+        if delta or lend_delta or lend_w_delta:
+            self._shift_cohort(cohort_key, delta, lend_delta, lend_w_delta)
         return delta
 
-    def _shift_cohort(self, cohort_key: tuple[str, str], borrowed: int, lend: float) -> None:
+    def _shift_cohort(self, cohort_key: tuple[str, str], borrowed: int, lend: float, lend_w: float) -> None:
         """Move a cohort's borrowed and lendable sums, and the flavor's excess with its claim."""
         borrowed_total, lend_total = self.borrowed_total, self.lend
         before = borrowed_total[cohort_key] - lend_total[cohort_key]
         borrowed_total[cohort_key] += borrowed
         lend_total[cohort_key] += lend
+        self.lend_w[cohort_key] += lend_w
         after = before + borrowed - lend
         if before > 0 or after > 0:
             self.excess[cohort_key[1]] += (after if after > 0 else 0) - (before if before > 0 else 0)
 
-    def beyond_lenders_with(self, project: str, flavor: str, devices: int) -> float:
-        """r'(c, f): beyond_lenders of the project's cohort once the project holds `devices` more of the flavor."""
+    def beyond_lenders_with(self, project: str, flavor: str, devices: int, waiting: bool = False) -> float:
+        """r'(c, f) of the project's cohort once the project holds `devices` more of the flavor (what a borrower is
+        checked against); with `waiting`, r_w'(c, f) (what a job within its guarantee is checked against)."""
         key = (project, flavor)
-        g, lend_limit, hold = self.guar.get(key, 0), self.llimit.get(key, INF), self.held.get(key, 0)
+        cohort_key = (self.cohort_of(project), flavor)
+        g, lend_limit = self.guar.get(key, 0), self.llimit.get(key, INF)
+        hold = (self.waiting if waiting else self.held).get(key, 0)
         total = self.used[key] + self.pre[key]
         after = total + devices
         borrowed = (after - g if after > g else 0) - (total - g if total > g else 0)
         lend = lendable(g, after, hold, lend_limit) - lendable(g, total, hold, lend_limit)
-        return self.beyond_lenders(self.cohort_of(project), flavor) + borrowed - lend
+        lenders = self.lend_w[cohort_key] if waiting else self.lend[cohort_key]
+        return self.borrowed_total[cohort_key] - lenders + borrowed - lend
 
     def keeps_room(self, project: str, flavor: str, devices: int, arriving: int) -> bool:
         """Whether the project may hold `devices` more of the flavor and its cohort still hold it once its projects
@@ -318,8 +337,10 @@ class QuotaState:
                 continue  # inside the guarantee, and nobody of its cohort borrows: most such jobs
             # r' (what the cohort's borrowing takes beyond its lenders with this job in), its project's terms
             # (_lendable) written out: most waiting jobs of a full cluster are checked up to here.
-            lend_limit, hold = self.llimit.get(key, INF), self.held.get(key, 0)
-            lend = self.lend[cohort_key]
+            # A job within its guarantee is checked against r_w', a borrower against r' (the module's docstring).
+            lend_limit = self.llimit.get(key, INF)
+            hold = (self.waiting if inside else self.held).get(key, 0)
+            lend = self.lend_w[cohort_key] if inside else self.lend[cohort_key]
             before_b = before_total - g if before_total > g else 0
             after_b = after_total - g if after_total > g else 0
             lendable_before = lendable(g, before_total, hold, lend_limit)
@@ -403,6 +424,7 @@ class QuotaState:
         key = (project, flavor)
         cohort_key = (self.cohort.get(project, project), flavor)
         values = (key, self.running[project], self.used[key] + self.pre[key], self.lend[cohort_key],
+                  self.lend_w[cohort_key],
                   self.borrowed_total[cohort_key], self.excess[flavor])
         known = self._answers.get(values)
         if known is None:

@@ -72,7 +72,7 @@ class QuotaReasons:
         used, g = quota.used[key] + quota.pre[key], quota.guar.get(key, 0)
         cohort = quota.cohort_of(project)
         own = quota.beyond_lenders(cohort, f)
-        beyond = quota.beyond_lenders_with(project, f, need)
+        beyond = quota.beyond_lenders_with(project, f, need, waiting=True)
         left = max(0, quota.unowned.get(f, 0) - (quota.excess[f] - max(0, own)))
         return (f"project {project} uses {used} of its {g} guaranteed {f}; this job needs {need}, within the "
                 f"guarantee, but organization {cohort}'s projects borrow it: with this job its borrowers would take "

@@ -280,7 +280,8 @@ class CycleState:
                     grown[key] = grown.get(key, 0) + a.devices
         if grown:
             pre = {key: devices - grown.get(key, 0) for key, devices in pre.items()}
-        held = waiting_holds(snapshot, self.quota, used, pre)
+        waiting = waiting_holds(snapshot, self.quota, used, pre)
+        held = dict(waiting)
         if hold > 0 and (snapshot.ended or snapshot.arrivals):
             since = snapshot.now - hold
             starts = [((job.project, flavor_of.get(a.node, job.flavor)), job.started_at, a.devices)
@@ -288,7 +289,7 @@ class CycleState:
             for key, devices in lend_holds(snapshot, hold, used, pre, starts).items():
                 held[key] = max(held.get(key, 0), devices)
         if held:
-            self.quota.hold_back(held)
+            self.quota.hold_back(held, waiting)
 
     def may_take(self, rec: RunRec, project: str) -> bool:
         """May the job being evaluated, of this project, preempt this one (see `spared`)?"""

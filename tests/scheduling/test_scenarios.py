@@ -1240,6 +1240,24 @@ def test_what_an_organization_borrows_beyond_what_its_lenders_may_lend_comes_out
     assert waits(result)[2].code == "quota"
 
 
+def test_a_siblings_recent_use_never_makes_a_job_within_its_guarantee_reclaim():
+    """Defect (bench_policy.py: the Philly week's preemptions rose from 120 to 144, its goal of fewer than 130
+    failed): the lend hold of a project that had just used its guarantee counted against a sibling's job within
+    its own guarantee, which a borrower held. The job preempted the borrower while the held devices sat idle; it
+    now runs on them. What recent use holds is a guess that it comes back: it still makes borrowers wait."""
+    quotas = [Quota("busy", A100, 8), Quota("owner", A100, 8), Quota("borrower", A100, 0, borrow_limit=16)]
+    projects = [Project(name, "org") for name in ("busy", "owner", "borrower")]
+    borrowing = running(100, "borrower", {"n0": 8}, started_at=0.0)
+    pending = [job(1, project="owner"), job(2, project="borrower")]
+    # 16 devices, every one of them guaranteed: nothing is left beyond what the organization owns
+    snap = snapshot(nodes(2), pending, [borrowing], quotas=quotas, projects=projects, now=NOW)
+    snap = replace(snap, ended=(EndedUse("busy", A100, 8, NOW - 100, NOW - 1),))  # kept from lending for 4 s
+    result = cycle(snap)
+    assert admitted(result) == [1]
+    assert victims(result) == []
+    assert waits(result)[2].code == "quota"
+
+
 def test_a_quota_reason_counts_what_borrowers_hold_of_the_projects_own_guarantee():
     """Defect (a property, on new examples): vision lends its idle guarantee to nlp's preemptible job; a vision job
     that needs its whole guarantee and 10 more was told its organization had 12 to lend (the capacity nobody is
