@@ -19,6 +19,9 @@ the first time the project's running jobs will have released enough of that quot
 on: a big job among a flood of small ones of its own project starts once the jobs running when it became the head
 end. What a borrower's organization can lend is not reserved: lenders take their guarantee back whenever they need
 it, and borrowers share what is idle by fair share.
+
+A job that would take its guarantee back only because the free devices are scattered (drains_instead) reserves its
+earliest start at once instead, when waiting for it costs less than the victims' lost work.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from __future__ import annotations
 from .capacity import replicas_fitting
 from .model import PendingJob, Topology
 from .placement import place, undo
+from .preemption import lost_work
 from .shapes import JobInfo
-from .state import CycleState, Hold, QuotaHold
+from .state import CycleState, Hold, QuotaHold, RunRec
 
 
 def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float | None = None) -> Hold | None:
@@ -36,18 +40,9 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
     if state.holds_for(info.flavors):
         return None
     index = state.index
-    flavors = set(info.flavors)
-    releases: list[tuple[float, int, int, int, int]] = []  # (time, node index, devices, cpu, memory)
-    for rec in state.live_runs():
-        if rec.end is None:
-            continue
-        at = max(rec.end, state.now)
-        for i, devices, cpu, mem in rec.usage:
-            if index.nodes[i].flavor in flavors:
-                releases.append((at, i, devices, cpu, mem))
+    releases = _releases(state, info)
     if not releases and not_before is None:
         return None
-    releases.sort()
     applied = 0  # releases[:applied] are given back to the index right now
 
     def release_until(t: float) -> None:
@@ -115,6 +110,51 @@ def reserve(state: CycleState, job: PendingJob, info: JobInfo, not_before: float
                 taken)
     install(state, hold)
     return hold
+
+
+def _releases(state: CycleState, info: JobInfo) -> list[tuple[float, int, int, int, int]]:
+    """(time, node index, devices, cpu, memory) that running jobs (and jobs admitted earlier in this cycle) give
+    back on the job's flavors at their max runtimes, in time order; jobs without a max runtime never do."""
+    index, now = state.index, state.now
+    flavors = set(info.flavors)
+    releases = []
+    for rec in state.live_runs():
+        if rec.end is None:
+            continue
+        at = max(rec.end, now)
+        for i, devices, cpu, mem in rec.usage:
+            if index.nodes[i].flavor in flavors:
+                releases.append((at, i, devices, cpu, mem))
+    releases.sort()
+    return releases
+
+
+def drains_instead(state: CycleState, job: PendingJob, info: JobInfo, victims: list[RunRec]) -> bool:
+    """A reclaim that only defragments waits for a node to drain when that costs less than evicting.
+
+    The victims (removed from `state`) are other projects' jobs that ran before this cycle, and with them back the
+    job's flavors still have the free devices it asks for, on no nodes it fits on: evicting throws their work away
+    (lost_work) while they start again at once on what is free. If running jobs' ends make room for the job at a
+    known start S, and waiting until then costs fewer device-seconds ((S - now) x the job's devices) than the
+    victims would lose, the victims stay (True): the caller has the job reserve its start at once, and calls this
+    only when no job before it holds its flavors, so the drained room is the job's. Otherwise False, `state` as it
+    was."""
+    if not all(rec.at_start and rec.project != job.project for rec in victims):
+        return False  # its own project's lower priorities go as before; jobs of this cycle lose nothing
+    for rec in reversed(victims):
+        state.add_run(rec)
+    index = state.index
+    avoided = index.node_indexes(info.avoid)
+    start = None
+    if all(index.visible_free(f) - sum(index.free[i] for i in avoided if index.nodes[i].flavor == f) >= d
+           for f, d in info.demand.items()):
+        start = earliest_by_count(state, job, info, _releases(state, info))
+    lost = sum(lost_work(rec, state.now) for rec in victims)
+    if start is not None and (start - state.now) * sum(info.demand.values()) < lost:
+        return True
+    for rec in victims:
+        state.remove_run(rec)
+    return False
 
 
 def quota_start(state: CycleState, job: PendingJob, info: JobInfo) -> tuple[bool, float | None]:

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from mypy_extensions import mypyc_attr
 
-from .backfill import held_demand, hold_quota, quota_start, reserve
+from .backfill import drains_instead, held_demand, hold_quota, quota_start, reserve
 from .capacity import CapacityIndex
 from .elastic import arriving_rates, grow, split_running
 from .explain import Explainer, WaitEntry, fmt_duration
@@ -394,6 +394,10 @@ class Cycle:
             started = clock()
             victims = self.try_preempt(job, info, failure, constrained)  # phase 4
             seconds["preempt"] += clock() - started
+            if (victims is not None and self.backfill and not any(f in state.head_flavors for f in info.flavors)
+                    and drains_instead(state, job, info, victims)):
+                self.reserve_for_capacity(out, at_once=True)  # what it is owed: no promise to wait for
+                victims = None
             if victims is not None and self.in_grace(job, victims):
                 for rec in reversed(victims):  # they keep running until the grace ends, for this job
                     state.add_run(rec)
@@ -459,12 +463,12 @@ class Cycle:
                 start = hold.start
         hold_quota(state, job, info, start)
 
-    def reserve_for_capacity(self, out: Outcome) -> None:
-        """The first job in cycle order that waits for capacity of its flavors reserves its earliest start, and
-        its project's quota for then."""
+    def reserve_for_capacity(self, out: Outcome, at_once: bool = False) -> None:
+        """The first job in cycle order that waits for capacity of its flavors reserves its earliest start (from
+        its promised start on, unless `at_once`), and its project's quota for then."""
         state, job, info = self.state, out.job, out.info
         state.head_flavors.update(info.flavors)
-        hold = reserve(state, job, info, not_before=self.promised_start(job))
+        hold = reserve(state, job, info, not_before=None if at_once else self.promised_start(job))
         if hold is not None:
             hold_quota(state, job, info, hold.start)
 

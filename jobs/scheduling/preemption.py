@@ -33,6 +33,10 @@ need one wait for the next cycle, which starts with fresh state and its own budg
 a cycle never evicts for more than MAX_SIMULATIONS jobs. (Counted as found, not as searched, so that both searches
 spend the budget alike.)
 
+A reclaim whose victims only defragment (the free devices are there, on no node the job fits on) may wait for a
+node to drain instead, when that costs less than the victims would lose (backfill.drains_instead, called by the
+cycle with the victims found here).
+
 The search here is the rule itself, read top to bottom: find_victims, plain_search (remove candidates in preference
 order until the job fits), fill_back, then who the candidates are (plain_candidates) and in which order
 (preference). fast/preemption.py finds the same victims with bounds that skip what cannot succeed

@@ -380,6 +380,46 @@ def test_a_job_that_just_checkpointed_goes_before_young_ones_that_would_lose_mor
     assert admitted(result) == [1] and victims(result) == [100]
 
 
+DRAIN_CASES = [
+    # (name, seconds until nlp's job 100 on n0 ends (None: no max runtime), nlp's further jobs on n1,
+    #  expected: (admitted, victims, wait code of vision's job))
+    ("a node drains within a minute: waiting costs 480 device-seconds against 28,800 lost", 60.0, (),
+     ([], [], "capacity")),
+    ("the node drains in 2 h: waiting would cost more than evicting loses", 7200.0, (), ([1], [100], None)),
+    ("no end known: evicts as before", None, (), ([1], [100], None)),
+    ("capacity short, not scattered: the guarantee is taken back at once", 60.0, ({"n1": 2},), ([1], [100], None)),
+]
+
+
+@pytest.mark.parametrize("name,ends_in,more,expect", DRAIN_CASES, ids=[c[0] for c in DRAIN_CASES])
+def test_a_reclaim_that_only_defragments_waits_for_a_node_to_drain_when_that_costs_less(name, ends_in, more,
+                                                                                        expect):
+    """vision (owed 12, using none) asks for a whole node; nlp borrows with a 4-GPU job on each node, 2 and 3 h
+    old, so 8 devices are free but scattered. Evicting a job throws its hours away while it restarts at once on what
+    is free; when a node drains soon enough, vision waits for it with a reservation instead (backfill.drains_instead).
+    """
+    busy = [running(100, "nlp", {"n0": 4}, started_at=NOW - 7200.0,
+                    max_runtime=None if ends_in is None else 7200.0 + ends_in),
+            running(101, "nlp", {"n1": 4}, started_at=NOW - 3 * 3600.0)]
+    busy += [running(102 + k, "nlp", placement, started_at=NOW - 3 * 3600.0) for k, placement in enumerate(more)]
+    quotas = [Quota("vision", A100, 12), Quota("nlp", A100, 4, borrow_limit=12)]
+    result = cycle(snapshot(nodes(2), [job(1)], busy, quotas, now=NOW))
+    admits, evicted, code = expect
+    assert admitted(result) == admits and victims(result) == evicted
+    if code is None:
+        return
+    assert waits(result)[1].code == code
+    held = result.reservations[0]  # it starts when job 100 ends, on n0
+    assert (held.job_id, held.start, [a.node for a in held.placement]) == (1, NOW + ends_in, ["n0"])
+    # The drained room is vision's: a later job that would still run then does not take n0's four free devices.
+    later = job(2, project="nlp", devices=4, submitted_at=NOW - 1.0)
+    result = cycle(snapshot(nodes(2), [job(1), later], busy, quotas, now=NOW))
+    assert admitted(result) == [] and victims(result) == []
+    after = [r for r in busy if r.id != 100]
+    result = cycle(snapshot(nodes(2), [job(1)], after, quotas, now=NOW + ends_in))
+    assert admitted(result) == [1] and result.admits[0].placement[0].node == "n0"
+
+
 GRACE_CASES = [
     # (name, Policy.reclaim_grace, cycles: (seconds since the owner's job was queued, borrower jobs ended by
     #  then), expected per cycle: (admitted, victims, wait code of the owner's job))
