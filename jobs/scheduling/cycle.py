@@ -185,18 +185,18 @@ class Cycle:
         self.budget_stops = {p.name: p.budget_stop for p in snapshot.projects if p.budget_stop}
         self.waits = policy.waits  # a waiting job's outcome records why (`wait`) only when Waits are returned
         self.strict = policy.blocking == "strict"
+        # Strict blocking without explanations (trace replay, forecasts): a job behind its queue's blocked head
+        # could only get a "blocked" wait nobody reads, so the order stops yielding that queue's jobs once its head
+        # blocks it (settle), also when a job evaluated again becomes that head; once every queue is blocked the
+        # cycle is over. Its cost then depends on the jobs up to the heads, not on how many wait behind them. With
+        # explanations on, they are evaluated and explained as before.
+        self.close_blocked = self.strict and not policy.explain
         self.backfill = policy.blocking == "backfill"
         self.preempting = policy.preemption
         self.borrower_waits = False  # a job waits for its organization's lenders (what a lend hold may keep back)
         self.seconds = dict.fromkeys(PHASES, 0.0)  # CycleResult.seconds
 
     def run(self) -> None:
-        policy, blocked = self.policy, self.state.blocked
-        # Strict blocking without explanations (trace replay, forecasts): a job behind its queue's blocked head
-        # could only get a "blocked" wait nobody reads, so the order stops yielding that queue's jobs; once every
-        # queue is blocked the cycle is over. Its cost then depends on the jobs up to the heads, not on how many
-        # wait behind them. With explanations on, they are evaluated and explained as before.
-        close_blocked = policy.blocking == "strict" and not policy.explain
         clock, seconds = time.perf_counter, self.seconds
         evaluating = 0.0
         last = clock()
@@ -206,10 +206,6 @@ class Cycle:
             out = self.evaluate(job, info, len(self.outcomes))
             self.outcomes.append(out)
             self.settle(len(self.outcomes) - 1)
-            if close_blocked and out.admit is None:
-                queue = queue_of(job, policy)
-                if blocked.get(queue) == job.id:  # this job now blocks its queue
-                    self.order.close(job.project if queue != "*" else None)
             last = clock()
             evaluating += last - yielded
         seconds["order"] += clock() - last
@@ -236,6 +232,10 @@ class Cycle:
         if out.admit is None:
             for key in out.retry_on:
                 self.waiting.setdefault(key, []).append(position)
+            if self.close_blocked:
+                queue = queue_of(out.job, self.policy)
+                if self.state.blocked.get(queue) == out.job.id:  # it now blocks its queue (evaluated again too)
+                    self.order.close(out.job.project if queue != "*" else None)
             return
         self.admitted_at[out.job.id] = position
         if out.victims:

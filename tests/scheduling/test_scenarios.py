@@ -16,6 +16,7 @@ from jobs.scheduling import (
     Node,
     PendingJob,
     Policy,
+    Pool,
     Project,
     Quota,
     ReplicaGroup,
@@ -513,6 +514,28 @@ def test_a_head_admitted_after_it_reserved_keeps_no_reservation():
     snap = snapshot(node_list, [head, owner], [borrower], quotas, projects)
     result = cycle(snap, Policy(ordering="fifo", blocking="backfill"))
     assert (admitted(result), victims(result), result.reservations) == ([1, 2], [100], ())
+
+
+def test_a_job_evaluated_again_that_now_blocks_its_queue_closes_it_without_explanations():
+    """Strict FIFO without explanations (trace replay, forecasts): the order stops yielding a queue's jobs once its
+    head blocks it, also when the head became so on being evaluated again after a commit, so exactly the jobs the
+    explained cycle calls "blocked" get no Wait (builders.check_invariants). Found by the pools property test:
+    p0's gang 11 is admitted first, given back when p1's job 9 takes its guarantee back, then waits; before, p0's
+    job 8 behind it was still evaluated."""
+    usable = nodes(2)
+    lent = tuple(replace(n, pool="pl") for n in nodes(4, start=2))
+    quotas = [Quota("p0", A100, 8, borrow_limit=64), Quota("p1", A100, 32, borrow_limit=0, lend_limit=0)]
+    projects = [Project("p0", "o1"), Project("p1", "o2"), Project("p2", "o2")]
+    pending = [job(11, project="p0", replicas=2, priority=1000, submitted_at=9940.0),
+               job(9, project="p1", replicas=2, devices=4, submitted_at=9940.0),
+               job(8, project="p0", replicas=3, devices=4, flavor=H100, submitted_at=9998.0),
+               job(3, project="p2", devices=1, submitted_at=9999.0), job(5, project="p2", submitted_at=9999.0)]
+    snap = replace(snapshot(usable + lent, pending, (), quotas, projects, now=10000.0), pools=(Pool("pl", 32),))
+    policy = Policy(ordering="fifo", blocking="strict", explain=False)
+    result = cycle(snap, policy)
+    explained = run_cycle(snap, replace(policy, explain=True))
+    assert admitted(result) == admitted(explained) and victims(result) == victims(explained)
+    assert 8 not in waits(result) and waits(explained)[8].code == "blocked"
 
 
 def test_a_head_evaluated_again_is_not_held_to_a_later_heads_quota_hold():
