@@ -176,8 +176,8 @@ def quota_start(state: CycleState, job: PendingJob, info: JobInfo) -> tuple[bool
 
     if fits():
         return True, state.now
-    for t, released in _project_releases(state, project):
-        running -= 1
+    for t, released, slots in _project_releases(state, project):
+        running -= slots
         for f, d in released.items():
             if f in usage:
                 usage[f] -= d
@@ -204,7 +204,8 @@ def hold_quota(state: CycleState, job: PendingJob, info: JobInfo, start: float |
                      slot=not state.project_quota_holds.get(project))
     for rec in state.project_runs(project):
         if hold.releases_by_start(rec, state.now):
-            hold.ended += 1
+            if not rec.grown:  # a grown replica of an elastic job holds no running-job slot
+                hold.ended += 1
             for f, d in rec.demand.items():
                 if f in hold.released:
                     hold.released[f] += d
@@ -214,12 +215,12 @@ def hold_quota(state: CycleState, job: PendingJob, info: JobInfo, start: float |
     return hold
 
 
-def _project_releases(state: CycleState, project: str) -> list[tuple[float, dict[str, int]]]:
-    """(time, devices per flavor) the project's running jobs release, in time order; jobs without a max runtime
-    never release."""
+def _project_releases(state: CycleState, project: str) -> list[tuple[float, dict[str, int], int]]:
+    """(time, devices per flavor, running-job slots) the project's running jobs release, in time order (a grown
+    replica of an elastic job releases devices alone); jobs without a max runtime never release."""
     now = state.now
-    return sorted(((max(rec.end, now), rec.demand) for rec in state.project_runs(project) if rec.end is not None),
-                  key=lambda r: r[0])
+    return sorted(((max(rec.end, now), rec.demand, 0 if rec.grown else 1) for rec in state.project_runs(project)
+                   if rec.end is not None), key=lambda r: r[0])
 
 
 _LEVEL = {Topology.REQUIRE_SAME_RACK: "rack", Topology.REQUIRE_SAME_BLOCK: "block"}

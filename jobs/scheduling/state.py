@@ -470,7 +470,8 @@ class CycleState:
             for f, d in rec.demand.items():
                 if f in h.released:
                     h.released[f] += sign * d
-            h.ended += sign
+            if not rec.grown:  # a grown replica of an elastic job holds no running-job slot
+                h.ended += sign
             if h.counted is not None:  # counted in right now: keep the usage in step
                 self.quota.shift(h.project, *h.counted, -1)
                 h.counted = h.extra()

@@ -284,3 +284,25 @@ def test_grows_only_in_its_own_cluster():
     snap = snapshot(more_east + west, [], [e], quotas=[Quota("vision", A100, 64)], now=NOW)
     grown = cycle(snap).grows
     assert [a.node for g in grown for a in g.placement] == ["n2"]
+
+
+def test_a_grown_replica_frees_no_running_job_slot_a_head_has_reserved():
+    """Defect (the pools property test, exploring): a head waiting for its project's one running-job slot counted
+    that slot freed twice by its start when the project's elastic job would end by then, once for the job and once
+    for its grown replica. Preempting the job's base alone then seemed to leave the head a slot, so a later job that
+    would still run at the head's start took it: the accelerated search, which tries that one victim first,
+    preempted the job for it, while the plain search, removing the grown replica first, found the slot kept."""
+    projects = [Project("vision", "org", max_running_jobs=1), Project("nlp", "org")]
+    quotas = [Quota("vision", A100, 16), Quota("nlp", A100, 8)]
+    elastic = RunningJob(100, "vision", 100, NOW - 300.0, (Assignment("worker", 0, "n0", 2),
+                                                           Assignment("worker", 1, "n0", 2)), A100,
+                         max_runtime=900.0, elastic=(Elastic("worker", 1, 4),))  # ends in 600 s
+    other = running(200, "nlp", {"n1": 8}, max_runtime=1000.0 + NOW)  # n1 frees in 1,000 s
+    # The head can only go to n1: it waits for the slot and for n1, and reserves both from then. The later job fits
+    # on the free n2 and needs only the slot.
+    head = job(1, "vision", devices=8, priority=1000, max_runtime=4000.0, avoid_nodes=frozenset({"n0", "n2"}))
+    later = job(2, "vision", devices=8, priority=500)  # no max runtime: it would hold the slot past the head's start
+    snap = snapshot(nodes(3), [head, later], [elastic, other], quotas=quotas, projects=projects, now=NOW)
+    result = cycle(snap)
+    assert victims(result) == [] and admitted(result) == []
+    assert {w.job_id: w.code for w in result.waits} == {1: "max_running", 2: "max_running"}
