@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from clusters.selectors import clusters
 from core.errors import DomainError
+from core.filters import IdFilter
 from quotas.api import StaffWritesMixin
 from telemetry import readings, selectors, services
 from telemetry.models import AttemptGpu, AttemptTelemetry, TelemetrySource
@@ -29,7 +30,7 @@ from tenancy.selectors import project_ids_for_user
 
 
 class TelemetryFilter(django_filters.FilterSet):
-    job = django_filters.NumberFilter(field_name="attempt__job_id")
+    job = IdFilter(field_name="attempt__job_id")
 
     class Meta:
         model = AttemptTelemetry

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Model, QuerySet
+from django.http import Http404
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
+from core.filters import MAX_ID
 from tenancy import permissions
 from tenancy.models import Project, Role
 
@@ -40,6 +42,15 @@ class ScopedViewSet(viewsets.GenericViewSet):
         # Looked up on the class: a plain function and a staticmethod both come back unbound.
         selector = type(self).row_selector if self.action != "retrieve" else None
         return (selector or type(self).selector)(self.request.user)
+
+    def get_object(self) -> Model:
+        """The object the URL names, scoped. A whole number beyond a 64-bit key names no object: a 404 before the
+        query, which the database would refuse (the ORM bounds a lookup by primary key, not one through a related
+        field such as an attempt's id)."""
+        value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
+        if isinstance(value, str) and value.isdigit() and int(value) > MAX_ID:
+            raise Http404
+        return super().get_object()
 
     # Role checks ----------------------------------------------------------------------------------------------
     def project_of(self, obj: Model) -> Project | None:

@@ -8,6 +8,8 @@ creating into another tenant's project is refused as if the project did not exis
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from django.urls import reverse
 
@@ -58,6 +60,19 @@ class CrossTenantMixin:
         response = clients["outsider"].get(self.detail_url(obj))
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "not_found"
+
+    def test_an_id_beyond_any_key_is_a_404(self, tenant, clients):
+        """Defect (the API fuzz test): a whole number beyond a 64-bit key in the URL reached the database through a
+        lookup on a related field (an attempt's telemetry, by the attempt's id) and failed there: a 500. The reader
+        who sees the real object asks for one that cannot exist."""
+        obj = self.victim(tenant)
+        if not str(getattr(obj, self.lookup)).isdigit():
+            pytest.skip("looked up by name: any text may name an object")
+        reader = self.owner_role if self.user_owned else ("viewer" if self.viewer_can_see else "owner")
+        for beyond in (2**63, 10**30):
+            response = clients[reader].get(self.detail_url(SimpleNamespace(**{self.lookup: beyond})))
+            assert response.status_code == 404, response.content
+            assert response.json()["error"]["code"] == "not_found"
 
     def test_outsider_list_does_not_show_it(self, tenant, clients):
         obj = self.victim(tenant)

@@ -62,6 +62,12 @@ class TestAttemptTelemetry(CrossTenantMixin):
             assert response.status_code == 400
             assert "buckets" in response.json()["error"]["fields"]
 
+    def test_a_job_filter_beyond_any_id_is_a_400_naming_it(self, tenant, clients):
+        for bad in (str(10**30), "1.5", "-1"):
+            response = clients["viewer"].get(self.list_url(), {"job": bad})
+            assert response.status_code == 400, response.content
+            assert "job" in response.json()["error"]["fields"]
+
 
 @pytest.fixture
 def kube_cluster(db):
