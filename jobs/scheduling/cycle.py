@@ -292,7 +292,9 @@ class Cycle:
         strict = self.strict
         queue = queue_of(job, policy) if strict else ""
         if strict and queue in state.blocked and self.blocked_at[queue] < position:
-            if waits:
+            # Without explanations a job behind its queue's head gets no Wait, as the jobs the closed queue no
+            # longer yields (settle): this one was evaluated before the head blocked it, and again after.
+            if waits and not self.close_blocked:
                 blocker = state.blocked[queue]
                 order = {"fifo": "FIFO", "sjf": "shortest-job-first"}.get(policy.ordering, "priority")
                 out.wait("blocked", f"behind job {blocker} in strict {order} order")

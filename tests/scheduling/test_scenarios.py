@@ -538,6 +538,25 @@ def test_a_job_evaluated_again_that_now_blocks_its_queue_closes_it_without_expla
     assert 8 not in waits(result) and waits(explained)[8].code == "blocked"
 
 
+def test_a_job_behind_its_queues_new_head_evaluated_again_gets_no_wait_without_explanations():
+    """The same rule for the job behind such a head (found by the elastic property test, exploring): p1's job 3 is
+    admitted borrowing, p1's job 8 then waits and blocks p1, p0's job 5 takes its guarantee back and 3 is given
+    back; evaluated again, 3 now blocks p1, and 8, evaluated again after it, is behind it. Without explanations it
+    got a "blocked" Wait; the explained cycle calls it blocked, so it gets none."""
+    quotas = [Quota("p0", A100, 8, borrow_limit=0), Quota("p1", A100, 0, borrow_limit=8, lend_limit=8),
+              Quota("p3", A100, 32, borrow_limit=8)]
+    projects = [Project("p0", "o2"), Project("p1", "o1"), Project("p3", "o1")]
+    pending = [job(3, project="p1", priority=1000, submitted_at=9940.0),
+               job(8, project="p1", submitted_at=9940.0),
+               job(5, project="p0", submitted_at=9999.0)]
+    snap = snapshot(nodes(1), pending, (), quotas, projects, now=10000.0)
+    policy = Policy(ordering="fifo", blocking="strict", explain=False)
+    result = cycle(snap, policy)
+    explained = run_cycle(snap, replace(policy, explain=True))
+    assert admitted(result) == admitted(explained) == [5]
+    assert waits(explained)[8].code == "blocked" and 8 not in waits(result)
+
+
 def test_a_head_evaluated_again_is_not_held_to_a_later_heads_quota_hold():
     """Defect (the quiet-cluster property, on new examples): two heads of a project at its running-job limit each
     held a slot; when a commit freed one, each, evaluated again, was kept out by the other's hold, and the next
