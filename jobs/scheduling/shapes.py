@@ -54,12 +54,15 @@ class JobInfo:
         demand: dict[str, int] = {}
         for group in groups:
             demand[group.flavor] = demand.get(group.flavor, 0) + group.replicas * group.devices
-        self.demand = demand
-        self.flavors = tuple(sorted(demand))
-        # What quotas see of the job: its devices per flavor (flattened, in flavor order).
-        self.demand_key = tuple(x for f in self.flavors for x in (f, demand[f]))
         # The flavor a job queues under (positions, ETA): the one it asks most devices of, first group on ties.
         self.primary = max(demand, key=lambda f: demand[f]) if demand else ""
+        self.flavors = tuple(sorted(demand))
+        # In flavor order, as its key: a quota check reports the first flavor that fails, and remembered answers
+        # and reasons are shared by every job of the same key (two jobs whose groups named their flavors in
+        # another order were told of different flavors, by the plain mode and the accelerated one).
+        self.demand = {f: demand[f] for f in self.flavors}
+        # What quotas see of the job: its devices per flavor (flattened, in flavor order).
+        self.demand_key = tuple(x for f in self.flavors for x in (f, demand[f]))
         # Biggest replicas first: they are the hardest to place, small ones fill the gaps they leave.
         self.groups = tuple(sorted(enumerate(groups), key=lambda item: (-item[1].devices, item[0])))
         self.replicas = sum(g.replicas for g in groups)

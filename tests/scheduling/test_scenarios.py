@@ -557,6 +557,27 @@ def test_a_job_behind_its_queues_new_head_evaluated_again_gets_no_wait_without_e
     assert waits(explained)[8].code == "blocked" and 8 not in waits(result)
 
 
+def test_jobs_asking_the_same_devices_in_another_order_are_told_of_the_same_flavor():
+    """Defect (the consecutive-cycles property, exploring): a quota check reports the first flavor that fails, in
+    the order the job's groups named them, but remembered answers and reasons are shared by every job of the same
+    devices per flavor; so of two such jobs failing on both flavors, the plain mode told each of the flavor the
+    first one explained named, the accelerated mode of the one the first one checked named."""
+    quotas = [Quota("p0", A100, 0, borrow_limit=8), Quota("p0", H100, 16, borrow_limit=8)]
+    busy = [running(100, "p0", {"h0": 8}, flavor=H100), running(101, "p0", {"h1": 1}, flavor=H100)]
+    a100_first = PendingJob(1, "p0", 500, 1.0, (ReplicaGroup("master", 1, 1, A100),
+                                                ReplicaGroup("worker", 1, 8, H100)))
+    h100_first = PendingJob(2, "p0", 500, 2.0, (ReplicaGroup("master", 1, 8, H100),
+                                                ReplicaGroup("worker", 1, 1, A100)))
+    between = job(3, "p1", devices=8, submitted_at=1.5)  # admitted between them: the quota state moves on
+    quotas.append(Quota("p1", A100, 8))
+    snap = snapshot(nodes(2) + nodes(3, flavor=H100, prefix="h"), [h100_first, between, a100_first], busy, quotas)
+    policy = Policy(ordering="fifo", blocking="skip", borrowing=False)
+    result = cycle(snap, policy)
+    assert run_cycle(snap, policy, accelerate=False) == result
+    told = {w.job_id: w.reason for w in result.waits}
+    assert told[1] == told[2] and "a100" in told[1], told
+
+
 def test_a_head_evaluated_again_is_not_held_to_a_later_heads_quota_hold():
     """Defect (the quiet-cluster property, on new examples): two heads of a project at its running-job limit each
     held a slot; when a commit freed one, each, evaluated again, was kept out by the other's hold, and the next
