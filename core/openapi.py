@@ -37,10 +37,13 @@ def refusals(method: str, path: str, operation: dict[str, Any]) -> dict[str, str
         "403": "Not allowed: the caller's role in the project, platform staff only, or a read-only token writing.",
         "429": "Too many requests from this token; Retry-After says when to try again.",
         "503": "The database is unreachable for a moment (database_unavailable); Retry-After says when to try again.",
+        "414": "The address, with its query, is too long (uri_too_long; `message` says the limit).",
     }
     names = {parameter["name"] for parameter in operation.get("parameters", ())}
     if names or "requestBody" in operation:
         statuses["400"] = "Invalid input; `fields` names each bad field."
+    if "requestBody" in operation:
+        statuses["413"] = "The body is over the size limit (too_large; `message` says which)."
     if "{" in path or "page" in names:
         statuses["404"] = "Nothing there that the caller may see (another tenant's object reads as missing), or " \
                           "a page past the last."
