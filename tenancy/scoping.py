@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db import models
 from django.db.models import Model, QuerySet
 from django.http import Http404
 from rest_framework import viewsets
@@ -44,13 +45,18 @@ class ScopedViewSet(viewsets.GenericViewSet):
         return (selector or type(self).selector)(self.request.user)
 
     def get_object(self) -> Model:
-        """The object the URL names, scoped. A whole number beyond a 64-bit key names no object: a 404 before the
-        query, which the database would refuse (the ORM bounds a lookup by primary key, not one through a related
-        field such as an attempt's id)."""
+        """The object the URL names, scoped. A whole number beyond a 64-bit key names no object by an integer
+        field: a 404 before the query, which the database would refuse (the ORM bounds a lookup by primary key, not
+        one through a related field such as an attempt's id). A name made of digits is still looked up."""
         value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
-        if isinstance(value, str) and value.isdigit() and int(value) > MAX_ID:
+        if isinstance(value, str) and value.isdigit() and int(value) > MAX_ID and self._looked_up_by_integer():
             raise Http404
         return super().get_object()
+
+    def _looked_up_by_integer(self) -> bool:
+        meta = self.get_queryset().model._meta
+        field = meta.pk if self.lookup_field == "pk" else meta.get_field(self.lookup_field)
+        return isinstance(getattr(field, "target_field", field), models.IntegerField)
 
     # Role checks ----------------------------------------------------------------------------------------------
     def project_of(self, obj: Model) -> Project | None:

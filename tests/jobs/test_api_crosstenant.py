@@ -124,6 +124,14 @@ class TestClusters(GlobalCatalogTests):
 
         return Cluster.objects.get(name="sim")
 
+    def test_a_name_of_digits_beyond_any_id_is_still_a_name(self, clients):
+        """An id beyond a 64-bit key is a 404 (tests/crosstenant.py), but only where the URL names an object by an
+        integer field: a cluster named by digits is found."""
+        from clusters.models import Cluster
+
+        digits = Cluster.objects.create(name="9" * 25)
+        assert clients["viewer"].get(reverse("cluster-detail", kwargs={"name": digits.name})).status_code == 200
+
 
 class TestNodes:
     def test_occupancy_hides_other_tenants_projects(self, tenant, clients, inventory, cycle):
