@@ -141,7 +141,8 @@ def preempt_reason(state: CycleState, job: PendingJob, info: JobInfo, victim: Ru
     if victim.project == job.project:
         # A victim's priority is a float (a grown replica ranks half below its job): 500, not 500.0, when whole.
         return f"preempted for higher-priority job {job.id} ({job.priority} > {victim.priority:g}) in its project"
-    flavors = ", ".join(f for f in info.flavors if f in victim.demand)
+    # A job that took the place of one that preempted for its own flavors may ask none of them.
+    flavors = ", ".join([f for f in info.flavors if f in victim.demand] or list(victim.demand))
     if victim.preemptible:
         return f"preemptible job preempted for job {job.id} of project {job.project} ({flavors})"
     return (f"preempted to give project {job.project} back its guaranteed {flavors} (project {victim.project} "
@@ -318,14 +319,19 @@ class Cycle:
         constrained = failure is None and state.constrained(job.max_runtime, info)
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
         # up to the decision (preemption's included).
-        held = None
+        held = beside = None
         if failure is None and state.quota_holds:
             holds = state.quota_holds_against(job, info)
-            if holds and state.fails_beside(job, info, holds):
+            beside = state.failure_beside(job, info, holds) if holds else None
+            if beside is not None:
                 held = holds[0]
         tentative = None
         if held is None and (failure is None or self.may_preempt(job)):
             tentative = self.decide(out, constrained, failure)
+        elif held is not None and self.may_preempt(job):
+            # Kept out only with the heads counted in, it may preempt as a job its quota keeps out does (the heads
+            # counted in): its project's jobs of lower priority make room for it and the heads alike.
+            tentative = self.decide(out, constrained, beside)
         if tentative is not None:
             self.admit(out, tentative)
             return out
@@ -415,14 +421,18 @@ class Cycle:
                 state.usage_fell(victims)
                 for rec in victims:
                     if not rec.at_start:
-                        self.give_back(rec)
+                        self.give_back(rec, out)
         return tentative
 
-    def give_back(self, rec: RunRec) -> None:
-        """A job admitted earlier in this cycle, taken back (preemption.revocable_candidates): it waits again
-        (`committed` then evaluates it again)."""
+    def give_back(self, rec: RunRec, taker: Outcome) -> None:
+        """A job admitted earlier in this cycle, taken back (preemption.plain_candidates): it waits again
+        (`committed` then evaluates it again). What it preempted to get in stays preempted, for the job that took
+        its place (only a job of its project of higher priority takes such a job back)."""
         out = self.outcomes[self.admitted_at[rec.id]]
         out.admit = None
+        if out.victims:
+            taker.victims = [*taker.victims, *out.victims]
+            out.victims = ()
         if self.waits:
             failure = self.state.quota.check(out.job.project, out.info.demand, out.job.preemptible)
             if failure is None:
@@ -572,7 +582,8 @@ class Cycle:
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]
         state.admitted(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,
-                              usage, dict(info.demand), False), revocable=not job.preemptible and not out.victims)
+                              usage, dict(info.demand), False), revocable=not job.preemptible,
+                       preempted=bool(out.victims))
         out.admit = Admit(job.id, assignments(job, tentative.taken, state.index),
                           borrowed if state.quota.enabled else 0)
 

@@ -12,9 +12,11 @@ Who may be a victim of job J (project P, priority p), among jobs running when th
   With quotas off, (a) becomes: preemptible jobs of any project with a priority below p.
 Never: a job before started_at + min_runtime, or anything for a preemptible J (it only ever runs on idle
 capacity). A job admitted earlier in this cycle is a candidate by the same rules, a project's borrowing counted
-with this cycle's admissions, unless it is preemptible or preempted others to get in: it has not started, so it
-is given back (it waits again) rather than preempted, and no work is lost. Otherwise J would wait now and preempt
-it in the next cycle, with nothing else changed (a quiet cluster would churn).
+with this cycle's admissions, unless it is preemptible: it has not started, so it is given back (it waits again)
+rather than preempted, and no work is lost. Otherwise J would wait now and preempt it in the next cycle, with
+nothing else changed (a quiet cluster would churn). One that preempted others to get in is given back only to a
+job of its own project (rule (b)), which takes its victims over (Cycle.give_back): each is of that project with a
+lower priority, preemptible, or a borrower the project took its guarantee back from.
 
 Preference (the order victims are tried): preemptible first, then jobs of borrowing projects, then lowest
 priority, then the least work lost per device freed (the time since the job's last checkpoint, or since it
@@ -143,15 +145,15 @@ def plain_candidates(state: CycleState, job: PendingJob, info: JobInfo, failure:
                                                                   for f in rec.demand))
         else:
             if not any(rec.id in state.revocable.get(f, {}).get(rec.project, {}) for f in rec.demand):
-                continue  # preemptible, or admitted by preempting others: never given back
+                continue  # preemptible: never given back
             borrowing = any(quota.borrows_now(rec.project, f) for f in rec.demand)
         if rec.project == job.project:  # (b), of any flavor searched
             ok = rec.priority < job.priority
         elif not any(f in info.demand for f in rec.demand):
             ok = False  # another project's job frees nothing the job asks for
         elif not rec.at_start:  # given back only to a job taking back its guarantee from a borrower
-            ok = reclaim and quota.enabled and any(quota.borrows_now(rec.project, f) for f in rec.demand
-                                                   if f in info.demand)
+            ok = (reclaim and quota.enabled and rec.id not in state.preempted_to_enter
+                  and any(quota.borrows_now(rec.project, f) for f in rec.demand if f in info.demand))
         elif not quota.enabled:
             ok = rec.preemptible and rec.priority < job.priority
         elif reclaim:  # (a)

@@ -305,7 +305,7 @@ class QuotaState:
               extra: tuple[dict[str, int], int] | None = None) -> QuotaFailure | None:
         """None when a job of this demand may be admitted now; quotas off means always. Preemptible or not, the
         same rules apply. `extra`: (non-preemptible devices per flavor, running jobs) the project is checked as
-        if it also held (its reserved heads: state.CycleState.fails_beside), the state left as it is."""
+        if it also held (its reserved heads: state.CycleState.failure_beside), the state left as it is."""
         if not self.enabled:
             return None
         more, more_jobs = extra if extra is not None else (NOTHING, 0)

@@ -14,7 +14,7 @@ from .fast.memo import DominanceMemo
 from .lending import lend_holds, waiting_holds
 from .model import PendingJob, Policy, RunningJob, Snapshot
 from .placement import Taken, fits_by_count, place, undo
-from .quota import QuotaState
+from .quota import QuotaFailure, QuotaState
 from .shapes import JobInfo
 
 INF = float("inf")
@@ -212,6 +212,8 @@ class CycleState:
         self.new_runs: dict[int, RunRec] = {}
         self._new_by_project: dict[str, dict[int, RunRec]] = {}
         self.revocable: dict[str, dict[str, dict[int, RunRec]]] = {}
+        # Of those, the ones that preempted others to get in: only a job of their own project takes them back.
+        self.preempted_to_enter: set[int] = set()
         self._lowest: dict[tuple[str, str], float] = {}  # revocable_lowest, per (flavor, project) until it changes
         self._load_running(snapshot.running, usage)
         self._run_used_at_start = dict(self.quota.run_used)  # (borrowed_at_start)
@@ -219,7 +221,7 @@ class CycleState:
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
         self.project_quota_holds: dict[str, list[QuotaHold]] = {}
-        self._beside: dict[tuple, tuple[int, bool]] = {}  # see fails_beside
+        self._beside: dict[tuple, tuple[int, QuotaFailure | None]] = {}  # see failure_beside
         self._counted: list[tuple[tuple[int, int], int]] = []  # count_heads: quota mark before, version after
         self.heads_in: tuple[int, ...] = ()  # the reserved heads counted into quota usage right now (count_heads)
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
@@ -443,9 +445,10 @@ class CycleState:
             if unchanged:
                 quota.restore(before)
 
-    def fails_beside(self, job: PendingJob, info: JobInfo, holds: list[QuotaHold]) -> bool:
-        """Would the job fail its quota with these heads counted in? Remembered per (project, demand, heads) while
-        the quota usage is the same (what the heads add moves only with it: see _rebase_quota_holds)."""
+    def failure_beside(self, job: PendingJob, info: JobInfo, holds: list[QuotaHold]) -> QuotaFailure | None:
+        """Why the job fails its quota with these heads counted in (None: it passes). Remembered per (project,
+        demand, heads) while the quota usage is the same (what the heads add moves only with it: see
+        _rebase_quota_holds)."""
         quota = self.quota
         key = (job.project, info.demand_key, tuple(h.job_id for h in holds))
         cached = self._beside.get(key)
@@ -458,9 +461,9 @@ class CycleState:
             for f, d in more.items():
                 devices[f] = devices.get(f, 0) + d
             jobs += n
-        fails = quota.check(job.project, info.demand, job.preemptible, (devices, jobs)) is not None
-        self._beside[key] = (quota.version, fails)
-        return fails
+        failure = quota.check(job.project, info.demand, job.preemptible, (devices, jobs))
+        self._beside[key] = (quota.version, failure)
+        return failure
 
     def _rebase_quota_holds(self, rec: RunRec, sign: int) -> None:
         """A running job whose release a quota hold counts is removed (sign=-1) or added back (sign=1)."""
@@ -636,10 +639,15 @@ class CycleState:
         for flavor in [f for f in self.live_pool if f in touched]:
             del self.live_pool[flavor]
 
-    def admitted(self, rec: RunRec, revocable: bool) -> None:
+    def admitted(self, rec: RunRec, revocable: bool, preempted: bool = False) -> None:
         """A job admitted this cycle now runs. `revocable`: a later job of this cycle may take it back before it
-        starts (it is not preemptible, and preempted nothing to get in: see preemption.revocable_candidates)."""
+        starts (it is not preemptible: see preemption.plain_candidates); `preempted`: it preempted others to get in,
+        so only a job of its own project may."""
         self._keep_new(rec, revocable)
+        if preempted:
+            self.preempted_to_enter.add(rec.id)
+        else:  # given back earlier in the cycle, admitted again without victims
+            self.preempted_to_enter.discard(rec.id)
 
     def revocable_lowest(self, flavor: str, project: str) -> float:
         """The lowest priority among the project's revocable jobs of this flavor (infinity if none)."""

@@ -867,6 +867,48 @@ def test_no_borrow_then_reclaim_churn_across_cycles():
     assert admitted(first) == [1, 3] and victims(second) == [] and admitted(second) == []
 
 
+def test_a_job_that_preempted_to_get_in_is_given_back_to_a_higher_priority_job_of_its_project():
+    """Defect (the quiet-cluster property, on new examples): a job of lower priority that preempted to get in took
+    room a higher-priority job of its project could use once a later job had preempted for CPU, and the next cycle
+    preempted it for that job. It is given back in the cycle instead, its victim preempted for the job that took
+    its place."""
+    projects = [Project("p0", "org"), Project("p1", "org", max_running_jobs=2)]
+    quotas = [Quota("p0", A100, 0), Quota("p1", A100, 1, borrow_limit=4)]
+    spare = running(100, "p0", {"n0": 3}, priority=0, preemptible=True, cpu=8000)
+    equal = running(101, "p1", {"n0": 1}, priority=100, preemptible=True, cpu=8000)  # 4's equal: not its victim
+    pending = [job(4, project="p1", devices=4, priority=100),
+               job(5, project="p0", replicas=4, devices=0, cpu=16000, priority=0),  # preempts `equal` for CPU
+               job(6, project="p1", replicas=3, devices=1, priority=0)]  # preempts `spare`, and is given back
+    snap = snapshot(nodes(1, devices=4, cpu=64000), pending, [spare, equal], quotas, projects)
+    policy = Policy(ordering="fifo")
+    first = cycle(snap, policy)
+    assert run_cycle(snap, policy, accelerate=False) == first
+    assert (admitted(first), victims(first)) == ([4, 5], [100, 101])
+    assert {p.victim_id: p.for_job_id for p in first.preemptions} == {100: 4, 101: 5}
+    assert waits(first)[6].code == "quota"
+    again = cycle(carry_out(snap, first, NOW))
+    assert (admitted(again), victims(again)) == ([], [])
+
+
+def test_a_job_held_for_a_head_may_preempt_its_projects_lower_priorities_to_make_room_for_both():
+    """Defect (the quiet-cluster property, on new examples): a job that passed its quota alone but not with its
+    project's reserved head counted in waited without looking for victims; once a later job of the cycle raised
+    the usage, it failed its quota alone too, and the next cycle preempted for it what this one could have."""
+    quotas = [Quota("vision", A100, 8), Quota("vision", H100, 8)]
+    low = running(100, "vision", {"n0": 4}, priority=100, max_runtime=3000.0)
+    forever = running(101, "vision", {"h0": 4}, flavor=H100, priority=1000)  # no max runtime: the head's start
+    head = PendingJob(3, "vision", 1000, 1.0, (ReplicaGroup("master", 1, 1, A100), ReplicaGroup("worker", 1, 8, H100)))
+    pending = [head, job(1, devices=4, max_runtime=4000.0, submitted_at=2.0),
+               job(2, devices=1, max_runtime=300.0, submitted_at=3.0)]
+    snap = snapshot(nodes(2) + nodes(1, flavor=H100, prefix="h"), pending, [low, forever], quotas)
+    first = cycle(snap)
+    assert run_cycle(snap, Policy(), accelerate=False) == first
+    assert (admitted(first), victims(first)) == ([1, 2], [100])
+    assert waits(first)[3].code == "quota"  # over its borrow limit of h100: it holds the quota, unknown start
+    again = cycle(carry_out(snap, first, NOW))
+    assert (admitted(again), victims(again)) == ([], [])
+
+
 def test_a_cycle_reports_the_seconds_of_each_phase_and_they_add_up_to_at_most_its_time():
     busy = [running(100 + k, "nlp", {f"n{k}": 8}, priority=100) for k in range(4)]
     pending = [job(k, priority=1000 if k % 3 else 100, max_runtime=600.0) for k in range(1, 40)]

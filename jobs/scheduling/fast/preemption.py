@@ -408,8 +408,9 @@ def victim_candidates(state: CycleState, job: PendingJob, info: JobInfo,
 
 def revocable_candidates(state: CycleState, job: PendingJob, info: JobInfo, reclaim: bool,
                          failure: QuotaFailure | None) -> dict[int, tuple[tuple, RunRec]]:
-    """Jobs admitted earlier in this cycle (not preemptible, none preempted for) that the job could preempt in the
-    next cycle: its project's of lower priority, and under rule (a) those of projects over their guarantee now."""
+    """Jobs admitted earlier in this cycle (not preemptible) that the job could preempt in the next cycle: its
+    project's of lower priority, and under rule (a) those of projects over their guarantee now that preempted
+    nobody to get in."""
     quota = state.quota
     found: dict[int, tuple[tuple, RunRec]] = {}
     for flavor in searched_flavors(state, job, info, failure):
@@ -417,7 +418,7 @@ def revocable_candidates(state: CycleState, job: PendingJob, info: JobInfo, recl
             if project == job.project:
                 lower = [rec for rec in recs.values() if rec.priority < job.priority]
             elif flavor in info.demand and reclaim and quota.enabled and quota.borrows_now(project, flavor):
-                lower = list(recs.values())
+                lower = [rec for rec in recs.values() if rec.id not in state.preempted_to_enter]
             else:
                 continue
             for rec in lower:
