@@ -17,7 +17,9 @@ from typing import Any
 import django_filters
 from django import forms
 from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models import QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
@@ -105,6 +107,13 @@ class StrictOrderingFilter(OrderingFilter):
     """`?ordering=` of every list endpoint. DRF's filter drops a field it does not know and orders by the default,
     so `?ordering=nope` read as if it had worked; here it is a 400 naming `ordering` and the fields it takes."""
 
+    def get_default_valid_fields(self, queryset: QuerySet, view: Any, context: dict | None = None) -> list:
+        """A view that names no `ordering_fields` is ordered by its serializer's fields, as DRF does, but only
+        those the database holds: DRF also offers fields a serializer computes (a pool's `series`), which the
+        query cannot order by (a 500)."""
+        return [(name, label) for name, label in super().get_default_valid_fields(queryset, view, context)
+                if orderable(queryset, name)]
+
     def remove_invalid_fields(self, queryset: QuerySet, fields: list[str], view: Any, request: Any) -> list[str]:
         valid = [name for name, _ in self.get_valid_fields(queryset, view, {"request": request})]
         terms = [term for term in fields if term]
@@ -114,3 +123,20 @@ class StrictOrderingFilter(OrderingFilter):
                 f"Cannot order by {unknown[0][:100]!r}: use {', '.join(valid) or 'nothing here'}, each optionally "
                 "prefixed with '-' for descending order, comma-separated."]})
         return terms
+
+
+def orderable(queryset: QuerySet, path: str) -> bool:
+    """Whether the queryset can order by `path` ("name", "project__slug"): an annotation, or model fields followed
+    through their relations."""
+    if path in queryset.query.annotations:
+        return True
+    model = queryset.model
+    for part in path.split(LOOKUP_SEP):
+        if model is None:
+            return False
+        try:
+            field = model._meta.get_field(part)
+        except FieldDoesNotExist:
+            return False
+        model = field.related_model
+    return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from clusters.models import Cluster, Node
+from mlplatform.api_router import router
 from quotas.models import Quota, ResourceFlavor
 from tests.jobs.conftest import submit
 
@@ -177,3 +178,21 @@ def test_the_order_asked_is_the_order_given(tenant, clients, world):
     assert len(ids) == 2
     assert [job["id"] for job in clients["member"].get("/api/v1/jobs/", {"ordering": "-id"}).json()["results"]] == (
         ids[::-1])
+
+
+LISTS = [prefix for prefix, viewset, _ in router.registry if hasattr(viewset, "list")]
+
+
+@pytest.mark.parametrize("prefix", LISTS)
+def test_every_field_a_list_offers_to_order_by_orders_it(staff_client, prefix):
+    """Defect (the API fuzz test): a list whose serializer computes its figures (pools: `series`, `headroom`)
+    offered them to order by, as DRF does by default, and ordering by one was a 500. What a list offers (named by
+    its 400) is what the database can order by."""
+    url = f"/api/v1/{prefix}/"
+    refused = staff_client.get(url, {"ordering": "nope"})
+    assert refused.status_code == 400, (url, refused.content)
+    [reason] = refused.json()["error"]["fields"]["ordering"]
+    offered = reason.removeprefix("Cannot order by 'nope': use ").split(", each optionally")[0]
+    for field in [] if offered == "nothing here" else offered.split(", "):
+        for term in (field, f"-{field}"):
+            assert staff_client.get(url, {"ordering": term}).status_code == 200, (url, term)
