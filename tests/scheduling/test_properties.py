@@ -993,7 +993,9 @@ def requeued(snap: Snapshot, result) -> Snapshot:
 def test_a_quiet_cluster_does_not_churn(case):
     """Defect: the next cycle, with nothing changed, preempted jobs the first had just admitted (preemptible jobs
     admitted ahead of jobs that then waited; borrowers ahead of the owners of what they borrowed; jobs of lower
-    priority ahead of higher ones; jobs that waited before capacity came back in the cycle). A cycle's decisions
+    priority ahead of higher ones, also once they had preempted to get in; jobs that waited before capacity came
+    back in the cycle; a job held for its project's reserved head that could have preempted that project's lower
+    priorities). A cycle's decisions
     carried out, the same cycle run again at once preempts nothing. Not claimed where the first cycle reserved
     for a head: reservations are recomputed each cycle from the state the last left, so the first cycle's own
     admissions may move one (another head reserves first), and with it which later jobs a quota hold keeps out;
