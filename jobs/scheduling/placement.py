@@ -12,7 +12,8 @@ Rules, in the order they decide:
   clusters and a big empty rack is not broken up by a small gang. `require-same-rack` / `require-same-block`
   stop at their level; `prefer-same-rack` and `none` both fall back level by level.
 - Inside a domain replicas are placed one by one, biggest first, each best fit. A gang of whole-node replicas
-  therefore lands on fully free nodes, lowest index first.
+  therefore lands on fully free nodes, lowest index first. When that order fails (a worker took the node whose
+  CPU or memory the master needs), its one-replica groups are tried on each node they fit on (_fill).
 - A replica fits on a node only if its devices, CPU and memory all fit (capacity.py). Among the nodes with the
   fewest free devices, the lowest index whose free CPU and memory fit wins: replicas of 0 devices (CPU-only jobs,
   Ray heads) fill a node's CPU and memory, then go to the next node, instead of piling onto one node, and on an
@@ -76,9 +77,31 @@ def undo(index: CapacityIndex, taken: Taken) -> None:
         index.give(i, devices, cpu, mem)
 
 
+Groups = list[tuple[int, ReplicaGroup]]  # (the group's index in the job, the group), in placement order
+
+
 def _fill(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]], avoid: frozenset[int]) -> Taken | None:
+    """Every replica in the domain, or None (nothing taken). One by one in placement order, each best fit, which
+    is exact for identical replicas (each takes one of its node's room, wherever it goes), not across groups: a
+    group placed first may take the one node a later group's CPU or memory needs. So when that fails, the
+    one-replica groups (a master, a launcher) are tried on every node they fit on (best fit first), the last group
+    then placed one by one again: exact for up to two such groups beside one group of identical replicas, so that
+    room given back never makes a gang of that shape stop fitting (preemption's search relies on it)."""
+    groups = list(info.groups)
+    taken = _fill_in_order(index, groups, per_flavor, avoid)
+    if taken is not None or len(groups) == 1:
+        return taken
+    last = [g for g in groups if g[1].replicas > 1] or groups[-1:]
+    tried = [g for g in groups if g not in last]
+    if len(last) > 1 or len(tried) > 2:
+        return None  # beyond the shapes above, the greedy order's answer
+    return _fill_each_way(index, tried, last, per_flavor, avoid)
+
+
+def _fill_in_order(index: CapacityIndex, groups: Groups, per_flavor: dict[str, list[int]],
+                   avoid: frozenset[int]) -> Taken | None:
     taken: Taken = []
-    for gi, group in info.groups:
+    for gi, group in groups:
         leaves = per_flavor[group.flavor]
         for r in range(group.replicas):
             i = best_node(index, leaves, group.devices, avoid, group.cpu_millis, group.memory_mib)
@@ -88,6 +111,37 @@ def _fill(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]],
             index.take(i, group.devices, group.cpu_millis, group.memory_mib)
             taken.append((gi, r, i, group.devices, group.cpu_millis, group.memory_mib))
     return taken
+
+
+def _fill_each_way(index: CapacityIndex, tried: Groups, last: Groups, per_flavor: dict[str, list[int]],
+                   avoid: frozenset[int]) -> Taken | None:
+    """The first group of `tried` (one replica) on each node it fits on, best fit first, the rest placed after it
+    the same way; None (nothing taken) when no way fits. Nodes of the same free devices, CPU and memory are tried
+    once: the rest fits beside one of them exactly when it fits beside the other."""
+    if not tried:
+        return _fill_in_order(index, last, per_flavor, avoid)
+    (gi, group), rest = tried[0], tried[1:]
+    failed: set[tuple[int, int, int]] = set()
+    for i in nodes_fitting(index, per_flavor[group.flavor], group, avoid):
+        room = (index.free[i], index.cpu[i], index.mem[i])
+        if room in failed:
+            continue
+        index.take(i, group.devices, group.cpu_millis, group.memory_mib)
+        more = _fill_each_way(index, rest, last, per_flavor, avoid)
+        if more is not None:
+            return [(gi, 0, i, group.devices, group.cpu_millis, group.memory_mib), *more]
+        index.give(i, group.devices, group.cpu_millis, group.memory_mib)
+        failed.add(room)
+    return None
+
+
+def nodes_fitting(index: CapacityIndex, leaf_ids: list[int], group: ReplicaGroup, avoid: frozenset[int]) -> list[int]:
+    """The nodes of these leaves a replica of the group fits on, best fit first: fewest visible free devices, then
+    lowest index."""
+    cpus, mems = index.cpu, index.mem
+    found = [(k, i) for lid in leaf_ids for k, bucket in enumerate(index.leaves[lid].buckets) if k >= group.devices
+             for i in bucket if cpus[i] >= group.cpu_millis and mems[i] >= group.memory_mib and i not in avoid]
+    return [i for _, i in sorted(found)]
 
 
 DomainView = tuple[tuple[str, ...], dict[str, list[int]], bool]  # (key, leaves per flavor, labelled)

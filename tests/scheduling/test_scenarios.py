@@ -620,6 +620,21 @@ def test_whole_node_gang_uses_free_nodes_lowest_index_first():
     assert [a.node for a in cycle(snap).admits[0].placement] == ["n0", "n2", "n3"]
 
 
+def test_a_gang_fits_where_its_biggest_replica_would_first_take_the_node_its_master_needs():
+    """Defect (the preemption search's property, on new examples): replicas were placed biggest first, each best
+    fit, so the worker took the node whose CPU the master then needed, and the gang waited beside room it fits in;
+    freeing more room could make it stop fitting, which the victim search (shortest prefix, then fill-back)
+    cannot rely on. The master is tried on each node it fits on when that order fails."""
+    node_list = (Node("small", A100, 4, 4, cpu_millis=64000, free_cpu_millis=64000),
+                 Node("big", A100, 8, 8, cpu_millis=16000, free_cpu_millis=16000))
+    gang = PendingJob(1, "vision", 500, 1.0, (ReplicaGroup("master", 1, 1, A100, 24000),
+                                              ReplicaGroup("worker", 1, 4, A100, 16000)))
+    snap = snapshot(node_list, [gang], quotas=[Quota("vision", A100, 16)])
+    result = cycle(snap)
+    assert run_cycle(snap, Policy(), accelerate=False) == result
+    assert {a.role: a.node for a in result.admits[0].placement} == {"master": "small", "worker": "big"}
+
+
 def test_gang_packs_into_the_fullest_rack_that_fits():
     node_list = nodes(6, rack_size=3)  # racks nr0 (n0-n2) and nr1 (n3-n5)
     busy = [running(100, "nlp", {"n3": 8})]  # nr1 has 2 free nodes: the tightest fit for 2 x 8
