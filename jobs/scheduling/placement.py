@@ -22,7 +22,7 @@ Rules, in the order they decide:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from .capacity import CPU_LOW, MEM_LOW, CapacityIndex, Domain, replicas_fitting
 from .model import PendingJob, ReplicaGroup, Topology
@@ -77,7 +77,7 @@ def undo(index: CapacityIndex, taken: Taken) -> None:
         index.give(i, devices, cpu, mem)
 
 
-Groups = list[tuple[int, ReplicaGroup]]  # (the group's index in the job, the group), in placement order
+Groups = Sequence[tuple[int, ReplicaGroup]]  # (the group's index in the job, the group), in placement order
 
 
 def _fill(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]], avoid: frozenset[int]) -> Taken | None:
@@ -118,8 +118,8 @@ def _fill_each_way(index: CapacityIndex, tried: Groups, last: Groups, per_flavor
     """The first group of `tried` (one replica) on each node it fits on, best fit first, the rest placed after it
     the same way; None (nothing taken) when no way fits. Nodes of the same free devices, CPU and memory are tried
     once: the rest fits beside one of them exactly when it fits beside the other."""
-    if not tried:
-        return _fill_in_order(index, last, per_flavor, avoid)
+    if not tried:  # counted first (exact for one group: CapacityIndex.has_room), the fill only where it succeeds
+        return _fill_in_order(index, last, per_flavor, avoid) if _has_room(index, last, per_flavor) else None
     (gi, group), rest = tried[0], tried[1:]
     failed: set[tuple[int, int, int]] = set()
     for i in nodes_fitting(index, per_flavor[group.flavor], group, avoid):
@@ -177,9 +177,9 @@ def _free_enough(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list
     return total
 
 
-def _has_room(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]]) -> bool:
+def _has_room(index: CapacityIndex, groups: Groups, per_flavor: dict[str, list[int]]) -> bool:
     """Every group has room for its replicas in the domain, each counted alone (necessary; exact for one group)."""
-    for _, group in info.groups:
+    for _, group in groups:
         if not index.has_room(per_flavor[group.flavor], group.devices, group.cpu_millis, group.memory_mib,
                               group.replicas):
             return False
@@ -189,7 +189,7 @@ def _has_room(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[in
 def _could_fit(index: CapacityIndex, info: JobInfo, per_flavor: dict[str, list[int]], covered: frozenset[int]) -> int:
     """Free devices of the domain if it passes the necessary checks, else -1."""
     total = _free_enough(index, info, per_flavor)
-    return total if total >= 0 and _has_room(index, info, _usable(per_flavor, covered)) else -1
+    return total if total >= 0 and _has_room(index, info.groups, _usable(per_flavor, covered)) else -1
 
 
 def _usable(per_flavor: dict[str, list[int]], covered: frozenset[int]) -> dict[str, list[int]]:
@@ -251,7 +251,7 @@ def _place(index: CapacityIndex, job: PendingJob, info: JobInfo, avoided: frozen
         # domain that has it (a gang admitted usually fits the first or second of ten racks).
         for _, _, per_flavor in candidates:
             usable = _usable(per_flavor, covered)
-            if not _has_room(index, info, usable):
+            if not _has_room(index, info.groups, usable):
                 continue
             signature = tuple(sorted(lid for leaves in usable.values() for lid in leaves))
             if signature in tried:
