@@ -136,6 +136,10 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
         return None
     for flavor in info.flavors:
         groups = [g for _, g in info.groups if g.flavor == flavor]
+        # A replica at least as big as a group's, in devices, CPU and memory, takes one of that group's slots on
+        # whichever node it runs: the slots of each group's size must hold them all, not only its own.
+        needs = [sum(h.replicas for h in groups if h.devices >= g.devices and h.cpu_millis >= g.cpu_millis
+                     and h.memory_mib >= g.memory_mib) for g in groups]
         level, domains = _allowed_domains(index, flavor, job.topology)
         best = 0
         ok = False
@@ -143,7 +147,7 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
             rooms = [_whole_room(index, domain.leaves, g.devices, g.cpu_millis, g.memory_mib) for g in groups]
             best = max(best, rooms[0])
             total = sum(_whole_room(index, [lid], 1) for lid in domain.leaves)
-            if all(r >= g.replicas for r, g in zip(rooms, groups, strict=True)) and total >= info.demand[flavor]:
+            if all(r >= n for r, n in zip(rooms, needs, strict=True)) and total >= info.demand[flavor]:
                 ok = True
                 break
         if not ok:

@@ -999,6 +999,28 @@ def test_never_fits_reasons():
     assert reason(mixed) is None
 
 
+def test_a_gang_whose_groups_need_the_same_big_nodes_never_fits_where_only_one_group_would():
+    """Found exploring the elastic property test: a master and a worker of 8 devices each passed the check on a
+    cluster with one node of 8 (each group fitted alone, and the devices added up), so the job waited for its
+    quota instead of being told it can never run, and a job of 2 x 8 devices in one group, judged by dominance
+    after it, was told the same. Replicas at least as big as a group's take a slot of its size each."""
+    node_list = (Node("big", A100, 8, 8), Node("small", A100, 4, 4), Node("small2", A100, 4, 4))
+    quotas = [Quota("vision", A100, 16)]
+    projects = [Project("vision", "org")]
+    two_groups = PendingJob(1, "vision", 500, 0.0, (ReplicaGroup("master", 1, 8, A100),
+                                                    ReplicaGroup("worker", 1, 8, A100)))
+    expected = "needs 2 x 8 nvidia-a100-40gb in one cluster; the largest has room for 1 even when empty"
+    assert never_fits(two_groups, node_list, quotas, projects) == expected
+    one_group = job(2, replicas=2, devices=8)
+    result = cycle(snapshot(node_list, [two_groups, one_group], quotas=quotas))
+    assert {w.job_id: (w.code, w.reason) for w in result.waits} == {
+        1: ("unschedulable", f"can never run here: {expected}"),
+        2: ("unschedulable", f"can never run here: {expected}")}
+    # A smaller master beside them still fits: it takes a small node's slot, not the big node's.
+    mixed = PendingJob(3, "vision", 500, 0.0, (ReplicaGroup("master", 1, 4, A100), ReplicaGroup("w", 1, 8, A100)))
+    assert never_fits(mixed, node_list, quotas, projects) is None
+
+
 # -- replicas without devices ---------------------------------------------------------------------------------
 
 def ray_job(id: int, workers: int, devices: int = 8, head_flavor: str = A100, **kw) -> PendingJob:
