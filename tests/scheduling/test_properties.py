@@ -684,6 +684,35 @@ def test_replica_room_and_best_fit_are_exact_with_cpu_and_memory(case):
 
 @PROPS
 @given(scenarios())
+def test_a_job_told_it_can_never_run_cannot_be_placed_on_the_empty_inventory(case):
+    """structural_reason refuses only what placing on every node empty and in service cannot place (a refused job
+    is refused at submission: a wrong refusal loses it), and for a job of identical replicas, whose placement is
+    exact, refuses exactly that, whether its replicas come as one group or as a master and workers (a master and a
+    worker of 8 devices each passed where one node had 8)."""
+    from jobs.scheduling.feasibility import ideal_index, structural_reason
+    from jobs.scheduling.placement import place
+    from jobs.scheduling.shapes import JobInfo
+
+    snap, _, _ = case
+    index = ideal_index(snap.nodes)
+    for job in snap.pending:
+        info = JobInfo(job, avoid=frozenset())  # nodes a job avoids now are no reason never to run
+        refused = structural_reason(index, job, info) is not None
+        placed = place(index, job, info) is not None
+        if placed:
+            index = ideal_index(snap.nodes)
+        assert not (refused and placed)
+        if info.single:
+            assert refused != placed
+        if len(job.groups) == 1 and job.groups[0].replicas > 1:  # the same replicas as a master and workers
+            g = job.groups[0]
+            split = replace(job, groups=(replace(g, role="master", replicas=1, max_replicas=None),
+                                         replace(g, replicas=g.replicas - 1, max_replicas=None)))
+            assert (structural_reason(index, split, JobInfo(split, avoid=frozenset())) is not None) == refused
+
+
+@PROPS
+@given(scenarios())
 def test_counting_shortcuts_agree_with_placement_and_structural_checks(case):
     """Explanations tell "would it fit, reserved capacity included?" by counting, and the cycle skips structural
     checks of shapes some domain holds: both must give the answers placing and structural_reason give."""
