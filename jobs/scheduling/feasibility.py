@@ -135,32 +135,42 @@ def structural_reason(index: CapacityIndex, job: PendingJob, info: JobInfo) -> s
     if info.replicas == 1:
         return None
     for flavor in info.flavors:
-        groups = [g for _, g in info.groups if g.flavor == flavor]
-        # A replica at least as big as a group's, in devices, CPU and memory, takes one of that group's slots on
-        # whichever node it runs: the slots of each group's size must hold them all, not only its own.
-        needs = [sum(h.replicas for h in groups if h.devices >= g.devices and h.cpu_millis >= g.cpu_millis
-                     and h.memory_mib >= g.memory_mib) for g in groups]
-        level, domains = _allowed_domains(index, flavor, job.topology)
-        best = 0
-        ok = False
-        for domain in domains:
-            rooms = [_whole_room(index, domain.leaves, g.devices, g.cpu_millis, g.memory_mib) for g in groups]
-            best = max(best, rooms[0])
-            total = sum(_whole_room(index, [lid], 1) for lid in domain.leaves)
-            if all(r >= n for r, n in zip(rooms, needs, strict=True)) and total >= info.demand[flavor]:
-                ok = True
-                break
-        if not ok:
-            g = groups[0]  # the biggest replicas; jobs of one replica size are described as one group
-            count = sum(x.replicas for x in groups if x.devices == g.devices)
-            where = {"cluster": "one cluster", "rack": "one labelled rack", "block": "one labelled block"}[level]
+        reason = _gang_reason(index, job, info, flavor)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _gang_reason(index: CapacityIndex, job: PendingJob, info: JobInfo, flavor: str) -> str | None:
+    """Why no domain the job's topology allows holds its replicas of this flavor even when empty, else None. The
+    reason names what falls short in every domain, never a number by which the job fits."""
+    groups = [g for _, g in info.groups if g.flavor == flavor]
+    # A replica at least as big as a group's, in devices, CPU and memory, takes one of that group's slots on
+    # whichever node it runs: the slots of each group's size must hold them all, not only its own.
+    needs = [sum(h.replicas for h in groups if h.devices >= g.devices and h.cpu_millis >= g.cpu_millis
+                 and h.memory_mib >= g.memory_mib) for g in groups]
+    level, domains = _allowed_domains(index, flavor, job.topology)
+    best = [0] * len(groups)  # per group, the most slots of its size a domain has
+    most = 0  # the most devices a domain has
+    for domain in domains:
+        rooms = [_whole_room(index, domain.leaves, g.devices, g.cpu_millis, g.memory_mib) for g in groups]
+        total = sum(_whole_room(index, [lid], 1) for lid in domain.leaves)
+        if all(r >= n for r, n in zip(rooms, needs, strict=True)) and total >= info.demand[flavor]:
+            return None
+        best = [max(b, r) for b, r in zip(best, rooms, strict=True)]
+        most = max(most, total)
+    where = {"cluster": "one cluster", "rack": "one labelled rack", "block": "one labelled block"}[level]
+    for g, need, room in zip(groups, needs, best, strict=True):  # the biggest replicas first
+        if room < need:
             # Name CPU and memory when they, not devices, are what the largest domain lacks.
             by_devices = max((_whole_room(index, d.leaves, g.devices) for d in domains), default=0)
-            limited = best < by_devices and requests_text(g)
-            with_requests = f" with {requests_text(g)} each" if limited else ""
-            return (f"needs {count} x {g.devices} {flavor}{with_requests} in {where}; the largest has room for "
-                    f"{best} even when empty")
-    return None
+            with_requests = f" with {requests_text(g)} each" if room < by_devices and requests_text(g) else ""
+            return (f"needs {need} x {g.devices} {flavor}{with_requests} in {where}; the largest has room for "
+                    f"{room} even when empty")
+    if most < info.demand[flavor]:
+        return f"needs {info.demand[flavor]} {flavor} in {where}; the largest has {most} even when empty"
+    return (f"needs {info.demand[flavor]} {flavor} in {where}; each size of its replicas fits one, but none holds "
+            "all of them even when empty")
 
 
 def ideal_index(nodes: Iterable[Node]) -> CapacityIndex:

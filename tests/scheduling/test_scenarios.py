@@ -1019,6 +1019,13 @@ def test_a_gang_whose_groups_need_the_same_big_nodes_never_fits_where_only_one_g
     # A smaller master beside them still fits: it takes a small node's slot, not the big node's.
     mixed = PendingJob(3, "vision", 500, 0.0, (ReplicaGroup("master", 1, 4, A100), ReplicaGroup("w", 1, 8, A100)))
     assert never_fits(mixed, node_list, quotas, projects) is None
+    # Every group fits, not all of them: the reason names the devices, not a group it has room for.
+    assert never_fits(mixed, node_list[:1], quotas, projects) == (
+        "needs 12 nvidia-a100-40gb in one cluster; the largest has 8 even when empty")
+    racks = (Node("big", A100, 8, 8, rack="r1"), *(Node(f"s{k}", A100, 4, 4, rack="r2") for k in range(3)))
+    assert never_fits(replace(mixed, topology=Topology.REQUIRE_SAME_RACK), racks, quotas, projects) == (
+        "needs 12 nvidia-a100-40gb in one labelled rack; each size of its replicas fits one, but none holds all "
+        "of them even when empty")
 
 
 # -- replicas without devices ---------------------------------------------------------------------------------
