@@ -154,6 +154,28 @@ def test_a_job_that_can_never_run_is_rejected(tenant, clients, groups, reason):
     assert reason in error["message"] and "groups" in error["fields"]
 
 
+def test_a_gang_whose_replicas_need_more_big_nodes_than_its_rack_has_is_rejected(tenant, clients, inventory):
+    """A master and two workers of 8 devices each, in one rack of two 8-device nodes and two of 4: each group fits
+    the rack alone and its devices add up, yet three replicas of 8 need three nodes of 8. Accepted before, to wait
+    forever."""
+    from clusters.models import Node
+
+    for i in (3, 4):
+        Node.objects.create(cluster=inventory["cluster"], name=f"r1-n{i}", flavor=inventory["h100"], devices=4,
+                            block="block-a", rack="r1", position=4 + i)
+    groups = [{"role": "master", "replicas": 1, "devices": 8, "flavor": "nvidia-h100-80gb"},
+              {"role": "worker", "replicas": 2, "devices": 8, "flavor": "nvidia-h100-80gb"}]
+    body = {**api_body(), "groups": groups, "topology": "require-same-rack"}
+    response = clients["member"].post("/api/v1/jobs/", body, format="json")
+    error = response.json()["error"]
+    assert response.status_code == 400 and error["code"] == "never_fits", response.content
+    assert error["message"] == ("This job can never run: needs 3 x 8 nvidia-h100-80gb in one labelled rack; the "
+                                "largest has room for 2 even when empty")
+    # Without the rack constraint the four nodes of 8 hold it.
+    response = clients["member"].post("/api/v1/jobs/", {**body, "topology": "none"}, format="json")
+    assert response.status_code == 201, response.content
+
+
 def test_bigger_than_guarantee_plus_borrow_is_rejected(tenant, clients):
     # vision: 16 guaranteed + 8 borrow on h100; 32 devices can never be admitted
     response = clients["member"].post("/api/v1/jobs/", api_body(replicas=4), format="json")
