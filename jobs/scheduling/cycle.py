@@ -76,8 +76,9 @@ class Outcome:
         # would take, kept running): see Cycle.decide.
         self.grace_end: float | None = None
         self.deferred: Sequence[RunRec] = ()
-        # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed); () when
-        # nothing in this cycle can end its wait (strict blocking, never fits, a spent budget, a quota hold).
+        # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed), or on
+        # another project starting to borrow ("borrowers", f: Cycle.borrowing_grew); () when nothing in this cycle
+        # can end its wait (strict blocking, never fits, a spent budget, a quota hold).
         self.retry_on: tuple[tuple[str, str], ...] = ()
 
     def wait(self, code: str, reason: str = "", quota_kind: str = "", quota_flavor: str = "",
@@ -175,7 +176,7 @@ class Cycle:
         self.outcomes: list[Outcome] = []
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
-        # ("flavor", f) or ("project", p) -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
+        # ("flavor", f), ("project", p), ... -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
         self.waiting: dict[tuple[str, str], list[int]] = {}
         self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
         self.structural: dict[tuple, tuple[str, str] | None] = {}  # see structural_check
@@ -241,6 +242,19 @@ class Cycle:
         self.admitted_at[out.job.id] = position
         if out.victims:
             self.committed(out.victims)
+        if out.admit is not None and out.admit.borrowed > 0 and not out.job.preemptible:  # (not given back since)
+            self.borrowing_grew(out)
+
+    def borrowing_grew(self, out: Outcome) -> None:
+        """An admitted job raised its project's borrowing: the project's running jobs are reclaim victims while it
+        borrows (preemption.py, rule (a)), so the jobs of other projects evaluated earlier that would take back
+        their guarantee on its flavors are evaluated again, before any later job: otherwise they would take one
+        of its jobs in the next cycle, with nothing else changed."""
+        project = out.job.project
+        again = {p for f in out.info.demand for p in self.waiting.get(("borrowers", f), ())
+                 if self.outcomes[p].job.project != project}
+        for position in sorted(again):
+            self.try_again(position)
 
     def committed(self, victims: Sequence[RunRec]) -> None:
         """Victims were committed: capacity and quota came back on their flavors. The jobs among them admitted
@@ -337,6 +351,10 @@ class Cycle:
             return out
         if held is None:  # in its grace too: a commit may free what it fits in without preempting another project
             out.retry_on = self.retry_keys(job, info, failure)
+            if self.may_preempt(job) and reclaims(state, job, info, failure):
+                # Another project that starts borrowing its flavors later in the cycle makes its running jobs
+                # victims of this one (settle).
+                out.retry_on += tuple(("borrowers", f) for f in info.flavors)
         if held is not None:
             if waits:
                 reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
@@ -579,6 +597,8 @@ class Cycle:
         if state.reserved(job):  # a head evaluated again after a commit: what it reserved is not needed now
             state.release(job)
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
+        if borrowed > 0 and not job.preemptible:
+            state.borrowing_grew(job.project)  # its running jobs may be victims now (Cycle.borrowing_grew)
         end = state.now + job.max_runtime if job.max_runtime is not None else None
         usage = [(i, d, c, m) for _, _, i, d, c, m in tentative.taken]
         state.admitted(RunRec(job.id, job.project, job.priority, state.now, end, state.now, job.preemptible,

@@ -3,8 +3,11 @@
 Who may be a victim of job J (project P, priority p), among jobs running when the cycle began:
   (a) reclaim: J stays within P's guarantee on every flavor it asks for (quotas on), and passes its quota or fails
       it only on what its organization lent ("lent": quota.py). Then jobs of other projects that are preemptible,
-      or whose project is over its guarantee on a flavor J needs (checked again before each removal, so a lender
-      is never pushed below what it is owed by more than the job being removed).
+      or whose project is over its guarantee on a flavor J needs, counting the jobs it runs now, those admitted
+      this cycle included, as Kueue counts a workload's usage from its admission (checked again before each
+      removal, so a lender is never pushed below what it is owed by more than the job being removed). A project
+      that starts borrowing within the cycle makes its older jobs victims too: when giving back its new job makes
+      no room (the reclaiming job fits only where an older one runs), the older one goes now, not next cycle.
   (b) priority: jobs of P with a priority strictly below p. Jobs of P with equal or higher priority never.
   (c) borrowing: J needs capacity above P's guarantee. Then preemptible jobs of other projects, when removing them
       makes room that J's quota allows it (idle guarantee of P's organization, or capacity nobody is guaranteed):
@@ -20,8 +23,8 @@ lower priority, preemptible, or a borrower the project took its guarantee back f
 
 Preference (the order victims are tried): preemptible first, then jobs of borrowing projects, then lowest
 priority, then the least work lost per device freed (the time since the job's last checkpoint, or since it
-started: a job that just checkpointed or just started loses least), then highest id ("borrowing" as of the start
-of the cycle). Removal follows this order until J fits (fast/preemption.py finds the same shortest prefix by
+started: a job that just checkpointed or just started loses least), then highest id ("borrowing" as of the search's
+start). Removal follows this order until J fits (fast/preemption.py finds the same shortest prefix by
 doubling, then bisection); then fill-back puts back every removed job J can do without, last removed first
 skipped. If J does not fit with every candidate removed, nothing is preempted. For a J of one replica, the victims
 on a single node that lose the least work (devices x time since their last checkpoint or start, lost_work)
@@ -141,19 +144,19 @@ def plain_candidates(state: CycleState, job: PendingJob, info: JobInfo, failure:
         if rec.at_start:
             if now < rec.evictable_at:
                 continue
-            borrowing = rec.preemptible or (quota.enabled and any(state.borrowed_at_start(rec.project, f)
+            borrowing = rec.preemptible or (quota.enabled and any(quota.run_borrowing(rec.project, f)
                                                                   for f in rec.demand))
         else:
             if not any(rec.id in state.revocable.get(f, {}).get(rec.project, {}) for f in rec.demand):
                 continue  # preemptible: never given back
-            borrowing = any(quota.borrows_now(rec.project, f) for f in rec.demand)
+            borrowing = any(quota.run_borrowing(rec.project, f) for f in rec.demand)
         if rec.project == job.project:  # (b), of any flavor searched
             ok = rec.priority < job.priority
         elif not any(f in info.demand for f in rec.demand):
             ok = False  # another project's job frees nothing the job asks for
         elif not rec.at_start:  # given back only to a job taking back its guarantee from a borrower
             ok = (reclaim and quota.enabled and rec.id not in state.preempted_to_enter
-                  and any(quota.borrows_now(rec.project, f) for f in rec.demand if f in info.demand))
+                  and any(quota.run_borrowing(rec.project, f) for f in rec.demand if f in info.demand))
         elif not quota.enabled:
             ok = rec.preemptible and rec.priority < job.priority
         elif reclaim:  # (a)
@@ -184,12 +187,11 @@ def searched_flavors(state: CycleState, job: PendingJob, info: JobInfo,
 
 
 def still_eligible(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRec) -> bool:
-    """Reclaim victims of other projects only while their project still borrows a flavor the job needs (for a job
-    admitted this cycle, counting this cycle's admissions)."""
+    """Reclaim victims of other projects only while their project still borrows a flavor the job needs (counting
+    the jobs admitted this cycle)."""
     if rec.project == job.project or rec.preemptible or not state.quota.enabled:
         return True
-    borrows = state.quota.run_borrowing if rec.at_start else state.quota.borrows_now
-    return any(borrows(rec.project, f) for f in rec.demand if f in info.demand)
+    return any(state.quota.run_borrowing(rec.project, f) for f in rec.demand if f in info.demand)
 
 
 def _one_node_victims(state: CycleState, job: PendingJob, info: JobInfo, eligible: list[RunRec],

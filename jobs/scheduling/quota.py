@@ -133,9 +133,9 @@ class QuotaState:
         self.used: dict[tuple[str, str], int] = defaultdict(int)
         self.pre: dict[tuple[str, str], int] = defaultdict(int)
         self.running: dict[str, int] = defaultdict(int)
-        # Non-preemptible usage of jobs running at the start of the cycle only (victims removed): decides who is
-        # "borrowing" when looking for victims, so a job admitted this cycle never turns its project's older jobs
-        # into reclaim victims within the same cycle.
+        # Non-preemptible usage of the jobs that run (those running when the cycle began, victims removed, and those
+        # admitted since), without the reserved heads counted in (shift): who is "borrowing" when looking for
+        # victims. A reserved head holds no device a reclaim could free.
         self.run_used: dict[tuple[str, str], int] = defaultdict(int)
         self.lend: dict[tuple[str, str], float] = defaultdict(float)  # (cohort, flavor) -> lendable of members
         self.lend_w: dict[tuple[str, str], float] = defaultdict(float)  # the same with the waiting jobs' holds only
@@ -245,8 +245,7 @@ class QuotaState:
         cohort_key = (cohort, flavor)
         return self.borrowed_total[cohort_key] - self.lend[cohort_key]
 
-    def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int,
-               at_start: bool = False, job: bool = True) -> int:
+    def change(self, project: str, demand: dict[str, int], preemptible: bool, sign: int, job: bool = True) -> int:
         """Add (sign=1) or remove (sign=-1) a job's usage; returns the change in its project's borrowed devices.
         `job` False: devices alone (a grown replica of an elastic job), no running job."""
         delta_borrowed = 0
@@ -256,8 +255,7 @@ class QuotaState:
                 delta_borrowed += self._add(project, flavor, 0, sign * devices)
             else:
                 delta_borrowed += self._add(project, flavor, sign * devices, 0)
-                if at_start:
-                    self.run_used[key] += sign * devices
+                self.run_used[key] += sign * devices
         if job:
             self._count_jobs(project, sign)  # a job of no device changes the running count alone
         return delta_borrowed
@@ -265,7 +263,7 @@ class QuotaState:
     def load_running(self, used: dict[tuple[str, str], int], pre: dict[tuple[str, str], int],
                      running: dict[str, int]) -> None:
         """Add the usage of the jobs running at the start of the cycle in one step, aggregated per (project,
-        flavor): the same state as one `change(..., 1, at_start=True)` per job, with one update per key instead
+        flavor): the same state as one `change(..., 1)` per job, with one update per key instead
         of one per job. Call it once, on a fresh state."""
         for key in used.keys() | pre.keys():
             project, flavor = key
@@ -475,15 +473,10 @@ class QuotaState:
                 return False
         return True
 
-    def borrows_now(self, project: str, flavor: str) -> bool:
-        """Is the project over its guarantee on this flavor with its non-preemptible jobs, those admitted this cycle
-        included?"""
-        key = (project, flavor)
-        return self.used[key] > self.guar.get(key, 0)
-
     def run_borrowing(self, project: str, flavor: str) -> bool:
-        """Is the project over its guarantee on this flavor with non-preemptible jobs that were running when the
-        cycle began? (Its preemptible jobs are victims anyway.)"""
+        """Is the project over its guarantee on this flavor with the non-preemptible jobs that run now, those admitted
+        this cycle included (as Kueue counts a workload's usage from its admission)? Its preemptible jobs are victims
+        anyway; a reserved head counted in runs nothing."""
         key = (project, flavor)
         return self.run_used[key] > self.guar.get(key, 0)
 

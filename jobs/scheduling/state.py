@@ -216,7 +216,6 @@ class CycleState:
         self.preempted_to_enter: set[int] = set()
         self._lowest: dict[tuple[str, str], float] = {}  # revocable_lowest, per (flavor, project) until it changes
         self._load_running(snapshot.running, usage)
-        self._run_used_at_start = dict(self.quota.run_used)  # (borrowed_at_start)
         self.holds: dict[str, Hold] = {}  # flavor -> backfill reservation
         self.hold_list: list[Hold] = []
         self.quota_holds: dict[tuple[str, str], QuotaHold] = {}  # (project, flavor) -> its quota reservation
@@ -227,19 +226,21 @@ class CycleState:
         self._project_runs: dict[str, list[RunRec]] | None = None  # jobs running at start, per project
         self.blocked: dict[str, int] = {}  # strict blocking: queue -> job id at its head
         # Failures remembered until an invalidation event they follow (fast/memo.py): placements (Cycle.try_place)
-        # until capacity grows, preemptions (Cycle.try_preempt) until capacity grows or usage falls, quota bounds
-        # (fast.preemption.passes_quota_bound) until usage falls.
+        # until capacity grows, preemptions (Cycle.try_preempt) until capacity grows, usage falls or a project's
+        # borrowing grows, quota bounds (fast.preemption.passes_quota_bound) until usage falls.
         self.failed_placements = DominanceMemo(accelerate)
         self.failed_preemptions = DominanceMemo(accelerate)
         self.failed_quota_bounds = DominanceMemo(accelerate)
         self.head_flavors: set[str] = set()  # flavors whose head job already tried to reserve (backfill)
-        # Victim pools as of the start of the cycle, built on first use:
+        # Victim pools, built on first use and again once a project in them starts or stops borrowing (their order
+        # says who borrows: borrowing_moved):
         self.reclaim_pool: dict[str, list[tuple[tuple, RunRec]]] = {}  # flavor -> preemptible or borrowing
         self.own_pool: dict[tuple[str, str], list[tuple[tuple, RunRec]]] = {}  # (project, flavor) -> its jobs
         self.own_lowest: dict[tuple[str, str], float] = {}  # (project, flavor) -> lowest priority in own_pool
         # flavor -> reclaim pool as of the last commit (fast.preemption._live_pool)
         self.live_pool: dict[str, tuple[list, set[str], dict[str, int]]] = {}
         self.mixed_pools: set[str] = set()  # flavors whose reclaim pool holds a job of several flavors
+        self.pool_borrowing: dict[tuple[str, str], bool] = {}  # (project, flavor) -> borrowing, as the pools order it
         self._outline: dict[str, dict[str, list]] | None = None  # see victim_outline
         self.simulations = 0  # simulated removals so far this cycle (preemption.MAX_SIMULATIONS)
         # Running jobs a job in its reclaim grace would take, kept running for it (Cycle.decide): job id -> the
@@ -300,12 +301,6 @@ class CycleState:
             return False
         graced = self.in_grace.get(project) if rec.project != project else None
         return graced is None or self.at <= graced
-
-    def borrowed_at_start(self, project: str, flavor: str) -> bool:
-        """Was the project over its guarantee on this flavor with its non-preemptible jobs when the cycle began
-        (what victims' preference counts as borrowing, whenever it is asked)?"""
-        key = (project, flavor)
-        return self._run_used_at_start.get(key, 0) > self.quota.guar.get(key, 0)
 
     @property
     def runs(self) -> dict[int, RunRec]:
@@ -537,7 +532,7 @@ class CycleState:
                     rel[1] += sign * cpu
                     rel[2] += sign * mem
         self.settle(holds, nodes)
-        self.quota.change(rec.project, rec.demand, rec.preemptible, sign, at_start=rec.at_start, job=not rec.grown)
+        self.quota.change(rec.project, rec.demand, rec.preemptible, sign, job=not rec.grown)
         if self.quota_holds:
             self._rebase_quota_holds(rec, sign)
         if rec.at_start:
@@ -620,7 +615,7 @@ class CycleState:
         self.undo_tentative(tentative)
         return True
 
-    # -- the two invalidation events (docs/scheduling-invariants.md) ---------------------------------------------
+    # -- the invalidation events (docs/scheduling-invariants.md) ---------------------------------------------------
 
     def capacity_grew(self) -> None:
         """Capacity came back (victims committed, a reservation released): remembered placement and preemption
@@ -630,14 +625,47 @@ class CycleState:
 
     def usage_fell(self, victims: Iterable[RunRec]) -> None:
         """Quota usage fell (victims committed, a quota hold released): remembered preemption and quota bound
-        failures may pass now. Victim pools as of the start of the cycle stay (see fast.preemption._pools); a
-        live pool changes only on the victims' flavors (they leave it, and their projects may stop borrowing
-        there), or where a job of several flavors may stop counting as a borrower."""
+        failures may pass now. A live pool changes only on the victims' flavors (they leave it, and their projects
+        may stop borrowing there), or where a job of several flavors may stop counting as a borrower; the pools
+        under it, only where a victim's project stopped borrowing (their order says who borrows)."""
         self.failed_preemptions.forget()
         self.failed_quota_bounds.forget()
         touched = {f for rec in victims for f in rec.demand} | self.mixed_pools
         for flavor in [f for f in self.live_pool if f in touched]:
             del self.live_pool[flavor]
+        self._pools_follow({rec.project for rec in victims})
+
+    def borrowing_grew(self, project: str) -> None:
+        """A job admitted this cycle raised its project's borrowing: more of the project's running jobs stay reclaim
+        victims while it is taken back (preemption.still_eligible), so remembered preemption failures may pass now,
+        and where it started borrowing, the victim pools order its jobs anew."""
+        self.failed_preemptions.forget()
+        self._pools_follow((project,))
+
+    def _pools_follow(self, projects: Iterable[str]) -> None:
+        """Victim pools order a project's jobs by whether it borrows (preemption.preference): where one of these
+        projects started or stopped borrowing since they were built, drop them, to be built again when next asked."""
+        quota, recorded = self.quota, self.pool_borrowing
+        for project in projects:
+            flavors = quota.flavors_of.get(project, ())
+            moved = False
+            for f in flavors:
+                was = recorded.get((project, f))
+                if was is not None and was != quota.run_borrowing(project, f):
+                    moved = True
+                    del recorded[(project, f)]
+            if moved:
+                for flavor in flavors:
+                    self._drop_pools(flavor)
+
+    def _drop_pools(self, flavor: str) -> None:
+        if self.reclaim_pool.pop(flavor, None) is None:
+            return
+        self.live_pool.pop(flavor, None)
+        self.mixed_pools.discard(flavor)
+        for key in [key for key in self.own_pool if key[1] == flavor]:
+            del self.own_pool[key]
+            self.own_lowest.pop(key, None)
 
     def admitted(self, rec: RunRec, revocable: bool, preempted: bool = False) -> None:
         """A job admitted this cycle now runs. `revocable`: a later job of this cycle may take it back before it

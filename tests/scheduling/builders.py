@@ -18,7 +18,7 @@ from jobs.scheduling import (
     Topology,
     run_cycle,
 )
-from jobs.scheduling.shapes import requeued
+from jobs.scheduling.shapes import JobInfo, requeued
 
 A100 = "nvidia-a100-40gb"
 H100 = "nvidia-h100-80gb"
@@ -192,6 +192,20 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
     for r in snap.running:
         if not r.preemptible:
             start_used[(r.project, r.flavor)] += sum(a.devices for a in r.placement)
+    # A project borrows, for reclaim, by the jobs it runs now, those admitted in the cycle included: at most its
+    # start usage and every pending job of its; and a job admitted and given back later in the cycle is one of those
+    # that did not stay admitted.
+    may_use, admitted_use = defaultdict(int), defaultdict(int)
+    not_admitted: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for j in snap.pending:
+        if j.preemptible:
+            continue
+        for flavor, devices in JobInfo(j, avoid=frozenset()).demand.items():
+            may_use[(j.project, flavor)] += devices
+            if j.id in admitted_ids:
+                admitted_use[(j.project, flavor)] += devices
+            else:
+                not_admitted[(j.project, flavor)].append(devices)
     reclaimed: dict[tuple[str, str], list[int]] = defaultdict(list)  # (project, flavor) -> devices of its victims
     for p in result.preemptions:
         if p.for_job_id is None:  # its pool took its capacity back (check_pools)
@@ -205,13 +219,16 @@ def check_invariants(snap: Snapshot, result: CycleResult, policy: Policy) -> Non
         if victim.project == preemptor.project:
             assert victim.priority < preemptor.priority, "equal or higher priority job preempted in its project"
         elif policy.quotas:
-            assert victim.preemptible or start_used[(victim.project, victim.flavor)] > guar[
-                (victim.project, victim.flavor)], "a job within its project's guarantee preempted by another project"
+            key = (victim.project, victim.flavor)
+            assert victim.preemptible or start_used[key] + may_use[key] > guar[key], (
+                "a job within its project's guarantee preempted by another project")
         else:
             assert victim.preemptible and victim.priority < preemptor.priority
-    # Reclaim takes a lender's jobs only while it borrows: it ends above its guarantee less one of them.
+    # Reclaim takes a lender's jobs (or gives back its jobs of this cycle) only while it borrows: it ends above its
+    # guarantee less one of them.
     for key, sizes in reclaimed.items():
-        assert start_used[key] - sum(sizes) > guar[key] - max(sizes), f"{key} reclaimed below its guarantee"
+        assert start_used[key] + admitted_use[key] - sum(sizes) > guar[key] - max(sizes + not_admitted[key]), (
+            f"{key} reclaimed below its guarantee")
     # Quota: no project newly above guarantee + borrow limit.
     if policy.quotas:
         used_after = defaultdict(int)

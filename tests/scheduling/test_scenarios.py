@@ -924,12 +924,11 @@ def test_a_job_held_for_a_head_may_preempt_its_projects_lower_priorities_to_make
     assert (admitted(again), victims(again)) == ([], [])
 
 
-@pytest.mark.xfail(strict=True, reason="rule question, not resolved (docs/scheduling.md, the quiet-cluster rule's "
-                   "known exception): a lender's running jobs are borrowers by the usage they started the cycle with")
 def test_a_reclaim_takes_a_running_borrower_when_giving_back_this_cycles_does_not_make_room():
-    """Found exploring the quiet-cluster property: vision borrows only through job 6, admitted in the cycle, which a
-    reclaim gives back first; that frees n1, which nlp's job (300 GB of memory a replica) cannot use, and vision's
-    running job on n0 is no borrower by the usage the cycle began with. The next cycle preempts it."""
+    """Found exploring the quiet-cluster property: vision borrows only through job 6, admitted in the cycle. Giving
+    it back frees n1, which nlp's job (300 GB of memory a replica) cannot use. When a lender's jobs were borrowers
+    only by the usage the cycle began with, its running job on n0 was no victim, and the next cycle preempted it;
+    borrowing counts the cycle's admissions now (as Kueue's usage does), so the first cycle takes it."""
     quotas = [Quota("vision", H100, 8, borrow_limit=8), Quota("nlp", H100, 16, lend_limit=8)]
     node_list = (Node("n0", H100, 8, 8),  # memory not modelled: room for any request
                  Node("n1", H100, 8, 8, cpu_millis=32000, memory_mib=65536, free_cpu_millis=32000,
@@ -941,6 +940,26 @@ def test_a_reclaim_takes_a_running_borrower_when_giving_back_this_cycles_does_no
     first = cycle(snap)
     again = cycle(carry_out(snap, first, NOW))
     assert (victims(first), victims(again)) == ([100], [])
+
+
+@pytest.mark.parametrize("accelerate", [True, False], ids=["accelerated", "plain"])
+def test_a_project_that_starts_borrowing_later_in_the_cycle_is_reclaimed_from_in_both_modes(accelerate):
+    """As above, with a preemptible job of a third project on a node nlp's job cannot use either: nlp's first search
+    lists candidates (so the accelerated mode builds its victim pools, without vision, which does not borrow yet)
+    and fails (so it remembers the failure). Vision's job 6 then borrows; evaluated again, nlp's job must find
+    vision's running job: pools built before vision borrowed, or the remembered failure, would hide it."""
+    quotas = [Quota("vision", H100, 8, borrow_limit=8), Quota("nlp", H100, 16, lend_limit=8), Quota("misc", H100, 1)]
+    small = dict(cpu_millis=32000, memory_mib=65536, free_cpu_millis=32000, free_memory_mib=65536)
+    node_list = (Node("n0", H100, 8, 8), Node("n1", H100, 8, 8, **small), Node("n2", H100, 8, 8, **small))
+    old = running(100, "vision", {"n0": 8}, flavor=H100, priority=0)
+    spare = running(200, "misc", {"n2": 1}, flavor=H100, priority=0, preemptible=True)
+    pending = [job(6, replicas=2, devices=4, flavor=H100, priority=1000),
+               job(1, project="nlp", replicas=2, devices=1, flavor=H100, memory=300_000)]
+    snap = snapshot(node_list, pending, [old, spare], quotas)
+    result = run_cycle(snap, Policy(), accelerate=accelerate)
+    check_invariants(snap, result, Policy())
+    assert (victims(result), admitted(result)) == ([100], [1, 6])
+    assert victims(cycle(carry_out(snap, result, NOW))) == []
 
 
 def test_a_cycle_reports_the_seconds_of_each_phase_and_they_add_up_to_at_most_its_time():

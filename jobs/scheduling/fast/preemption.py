@@ -13,10 +13,11 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
   same bound, for a job its quota keeps out; else the first candidate), and when J fits with that prefix's last
   candidate alone removed, that one is the whole answer (lone_victim: removing jobs only adds room and loosens
   quotas, so the prefix search and fill-back would find it too, after removing and putting back the others);
-- failures are remembered per (project, shape) until capacity grows or usage falls (Cycle.try_preempt,
+- failures are remembered per (project, shape) until capacity grows, usage falls or a project's borrowing grows
+  (Cycle.try_preempt,
   CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds, which Cycle.try_preempt reads
   first, before counting the reserved heads in: quota_bound_known_to_fail);
-- candidates are listed from victim pools sorted once per cycle (_pools), not from every running job.
+- candidates are listed from victim pools sorted when built (_pools), not from every running job.
 
 Each may-skip predicate below states the fact it relies on (docs/scheduling-invariants.md) and has its property
 test in tests/scheduling/test_properties.py: may_have_candidates (test_victim_outline_never_hides_a_candidate),
@@ -101,7 +102,7 @@ def may_have_candidates(state: CycleState, job: PendingJob, info: JobInfo, failu
         if flavor in info.demand and len(per_project) > (job.project in per_project) and not pooled:
             if reclaim is None:
                 reclaim = reclaims(state, job, info, failure)
-            if reclaim and any(project != job.project and quota.borrows_now(project, flavor)
+            if reclaim and any(project != job.project and quota.run_borrowing(project, flavor)
                                for project in per_project):
                 return True
     outline = state.victim_outline()
@@ -417,23 +418,23 @@ def revocable_candidates(state: CycleState, job: PendingJob, info: JobInfo, recl
         for project, recs in state.revocable.get(flavor, {}).items():
             if project == job.project:
                 lower = [rec for rec in recs.values() if rec.priority < job.priority]
-            elif flavor in info.demand and reclaim and quota.enabled and quota.borrows_now(project, flavor):
+            elif flavor in info.demand and reclaim and quota.enabled and quota.run_borrowing(project, flavor):
                 lower = [rec for rec in recs.values() if rec.id not in state.preempted_to_enter]
             else:
                 continue
             for rec in lower:
-                borrowing = any(quota.borrows_now(rec.project, f) for f in rec.demand)
+                borrowing = any(quota.run_borrowing(rec.project, f) for f in rec.demand)
                 found[rec.id] = (preference(rec, borrowing), rec)
     return found
 
 
 def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
-    """Jobs of a flavor that a project reclaiming its guarantee may take, as of the start of the cycle.
+    """Jobs of a flavor that a project reclaiming its guarantee may take: preemptible jobs and jobs of projects
+    borrowing when the pool is built, with their preference key, in preference order.
 
-    Built once per flavor per cycle, when first needed: preemptible jobs and jobs of projects that were borrowing
-    when the cycle began (`state.borrowed_at_start`, whenever the pool is built), with their preference key. Jobs
-    preempted since are skipped, and a job whose project no longer borrows is skipped at removal time
-    (preemption.still_eligible), so a superset fixed at the start is exact.
+    Built when first needed, and again when a project in it started or stopped borrowing since (the events that
+    may do so, an admission and committed victims, drop it: CycleState._pools_follow). Jobs preempted since are
+    skipped, and a job whose project no longer borrows is skipped at removal time (preemption.still_eligible).
     """
     pool = state.reclaim_pool.get(flavor)
     if pool is None:
@@ -443,7 +444,7 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
         own_pool = state.own_pool
         now = state.now
         enabled = quota.enabled
-        borrows: dict[tuple[str, str], bool] = {}  # state.borrowed_at_start, looked up once per key
+        borrows = state.pool_borrowing  # quota.run_borrowing, looked up once per key (CycleState._pools_follow)
         for rec in state.runs_by_flavor.get(flavor, ()):
             if now < rec.evictable_at:
                 continue
@@ -460,7 +461,7 @@ def _pools(state: CycleState, flavor: str) -> list[tuple[tuple, RunRec]]:
                     pf = (project, f)
                     b = borrows.get(pf)
                     if b is None:
-                        b = borrows[pf] = state.borrowed_at_start(project, f)
+                        b = borrows[pf] = quota.run_borrowing(project, f)
                     if b:
                         borrowing = True
                         break
