@@ -100,7 +100,9 @@ RESERVABLE = ("borrow_limit", "borrowing_off", "max_running")
 UNKNOWN = object()  # a cache's answer not known yet (None is an answer)
 
 # Jobs evaluated again after commits, per cycle (Cycle.committed): a cycle that reaches it leaves the rest for the
-# next cycle, as MAX_SIMULATIONS does with preemption.
+# next cycle, as MAX_SIMULATIONS does with preemption. Those evaluated again because another project borrows more
+# (Cycle.borrowing_grew) have a budget of their own: many waiting jobs that can take back their guarantee and many
+# borrowers admitted after them would otherwise spend the commits' budget.
 MAX_RETRIES = 500
 
 
@@ -177,8 +179,8 @@ class Cycle:
         self.admitted_at: dict[int, int] = {}  # job id -> its position in `outcomes`, while it stays admitted
         self.blocked_at: dict[str, int] = {}  # strict blocking: queue -> the position of the job blocking it
         # ("flavor", f), ("project", p), ... -> positions in `outcomes` of jobs waiting on it (Outcome.retry_on)
-        self.waiting: dict[tuple[str, str], list[int]] = {}
-        self.retries = 0  # jobs evaluated again after a commit this cycle (MAX_RETRIES)
+        self.waiting: dict[tuple[str, str], dict[int, None]] = {}  # (a set in insertion order: O(1) removal)
+        self.retries = {"commit": 0, "borrowers": 0}  # jobs evaluated again this cycle, per cause (MAX_RETRIES)
         self.structural: dict[tuple, tuple[str, str] | None] = {}  # see structural_check
         # (flavor, devices, topology) -> sizes known to fit the inventory: follows no event (the inventory does not
         # change within a cycle)
@@ -233,7 +235,7 @@ class Cycle:
         out = self.outcomes[position]
         if out.admit is None:
             for key in out.retry_on:
-                self.waiting.setdefault(key, []).append(position)
+                self.waiting.setdefault(key, {})[position] = None
             if self.close_blocked:
                 queue = queue_of(out.job, self.policy)
                 if self.state.blocked.get(queue) == out.job.id:  # it now blocks its queue (evaluated again too)
@@ -250,11 +252,13 @@ class Cycle:
         borrows (preemption.py, rule (a)), so the jobs of other projects evaluated earlier that would take back
         their guarantee on its flavors are evaluated again, before any later job: otherwise they would take one
         of its jobs in the next cycle, with nothing else changed."""
+        if self.retries["borrowers"] >= MAX_RETRIES:
+            return
         project = out.job.project
         again = {p for f in out.info.demand for p in self.waiting.get(("borrowers", f), ())
                  if self.outcomes[p].job.project != project}
         for position in sorted(again):
-            self.try_again(position)
+            self.try_again(position, "borrowers")
 
     def committed(self, victims: Sequence[RunRec]) -> None:
         """Victims were committed: capacity and quota came back on their flavors. The jobs among them admitted
@@ -285,14 +289,14 @@ class Cycle:
                     keys.add(("excess", f))
         return keys
 
-    def try_again(self, position: int) -> None:
-        """Evaluate the job at this position again (MAX_RETRIES per cycle)."""
+    def try_again(self, position: int, cause: str = "commit") -> None:
+        """Evaluate the job at this position again (MAX_RETRIES per cycle and cause)."""
         before = self.outcomes[position]
-        if before.admit is not None or self.retries >= MAX_RETRIES:
+        if before.admit is not None or self.retries[cause] >= MAX_RETRIES:
             return  # admitted by an earlier try again
-        self.retries += 1
+        self.retries[cause] += 1
         for key in before.retry_on:
-            self.waiting[key].remove(position)
+            del self.waiting[key][position]
         self.outcomes[position] = self.evaluate(before.job, before.info, position)
         self.settle(position)
 
