@@ -8,9 +8,8 @@ the monotonicity facts of docs/scheduling-invariants.md:
 - a size at most as large as one known to fit fits too.
 
 A memo is cleared by the state's invalidation events it follows (CycleState.capacity_grew, usage_fell,
-borrowing_grew); one that
-follows none holds for the whole cycle (the inventory does not change within it). With `enabled` off (the plain
-mode) it knows nothing and remembers nothing.
+borrowing_grew); one that follows none holds for the whole cycle (the inventory does not change within it). With
+`enabled` off (the plain mode) it knows nothing and remembers nothing.
 """
 
 from __future__ import annotations

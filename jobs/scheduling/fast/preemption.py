@@ -14,9 +14,8 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
   candidate alone removed, that one is the whole answer (lone_victim: removing jobs only adds room and loosens
   quotas, so the prefix search and fill-back would find it too, after removing and putting back the others);
 - failures are remembered per (project, shape) until capacity grows, usage falls or a project's borrowing grows
-  (Cycle.try_preempt,
-  CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds, which Cycle.try_preempt reads
-  first, before counting the reserved heads in: quota_bound_known_to_fail);
+  (Cycle.try_preempt, CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds, which
+  Cycle.try_preempt reads first, before counting the reserved heads in: quota_bound_known_to_fail);
 - candidates are listed from victim pools sorted when built (_pools), not from every running job.
 
 Each may-skip predicate below states the fact it relies on (docs/scheduling-invariants.md) and has its property
