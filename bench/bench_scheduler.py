@@ -358,7 +358,7 @@ def quiet_rows(policy: Policy) -> list[tuple[str, int, int, int, int, bool]]:
             rows.append((f"{name}, seed {seed}", organization_excess(after),
                          organization_excess(apply(after, second, NOW, min_runtime=0.0)), len(second.preemptions),
                          sum(1 for p in second.preemptions if p.victim_id in admitted),
-                         cycle.state.simulations >= MAX_SIMULATIONS or cycle.retries >= MAX_RETRIES))
+                         cycle.state.simulations >= MAX_SIMULATIONS or max(cycle.retries.values()) >= MAX_RETRIES))
     return rows
 
 
