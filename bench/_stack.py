@@ -46,7 +46,8 @@ def manage(env: dict, *args: str) -> str:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def wait_up(url: str, seconds: float = 60) -> None:

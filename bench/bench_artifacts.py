@@ -20,10 +20,12 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -41,6 +43,9 @@ from _stack import (  # noqa: E402
     stop,
     wait_up,
 )
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 STORE = ROOT / "var" / "bench-artifacts"
 SETUP = """
@@ -83,7 +88,7 @@ print(json.dumps({{"token": token, "big": big.pk, "many": many.pk, "flat": flat.
 class PeakMemory:
     """The server's resident memory (every process of its group, summed), sampled every 20 ms while it runs."""
 
-    def __init__(self, server) -> None:
+    def __init__(self, server: subprocess.Popen) -> None:
         self.matches = process_group_of(server)
         self.peak = 0
         self._stop = threading.Event()
@@ -98,7 +103,7 @@ class PeakMemory:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
 
@@ -110,7 +115,7 @@ def write_file(path: Path, size_mb: int) -> None:
             out.write(block[:-8] + i.to_bytes(8, "big"))
 
 
-def single_put(client, run_id: str, source: Path) -> None:
+def single_put(client: MlflowClient, run_id: str, source: Path) -> None:
     """The same file in one PUT, as the client sends files below its multipart threshold (500 MiB)."""
     os.environ["MLFLOW_ENABLE_PROXY_MULTIPART_UPLOAD"] = "false"
     try:
@@ -166,9 +171,12 @@ def main() -> int:
         client.list_artifacts(str(setup["big"]))  # every worker imported, connections open: unmeasured
         baseline = process_rss_bytes(group)
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+        from mlflow.store.artifact.http_artifact_repo import HttpArtifactRepository
 
         repository = get_artifact_repository(client.get_run(str(setup["big"])).info.artifact_uri)
         # The client's own decision (a private method of its HTTP repository: what it asks the server-info for).
+        # The registry is typed to return the base class; a run's `mlflow-artifacts:/` URI gives its subclass.
+        assert isinstance(repository, HttpArtifactRepository)
         multipart = repository._should_multipart_upload(str(source))
 
         print(f"\nMLflow's client, a {args.size_mb:,} MiB artifact; the server: {args.workers} gunicorn workers, "

@@ -39,7 +39,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from django.test import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -101,7 +104,7 @@ def build_catalog(now: datetime) -> World:
 
     from clusters.models import Cluster
     from costs import services
-    from costs.models import ClassDiscount, CpuPrice, DevicePrice, MemoryPrice
+    from costs.models import ClassDiscount, CpuPrice, DevicePrice, EffectiveDated, MemoryPrice
     from quotas.models import PriorityClass, Quota, ResourceFlavor
     from tenancy.models import Organization, Project
 
@@ -126,7 +129,7 @@ def build_catalog(now: datetime) -> World:
                               for _, project, _, _ in projects)
     Project.objects.update(created_at=datetime.combine(first, datetime.min.time(), UTC))
 
-    def save(price) -> None:
+    def save(price: EffectiveDated) -> None:
         services.price_save(actor=None, price=price, backdate=True)
 
     since = datetime.combine(first - timedelta(days=30), datetime.min.time(), UTC)
@@ -175,15 +178,17 @@ FIRST_OUTCOMES = ("preempted", "preempted", "failed", "lost")
 LAST_OUTCOMES = ("succeeded",) * 8 + ("failed", "cancelled")
 
 
-def generate(world: World, count: int, seed: int = 7) -> tuple[list[tuple], list[tuple]]:
+def generate(world: World, count: int, seed: int = 7) -> tuple[list[list], list[list]]:
     """Jobs and their segments (one per attempt, in time order) until `count` segments: job rows and segment rows
     in the column orders above."""
     rng = random.Random(seed)
     shapes, per_gpu, cpu_only = real_shapes()
     start, stop = (int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) for day in world.year)
     now = int(world.now.timestamp())
-    names, shares = zip(*CLASSES, strict=True)
-    jobs, segments = [], []
+    names = tuple(name for name, _ in CLASSES)
+    shares = tuple(share for _, share in CLASSES)
+    jobs: list[list] = []
+    segments: list[list] = []
     while len(segments) < count:
         org, project, users, experiments = rng.choices(world.projects, world.weights)[0]
         job_id = len(jobs) + 1
@@ -339,14 +344,14 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux 4.0+)
 
 
-def csv_lines(client, url: str) -> Iterator[bytes]:
+def csv_lines(client: Client, url: str) -> Iterator[bytes]:
     response = client.get(url)
     assert response.status_code == 200 and response.streaming, response.status_code
     yield from response.streaming_content
     response.close()
 
 
-def csv_export(client, url: str) -> tuple[int, int]:
+def csv_export(client: Client, url: str) -> tuple[int, int]:
     """Rows (without the header) and bytes of the streamed CSV, read line by line and thrown away."""
     rows = size = 0
     for chunk in csv_lines(client, url):
@@ -355,7 +360,7 @@ def csv_export(client, url: str) -> tuple[int, int]:
     return rows - 1, size
 
 
-def csv_memory(client, url: str) -> tuple[float, float]:
+def csv_memory(client: Client, url: str) -> tuple[float, float]:
     """Peak Python allocations (tracemalloc) and peak RSS growth, in MiB, while the CSV streams."""
     reset_peak_rss()
     before = peak_rss_kib()

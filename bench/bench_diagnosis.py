@@ -36,6 +36,10 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from reliability import corpus, rules
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -200,8 +204,9 @@ class Replay:
         return self.productive / (self.productive + self.lost_work + self.restarting + self.waiting)
 
 
-def replay(platform: bool, rng: random.Random, compiled, corpus_cases: dict, tidal: dict, *, days: float,
-           gpus: int, pool: int, checkpoint_h: float, restart_h: float, human_h: float) -> Replay:
+def replay(platform: bool, rng: random.Random, compiled: rules.Compiled, corpus_cases: dict[str, list[corpus.Case]],
+           tidal: dict[str, Any], *, days: float, gpus: int, pool: int, checkpoint_h: float, restart_h: float,
+           human_h: float) -> Replay:
     from jobs.failures import HARDWARE, INFRA, decide_retry, kind_of
     from reliability.rules import QUARANTINE_NOW
 
@@ -285,10 +290,22 @@ def replay(platform: bool, rng: random.Random, compiled, corpus_cases: dict, tid
     return out
 
 
-def rules_diagnose(compiled, corpus_cases: dict, truth: str, rng: random.Random):
+def rules_diagnose(compiled: rules.Compiled, corpus_cases: dict[str, list[corpus.Case]], truth: str,
+                   rng: random.Random) -> rules.Diagnosis:
     from reliability import rules
 
     return rules.diagnose(rng.choice(corpus_cases[truth]).evidence, compiled)
+
+
+class Shape(TypedDict):
+    """The replayed job and its pool: replay()'s keyword arguments."""
+
+    days: float
+    gpus: int
+    pool: int
+    checkpoint_h: float
+    restart_h: float
+    human_h: float
 
 
 def effective_training_time(replays: int, *, checkpoint_min: float, restart_min: float, human_min: float,
@@ -304,7 +321,7 @@ def effective_training_time(replays: int, *, checkpoint_min: float, restart_min:
     for case in corpus.cases():
         by_label[case.label].append(case)
     compiled = rules.ruleset()
-    shape = {"days": META_DAYS, "gpus": 1024, "pool": 144, "checkpoint_h": checkpoint_min / 60,
+    shape: Shape = {"days": META_DAYS, "gpus": 1024, "pool": 144, "checkpoint_h": checkpoint_min / 60,
              "restart_h": restart_min / 60, "human_h": human_min / 60}
     print(f"\nEffective training time: 1,024 GPUs (128 nodes, pool of 144) for {META_DAYS} days at Meta's rate "
           f"({META_INTERRUPTIONS * 1024 / META_GPUS:.1f} interruptions expected), {replays} replays; checkpoint "
@@ -322,7 +339,8 @@ def effective_training_time(replays: int, *, checkpoint_min: float, restart_min:
         results[platform] = statistics.median(ratios)
 
         def mid(attr: str, runs: list[Replay] = runs) -> float:
-            return statistics.median(getattr(r, attr) for r in runs)
+            value: float = statistics.median(getattr(r, attr) for r in runs)
+            return value
 
         print(f"{name:<34} {results[platform]:>7.2%} {ratios[len(ratios) // 10]:>7.2%} {mid('failures'):>6.0f} "
               f"{mid('repeats'):>6.0f} {mid('quarantined'):>5.0f} {mid('misdiagnosed'):>5.0f} "

@@ -22,6 +22,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,13 +42,13 @@ SETTINGS = ClusterSettings(namespace=NS, instance="bench")
 
 def _serve(queue: multiprocessing.Queue) -> None:
     """Child process: kmock emulator on a random port until terminated."""
-    from kmock import KubernetesEmulator, Server
+    from kmock import KubernetesEmulator, Request, ResourceInfo, Server
 
     class Emulator(KubernetesEmulator):
         # kmock keeps every request and re-filters the whole history on each new one (O(n^2) over a run).
         # Forgetting a request once it is answered keeps only in-flight ones, so the mock's cost per
         # request is constant; the bench uses no history-based reactions, so behaviour is unchanged.
-        async def _handle(self, request):  # type: ignore[no-untyped-def]
+        async def _handle(self, request: Request) -> web.StreamResponse:
             try:
                 return await super()._handle(request)
             finally:
@@ -53,7 +57,7 @@ def _serve(queue: multiprocessing.Queue) -> None:
     async def main() -> None:
         async with Emulator() as handler, Server(handler) as server:
             for resource in ("v1/pods", "v1/services", "v1/configmaps", "v1/secrets"):
-                handler.resources[resource] = {}
+                handler.resources[resource] = ResourceInfo()  # what kmock makes of {}: no details
             queue.put(str(server.url).rstrip("/"))
             await asyncio.Event().wait()
 

@@ -175,6 +175,7 @@ def run_queue(jobs: int, nodes: int, pool_nodes: int = 0) -> Run:
     while True:
         t0 = time.perf_counter()
         result = run_once()
+        assert result is not None, "another scheduler holds the leader lock"
         cycles.append((time.perf_counter() - t0, len(result.admits), len(result.waits)))
         unexplained = Job.objects.filter(state="queued", wait_reason="").count()
         if unexplained == 0 or len(cycles) >= 20:

@@ -50,7 +50,9 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -162,9 +164,10 @@ class Driver:
             Endpoint("GET queue", 2), Endpoint("GET jobs", 1), Endpoint("GET jobs/<id>", 4),
             Endpoint("GET runs", 0.5), Endpoint("POST runs/<id>/log-batch", 4, frozenset({409})),
             Endpoint("GET costs", 0.5))}
-        self.actions = {"POST jobs": self.submit, "POST jobs/<id>/cancel": self.cancel, "GET queue": self.queue,
-                        "GET jobs": self.job_list, "GET jobs/<id>": self.job_read, "GET runs": self.run_list,
-                        "POST runs/<id>/log-batch": self.log_batch, "GET costs": self.costs}
+        self.actions: dict[str, Callable[[], Awaitable[object]]] = {
+            "POST jobs": self.submit, "POST jobs/<id>/cancel": self.cancel, "GET queue": self.queue,
+            "GET jobs": self.job_list, "GET jobs/<id>": self.job_read, "GET runs": self.run_list,
+            "POST runs/<id>/log-batch": self.log_batch, "GET costs": self.costs}
         self.surges = (
             Surge("submissions", 16, 200, "jobs/s", "bench_api.py: POST /api/v1/jobs/, 16 clients",
                   self.submit_and_cancel),
@@ -184,7 +187,7 @@ class Driver:
         for client in self.clients.values():
             await client.aclose()
 
-    async def call(self, name: str, user: str, method: str, url: str, **kwargs) -> httpx.Response | None:
+    async def call(self, name: str, user: str, method: str, url: str, **kwargs: Any) -> httpx.Response | None:
         endpoint = self.endpoints[name]
         measured = self.measured
         started = time.perf_counter()
@@ -219,7 +222,7 @@ class Driver:
         response = await self.call("POST jobs", user, "POST", "/api/v1/jobs/", json=body)
         if response is None or response.status_code != 201:
             return None
-        job = response.json()["id"]
+        job: int = response.json()["id"]
         self.jobs[job] = user
         if len(self.jobs) > 2000:
             del self.jobs[next(iter(self.jobs))]
@@ -401,7 +404,8 @@ async def run_load(driver: Driver, services: dict[str, subprocess.Popen], args: 
     await driver.drive(max(args.warmup, len(driver.surges) * phase), args.scale, phase)
     driver.measured = True
     groups = {name: process_group_of(service) for name, service in services.items()}
-    meters = {name: (lambda group=group: process_cpu_seconds(group)) for name, group in groups.items()}
+    meters: dict[str, Callable[[], float]] = {name: partial(process_cpu_seconds, group)
+                                              for name, group in groups.items()}
     meters.update(PostgreSQL=postgres_cpu_seconds, client=lambda: sum(os.times()[:2]), machine=machine_busy_seconds)
     before = {name: meter() for name, meter in meters.items()}
     started = time.monotonic()
@@ -428,7 +432,7 @@ def memory_verdicts(samples: list[Sample], seconds: float) -> list[tuple[str, fl
     window = min(60.0, seconds / 4)
     first = [s for s in samples if s.at < window]
     last = [s for s in samples if s.at >= samples[-1].at - window]
-    verdicts = []
+    verdicts: list[tuple[str, float, float, bool]] = []
     for name in samples[0].rss:
         before = max(s.rss[name] for s in first)
         after = max(s.rss[name] for s in last)
@@ -453,8 +457,8 @@ def replay_events(database_url: str, cancelled_by_api: set[int]) -> tuple[int, l
             "SELECT project_id, flavor_id, guaranteed, borrow_limit FROM quotas_quota")}
         projects = {pk: (slug, cap) for pk, slug, cap in conn.execute(
             "SELECT id, slug, max_running_jobs FROM tenancy_project")}
-        final = dict(conn.execute("SELECT id, state FROM jobs_job WHERE id = ANY(%s)",
-                                  [list(cancelled_by_api)]).fetchall())
+        final: dict[int, str] = dict(conn.execute("SELECT id, state FROM jobs_job WHERE id = ANY(%s)",
+                                                  [list(cancelled_by_api)]).fetchall())
     problems = [f"job {job} was cancelled through the API but is {state}" for job, state in final.items()
                 if state != "cancelled"]
     holding: dict[tuple[int, int], list[tuple[tuple, int]]] = {}
@@ -536,7 +540,8 @@ def start_services(env: dict, port: int, workers: int) -> dict[str, subprocess.P
     }
 
 
-def report(driver: Driver, samples: list[Sample], cpu: dict[str, float], wall: float, args) -> bool:
+def report(driver: Driver, samples: list[Sample], cpu: dict[str, float], wall: float,
+           args: argparse.Namespace) -> bool:
     """Print the tables; returns whether requests and memory passed."""
     print(f"\n{'endpoint':<26}{'target/s':>9}{'sent/s':>8}{'requests':>9}{'p50 ms':>8}{'p99 ms':>8}"
           f"{'4xx ok':>7}{'errors':>7}")

@@ -47,6 +47,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -162,8 +163,12 @@ def starvation() -> bool:
         for hours, long_job in ((3, False), (6, False), (6, True)):
             result = run(flood(hours, long_job), cluster, quotas, Policy(reserve_after=after))
             gang = next(j for j in result.jobs if j.job_id == "gang")
-            bound = max(GANG_AT + after, *(j.end for j in result.jobs
-                                           if j.first_start is not None and j.first_start <= GANG_AT < j.end))
+            bound = GANG_AT + after  # or the last end of the jobs running when the gang arrived, if later
+            for j in result.jobs:
+                if j.first_start is not None and j.first_start <= GANG_AT:
+                    assert j.end is not None, f"{j.job_id} still runs when the replay ends"
+                    if j.end > GANG_AT:
+                        bound = max(bound, j.end)
             ok = gang.first_start is not None and gang.first_start <= bound
             ok_all &= ok
             wait = "never" if gang.first_start is None else f"{gang.first_start - GANG_AT:.0f}"
@@ -209,8 +214,9 @@ def sweep(setting: str, label: str, values: list[float]) -> None:
           f"{'VCs met':>8} {'starved s':>9} {'CPU s':>6}")
     for value in values:
         c0 = time.process_time()
+        changes: dict[str, Any] = {setting: value}  # a field of Policy named at run time
         with collector_paused():
-            result = run(scn.trace, scn.cluster, scn.quotas, replace(get_policy("production"), **{setting: value}))
+            result = run(scn.trace, scn.cluster, scn.quotas, replace(get_policy("production"), **changes))
         cpu = time.process_time() - c0
         summary = summarize(result)
         o, projects = summary["overall"], summary["projects"].values()

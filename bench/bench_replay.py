@@ -30,12 +30,15 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.collector import collector_paused  # noqa: E402
-from jobs.scheduling import run_cycle  # noqa: E402
+from jobs.scheduling import CycleResult, run_cycle  # noqa: E402
 from jobs.scheduling.model import Policy, Project, Quota, Snapshot  # noqa: E402
 from replay.api import run  # noqa: E402
 from replay.cluster import QuotaSet, uniform_cluster  # noqa: E402
@@ -100,7 +103,7 @@ def _backlog(n: int) -> Measured:
     quotas = QuotaSet((Quota("p", "gpu", 8),), (Project("p", "org"),))
     seen: list[int] = []
 
-    def counting_cycle(snapshot: Snapshot, policy: Policy):  # type: ignore[no-untyped-def]
+    def counting_cycle(snapshot: Snapshot, policy: Policy) -> CycleResult:
         seen.append(len(snapshot.pending))  # an append per cycle: noise next to the cycle itself
         return run_cycle(snapshot, policy=policy)
 
@@ -123,7 +126,7 @@ def _child(fn: Callable[[Any], Measured], arg: Any, q: Any) -> None:
 def measure(fn: Callable[[Any], Measured], arg: Any, poll: float = 1.0) -> Measured:
     """Run `fn(arg)` in a forked child; its measurements, or {"error": text} if it raised or died."""
     ctx = mp.get_context("fork")
-    q = ctx.Queue()
+    q: Queue[Measured] = ctx.Queue()
     p = ctx.Process(target=_child, args=(fn, arg, q))
     p.start()
     try:

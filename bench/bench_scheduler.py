@@ -48,7 +48,9 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from itertools import islice
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,6 +59,7 @@ from core.collector import collector_paused  # noqa: E402
 from jobs.scheduling import (  # noqa: E402
     COMPILED,
     Assignment,
+    CycleResult,
     Elastic,
     Node,
     PendingJob,
@@ -143,17 +146,17 @@ def requeued(victim: RunningJob, at: float) -> PendingJob:
         victim.preemptible, Topology.NONE, victim.max_runtime)
 
 
-def with_free(nodes, held: dict[str, list[int]]) -> list[Node]:
+def with_free(nodes: Iterable[Node], held: dict[str, list[int]]) -> list[Node]:
     """The nodes with these free (devices, CPU, memory) per node name."""
     return [replace(n, free=held[n.name][0], free_cpu_millis=held[n.name][1], free_memory_mib=held[n.name][2])
             for n in nodes]
 
 
-def free_of(nodes) -> dict[str, list[int]]:
+def free_of(nodes: Iterable[Node]) -> dict[str, list[int]]:
     return {n.name: [n.free, n.free_cpu_millis, n.free_memory_mib] for n in nodes}
 
 
-def move(free: dict[str, list[int]], placement, sign: int) -> None:
+def move(free: dict[str, list[int]], placement: Iterable[Assignment], sign: int) -> None:
     """Give back (sign=1) or take (sign=-1) what a placement holds."""
     for a in placement:
         amounts = free[a.node]
@@ -242,7 +245,7 @@ def make_snapshot(pending: int, fill: float, seed: int = 7, realistic: bool = Tr
     return Snapshot(NOW, tuple(nodes), tuple(quotas), tuple(projects), tuple(running), tuple(jobs))
 
 
-def apply(snap: Snapshot, result, at: float, min_runtime: float = 600.0) -> Snapshot:
+def apply(snap: Snapshot, result: CycleResult, at: float, min_runtime: float = 600.0) -> Snapshot:
     """The snapshot after a cycle's decisions took effect: admitted jobs run (none preempted before `min_runtime`),
     victims are pending again."""
     pending = {j.id: j for j in snap.pending}
@@ -261,7 +264,7 @@ def apply(snap: Snapshot, result, at: float, min_runtime: float = 600.0) -> Snap
                    pending=tuple(pending.values()))
 
 
-def next_minute(snap: Snapshot, result, seed: int = 11) -> Snapshot:
+def next_minute(snap: Snapshot, result: CycleResult, seed: int = 11) -> Snapshot:
     """The busy cycle's next one as the loop runs it: the cycle's decisions applied, then a minute later 10 running
     jobs finished and 40 jobs were submitted (the fill's rate)."""
     after = apply(snap, result, NOW + 60.0)
@@ -372,7 +375,7 @@ def cpu_share(snap: Snapshot) -> str:
     return f", CPU {1 - sum(n.free_cpu_millis for n in snap.nodes) / total:.0%}" if total else ""
 
 
-def measure(fn, repeat: int) -> tuple[list[float], list[float], float]:
+def measure(fn: Callable[[], object], repeat: int) -> tuple[list[float], list[float], float]:
     """Wall and CPU ms of `fn` per run, with the garbage collector paused as the scheduler's own process
     (`manage.py run_scheduler`) pauses it around each cycle, and the peak memory of one more run."""
     times, cpu = [], []
@@ -406,22 +409,23 @@ def main() -> None:
     args = parser.parse_args()
     global MODEL_CPU_MEMORY
     MODEL_CPU_MEMORY = not args.without_cpu_memory
-    rows = []
+    rows: list[tuple[str, list[float], list[float], float, float | None, str]] = []
     policy = Policy()
-    full_cases = [("full cycle, 10k pending, empty", 10_000, 0.0, True, 200.0),
-                  ("full cycle, 10k pending, busy 75%", 10_000, 0.75, True, 200.0)]
+    full_cases: list[tuple[str, int, float, bool, float | None]] = [
+        ("full cycle, 10k pending, empty", 10_000, 0.0, True, 200.0),
+        ("full cycle, 10k pending, busy 75%", 10_000, 0.75, True, 200.0)]
     if not args.quick:
         full_cases.append(("stress: 10k pending, 75% random over-quota", 10_000, 0.75, False, None))
     for label, pending, fill, realistic, target in full_cases:
         snap = make_snapshot(pending, fill, realistic=realistic)
-        times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
+        times, cpu, peak = measure(partial(run_cycle, snap, policy), args.repeat)
         result = run_cycle(snap, policy)
         stats = result.stats
         rows.append((label, times, cpu, peak, target, f"busy {busy_share(snap):.0%}{cpu_share(snap)}, "
                      f"{stats['admitted']} admits, {stats['preempted']} preempted"))
         if realistic:  # the plain mode beside it: the same decisions, found without any acceleration
             plain_times, plain_cpu, plain_peak = measure(
-                lambda snap=snap: run_cycle(snap, policy, accelerate=False), max(1, args.repeat // 3))
+                partial(run_cycle, snap, policy, accelerate=False), max(1, args.repeat // 3))
             same = run_cycle(snap, policy, accelerate=False) == result
             ratio = statistics.median(plain_cpu) / statistics.median(cpu)
             rows.append((f"{label}, plain mode", plain_times, plain_cpu, plain_peak, None,
@@ -429,10 +433,10 @@ def main() -> None:
                          f"{'yes' if same else 'NO'}"))
             if fill:  # the cycle after it, as the loop runs it (what cross-cycle parking would make cheaper)
                 after = next_minute(snap, result)
-                times, cpu, peak = measure(lambda after=after: run_cycle(after, policy), args.repeat)
+                times, cpu, peak = measure(partial(run_cycle, after, policy), args.repeat)
                 second = run_cycle(after, policy)
                 plain_times, plain_cpu, plain_peak = measure(
-                    lambda after=after: run_cycle(after, policy, accelerate=False), max(1, args.repeat // 3))
+                    partial(run_cycle, after, policy, accelerate=False), max(1, args.repeat // 3))
                 rows.append(("next cycle after busy 75%", times, cpu, peak, target,
                              f"a minute on: decisions applied, 10 ended, 40 new; {second.stats['admitted']} admits, "
                              f"{second.stats['preempted']} preempted"))
@@ -441,7 +445,7 @@ def main() -> None:
                              f"{statistics.median(plain_cpu) / statistics.median(cpu):.1f}x the accelerated CPU; "
                              f"the same decisions, reasons and positions: {'yes' if same else 'NO'}"))
             elastic = elastic_share(snap)
-            times, cpu, peak = measure(lambda elastic=elastic: run_cycle(elastic, policy), args.repeat)
+            times, cpu, peak = measure(partial(run_cycle, elastic, policy), args.repeat)
             result = run_cycle(elastic, policy)
             stats = result.stats
             share = sum(1 for j in elastic.pending if j.groups[0].max_replicas is not None) / len(elastic.pending)
@@ -451,7 +455,7 @@ def main() -> None:
                          f"{len(result.shrinks)} shrinks, {len(result.grows)} grows"))
         if realistic:  # issue 30: the same cycle with a pool whose services hold part of it
             pooled = with_pool(snap)
-            times, cpu, peak = measure(lambda pooled=pooled: run_cycle(pooled, policy), args.repeat)
+            times, cpu, peak = measure(partial(run_cycle, pooled, policy), args.repeat)
             result = run_cycle(pooled, policy)
             stats = result.stats
             serving = sum(n.serving for n in pooled.nodes)
@@ -462,7 +466,7 @@ def main() -> None:
                                   ("replay-size step, 500 pending, busy", 500, replay_step),
                                   ("replay-size step, 3000 pending, busy", 3000, replay_step)):
         snap = build(pending, 0.75, seed=pending) if build is make_snapshot else build(pending, pending)
-        times, cpu, peak = measure(lambda snap=snap: run_cycle(snap, policy), args.repeat)
+        times, cpu, peak = measure(partial(run_cycle, snap, policy), args.repeat)
         stats = run_cycle(snap, policy).stats
         rows.append((label, times, cpu, peak, None, f"busy {busy_share(snap):.0%}{cpu_share(snap)}, "
                      f"{stats['pending']} pending, {stats['admitted']} admits, {stats['preempted']} preempted"))
@@ -471,8 +475,7 @@ def main() -> None:
     for label, pending in (("forecast, 500 pending, busy", 500), ("forecast, 3000 pending, busy", 3000)):
         snap = replay_step(pending, pending)
         first = run_cycle(snap, policy)
-        times, cpu, peak = measure(lambda snap=snap, first=first: forecast(snap, policy, ETA_STEPS, first=first),
-                                   args.repeat)
+        times, cpu, peak = measure(partial(forecast, snap, policy, ETA_STEPS, first=first), args.repeat)
         starts = forecast(snap, policy, ETA_STEPS, first=first)
         steps = sum(1 for _ in islice(forecast_steps(snap, policy, first), ETA_STEPS))
         rows.append((label, times, cpu, peak, None, f"{steps} simulated cycles, {len(starts)} of "

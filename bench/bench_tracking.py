@@ -182,7 +182,8 @@ def prepare(env: dict, clients: int) -> dict:
     recreate_database(env["DATABASE_URL"])
     manage(env, "migrate", "-v0")
     out = manage(env, "shell", "-c", SETUP.format(clients=clients, keys=KEYS))
-    return json.loads(out.strip().splitlines()[-1])
+    setup: dict = json.loads(out.strip().splitlines()[-1])
+    return setup
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,8 @@ def real_client(uri: str, token: str | None, synchronous: bool, seconds: float) 
                           cwd="/")
     if done.returncode:
         raise SystemExit(f"MLflow's client failed against {uri}:\n{done.stderr[-1500:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:

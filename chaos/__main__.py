@@ -57,7 +57,9 @@ def main() -> int:
             print(migrated.stdout, migrated.stderr, file=sys.stderr)
             return 1
         kube.start()
-        proxy = FaultProxy(urlparse(kube.url).port)
+        kube_port = urlparse(kube.url).port
+        assert kube_port is not None, kube.url  # the emulator's own URL, with the port it listens on
+        proxy = FaultProxy(kube_port)
         kubelet = Kubelet(kube)
         kubelet.start()
         world = World(stack, f"http://127.0.0.1:{WEB_PORT}", kube, proxy, kubelet)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import urllib3
@@ -76,15 +77,15 @@ class LogWriter(threading.Thread):
         for batch in itertools.count():
             if self.stop.wait(0.2):
                 return
-            points = [{"key": "loss", "value": 1.0 / (step + 1), "step": step} for step in
-                      range(batch * 20, batch * 20 + 20)]
+            steps = range(batch * 20, batch * 20 + 20)
+            points = [{"key": "loss", "value": 1.0 / (step + 1), "step": step} for step in steps]
             try:
                 answer = self._http.request("POST", self.url, body=json.dumps({"metrics": points, "attempt": 1}),
                                             headers=self.headers)
             except urllib3.exceptions.HTTPError:
                 answer = None
             if answer is not None and answer.status == 200:
-                self.acknowledged += [(self.run_id, "loss", p["step"], 1) for p in points]
+                self.acknowledged += [(self.run_id, "loss", step, 1) for step in steps]
             else:
                 self.failed += 1
 
@@ -179,8 +180,13 @@ class World:
         spec = {"image": "ghcr.io/acme/train:1", "command": ["python", "train.py"], "duration": duration,
                 "groups": [{"role": "worker", "replicas": replicas, "devices": devices,
                             "flavor": self.catalog[flavor]}]}
-        return [db(lambda i=i: job_submit(actor=self.catalog["user"], project=self.catalog["project"],
-                                          spec={**spec, "name": f"{name}-{i}"}).job.pk) for i in range(count)]
+
+        def one(i: int) -> int:
+            pk: int = job_submit(actor=self.catalog["user"], project=self.catalog["project"],
+                                 spec={**spec, "name": f"{name}-{i}"}).job.pk
+            return pk
+
+        return [db(partial(one, i)) for i in range(count)]
 
     def states(self, ids: list[int]) -> dict[int, str]:
         return db(lambda: dict(Job.objects.filter(pk__in=ids).values_list("pk", "state")))
@@ -200,12 +206,13 @@ class World:
         done = self.until(lambda: set(self.states(ids).values()) == {state}, SETTLE_SECONDS, poll=0.2)
         recovered = time.monotonic() - ended if done else None
         expected = dict.fromkeys(ids, state)
-        assert self.writer is not None and self.sampler is not None
-        problems = [*db(lambda: invariants.settled(expected)), *self.sampler.since(self.checked_until),
-                    *db(lambda: invariants.points_kept(self.writer.acknowledged))]
+        writer, sampler = self.writer, self.sampler
+        assert writer is not None and sampler is not None
+        problems = [*db(lambda: invariants.settled(expected)), *sampler.since(self.checked_until),
+                    *db(lambda: invariants.points_kept(writer.acknowledged))]
         self.checked_until = time.monotonic()
-        checked = (f"{len(ids)} jobs {state}, each decided and claimed once; quotas ({self.sampler.samples} "
-                   f"samples); segments; check_consistency; {len(self.writer.acknowledged)} acknowledged points")
+        checked = (f"{len(ids)} jobs {state}, each decided and claimed once; quotas ({sampler.samples} "
+                   f"samples); segments; check_consistency; {len(writer.acknowledged)} acknowledged points")
         return Result(fault, checked, problems, ended - started, recovered, note)
 
 

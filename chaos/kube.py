@@ -118,6 +118,7 @@ class Kubelet(threading.Thread):
     def _step(self) -> None:
         now = time.monotonic()
         for (namespace, name), pod in self.kube.objects("pods").items():
+            assert namespace is not None, name  # pods are namespaced
             labels = (pod.get("metadata") or {}).get("labels") or {}
             if labels.get(names.LABEL_MANAGED) != "true":
                 continue
