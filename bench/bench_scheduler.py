@@ -343,11 +343,12 @@ def organization_excess(snap: Snapshot) -> int:
     return over
 
 
-def quiet_rows(policy: Policy) -> list[tuple[str, int, int, int, int, bool]]:
+def quiet_rows(policy: Policy) -> list[tuple[str, int, int, int, int, bool, int, int]]:
     """(world, organization excess after a cycle, after a second, preemptions of the second, of them of jobs the
-    first admitted, whether the first stopped at its simulation or retry budget): a cycle's decisions carried out
-    at once (admitted jobs preemptible at once, victims queued again), then the same cycle again with nothing
-    new."""
+    first admitted, whether the first stopped at its simulation or retry budget, the cycle after which the same cycle
+    run again preempts nothing, and the preemptions of jobs an earlier of those cycles admitted): a cycle's decisions
+    carried out at once (admitted jobs preemptible at once, victims queued again), then the same cycle again with
+    nothing new, until a cycle preempts nothing (at most QUIET_CYCLES)."""
     rows = []
     for fill, name in ((0.0, "empty"), (0.75, "busy 75%")):
         for seed in (7, 8):
@@ -358,11 +359,22 @@ def quiet_rows(policy: Policy) -> list[tuple[str, int, int, int, int, bool]]:
             after = apply(snap, first, NOW, min_runtime=0.0)
             second = run_cycle(after, policy)
             admitted = {a.job_id for a in first.admits}
+            churn = sum(1 for p in second.preemptions if p.victim_id in admitted)
+            quiet, state, result, churned = 1, after, second, churn
+            while result.preemptions and quiet < QUIET_CYCLES:
+                admitted |= {a.job_id for a in result.admits}
+                quiet += 1
+                state = apply(state, result, NOW, min_runtime=0.0)
+                result = run_cycle(state, policy)
+                churned += sum(1 for p in result.preemptions if p.victim_id in admitted)
+            at_budget = cycle.state.simulations >= MAX_SIMULATIONS or max(cycle.retries.values()) >= MAX_RETRIES
             rows.append((f"{name}, seed {seed}", organization_excess(after),
                          organization_excess(apply(after, second, NOW, min_runtime=0.0)), len(second.preemptions),
-                         sum(1 for p in second.preemptions if p.victim_id in admitted),
-                         cycle.state.simulations >= MAX_SIMULATIONS or max(cycle.retries.values()) >= MAX_RETRIES))
+                         churn, at_budget, quiet if not result.preemptions else -1, churned))
     return rows
+
+
+QUIET_CYCLES = 8  # cycles quiet_rows runs at most until one preempts nothing
 
 
 def busy_share(snap: Snapshot) -> float:
@@ -495,13 +507,14 @@ def main() -> None:
     print("\nOrganizations and quiet cycles (10k pending): devices organizations hold beyond their guarantees and the"
           "\nunowned capacity after each cycle (goal 0), and preemptions when the cycle runs again with nothing new"
           "\n(goal 0 unless the first cycle stopped at its simulation or retry budget: the next does the rest), and"
-          "\nof them those of jobs the first cycle admitted (churn; the rest ran before it). See docs/performance.md.")
+          "\nof them those of jobs the first cycle admitted (churn; the rest ran before it); then the cycle run again"
+          "\nuntil it preempts nothing: after how many cycles (goal: a few), and the churn in all of them. See"
+          "\ndocs/performance.md.")
     print(f"{'world':<20} {'excess, 1st':>11} {'excess, 2nd':>11} {'2nd preempts':>12} {'of 1st admits':>13}  "
-          f"first at budget")
-    for world, first_excess, second_excess, preempts, churn, at_budget in quiet:
+          f"{'first at budget':<15} {'quiet after':>11} {'churn, all':>10}")
+    for world, first_excess, second_excess, preempts, churn, at_budget, settled, churned in quiet:
         print(f"{world:<20} {first_excess:>11} {second_excess:>11} {preempts:>12} {churn:>13}  "
-              f"{'yes' if at_budget else 'no'}")
-
+              f"{'yes' if at_budget else 'no':<15} {settled if settled > 0 else f'>{QUIET_CYCLES}':>11} {churned:>10}")
 
 if __name__ == "__main__":
     main()
