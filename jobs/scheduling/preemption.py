@@ -43,7 +43,7 @@ node to drain instead, when that costs less than the victims would lose (backfil
 cycle with the victims found here).
 
 The search here is the rule itself, read top to bottom: find_victims, plain_search (remove candidates in preference
-order until the job fits), fill_back, then who the candidates are (plain_candidates) and in which order
+order until the job fits: search_in_order), fill_back, then who the candidates are (plain_candidates) and in which order
 (preference). fast/preemption.py finds the same victims with bounds that skip what cannot succeed
 (shortcut_search); the cycle uses it unless in the plain mode.
 """
@@ -105,6 +105,13 @@ def plain_search(state: CycleState, job: PendingJob, info: JobInfo, failure: Quo
     the job fits, then put back every one it can do without, last removed first skipped."""
     candidates = plain_candidates(state, job, info, failure)
     eligible = [rec for rec in candidates if still_eligible(state, job, info, rec)]
+    victims = search_in_order(state, job, info, candidates)
+    return None if victims is None else (victims, eligible)
+
+
+def search_in_order(state: CycleState, job: PendingJob, info: JobInfo, candidates: list[RunRec]) -> list[RunRec] | None:
+    """Remove these candidates in their order (each while still eligible) until the job fits, then fill back: the
+    victims, removed from `state`; None (state untouched) when even all of them do not make room."""
     removed: list[RunRec] = []
     for rec in candidates:
         if not still_eligible(state, job, info, rec):
@@ -112,7 +119,7 @@ def plain_search(state: CycleState, job: PendingJob, info: JobInfo, failure: Quo
         state.remove_run(rec)
         removed.append(rec)
         if state.fits(job, info):
-            return fill_back(state, job, info, removed), eligible
+            return fill_back(state, job, info, removed)
     for rec in reversed(removed):
         state.add_run(rec)
     return None

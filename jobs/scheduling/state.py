@@ -604,9 +604,7 @@ class CycleState:
         holds it would end before keep hidden counted in, as place_tentative lifts them."""
         if self.quota.check(job.project, info.demand, job.preemptible) is not None:
             return False
-        short = self.short_holds(job.max_runtime, info)
-        counted = fits_by_count(self.index, job, info, {i for h in short for i in h.need} if short else ()) \
-            if self.accelerate else None
+        counted = self.counted_fit(job, info) if self.accelerate else None
         if counted is not None:
             return counted
         tentative = self.place_tentative(job, info)
@@ -614,6 +612,13 @@ class CycleState:
             return False
         self.undo_tentative(tentative)
         return True
+
+    def counted_fit(self, job: PendingJob, info: JobInfo) -> bool | None:
+        """Would the job's replicas be placed now, quotas aside, told by counting where that is exact
+        (placement.fits_by_count, with what the holds it would end before keep hidden counted in); None for jobs
+        counting does not tell."""
+        short = self.short_holds(job.max_runtime, info)
+        return fits_by_count(self.index, job, info, {i for h in short for i in h.need} if short else ())
 
     # -- the invalidation events (docs/scheduling-invariants.md) ---------------------------------------------------
 

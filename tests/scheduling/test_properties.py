@@ -37,16 +37,19 @@ from jobs.scheduling.fast.preemption import (
     could_pass_quota_without,
     lone_victim,
     may_have_candidates,
+    moves_no_check,
+    only_quota_decides,
     prefix_victims,
     quota_prefix,
     shortcut_search,
     victim_candidates,
 )
-from jobs.scheduling.preemption import MAX_SIMULATIONS
+from jobs.scheduling.preemption import MAX_SIMULATIONS, search_in_order
 from jobs.scheduling.quota import COHORT_KINDS, QuotaFailure
 from jobs.scheduling.shapes import JobInfo
 from jobs.scheduling.state import CycleState
 
+from . import builders
 from .builders import as_pending, carry_out, check_invariants, rebuilt
 
 FLAVORS = ("a100", "h100")
@@ -814,27 +817,12 @@ def test_the_quota_bound_is_the_check_with_every_candidate_removed(case):
 
 
 def one_by_one_victims(state: CycleState, job, info, candidates) -> list[int] | None:
-    """Victim ids the plain way: remove candidates in order until the job fits, then put back, last first, every
-    one it still fits without. The state is left as it was."""
-    removed = []
-    for rec in candidates:
-        state.remove_run(rec)
-        removed.append(rec)
-        if state.fits(job, info):
-            break
-    else:
-        for rec in reversed(removed):
-            state.add_run(rec)
-        return None
-    victims = [removed[-1]]
-    for rec in reversed(removed[:-1]):
+    """Victim ids the plain way (preemption.search_in_order): remove candidates in order until the job fits, then
+    put back, last first, every one it still fits without. The state is left as it was."""
+    victims = search_in_order(state, job, info, candidates)
+    for rec in reversed(victims or []):
         state.add_run(rec)
-        if not state.fits(job, info):
-            state.remove_run(rec)
-            victims.append(rec)
-    for rec in victims:
-        state.add_run(rec)
-    return sorted(rec.id for rec in victims)
+    return None if victims is None else sorted(rec.id for rec in victims)
 
 
 @PROPS
@@ -859,6 +847,52 @@ def test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search(case):
         assert (None if victims is None else sorted(rec.id for rec in victims)) == expected
         for rec in reversed(victims or []):
             state.add_run(rec)
+
+
+@PROPS
+@given(scenarios())
+def test_a_search_only_the_quota_decides_finds_the_same_victims_without_what_moves_no_check(case):
+    """Where a job's replicas fit now and only its quota keeps it out (only_quota_decides), the candidates that
+    move no check (moves_no_check: preemptible jobs of organizations taking no more than their lenders lend, F9)
+    never end a prefix and are always put back: the search over the others finds the same victims, and when none
+    is left it finds none."""
+    snap, policy, _ = case
+    state = CycleState(snap, policy)
+    for job, info, candidates in quota_blocked(state, lent=True):
+        failure = state.quota.check(job.project, info.demand, job.preemptible)
+        if not candidates or not only_quota_decides(state, job, info, failure):
+            continue
+        kept = [rec for rec in candidates if not moves_no_check(state, job, info, rec)]
+        assert one_by_one_victims(state, job, info, kept) == one_by_one_victims(state, job, info, candidates)
+
+
+def test_what_moves_no_check_is_told_by_an_organization_taking_more_than_its_lenders_lend():
+    """The random scenarios seldom reach a search only the quota decides with another organization beyond its
+    lenders, so an example: vision (org1) borrows 8 for job 1, which fits on the free node of idle (org3, which
+    lends nothing); nlp (org2) takes all the unowned capacity with its preemptible jobs 10 and 11, and text (org4)
+    runs a preemptible job 12 inside its own guarantee. Taking 10 or 11 is what lets job 1 past its organization's
+    check, so they must stay in the search; 12 moves no check and is left out. Both modes preempt 11 (the later
+    of the two equal ones), never 12."""
+    flavor, run = builders.A100, builders.running
+    quotas = [Quota("vision", flavor, 8, borrow_limit=8), Quota("nlp", flavor, 8, borrow_limit=24),
+              Quota("idle", flavor, 8, lend_limit=0), Quota("text", flavor, 16, lend_limit=0)]
+    projects = (Project("vision", "org1"), Project("nlp", "org2"), Project("idle", "org3"), Project("text", "org4"))
+    jobs_running = [run(2, "vision", {"n0": 8}), run(3, "nlp", {"n1": 8}), run(10, "nlp", {"n2": 8}, preemptible=True),
+                    run(11, "nlp", {"n3": 8}, preemptible=True), run(12, "text", {"n5": 8}, preemptible=True)]
+    snap = builders.snapshot(builders.nodes(7), [builders.job(1, "vision")], jobs_running, quotas, projects)
+    waiting = snap.pending[0]
+    state = CycleState(snap, Policy())
+    info = JobInfo(waiting)
+    failure = state.quota.check("vision", info.demand, False)
+    assert failure is not None and failure.kind == "cohort"
+    assert only_quota_decides(state, waiting, info, failure)
+    left_out = {rec.id for rec in victim_candidates(state, waiting, info, failure)
+                if moves_no_check(state, waiting, info, rec)}
+    assert left_out == {12}
+    for accelerate in (True, False):
+        result = run_cycle(snap, Policy(), accelerate=accelerate)
+        assert [a.job_id for a in result.admits] == [1]
+        assert [p.victim_id for p in result.preemptions] == [11]
 
 
 @PROPS

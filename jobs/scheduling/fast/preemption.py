@@ -16,15 +16,20 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
 - failures are remembered per (project, shape) until capacity grows, usage falls or a project's borrowing grows
   (Cycle.try_preempt, CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds, which
   Cycle.try_preempt reads first, before counting the reserved heads in: quota_bound_known_to_fail);
-- candidates are listed from victim pools sorted when built (_pools), not from every running job.
+- candidates are listed from victim pools sorted when built (_pools), not from every running job;
+- where the job's replicas fit now and only its quota keeps it out (only_quota_decides), the preemptible jobs of
+  other organizations that take no more than their lenders lend are left out of the search (moves_no_check): no
+  check of the search reads them, so they never end a prefix and fill-back always puts them back.
 
 Each may-skip predicate below states the fact it relies on (docs/scheduling-invariants.md) and has its property
 test in tests/scheduling/test_properties.py: may_have_candidates (test_victim_outline_never_hides_a_candidate),
 could_pass_quota_without (test_the_quota_bound_is_the_check_with_every_candidate_removed), quota_prefix and
-lone_victim (test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search), quota_bound_known_to_fail
-(test_a_quota_bound_known_to_fail_is_a_search_that_finds_nothing, and an example the random scenarios rarely reach:
-test_a_quota_bound_known_to_fail_for_a_bigger_job_does_not_skip_a_smaller_one), and all of them together
-(test_the_plain_mode_decides_the_same).
+lone_victim (test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search), only_quota_decides and
+moves_no_check (test_a_search_only_the_quota_decides_finds_the_same_victims_without_what_moves_no_check, and an
+example: test_what_moves_no_check_is_told_by_an_organization_taking_more_than_its_lenders_lend),
+quota_bound_known_to_fail (test_a_quota_bound_known_to_fail_is_a_search_that_finds_nothing, and an example the
+random scenarios rarely reach: test_a_quota_bound_known_to_fail_for_a_bigger_job_does_not_skip_a_smaller_one), and
+all of them together (test_the_plain_mode_decides_the_same).
 """
 
 from __future__ import annotations
@@ -60,15 +65,45 @@ def shortcut_search(state: CycleState, job: PendingJob, info: JobInfo, failure: 
     if not eligible or (failure is not None and not bounded and
                         not could_pass_quota_without(state, job, info, *candidate_usage(eligible, job, info))):
         return None
+    # Searched: the candidates that may change a check of the search (all of them unless only the quota decides).
+    searched, searched_eligible = candidates, eligible
+    if only_quota_decides(state, job, info, failure):
+        left_out = {rec.id for rec in candidates if moves_no_check(state, job, info, rec)}
+        searched = [rec for rec in candidates if rec.id not in left_out]
+        searched_eligible = [rec for rec in eligible if rec.id not in left_out]
+        if not searched_eligible:
+            return None
     # A job its quota keeps out: every candidate stays eligible (its own project's and preemptible jobs), and no
     # prefix shorter than what its quota needs removed can fit.
-    needed = quota_prefix(state, job, info, candidates) if kept_out else 0
-    victims = lone_victim(state, job, info, eligible[max(needed, 1) - 1])
+    needed = quota_prefix(state, job, info, searched) if kept_out else 0
+    victims = lone_victim(state, job, info, searched_eligible[max(needed, 1) - 1])
     if victims is None:
         if not could_fit_without(state, job, info, eligible):
             return None
-        victims = prefix_victims(state, job, info, candidates, needed)
+        victims = prefix_victims(state, job, info, searched, needed)
     return None if victims is None else (victims, eligible)
+
+
+def only_quota_decides(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> bool:
+    """A search in which placement never decides: the job's replicas fit now, told exactly by counting, and only
+    its quota keeps it out. Relies on F4: removing jobs only adds room, so placement answers yes at every step."""
+    return failure is not None and state.quota.enabled and state.counted_fit(job, info) is True
+
+
+def moves_no_check(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRec) -> bool:
+    """May leave out of a search that only the quota decides (only_quota_decides): a preemptible job of another
+    organization that takes no more of the job's flavors than its lenders lend. Relies on F9: the job's quota check
+    reads its own project, its own organization's sums and, of every other organization, only what it takes
+    beyond its lenders, which removing jobs never raises; so removing this one, with any others, changes no check
+    of the search, and being preemptible it changes no candidate's eligibility (still_eligible). The search finds
+    the same victims without it: it never ends a prefix and fill-back always puts it back."""
+    if not rec.preemptible or rec.project == job.project:
+        return False
+    quota = state.quota
+    cohort = quota.cohort_of(rec.project)
+    if cohort == quota.cohort_of(job.project):
+        return False
+    return all(quota.beyond_lenders(cohort, f) <= 0 for f in rec.demand if f in info.demand)
 
 
 def nothing_to_take(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> bool:
