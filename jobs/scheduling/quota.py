@@ -371,8 +371,7 @@ class QuotaState:
         # check() reads the project's own running jobs, its cohort's sums and each flavor's excess over all
         # cohorts: another cohort's usage counts only while that cohort claims unowned capacity (r > 0).
         cohort = self.cohort_of(project)
-        devices = {key: d for key, d in usage[0].items()
-                   if self.cohort_of(key[0]) == cohort or self.beyond_lenders(self.cohort_of(key[0]), key[1]) > 0}
+        devices = {key: d for key, d in usage[0].items() if self.moves_checks_of(cohort, key[0], key[1])}
         jobs = usage[1]
         before = self.mark()
         for (p, flavor, pre), d in devices.items():
@@ -384,6 +383,13 @@ class QuotaState:
         self.running[project] += jobs
         self.restore(before)
         return failure
+
+    def moves_checks_of(self, cohort: str, project: str, flavor: str) -> bool:
+        """Can the project's usage of the flavor move a quota check of a job of this cohort? Its own organization's
+        can; another organization's only while that one takes more than its lenders lend (r > 0), which removing
+        usage never raises (docs/scheduling-invariants.md, F9)."""
+        other = self.cohort_of(project)
+        return other == cohort or self.beyond_lenders(other, flavor) > 0
 
     def check_demand(self, project: str, demand_key: tuple, demand: dict[str, int]) -> QuotaFailure | None:
         """check(), remembered: a cycle checks job after job of a project that all wait. `demand_key` is

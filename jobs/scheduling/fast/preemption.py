@@ -100,10 +100,8 @@ def moves_no_check(state: CycleState, job: PendingJob, info: JobInfo, rec: RunRe
     if not rec.preemptible or rec.project == job.project:
         return False
     quota = state.quota
-    cohort = quota.cohort_of(rec.project)
-    if cohort == quota.cohort_of(job.project):
-        return False
-    return all(quota.beyond_lenders(cohort, f) <= 0 for f in rec.demand if f in info.demand)
+    cohort = quota.cohort_of(job.project)
+    return not any(quota.moves_checks_of(cohort, rec.project, f) for f in rec.demand if f in info.demand)
 
 
 def nothing_to_take(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> bool:
