@@ -1,8 +1,8 @@
 """Compile the scheduler core (jobs/scheduling/) to C with mypyc, into .build/core/: `make install` runs it.
 
-The core is plain, fully annotated Python with no I/O; mypyc turns each of its modules but the plain data and the
-loader (jobs/scheduling/compiled.py: INTERPRETED_ONLY) into a C extension that runs the same code in about half the
-CPU time (docs/performance.md). jobs/scheduling/__init__.py puts .build/core/
+The core is plain, fully annotated Python with no I/O; mypyc turns each of its modules but the loader
+(jobs/scheduling/compiled.py: INTERPRETED_ONLY) into a C extension that runs the same code in about half the CPU
+time (docs/performance.md). jobs/scheduling/__init__.py puts .build/core/
 first on the package's path only while the sources hash to what was compiled (SOURCES_HASH), so an edited source
 runs interpreted until it is compiled again, never a stale build. TIDAL_COMPILED_CORE=0 runs the sources anyway.
 

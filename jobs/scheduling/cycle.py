@@ -233,7 +233,10 @@ class Cycle:
         """Keep what an evaluation at this position of the cycle decided: an admitted job and what its victims
         gave back, or a waiting job under what could end its wait (Outcome.retry_on)."""
         out = self.outcomes[position]
-        if out.admit is None:
+        # Tested through a local: a test of `out.admit` itself would let the type checker, and so the compiled code,
+        # take it for admitted below too, after committing its victims, which may give this very job back.
+        admit = out.admit
+        if admit is None:
             for key in out.retry_on:
                 self.waiting.setdefault(key, {})[position] = None
             if self.close_blocked:

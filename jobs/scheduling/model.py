@@ -12,9 +12,9 @@ there: old node rows and trace replay, which know only devices.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 def node_key(cluster: str, node: str) -> str:
@@ -28,6 +28,17 @@ def split_node_key(key: str) -> tuple[str, str]:
     return cluster, node
 
 
+class Record:
+    """What every record below is (each a frozen dataclass): rebuilt from its fields when pickled or copied.
+    Compiled (scripts/compile_core.py), a frozen dataclass's own way of restoring a copy assigns to its fields,
+    which frozen refuses."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]  # each a dataclass
+
+
 class Topology(StrEnum):
     NONE = "none"
     PREFER_SAME_RACK = "prefer-same-rack"
@@ -36,7 +47,7 @@ class Topology(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class Node(Record):
     name: str
     flavor: str
     devices: int  # allocatable devices of `flavor`, less those pods the platform did not create and services hold
@@ -58,7 +69,7 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
-class Pool:
+class Pool(Record):
     """Capacity online serving owns and lends to training while it does not need it (pools.py)."""
 
     name: str
@@ -70,7 +81,7 @@ class Pool:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaGroup:
+class ReplicaGroup(Record):
     role: str  # "master", "worker", "head", ...
     replicas: int  # what admission needs: a rigid gang's size, an elastic group's minimum
     devices: int  # per replica, of `flavor`
@@ -84,7 +95,7 @@ class ReplicaGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class Assignment:
+class Assignment(Record):
     """One replica placed on one node."""
 
     role: str
@@ -96,7 +107,7 @@ class Assignment:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingJob:
+class PendingJob(Record):
     id: int
     project: str
     priority: int  # larger runs first; see PriorityClass values in quotas
@@ -115,7 +126,7 @@ class PendingJob:
 
 
 @dataclass(frozen=True, slots=True)
-class Elastic:
+class Elastic(Record):
     """A running job's elastic group: it may run on min_replicas..max_replicas of its role."""
 
     role: str
@@ -124,10 +135,10 @@ class Elastic:
 
 
 @dataclass(frozen=True, slots=True)
-class RunningJob:
+class RunningJob(Record):
     id: int
     project: str
-    priority: float  # its job's (an int); a grown replica ranks half a priority below it (elastic.py)
+    priority: int | float  # its job's, as given; a grown replica ranks half a priority below it (elastic.py)
     started_at: float
     placement: tuple[Assignment, ...]
     flavor: str
@@ -146,7 +157,7 @@ class RunningJob:
 
 
 @dataclass(frozen=True, slots=True)
-class Quota:
+class Quota(Record):
     project: str
     flavor: str
     guaranteed: int
@@ -155,7 +166,7 @@ class Quota:
 
 
 @dataclass(frozen=True, slots=True)
-class Project:
+class Project(Record):
     name: str
     cohort: str  # the organization: projects of one cohort lend and borrow among themselves
     max_running_jobs: int | None = None
@@ -165,7 +176,7 @@ class Project:
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(Record):
     """Which small named policies a cycle uses; chosen from settings.TIDAL or a replay's options."""
 
     ordering: str = "priority-fairshare"  # "priority-fairshare" | "fifo" | "sjf" (oracle durations)
@@ -213,7 +224,7 @@ DEFAULT_POLICY = Policy()  # what `run_cycle(snapshot)` uses when no policy is g
 
 
 @dataclass(frozen=True, slots=True)
-class EndedUse:
+class EndedUse(Record):
     """Devices of one flavor a project's job held from `started_at` until `ended_at` (finished, failed or
     preempted), for an attempt that ended within the last Policy.lend_hold seconds."""
 
@@ -225,7 +236,7 @@ class EndedUse:
 
 
 @dataclass(frozen=True, slots=True)
-class Arrival:
+class Arrival(Record):
     """Devices of one flavor a job of a project asked for when it was submitted, at `at`, within the last
     Policy.lend_hold seconds (whatever became of the job since)."""
 
@@ -236,7 +247,7 @@ class Arrival:
 
 
 @dataclass(frozen=True, slots=True)
-class ArrivalRate:
+class ArrivalRate(Record):
     """How often a project lately submitted jobs of one shape at one priority (the caller counts its recent
     submissions, `forecast.arrival_rates`). The forecast reads it: the late end of a start's range adds such
     jobs at this rate, since later arrivals of higher priority or lower share go first. Growth reads it too: an
@@ -253,7 +264,7 @@ class ArrivalRate:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Record):
     now: float
     nodes: tuple[Node, ...]
     quotas: tuple[Quota, ...]
@@ -270,21 +281,21 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class Admit:
+class Admit(Record):
     job_id: int
     placement: tuple[Assignment, ...]
     borrowed: int = 0  # devices above the project's guarantee this admission uses
 
 
 @dataclass(frozen=True, slots=True)
-class Preempt:
+class Preempt(Record):
     victim_id: int
     for_job_id: int | None  # None: its pool took its capacity back (pools.py)
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class Grow:
+class Grow(Record):
     """An elastic job runs these replicas more (indexes after its highest)."""
 
     job_id: int
@@ -292,7 +303,7 @@ class Grow:
 
 
 @dataclass(frozen=True, slots=True)
-class Shrink:
+class Shrink(Record):
     """An elastic job gives these replicas back (its highest indexes) so that `for_job_id` can start (None: to the
     pool that lent their capacity); it keeps running on the rest."""
 
@@ -314,7 +325,7 @@ class Wait(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Reservation:
+class Reservation(Record):
     """Backfill: the head job of a flavor waiting for capacity keeps these devices for its earliest start."""
 
     job_id: int
@@ -323,7 +334,7 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
-class CycleResult:
+class CycleResult(Record):
     admits: tuple[Admit, ...] = ()
     preemptions: tuple[Preempt, ...] = ()
     waits: tuple[Wait, ...] = ()

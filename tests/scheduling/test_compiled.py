@@ -82,19 +82,26 @@ def test_a_built_core_is_the_one_in_use():
 
 
 @pytest.mark.skipif(compiled.compiled_dir() is None, reason="the core is not compiled here (no C compiler?)")
-def test_the_plain_data_stays_plain_python_with_the_core_compiled():
-    """What callers build and read (model.py) is not compiled: it pickles and copies, and keeps its numbers."""
+def test_the_plain_data_compiled_still_pickles_copies_and_keeps_its_numbers():
+    """What callers build and read (model.py) is compiled with the core, and still behaves as plain data: it
+    pickles and copies (model.Record), compares and hashes by value, refuses changes, and keeps the numbers it is
+    given (a priority of 500 stays the int 500)."""
     import copy
+    import dataclasses
     import pickle
 
     from jobs.scheduling import Node, PendingJob, ReplicaGroup, RunningJob, Snapshot
 
-    assert Path(core.model.__file__).suffix == ".py"
+    assert Path(core.model.__file__).suffix == ".so"
     snap = Snapshot(0.0, (Node("n1", "gpu", 8, 8),), (), (), (RunningJob(1, "p", 500, 0.0, (), "gpu"),),
                     (PendingJob(2, "p", 1000, 0.0, (ReplicaGroup("w", 1, 4, "gpu"),)),))
     assert pickle.loads(pickle.dumps(snap)) == snap
-    assert copy.deepcopy(snap) == snap
+    assert copy.deepcopy(snap) == snap and copy.copy(snap) == snap
     assert repr(snap.running[0].priority) == "500"
+    assert hash(snap.pending[0]) == hash(PendingJob(2, "p", 1000, 0.0, (ReplicaGroup("w", 1, 4, "gpu"),)))
+    assert dataclasses.replace(snap.pending[0], priority=7).priority == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.pending[0].priority = 7
 
 
 def test_a_build_of_other_sources_is_never_loaded(tmp_path, monkeypatch):
@@ -110,8 +117,8 @@ def test_a_build_of_other_sources_is_never_loaded(tmp_path, monkeypatch):
 
 def test_the_hash_covers_every_compiled_module_and_changes_with_any(tmp_path, monkeypatch):
     names = {str(p.relative_to(compiled.PACKAGE_DIR)) for p in compiled.compiled_sources()}
-    assert {"cycle.py", "fast/preemption.py", "fast/memo.py", "state.py"} <= names
-    assert not names & {"__init__.py", "compiled.py", "model.py"}
+    assert {"cycle.py", "fast/preemption.py", "fast/memo.py", "state.py", "model.py"} <= names
+    assert not names & {"__init__.py", "compiled.py"}
     package = tmp_path / "scheduling"
     (package / "fast").mkdir(parents=True)
     for path in compiled.compiled_sources():
