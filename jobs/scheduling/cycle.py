@@ -61,7 +61,7 @@ class Outcome:
     explain.WaitEntry)."""
 
     __slots__ = ("job", "info", "code", "reason", "quota_kind", "quota_flavor", "constrained", "considered",
-                 "victims", "admit", "grace_end", "deferred", "retry_on")
+                 "victims", "admit", "grace_end", "deferred", "retry_on", "released")
 
     def __init__(self, job: PendingJob, info: JobInfo) -> None:
         self.job = job
@@ -78,8 +78,12 @@ class Outcome:
         self.deferred: Sequence[RunRec] = ()
         # Left waiting on what a commit may give back: ("flavor", f) or ("project", p) (Cycle.committed), or on
         # another project starting to borrow ("borrowers", f: Cycle.borrowing_grew); () when nothing in this cycle
-        # can end its wait (strict blocking, never fits, a spent budget, a quota hold).
+        # can end its wait (strict blocking, never fits, a spent budget), or on the heads whose quota holds keep it
+        # out giving them up ("hold", head id: Cycle.released_holds).
         self.retry_on: tuple[tuple[str, str], ...] = ()
+        # It gave up the reservation and quota hold it made earlier in the cycle (admitted, or no longer kept out by
+        # what its own project's running jobs ending cures): the jobs they kept out are evaluated again (settle).
+        self.released = False
 
     def wait(self, code: str, reason: str = "", quota_kind: str = "", quota_flavor: str = "",
              constrained: bool = False) -> None:
@@ -243,12 +247,23 @@ class Cycle:
                 queue = queue_of(out.job, self.policy)
                 if self.state.blocked.get(queue) == out.job.id:  # it now blocks its queue (evaluated again too)
                     self.order.close(out.job.project if queue != "*" else None)
+            if out.released:
+                self.released_holds(out.job)
             return
         self.admitted_at[out.job.id] = position
         if out.victims:
             self.committed(out.victims)
         if out.admit is not None and out.admit.borrowed > 0 and not out.job.preemptible:  # (not given back since)
             self.borrowing_grew(out)
+        if out.released:
+            self.released_holds(out.job)
+
+    def released_holds(self, head: PendingJob) -> None:
+        """A head gave up its quota hold: the jobs evaluated since that it kept out are evaluated again, before any
+        later job, as a fresh cycle would evaluate them without it (otherwise the next cycle admits them, preempting
+        what this one admitted meanwhile: a quiet cluster would churn)."""
+        for position in sorted(self.waiting.get(("hold", str(head.id)), ())):
+            self.try_again(position)
 
     def borrowing_grew(self, out: Outcome) -> None:
         """An admitted job raised its project's borrowing: the project's running jobs are reclaim victims while it
@@ -341,11 +356,13 @@ class Cycle:
         # Its project's reserved heads whose start it would still run at are counted in for every quota check
         # up to the decision (preemption's included).
         held = beside = None
+        holds: list[QuotaHold] = []
         if failure is None and state.quota_holds:
             holds = state.quota_holds_against(job, info)
             beside = state.failure_beside(job, info, holds) if holds else None
             if beside is not None:
-                held = holds[0]
+                # Named in its reason: the head holding its flavors, else the first (which holds a running-job slot).
+                held = next((h for h in holds if any(f in h.need for f in info.demand)), holds[0])
         tentative = None
         if held is None and (failure is None or self.may_preempt(job)):
             tentative = self.decide(out, constrained, failure)
@@ -356,6 +373,9 @@ class Cycle:
         if tentative is not None:
             self.admit(out, tentative)
             return out
+        if position < len(self.outcomes) and self.outgrew_reservation(job, failure, held):  # evaluated again
+            state.release(job)
+            out.released = True
         if held is None:  # in its grace too: a commit may free what it fits in without preempting another project
             out.retry_on = self.retry_keys(job, info, failure)
             if self.may_preempt(job) and reclaims(state, job, info, failure):
@@ -363,6 +383,7 @@ class Cycle:
                 # victims of this one (settle).
                 out.retry_on += tuple(("borrowers", f) for f in info.flavors)
         if held is not None:
+            out.retry_on = tuple(("hold", str(h.job_id)) for h in holds)
             if waits:
                 reason = held_reason(state, job, held) if policy.explain else f"quota: held for job {held.job_id}"
                 out.wait("quota", reason, quota_kind="held")
@@ -373,7 +394,7 @@ class Cycle:
                 out.wait(code, quota_kind=failure.kind, quota_flavor=failure.flavor)
             if failure.kind == "cohort":
                 self.borrower_waits = True
-            elif self.backfill and not job.preemptible and failure.kind in RESERVABLE:
+            elif self.reserves_quota(job, failure):
                 started = time.perf_counter()
                 self.reserve_for_quota(out)  # phase 5
                 self.seconds["backfill"] += time.perf_counter() - started
@@ -396,6 +417,18 @@ class Cycle:
             state.blocked[queue] = job.id
             self.blocked_at[queue] = position
         return out
+
+    def outgrew_reservation(self, job: PendingJob, failure: QuotaFailure | None, held: QuotaHold | None) -> bool:
+        """Does a job evaluated again hold a reservation or quota hold from an earlier evaluation of this cycle that
+        a fresh cycle would not make: it now waits for its organization or for another head's hold, not for its own
+        project's limits? (One waiting for capacity keeps what it reserved.)"""
+        if held is None and (failure is None or self.reserves_quota(job, failure)):
+            return False
+        return self.state.reserved(job)
+
+    def reserves_quota(self, job: PendingJob, failure: QuotaFailure) -> bool:
+        """Does a job its quota keeps out reserve that quota (backfill, phase 5)?"""
+        return self.backfill and not job.preemptible and failure.kind in RESERVABLE
 
     def retry_keys(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> tuple[tuple[str, str], ...]:
         """What a commit must give back for a job left waiting to fit now (Outcome.retry_on): capacity of its
@@ -603,6 +636,7 @@ class Cycle:
         state, job, info = self.state, out.job, out.info
         if state.reserved(job):  # a head evaluated again after a commit: what it reserved is not needed now
             state.release(job)
+            out.released = True
         borrowed = state.quota.change(job.project, info.demand, job.preemptible, 1)
         if borrowed > 0 and not job.preemptible:
             state.borrowing_grew(job.project)  # its running jobs may be victims now (Cycle.borrowing_grew)

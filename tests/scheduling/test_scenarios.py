@@ -595,6 +595,49 @@ def test_a_head_evaluated_again_is_not_held_to_a_later_heads_quota_hold():
     assert waits(result)[2].code == "max_running"
 
 
+def test_a_head_no_longer_kept_out_by_its_own_quota_gives_up_its_quota_hold():
+    """Defect (the busy worlds of bench_scheduler.py, their simulation and retry budgets lifted): a head its
+    project's borrow limit kept out held its project's quota; another organization's job then took back a
+    preemptible job of that project, and the head, evaluated again, waited for what its organization can lend,
+    which reserves nothing, yet kept its hold: a later job of its project was held to it, and the next cycle, with
+    no hold, admitted that job by preempting the project's lower priority. The hold goes when the head no longer
+    waits for its own project's limits, and the jobs it kept out are evaluated again in the same cycle."""
+    node_list = nodes(3)  # 24 devices, all guaranteed: nothing unowned
+    quotas = [Quota("vision", A100, 16, borrow_limit=16), Quota("nlp", A100, 16)]
+    projects = [Project("vision", "org1"), Project("nlp", "org2")]
+    low = running(100, "vision", {"n0": 8}, priority=100)
+    lent = running(101, "vision", {"n1": 8}, priority=100, preemptible=True)
+    # 8 + 8 + 24 = 40, 24 over the guarantee: over the borrow limit, and with both gone over what org1 can lend
+    head = job(1, replicas=3, priority=1000)
+    owner = job(2, project="nlp", replicas=2, priority=700)  # takes n1 back from the preemptible job
+    later = job(3, priority=500)  # within vision's guarantee once the preemptible job is gone: takes n0 back
+    snap = snapshot(node_list, [head, owner, later], [low, lent], quotas, projects)
+    policy = Policy(ordering="fifo", blocking="backfill")
+    first = cycle(snap, policy)
+    assert run_cycle(snap, policy, accelerate=False) == first
+    assert (admitted(first), victims(first)) == ([2, 3], [100, 101])
+    assert waits(first)[1].code == "quota" and "organization org1 has only 0" in waits(first)[1].reason
+    assert first.reservations == ()
+    again = cycle(carry_out(snap, first, NOW), policy)
+    assert again.preemptions == () and admitted(again) == []
+
+
+def test_a_job_held_to_its_projects_heads_names_the_head_holding_its_flavor():
+    """Defect (read in the busy worlds' waits): a job kept out by the quota holds of its project's heads named the
+    first of them, a head of another flavor, whose hold cannot keep it out."""
+    node_list = nodes(1) + nodes(2, flavor=H100, prefix="h")
+    quotas = [Quota("vision", A100, 8), Quota("vision", H100, 16)]
+    a100_work = running(100, "vision", {"n0": 8}, priority=2000)  # never a victim of the jobs below
+    h100_work = running(101, "vision", {"h0": 8}, flavor=H100, priority=2000)
+    first = job(1, priority=1000)  # over its A100 guarantee: holds A100 quota
+    second = job(2, replicas=2, flavor=H100, priority=900)  # over its H100 guarantee: holds H100 quota
+    third = job(3, flavor=H100, priority=800)  # fits its guarantee, but not beside the second
+    snap = snapshot(node_list, [first, second, third], [a100_work, h100_work], quotas)
+    result = cycle(snap, Policy(ordering="fifo", blocking="backfill"))
+    assert admitted(result) == []
+    assert waits(result)[3].reason.startswith("project vision's quota is held for its job 2,"), waits(result)[3]
+
+
 def test_preemptible_jobs_never_preempt():
     node_list = nodes(1)
     jobs = [running(100, "vision", {"n0": 8}, priority=100)]
