@@ -1588,3 +1588,85 @@ def test_two_heads_of_one_project_hold_one_running_job_slot_between_them():
     result = cycle(snap)
     assert run_cycle(snap, Policy(), accelerate=False) == result
     assert admitted(result) == [3] and victims(result) == [12]
+
+
+
+def spent_search_budget(monkeypatch, searches: int = 1) -> None:
+    monkeypatch.setattr("jobs.scheduling.preemption.MAX_SIMULATIONS", searches)
+    monkeypatch.setattr("jobs.scheduling.cycle.MAX_SIMULATIONS", searches)
+
+
+def spender_and(pending, running_jobs):
+    """Job 1 of project nlp preempts nlp's lower priority on n0 (A100): the cycle's one search (spent_search_budget);
+    the jobs given follow it, of H100 on h0 and h1."""
+    node_list = nodes(1) + nodes(2, flavor=H100, prefix="h")
+    low = running(100, "nlp", {"n0": 8}, priority=0)
+    return snapshot(node_list, [job(1, project="nlp", priority=1000), *pending], [low, *running_jobs])
+
+
+FIFO_NO_QUOTAS = Policy(ordering="fifo", blocking="backfill", quotas=False)
+
+
+def test_a_job_the_search_budget_left_unsearched_keeps_its_projects_lower_priority_out(monkeypatch):
+    """Defect (bench_scheduler.py's busy worlds: 4 and 7 jobs a cycle admitted were preempted by the next): a job left
+    without a preemption search once the cycle's budget was spent waited, a later job of its project of lower
+    priority took free room, and the next cycle's search took that job back. A fresh cycle, searching it first,
+    admits the later job only after it: so the later job waits for that search, and the next cycle preempts
+    nothing the first admitted."""
+    spent_search_budget(monkeypatch)
+    old = running(101, "vision", {"h0": 8}, flavor=H100, priority=100)
+    beside = running(102, "vision", {"h1": 4}, flavor=H100, priority=2000)
+    head = job(2, flavor=H100, priority=1000)  # would preempt vision's priority 100 on h0: left unsearched
+    later = job(3, devices=4, flavor=H100, priority=100)  # fits beside job 102 on h1
+    snap = spender_and([head, later], [old, beside])
+    first = cycle(snap, FIFO_NO_QUOTAS)
+    assert run_cycle(snap, FIFO_NO_QUOTAS, accelerate=False) == first
+    assert (admitted(first), victims(first)) == ([1], [100])
+    held = waits(first)[3]
+    assert held.code == "held" and held.reason.startswith("job 2 of project vision (priority 1000) waits for a")
+    second = cycle(carry_out(snap, first, NOW), FIFO_NO_QUOTAS)
+    assert (admitted(second), victims(second)) == ([2, 3], [101])
+
+
+def test_a_job_the_search_budget_left_unsearched_keeps_other_projects_preemptible_jobs_out(monkeypatch):
+    """A job left unsearched that passes its quota would take preemptible jobs of any project: one admitted after
+    it into the room its search would free would be preempted by the next cycle. A job of higher priority of
+    another project, and a preemptible one on another flavor, are not held."""
+    spent_search_budget(monkeypatch)
+    filler = running(101, "audio", {"h0": 4}, flavor=H100, priority=0, preemptible=True)
+    full = running(102, "audio", {"h1": 8}, flavor=H100, priority=2000)
+    head = job(2, flavor=H100, priority=1000)  # 4 free on h0: would take the preemptible job beside them
+    scavenger = job(3, project="audio", devices=4, flavor=H100, priority=0, preemptible=True)
+    snap = spender_and([head, scavenger], [filler, full])
+    first = cycle(snap, FIFO_NO_QUOTAS)
+    assert run_cycle(snap, FIFO_NO_QUOTAS, accelerate=False) == first
+    assert (admitted(first), victims(first)) == ([1], [100])
+    assert waits(first)[3].code == "held"
+    second = cycle(carry_out(snap, first, NOW), FIFO_NO_QUOTAS)
+    assert (admitted(second), victims(second)) == ([2], [101])
+    # Not held: a job of another project the head's search could not take (not preemptible).
+    firm = job(4, project="audio", devices=4, flavor=H100, priority=0)
+    assert admitted(cycle(spender_and([head, firm], [filler, full]), FIFO_NO_QUOTAS)) == [1, 4]
+
+def test_a_job_the_retry_budget_left_unevaluated_keeps_its_projects_lower_priority_out(monkeypatch):
+    """Defect (the busy worlds' later cycles): a job waiting for capacity nobody is guaranteed was not evaluated
+    again after a commit gave some back, the cycle's budget of evaluations again being spent; a later job of its
+    project of lower priority took that room, and the next cycle preempted it for the first."""
+    monkeypatch.setattr("jobs.scheduling.cycle.MAX_RETRIES", 0)
+    node_list = nodes(3, flavor=H100, prefix="h")  # 24 devices, 16 guaranteed: 8 nobody is guaranteed
+    quotas = [Quota("vision", H100, 8, borrow_limit=8), Quota("audio", H100, 8, borrow_limit=8)]
+    projects = [Project("vision", "org1"), Project("audio", "org2")]
+    keep = running(100, "vision", {"h0": 8}, flavor=H100, priority=2000)
+    low = running(101, "audio", {"h1": 8}, flavor=H100, priority=0)  # audio holds the 8 nobody is guaranteed
+    high = running(102, "audio", {"h2": 8}, flavor=H100, priority=2000)
+    head = job(2, devices=4, flavor=H100, priority=1000)  # would borrow 4: nothing unowned is left
+    taker = job(3, project="audio", devices=4, flavor=H100, priority=1000)  # preempts audio's own: 4 come back
+    later = job(4, devices=4, flavor=H100, priority=100)
+    snap = snapshot(node_list, [head, taker, later], [keep, low, high], quotas, projects)
+    policy = Policy(ordering="fifo", blocking="backfill")
+    first = cycle(snap, policy)
+    assert run_cycle(snap, policy, accelerate=False) == first
+    assert (admitted(first), victims(first)) == ([3], [101])
+    assert waits(first)[2].code == "quota" and waits(first)[4].code == "held"
+    second = cycle(carry_out(snap, first, NOW), policy)
+    assert second.preemptions == () and admitted(second) == [2]
