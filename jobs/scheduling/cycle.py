@@ -180,10 +180,12 @@ class Cycle:
         # Pools (pools.py): what training holds beyond what they lend goes back first; the rest see what is left.
         snapshot, self.given_back, fence = lend(snapshot)
         self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)
-        # project -> (position, job, flavors) of its jobs left waiting without the preemption search or the
-        # evaluation again that this cycle's budgets (MAX_SIMULATIONS, MAX_RETRIES) could not afford; "" -> those
-        # of them whose search would take preemptible jobs of any project (left_unsearched, unsearched_head).
-        self.unsearched: dict[str, list[tuple[int, PendingJob, tuple[str, ...]]]] = {}
+        # (project, flavor) -> (position, job) of its jobs of that flavor left waiting without the preemption search
+        # or the evaluation again that this cycle's budgets (MAX_SIMULATIONS, MAX_RETRIES) could not afford;
+        # ("", flavor) -> those of them whose search would take preemptible jobs of any project (left_unsearched,
+        # unsearched_head).
+        self.unsearched: dict[tuple[str, str], list[tuple[int, PendingJob]]] = {}
+        self.unsearched_ids: set[int] = set()
         self.grows: list[Grow] = []
         self.arrival_rates = snapshot.arrival_rates  # growth leaves room for what they bring (elastic.arriving_rates)
         self.policy = policy
@@ -324,7 +326,8 @@ class Cycle:
             return  # admitted by an earlier try again
         if self.retries[cause] >= MAX_RETRIES:
             job = before.job
-            if self.preempting and not job.preemptible and not any(k[0] == "hold" for k in before.retry_on):
+            if (self.preempting and not job.preemptible and job.id not in self.unsearched_ids
+                    and not any(k[0] == "hold" for k in before.retry_on)):
                 capacity = all(k[0] == "flavor" for k in before.retry_on)
                 self.left_unsearched(position, job, before.info, capacity)
             return
@@ -457,27 +460,27 @@ class Cycle:
         budget could not afford: its search may take its project's jobs of lower priority (rule (b)), and, when
         it passes its quota or only lent guarantee keeps it out (`takes_preemptible`), preemptible jobs of any
         project (rules (a), (c))."""
-        if any(entry[1] is job for entry in self.unsearched.get(job.project, ())):
+        if job.id in self.unsearched_ids:
             return
-        entry = (position, job, info.flavors)
-        self.unsearched.setdefault(job.project, []).append(entry)
-        if takes_preemptible:
-            self.unsearched.setdefault("", []).append(entry)
+        self.unsearched_ids.add(job.id)
+        for f in info.flavors:
+            self.unsearched.setdefault((job.project, f), []).append((position, job))
+            if takes_preemptible:
+                self.unsearched.setdefault(("", f), []).append((position, job))
 
     def unsearched_head(self, job: PendingJob, info: JobInfo, position: int) -> PendingJob | None:
         """A job before this one in the cycle, left unsearched (left_unsearched) and still waiting, whose search may
         take this job on a flavor it asks for: a fresh cycle, which searches it first, would not admit this one.
         (One admitted later in the cycle after all holds back no later job; those it held wait for the next.)"""
-        outcomes = self.outcomes
-        for at, head, flavors in self.unsearched.get(job.project, ()):
-            if (at < position and head.priority > job.priority and outcomes[at].admit is None
-                    and any(f in flavors for f in info.flavors)):
-                return head
-        if job.preemptible:
-            for at, head, flavors in self.unsearched.get("", ()):
-                if (at < position and head.project != job.project and outcomes[at].admit is None
-                        and any(f in flavors for f in info.flavors)):
+        outcomes, unsearched = self.outcomes, self.unsearched
+        for f in info.flavors:
+            for at, head in unsearched.get((job.project, f), ()):
+                if at < position and head.priority > job.priority and outcomes[at].admit is None:
                     return head
+            if job.preemptible:
+                for at, head in unsearched.get(("", f), ()):
+                    if at < position and head.project != job.project and outcomes[at].admit is None:
+                        return head
         return None
 
     def outgrew_reservation(self, job: PendingJob, failure: QuotaFailure | None, held: QuotaHold | None) -> bool:
