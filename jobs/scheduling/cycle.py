@@ -54,6 +54,7 @@ from .preemption import MAX_SIMULATIONS, find_victims, plain_search, reclaims
 from .quota import COHORT_KINDS, QuotaFailure
 from .shapes import JobInfo, describe_shape
 from .state import CycleState, QuotaHold, RunningUsage, RunRec, Tentative
+from .unsearched import Unsearched, unsearched_reason
 
 
 class Outcome:
@@ -125,12 +126,6 @@ def held_reason(state: CycleState, job: PendingJob, hold: QuotaHold) -> str:
             f"would still run then and the quota has no room for both")
 
 
-def unsearched_reason(head: PendingJob) -> str:
-    return (f"job {head.id} of project {head.project} (priority {head.priority}) waits for a preemption search or an "
-            f"evaluation again that this cycle's budget left to the next cycle; this job could be among its "
-            "victims then, so it waits for it")
-
-
 def grace_reason(state: CycleState, job: PendingJob, victims: Sequence[RunRec], end: float) -> str:
     others = [v for v in victims if v.project != job.project]
     names = sorted({v.project for v in others})
@@ -180,12 +175,7 @@ class Cycle:
         # Pools (pools.py): what training holds beyond what they lend goes back first; the rest see what is left.
         snapshot, self.given_back, fence = lend(snapshot)
         self.short: set[str] = set()  # flavors a job that passed its quota waited for (no growth into them)
-        # (project, flavor) -> (position, job) of its jobs of that flavor left waiting without the preemption search
-        # or the evaluation again that this cycle's budgets (MAX_SIMULATIONS, MAX_RETRIES) could not afford;
-        # ("", flavor) -> those of them whose search would take preemptible jobs of any project (left_unsearched,
-        # unsearched_head).
-        self.unsearched: dict[tuple[str, str], list[tuple[int, PendingJob]]] = {}
-        self.unsearched_ids: set[int] = set()
+        self.unsearched = Unsearched()  # jobs this cycle's budgets left unsearched (unsearched.py)
         self.grows: list[Grow] = []
         self.arrival_rates = snapshot.arrival_rates  # growth leaves room for what they bring (elastic.arriving_rates)
         self.policy = policy
@@ -326,10 +316,9 @@ class Cycle:
             return  # admitted by an earlier try again
         if self.retries[cause] >= MAX_RETRIES:
             job = before.job
-            if (self.preempting and not job.preemptible and job.id not in self.unsearched_ids
-                    and not any(k[0] == "hold" for k in before.retry_on)):
+            if self.preempting and not job.preemptible and not any(k[0] == "hold" for k in before.retry_on):
                 capacity = all(k[0] == "flavor" for k in before.retry_on)
-                self.left_unsearched(position, job, before.info, capacity)
+                self.unsearched.add(position, job, before.info, capacity)
             return
         self.retries[cause] += 1
         for key in before.retry_on:
@@ -383,7 +372,7 @@ class Cycle:
                 # Named in its reason: the head holding its flavors, else the first (which holds a running-job slot).
                 held = next((h for h in holds if any(f in h.need for f in info.demand)), holds[0])
         tentative = None
-        unsearched = self.preempting and not job.preemptible and state.simulations >= MAX_SIMULATIONS
+        search_spent = self.preempting and not job.preemptible and state.simulations >= MAX_SIMULATIONS
         if held is None and (failure is None or self.may_preempt(job)):
             tentative = self.decide(out, constrained, failure)
         elif held is not None and self.may_preempt(job):
@@ -391,7 +380,7 @@ class Cycle:
             # counted in): its project's jobs of lower priority make room for it and the heads alike.
             tentative = self.decide(out, constrained, beside)
         if tentative is not None:
-            head = self.unsearched_head(job, info, position) if self.unsearched else None
+            head = self.unsearched.head_over(job, info, position, self.admitted_at_position)
             if head is None:
                 self.admit(out, tentative)
                 return out
@@ -406,8 +395,8 @@ class Cycle:
         if position < len(self.outcomes) and self.outgrew_reservation(job, failure, held):  # evaluated again
             state.release(job)
             out.released = True
-        if unsearched and held is None and out.grace_end is None and (failure is None or failure.kind != "no_quota"):
-            self.left_unsearched(position, job, info, failure is None or failure.kind == "lent")
+        if search_spent and held is None and out.grace_end is None and (failure is None or failure.kind != "no_quota"):
+            self.unsearched.add(position, job, info, failure is None or failure.kind == "lent")
         if held is None:  # in its grace too: a commit may free what it fits in without preempting another project
             out.retry_on = self.retry_keys(job, info, failure)
             if self.may_preempt(job) and reclaims(state, job, info, failure):
@@ -455,33 +444,8 @@ class Cycle:
             self.state.blocked[queue] = job.id
             self.blocked_at[queue] = position
 
-    def left_unsearched(self, position: int, job: PendingJob, info: JobInfo, takes_preemptible: bool) -> None:
-        """The job waits without the preemption search (or the evaluation again after a commit) that this cycle's
-        budget could not afford: its search may take its project's jobs of lower priority (rule (b)), and, when
-        it passes its quota or only lent guarantee keeps it out (`takes_preemptible`), preemptible jobs of any
-        project (rules (a), (c))."""
-        if job.id in self.unsearched_ids:
-            return
-        self.unsearched_ids.add(job.id)
-        for f in info.flavors:
-            self.unsearched.setdefault((job.project, f), []).append((position, job))
-            if takes_preemptible:
-                self.unsearched.setdefault(("", f), []).append((position, job))
-
-    def unsearched_head(self, job: PendingJob, info: JobInfo, position: int) -> PendingJob | None:
-        """A job before this one in the cycle, left unsearched (left_unsearched) and still waiting, whose search may
-        take this job on a flavor it asks for: a fresh cycle, which searches it first, would not admit this one.
-        (One admitted later in the cycle after all holds back no later job; those it held wait for the next.)"""
-        outcomes, unsearched = self.outcomes, self.unsearched
-        for f in info.flavors:
-            for at, head in unsearched.get((job.project, f), ()):
-                if at < position and head.priority > job.priority and outcomes[at].admit is None:
-                    return head
-            if job.preemptible:
-                for at, head in unsearched.get(("", f), ()):
-                    if at < position and head.project != job.project and outcomes[at].admit is None:
-                        return head
-        return None
+    def admitted_at_position(self, position: int) -> bool:
+        return self.outcomes[position].admit is not None
 
     def outgrew_reservation(self, job: PendingJob, failure: QuotaFailure | None, held: QuotaHold | None) -> bool:
         """Does a job evaluated again hold a reservation or quota hold from an earlier evaluation of this cycle that
