@@ -13,7 +13,6 @@ has caught up, so an outage of Prometheus, of the database or of the reader lose
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
+from core.collector import collector_paused
 from telemetry import attribution, prometheus, store
 from telemetry.fields import NODE_FIELDS, NodeField, node_query, node_samples, query, samples
 from telemetry.models import TelemetrySource
@@ -113,23 +113,11 @@ def read_source(source: TelemetrySource, now: datetime) -> Read:
     window = next_window(source.read_through, now)
     if window is None:
         return Read()
-    with _cyclic_gc_paused():
+    # A read of 10,000 GPUs holds about a million objects at once (the decoded answer, the samples, the batches),
+    # none of them in reference cycles; the cyclic collector scanned them again and again as they were made, half
+    # of the CPU of attributing and staging them. Paused for the read (its garbage is freed by reference counting).
+    with collector_paused():
         return _read(source, window, now)
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """A read of 10,000 GPUs holds about a million objects at once (the decoded answer, the samples, the batches),
-    none of them in reference cycles; the cyclic collector scanned them again and again as they were made, half of
-    the CPU of attributing and staging them. Paused for the read (its garbage is freed by reference counting), and
-    collected after it as usual."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _read(source: TelemetrySource, window: Window, now: datetime) -> Read:
