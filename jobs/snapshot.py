@@ -192,18 +192,18 @@ def _ended(since: float, cluster_ids: Iterable[int], nodes: Iterable[core.Node])
     return tuple(ended)
 
 
-def _arrivals(since: float, rows: Iterable[tuple[int, str, float]],
+def _arrivals(since: float, rows: Iterable[tuple[int, str, float, bool]],
               groups: Mapping[int, tuple[core.ReplicaGroup, ...]]) -> tuple[core.Arrival, ...]:
-    """Jobs submitted after `since` that wait or hold capacity, (job id, project, submitted at) each, as devices per
-    (project, flavor). One submitted and gone within the window (cancelled, or ended: its attempt counts as ended)
-    is left out."""
+    """Jobs submitted after `since` that wait or hold capacity, (job id, project, submitted at, preemptible) each,
+    as devices per (project, flavor). One submitted and gone within the window (cancelled, or ended: its attempt
+    counts as ended) is left out."""
     arrivals = []
-    for job_id, project, at in rows:
+    for job_id, project, at, preemptible in rows:
         if at > since:
             devices: dict[str, int] = defaultdict(int)
             for g in groups.get(job_id, ()):
                 devices[g.flavor] += g.replicas * g.devices  # an elastic job's minimum: what it needs to start
-            arrivals += [core.Arrival(project, f, d, at) for f, d in devices.items() if d]
+            arrivals += [core.Arrival(project, f, d, at, preemptible) for f, d in devices.items() if d]
     return tuple(arrivals)
 
 
@@ -246,8 +246,8 @@ def build_snapshot(now: float) -> CycleInput:
     pending, queued = _pending(pending_rows, groups)
     projects = load_projects(ports.spent_budgets(datetime.fromtimestamp(now, tz=UTC)))
     since = now - policy_from_settings().lend_hold
-    submitted = [(row[0], row[1], row[-1].timestamp()) for row in running_rows] + \
-        [(job.id, job.project, job.submitted_at) for job in pending]
+    submitted = [(row[0], row[1], row[-1].timestamp(), row[3]) for row in running_rows] + \
+        [(job.id, job.project, job.submitted_at, job.preemptible) for job in pending]
     pools = ports.read_pools(now, inventory.nodes, running)
     nodes = with_pools(occupied(inventory.nodes, running), pools.node_pool)
     snapshot = core.Snapshot(now=now, nodes=nodes, quotas=load_quotas(),

@@ -972,7 +972,7 @@ class _Engine:
                     applied += 1
             while nxt < total and self.jobs[nxt].submit <= t and (batch or not applied):
                 j = self.jobs[nxt]
-                self.arrivals.append(Arrival(j.project, j.flavor, j.total_devices, t))
+                self.arrivals.append(Arrival(j.project, j.flavor, j.total_devices, t, j.priority == "preemptible"))
                 self._enqueue(nxt + 1)
                 self.submitted.append(self.pending[nxt + 1])
                 self.rates = None

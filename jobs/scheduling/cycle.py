@@ -741,7 +741,7 @@ class Cycle:
         wakes: list[float | None] = [o.grace_end for o in self.outcomes if o.grace_end is not None]
         if state.quota.held and self.borrower_waits:
             # A borrower waits, maybe on what the lend hold keeps back: run again when that falls.
-            wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds()))
+            wakes.append(expiry(state.snapshot, self.policy.lend_hold, state.quota.binding_holds(), state.quota.guar))
         wake_at = min((w for w in wakes if w is not None), default=None)
         return CycleResult(tuple(admits), tuple(preempts), tuple(waits), stats, reservations, wake_at,
                            tuple(self.grows), shrinks, dict(self.seconds))

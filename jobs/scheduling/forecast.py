@@ -388,7 +388,7 @@ def _advanced(snap: Snapshot, wake_at: float | None, ratio: float, hold: float, 
             _give_back(nodes, done)
             ended += _ended(done, nodes, end)
     submitted = arrivals.due(now)
-    recent = [*snap.arrivals, *(Arrival(j.project, g.flavor, g.replicas * g.devices, j.submitted_at)
+    recent = [*snap.arrivals, *(Arrival(j.project, g.flavor, g.replicas * g.devices, j.submitted_at, j.preemptible)
                                 for j in submitted for g in j.groups)]
     since = now - hold
     return replace(snap, now=now, nodes=tuple(nodes.values()), running=tuple(running.values()),

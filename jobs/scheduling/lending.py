@@ -6,10 +6,16 @@ preempted for it. Holding back what a project held at any moment of the last few
 in them, removes most of that churn at no cost to any guarantee (only borrowers wait, for seconds).
 
     held(p, f) = max over t in [now - hold, now] of the devices of f p's jobs held at t
-                 + devices of f p's jobs submitted in (now - hold, now]
+                 + devices of f p's jobs submitted in (now - hold, now] that could take g(p, f) back
 
 QuotaState lends only a project's guarantee above max(used now, held). The hold changes only when an entry leaves
 the window, so the cycle asks to be woken then (`expiry`) if a job waits for what is held.
+
+A submitted job that could never take its project's guarantee back holds none of it: a preemptible one (it never
+preempts, and any borrower may preempt it) or one asking for more of the flavor than the guarantee (it borrows
+itself). Held for them, the guarantee only kept a borrower waiting for the hold's few seconds while the preemptible
+job started in it, and the borrower then preempted that job (`make run`'s demo: its preemptible job was evicted
+5 s after it started).
 
 A project's waiting jobs are its demand now: what its non-preemptible jobs that each fit its guarantee ask for is
 held too (`waiting_holds`). Lent while they wait, it would be taken back from the borrower as soon as one of them is
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .model import Snapshot
+from .model import Arrival, Snapshot
 
 if TYPE_CHECKING:
     from .quota import QuotaState
@@ -38,11 +44,11 @@ Key = tuple[str, str]  # (project, flavor)
 
 
 def lend_holds(snapshot: Snapshot, hold: float, used: dict[Key, int], pre: dict[Key, int],
-               starts: list[tuple[Key, float, int]]) -> dict[Key, int]:
+               starts: list[tuple[Key, float, int]], guar: dict[Key, int]) -> dict[Key, int]:
     """held(p, f) for each (project, flavor) with an ended attempt or an arrival in the window (any other's
     recent peak is its current use, which QuotaState counts anyway). `used` and `pre`: devices its jobs hold now
     (non-preemptible, preemptible); `starts`: (key, started_at, devices) of running replicas that started within
-    the window, the only running ones whose holding changed in it."""
+    the window, the only running ones whose holding changed in it; `guar`: the guarantees, g(p, f)."""
     since = snapshot.now - hold
     # Usage changes per key over the window from the level at its start: +devices at a start (an attempt that
     # ended but started earlier counts from the window's start), -devices at an end.
@@ -54,7 +60,7 @@ def lend_holds(snapshot: Snapshot, hold: float, used: dict[Key, int], pre: dict[
             steps.append((e.ended_at, -e.devices))
     arrived: dict[Key, int] = {}
     for a in snapshot.arrivals:
-        if a.at > since:
+        if a.at > since and takes_back(a, guar):
             key = (a.project, a.flavor)
             arrived[key] = arrived.get(key, 0) + a.devices
             changes.setdefault(key, [])
@@ -73,12 +79,18 @@ def lend_holds(snapshot: Snapshot, hold: float, used: dict[Key, int], pre: dict[
     return held
 
 
-def expiry(snapshot: Snapshot, hold: float, binding: set[Key]) -> float | None:
+def takes_back(arrival: Arrival, guar: dict[Key, int]) -> bool:
+    """Could the submitted job take its project's guarantee of the flavor back (rule (a) of preemption.py)?"""
+    return not arrival.preemptible and arrival.devices <= guar.get((arrival.project, arrival.flavor), 0)
+
+
+def expiry(snapshot: Snapshot, hold: float, binding: set[Key], guar: dict[Key, int]) -> float | None:
     """The next moment an entry of a `binding` key (one whose hold keeps back more than it uses) leaves the window:
     only then can what is held fall; None when there is none."""
     now = snapshot.now
     ends = [e.ended_at + hold for e in snapshot.ended if (e.project, e.flavor) in binding and e.ended_at + hold > now]
-    ends += [a.at + hold for a in snapshot.arrivals if (a.project, a.flavor) in binding and a.at + hold > now]
+    ends += [a.at + hold for a in snapshot.arrivals
+             if (a.project, a.flavor) in binding and a.at + hold > now and takes_back(a, guar)]
     return min(ends, default=None)
 
 

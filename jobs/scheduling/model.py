@@ -238,12 +238,13 @@ class EndedUse(Record):
 @dataclass(frozen=True, slots=True)
 class Arrival(Record):
     """Devices of one flavor a job of a project asked for when it was submitted, at `at`, within the last
-    Policy.lend_hold seconds (whatever became of the job since)."""
+    Policy.lend_hold seconds (whatever became of the job since), and whether the job is preemptible."""
 
     project: str
     flavor: str
     devices: int
     at: float
+    preemptible: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,7 +289,7 @@ class CycleState:
             since = snapshot.now - hold
             starts = [((job.project, flavor_of.get(a.node, job.flavor)), job.started_at, a.devices)
                       for job in running if job.started_at > since and job.grown_of is None for a in job.placement]
-            for key, devices in lend_holds(snapshot, hold, used, pre, starts).items():
+            for key, devices in lend_holds(snapshot, hold, used, pre, starts, self.quota.guar).items():
                 held[key] = max(held.get(key, 0), devices)
         if held:
             self.quota.hold_back(held, waiting)

@@ -1399,6 +1399,12 @@ LEND_HOLD_CASES = [
     ("what nlp did not hold is lent: 8 of its 16", 5.0, [nlp_ended(2)], [], [], [(1, "vision", 1)], [1], None),
     ("nlp submitted 8 a second ago and runs them: as much again is held, vision waits", 5.0, [],
      [Arrival("nlp", A100, 8, NOW - 1)], [(50, "nlp", "n0", 1)], [(1, "vision", 1)], [], NOW + 4),
+    ("nlp submitted a preemptible 8 a second ago: it never takes a guarantee back, nothing is held", 5.0, [],
+     [Arrival("nlp", A100, 8, NOW - 1, preemptible=True)], [], [(1, "vision", 2)], [1], None),
+    ("nlp submitted 24 a second ago, more than its 16: that job borrows itself, nothing is held", 5.0, [],
+     [Arrival("nlp", A100, 24, NOW - 1)], [], [(1, "vision", 2)], [1], None),
+    ("nlp submitted 16 a second ago, its whole guarantee: all of it is held", 5.0, [],
+     [Arrival("nlp", A100, 16, NOW - 1)], [], [(1, "vision", 2)], [], NOW + 4),
     ("an ended job and its successor on the same devices count once", 5.0, [nlp_ended(2)], [],
      [(50, "nlp", "n0", 2)], [(1, "vision", 1)], [1], None),
     ("the hold never keeps a project from its own guarantee", 5.0, [nlp_ended(2)], [], [],
@@ -1425,6 +1431,27 @@ def test_a_borrower_waiting_on_the_hold_is_told_so_and_its_eta_is_when_it_lapses
         "guarantee (the lend hold keeps back 8 more, their recent use and waiting jobs) and 0 that nobody is "
         "guaranteed")
     assert forecast(snap, Policy(), 10) == {1: NOW + 3}
+
+
+def test_a_preemptible_job_is_not_started_where_a_borrower_the_hold_kept_out_takes_it_back_seconds_later():
+    """Defect (`make run`'s demo, a quiet cluster churning): robotics' preemptible job and vision's job larger than
+    its guarantee, both submitted a second ago, held their projects' guarantees from nlp's borrower for the lend
+    hold's 5 s, though neither could ever take a guarantee back. The preemptible job started in robotics' idle
+    guarantee meanwhile, and when the hold lapsed nlp's borrower preempted it. Now neither holds anything: nlp
+    borrows at once, and nothing is preempted when the hold would have lapsed."""
+    quotas = [Quota("nlp", A100, 8, borrow_limit=16), Quota("vision", A100, 8), Quota("robotics", A100, 8)]
+    pending = [job(1, "nlp", replicas=2, submitted_at=NOW - 1),
+               job(2, "robotics", preemptible=True, submitted_at=NOW - 1),
+               job(3, "vision", replicas=4, submitted_at=NOW - 1)]  # 32: more than its guarantee, and the cluster
+    arrivals = (Arrival("nlp", A100, 16, NOW - 1), Arrival("robotics", A100, 8, NOW - 1, preemptible=True),
+                Arrival("vision", A100, 32, NOW - 1))
+    snap = replace(snapshot(nodes(3), pending, [running(50, "nlp", {"n0": 8})], quotas=quotas, now=NOW),
+                   arrivals=arrivals)
+    first = cycle(snap)
+    assert admitted(first) == [1]
+    assert waits(first)[2].code == "quota"
+    later = cycle(carry_out(snap, first, NOW + Policy().lend_hold))
+    assert (admitted(later), victims(later)) == ([], [])
 
 
 # -- organizations never hold each other's guarantees (issue 25) ------------------------------------------------
