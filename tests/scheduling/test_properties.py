@@ -127,8 +127,9 @@ def scenarios(draw):
     ended = tuple(EndedUse(rnd.choice(projects).name, rnd.choice(FLAVORS), rnd.choice([1, 4, 8, 16]),
                            now - rnd.choice([3.0, 100.0]), now - rnd.choice([0.0, 1.0, 4.0, 9.0]))
                   for _ in range(draw(st.integers(0, 3))))
-    arrivals = tuple(Arrival(rnd.choice(projects).name, rnd.choice(FLAVORS), rnd.choice([1, 8]),
-                             now - rnd.choice([0.0, 2.0, 7.0]))
+    # Some could never take a guarantee back (preemptible, or larger than it): they hold none (lending.takes_back).
+    arrivals = tuple(Arrival(rnd.choice(projects).name, rnd.choice(FLAVORS), rnd.choice([1, 8, 64]),
+                             now - rnd.choice([0.0, 2.0, 7.0]), rnd.random() < 0.3)
                      for _ in range(draw(st.integers(0, 3))))
     snap = Snapshot(now, tuple(node_list), tuple(quotas), tuple(projects), tuple(running), tuple(pending), ended,
                     arrivals)
