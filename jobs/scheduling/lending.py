@@ -80,7 +80,9 @@ def lend_holds(snapshot: Snapshot, hold: float, used: dict[Key, int], pre: dict[
 
 
 def takes_back(arrival: Arrival, guar: dict[Key, int]) -> bool:
-    """Could the submitted job take its project's guarantee of the flavor back (rule (a) of preemption.py)?"""
+    """Could the submitted job take its project's guarantee of the flavor back (rule (a) of preemption.py)? Judged
+    per flavor, as an Arrival is: a job of several flavors that is larger than its guarantee of another one still
+    holds this one (it could not take it back either), as every submission did before."""
     return not arrival.preemptible and arrival.devices <= guar.get((arrival.project, arrival.flavor), 0)
 
 
