@@ -12,8 +12,8 @@ The rules, in every cycle:
   only taking its base preempts it, and then its grown replicas go with it.
 - Growth (`grow`, after every waiting job was evaluated): a job past its resize cooldown, neither shrunk nor
   preempted in this cycle, grows, highest priority first, one replica at a time up to its maximum (jobs of one
-  priority take turns, a replica each, the oldest first), into visible capacity of a flavor no waiting job of
-  this cycle was short of (cycle.py's `short`: it found no room, or its
+  priority take turns, a replica each, the least time left by its declared runtime first), into visible capacity
+  of a flavor no waiting job of this cycle was short of (cycle.py's `short`: it found no room, or its
   organization has nothing to lend it now, which a lend hold lapsing would soon change), within its project's
   quota as preemptible use, leaving its organization room for the jobs its projects are expected to submit within
   the growing job's cooldown (`arriving`): a replica those arrivals would take back at once would cost a rescale
@@ -101,12 +101,15 @@ def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short
     """Phase "grow": the replicas elastic running jobs add in this cycle (see the module's rules). `resized`: jobs
     shrunk or preempted in this cycle; `short`: flavors a waiting job of this cycle was short of; `arriving`: what
     the cohorts' projects ask for per second (arriving_rates). Jobs of a higher priority grow first; jobs of one
-    priority share what is left: in rounds, each of their groups that may still grow adds one replica (the oldest
-    job first), until none can. A job's first replicas speed it up most (a job's speed-up falls with each worker it
-    adds), and a job that took it all would leave the others at their minimum until it ends."""
+    priority share what is left: in rounds, each of their groups that may still grow adds one replica (the job with
+    the least time left by its declared runtime first, then the oldest), until none can. A job's first replicas
+    speed it up most (a job's speed-up falls with each worker it adds), and a job that took it all would leave the
+    others at their minimum until it ends. When the room runs out within a round, the jobs closest to their end get
+    it: with a speed-up that falls per worker, giving the larger share to the jobs with the least work left lowers
+    the mean completion time most (heSRPT, Berg et al., 2020)."""
     elsewhere = _Elsewhere(state)
-    tiers: dict[float, list[_Growth]] = {}  # priority -> its groups that may grow, oldest job first
-    for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, j.id)):
+    tiers: dict[float, list[_Growth]] = {}  # priority -> its groups that may grow, the least time left first
+    for job in sorted(jobs, key=lambda j: (-j.priority, time_left(j, state.now), j.started_at, j.id)):
         if job.id in resized or state.now < (job.resized_at or job.started_at) + job.resize_cooldown:
             continue
         for group in job.elastic:
@@ -118,6 +121,11 @@ def grow(state: CycleState, jobs: Iterable[RunningJob], resized: set[int], short
         while growing:
             growing = [growth for growth in growing if growth.add_one(state, added.setdefault(growth.job.id, []))]
     return [Grow(job_id, tuple(replicas)) for job_id, replicas in added.items() if replicas]
+
+
+def time_left(job: RunningJob, now: float) -> float:
+    """Seconds a running job has left by its declared runtime (`max_runtime`); infinite when it declared none."""
+    return job.started_at + job.max_runtime - now if job.max_runtime else math.inf
 
 
 class _Elsewhere:

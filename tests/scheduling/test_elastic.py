@@ -100,6 +100,20 @@ def test_jobs_of_one_priority_share_the_room_to_grow_and_a_higher_priority_grows
     assert grows(cycle(snap)) == {10: [2], 11: [2], 12: [2]}
 
 
+def test_the_job_with_the_least_time_left_grows_first_when_the_room_runs_out_within_a_round():
+    # One free node, two jobs of one priority at their minimum. The older one declared 10 h, the younger 1 h (both
+    # started at 0): the younger is closer to its end, and a replica shortens the mean completion time most there.
+    older = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4, max_runtime=36_000.0)
+    younger = replace(elastic_running(11, "vision", ["n2", "n3"], low=2, high=4, max_runtime=3_600.0),
+                      started_at=1.0)
+    snap = snapshot(nodes(5), [], [older, younger], quotas=[Quota("vision", A100, 64)], now=NOW - 8_000.0)
+    assert grows(cycle(snap)) == {11: [2]}
+    # One that declared no runtime comes after those that did; between two without one, the older first.
+    undeclared = replace(younger, max_runtime=None)
+    snap = snapshot(nodes(5), [], [older, undeclared], quotas=[Quota("vision", A100, 64)], now=NOW - 8_000.0)
+    assert grows(cycle(snap)) == {10: [2]}
+
+
 def test_does_not_grow_while_a_job_waits_for_capacity_of_its_flavor():
     e = elastic_running(10, "vision", ["n0", "n1"], low=2, high=4)
     rigid = job(1, "vision", replicas=2)  # 2 x 8: one node is free
