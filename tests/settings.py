@@ -18,12 +18,18 @@ for _name, _value in TEST_DEFAULTS.items():
     if not os.environ.get(_name):  # empty is unset, as for every reader of core.env
         os.environ[_name] = _value
 
-# pytest-xdist's workers (`make test` runs two) share one Redis server: each gets a database of its own (1, 2, ...;
-# 0 stays a developer's), as pytest-django gives each its own test database.
-_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _worker.startswith("gw") and os.environ.get("REDIS_URL"):
-    _base, _, _db = os.environ["REDIS_URL"].rpartition("/")
-    if _db.isdigit():
-        os.environ["REDIS_URL"] = f"{_base}/{1 + int(_worker[2:])}"
+
+
+def worker_redis_url(url: str) -> str:
+    """`url` with the database of this pytest-xdist worker: the workers (`make test` runs two) share one Redis
+    server, so each gets a database of its own (1, 2, ...; 0 stays a developer's), as pytest-django gives each its
+    own test database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    base, _, db = url.rpartition("/")
+    return f"{base}/{1 + int(worker[2:])}" if worker.startswith("gw") and db.isdigit() else url
+
+
+if os.environ.get("REDIS_URL"):
+    os.environ["REDIS_URL"] = worker_redis_url(os.environ["REDIS_URL"])
 
 from mlplatform.settings import *  # noqa: E402,F403

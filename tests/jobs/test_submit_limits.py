@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+import core.parsers
 from jobs.models import Job
 from tests.core.test_parsers import laughs
 from tests.jobs.conftest import api_body
@@ -35,20 +35,19 @@ def post_yaml(client, text: str):
 
 
 def test_nested_aliases_under_launcher_options_are_refused_at_once(tenant, clients):
-    """420 bytes that took 7.7 s and stored 39 MB."""
+    """420 bytes that took 7.7 s and stored 39 MB: the composer stops at the alias limit, before expanding them."""
     options = "\n".join("  " + line for line in laughs().splitlines())
-    started = time.perf_counter()
     error = error_of(post_yaml(clients["member"], YAML_JOB + "launcher_options:\n" + options + "\n"), 400)
-    assert time.perf_counter() - started < 2
     assert error["code"] == "parse_error" and "aliases repeat" in error["message"]
     assert not Job.objects.exists()
 
 
-def test_a_yaml_body_over_its_limit_is_a_413_without_parsing_it(tenant, clients):
+def test_a_yaml_body_over_its_limit_is_a_413_without_parsing_it(tenant, clients, monkeypatch):
+    parsed = []
+    monkeypatch.setattr(core.parsers, "load_yaml", parsed.append)
     body = YAML_JOB + "# " + "x" * 10_000_000 + "\n"
-    started = time.perf_counter()
     error = error_of(post_yaml(clients["member"], body), 413)
-    assert time.perf_counter() - started < 2
+    assert parsed == []
     assert error["code"] == "too_large" and "200,000 bytes" in error["message"]
 
 

@@ -1,15 +1,15 @@
 """Wake-ups through Redis (a web process waking a scheduler elsewhere), against the real Redis (skipped without)."""
 
 import os
-import time
 
 import pytest
 
 from core import wakeup
 from core.redis import redis_client
+from tests.settings import worker_redis_url
 
 redis = pytest.importorskip("redis")
-REDIS_URL = os.environ.get("TIDAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = worker_redis_url(os.environ.get("TIDAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
 
 
 @pytest.fixture
@@ -29,9 +29,7 @@ def test_a_wake_up_reaches_the_waiting_scheduler_and_is_kept_once(through_redis)
     for _ in range(3):
         wakeup.wake_scheduler()
     assert redis_client().llen(wakeup.WAKE_KEY) == 1  # one pending wake-up is enough
-    started = time.monotonic()
-    assert wakeup.wait_for_wakeup(5) is True
-    assert time.monotonic() - started < 1
+    assert wakeup.wait_for_wakeup(5) is True  # woken by the pending wake-up, not by the timeout
     assert wakeup.wait_for_wakeup(1) is False  # consumed
 
 
