@@ -26,6 +26,18 @@ BENCH_SECRET_KEY = "bench-only-secret-key-0123456789abcdef0123"
 Matcher = Callable[[int, int, str], bool]  # (pid, parent pid, command name) -> is it one of ours
 
 
+def server_env(database_url: str, **settings: str) -> dict:
+    """The environment of Tidal's processes as deployed on `database_url`: this process's, production's settings on
+    plain HTTP with throwaway keys (tests.settings), warnings only, `settings` on top. Without Redis unless `settings`
+    names one, and with production's persistent PostgreSQL connections: `make bench` runs with the test suite's
+    environment, whose DATABASE_CONN_MAX_AGE=0 would make every request open a connection (three times
+    PostgreSQL's CPU of a tracking batch)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_CONN_MAX_AGE", "REDIS_URL")}
+    env.update(DATABASE_URL=database_url, SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0",
+               DJANGO_SETTINGS_MODULE="tests.settings", LOG_LEVEL="WARNING", **settings)
+    return env
+
+
 def recreate_database(url: str) -> None:
     """Drop and create the database `url` names, on its server (connecting to its `postgres` database)."""
     base, _, name = url.rpartition("/")

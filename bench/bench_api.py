@@ -21,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stack import (  # noqa: E402
-    BENCH_SECRET_KEY,
     free_port,
     machine_busy_seconds,
     manage,
@@ -31,6 +30,7 @@ from _stack import (  # noqa: E402
     raw_request,
     raw_send,
     recreate_database,
+    server_env,
     start_gunicorn,
     stop,
     wait_up,
@@ -102,12 +102,8 @@ def main() -> int:
                         "scheduler wake-ups), e.g. redis://127.0.0.1:6379/15; default: embedded, no Redis")
     args = parser.parse_args()
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env.update(DATABASE_URL=os.environ.get("BENCH_API_DATABASE_URL",
-                                           "postgres://postgres@127.0.0.1:5432/tidal_bench_api"),
-               SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0",
-               DJANGO_SETTINGS_MODULE="tests.settings",  # production's, on plain HTTP with throwaway keys
-               TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
+    env = server_env(os.environ.get("BENCH_API_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tidal_bench_api"),
+                     TIDAL_API_THROTTLE_RATE="10000000/min")
     if args.redis:
         env["REDIS_URL"] = args.redis
     token = prepare(env)

@@ -31,7 +31,6 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stack import (  # noqa: E402
-    BENCH_SECRET_KEY,
     ROOT,
     free_port,
     manage,
@@ -39,6 +38,7 @@ from _stack import (  # noqa: E402
     process_group_of,
     process_rss_bytes,
     recreate_database,
+    server_env,
     start_gunicorn,
     stop,
     wait_up,
@@ -144,12 +144,10 @@ def main() -> int:
     shutil.rmtree(STORE, ignore_errors=True)
     STORE.mkdir(parents=True)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env.update(DATABASE_URL=os.environ.get("BENCH_ARTIFACTS_DATABASE_URL",
-                                           "postgres://postgres@127.0.0.1:5432/tidal_bench_artifacts"),
-               SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0", DJANGO_SETTINGS_MODULE="tests.settings",
-               TIDAL_API_THROTTLE_RATE="10000000/min", TIDAL_TRACKING_THROTTLE_RATE="10000000/min",
-               TIDAL_ARTIFACT_URL=(STORE / "store").as_uri(), LOG_LEVEL="WARNING")
+    env = server_env(os.environ.get("BENCH_ARTIFACTS_DATABASE_URL",
+                                    "postgres://postgres@127.0.0.1:5432/tidal_bench_artifacts"),
+                     TIDAL_API_THROTTLE_RATE="10000000/min", TIDAL_TRACKING_THROTTLE_RATE="10000000/min",
+                     TIDAL_ARTIFACT_URL=(STORE / "store").as_uri())
     print(f"preparing: a run of {args.files:,} artifacts, a {args.size_mb:,} MiB file ...", flush=True)
     recreate_database(env["DATABASE_URL"])
     manage(env, "migrate", "-v0")

@@ -60,7 +60,6 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stack import (  # noqa: E402
-    BENCH_SECRET_KEY,
     ROOT,
     free_port,
     machine_busy_seconds,
@@ -70,6 +69,7 @@ from _stack import (  # noqa: E402
     process_group_of,
     process_rss_bytes,
     recreate_database,
+    server_env,
     start,
     start_gunicorn,
     stop,
@@ -519,9 +519,8 @@ def check_consistency(env: dict) -> tuple[int, str]:
 def stack_env(database_url: str, redis_url: str) -> dict:
     """As deployed: PostgreSQL with persistent connections, Redis for Celery, the cache and wake-ups, the default
     API throttle."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_CONN_MAX_AGE", "TIDAL_API_THROTTLE_RATE")}
-    env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0",
-               LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="tests.settings")  # production's, on plain HTTP
+    env = server_env(database_url, REDIS_URL=redis_url)
+    env.pop("TIDAL_API_THROTTLE_RATE", None)
     return env
 
 

@@ -37,7 +37,6 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stack import (  # noqa: E402
-    BENCH_SECRET_KEY,
     ROOT,
     free_port,
     manage,
@@ -47,6 +46,7 @@ from _stack import (  # noqa: E402
     raw_request,
     raw_send,
     recreate_database,
+    server_env,
     start,
     start_gunicorn,
     stop,
@@ -402,12 +402,9 @@ def main() -> int:
     parser.add_argument("--without-mlflow", action="store_true", help="leave out MLflow's side-by-side figures")
     args = parser.parse_args()
     port, mlflow_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env.update(DATABASE_URL=os.environ.get("BENCH_TRACKING_DATABASE_URL",
-                                           "postgres://postgres@127.0.0.1:5432/tidal_bench_tracking"),
-               SECRET_KEY=BENCH_SECRET_KEY, DEBUG="0",
-               DJANGO_SETTINGS_MODULE="tests.settings",  # production's, on plain HTTP with throwaway keys
-               TIDAL_API_THROTTLE_RATE="10000000/min", LOG_LEVEL="WARNING")
+    env = server_env(os.environ.get("BENCH_TRACKING_DATABASE_URL",
+                                    "postgres://postgres@127.0.0.1:5432/tidal_bench_tracking"),
+                     TIDAL_API_THROTTLE_RATE="10000000/min")
     print("preparing: a 1,000,000-point series and 5,000 runs ...", flush=True)
     setup = prepare(env, max(args.clients))
     server = start_gunicorn(env, port, args.workers)
