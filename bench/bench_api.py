@@ -108,7 +108,7 @@ def main() -> int:
         env["REDIS_URL"] = args.redis
     token = prepare(env)
     server = start_gunicorn(env, port, args.workers)
-    print(f"POST /api/v1/jobs/ on gunicorn ({args.workers} sync workers), PostgreSQL"
+    print(f"POST /api/v1/jobs/ on gunicorn ({args.workers} threaded workers, mlplatform/gunicorn.conf.py), PostgreSQL"
           f"{' and Redis' if args.redis else ''}; CPU is milliseconds per "
           f"request;\ntarget at 16 clients: >= 200 req/s with p99 < 100 ms")
     print(f"{'clients':>8}{'requests':>9}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>7}{'server':>9}{'PG':>6}"
