@@ -8,6 +8,7 @@ Not a benchmark itself (the Makefile's loop runs bench/bench_*.py only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -92,18 +93,20 @@ def start_gunicorn(env: dict, port: int, workers: int, log: Path | None = None) 
 
 
 def stop(service: subprocess.Popen | None, timeout: float = 30) -> int | None:
-    """SIGTERM to the service's whole process group (workers included), then wait; SIGKILL after `timeout`."""
+    """SIGTERM to the service's main process, as a deployment stops it: gunicorn's master and Celery's main process
+    then stop their own workers, letting what runs finish (a SIGTERM sent to each of Celery's pool processes as well
+    loses their tasks, and the main process logs each as an error). Then SIGKILL to whatever of its process group is
+    left, at once once it exited, after `timeout` when it does not."""
     if service is None:
         return None
+    service.send_signal(signal.SIGTERM)
     try:
-        os.killpg(service.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return service.wait()
-    try:
-        return service.wait(timeout=timeout)
+        code = service.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        code = None
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(service.pid, signal.SIGKILL)
-        return service.wait()
+    return code if code is not None else service.wait()
 
 
 def _proc_stats() -> list[tuple[int, int, str, list[str]]]:

@@ -6,8 +6,8 @@ the demo's tenants, simulated cluster and quotas) under a steady mix of API traf
 
 The mix (requests per second, times --scale; arrivals at random, at most --in-flight requests at once):
 job submissions 3, cancellations 1, queue reads 2, job lists 1, job reads 4, run lists 0.5, metric batches 4
-(POST /api/v1/runs/<id>/log-batch/, 500 points each, half to the runs of running jobs, half to three runs logged
-from notebooks, whose series grow all along), cost reports 0.5. The jobs (1 to 16 devices, 2 to 12 simulated
+(POST /api/v1/runs/<id>/log-batch/, 500 points each, half to the runs of one user's running jobs, half to three runs
+logged from notebooks, whose series grow all along), cost reports 0.5. The jobs (1 to 16 devices, 2 to 12 simulated
 seconds, a tenth of them preemptible, a tenth of high priority) finish, are cancelled or preempted at about the
 rate they arrive, so the queue stays short and what grows over a run is history (jobs, events, points, usage), as
 in production.
@@ -265,12 +265,14 @@ class Driver:
         response = await self.call("GET runs", user, "GET", "/api/v1/runs/",
                                    params={"project": project, "status": "RUNNING"})
         if response is not None and response.status_code == 200:
-            listed = [run["id"] for run in response.json()["results"]]
+            # The batches are carol's: a job's run takes them from its submitter only (and the project's admins).
+            listed = [run["id"] for run in response.json()["results"] if self.jobs.get(run["job"]) == "carol"]
             self.runs = [run for run in self.runs if run not in listed][-50:] + listed
 
     async def log_batch(self, steps: int = 100, notebooks_only: bool = False) -> bool:
-        """`steps` steps of five keys. Half the batches to the runs of running jobs (which end: 409 once they did),
-        half (or all) to notebooks' runs, whose series grow all along. Returns whether the batch was stored."""
+        """`steps` steps of five keys, as carol. Half the batches to the runs of her running jobs (which end: 409 once
+        they did), half (or all) to notebooks' runs, whose series grow all along. Returns whether the batch was
+        stored."""
         jobs_too = self.runs and not notebooks_only and self.rng.random() < 0.5
         run = self.rng.choice(self.runs if jobs_too else self.notebooks)
         start, self.steps[run] = self.steps[run], self.steps[run] + steps

@@ -79,12 +79,28 @@ def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None =
         if state.pop("hung", False):  # the run moves again
             _resolve(run, anomaly.HUNG_RUN, "", now)
     run.detector_state = state
-    for event in events:
-        if isinstance(event, anomaly.Finding):
-            _open(run, event, settings, now)
-        else:
-            _resolve(run, event.rule, event.key, now)
+    for opening, clears in _net_of_batch(events):
+        if opening is not None:
+            _open(run, opening, settings, now)
+        if clears is not None:
+            _resolve(run, clears.rule, clears.key, now)
     return ["detector_state", "last_step", "last_step_at"]
+
+
+def _net_of_batch(events: list[anomaly.Event]) -> list[tuple[anomaly.Finding | None, anomaly.Cleared | None]]:
+    """A batch's events (in step order) as what each rule and key does over the whole batch: its first firing
+    point opens (when none is open), and it resolves when its last event clears. A condition that comes and goes
+    within a batch (a noisy throughput below half its median at every other point) would otherwise open and
+    resolve an alert at each of its points: statements under the run's row lock and notifications by the
+    thousand for one batch."""
+    net: dict[tuple[str, str], tuple[anomaly.Finding | None, anomaly.Cleared | None]] = {}
+    for event in events:
+        opening, _ = net.get((event.rule, event.key), (None, None))
+        if isinstance(event, anomaly.Finding):
+            net[event.rule, event.key] = (opening or event, None)
+        else:
+            net[event.rule, event.key] = (opening, event)
+    return list(net.values())
 
 
 def _history(run_id: int, attempt: int) -> anomaly.History:
