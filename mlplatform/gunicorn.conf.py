@@ -30,3 +30,7 @@ if _streams >= threads:
 # a long stream; a restart waits `graceful_timeout` for requests in flight, which outlasts any stream.
 timeout = 30
 graceful_timeout = max(30, int(_stream_seconds) + 5)
+# Kept-alive connections wait in the worker's poller, not on a thread, so they cost little. The client side must
+# close an idle one first: gunicorn's default of 2 s closed it under clients that keep theirs longer (httpx 5 s, a
+# load balancer's 60 s), and a request sent as it closed got no answer (a ReadError, a proxy's 502).
+keepalive = env_int("TIDAL_WEB_KEEPALIVE", 75, minimum=1)

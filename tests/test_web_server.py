@@ -5,6 +5,7 @@ on its own SQLite file, one process. Followed logs cannot starve it: with every 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -121,12 +122,29 @@ def test_the_config_keeps_threads_for_requests_and_outlasts_every_stream(monkeyp
     """Threaded workers with more threads than a process may stream logs, and a restart that waits for every
     stream; the same defaults as the app's settings."""
     config = gunicorn_config(monkeypatch)
-    assert (config["worker_class"], config["workers"], config["threads"]) == ("gthread", 4, 8)
+    assert (config["worker_class"], config["workers"], config["threads"], config["keepalive"]) == ("gthread", 4, 8, 75)
     assert config["threads"] > settings.TIDAL["LOG_STREAMS_PER_PROCESS"] == 4
     assert config["graceful_timeout"] > settings.TIDAL["LOG_FOLLOW_MAX_SECONDS"] == 25
     assert gunicorn_config(monkeypatch, TIDAL_LOG_FOLLOW_MAX_SECONDS="100")["graceful_timeout"] == 105
     with pytest.raises(SystemExit, match="TIDAL_LOG_STREAMS_PER_PROCESS \\(8\\) must be below TIDAL_WEB_THREADS"):
         gunicorn_config(monkeypatch, TIDAL_LOG_STREAMS_PER_PROCESS="8")
+
+
+@pytest.mark.slow
+def test_a_connection_kept_alive_outlasts_a_clients_pause(web):
+    """gunicorn closed a kept-alive connection after 2 s idle (its default) while clients keep theirs longer
+    (httpx 5 s; load balancers 60 s): a request sent as it closed got no answer (the load test's ReadErrors on
+    POST /api/v1/jobs/, a proxy's 502). The server now keeps it longer than they do."""
+    base, _, _ = web
+    connection = http.client.HTTPConnection(base.removeprefix("http://"), timeout=10)
+    try:
+        for pause in (0, 3):
+            time.sleep(pause)
+            connection.request("GET", "/healthz")
+            response = connection.getresponse()
+            assert response.status == 200 and response.read()
+    finally:
+        connection.close()
 
 
 @pytest.mark.slow
