@@ -29,7 +29,7 @@ from .capacity import CapacityIndex
 from .elastic import arriving_rates, grow, split_running
 from .explain import Explainer, WaitEntry, fmt_duration
 from .fast.memo import DominanceMemo
-from .fast.preemption import nothing_to_take, quota_bound_known_to_fail, shortcut_search
+from .fast.preemption import nothing_to_take, quota_bound_fails, shortcut_search
 from .feasibility import ideal_index, structural_reason, surely_fits, unavailability
 from .lending import expiry
 from .model import (
@@ -633,12 +633,11 @@ class Cycle:
     def try_preempt(self, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
                     constrained: bool) -> list[RunRec] | None:
         state = self.state
-        if state.accelerate and nothing_to_take(state, job, info, failure):
-            return None  # most attempts end here, before any running job's record or victim pool is built
         holds = state.quota_holds_against(job, info) if state.quota_holds else []
-        if state.accelerate and quota_bound_known_to_fail(state, job, info, failure,
-                                                          tuple(h.job_id for h in holds)):
-            return None  # 4 in 10 attempts of the cycle after a busy one, before counting heads in and searching
+        if state.accelerate and quota_bound_fails(state, job, info, failure, holds):
+            return None  # most attempts of the cycle after a busy one, before counting heads in and searching
+        if state.accelerate and nothing_to_take(state, job, info, failure):
+            return None  # most attempts of an emptier cluster, before any running job's record or pool is built
         if failure is not None:
             constrained = state.constrained(job.max_runtime, info)
         context = None

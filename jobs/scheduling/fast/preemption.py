@@ -15,7 +15,7 @@ Bounded work (a cycle with thousands of waiting jobs must not simulate thousands
   quotas, so the prefix search and fill-back would find it too, after removing and putting back the others);
 - failures are remembered per (project, shape) until capacity grows, usage falls or a project's borrowing grows
   (Cycle.try_preempt, CycleState.failed_preemptions; quota bounds in CycleState.failed_quota_bounds, which
-  Cycle.try_preempt reads first, before counting the reserved heads in: quota_bound_known_to_fail);
+  Cycle.try_preempt asks first, before counting the reserved heads in: quota_bound_fails);
 - candidates are listed from victim pools sorted when built (_pools), not from every running job;
 - where the job's replicas fit now and only its quota keeps it out (only_quota_decides), the preemptible jobs of
   other organizations that take no more than their lenders lend are left out of the search (moves_no_check): no
@@ -27,8 +27,8 @@ could_pass_quota_without (test_the_quota_bound_is_the_check_with_every_candidate
 lone_victim (test_victims_of_a_job_its_quota_keeps_out_are_the_one_by_one_search), only_quota_decides and
 moves_no_check (test_a_search_only_the_quota_decides_finds_the_same_victims_without_what_moves_no_check, and an
 example: test_what_moves_no_check_is_told_by_an_organization_taking_more_than_its_lenders_lend),
-quota_bound_known_to_fail (test_a_quota_bound_known_to_fail_is_a_search_that_finds_nothing, and an example the
-random scenarios rarely reach: test_a_quota_bound_known_to_fail_for_a_bigger_job_does_not_skip_a_smaller_one), and
+quota_bound_fails (test_a_quota_bound_that_fails_is_a_search_that_finds_nothing, and an example the random
+scenarios rarely reach: test_a_quota_bound_known_to_fail_for_a_bigger_job_does_not_skip_a_smaller_one), and
 all of them together (test_the_plain_mode_decides_the_same).
 """
 
@@ -40,7 +40,7 @@ from ..placement import allowed_domains
 from ..preemption import Found, fill_back, preference, reclaims, searched_flavors, still_eligible
 from ..quota import COHORT_KINDS, QuotaFailure
 from ..shapes import JobInfo
-from ..state import CycleState, RunRec
+from ..state import CycleState, QuotaHold, RunRec
 
 INF = float("inf")
 
@@ -48,8 +48,6 @@ INF = float("inf")
 def shortcut_search(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None) -> Found | None:
     """plain_search's answer, with the bounds that skip what cannot succeed and the shortcuts that start the
     search where it must end (docs/scheduling-invariants.md; each is a property test's subject)."""
-    if not may_have_candidates(state, job, info, failure):
-        return None  # Cycle.try_preempt asks first; kept here so that this function stands alone
     # A job its quota keeps out (not a lent guarantee, whose candidates are other projects' borrowers), of one
     # flavor: the quota bound first, from its candidates' usage summed (most such jobs end here, before their
     # candidates are listed).
@@ -264,12 +262,18 @@ def quota_bounded(info: JobInfo, failure: QuotaFailure | None) -> bool:
     return failure is not None and failure.kind not in ("lent", "max_running") and len(info.flavors) == 1
 
 
-def quota_bound_known_to_fail(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
-                              heads: tuple[int, ...]) -> bool:
+def quota_bound_fails(state: CycleState, job: PendingJob, info: JobInfo, failure: QuotaFailure | None,
+                      holds: list[QuotaHold]) -> bool:
     """May skip counting these reserved heads in and searching (Cycle.try_preempt): shortcut_search would stop at
-    passes_quota_bound, which remembers a failure for them (with the heads counted in, `state.heads_in` is
-    `heads`). Relies on what passes_quota_bound's memory does (F3, F6), read before the heads are counted in."""
-    return quota_bounded(info, failure) and state.failed_quota_bounds.known_to_fail(*_bound_key(job, info, heads))
+    passes_quota_bound. Known when passes_quota_bound remembers a failure with the heads counted in (F3, F6); else
+    asked without them, as a job without heads asks it: counting heads in only adds usage, which never turns a
+    failing quota check into a passing one (F2), so a bound that fails without them fails with them."""
+    if not quota_bounded(info, failure):
+        return False
+    heads = tuple(h.job_id for h in holds)
+    if heads and state.failed_quota_bounds.known_to_fail(*_bound_key(job, info, heads)):
+        return True
+    return not passes_quota_bound(state, job, info)
 
 
 def passes_quota_bound(state: CycleState, job: PendingJob, info: JobInfo) -> bool:
