@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+import msgspec
 
 MAX_POINTS = 10_000  # points per batch: ten times MLflow's 1,000 metrics per log-batch
 MAX_PARAMS = 1_000
@@ -38,6 +40,22 @@ class KeyPoints(NamedTuple):
 
 
 Batch = dict[str, KeyPoints]
+
+
+class Point(msgspec.Struct, forbid_unknown_fields=True):
+    """A point as clean_points takes it in the common case, decoded straight from the body's bytes (tracking.bodies):
+    its fields' types and the ranges of its step and timestamp are checked by the decoder, in C. A point that is
+    anything else (a missing value, an integral float step, a field MLflow links a metric to a model with...) is
+    not decoded so: the body is read the general way, and clean_points judges it, naming the point."""
+
+    key: str
+    value: float | str  # a string: "NaN", "Infinity" or "-Infinity", or refused by clean_points
+    step: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)] = 0
+    timestamp: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)] | None = None  # ms; None: now
+
+
+class TypedPoints(list[Point]):
+    """A batch's points as decoded Points (tracking.bodies.typed_body), where a body holds lists of dicts."""
 
 
 def batch_size(batch: Batch) -> int:
@@ -109,6 +127,8 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics", ignored: fro
     increasing order, so a key's points are only sorted when they came otherwise."""
     if metrics is None:
         return {}
+    if type(metrics) is TypedPoints:
+        return _clean_typed(metrics, now_ms, field)
     if not isinstance(metrics, list):
         raise BatchError(field, "must be a list of points")
     if len(metrics) > MAX_POINTS:
@@ -143,6 +163,32 @@ def clean_points(metrics: Any, now_ms: int, field: str = "metrics", ignored: fro
             unordered[id(group)] = group
         steps.append(step)
         group.timestamps.append(ts)
+        group.values.append(value)
+    for group in unordered.values():
+        _put_in_step_order(group)
+    return batch
+
+
+def _clean_typed(points: TypedPoints, now_ms: int, field: str) -> Batch:
+    """clean_points of decoded Points: what their decoding checked (each point an object of known fields, a value,
+    a step and a timestamp in range) is not checked again; keys and string values are, the same way, in the same
+    order, so a refusal names the same point and says the same."""
+    if len(points) > MAX_POINTS:
+        raise BatchError(field, f"has {len(points)} points; at most {MAX_POINTS} per batch")
+    batch: Batch = {}
+    unordered: dict[int, KeyPoints] = {}
+    for i, point in enumerate(points):
+        group = batch.get(point.key)
+        if group is None:
+            group = batch[check_key(point.key, f"{field}[{i}].key")] = KeyPoints([], [], [])
+        value = point.value
+        if type(value) is not float:
+            value = check_value(value, f"{field}[{i}].value")
+        steps, step = group.steps, point.step
+        if steps and step <= steps[-1]:
+            unordered[id(group)] = group
+        steps.append(step)
+        group.timestamps.append(now_ms if point.timestamp is None else point.timestamp)
         group.values.append(value)
     for group in unordered.values():
         _put_in_step_order(group)
