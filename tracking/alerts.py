@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
@@ -62,16 +63,18 @@ def forget_rules(sender: type, instance: AlertRule, **kwargs: object) -> None:
     _rules.forget(instance.project_id)
 
 
-def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None = None) -> list[str]:
+def evaluate_points(run: Run, batch: Batch, attempt: int, now: datetime | None = None,
+                    arrays: Mapping[str, np.ndarray] | None = None) -> list[str]:
     """Judge a batch just written to `run` (locked by the caller) and open or resolve its alerts. Sets the run's
-    detector state and progress and returns the fields to save."""
+    detector state and progress and returns the fields to save. `arrays`: keys' values as float64 arrays, where
+    the caller converted them already (points.value_arrays)."""
     if not batch:
         return []
     now = now or timezone.now()
     settings = rule_settings(run.project_id)
     series = {key: (group.steps, group.values) for key, group in batch.items()}
     events, state = anomaly.evaluate_series(run.detector_state, series, settings.active, attempt,
-                                            _history(run.pk, attempt))
+                                            _history(run.pk, attempt), arrays)
     highest = max(group.steps[-1] for group in batch.values())
     resumed = attempt > run.detector_state.get("attempt", attempt)
     if run.last_step is None or highest > run.last_step or resumed:

@@ -95,8 +95,14 @@ def locked_run(run_id: int, keys: Iterable[str]) -> tuple[Run | None, dict[str, 
 KEYS_PER_PART = 100
 
 
+def value_arrays(batch: Batch) -> dict[str, np.ndarray]:
+    """Each key's values as float64, converted once for the stored blocks and the anomaly checks: unboxing a Python
+    float costs some 26 ns, a 10,000-point batch's values a quarter of a millisecond each time."""
+    return {key: np.asarray(group.values, dtype=float) for key, group in batch.items()}
+
+
 def write_points(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, int] | None = None,
-                 known: Mapping[str, int] | None = None) -> Batch:
+                 known: Mapping[str, int] | None = None, arrays: Mapping[str, np.ndarray] | None = None) -> Batch:
     """Upsert a batch's points (one per key and step: see validate.clean_points) inside the caller's transaction,
     which holds the run's row lock: batches of a run are written one at a time, a wide one in parts of keys.
 
@@ -104,6 +110,7 @@ def write_points(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, 
     `highest`: per key, the highest step the run has stored (of any attempt: its summary's, read under the same
     lock). When every key of a part starts beyond it, no stored block can overlap and the lookup of overlapped
     blocks is skipped: one round trip of the ten a batch costs, the common case of training continuing its series.
+    `arrays`: the batch's value_arrays, when the caller has them.
 
     Returns the batch without the points that were stored already, with the same value (a retried batch's): what
     the anomaly checks have not judged yet. A batch that continues its series is returned as it is."""
@@ -111,7 +118,7 @@ def write_points(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, 
     new: Batch = {}
     for i in range(0, len(keys), KEYS_PER_PART):
         new.update(_write_part(run_id, attempt, {key: batch[key] for key in keys[i:i + KEYS_PER_PART]},
-                               highest or {}, known))
+                               highest or {}, known, arrays or {}))
     return new
 
 
@@ -120,14 +127,15 @@ def _continues(batch: Batch, highest: Mapping[str, int]) -> bool:
 
 
 def _write_part(run_id: int, attempt: int, batch: Batch, highest: Mapping[str, int],
-                known: Mapping[str, int] | None) -> Batch:
+                known: Mapping[str, int] | None, arrays: Mapping[str, np.ndarray]) -> Batch:
     if known is None:
         ids = series_ids(run_id, set(batch))
     else:
         ids = {key: known[key] for key in batch if key in known}
         ids.update(_created_series(run_id, batch.keys() - ids.keys()))
     fresh = {ids[key]: Block(ids[key], attempt, np.asarray(group.steps, dtype=np.int64),
-                             np.asarray(group.timestamps, dtype=np.int64), np.asarray(group.values, dtype=float))
+                             np.asarray(group.timestamps, dtype=np.int64),
+                             arrays[key] if key in arrays else np.asarray(group.values, dtype=float))
              for key, group in batch.items()}
     met = {} if _continues(batch, highest) else _overlapped(attempt, fresh)
     stored: dict[int, np.ndarray] = {}  # per series met, which of the batch's points were stored as they are

@@ -21,7 +21,7 @@ from tenancy.audit import audit_record, delete_audited, save_audited
 from tenancy.models import Project
 from tracking import alerts
 from tracking.models import AlertRule, ChartPanel, Experiment, PointBlock, Run, RunStatus, Series, Webhook
-from tracking.points import locked_run, write_points
+from tracking.points import locked_run, value_arrays, write_points
 from tracking.series import anomaly
 from tracking.series.validate import (
     MAX_PARAM_VALUE,
@@ -302,7 +302,8 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
         # The summary's step of a key is the highest step stored of it (any attempt): a batch beyond it overlaps
         # nothing stored.
         highest = {key: entry["step"] for key, entry in run.summary.items() if isinstance(entry.get("step"), int)}
-        unjudged = write_points(run.pk, number, batch, highest, known)
+        arrays = value_arrays(batch)
+        unjudged = write_points(run.pk, number, batch, highest, known, arrays)
         fields = []
         if batch:
             run.summary, fields = summarize(batch, run.summary), ["summary"]
@@ -311,7 +312,9 @@ def run_log_batch(*, run_id: int, metrics: object = None, params: object = None,
             if known is None or first[0] < known[0]:
                 run.attempt_starts = {**run.attempt_starts, str(number): list(first)}
                 fields.append("attempt_starts")
-            fields += alerts.evaluate_points(run, unjudged, number)
+            # A key some of whose points were stored already is judged on the others: its array is not theirs.
+            fields += alerts.evaluate_points(run, unjudged, number, arrays={
+                key: arrays[key] for key, group in unjudged.items() if group is batch[key]})
         if clean_params:
             run.params, fields = {**run.params, **clean_params}, [*fields, "params"]
         if clean_tags:

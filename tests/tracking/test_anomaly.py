@@ -302,6 +302,35 @@ def test_checking_quiet_runs_whole_finds_exactly_what_judging_every_point_finds(
     assert found[True] == found[False] == found["batch"]
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["train/loss", "train/grad_norm", "train/tokens_per_s", "system/gpu_util", "train/lr"]),
+       st.integers(0, 10_000), st.lists(st.tuples(st.integers(0, 599), st.sampled_from(
+           ["spike", "drop", "nan", "inf", "zero"])), max_size=4), st.integers(7, 300), st.integers(0, 20))
+def test_a_batch_judged_with_its_values_as_an_array_is_judged_the_same(key, seed, faults, batch, overlap):
+    """Ingestion hands the checks each key's values converted once (points.value_arrays): the same events and state
+    as from the list alone, also for a batch whose first points arrive after later ones (`overlap` points of the
+    batch before it again, judged late: the array is cut as the list is)."""
+    rng = random.Random(seed)
+    level = 90.0 if "gpu" in key else 2.0
+    values = [level * (1 + rng.gauss(0, 0.02)) for _ in range(600)]
+    for at, kind in faults:
+        values[at] = {"spike": level * 20, "drop": level * 0.1, "nan": math.nan, "inf": math.inf, "zero": 0.0}[kind]
+    points = [(step * 5, value) for step, value in enumerate(values)]
+    rules = anomaly.active_rules([])
+    states: dict = {"list": {}, "array": {}}
+    for start in range(0, len(points), batch):
+        chunk = points[max(0, start - overlap):start + batch]
+        steps, column = [s for s, _ in chunk], [v for _, v in chunk]
+        found = {}
+        for way in ("list", "array"):
+            array = np.asarray(column, dtype=float) if way == "array" else None
+            events, states[way] = anomaly.evaluate_columns(key, states[way], steps, column, rules, array=array,
+                                                           history=lambda key, step, count: [])
+            found[way] = [(type(e).__name__, e.rule, e.step) for e in events]
+        assert found["list"] == found["array"]
+        assert states["list"] == states["array"]
+
+
 @pytest.mark.parametrize("key", ["train/loss", "train/grad_norm", "train/tokens_per_s", "system/gpu_util"])
 def test_a_quiet_batch_with_a_full_window_is_judged_whole(key, monkeypatch):
     """A healthy run's batch takes the whole-batch path (the property test above holds it to the same verdicts);

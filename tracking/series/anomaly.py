@@ -176,9 +176,11 @@ def evaluate_batch(state: Mapping[str, Any], points: Iterable[tuple[str, int, fl
 
 def evaluate_series(state: Mapping[str, Any], series: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                     rules: Mapping[str, Mapping[str, float]], attempt: int,
-                    history: History | None = None) -> tuple[list[Event], dict[str, Any]]:
+                    history: History | None = None,
+                    arrays: Mapping[str, np.ndarray] | None = None) -> tuple[list[Event], dict[str, Any]]:
     """`evaluate_batch` of points already grouped by key, each key's as columns (steps, values) in step order: what
-    ingestion holds, so nothing is regrouped or sorted again.
+    ingestion holds, so nothing is regrouped or sorted again. `arrays`: keys' values as float64 arrays where the
+    caller has them (ingestion converts them once for the stored blocks and these checks: see evaluate_columns).
 
     Each key follows the latest attempt that logged it ("a"; before it was kept, the run's "attempt"): a batch of a
     later attempt starts the key over, one of an earlier attempt (a pod of an ended attempt, a spool delivered
@@ -190,7 +192,8 @@ def evaluate_series(state: Mapping[str, Any], series: Mapping[str, tuple[Sequenc
         known = keys.get(key, {})
         followed = known.get("a", run_attempt)
         found, after = evaluate_columns(key, known, steps, values, rules, resumed=attempt > followed,
-                                        late=attempt < followed, history=history)
+                                        late=attempt < followed, history=history,
+                                        array=None if arrays is None else arrays.get(key))
         keys[key] = {**after, "a": max(attempt, followed)}
         events += found
     events.sort(key=lambda e: -1 if e.step is None else e.step)
@@ -199,11 +202,13 @@ def evaluate_series(state: Mapping[str, Any], series: Mapping[str, tuple[Sequenc
 
 def evaluate_columns(key: str, state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
                      rules: Mapping[str, Mapping[str, float]], *, resumed: bool = False, late: bool = False,
-                     history: History | None = None) -> tuple[list[Event], dict[str, Any]]:
+                     history: History | None = None,
+                     array: np.ndarray | None = None) -> tuple[list[Event], dict[str, Any]]:
     """`evaluate_key` of a key's points as columns in step order. Points at or below the last step judged (all of
     them with `late`) are judged late (`_judge_late`). Of the others, a healthy run's batch is quiet from end to
     end, and one in a lasting anomaly fires from end to end, so each is first judged whole (`_quiet_batch`,
-    `_lasting_batch`); any other goes point by point through `evaluate_key`."""
+    `_lasting_batch`); any other goes point by point through `evaluate_key`. `array`: `values` as a float64 array,
+    when the caller has it (converting a Python list costs some 26 ns a value, as much as judging a quiet batch)."""
     last = -1 if resumed else state.get("s", -1)
     start = len(steps) if late else bisect_right(steps, last)
     events = _judge_late(key, state, steps[:start], values[:start], rules, history) if start else []
@@ -211,10 +216,12 @@ def evaluate_columns(key: str, state: Mapping[str, Any], steps: Sequence[int], v
         steps, values = steps[start:], values[start:]
         if not steps:
             return events, dict(state)
+        array = None if array is None else array[start:]
+    column = np.asarray(values, dtype=float) if array is None else array
     names = [rule for rule in rules_for_key(key) if rule in rules]
     checks = [(rule, rules[rule]) for rule in names]
     judge = _lasting_batch if state.get("on") else _quiet_batch
-    quiet = judge(state, steps, values, checks)
+    quiet = judge(state, steps, values, column, checks)
     if quiet is not None:
         return events, quiet
     found, after = evaluate_key(key, state, list(zip(steps, values, strict=True)), rules, resumed=resumed,
@@ -247,7 +254,7 @@ def _judge_late(key: str, state: Mapping[str, Any], steps: Sequence[int], values
             + [Cleared(rule, key, steps[-1]) for rule in after["on"] if rule not in firing])
 
 
-def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
+def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float], column: np.ndarray,
                  checks: list[tuple[str, Mapping[str, float]]]) -> dict[str, Any] | None:
     """The state `evaluate_key` would leave after a batch in which nothing opens or clears, or None when that may
     not be so (then the batch is judged point by point).
@@ -258,8 +265,7 @@ def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequenc
     maximum held against them. Only with no rule firing and a full window (its length the same at every stretch)."""
     if not values or state.get("on"):
         return None
-    column = np.asarray(values, dtype=float)  # one pass for finiteness and the extremes every rule below needs
-    if not np.isfinite(column).all():
+    if not np.isfinite(column).all():  # `column`: `values` as an array, for finiteness and the extremes
         return None
     lowest, highest = float(column.min()), float(column.max())
     windowed = [(rule, params) for rule, params in checks if rule in WINDOW_RULES]
@@ -280,7 +286,7 @@ def _quiet_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequenc
     return st
 
 
-def _lasting_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float],
+def _lasting_batch(state: Mapping[str, Any], steps: Sequence[int], values: Sequence[float], column: np.ndarray,
                    checks: list[tuple[str, Mapping[str, float]]]) -> dict[str, Any] | None:
     """The state `evaluate_key` would leave after a batch during which the window rules already firing fire at
     every point and nothing else opens or clears (a throughput that stays down, a gradient norm that stays up), or
@@ -293,7 +299,6 @@ def _lasting_batch(state: Mapping[str, Any], steps: Sequence[int], values: Seque
     # A firing rule the project turned off since is no longer judged, so it may not hold the window still.
     if not values or not firing <= set(WINDOW_RULES) or not firing <= {rule for rule, _ in checks}:
         return None
-    column = np.asarray(values, dtype=float)
     if not np.isfinite(column).all():
         return None
     lowest, highest = float(column.min()), float(column.max())
@@ -327,7 +332,7 @@ def _others_quiet(st: dict[str, Any], steps: Sequence[int], values: Sequence[flo
     for rule, params in checks:
         if rule == GPU_UTIL_COLLAPSE and not _gpu_quiet(st, column, lowest, highest, params):
             return False
-        if rule == LOSS_PLATEAU and not _plateau_quiet(list(zip(steps, values, strict=True)), st, params):
+        if rule == LOSS_PLATEAU and not _plateau_quiet(zip(steps, values, strict=True), st, params):
             return False
     return True
 
@@ -494,7 +499,7 @@ def _quiet_run(todo: list[tuple[int, float]], start: int, st: dict, checks: list
     return len(values)
 
 
-def _plateau_quiet(run: list[tuple[int, float]], st: dict, params: Mapping[str, float]) -> bool:
+def _plateau_quiet(run: Iterable[tuple[int, float]], st: dict, params: Mapping[str, float]) -> bool:
     """Follow the plateau rule's best value through a run of finite points, as `_loss_plateau` would one by one;
     False (the state untouched) when some point of it would fire."""
     best, since = st.get("best"), int(st.get("bs", 0))  # "bs" is set with "best"
