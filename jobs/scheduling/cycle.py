@@ -514,11 +514,13 @@ class Cycle:
     def give_back(self, rec: RunRec, taker: Outcome) -> None:
         """A job admitted earlier in this cycle, taken back (preemption.plain_candidates): it waits again
         (`committed` then evaluates it again). What it preempted to get in stays preempted, for the job that took
-        its place (only a job of its project of higher priority takes such a job back)."""
+        its place (only a job of its project of higher priority takes such a job back). What it took back of this
+        cycle's admissions was given back already, when it was admitted (`committed`), and may have been admitted
+        again since: not the taker's."""
         out = self.outcomes[self.admitted_at[rec.id]]
         out.admit = None
         if out.victims:
-            taker.victims = [*taker.victims, *out.victims]
+            taker.victims = [*taker.victims, *(victim for victim in out.victims if victim.at_start)]
             out.victims = ()
         if self.waits:
             failure = self.state.quota.check(out.job.project, out.info.demand, out.job.preemptible)

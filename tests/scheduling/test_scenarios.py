@@ -27,7 +27,8 @@ from jobs.scheduling import (
     never_fits,
     run_cycle,
 )
-from jobs.scheduling.cycle import Cycle
+from jobs.scheduling.cycle import Cycle, Outcome
+from jobs.scheduling.state import RunRec
 
 from .builders import (
     A100,
@@ -1697,3 +1698,30 @@ def test_a_job_the_retry_budget_left_unevaluated_keeps_its_projects_lower_priori
     assert waits(first)[2].code == "quota" and waits(first)[4].code == "held"
     second = cycle(carry_out(snap, first, NOW), policy)
     assert second.preemptions == () and admitted(second) == [2]
+
+
+def test_a_job_given_back_hands_on_only_the_running_jobs_it_preempted():
+    """Defect (the load test's scheduler, in a forecast's simulated cycle: `KeyError` in Cycle.committed, the loop's
+    cycle failing until the queue changed): job A took back job C, admitted earlier in the cycle (C waits again, and
+    may be admitted again later); then job B, of A's project and of higher priority, took A back, and with it A's
+    victims, C included, which B's commit then gave back a second time. Only the running job A preempted is B's now.
+    (Driven here on the cycle's own records: the random clusters of test_properties.py have not produced the
+    sequence.)"""
+    snap = snapshot(nodes(2), [job(1, project="q"), job(2, project="q", priority=1000), job(3, project="p")],
+                    [running(100, "p", {"n0": 8})], [Quota("q", A100, 8), Quota("p", A100, 0)])
+    the_cycle = Cycle(snap, Policy())
+    infos = {pending.id: info for pending, info in the_cycle.order}
+    a, b, c = (the_cycle.state.snapshot.pending[i] for i in range(3))
+    given_back = Outcome(c, infos[c.id])  # waits again since A took it back
+    taken_back = Outcome(a, infos[a.id])
+    held, admitted_c = RunRec(100, "p", 500, 0.0, None, 0.0, False, [], {A100: 8}, True), \
+        RunRec(c.id, "p", 500, NOW, None, NOW, False, [], {A100: 8}, False)
+    taken_back.victims = (admitted_c, held)
+    taker = Outcome(b, infos[b.id])
+    the_cycle.outcomes = [given_back, taken_back, taker]
+    the_cycle.admitted_at = {a.id: 1}
+    the_cycle.give_back(RunRec(a.id, "q", 500, NOW, None, NOW, False, [], {A100: 8}, False), taker)
+    assert [victim.id for victim in taker.victims] == [100]
+    # B's commit gives A back, evaluated again; C, given back before, is not given back again (a KeyError).
+    the_cycle.committed([RunRec(a.id, "q", 500, NOW, None, NOW, False, [], {A100: 8}, False), *taker.victims])
+    assert the_cycle.outcomes[1].admit is not None and given_back.admit is None
