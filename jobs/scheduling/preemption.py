@@ -18,8 +18,9 @@ capacity). A job admitted earlier in this cycle is a candidate by the same rules
 with this cycle's admissions, unless it is preemptible: it has not started, so it is given back (it waits again)
 rather than preempted, and no work is lost. Otherwise J would wait now and preempt it in the next cycle, with
 nothing else changed (a quiet cluster would churn). One that preempted others to get in is given back only to a
-job of its own project (rule (b)), which takes its victims over (Cycle.give_back): each is of that project with a
-lower priority, preemptible, or a borrower the project took its guarantee back from.
+job of its own project (rule (b)), which takes over the running jobs it preempted (Cycle.give_back): each is of
+that project with a lower priority, preemptible, or a borrower the project took its guarantee back from. (The
+jobs of this cycle it took back were given back when it was admitted.)
 
 Preference (the order victims are tried): preemptible first, then jobs of borrowing projects, then lowest
 priority, then the least work lost per device freed (the time since the job's last checkpoint, or since it
