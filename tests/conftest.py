@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import os
+import threading
 from dataclasses import dataclass
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.staticfiles.handlers import StaticFilesHandler
+from pytest_django.live_server_helper import LiveServer
 from rest_framework.test import APIClient
 
 from tenancy.models import Membership, Organization, Project, Role
@@ -32,6 +36,35 @@ def ensure_default_priority_classes() -> None:
 
     migration = importlib.import_module("quotas.migrations.0002_default_priority_classes")
     migration.create(apps, None)
+
+
+class OneRequestAtATime(StaticFilesHandler):
+    """The live server's handler on in-memory SQLite, where its request threads share the tests' one connection:
+    two requests at once would interleave their transactions on it (one's savepoint inside the other's
+    transaction, neither seeing the other's rows to be inserted), which production never does (SQLite's file
+    takes one writer at a time, PostgreSQL gives each thread its own connection). A streamed body is read after
+    the lock is let go, so a long stream holds up no other request."""
+
+    lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        with self.lock:
+            return super().__call__(environ, start_response)
+
+
+@pytest.fixture(scope="session")
+def live_server(request, django_db_setup):
+    """pytest-django's live server, started after the test database is set up (started before it, by a test that
+    asks for the server ahead of the database, it would not share the in-memory database's connection: its
+    threads' own connections to it fail with "database table is locked" when two write at once), and taking one
+    request at a time where it shares the tests' connection."""
+    server = LiveServer(request.config.getvalue("liveserver") or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS")
+                        or "localhost", start=False)
+    if server.thread.connections_override:
+        server.thread.static_handler = OneRequestAtATime
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

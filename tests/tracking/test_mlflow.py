@@ -34,11 +34,8 @@ def user_token(user) -> str:
 
 
 @pytest.fixture
-def use_mlflow(django_db_setup, live_server, monkeypatch):
-    """Point MLflow's client at the live server as a job would: `use_mlflow(token, project="vision")`.
-
-    The test database is set up before the (session-wide) live server starts, so the server shares SQLite's
-    in-memory connection with the tests as pytest-django intends."""
+def use_mlflow(live_server, monkeypatch):
+    """Point MLflow's client at the live server as a job would: `use_mlflow(token, project="vision")`."""
     for name, value in {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
                         "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}.items():
         monkeypatch.setenv(name, value)
@@ -336,3 +333,31 @@ def test_a_users_logging_is_not_held_to_the_api_rate(tenant, use_mlflow, setting
     assert len(client.get_metric_history(run, "loss")) == 30
     # The user rate counts in fixed windows of a minute: 7 reads meet a refusal wherever a window turns.
     refused("REQUEST_LIMIT_EXCEEDED", lambda: [client.get_run(run) for _ in range(7)])
+
+
+@live
+def test_concurrent_batches_of_one_run_at_the_same_steps_all_land(tenant, run, use_mlflow, live_server):
+    """MLflow's async logging and Hugging Face's Trainer (`epoch` in its train and eval logs) send batches of one
+    run at once, with the same key at the same step: each is answered 200, and each step keeps one of the values
+    sent (the latest write of a step wins, as one after another)."""
+    token = user_token(tenant.users["member"])
+    use_mlflow(token)
+    url = f"{live_server.url}/mlflow/vision/api/2.0/mlflow/runs/log-batch"
+    answers: list[int] = []
+
+    def log(sender: int) -> None:
+        with requests.Session() as session:
+            for step in range(20):
+                metrics = [{"key": "epoch", "value": sender, "step": step, "timestamp": 0}]
+                answers.append(session.post(url, timeout=10, headers={"Authorization": f"Bearer {token}"},
+                                            json={"run_id": str(run.pk), "metrics": metrics}).status_code)
+
+    senders = [threading.Thread(target=log, args=(sender,)) for sender in range(4)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+    assert answers == [200] * 80
+    points = stored_points(run.pk)
+    assert sorted(point.step for point in points) == list(range(20))
+    assert {point.value for point in points} <= {0.0, 1.0, 2.0, 3.0}
