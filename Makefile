@@ -50,11 +50,13 @@ run: seed
 test: install
 	$(TEST_ENV) $(PY) -m pytest -n $${TIDAL_TEST_WORKERS:-2} --durations=25 $(PYTEST_ARGS)
 
-# The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5), and
-# schemathesis' coverage cases (boundaries, missing and mistyped fields): about 10 minutes. Then the scheduler's
-# property tests on new random examples (`make test` tries the same 300 every run), 2,000 each by default.
+# The API fuzz test (tests/fuzz/) with more examples per operation and role than `make test` runs (5), new ones
+# each run (TIDAL_FUZZ_EXPLORE; `make test` sends the same every run), and schemathesis' coverage cases
+# (boundaries, missing and mistyped fields): about 10 minutes. Then the scheduler's property tests on new random
+# examples (`make test` tries the same 300 every run), 2,000 each by default.
 fuzz: install
 	$(TEST_ENV) TIDAL_FUZZ_EXAMPLES=$${TIDAL_FUZZ_EXAMPLES:-100} TIDAL_FUZZ_COVERAGE=$${TIDAL_FUZZ_COVERAGE:-1} \
+		TIDAL_FUZZ_EXPLORE=$${TIDAL_FUZZ_EXPLORE:-1} \
 		$(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
 	$(TEST_ENV) TIDAL_PROPERTY_EXPLORE=1 TIDAL_PROPERTY_EXAMPLES=$${TIDAL_PROPERTY_EXAMPLES:-2000} \
 		$(PY) -m pytest tests/scheduling/test_properties.py -p no:cacheprovider $(PYTEST_ARGS)

@@ -37,7 +37,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.fuzz.conftest import MARKERS
+from tests.fuzz.conftest import EXPLORE, MARKERS
 
 EXAMPLES = int(os.environ.get("TIDAL_FUZZ_EXAMPLES", "5"))
 COVERAGE = os.environ.get("TIDAL_FUZZ_COVERAGE", "") == "1"  # `make fuzz`: some 8,000 more requests per role
@@ -115,7 +115,7 @@ def failures_of(operation, strategy, *, headers: dict[str, str], forbidden: str,
                          f"{response.text[:300]}\n{error}\n{''.join(tracebacks)}")
             raise
 
-    @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=not EXPLORE, database=None,
                          phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
                          suppress_health_check=list(HealthCheck))
     @given(case=strategy)

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from tests.fuzz.conftest import MARKERS
+from tests.fuzz.conftest import EXPLORE, MARKERS
 from tests.fuzz.test_api_fuzz import in_process_requests, strings_in
 from tracking.mlflow.errors import STATUS
 from tracking.tokens import run_token
@@ -330,7 +330,7 @@ def test_generated_requests_answer_mlflows_json_without_the_other_tenants_data(r
         caller = Caller(Client(raise_request_exception=False), headers_of(role, world, refs), forbidden, tracebacks)
         for endpoint in ROUTES:
 
-            @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+            @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=not EXPLORE, database=None,
                                  phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False,
                                  suppress_health_check=list(HealthCheck))
             @given(request=generated(endpoint, strategies, refs))
