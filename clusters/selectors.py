@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from clusters.models import Cluster, FlavorRule, Node
+from core.digits import is_digits
 from jobs.models import Attempt, Job
 from jobs.selectors import attempts_with_jobs, held_placements
 from quotas.models import ResourceFlavor
@@ -50,7 +51,7 @@ def lost_nodes(cluster: Cluster, now: datetime | None = None) -> frozenset[str]:
 def ended_attempts(cluster: Cluster, keys: Iterable[tuple[str, int]]) -> list[Attempt]:
     """The attempts of `cluster` that have ended among these (job label, attempt number) keys, as the objects
     Tidal created carry them, with what a backend needs to stop them."""
-    wanted = {(int(job), number) for job, number in keys if job.isdigit()}
+    wanted = {(int(job), number) for job, number in keys if is_digits(job)}
     if not wanted:
         return []
     candidates = attempts_with_jobs().filter(cluster=cluster, ended_at__isnull=False,

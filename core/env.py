@@ -18,6 +18,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from core.digits import is_digits
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -122,7 +124,7 @@ def env_rate(name: str, default: str) -> str:
     """A DRF throttle rate such as ``100/min``."""
     value = _raw(name) or default
     count, _, period = value.partition("/")
-    if not count.isdigit() or period not in {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}:
+    if not is_digits(count) or period not in {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}:
         raise ImproperlyConfigured(f"{name} must look like 100/min (count/second|minute|hour|day), got {value!r}")
     return value
 

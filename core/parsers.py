@@ -32,6 +32,8 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 
+from core.digits import is_digits
+
 YAML_MAX_BYTES = 200_000  # a job spec is a few kilobytes; also the submit page's limit
 YAML_MAX_ALIAS_VALUES = 10_000
 # Python's own guard (4,300 by default): converting an integer costs time quadratic in its digits, and this is where
@@ -217,7 +219,7 @@ def read_body(stream: IO[bytes], parser_context: dict | None, limit: int) -> byt
     """The body, read no further than `limit` bytes."""
     request = (parser_context or {}).get("request")
     declared = request.META.get("CONTENT_LENGTH") if request is not None else None
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and is_digits(declared) and int(declared) > limit:
         raise BodyTooLarge(limit)
     body = stream.read(limit + 1)
     if len(body) > limit:

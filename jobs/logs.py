@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from core import leases
+from core.digits import is_digits
 from core.errors import DomainError, NotFound, TooManyRequests
 from core.leases import Lease
 from jobs import ports, selectors
@@ -33,7 +34,7 @@ def _replica(job: Job, replica: str) -> tuple[str, str, int]:
     valid = replicas_of(job)
     replica = replica or (valid[0] if valid else "")
     role, _, index_text = replica.rpartition("-")
-    if replica not in valid or not index_text.isdigit():
+    if replica not in valid or not is_digits(index_text):
         raise DomainError(f"Unknown replica {replica!r}; this job has {', '.join(sorted(valid)[:20])}.",
                           field="replica")
     return replica, role, int(index_text)
@@ -101,7 +102,7 @@ class Cursor:
     @classmethod
     def parse(cls, text: str) -> Cursor:
         number, colon, position = text.partition(":")
-        if not colon or not number.isdigit() or not 1 <= int(number) <= 32767:
+        if not colon or not is_digits(number) or not 1 <= int(number) <= 32767:
             raise DomainError("Not a cursor this server gave: resume with the cursor= of the stream's last line.",
                               field="cursor")
         return cls(int(number), position)

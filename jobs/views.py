@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.digits import is_digits
 from core.errors import DomainError, Forbidden
 from jobs import selectors, services
 from jobs.forms import JobFilterForm, JobSpecForm, LauncherForm
@@ -175,7 +176,7 @@ def _logs_context(request: HttpRequest, job: Job) -> dict:
     replica = request.GET.get("replica") or (replicas[0] if replicas else "")
     numbers = [a.number for a in job.attempts.all()]
     number = request.GET.get("attempt", "")
-    chosen = int(number) if number.isdigit() and int(number) in numbers else None
+    chosen = int(number) if is_digits(number) and int(number) in numbers else None
     follow = request.GET.get("follow", "1") == "1" and job.state not in FINAL and chosen is None
     try:
         body = read_logs(job, replica=replica, tail=200, attempt=chosen)
@@ -232,7 +233,7 @@ def job_scale(request: HttpRequest, pk: int) -> HttpResponse:
     """An elastic job's new maximum, from the job page's form (the service checks it, as for the API)."""
     job = _manage_or_403(request, pk)
     text = request.POST.get("max", "").strip()
-    if not text.isdigit():
+    if not is_digits(text):
         messages.error(request, f"max: a whole number of workers, not {text[:20]!r}.")
         return redirect("job_detail", pk=job.pk)
     try:
@@ -311,7 +312,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     else:
         initial = _template_text(request, project, launcher)
         source = request.GET.get("from", "")
-        if source.isdigit():
+        if is_digits(source):
             original = _job_or_404(request, int(source), detail=True)
             initial = spec_as_yaml(original, list(original.groups.all()),
                                    selectors.env_shown_to(request.user, original))

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.digits import is_digits
 from core.errors import DomainError
 from jobs.models import Job
 from reliability import reports, selectors, services
@@ -44,7 +45,7 @@ def cost_figure(request: HttpRequest, projects: QuerySet, start: datetime, end: 
 
 def _days(request: HttpRequest) -> int:
     raw = request.GET.get("days", "28")
-    return min(400, max(1, int(raw))) if raw.isdigit() else 28
+    return min(400, max(1, int(raw))) if is_digits(raw) else 28
 
 
 @login_required

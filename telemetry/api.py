@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from clusters.selectors import clusters
+from core.digits import is_digits
 from core.errors import DomainError
 from core.filters import IdFilter
 from quotas.api import StaffWritesMixin
@@ -55,7 +56,7 @@ class AttemptTelemetryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, 
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
         tally = self.get_object()
         raw = request.query_params.get("buckets", "60")
-        if not raw.isdigit() or not 1 <= int(raw) <= readings.MAX_BUCKETS:
+        if not is_digits(raw) or not 1 <= int(raw) <= readings.MAX_BUCKETS:
             raise DomainError(f"must be a whole number from 1 to {readings.MAX_BUCKETS}", field="buckets")
         gpus = list(tally.attempt.gpus.all())
         found = readings.attempt_readings(tally, gpus, int(raw))

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from core.digits import is_digits
+
 MIB_PER_GIB = 1024.0
 
 
@@ -199,7 +201,7 @@ def samples(result: Iterable[Mapping[str, Any]], labels: Labels) -> Iterator[Sam
 def host_name(instance: str) -> str:
     """The host of a `host:port` label value (Prometheus' `instance`); a value without a port as it is."""
     host, colon, port = instance.rpartition(":")
-    return host.strip("[]") if colon and port.isdigit() else instance
+    return host.strip("[]") if colon and is_digits(port) else instance
 
 
 def node_samples(result: Iterable[Mapping[str, Any]], field: NodeField, host_label: str) -> Iterator[Sample]:

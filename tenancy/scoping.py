@@ -16,6 +16,7 @@ from django.http import Http404
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
+from core.digits import is_digits
 from core.filters import MAX_ID
 from tenancy import permissions
 from tenancy.models import Project, Role
@@ -49,7 +50,7 @@ class ScopedViewSet(viewsets.GenericViewSet):
         field: a 404 before the query, which the database would refuse (the ORM bounds a lookup by primary key, not
         one through a related field such as an attempt's id). A name made of digits is still looked up."""
         value = self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
-        if isinstance(value, str) and value.isdigit() and int(value) > MAX_ID and self._looked_up_by_integer():
+        if isinstance(value, str) and is_digits(value) and int(value) > MAX_ID and self._looked_up_by_integer():
             raise Http404
         return super().get_object()
 

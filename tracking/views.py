@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.digits import is_digits
 from core.errors import DomainError, Forbidden
 from jobs import selectors as job_selectors
 from jobs.models import Job, JobEvent
@@ -461,7 +462,7 @@ def _holds(request: HttpRequest, project: Project, role: str) -> bool:
 
 
 def _int(text: str | None) -> int:
-    return int(text) if text and text.isdigit() else 0
+    return int(text) if text and is_digits(text) else 0
 
 
 # ---- compare
@@ -470,7 +471,7 @@ def _int(text: str | None) -> int:
 def _compared_runs(request: HttpRequest) -> list[Run]:
     """The runs named by ?run=<id> (repeatable), in that order; any one the caller cannot see is a 404."""
     ids = list(dict.fromkeys(request.GET.getlist("run")))
-    if not all(i.isdigit() for i in ids) or len(ids) > MAX_COMPARED:
+    if not all(is_digits(i) for i in ids) or len(ids) > MAX_COMPARED:
         raise Http404(f"Compare up to {MAX_COMPARED} runs, named by their numbers.")
     found = {run.pk: run for run in selectors.runs_for_user(request.user).filter(pk__in=ids)}
     if len(found) != len(ids):

@@ -28,6 +28,7 @@ from django.utils import timezone
 from clusters import selectors
 from clusters.backends import redispatch_before
 from clusters.models import Cluster
+from core.digits import is_digits
 from core.errors import DomainError
 from jobs.models import Attempt, AttemptResize
 from jobs.ports import FollowedLog, Observation, Phase
@@ -173,7 +174,7 @@ class SimulatedBackend:
                after: str | None = None) -> FollowedLog:
         """A simulated replica has no process: its first line (not again when resuming), then a status line every
         FOLLOW_INTERVAL seconds until its attempt ends. The position counts the lines given."""
-        if after and not after.isdigit():
+        if after and not is_digits(after):
             raise DomainError("Not a cursor this server gave: resume with the cursor= of the stream's last line.",
                               field="cursor")
         return StatusLines(self._lines(attempt, f"{role}-{index}")[0], attempt, f"{role}-{index}",

@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from core.digits import is_digits
+
 MAX_NAME = 63
 
 PREFIX = "tidal.dev/"
@@ -90,7 +92,7 @@ def labelled_attempt(obj: Mapping[str, Any]) -> tuple[str, int] | None:
     """(job label, attempt number) an object carries, as the sweep compares them; None without both labels."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     job, attempt = labels.get(LABEL_JOB), labels.get(LABEL_ATTEMPT)
-    return (job, int(attempt)) if job and attempt and attempt.isdigit() else None
+    return (job, int(attempt)) if job and attempt and is_digits(attempt) else None
 
 
 def selector_string(labels: dict[str, str]) -> str:

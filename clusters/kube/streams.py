@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from core.digits import is_digits
+
 from .ratelimit import Clock
 
 _END = object()
@@ -117,7 +119,7 @@ class LogPosition:
         if text == "":
             return cls()
         stamp, _, same = text.partition(".")
-        if not stamp.isdigit() or not same.isdigit():
+        if not is_digits(stamp) or not is_digits(same):
             raise ValueError(f"not a log position: {text!r}")
         position = cls(int(stamp), int(same))
         try:

@@ -22,6 +22,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 import httpx
+from tidal_cli.digits import is_digits
 
 from tidal.config import Options, Target, TidalError, job_target, rank, user_credentials
 from tidal.run import NoOpRun, Run
@@ -146,7 +147,7 @@ def checkpoint(path: str, step: int | None = None, **options: Any) -> bool:
     if rank() != 0:
         return False
     job, job_id = job_target(), os.environ.get("TIDAL_JOB_ID", "")
-    if job is None or not job_id.isdigit():
+    if job is None or not is_digits(job_id):
         _log.warning("tidal: tidal.checkpoint() reports to a Tidal job (TIDAL_RUN_TOKEN, TIDAL_JOB_ID); outside "
                      "one nothing is reported")
         return False

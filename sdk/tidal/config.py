@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal_cli.client import CliError, load_config
+from tidal_cli.digits import is_digits
 
 
 class TidalError(Exception):
@@ -58,7 +59,7 @@ def rank() -> int:
     """This process's rank as torchrun (and most launchers) set it: RANK, else LOCAL_RANK, else 0."""
     for name in ("RANK", "LOCAL_RANK"):
         value = os.environ.get(name, "").strip()
-        if value.lstrip("-").isdigit():
+        if is_digits(value.lstrip("-")):
             return int(value)
     return 0
 
@@ -67,11 +68,11 @@ def job_target() -> Target | None:
     """The job's own run (TIDAL_URL, TIDAL_RUN_ID, TIDAL_RUN_TOKEN, TIDAL_ATTEMPT), when running inside a job."""
     env = os.environ
     url, run_id, token = env.get("TIDAL_URL"), env.get("TIDAL_RUN_ID", ""), env.get("TIDAL_RUN_TOKEN")
-    if not (url and token and run_id.isdigit()):
+    if not (url and token and is_digits(run_id)):
         return None
     attempt = env.get("TIDAL_ATTEMPT", "")
     return Target(url=url.rstrip("/"), token=token, run_id=int(run_id),
-                  attempt=int(attempt) if attempt.isdigit() and int(attempt) > 0 else None, run_token=True)
+                  attempt=int(attempt) if is_digits(attempt) and int(attempt) > 0 else None, run_token=True)
 
 
 def user_credentials(url: str | None = None, token: str | None = None) -> tuple[str, str, str | None]:

@@ -16,6 +16,7 @@ from time import monotonic, sleep
 from typing import Any
 
 import httpx
+from tidal_cli.digits import is_digits
 
 from tidal.config import Options, Target
 from tidal.spool import Record, Spool
@@ -262,7 +263,7 @@ class Sender:
             return DONE
         if status in (408, 429) or status >= 500:
             retry_after = response.headers.get("Retry-After", "")
-            self._mark_down(float(retry_after) if retry_after.isdigit() else None)
+            self._mark_down(float(retry_after) if is_digits(retry_after) else None)
             return RETRY
         self._mark_up()  # the server answered
         code, message = error_of(response)

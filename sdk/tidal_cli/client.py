@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from tidal_cli.digits import is_digits
+
 
 class CliError(Exception):
     """Printed to stderr as one line (`tidal: <message>`), or with --json as one JSON object (`as_json`); the
@@ -120,7 +122,7 @@ def error_from_response(response: httpx.Response) -> ApiError:
         message += " Log in with a token that can write: tidal login --token TOKEN"
     wait = response.headers.get("Retry-After", "")
     return ApiError(message + _field_details(message, fields), status=status, code=code, fields=fields,
-                    retry_after=float(wait) if wait.isdigit() else None)
+                    retry_after=float(wait) if is_digits(wait) else None)
 
 
 class Api:

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from tidal_cli.client import CliError
+from tidal_cli.digits import is_digits
 
 MAX_BYTES = 1_000_000
 
@@ -39,7 +40,7 @@ class JobFile:
                 if match is None:
                     break
                 line, node = match[0].start_mark.line + 1, match[1]
-            elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+            elif isinstance(node, yaml.SequenceNode) and is_digits(part) and int(part) < len(node.value):
                 node = node.value[int(part)]
                 line = node.start_mark.line + 1
             else:

@@ -25,6 +25,8 @@ from urllib.parse import unquote, urlparse
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from core.digits import is_digits
+
 CHUNK_BYTES = 1024 * 1024  # what uploads are read and files copied by
 FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -132,7 +134,7 @@ class FileStore:
     def parts(self, key: str, upload: str) -> dict[int, tuple[int, str]]:
         found = {}
         for entry in os.scandir(self._upload_dir(upload)):
-            if entry.name.isdigit():
+            if is_digits(entry.name):
                 size = entry.stat().st_size
                 found[int(entry.name)] = (size, _file_tag(int(entry.name), size))
         return found

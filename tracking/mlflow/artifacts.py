@@ -22,6 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.digits import is_digits
 from core.errors import DATABASE_RETRY_AFTER_SECONDS
 from tracking.artifacts import paths, services
 from tracking.artifacts import selectors as artifact_selectors
@@ -77,7 +78,7 @@ def _body(request: HttpRequest | Request) -> Body:
     raw = request.META.get("CONTENT_LENGTH")
     if raw is None or raw == "":
         raise LengthRequired("An artifact upload needs a Content-Length header.", field="Content-Length")
-    if not raw.isdigit():
+    if not is_digits(raw):
         raise invalid(f"Header 'Content-Length' must be a number of bytes; got {raw[:40]!r}.")
     length = int(raw)
     stream = request.stream if isinstance(request, Request) else request

@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework.request import Request
 
+from core.digits import is_digits
 from core.serializers import has_control_character
 from tracking.artifacts import paths
 from tracking.artifacts import selectors as artifact_selectors
@@ -236,7 +237,7 @@ def _clauses(filter_string: str) -> list[tuple[str, str, str]]:
             raise invalid(f"Invalid filter {filter_string[:200]!r} at {filter_string[position:position + 40]!r}: "
                           f"expected <{'|'.join(FILTER_FIELDS)}> = or != '<value>', joined by AND.")
         value = re.sub(r"\\(.)", r"\1", match["value"])
-        if field == "run_id" and not value.isdigit():
+        if field == "run_id" and not is_digits(value):
             value = "-1"  # no run has it: the clause matches nothing, as an unknown id matches nothing
         clauses.append((field, match["op"], value))
         position = match.end()

@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime
 from typing import overload
 
+from core.digits import is_digits
 from tracking.mlflow.errors import invalid
 from tracking.models import Experiment, Run
 from tracking.series.validate import SURROGATE, has_surrogate, shown_last
@@ -63,7 +64,7 @@ def latest_value(entry: dict) -> float | str:
 
 def pk_of(value: str) -> int | None:
     """The primary key an MLflow id names, or None when it names nothing Tidal could hold."""
-    return int(value) if value.isascii() and value.isdigit() and len(value) <= MAX_ID_DIGITS else None
+    return int(value) if is_digits(value) and len(value) <= MAX_ID_DIGITS else None
 
 
 # Request fields. GET endpoints read the query string (all strings), POST ones a JSON object.

@@ -23,6 +23,7 @@ from clusters.kube import names
 from clusters.kube.client import Watcher, WatchEvent
 from clusters.kube.dispatch import attempt_key
 from clusters.kube.errors import ApiError
+from core.digits import is_digits
 from jobs.observations import record_all, record_observation
 from jobs.selectors import open_attempts
 
@@ -60,7 +61,7 @@ class PodWatch:
             return []
         labels = (event.object.get("metadata") or {}).get("labels") or {}
         job_id, number = labels.get(names.LABEL_JOB, ""), labels.get(names.LABEL_ATTEMPT, "")
-        if not job_id.isdigit() or not number.isdigit():
+        if not is_digits(job_id) or not is_digits(number):
             return []
         attempt = open_attempts().filter(cluster=self.backend.cluster, job_id=int(job_id), number=int(number)).first()
         if attempt is None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidal_cli.client import Api, ApiError, CliError, load_config
+from tidal_cli.digits import is_digits
 
 Handler = Callable[[argparse.Namespace], None]
 
@@ -27,13 +28,13 @@ def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler, he
 def job_id(value: str) -> int:
     """`42` or `#42`."""
     text = value.strip().lstrip("#")
-    if not text.isdigit() or int(text) < 1:
+    if not is_digits(text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"not a job id: {value!r} (a positive number, e.g. 42)")
     return int(text)
 
 
 def positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    if not is_digits(value) or int(value) < 1:
         raise argparse.ArgumentTypeError(f"not a positive number: {value!r}")
     return int(value)
 

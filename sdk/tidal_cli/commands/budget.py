@@ -7,13 +7,14 @@ import argparse
 
 from tidal_cli.client import Api, UsageError
 from tidal_cli.commands import add_command, default_project, list_rows
+from tidal_cli.digits import is_digits
 from tidal_cli.output import emit_json, table
 
 
 def threshold_list(value: str) -> list[int]:
     """`50,80,100` (an empty string: no alerts). The server checks the range and order."""
     items = [item.strip() for item in value.split(",") if item.strip()]
-    if not all(item.isdigit() for item in items):
+    if not all(is_digits(item) for item in items):
         raise argparse.ArgumentTypeError(f"not a list of whole percents: {value!r} (e.g. 50,80,100)")
     return [int(item) for item in items]
 

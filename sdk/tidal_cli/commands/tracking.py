@@ -9,6 +9,7 @@ from collections.abc import Callable
 from tidal_cli.client import Api, ApiError, CliError, UsageError
 from tidal_cli.commands import add_command, list_rows, positive
 from tidal_cli.csvcells import write_csv
+from tidal_cli.digits import is_digits
 from tidal_cli.humanize import duration, parse_time, relative
 from tidal_cli.output import Column, emit_json, fields, table, truncate
 
@@ -18,7 +19,7 @@ RUN_STATUSES = ["RUNNING", "FINISHED", "FAILED", "KILLED"]
 def run_id(value: str) -> int:
     """`7` or `#7`."""
     text = value.strip().lstrip("#")
-    if not text.isdigit() or int(text) < 1:
+    if not is_digits(text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"not a run id: {value!r} (a positive number, e.g. 7)")
     return int(text)
 
@@ -59,7 +60,7 @@ def marked_number(value: object) -> str:
 
 def experiment_id(name_or_id: str, project: str | None) -> int:
     """An experiment id, or the id of the experiment of that name among the caller's (in `project`)."""
-    if name_or_id.isdigit():
+    if is_digits(name_or_id):
         return int(name_or_id)
     found = [e for e in list_rows("experiments/", project=project) if e["name"] == name_or_id]
     where = f" in project {project}" if project else " in your projects"
@@ -164,7 +165,7 @@ def cmd_metrics(args: argparse.Namespace) -> None:
 
 def alert_id(value: str) -> int:
     text = value.strip().lstrip("#")
-    if not text.isdigit() or int(text) < 1:
+    if not is_digits(text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"not an alert id: {value!r} (a positive number, e.g. 12)")
     return int(text)
 
