@@ -12,6 +12,8 @@
    imports it.
 6. Apps connect to each other (core.hooks, Django signals) in their AppConfig.ready(), never as the side effect of an
    import.
+7. A whole number is recognised as ASCII digits, by `core.digits` (the server) or `tidal_cli.digits` (the CLI and
+   SDK), never by `str.isdigit()` and its kin, which accept digits `int()` refuses ("²").
 """
 
 from __future__ import annotations
@@ -308,4 +310,30 @@ def test_apps_connect_in_ready_not_by_importing_for_a_side_effect():
             found.append(f"{path.relative_to(ROOT)}: an import kept for its side effect")
         if re.search(r"^@(receiver|\w+\.on_change|\w+\.after_commit)\b", source, re.MULTILINE):
             found.append(f"{path.relative_to(ROOT)}: connects by a decorator, at import")
+    assert found == []
+
+
+DIGITS_MODULES = {Path("core/digits.py"), Path("sdk/tidal_cli/digits.py")}
+NOT_WRITTEN_HERE = {".venv", "node_modules", "var", ".git", ".build", "tests"}
+DIGIT_CHECKS = {"isdigit", "isdecimal", "isnumeric"}
+
+
+def unicode_digit_checks(source: str) -> list[int]:
+    """Lines calling `.isdigit()`, `.isdecimal()` or `.isnumeric()`."""
+    return sorted({node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                   and isinstance(node.func, ast.Attribute) and node.func.attr in DIGIT_CHECKS})
+
+
+def test_the_digit_checker_catches_isdigit_and_its_kin():
+    assert unicode_digit_checks("n = int(t) if t.isdigit() else 0\nok = s.isdecimal() or s.isnumeric()\n") == [1, 2]
+    assert unicode_digit_checks("ok = is_digits(t)  # not t.isdigit()\n") == []
+
+
+def test_whole_numbers_are_read_as_ascii_digits_only():
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if NOT_WRITTEN_HERE & set(relative.parts) or relative in DIGITS_MODULES:
+            continue
+        found += [f"{relative}:{line}" for line in unicode_digit_checks(path.read_text())]
     assert found == []
