@@ -392,7 +392,8 @@ def test_running_usage_carried_between_cycles_decides_the_same(case):
 def _held(snap: Snapshot, project: str, flavor: str, hold: float) -> int:
     """What the lend hold keeps of a project's guarantee, counted the plain way: its most devices held at any
     moment of the last `hold` seconds (jobs running now and attempts that ended, each holding from its start until
-    its end), plus the devices of the jobs it submitted in them."""
+    its end), plus the devices of the jobs it submitted in them that could take its guarantee back (neither
+    preemptible nor larger than it: lending.py)."""
     if hold <= 0:
         return 0
     since = snap.now - hold
@@ -401,7 +402,9 @@ def _held(snap: Snapshot, project: str, flavor: str, hold: float) -> int:
     spans += [(e.started_at, e.ended_at, e.devices) for e in snap.ended if (e.project, e.flavor) == (project, flavor)]
     moments = {since, *(start for start, _, _ in spans if since < start <= snap.now)}
     peak = max(sum(d for start, end, d in spans if start <= t < end) for t in moments)
-    return peak + sum(a.devices for a in snap.arrivals if (a.project, a.flavor) == (project, flavor) and a.at > since)
+    guaranteed = sum(q.guaranteed for q in snap.quotas if (q.project, q.flavor) == (project, flavor))
+    return peak + sum(a.devices for a in snap.arrivals if (a.project, a.flavor) == (project, flavor) and a.at > since
+                      and not a.preemptible and a.devices <= guaranteed)
 
 
 def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str, hold: float) -> tuple[int, int]:
@@ -435,8 +438,22 @@ def _excess_beyond_lenders(snap: Snapshot, admitted: set[int], flavor: str, hold
     return excess, max(0, total - sum(guar.values()))
 
 
+def _arrivals_that_hold_nothing() -> tuple[Snapshot, Policy, float]:
+    """Found by `make fuzz` (a new example): p1 lends its idle h100 guarantee to its sibling p0 although it just
+    submitted a preemptible job and one larger than its guarantee, neither of which could take the guarantee back,
+    so neither holds it (lending.takes_back, since a527024). The property's own count of the hold still counted every
+    submission and took the loan for borrowing beyond the lenders."""
+    node_list = tuple(Node(f"n{k}", "h100", 8, 8, "c1", "", "", True) for k in range(2))
+    quotas = (Quota("p0", "h100", 0, 16), Quota("p1", "h100", 16, 0))
+    projects = (Project("p0", "o1"), Project("p1", "o1"))
+    borrower = PendingJob(1, "p0", 500, 9990.0, (ReplicaGroup("worker", 1, 8, "h100"),))
+    arrivals = (Arrival("p1", "h100", 8, 9999.0, preemptible=True), Arrival("p1", "h100", 64, 9999.0))
+    return Snapshot(10_000.0, node_list, quotas, projects, (), (borrower,), arrivals=arrivals), Policy(), 0.9
+
+
 @PROPS
 @given(scenarios())
+@example(_arrivals_that_hold_nothing())
 def test_no_borrowing_across_organizations_or_beyond_lend_limits(case):
     """With nobody borrowing at the start and only projects without a guarantee of the flavor asking (so every
     admission borrows), an organization borrows only its own lenders' idle guarantee, within their lend limits and
