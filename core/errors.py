@@ -109,6 +109,15 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
+def unsupported_media_type(request: Any) -> str:
+    """The 415's message: what the body was sent as (DRF's own says `Unsupported media type ""` of a body sent
+    without a Content-Type) and what the endpoint reads instead."""
+    reads = ", ".join(dict.fromkeys(parser.media_type for parser in request.parsers))
+    if not request.content_type:
+        return f"The request has a body but no Content-Type header; this endpoint reads {reads}."
+    return f"This endpoint does not read {request.content_type.split(';')[0].strip()!r} bodies; it reads {reads}."
+
+
 def log_database_unavailable(exc: Exception, context: dict) -> None:
     logger.warning("database unavailable during %s: %s", type(context.get("view")).__name__, exc)
 
@@ -146,6 +155,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         first = next(iter(fields.items()))
         message = f"{first[0]}: {first[1][0]}" if first[0] != "non_field_errors" else first[1][0]
         response.data = error_body("invalid", message, fields)
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        response.data = error_body("unsupported_media_type", unsupported_media_type(context["request"]))
     elif isinstance(exc, exceptions.APIException):
         detail = exc.detail
         code = detail.code if hasattr(detail, "code") else exc.default_code

@@ -44,6 +44,8 @@ def refusals(method: str, path: str, operation: dict[str, Any]) -> dict[str, str
         statuses["400"] = "Invalid input; `fields` names each bad field."
     if "requestBody" in operation:
         statuses["413"] = "The body is over the size limit (too_large; `message` says which)."
+        statuses["415"] = "The body's Content-Type is missing or not one the operation reads " \
+                          "(unsupported_media_type; `message` lists those it reads)."
     if "{" in path or "page" in names:
         statuses["404"] = "Nothing there that the caller may see (another tenant's object reads as missing), or " \
                           "a page past the last."
