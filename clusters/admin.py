@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from clusters import services
 from clusters.backends.kubernetes import clients, nodesync
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
-from core.admin import InlineWrites, WritesThroughServices
+from core.admin import InlineWrites, ModelAdmin, WritesThroughServices
 from core.errors import DomainError
 
 
@@ -68,7 +68,7 @@ def _delete_rule(request, rule: FlavorRule) -> None:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
+class ClusterAdmin(WritesThroughServices, InlineWrites, ModelAdmin):
     form = ClusterForm
     list_display = ["name", "backend", "enabled", "credentials", "last_sync_at", "created_at"]
     list_filter = ["backend", "enabled"]
@@ -126,7 +126,7 @@ class ClusterAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
 
 
 @admin.register(FlavorRule)
-class FlavorRuleAdmin(WritesThroughServices, admin.ModelAdmin):
+class FlavorRuleAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["pattern", "flavor", "cluster", "position"]
     list_filter = ["cluster", "flavor"]
     list_editable = ["position"]
@@ -139,7 +139,7 @@ class FlavorRuleAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(WritesThroughServices, admin.ModelAdmin):
+class NodeAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["name", "cluster", "flavor", "devices", "foreign_used", "block", "rack", "cordoned", "ready"]
     list_filter = ["cluster", "flavor", "ready", "cordoned", "block", "rack"]
     search_fields = ["name", "rack", "block"]

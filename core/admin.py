@@ -4,18 +4,51 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.contrib import messages
-from django.db.models import QuerySet
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ERROR_FLAG
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db.models import ForeignKey, ManyToManyField, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from core.errors import DomainError
 
 # The mixins' host, for mypy: without Django's stubs `ModelAdmin` is an unknown (Any) base, so `super()`'s views and
-# `message_user` are found on it. At run time they are plain mixins, listed before `admin.ModelAdmin`.
+# `message_user` are found on it. At run time they are plain mixins, listed before `ModelAdmin` below.
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin as _ModelAdmin
 else:
     _ModelAdmin = object
+
+
+class ModelAdmin(admin.ModelAdmin):
+    """Every console page's base: a value in the address that a field cannot hold is no server error. Django's
+    admin takes an add page's initial values from the query string (`?project=3`) and filters a list by any field
+    in it (`?cluster=3`); an initial relation that is no id (`?project=abc`) failed the page's select (ValueError),
+    and on SQLite, which binds integers only up to 2^63 - 1, a larger one failed the list (OverflowError)."""
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
+        initial = super().get_changeform_initial_data(request)
+        return {name: value for name, value in initial.items() if self._relation_may_hold(name, value)}
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        try:
+            return super().changelist_view(request, extra_context)
+        except OverflowError:  # as Django answers a filter it cannot apply: the list again, unfiltered, with a note
+            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+
+    def _relation_may_hold(self, name: str, value: str | list[str]) -> bool:
+        try:
+            field = self.opts.get_field(name)
+        except FieldDoesNotExist:
+            return True
+        if not isinstance(field, ForeignKey | ManyToManyField):
+            return True
+        try:
+            for one in value if isinstance(value, list) else [value]:
+                field.target_field.clean(one, None)  # its type and its column's range
+        except ValidationError:
+            return False
+        return True
 
 
 class WritesThroughServices(_ModelAdmin):

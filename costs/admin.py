@@ -8,7 +8,7 @@ import copy
 from django import forms
 from django.contrib import admin
 
-from core.admin import WritesThroughServices
+from core.admin import ModelAdmin, WritesThroughServices
 from core.errors import DomainError
 from costs import services
 from costs.models import (
@@ -40,7 +40,7 @@ class PriceForm(forms.ModelForm):
         return cleaned
 
 
-class PriceAdmin(WritesThroughServices, admin.ModelAdmin):
+class PriceAdmin(WritesThroughServices, ModelAdmin):
     form = PriceForm
 
     def save_model(self, request, obj, form, change):
@@ -79,7 +79,7 @@ class TidalRateAdmin(PriceAdmin):
 
 
 @admin.register(Budget)
-class BudgetAdmin(WritesThroughServices, admin.ModelAdmin):
+class BudgetAdmin(WritesThroughServices, ModelAdmin):
     """Staff edit any project's budget; the form checks the model's rules, the service audits and wakes the
     scheduler."""
 
@@ -94,7 +94,7 @@ class BudgetAdmin(WritesThroughServices, admin.ModelAdmin):
         services.budget_delete(actor=request.user, budget=obj)
 
 
-class ScopedBudgetAdmin(WritesThroughServices, admin.ModelAdmin):
+class ScopedBudgetAdmin(WritesThroughServices, ModelAdmin):
     """Staff set organizations' and users' budgets; the service audits and wakes the scheduler."""
 
     list_filter = ["hard"]
@@ -118,7 +118,7 @@ class UserBudgetAdmin(ScopedBudgetAdmin):
 
 
 @admin.register(ScopedBudgetAlert)
-class ScopedBudgetAlertAdmin(admin.ModelAdmin):
+class ScopedBudgetAlertAdmin(ModelAdmin):
     """The record of organizations' and users' thresholds crossed: written only by the budget check."""
 
     list_display = ["organization", "user", "month", "threshold", "amount", "cost", "created_at"]
@@ -132,7 +132,7 @@ class ScopedBudgetAlertAdmin(admin.ModelAdmin):
 
 
 @admin.register(BudgetAlert)
-class BudgetAlertAdmin(admin.ModelAdmin):
+class BudgetAlertAdmin(ModelAdmin):
     """The record of thresholds crossed: written only by the budget check."""
 
     list_display = ["project", "month", "threshold", "amount", "cost", "created_at"]
@@ -146,7 +146,7 @@ class BudgetAlertAdmin(admin.ModelAdmin):
 
 
 @admin.register(SpendAnomalyRule)
-class SpendAnomalyRuleAdmin(WritesThroughServices, admin.ModelAdmin):
+class SpendAnomalyRuleAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["project", "multiple", "trailing_days", "enabled"]
     autocomplete_fields = ["project"]
 
@@ -158,7 +158,7 @@ class SpendAnomalyRuleAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(SpendAnomalyAlert)
-class SpendAnomalyAlertAdmin(admin.ModelAdmin):
+class SpendAnomalyAlertAdmin(ModelAdmin):
     """The record of anomalous days: written only by the check."""
 
     list_display = ["project", "day", "spent", "median", "multiple", "created_at"]

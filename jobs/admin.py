@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from core.admin import ModelAdmin
 from jobs.models import Attempt, Job, JobEvent, ReplicaGroup
 
 
@@ -26,7 +27,7 @@ class JobEventInline(admin.TabularInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ModelAdmin):
     """Read-only: jobs change state only through the scheduler and services, never by hand."""
 
     list_display = ["id", "name", "project", "state", "priority_class", "flavor", "total_devices", "submitter_name",

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from core.admin import WritesThroughServices
+from core.admin import ModelAdmin, WritesThroughServices
 from pools import services
 from pools.models import GiveBack, Pool, PoolToken
 
@@ -17,7 +17,7 @@ class PoolTokenInline(admin.TabularInline):
 
 
 @admin.register(Pool)
-class PoolAdmin(WritesThroughServices, admin.ModelAdmin):
+class PoolAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["name", "cluster", "flavor", "node_pattern", "devices", "headroom_percent", "headroom_floor",
                     "time_zone", "lending", "demand", "demand_at"]
     list_filter = ["cluster", "flavor", "lending"]
@@ -46,7 +46,7 @@ class PoolAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(GiveBack)
-class GiveBackAdmin(admin.ModelAdmin):
+class GiveBackAdmin(ModelAdmin):
     list_display = ["pool", "started_at", "freed_at", "devices"]
     list_filter = ["pool"]
     readonly_fields = list_display

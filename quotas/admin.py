@@ -1,12 +1,12 @@
 from django.contrib import admin
 
-from core.admin import WritesThroughServices
+from core.admin import ModelAdmin, WritesThroughServices
 from quotas import selectors, services
 from quotas.models import PriorityClass, ProjectUsage, Quota, ResourceFlavor
 
 
 @admin.register(ResourceFlavor)
-class ResourceFlavorAdmin(WritesThroughServices, admin.ModelAdmin):
+class ResourceFlavorAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["name", "vendor", "device_resource", "arch", "rdma"]
     list_filter = ["vendor", "arch", "rdma"]
     search_fields = ["name", "device_resource"]
@@ -19,7 +19,7 @@ class ResourceFlavorAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(WritesThroughServices, admin.ModelAdmin):
+class PriorityClassAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["name", "value", "preemptible", "is_default"]
 
     def save_model(self, request, obj, form, change):
@@ -30,7 +30,7 @@ class PriorityClassAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(Quota)
-class QuotaAdmin(WritesThroughServices, admin.ModelAdmin):
+class QuotaAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["project", "flavor", "guaranteed", "borrow_limit", "lend_limit", "used_now", "borrowed_now",
                     "lent_now"]
     list_filter = ["flavor", "project__organization"]
@@ -69,6 +69,6 @@ class QuotaAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(ProjectUsage)
-class ProjectUsageAdmin(admin.ModelAdmin):
+class ProjectUsageAdmin(ModelAdmin):
     list_display = ["project", "decayed_device_seconds", "updated_at"]
     readonly_fields = ["project", "decayed_device_seconds", "updated_at"]

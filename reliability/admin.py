@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
-from core.admin import WritesThroughServices
+from core.admin import ModelAdmin, WritesThroughServices
 from core.errors import DomainError
 from reliability import services
 from reliability.models import Diagnosis, FailurePattern, ProjectPolicy, QuarantinedNode
@@ -29,7 +29,7 @@ class FailurePatternForm(forms.ModelForm):
 
 
 @admin.register(FailurePattern)
-class FailurePatternAdmin(WritesThroughServices, admin.ModelAdmin):
+class FailurePatternAdmin(WritesThroughServices, ModelAdmin):
     form = FailurePatternForm
     list_display = ["pattern", "source", "cause", "confidence", "action", "enabled", "created_by"]
     list_filter = ["source", "cause", "enabled"]
@@ -46,7 +46,7 @@ class FailurePatternAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(Diagnosis)
-class DiagnosisAdmin(admin.ModelAdmin):
+class DiagnosisAdmin(ModelAdmin):
     list_display = ["attempt", "project", "cause", "confidence", "action", "cluster", "ended_at"]
     list_filter = ["cause", "kind", "outcome"]
     readonly_fields = [f.name for f in Diagnosis._meta.fields]
@@ -59,7 +59,7 @@ class DiagnosisAdmin(admin.ModelAdmin):
 
 
 @admin.register(QuarantinedNode)
-class QuarantinedNodeAdmin(admin.ModelAdmin):
+class QuarantinedNodeAdmin(ModelAdmin):
     list_display = ["name", "cluster", "quarantined_at", "quarantine_reason"]
     actions = ["release"]
 
@@ -86,7 +86,7 @@ class QuarantinedNodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProjectPolicy)
-class ProjectPolicyAdmin(admin.ModelAdmin):
+class ProjectPolicyAdmin(ModelAdmin):
     """A project's opt-in: restart its hung jobs from their checkpoint."""
 
     list_display = ["project", "restart_on_hang"]

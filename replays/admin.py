@@ -8,12 +8,13 @@ from django.contrib import admin
 from django.shortcuts import redirect
 from django.urls import path, reverse
 
+from core.admin import ModelAdmin
 from replays import views
 from replays.models import ReplayRun, WhatIf
 
 
 @admin.register(ReplayRun)
-class ReplayRunAdmin(admin.ModelAdmin):
+class ReplayRunAdmin(ModelAdmin):
     list_display = ["id", "kind", "status", "percent", "policy", "trace_name", "jobs", "created_by_name",
                     "created_at"]
     list_filter = ["kind", "status"]
@@ -43,7 +44,7 @@ class ReplayRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(WhatIf)
-class WhatIfAdmin(admin.ModelAdmin):
+class WhatIfAdmin(ModelAdmin):
     """Only an entry on the admin index: its list is the what-if page."""
 
     def has_module_permission(self, request) -> bool:

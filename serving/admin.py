@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from core.admin import ModelAdmin
 from serving.models import ScaleEvent, Service
 
 
@@ -16,7 +17,7 @@ class ScaleEventInline(admin.TabularInline):
 
 
 @admin.register(Service)
-class ServiceAdmin(admin.ModelAdmin):
+class ServiceAdmin(ModelAdmin):
     """Staff see every project's services; they are written through the API and the CLI (members of the project,
     serving.services), not here."""
 

@@ -2,13 +2,13 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from core.admin import WritesThroughServices
+from core.admin import ModelAdmin, WritesThroughServices
 from telemetry import services
 from telemetry.models import TelemetrySource
 
 
 @admin.register(TelemetrySource)
-class TelemetrySourceAdmin(WritesThroughServices, admin.ModelAdmin):
+class TelemetrySourceAdmin(WritesThroughServices, ModelAdmin):
     """Where each cluster's GPU telemetry is read: the exporter's labels, the matchers, how far it was read."""
 
     list_display = ["cluster", "enabled", "pod_label", "node_label", "gpu_label", "selector", "read_through",

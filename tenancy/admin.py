@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
-from core.admin import InlineWrites, WritesThroughServices
+from core.admin import InlineWrites, ModelAdmin, WritesThroughServices
 from tenancy import services
 from tenancy.models import ApiToken, AuditEntry, Membership, Organization, Project
 
@@ -36,7 +36,7 @@ class ProjectInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
+class OrganizationAdmin(WritesThroughServices, InlineWrites, ModelAdmin):
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -67,7 +67,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Project)
-class ProjectAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
+class ProjectAdmin(WritesThroughServices, InlineWrites, ModelAdmin):
     list_display = ["slug", "name", "organization", "archived", "max_running_jobs", "elastic_jobs", "created_at"]
     list_filter = ["organization", "archived"]
     search_fields = ["slug", "name", "organization__name"]
@@ -82,7 +82,7 @@ class ProjectAdmin(WritesThroughServices, InlineWrites, admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(WritesThroughServices, admin.ModelAdmin):
+class MembershipAdmin(WritesThroughServices, ModelAdmin):
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project__organization", "project"]
     search_fields = ["user__username", "user__email", "project__slug"]
@@ -99,7 +99,7 @@ class MembershipAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(WritesThroughServices, admin.ModelAdmin):
+class ApiTokenAdmin(WritesThroughServices, ModelAdmin):
     """Tokens without their secret: only the prefix is shown. Nothing about them can be edited; the "revoke" action
     revokes them (audited, as from the UI or API)."""
 
@@ -127,7 +127,7 @@ class ApiTokenAdmin(WritesThroughServices, admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ModelAdmin):
     list_display = ["created_at", "actor_name", "action", "target_repr", "project"]
     list_filter = ["action", "project"]
     search_fields = ["actor_name", "action", "target_repr", "target_id"]
