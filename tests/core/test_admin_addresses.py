@@ -51,3 +51,25 @@ def test_every_console_page_of_the_projects_models_has_the_shared_base():
     assert len(ours) > 20
     for model in ours:
         assert isinstance(admin.site.get_model_admin(model), ModelAdmin), model
+
+
+def test_no_console_page_fails_on_a_relation_in_its_address_that_no_id_can_be(console, tenant):
+    """Every list and add page of the project's models, each relation of its model given a value that is no id."""
+    from django.db.models import ForeignKey, ManyToManyField
+    from django.urls import NoReverseMatch, reverse
+
+    asked = 0
+    for model in apps.get_models():
+        if not admin.site.is_registered(model) or model.__module__.startswith("django."):
+            continue
+        relations = [f.name for f in model._meta.get_fields() if isinstance(f, ForeignKey | ManyToManyField)]
+        for view in ("changelist", "add"):
+            try:
+                page = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}")
+            except NoReverseMatch:
+                continue
+            for name in relations:
+                for value in ("abc", "²", TOO_LARGE):
+                    assert console.get(page, {name: value}).status_code < 500, (page, name, value)
+                    asked += 1
+    assert asked > 100
