@@ -11,7 +11,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -98,9 +98,11 @@ def switch_project(request: HttpRequest) -> HttpResponse:
     project = project_or_404(request, request.POST.get("project", ""))
     request.session[SESSION_KEY] = project.slug
     target = request.POST.get("next") or reverse("project_detail", kwargs={"slug": project.slug})
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    # A path of this site only. `redirect()` is not given it: it takes a word without "/" for a view's name
+    # ("abc" answered 500, "switch_project" went to /switch/).
+    if not target.startswith("/") or not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = reverse("home")
-    return redirect(_same_page_in(project, target))
+    return HttpResponseRedirect(_same_page_in(project, target))
 
 
 # The address parameters that name a project: a project's own page (/projects/<slug>/...), MLflow's links of a
