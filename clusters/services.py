@@ -14,15 +14,20 @@ from django.db import transaction
 from clusters.models import KUBERNETES_FIELDS, Cluster, FlavorRule, Node
 from core import wakeup
 from core.errors import DomainError
+from core.parsers import BodyProblem, load_yaml
 from tenancy.audit import delete_audited, save_audited
 
 # ------------------------------------------------------------------------------------------------ credentials
 
 def check_kubeconfig(text: str) -> None:
-    """Raise DomainError unless `text` looks like a kubeconfig (a YAML mapping with clusters and users)."""
+    """Raise DomainError unless `text` looks like a kubeconfig (a YAML mapping with clusters and users). Read first
+    as request bodies are (core.parsers.load_yaml: aliases, nesting and integers bounded), then as the Kubernetes
+    client will read it (yaml.safe_load, which raises ValueError, not a YAML error, on a date such as 2026-13-45:
+    it answered 500). Read by safe_load alone, nested aliases were expanded whole."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = load_yaml(text)
+        yaml.safe_load(text)
+    except (BodyProblem, yaml.YAMLError, ValueError) as exc:
         raise DomainError(f"The kubeconfig is not valid YAML: {exc}", field="kubeconfig") from None
     if not isinstance(data, dict) or not data.get("clusters") or not data.get("users"):
         raise DomainError("The kubeconfig needs `clusters`, `users` and a context.", field="kubeconfig")

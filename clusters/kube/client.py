@@ -153,7 +153,10 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str, *, context: str | None = None, **kwargs: Any) -> KubeClient:
         """Build from the text of a kubeconfig (as stored, decrypted, on the cluster record)."""
-        data = yaml.safe_load(kubeconfig)
+        try:
+            data = yaml.safe_load(kubeconfig)
+        except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date such as 2026-13-45
+            raise PermanentError(f"kubeconfig is not valid YAML: {exc}", reason="InvalidKubeconfig") from exc
         if not isinstance(data, dict):
             raise PermanentError("kubeconfig is not a YAML mapping", reason="InvalidKubeconfig")
         configuration = k8s.Configuration()

@@ -75,6 +75,21 @@ def test_api_rejects_invalid_kubeconfig_and_reserved_nccl_env(db, staff_client) 
     assert response.status_code == 400 and "nccl_extra_env" in response.json()["error"]["fields"]
 
 
+@pytest.mark.parametrize(("kubeconfig", "words"), [
+    (KUBECONFIG + "expires: 2026-13-45\n", "month must be in 1..12"),  # safe_load's ValueError: a 500
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]\n" for n in range(1, 9)), "aliases repeat"),
+])
+def test_a_kubeconfig_is_read_within_the_limits_of_a_yaml_body(db, staff_client, kubeconfig, words) -> None:
+    """Read by yaml.safe_load, a kubeconfig holding an impossible date answered 500 (the admin's form too: a crawl
+    posting odd values into every console form found it), and one of nested aliases was expanded whole."""
+    response = staff_client.post("/api/v1/clusters/", {"name": "x", "kubeconfig": kubeconfig}, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert list(error["fields"]) == ["kubeconfig"]
+    assert words in error["message"] and not Cluster.objects.exists()
+
+
 def test_admin_form_is_write_only_and_audit_hides_the_text(db, client) -> None:
     from tenancy.models import AuditEntry
 

@@ -328,7 +328,8 @@ class TestProjectSwitcher:
     @pytest.mark.parametrize("nowhere", ["abc", "²", "switch_project", "jobs/"])
     def test_a_next_that_is_no_path_of_this_site_goes_home(self, tenant, client, nowhere):
         """A word without "/" was taken for a view's name: "abc" and "²" answered 500 (a crawl posting odd values
-        into every form found it), "switch_project" went to /switch/ by its view's name, and "jobs/" to a relative address."""
+        into every form found it), "switch_project" went to /switch/ by its view's name; "jobs/" went to a relative
+        address."""
         client.force_login(tenant.users["member"])
         response = client.post("/switch/", {"project": "vision", "next": nowhere})
         assert response.status_code == 302 and response["Location"] == "/"

@@ -186,6 +186,8 @@ def test_invalid_kubeconfig_is_permanent() -> None:
         KubeClient.from_kubeconfig("- just\n- a list\n")
     with pytest.raises(PermanentError):
         KubeClient.from_kubeconfig("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+    with pytest.raises(PermanentError, match="not valid YAML"):  # safe_load's ValueError escaped as it was
+        KubeClient.from_kubeconfig("apiVersion: v1\nkind: Config\nexpires: 2026-13-45\n")
 
 
 def test_watch_lists_first_then_streams_events(client: KubeClient, kube) -> None:
