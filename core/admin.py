@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
+from django.contrib.admin import widgets
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db.models import ForeignKey, ManyToManyField, QuerySet
@@ -20,15 +21,53 @@ else:
     _ModelAdmin = object
 
 
+def _holds(field: ForeignKey | ManyToManyField, value: object) -> bool:
+    """Whether `value` can be an id of the relation's target: its type and its column's range."""
+    try:
+        field.target_field.clean(value, None)
+    except ValidationError:
+        return False
+    return True
+
+
+class _OnlyIds:
+    """An autocomplete select showing only the values that can be ids: Django's looks its selected values up, and a
+    form sent back with one that is no id (`project=abc`, refused by the form) failed to render (ValueError)."""
+
+    field: ForeignKey | ManyToManyField
+
+    def optgroups(self, name: str, value: list, attr: dict | None = None) -> list:
+        return super().optgroups(name, [v for v in value if _holds(self.field, v)], attr)  # type: ignore[misc]
+
+
+class AutocompleteSelect(_OnlyIds, widgets.AutocompleteSelect):
+    pass
+
+
+class AutocompleteSelectMultiple(_OnlyIds, widgets.AutocompleteSelectMultiple):
+    pass
+
+
 class ModelAdmin(admin.ModelAdmin):
-    """Every console page's base: a value in the address that a field cannot hold is no server error. Django's
-    admin takes an add page's initial values from the query string (`?project=3`) and filters a list by any field
-    in it (`?cluster=3`); an initial relation that is no id (`?project=abc`) failed the page's select (ValueError),
-    and on SQLite, which binds integers only up to 2^63 - 1, a larger one failed the list (OverflowError)."""
+    """Every console page's base: a value in the address or a form that a field cannot hold is no server error.
+    Django's admin takes an add page's initial values from the query string (`?project=3`) and filters a list by
+    any field in it (`?cluster=3`); an initial relation that is no id (`?project=abc`) failed the page's select
+    (ValueError), and on SQLite, which binds integers only up to 2^63 - 1, a larger one failed the list
+    (OverflowError)."""
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         initial = super().get_changeform_initial_data(request)
         return {name: value for name, value in initial.items() if self._relation_may_hold(name, value)}
+
+    def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs):
+        if db_field.name in self.get_autocomplete_fields(request) and "widget" not in kwargs:
+            kwargs["widget"] = AutocompleteSelect(db_field, self.admin_site, using=kwargs.get("using"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field: ManyToManyField, request: HttpRequest, **kwargs):
+        if db_field.name in self.get_autocomplete_fields(request) and "widget" not in kwargs:
+            kwargs["widget"] = AutocompleteSelectMultiple(db_field, self.admin_site, using=kwargs.get("using"))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         try:
@@ -43,12 +82,7 @@ class ModelAdmin(admin.ModelAdmin):
             return True
         if not isinstance(field, ForeignKey | ManyToManyField):
             return True
-        try:
-            for one in value if isinstance(value, list) else [value]:
-                field.target_field.clean(one, None)  # its type and its column's range
-        except ValidationError:
-            return False
-        return True
+        return all(_holds(field, one) for one in (value if isinstance(value, list) else [value]))
 
 
 class WritesThroughServices(_ModelAdmin):

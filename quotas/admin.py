@@ -70,5 +70,10 @@ class QuotaAdmin(WritesThroughServices, ModelAdmin):
 
 @admin.register(ProjectUsage)
 class ProjectUsageAdmin(ModelAdmin):
+    """Read-only: the scheduler keeps a project's past use (its add page saved a row without its time: a 500)."""
+
     list_display = ["project", "decayed_device_seconds", "updated_at"]
     readonly_fields = ["project", "decayed_device_seconds", "updated_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

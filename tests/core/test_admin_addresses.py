@@ -73,3 +73,18 @@ def test_no_console_page_fails_on_a_relation_in_its_address_that_no_id_can_be(co
                     assert console.get(page, {name: value}).status_code < 500, (page, name, value)
                     asked += 1
     assert asked > 100
+
+
+@pytest.mark.parametrize("page", ["/admin/costs/budget/add/", "/admin/tenancy/membership/add/"])
+@pytest.mark.parametrize("value", ["abc", "²", TOO_LARGE])
+def test_a_form_sent_back_with_a_relation_that_is_no_id_shows_the_error(console, tenant, page, value):
+    """The form refused it, and rendering the form again looked it up in the autocomplete select: a 500."""
+    response = console.post(page, {"project": value, "user": value, "amount": "100", "role": "member"})
+    assert response.status_code == 200
+    assert "project" in response.context["adminform"].form.errors
+
+
+def test_past_use_is_the_schedulers_to_keep(console, tenant):
+    """Its add page saved a row without its time (IntegrityError)."""
+    assert console.get("/admin/quotas/projectusage/add/").status_code == 403
+    assert console.post("/admin/quotas/projectusage/add/", {"decayed_device_seconds": "1"}).status_code == 403
