@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import widgets
 from django.contrib.admin.views.main import ERROR_FLAG
@@ -48,6 +49,23 @@ class AutocompleteSelectMultiple(_OnlyIds, widgets.AutocompleteSelectMultiple):
     pass
 
 
+class ModelMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """A many-to-many choice that refuses a value no id of its target can be before looking the choices up: on
+    SQLite (`make run`) an id beyond 64-bit integers reached that query (OverflowError: a 500)."""
+
+    def clean(self, value: object) -> object:
+        if isinstance(value, list | tuple):
+            opts = self.queryset.model._meta
+            target = opts.get_field(self.to_field_name) if self.to_field_name else opts.pk
+            for one in value:
+                try:
+                    target.clean(one, None)
+                except ValidationError:
+                    raise ValidationError(self.error_messages["invalid_pk_value"], code="invalid_pk_value",
+                                          params={"pk": one}) from None
+        return super().clean(value)
+
+
 class ModelAdmin(admin.ModelAdmin):
     """Every console page's base: a value in the address or a form that a field cannot hold is no server error.
     Django's admin takes an add page's initial values from the query string (`?project=3`) and filters a list by
@@ -67,6 +85,7 @@ class ModelAdmin(admin.ModelAdmin):
     def formfield_for_manytomany(self, db_field: ManyToManyField, request: HttpRequest, **kwargs):
         if db_field.name in self.get_autocomplete_fields(request) and "widget" not in kwargs:
             kwargs["widget"] = AutocompleteSelectMultiple(db_field, self.admin_site, using=kwargs.get("using"))
+        kwargs.setdefault("form_class", ModelMultipleChoiceField)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:

@@ -1,5 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import Group, User
 
 from core.admin import InlineWrites, ModelAdmin, WritesThroughServices
 from tenancy import services
@@ -141,3 +143,19 @@ class AuditEntryAdmin(ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# Django's own pages for accounts and groups, on the console's base (core.admin.ModelAdmin): what it answers to odd
+# values in addresses and forms holds for them too.
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class UserAdmin(ModelAdmin, auth_admin.UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class GroupAdmin(ModelAdmin, auth_admin.GroupAdmin):
+    pass
