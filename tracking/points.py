@@ -165,17 +165,26 @@ def _without(group: KeyPoints, drop: np.ndarray) -> KeyPoints:
 
 
 def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], Block]:
-    """The stored blocks of these series and attempt whose steps the new blocks' overlap, by (series, first step);
-    found through the index on their last step, which a batch continuing its series is beyond. Plain SQL: the
-    ORM spent a millisecond building this query."""
-    reach = " OR ".join(["(series_id = %s AND last_step >= %s AND first_step <= %s)"] * len(fresh))
+    """The stored blocks of these series and attempt whose steps the new blocks' overlap, by (series, first step).
+    An attempt's blocks never overlap, so of those begun before a new block's first step only the last can reach
+    into it: the rest begin within its steps. Both are found by first step alone, the primary key's order, which
+    any statistics make the plan (by first and last step, a block in the middle of a long series read half of it,
+    whichever index the statistics of a growing table chose); the one begun before that ends before is dropped
+    here. Plain SQL: the ORM spent a millisecond building this query."""
+    begun_before = (f"SELECT first_step FROM {_BLOCKS} WHERE series_id = %s AND attempt = %s "  # noqa: S608
+                    "AND first_step < %s ORDER BY first_step DESC LIMIT 1")
+    reach = " OR ".join([f"(series_id = %s AND first_step <= %s AND first_step >= COALESCE(({begun_before}), %s))"]
+                        * len(fresh))
     names = ", ".join(connection.ops.quote_name(name) for name in ("series_id", "first_step", *_ARRAYS))
+    bounds = [(series_id, int(block.steps[0]), int(block.steps[-1])) for series_id, block in fresh.items()]
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {names} FROM {_BLOCKS} WHERE attempt = %s AND ({reach})",  # noqa: S608
-                       [attempt, *(bound for series_id, block in fresh.items()
-                                   for bound in (series_id, int(block.steps[0]), int(block.steps[-1])))])
+                       [attempt, *(bound for series_id, first, last in bounds
+                                   for bound in (series_id, last, series_id, attempt, first, first))])
         rows = cursor.fetchall()
-    return {(series_id, first): _decoded(series_id, attempt, *arrays) for series_id, first, *arrays in rows}
+    found = {(series_id, first): _decoded(series_id, attempt, *arrays) for series_id, first, *arrays in rows}
+    starts = {series_id: first for series_id, first, _ in bounds}
+    return {key: block for key, block in found.items() if block.steps[-1] >= starts[key[0]]}
 
 
 def merged(blocks: list[Block]) -> Block:
