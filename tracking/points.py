@@ -168,9 +168,10 @@ def _overlapped(attempt: int, fresh: dict[int, Block]) -> dict[tuple[int, int], 
     """The stored blocks of these series and attempt whose steps the new blocks' overlap, by (series, first step).
     An attempt's blocks never overlap, so of those begun before a new block's first step only the last can reach
     into it: the rest begin within its steps. Both are found by first step alone, the primary key's order, which
-    any statistics make the plan (by first and last step, a block in the middle of a long series read half of it,
-    whichever index the statistics of a growing table chose); the one begun before that ends before is dropped
-    here. Plain SQL: the ORM spent a millisecond building this query."""
+    the planner takes with the table's statistics however stale (by first and last step, statistics from before a
+    series grew sent a late batch through the index on the last step: it read the half of the series after it);
+    the one begun before that ends before is dropped here. Plain SQL: the ORM spent a millisecond building this
+    query."""
     begun_before = (f"SELECT first_step FROM {_BLOCKS} WHERE series_id = %s AND attempt = %s "  # noqa: S608
                     "AND first_step < %s ORDER BY first_step DESC LIMIT 1")
     reach = " OR ".join([f"(series_id = %s AND first_step <= %s AND first_step >= COALESCE(({begun_before}), %s))"]
